@@ -1,0 +1,101 @@
+// ringattn — the per-node block-attention kernel.
+//
+// One call folds one visiting key/value block into the running online-softmax state
+// of this node's queries:
+//
+//   m  <- max(m, rowmax(scale * Q K^T))                       (per query row and head)
+//   l  <- l * exp(m_old - m) + rowsum(exp(scale * Q K^T - m))
+//   o  <- o * exp(m_old - m) + exp(scale * Q K^T - m) V
+//
+// After every block has visited, finalize() gives O = o / l and lse = m + log(l): exactly
+// dense softmax attention. Nothing b x b is allocated for large b: the kernel walks
+// query tiles x key tiles sized for L2, computes the scores and the P·V product with
+// oneDNN matmul primitives created once per tile shape, and runs the softmax pieces on
+// the best SIMD path of the CPU. Tiles that the mask hides completely are skipped.
+//
+// Layout: Q and O are [rows, heads, head_dim], K and V are [rows, kv_heads, head_dim],
+// row-major and dense. Query head h reads KV head h / (heads / kv_heads); K and V are
+// never duplicated for GQA/MQA.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "ringattn/positions.hpp"
+#include "ringattn/types.hpp"
+
+namespace ringattn {
+
+struct AttentionConfig {
+  std::int64_t heads = 0;
+  std::int64_t kv_heads = 0;    // divides heads; == heads for MHA, 1 for MQA
+  std::int64_t head_dim = 0;    // one of kSupportedHeadDims
+  DType dtype = DType::f32;     // storage and matmul-input type of Q, K, V
+  Mask mask = Mask::none();
+  float scale = 0.0f;           // 0 means 1/sqrt(head_dim)
+  int threads = 0;              // OpenMP threads for a fold; 0 means omp_get_max_threads()
+  std::optional<Isa> isa;       // force a path; unset: env RINGATTN_ISA, else the best one
+};
+
+// Head dims the kernel accepts (multiples of 16 that cover the usual models).
+inline constexpr std::int64_t kSupportedHeadDims[] = {32, 48, 64, 80, 96, 112, 128, 160, 192, 256};
+
+// The running (m, l, o) triple for `rows` query rows. m and l are [rows, heads]; o is
+// [rows, heads, head_dim]; all fp32. A fresh state has m = -inf, l = 0, o = 0.
+struct OnlineSoftmaxState {
+  std::int64_t rows = 0, heads = 0, head_dim = 0;
+  std::vector<float> m, l, o;
+
+  OnlineSoftmaxState() = default;
+  OnlineSoftmaxState(std::int64_t rows, std::int64_t heads, std::int64_t head_dim);
+  void reset();
+};
+
+// Combines two partial states over disjoint key sets: `into` becomes the state over both.
+// Commutative and associative up to fp32 rounding. Rows where both are empty stay empty.
+void merge(OnlineSoftmaxState& into, const OnlineSoftmaxState& other);
+
+// O = o / l as fp32 [rows, heads, head_dim]; lse = m + log(l) as [rows, heads].
+// A row that saw no key (fully masked) yields O = 0 and lse = -inf, never NaN.
+void finalize(const OnlineSoftmaxState& s, float* out, float* lse);
+
+struct FoldStats {
+  std::int64_t tiles_computed = 0;
+  std::int64_t tiles_skipped = 0;    // fully masked query x key tiles
+  double useful_flops = 0;           // 4 * visible (q,k) pairs * head_dim * heads
+};
+
+class BlockAttention {
+ public:
+  explicit BlockAttention(const AttentionConfig& cfg);  // validates; throws InvalidArgument
+  ~BlockAttention();
+  BlockAttention(BlockAttention&&) noexcept;
+  BlockAttention& operator=(BlockAttention&&) noexcept;
+
+  const AttentionConfig& config() const;
+  Isa isa() const;  // the path this instance runs
+
+  // Folds the block (k, v) at positions k_pos into `state` for queries q at q_pos.
+  // q: [q_pos.size(), heads, head_dim]; k, v: [k_pos.size(), kv_heads, head_dim], in
+  // config().dtype, aligned to the element size. state.rows must equal q_pos.size().
+  // Not re-entrant on one instance; different instances may run concurrently.
+  FoldStats fold(const void* q, const Positions& q_pos, const void* k, const void* v,
+                 const Positions& k_pos, OnlineSoftmaxState& state);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The ISA paths this CPU can run, best first (always ends with generic).
+std::vector<Isa> available_isas();
+// The path picked when nothing is forced: env RINGATTN_ISA if set, else the best one.
+Isa default_isa();
+
+// fp32 <-> bf16 (round to nearest even), for callers that keep bf16 buffers.
+void to_bf16(const float* src, std::uint16_t* dst, std::int64_t n);
+void from_bf16(const std::uint16_t* src, float* dst, std::int64_t n);
+
+}  // namespace ringattn

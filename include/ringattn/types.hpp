@@ -1,0 +1,51 @@
+// ringattn — small value types shared by the public API.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace ringattn {
+
+// Element type of tensors in memory and on the wire. State and accumulation are
+// always fp32; bf16 is storage and matmul-input precision only.
+enum class DType : std::uint8_t { f32 = 0, bf16 = 1 };
+
+std::string_view to_string(DType d);
+DType parse_dtype(std::string_view s);  // "fp32"/"f32"/"float32" or "bf16"; throws InvalidArgument
+inline std::size_t dtype_size(DType d) { return d == DType::bf16 ? 2 : 4; }
+
+// Which keys a query sees, evaluated on *global* token positions.
+//   none:    every key.
+//   causal:  key position j <= query position i.
+//   window:  i - window < j <= i  (window tokens, itself included; causal by definition).
+enum class MaskKind : std::uint8_t { none = 0, causal = 1, window = 2 };
+
+struct Mask {
+  MaskKind kind = MaskKind::none;
+  std::int64_t window = 0;  // only for MaskKind::window; must be >= 1
+
+  static Mask none() { return {}; }
+  static Mask causal() { return {MaskKind::causal, 0}; }
+  static Mask sliding_window(std::int64_t w) { return {MaskKind::window, w}; }
+
+  // True if the query at position q sees the key at position k.
+  bool visible(std::int64_t q, std::int64_t k) const {
+    switch (kind) {
+      case MaskKind::none: return true;
+      case MaskKind::causal: return k <= q;
+      case MaskKind::window: return k <= q && k > q - window;
+    }
+    return false;
+  }
+};
+
+std::string to_string(const Mask& m);  // "none", "causal", "window:W"
+
+// Instruction-set path of the per-node kernels (the matmuls are oneDNN's own).
+enum class Isa : std::uint8_t { generic = 0, avx2 = 1, avx512 = 2, neon = 3 };
+
+std::string_view to_string(Isa i);
+Isa parse_isa(std::string_view s);  // throws InvalidArgument naming the value
+
+}  // namespace ringattn

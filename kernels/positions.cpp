@@ -1,0 +1,55 @@
+#include "ringattn/positions.hpp"
+
+#include <string>
+
+#include "ringattn/error.hpp"
+
+namespace ringattn {
+
+Positions::Positions(std::vector<PositionRun> runs) : runs_(std::move(runs)) {
+  bool have_last = false;
+  std::int64_t last = 0;
+  for (std::size_t i = 0; i < runs_.size(); ++i) {
+    const auto& r = runs_[i];
+    const std::string where = "positions: run " + std::to_string(i);
+    if (r.count < 0) throw InvalidArgument(where + " has count " + std::to_string(r.count) + " < 0");
+    if (r.stride < 1) throw InvalidArgument(where + " has stride " + std::to_string(r.stride) + " < 1");
+    if (r.first < 0) throw InvalidArgument(where + " starts at " + std::to_string(r.first) + " < 0");
+    if (r.count == 0) continue;
+    if (have_last && r.first <= last)
+      throw InvalidArgument(where + " starts at " + std::to_string(r.first) +
+                            ", not after the previous position " + std::to_string(last) +
+                            " (positions must increase)");
+    if (r.count - 1 > (INT64_MAX - r.first) / r.stride)
+      throw InvalidArgument(where + " overflows int64");
+    last = r.first + (r.count - 1) * r.stride;
+    have_last = true;
+    size_ += r.count;
+  }
+}
+
+Positions Positions::contiguous(std::int64_t first, std::int64_t count) {
+  return Positions({PositionRun{first, 1, count}});
+}
+
+Positions Positions::strided(std::int64_t first, std::int64_t stride, std::int64_t count) {
+  return Positions({PositionRun{first, stride, count}});
+}
+
+std::int64_t Positions::at(std::int64_t r) const {
+  for (const auto& run : runs_) {
+    if (r < run.count) return run.first + r * run.stride;
+    r -= run.count;
+  }
+  throw InvalidArgument("positions: row " + std::to_string(r) + " is out of range");
+}
+
+std::vector<std::int64_t> Positions::materialize() const {
+  std::vector<std::int64_t> out;
+  out.reserve(static_cast<std::size_t>(size_));
+  for (const auto& run : runs_)
+    for (std::int64_t i = 0; i < run.count; ++i) out.push_back(run.first + i * run.stride);
+  return out;
+}
+
+}  // namespace ringattn

@@ -1,0 +1,16 @@
+// The table of subcommands. Each module declares its entry function here and adds one
+// row; keep rows in the order `ringattn --help` should list them.
+#pragma once
+
+#include "src/cli/commands.hpp"
+
+namespace ringattn::cli {
+
+int version_main(const std::vector<std::string>& args);
+
+
+inline constexpr Command kCommands[] = {
+    {"version", "print the version", version_main},
+};
+
+}  // namespace ringattn::cli
