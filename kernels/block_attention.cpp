@@ -1,0 +1,269 @@
+// Block attention: one query block x one visiting key/value block, folded into the
+// running (m, l, o) state. FlashAttention's schedule on a CPU:
+//
+//   parallel over (head, query tile)            -- OpenMP, dynamic: causal tiles differ
+//     for each key tile:
+//       skip it if the mask hides every (q, k) pair    (positions increase, so a tile's
+//                                                       first/last rows bound it)
+//       S = Q_t K_t^T                 oneDNN matmul, Q and K read in place (strided)
+//       per row: visible column range [lo, hi) from the global positions; online
+//       softmax update of (m, l), probabilities P (fp32, or bf16 for the bf16 path)
+//       T = P V_t                     oneDNN matmul
+//       o_row = o_row * alpha + T_row
+//
+// Tiles: kTileQ x kTileK scores (64 KiB fp32) plus Q, K, V tiles stay within the
+// 1 MiB L2 of the target cores. Nothing b x b is ever allocated. Matmul primitives are
+// created before the parallel region (one per tile shape), scratch per thread once per
+// instance. No exception leaves the parallel region: everything that can fail is
+// checked before it.
+#include "ringattn/block_attention.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "kernels/dispatch.hpp"
+#include "kernels/matmul_cache.hpp"
+#include "ringattn/error.hpp"
+#include "ringattn/log.hpp"
+
+namespace ringattn {
+
+namespace {
+
+constexpr std::int64_t kTileQ = 64;
+constexpr std::int64_t kTileK = 256;
+
+template <class T>
+struct AlignedBuffer {
+  T* data = nullptr;
+  std::size_t size = 0;
+  void resize(std::size_t n) {
+    if (n <= size) return;
+    std::free(data);
+    data = static_cast<T*>(std::aligned_alloc(64, ((n * sizeof(T) + 63) / 64) * 64));
+    if (!data) throw Error("block attention: out of memory for per-thread scratch");
+    size = n;
+  }
+  ~AlignedBuffer() { std::free(data); }
+  AlignedBuffer() = default;
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  AlignedBuffer(AlignedBuffer&& o) noexcept : data(o.data), size(o.size) { o.data = nullptr; o.size = 0; }
+};
+
+struct Scratch {
+  AlignedBuffer<float> scores;         // kTileQ x kTileK
+  AlignedBuffer<float> p_f32;          // kTileQ x kTileK
+  AlignedBuffer<std::uint16_t> p_bf16;  // kTileQ x kTileK
+  AlignedBuffer<float> pv;             // kTileQ x head_dim
+  AlignedBuffer<float> m, l, alpha;    // kTileQ
+};
+
+enum class TileVis { hidden, full, partial };
+
+// Whether keys [kmin, kmax] can be seen by queries [qmin, qmax] (positions increase).
+TileVis classify(const Mask& mask, std::int64_t qmin, std::int64_t qmax, std::int64_t kmin,
+                 std::int64_t kmax) {
+  switch (mask.kind) {
+    case MaskKind::none: return TileVis::full;
+    case MaskKind::causal:
+      if (kmin > qmax) return TileVis::hidden;
+      return kmax <= qmin ? TileVis::full : TileVis::partial;
+    case MaskKind::window:
+      if (kmin > qmax || kmax <= qmin - mask.window) return TileVis::hidden;
+      return (kmax <= qmin && kmin > qmax - mask.window) ? TileVis::full : TileVis::partial;
+  }
+  return TileVis::partial;
+}
+
+// Columns [lo, hi) of the increasing key positions k[0..n) visible to the query at q.
+void visible_range(const Mask& mask, std::int64_t q, const std::int64_t* k, std::int64_t n,
+                   std::int64_t* lo, std::int64_t* hi) {
+  *lo = 0;
+  *hi = n;
+  if (mask.kind == MaskKind::none) return;
+  *hi = std::upper_bound(k, k + n, q) - k;  // k <= q
+  if (mask.kind == MaskKind::window) *lo = std::upper_bound(k, k + n, q - mask.window) - k;  // k > q - W
+  if (*lo > *hi) *lo = *hi;
+}
+
+void check_ptr(const void* p, std::size_t align, const char* name) {
+  if (!p) throw InvalidArgument(std::string("block attention: ") + name + " is a null pointer");
+  if (reinterpret_cast<std::uintptr_t>(p) % align != 0)
+    throw InvalidArgument(std::string("block attention: ") + name + " is not aligned to " +
+                          std::to_string(align) + " bytes (address " +
+                          std::to_string(reinterpret_cast<std::uintptr_t>(p)) + ")");
+}
+
+}  // namespace
+
+struct BlockAttention::Impl {
+  AttentionConfig cfg;
+  Isa isa;
+  const kernels::SoftmaxOps* ops;
+  kernels::MatmulCache matmuls;
+  std::vector<Scratch> scratch;
+  int threads = 1;
+};
+
+BlockAttention::BlockAttention(const AttentionConfig& cfg) : impl_(std::make_unique<Impl>()) {
+  auto bad = [](const std::string& what) { throw InvalidArgument("attention config: " + what); };
+  if (cfg.heads < 1) bad("heads = " + std::to_string(cfg.heads) + " must be >= 1");
+  if (cfg.kv_heads < 1) bad("kv_heads = " + std::to_string(cfg.kv_heads) + " must be >= 1");
+  if (cfg.heads % cfg.kv_heads != 0)
+    bad("kv_heads = " + std::to_string(cfg.kv_heads) + " does not divide heads = " + std::to_string(cfg.heads));
+  if (std::find(std::begin(kSupportedHeadDims), std::end(kSupportedHeadDims), cfg.head_dim) ==
+      std::end(kSupportedHeadDims)) {
+    std::string list;
+    for (auto d : kSupportedHeadDims) list += (list.empty() ? "" : ", ") + std::to_string(d);
+    bad("head_dim = " + std::to_string(cfg.head_dim) + " is not supported (supported: " + list + ")");
+  }
+  if (cfg.mask.kind == MaskKind::window && cfg.mask.window < 1)
+    bad("window = " + std::to_string(cfg.mask.window) + " must be >= 1");
+  if (!(cfg.scale >= 0.0f) || std::isinf(cfg.scale)) bad("scale = " + std::to_string(cfg.scale) + " must be finite and > 0");
+  if (cfg.threads < 0) bad("threads = " + std::to_string(cfg.threads) + " must be >= 0");
+  auto& im = *impl_;
+  im.cfg = cfg;
+  if (im.cfg.scale == 0.0f) im.cfg.scale = 1.0f / std::sqrt(static_cast<float>(cfg.head_dim));
+  im.isa = kernels::resolve_isa(cfg.isa);
+  im.ops = &kernels::ops_for(im.isa);  // throws if the CPU lacks it
+  im.threads = cfg.threads > 0 ? cfg.threads : omp_get_max_threads();
+  im.scratch.resize(static_cast<std::size_t>(im.threads));
+  for (auto& s : im.scratch) {
+    s.scores.resize(kTileQ * kTileK);
+    if (cfg.dtype == DType::bf16) s.p_bf16.resize(kTileQ * kTileK);
+    else s.p_f32.resize(kTileQ * kTileK);
+    s.pv.resize(static_cast<std::size_t>(kTileQ * cfg.head_dim));
+    s.m.resize(kTileQ);
+    s.l.resize(kTileQ);
+    s.alpha.resize(kTileQ);
+  }
+  im.matmuls.reserve_streams(im.threads);
+  static bool logged = false;
+  if (!logged) {
+    logged = true;
+    logger("kern")->info("block attention on ISA path '{}' ({} threads)", to_string(im.isa), im.threads);
+  }
+}
+
+BlockAttention::~BlockAttention() = default;
+BlockAttention::BlockAttention(BlockAttention&&) noexcept = default;
+BlockAttention& BlockAttention::operator=(BlockAttention&&) noexcept = default;
+
+const AttentionConfig& BlockAttention::config() const { return impl_->cfg; }
+Isa BlockAttention::isa() const { return impl_->isa; }
+
+FoldStats BlockAttention::fold(const void* q, const Positions& q_pos, const void* k, const void* v,
+                               const Positions& k_pos, OnlineSoftmaxState& state) {
+  auto& im = *impl_;
+  const auto& cfg = im.cfg;
+  const std::int64_t nq = q_pos.size(), nk = k_pos.size();
+  const std::int64_t H = cfg.heads, G = cfg.heads / cfg.kv_heads, D = cfg.head_dim;
+  if (state.rows != nq || state.heads != H || state.head_dim != D)
+    throw InvalidArgument("block attention: state is [" + std::to_string(state.rows) + ", " +
+                          std::to_string(state.heads) + ", " + std::to_string(state.head_dim) +
+                          "] but the queries are [" + std::to_string(nq) + ", " + std::to_string(H) +
+                          ", " + std::to_string(D) + "]");
+  FoldStats st;
+  if (nq == 0 || nk == 0) return st;
+  const std::size_t esz = dtype_size(cfg.dtype);
+  check_ptr(q, esz, "q");
+  check_ptr(k, esz, "k");
+  check_ptr(v, esz, "v");
+
+  const auto qpos = q_pos.materialize();
+  const auto kpos = k_pos.materialize();
+  const std::int64_t nqt = (nq + kTileQ - 1) / kTileQ, nkt = (nk + kTileK - 1) / kTileK;
+
+  // Useful FLOPs: visible (q, k) pairs x 4 x head_dim x heads.
+  double pairs = 0;
+  for (std::int64_t i = 0; i < nq; ++i) {
+    std::int64_t lo, hi;
+    visible_range(cfg.mask, qpos[static_cast<std::size_t>(i)], kpos.data(), nk, &lo, &hi);
+    pairs += static_cast<double>(hi - lo);
+  }
+  st.useful_flops = pairs * 4.0 * static_cast<double>(D * H);
+
+  // Every tile shape the loop will meet, created now.
+  const std::int64_t ldq = H * D, ldk = cfg.kv_heads * D;
+  auto score_shape = [&](std::int64_t tq, std::int64_t tk) {
+    return kernels::MatmulShape{tq, tk, D, ldq, 1, ldk, cfg.dtype};
+  };
+  auto pv_shape = [&](std::int64_t tq, std::int64_t tk) {
+    return kernels::MatmulShape{tq, D, tk, tk, ldk, 1, cfg.dtype};
+  };
+  const std::int64_t q_sizes[2] = {std::min(kTileQ, nq), nq % kTileQ};
+  const std::int64_t k_sizes[2] = {std::min(kTileK, nk), nk % kTileK};
+  for (auto tq : q_sizes)
+    for (auto tk : k_sizes)
+      if (tq > 0 && tk > 0) {
+        im.matmuls.prepare(score_shape(tq, tk));
+        im.matmuls.prepare(pv_shape(tq, tk));
+      }
+
+  const char* qb = static_cast<const char*>(q);
+  const char* kb = static_cast<const char*>(k);
+  const char* vb = static_cast<const char*>(v);
+  const Mask mask = cfg.mask;
+  const float scale = cfg.scale;
+  const auto* ops = im.ops;
+  const bool bf16 = cfg.dtype == DType::bf16;
+  std::int64_t computed = 0, skipped = 0;
+  const std::int64_t items = H * nqt;
+
+#pragma omp parallel for schedule(dynamic, 1) num_threads(im.threads) reduction(+ : computed, skipped)
+  for (std::int64_t item = 0; item < items; ++item) {
+    const int tid = omp_get_thread_num();
+    Scratch& sc = im.scratch[static_cast<std::size_t>(tid)];
+    const std::int64_t qt = item / H, h = item % H, g = h / G;
+    const std::int64_t r0 = qt * kTileQ, tq = std::min(kTileQ, nq - r0);
+    float* m = sc.m.data;
+    float* l = sc.l.data;
+    float* alpha = sc.alpha.data;
+    for (std::int64_t i = 0; i < tq; ++i) {
+      m[i] = state.m[static_cast<std::size_t>((r0 + i) * H + h)];
+      l[i] = state.l[static_cast<std::size_t>((r0 + i) * H + h)];
+    }
+    const std::int64_t qmin = qpos[static_cast<std::size_t>(r0)];
+    const std::int64_t qmax = qpos[static_cast<std::size_t>(r0 + tq - 1)];
+    const void* q_tile = qb + static_cast<std::size_t>((r0 * H + h) * D) * esz;
+    for (std::int64_t kt = 0; kt < nkt; ++kt) {
+      const std::int64_t c0 = kt * kTileK, tk = std::min(kTileK, nk - c0);
+      const std::int64_t* kp = kpos.data() + c0;
+      const TileVis vis = classify(mask, qmin, qmax, kp[0], kp[tk - 1]);
+      if (vis == TileVis::hidden) {
+        ++skipped;
+        continue;
+      }
+      ++computed;
+      const std::size_t kv_off = static_cast<std::size_t>((c0 * cfg.kv_heads + g) * D) * esz;
+      im.matmuls.run(score_shape(tq, tk), q_tile, kb + kv_off, sc.scores.data, tid);
+      for (std::int64_t i = 0; i < tq; ++i) {
+        std::int64_t lo = 0, hi = tk;
+        if (vis == TileVis::partial) visible_range(mask, qpos[static_cast<std::size_t>(r0 + i)], kp, tk, &lo, &hi);
+        alpha[i] = ops->online_row(sc.scores.data + i * tk, static_cast<int>(tk), static_cast<int>(lo),
+                                   static_cast<int>(hi), scale, &m[i], &l[i],
+                                   bf16 ? nullptr : sc.p_f32.data + i * tk,
+                                   bf16 ? sc.p_bf16.data + i * tk : nullptr);
+      }
+      const void* p = bf16 ? static_cast<const void*>(sc.p_bf16.data) : static_cast<const void*>(sc.p_f32.data);
+      im.matmuls.run(pv_shape(tq, tk), p, vb + kv_off, sc.pv.data, tid);
+      for (std::int64_t i = 0; i < tq; ++i)
+        ops->rescale_add(state.o.data() + static_cast<std::size_t>(((r0 + i) * H + h) * D),
+                         sc.pv.data + i * D, alpha[i], static_cast<int>(D));
+    }
+    for (std::int64_t i = 0; i < tq; ++i) {
+      state.m[static_cast<std::size_t>((r0 + i) * H + h)] = m[i];
+      state.l[static_cast<std::size_t>((r0 + i) * H + h)] = l[i];
+    }
+  }
+  st.tiles_computed = computed;
+  st.tiles_skipped = skipped;
+  return st;
+}
+
+}  // namespace ringattn

@@ -1,0 +1,61 @@
+// ringattn kernels — oneDNN matmul primitives for the tile shapes of block attention.
+//
+// Creating a oneDNN primitive costs ~0.2-0.3 ms here, longer than a 64x256x128 tile
+// matmul, so primitives are created once per distinct tile shape (full tiles plus the
+// ragged last tile of each axis) *before* the parallel loop, and only looked up inside
+// it. Strides are part of the shape: Q/K/V rows are read in place from the
+// [rows, heads, head_dim] layout (row stride heads*head_dim), K as a transposed view.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "ringattn/types.hpp"
+
+namespace ringattn::kernels {
+
+// C[M,N] (fp32, dense, ldc = N) = A[M,K] (row stride lda) x B[K,N] where B's element
+// (k, n) lives at b[k * b_stride_k + n * b_stride_n]. A and B share `dtype`.
+struct MatmulShape {
+  std::int64_t m, n, k;
+  std::int64_t lda, b_stride_k, b_stride_n;
+  DType dtype;
+
+  auto tie() const { return std::tie(m, n, k, lda, b_stride_k, b_stride_n, dtype); }
+  bool operator<(const MatmulShape& o) const { return tie() < o.tie(); }
+};
+
+class MatmulCache {
+ public:
+  MatmulCache();
+
+  // Creates the primitive for `s` if it is new. Not thread-safe: call before the
+  // parallel region. Throws InvalidArgument if oneDNN cannot do this shape/dtype here.
+  void prepare(const MatmulShape& s);
+
+  // C = A x B with the prepared primitive. Thread-safe for distinct `stream_index`
+  // (one stream per OpenMP thread); noexcept in spirit: `s` must have been prepared.
+  void run(const MatmulShape& s, const void* a, const void* b, float* c, int stream_index);
+
+  // Ensures one stream per thread that may call run().
+  void reserve_streams(int threads);
+
+ private:
+  struct Entry {
+    dnnl::matmul prim;
+    dnnl::memory::desc a_md, b_md, c_md, scratch_md;
+  };
+  dnnl::engine engine_;
+  std::map<MatmulShape, Entry> prims_;
+  std::vector<dnnl::stream> streams_;
+  // oneDNN's library-managed scratchpad is shared between primitives and not safe for
+  // concurrent execution in this build, so each thread brings its own (user mode).
+  std::vector<std::vector<std::byte>> scratch_;
+  std::size_t scratch_bytes_ = 0;
+};
+
+}  // namespace ringattn::kernels

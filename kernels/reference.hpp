@@ -1,0 +1,25 @@
+// ringattn kernels — dense attention in float64: the oracle for tests, the demo and
+// `ringattn verify`. O(rows_q x rows_k) time, O(rows_k) extra memory per query; it is
+// meant for correctness, never for speed.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ringattn/positions.hpp"
+#include "ringattn/types.hpp"
+
+namespace ringattn::kernels {
+
+struct DenseShape {
+  std::int64_t heads, kv_heads, head_dim;
+  Mask mask;
+  double scale;  // 0 means 1/sqrt(head_dim)
+};
+
+// q: [nq, heads, d], k/v: [nk, kv_heads, d] fp32. out: [nq, heads, d]; lse: [nq, heads]
+// (-inf and out = 0 for rows that see no key). Either output may be null.
+void dense_attention_f64(const DenseShape& shape, const float* q, const Positions& q_pos, const float* k,
+                         const float* v, const Positions& k_pos, double* out, double* lse);
+
+}  // namespace ringattn::kernels

@@ -1,0 +1,51 @@
+// ringattn kernels — the SIMD pieces of the online softmax, one table per ISA path.
+//
+// The matmuls of block attention are oneDNN's; what remains per score tile is a pass
+// over each row (max, exp, sum, optional bf16 rounding of the probabilities) and a
+// rescale-and-add of the output row. Those passes are these functions. Every ISA path
+// implements the same table; the generic one is plain C++ and is the oracle the ISA
+// tests compare against. Intrinsics live only under x86/avx512, x86/avx2, arm/neon.
+#pragma once
+
+#include <cstdint>
+
+namespace ringattn::kernels {
+
+// Folds one row of raw scores into the running (m, l) of that query row.
+//   s[0..n): raw q·k scores of one query against n keys; only columns [lo, hi) are
+//            visible (the mask, resolved by the caller to one range since positions
+//            increase); 0 <= lo <= hi <= n.
+//   scale:   softmax scale (> 0); m is kept in scaled units (max of scale * q·k).
+//   p:       out, n probabilities exp(scale*s - m_new), exactly 0 outside [lo, hi);
+//            written as fp32 (p_f32) or bf16 (p_bf16), whichever is non-null.
+// Updates m and l in place and returns alpha = exp(m_old - m_new), the factor the
+// caller applies to the output row (1 if the row is still empty).
+using OnlineRowFn = float (*)(const float* s, int n, int lo, int hi, float scale, float* m,
+                              float* l, float* p_f32, std::uint16_t* p_bf16);
+
+// o[0..n) = o * alpha + t
+using RescaleAddFn = void (*)(float* o, const float* t, float alpha, int n);
+
+// fp32 <-> bf16, round to nearest even (NaN stays NaN).
+using ToBf16Fn = void (*)(const float* src, std::uint16_t* dst, std::int64_t n);
+using FromBf16Fn = void (*)(const std::uint16_t* src, float* dst, std::int64_t n);
+
+// 2^x for a vector, used by tests to check each path's exp against the generic one.
+using Exp2Fn = void (*)(const float* x, float* y, int n);
+
+struct SoftmaxOps {
+  const char* name;
+  OnlineRowFn online_row;
+  RescaleAddFn rescale_add;
+  ToBf16Fn to_bf16;
+  FromBf16Fn from_bf16;
+  Exp2Fn exp2;
+};
+
+// Each path's table; only those compiled for this target exist (see dispatch.cpp).
+extern const SoftmaxOps kOpsGeneric;
+extern const SoftmaxOps kOpsAvx2;
+extern const SoftmaxOps kOpsAvx512;
+extern const SoftmaxOps kOpsNeon;
+
+}  // namespace ringattn::kernels

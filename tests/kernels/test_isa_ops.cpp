@@ -1,0 +1,155 @@
+// ISA-level tests: every SIMD path of the softmax pieces against the generic one.
+// Needs no oneDNN, so the same file runs natively and under qemu-aarch64.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/dispatch.hpp"
+#include "ringattn/block_attention.hpp"
+#include "ringattn/error.hpp"
+
+using namespace ringattn;
+using kernels::SoftmaxOps;
+
+namespace {
+
+std::vector<float> randn(std::size_t n, unsigned seed, float sd = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, sd);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+float bf16_to_f(std::uint16_t h) {
+  std::uint32_t u = static_cast<std::uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("dispatch lists generic last and refuses unknown names") {
+  auto isas = available_isas();
+  REQUIRE(!isas.empty());
+  CHECK(isas.back() == Isa::generic);
+  CHECK_THROWS_AS(parse_isa("sse9"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(parse_isa("sse9"), doctest::Contains("sse9"), InvalidArgument);
+}
+
+TEST_CASE("forcing an ISA the CPU or build lacks is an error naming it") {
+  auto isas = available_isas();
+  for (Isa i : {Isa::avx512, Isa::avx2, Isa::neon}) {
+    if (std::find(isas.begin(), isas.end(), i) != isas.end()) continue;
+    CHECK_THROWS_WITH_AS(kernels::ops_for(i), doctest::Contains(std::string(to_string(i)).c_str()), InvalidArgument);
+  }
+}
+
+TEST_CASE("exp2 of every path matches libm to 2 ulp-ish (rel 3e-7) on [-126, 0]") {
+  std::vector<float> x(1001), ref(1001), got(1001);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = -126.0f * static_cast<float>(i) / 1000.0f;
+  x[7] = -0.5f;
+  x[8] = 0.49f;
+  kernels::kOpsGeneric.exp2(x.data(), ref.data(), static_cast<int>(x.size()));
+  for (Isa isa : available_isas()) {
+    CAPTURE(to_string(isa));
+    const SoftmaxOps& ops = kernels::ops_for(isa);
+    for (int n : {1, 3, 8, 15, 16, 17, 1001}) {
+      ops.exp2(x.data(), got.data(), n);
+      for (int i = 0; i < n; ++i) {
+        CAPTURE(x[static_cast<std::size_t>(i)]);
+        CHECK(std::fabs(got[static_cast<std::size_t>(i)] - ref[static_cast<std::size_t>(i)]) <=
+              3e-7f * ref[static_cast<std::size_t>(i)] + 1e-37f);
+      }
+    }
+  }
+}
+
+TEST_CASE("online_row of every path matches generic for ragged rows and visible ranges") {
+  const int ns[] = {1, 2, 7, 16, 17, 31, 64, 100, 256};
+  for (Isa isa : available_isas()) {
+    CAPTURE(to_string(isa));
+    const SoftmaxOps& ops = kernels::ops_for(isa);
+    unsigned seed = 1;
+    for (int n : ns) {
+      auto s = randn(static_cast<std::size_t>(n), seed++, 4.0f);
+      const int ranges[][2] = {{0, n}, {0, n / 2}, {n / 3, n}, {n / 4, (3 * n) / 4 + 1 > n ? n : (3 * n) / 4 + 1}, {0, 0}, {n, n}};
+      for (auto& r : ranges) {
+        const int lo = r[0], hi = r[1];
+        CAPTURE(n);
+        CAPTURE(lo);
+        CAPTURE(hi);
+        for (bool bf16 : {false, true}) {
+          for (float m0 : {-std::numeric_limits<float>::infinity(), 0.5f, 3.0f}) {
+            float m_ref = m0, l_ref = m0 == -std::numeric_limits<float>::infinity() ? 0.0f : 2.0f;
+            float m_got = m_ref, l_got = l_ref;
+            std::vector<float> p_ref(static_cast<std::size_t>(n), -1.0f), p_got(static_cast<std::size_t>(n), -1.0f);
+            std::vector<std::uint16_t> h_ref(static_cast<std::size_t>(n), 0xffff), h_got(static_cast<std::size_t>(n), 0xffff);
+            const float a_ref = kernels::kOpsGeneric.online_row(s.data(), n, lo, hi, 0.125f, &m_ref, &l_ref,
+                                                               bf16 ? nullptr : p_ref.data(), bf16 ? h_ref.data() : nullptr);
+            const float a_got = ops.online_row(s.data(), n, lo, hi, 0.125f, &m_got, &l_got,
+                                               bf16 ? nullptr : p_got.data(), bf16 ? h_got.data() : nullptr);
+            CHECK(m_got == m_ref);
+            CHECK(a_got == doctest::Approx(a_ref).epsilon(1e-6));
+            CHECK(l_got == doctest::Approx(l_ref).epsilon(1e-5));
+            CHECK(!std::isnan(l_got));
+            for (int j = 0; j < n; ++j) {
+              const auto J = static_cast<std::size_t>(j);
+              const float pr = bf16 ? bf16_to_f(h_ref[J]) : p_ref[J];
+              const float pg = bf16 ? bf16_to_f(h_got[J]) : p_got[J];
+              if (j < lo || j >= hi) {
+                CHECK(pg == 0.0f);  // exactly zero outside the visible range
+              } else {
+                // bf16: the paths may round a last-bit-different exp to a neighbour bf16.
+                CHECK(std::fabs(pg - pr) <= (bf16 ? 8e-3f : 1e-6f) * pr + 1e-30f);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("rescale_add and bf16 conversions of every path match generic") {
+  auto o0 = randn(133, 7), t = randn(133, 8);
+  for (Isa isa : available_isas()) {
+    CAPTURE(to_string(isa));
+    const SoftmaxOps& ops = kernels::ops_for(isa);
+    for (int n : {1, 5, 8, 16, 17, 128, 133}) {
+      auto ref = o0, got = o0;
+      kernels::kOpsGeneric.rescale_add(ref.data(), t.data(), 0.37f, n);
+      ops.rescale_add(got.data(), t.data(), 0.37f, n);
+      for (std::size_t i = 0; i < ref.size(); ++i) CHECK(got[i] == doctest::Approx(ref[i]).epsilon(1e-6));
+    }
+    auto x = randn(133, 9, 1000.0f);
+    x[3] = std::numeric_limits<float>::quiet_NaN();
+    x[4] = std::numeric_limits<float>::infinity();
+    x[5] = 1.00390625f;  // exactly halfway between two bf16 values: rounds to even
+    for (std::int64_t n : {1, 7, 16, 17, 133}) {
+      std::vector<std::uint16_t> a(133, 0), b(133, 0);
+      kernels::kOpsGeneric.to_bf16(x.data(), a.data(), n);
+      ops.to_bf16(x.data(), b.data(), n);
+      for (std::int64_t i = 0; i < n; ++i) {
+        CAPTURE(i);
+        if (std::isnan(x[static_cast<std::size_t>(i)])) CHECK(std::isnan(bf16_to_f(b[static_cast<std::size_t>(i)])));
+        else CHECK(a[static_cast<std::size_t>(i)] == b[static_cast<std::size_t>(i)]);
+      }
+      std::vector<float> fa(133, 0), fb(133, 0);
+      kernels::kOpsGeneric.from_bf16(a.data(), fa.data(), n);
+      ops.from_bf16(a.data(), fb.data(), n);
+      for (std::int64_t i = 0; i < n; ++i)
+        if (!std::isnan(fa[static_cast<std::size_t>(i)])) CHECK(fa[static_cast<std::size_t>(i)] == fb[static_cast<std::size_t>(i)]);
+    }
+    std::uint16_t h = 0;
+    ops.to_bf16(&x[5], &h, 1);
+    CHECK(h == 0x3f80);  // 1.00390625 -> 1.0 (even)
+  }
+}
