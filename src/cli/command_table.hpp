@@ -7,9 +7,11 @@
 namespace ringattn::cli {
 
 int version_main(const std::vector<std::string>& args);
+int plan_main(const std::vector<std::string>& args);
 
 
 inline constexpr Command kCommands[] = {
+    {"plan", "cost model: memory, compute vs transfer, b* for overlap", plan_main},
     {"version", "print the version", version_main},
 };
 
