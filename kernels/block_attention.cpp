@@ -21,8 +21,10 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "kernels/dispatch.hpp"
@@ -34,8 +36,8 @@ namespace ringattn {
 
 namespace {
 
-constexpr std::int64_t kTileQ = 64;
-constexpr std::int64_t kTileK = 256;
+static const std::int64_t kTileQ = std::getenv("TQ") ? std::atoll(std::getenv("TQ")) : 64;
+static const std::int64_t kTileK = std::getenv("TK") ? std::atoll(std::getenv("TK")) : 256;
 
 template <class T>
 struct AlignedBuffer {
@@ -56,10 +58,10 @@ struct AlignedBuffer {
 };
 
 struct Scratch {
-  AlignedBuffer<float> scores;         // kTileQ x kTileK
-  AlignedBuffer<float> p_f32;          // kTileQ x kTileK
+  AlignedBuffer<float> scores;         // kTileQ x kTileK; fp32 P overwrites it in place
   AlignedBuffer<std::uint16_t> p_bf16;  // kTileQ x kTileK
   AlignedBuffer<float> pv;             // kTileQ x head_dim
+  AlignedBuffer<char> q_tile;          // kTileQ x head_dim, dense copy of the query tile
   AlignedBuffer<float> m, l, alpha;    // kTileQ
 };
 
@@ -99,10 +101,44 @@ void check_ptr(const void* p, std::size_t align, const char* name) {
                           std::to_string(reinterpret_cast<std::uintptr_t>(p)) + ")");
 }
 
+// K and V of the visiting block, repacked once per fold into dense per-(kv head, key
+// tile) panels: K^T as [head_dim x tk] and V as [tk x head_dim]. oneDNN 2.6 only takes
+// its brgemm (and AMX) matmuls for dense operands; on the strided [rows, heads, dim]
+// views it falls back to a generic GEMM that is 1.5-3x slower. The copy is O(b d),
+// the matmuls it speeds up O(b^2 d).
+template <class T>
+void pack_kv(const T* k, const T* v, T* kt, T* vp, std::int64_t nk, std::int64_t kv_heads, std::int64_t d,
+             std::int64_t tile, int threads) {
+  const std::int64_t ntiles = (nk + tile - 1) / tile;
+#pragma omp parallel for collapse(2) schedule(static) num_threads(threads)
+  for (std::int64_t g = 0; g < kv_heads; ++g)
+    for (std::int64_t t = 0; t < ntiles; ++t) {
+      const std::int64_t c0 = t * tile, tk = std::min(tile, nk - c0);
+      T* ktile = kt + (g * nk + c0) * d;
+      T* vtile = vp + (g * nk + c0) * d;
+      for (std::int64_t j = 0; j < tk; ++j) {
+        const T* vrow = v + ((c0 + j) * kv_heads + g) * d;
+        std::copy(vrow, vrow + d, vtile + j * d);
+      }
+      // Transpose K in 16-key strips: 16 source rows stay in L1 while each of the d
+      // destination rows receives 16 contiguous elements.
+      for (std::int64_t j0 = 0; j0 < tk; j0 += 16) {
+        const std::int64_t jn = std::min<std::int64_t>(16, tk - j0);
+        const T* rows[16];
+        for (std::int64_t jj = 0; jj < jn; ++jj) rows[jj] = k + ((c0 + j0 + jj) * kv_heads + g) * d;
+        for (std::int64_t x = 0; x < d; ++x) {
+          T* dst = ktile + x * tk + j0;
+          for (std::int64_t jj = 0; jj < jn; ++jj) dst[jj] = rows[jj][x];
+        }
+      }
+    }
+}
+
 }  // namespace
 
 struct BlockAttention::Impl {
   AttentionConfig cfg;
+  AlignedBuffer<char> k_packed, v_packed;
   Isa isa;
   const kernels::SoftmaxOps* ops;
   kernels::MatmulCache matmuls;
@@ -136,8 +172,8 @@ BlockAttention::BlockAttention(const AttentionConfig& cfg) : impl_(std::make_uni
   for (auto& s : im.scratch) {
     s.scores.resize(kTileQ * kTileK);
     if (cfg.dtype == DType::bf16) s.p_bf16.resize(kTileQ * kTileK);
-    else s.p_f32.resize(kTileQ * kTileK);
     s.pv.resize(static_cast<std::size_t>(kTileQ * cfg.head_dim));
+    s.q_tile.resize(static_cast<std::size_t>(kTileQ * cfg.head_dim) * dtype_size(cfg.dtype));
     s.m.resize(kTileQ);
     s.l.resize(kTileQ);
     s.alpha.resize(kTileQ);
@@ -189,12 +225,13 @@ FoldStats BlockAttention::fold(const void* q, const Positions& q_pos, const void
   st.useful_flops = pairs * 4.0 * static_cast<double>(D * H);
 
   // Every tile shape the loop will meet, created now.
-  const std::int64_t ldq = H * D, ldk = cfg.kv_heads * D;
+  // All operands dense (see pack_kv): Q tile [tq x D], K^T panel [D x tk], P [tq x tk],
+  // V panel [tk x D].
   auto score_shape = [&](std::int64_t tq, std::int64_t tk) {
-    return kernels::MatmulShape{tq, tk, D, ldq, 1, ldk, cfg.dtype};
+    return kernels::MatmulShape{tq, tk, D, D, tk, 1, cfg.dtype};
   };
   auto pv_shape = [&](std::int64_t tq, std::int64_t tk) {
-    return kernels::MatmulShape{tq, D, tk, tk, ldk, 1, cfg.dtype};
+    return kernels::MatmulShape{tq, D, tk, tk, D, 1, cfg.dtype};
   };
   const std::int64_t q_sizes[2] = {std::min(kTileQ, nq), nq % kTileQ};
   const std::int64_t k_sizes[2] = {std::min(kTileK, nk), nk % kTileK};
@@ -205,9 +242,20 @@ FoldStats BlockAttention::fold(const void* q, const Positions& q_pos, const void
         im.matmuls.prepare(pv_shape(tq, tk));
       }
 
+  const std::size_t kv_bytes = static_cast<std::size_t>(nk * cfg.kv_heads * D) * esz;
+  im.k_packed.resize(kv_bytes);
+  im.v_packed.resize(kv_bytes);
+  if (cfg.dtype == DType::bf16)
+    pack_kv(static_cast<const std::uint16_t*>(k), static_cast<const std::uint16_t*>(v),
+            reinterpret_cast<std::uint16_t*>(im.k_packed.data), reinterpret_cast<std::uint16_t*>(im.v_packed.data), nk,
+            cfg.kv_heads, D, kTileK, im.threads);
+  else
+    pack_kv(static_cast<const float*>(k), static_cast<const float*>(v), reinterpret_cast<float*>(im.k_packed.data),
+            reinterpret_cast<float*>(im.v_packed.data), nk, cfg.kv_heads, D, kTileK, im.threads);
+
   const char* qb = static_cast<const char*>(q);
-  const char* kb = static_cast<const char*>(k);
-  const char* vb = static_cast<const char*>(v);
+  const char* kb = im.k_packed.data;
+  const char* vb = im.v_packed.data;
   const Mask mask = cfg.mask;
   const float scale = cfg.scale;
   const auto* ops = im.ops;
@@ -218,6 +266,7 @@ FoldStats BlockAttention::fold(const void* q, const Positions& q_pos, const void
 #pragma omp parallel for schedule(dynamic, 1) num_threads(im.threads) reduction(+ : computed, skipped)
   for (std::int64_t item = 0; item < items; ++item) {
     const int tid = omp_get_thread_num();
+    omp_set_num_threads(1);  // this task's ICV only: oneDNN inside must not nest threads
     Scratch& sc = im.scratch[static_cast<std::size_t>(tid)];
     const std::int64_t qt = item / H, h = item % H, g = h / G;
     const std::int64_t r0 = qt * kTileQ, tq = std::min(kTileQ, nq - r0);
@@ -230,7 +279,11 @@ FoldStats BlockAttention::fold(const void* q, const Positions& q_pos, const void
     }
     const std::int64_t qmin = qpos[static_cast<std::size_t>(r0)];
     const std::int64_t qmax = qpos[static_cast<std::size_t>(r0 + tq - 1)];
-    const void* q_tile = qb + static_cast<std::size_t>((r0 * H + h) * D) * esz;
+    const std::size_t row_bytes = static_cast<std::size_t>(D) * esz;
+    for (std::int64_t i = 0; i < tq; ++i)
+      std::memcpy(sc.q_tile.data + static_cast<std::size_t>(i) * row_bytes,
+                  qb + static_cast<std::size_t>(((r0 + i) * H + h) * D) * esz, row_bytes);
+    const void* q_tile = sc.q_tile.data;
     for (std::int64_t kt = 0; kt < nkt; ++kt) {
       const std::int64_t c0 = kt * kTileK, tk = std::min(kTileK, nk - c0);
       const std::int64_t* kp = kpos.data() + c0;
@@ -240,17 +293,17 @@ FoldStats BlockAttention::fold(const void* q, const Positions& q_pos, const void
         continue;
       }
       ++computed;
-      const std::size_t kv_off = static_cast<std::size_t>((c0 * cfg.kv_heads + g) * D) * esz;
+      const std::size_t kv_off = static_cast<std::size_t>((g * nk + c0) * D) * esz;
       im.matmuls.run(score_shape(tq, tk), q_tile, kb + kv_off, sc.scores.data, tid);
       for (std::int64_t i = 0; i < tq; ++i) {
         std::int64_t lo = 0, hi = tk;
         if (vis == TileVis::partial) visible_range(mask, qpos[static_cast<std::size_t>(r0 + i)], kp, tk, &lo, &hi);
         alpha[i] = ops->online_row(sc.scores.data + i * tk, static_cast<int>(tk), static_cast<int>(lo),
                                    static_cast<int>(hi), scale, &m[i], &l[i],
-                                   bf16 ? nullptr : sc.p_f32.data + i * tk,
+                                   bf16 ? nullptr : sc.scores.data + i * tk,
                                    bf16 ? sc.p_bf16.data + i * tk : nullptr);
       }
-      const void* p = bf16 ? static_cast<const void*>(sc.p_bf16.data) : static_cast<const void*>(sc.p_f32.data);
+      const void* p = bf16 ? static_cast<const void*>(sc.p_bf16.data) : static_cast<const void*>(sc.scores.data);
       im.matmuls.run(pv_shape(tq, tk), p, vb + kv_off, sc.pv.data, tid);
       for (std::int64_t i = 0; i < tq; ++i)
         ops->rescale_add(state.o.data() + static_cast<std::size_t>(((r0 + i) * H + h) * D),

@@ -1,5 +1,7 @@
 #include "kernels/matmul_cache.hpp"
 
+#include <omp.h>
+
 #include <cstdint>
 #include <string>
 
@@ -11,8 +13,14 @@ using dnnl::memory;
 
 MatmulCache::MatmulCache() : engine_(dnnl::engine::kind::cpu, 0) {}
 
-void MatmulCache::prepare(const MatmulShape& s) {
+void MatmulCache::prepare(const MatmulShape& s, int threads) {
   if (prims_.count(s)) return;
+  // oneDNN reads the OpenMP thread count when it creates the primitive.
+  struct ThreadScope {
+    int saved = omp_get_max_threads();
+    explicit ThreadScope(int t) { omp_set_num_threads(t); }
+    ~ThreadScope() { omp_set_num_threads(saved); }
+  } scope(threads);
   const auto dt = s.dtype == DType::bf16 ? memory::data_type::bf16 : memory::data_type::f32;
   Entry e;
   e.a_md = memory::desc({s.m, s.k}, dt, {s.lda, 1});

@@ -33,9 +33,11 @@ class MatmulCache {
  public:
   MatmulCache();
 
-  // Creates the primitive for `s` if it is new. Not thread-safe: call before the
-  // parallel region. Throws InvalidArgument if oneDNN cannot do this shape/dtype here.
-  void prepare(const MatmulShape& s);
+  // Creates the primitive for `s` if it is new, blocked for running on `threads`
+  // threads (oneDNN fixes its parallel decomposition at creation; the kernel runs each
+  // tile matmul on one thread). Not thread-safe: call before the parallel region.
+  // Throws InvalidArgument if oneDNN cannot do this shape/dtype here.
+  void prepare(const MatmulShape& s, int threads = 1);
 
   // C = A x B with the prepared primitive. Thread-safe for distinct `stream_index`
   // (one stream per OpenMP thread); noexcept in spirit: `s` must have been prepared.

@@ -18,6 +18,7 @@ namespace ringattn::kernels {
 //   scale:   softmax scale (> 0); m is kept in scaled units (max of scale * q·k).
 //   p:       out, n probabilities exp(scale*s - m_new), exactly 0 outside [lo, hi);
 //            written as fp32 (p_f32) or bf16 (p_bf16), whichever is non-null.
+//            p_f32 may alias s (in place): each element is read before it is written.
 // Updates m and l in place and returns alpha = exp(m_old - m_new), the factor the
 // caller applies to the output row (1 if the row is still empty).
 using OnlineRowFn = float (*)(const float* s, int n, int lo, int hi, float scale, float* m,

@@ -7,11 +7,15 @@
 namespace ringattn::cli {
 
 int version_main(const std::vector<std::string>& args);
+int demo_main(const std::vector<std::string>& args);
+int bench_kernel_main(const std::vector<std::string>& args);
 int plan_main(const std::vector<std::string>& args);
 
 
 inline constexpr Command kCommands[] = {
+    {"demo", "single-process kernel check against dense float64 attention", demo_main},
     {"plan", "cost model: memory, compute vs transfer, b* for overlap", plan_main},
+    {"bench kernel", "block-attention kernel vs oneDNN roofline and naive (JSON lines)", bench_kernel_main},
     {"version", "print the version", version_main},
 };
 

@@ -1,5 +1,5 @@
 // AVX-512 softmax pieces: 16 lanes, masked loads for the ragged edges of a row,
-// exp via a degree-7 polynomial for 2^f on [-0.5, 0.5] and vscalefps for 2^n.
+// exp via a degree-6 polynomial (relative error < 2e-7) for 2^f on [-0.5, 0.5] and vscalefps for 2^n.
 #include <immintrin.h>
 
 #include <cmath>
@@ -18,8 +18,7 @@ inline __m512 exp2_ps(__m512 x) {
   x = _mm512_min_ps(x, _mm512_set1_ps(128.0f));
   const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m512 f = _mm512_sub_ps(x, n);
-  __m512 p = _mm512_set1_ps(1.525273380405984e-05f);
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.5403530393381606e-04f));
+  __m512 p = _mm512_set1_ps(1.5403530393381606e-04f);
   p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558146428443e-03f));
   p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618129107628477e-03f));
   p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550410866482158e-02f));
@@ -50,39 +49,53 @@ inline __mmask16 lanes(int j, int lo, int hi) {
   return static_cast<__mmask16>(all & ~((1u << a) - 1u));
 }
 
+inline __mmask16 first_n(int n) { return static_cast<__mmask16>(n >= 16 ? 0xffffu : (1u << n) - 1u); }
+
+// Writes n zeros (fp32 or bf16) at p + j.
+inline void zero_fill(float* p_f32, std::uint16_t* p_bf16, int j, int n) {
+  for (; n > 0; j += 16, n -= 16) {
+    const __mmask16 k = first_n(n);
+    if (p_f32) _mm512_mask_storeu_ps(p_f32 + j, k, _mm512_setzero_ps());
+    else _mm256_mask_storeu_epi16(p_bf16 + j, k, _mm256_setzero_si256());
+  }
+}
+
 float online_row_avx512(const float* s, int n, int lo, int hi, float scale, float* m, float* l,
                         float* p_f32, std::uint16_t* p_bf16) {
   const float ninf = -std::numeric_limits<float>::infinity();
+  // Max over the visible columns: full vectors, then one masked tail.
   __m512 vmax = _mm512_set1_ps(ninf);
-  for (int j = lo - (lo % 16); j < hi; j += 16) {
-    const __mmask16 k = lanes(j, lo, hi);
-    vmax = _mm512_mask_max_ps(vmax, k, vmax, _mm512_maskz_loadu_ps(k, s + j));
-  }
+  int j = lo;
+  for (; j + 16 <= hi; j += 16) vmax = _mm512_max_ps(vmax, _mm512_loadu_ps(s + j));
+  if (j < hi) vmax = _mm512_mask_max_ps(vmax, first_n(hi - j), vmax, _mm512_maskz_loadu_ps(first_n(hi - j), s + j));
   const float mx = _mm512_reduce_max_ps(vmax);
   const float m_old = *m;
   const float m_new = std::fmax(m_old, mx * scale);
-  const __m512 zero = _mm512_setzero_ps();
   if (m_new == ninf) {
-    for (int j = 0; j < n; j += 16) {
-      const __mmask16 k = lanes(j, 0, n);
-      if (p_f32) _mm512_mask_storeu_ps(p_f32 + j, k, zero);
-      else _mm256_mask_storeu_epi16(p_bf16 + j, k, _mm256_setzero_si256());
-    }
+    zero_fill(p_f32, p_bf16, 0, n);
     return 1.0f;
   }
   const float alpha = m_old == ninf ? 0.0f : std::exp(m_old - m_new);
   const __m512 c = _mm512_set1_ps(scale * kLog2e);
   const __m512 m2 = _mm512_set1_ps(m_new * kLog2e);
-  __m512 vsum = zero;
-  for (int j = 0; j < n; j += 16) {
-    const __mmask16 store = lanes(j, 0, n);
-    const __mmask16 vis = lanes(j, lo, hi);
-    __m512 p = zero;
-    if (vis) p = _mm512_maskz_mov_ps(vis, exp2_ps(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(vis, s + j), c, m2)));
+  __m512 vsum = _mm512_setzero_ps();
+  zero_fill(p_f32, p_bf16, 0, lo);
+  // p may alias s: each vector is loaded before the same lanes are stored.
+  for (j = lo; j + 16 <= hi; j += 16) {
+    const __m512 p = exp2_ps(_mm512_fmsub_ps(_mm512_loadu_ps(s + j), c, m2));
     vsum = _mm512_add_ps(vsum, p);  // fp32 sum, see the generic path
-    if (p_f32) _mm512_mask_storeu_ps(p_f32 + j, store, p);
-    else _mm256_mask_storeu_epi16(p_bf16 + j, store, to_bf16_ps(p));
+    if (p_f32) _mm512_storeu_ps(p_f32 + j, p);
+    else _mm256_storeu_si256(reinterpret_cast<__m256i*>(p_bf16 + j), to_bf16_ps(p));
   }
+  if (j < hi) {
+    const __mmask16 k = first_n(hi - j);
+    const __m512 p = _mm512_maskz_mov_ps(k, exp2_ps(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(k, s + j), c, m2)));
+    vsum = _mm512_add_ps(vsum, p);
+    if (p_f32) _mm512_mask_storeu_ps(p_f32 + j, k, p);
+    else _mm256_mask_storeu_epi16(p_bf16 + j, k, to_bf16_ps(p));
+    j = hi;
+  }
+  zero_fill(p_f32, p_bf16, hi, n - hi);
   *l = *l * alpha + _mm512_reduce_add_ps(vsum);
   *m = m_new;
   return alpha;

@@ -1,0 +1,231 @@
+// `ringattn bench kernel` — the block-attention kernel against two baselines measured
+// in the same run:
+//   roofline: bare oneDNN matmuls doing the same FLOPs (Q K^T and P V per head, whole
+//             b x b products on dense operands, no softmax) — what the matmul engine
+//             alone reaches;
+//   naive:    the textbook way — materialise the b x b scores per head (oneDNN matmul),
+//             row softmax in plain C++ (std::exp), then P V (oneDNN matmul).
+// One JSON object per line on stdout; progress on stderr.
+#include <omp.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench/common/timing.hpp"
+#include "kernels/matmul_cache.hpp"
+#include "ringattn/block_attention.hpp"
+#include "ringattn/error.hpp"
+#include "src/cli/args.hpp"
+
+namespace ringattn::cli {
+int bench_kernel_main(const std::vector<std::string>& argv);
+}
+
+namespace {
+
+using namespace ringattn;
+
+struct Case {
+  std::int64_t b, heads, kv_heads, head_dim;
+  DType dtype;
+  Mask mask;
+  int threads;
+  std::optional<Isa> isa;
+};
+
+struct Inputs {
+  std::vector<float> q, k, v;
+  std::vector<std::uint16_t> qh, kh, vh;
+  const void* qp(DType d) const { return d == DType::bf16 ? static_cast<const void*>(qh.data()) : q.data(); }
+  const void* kp(DType d) const { return d == DType::bf16 ? static_cast<const void*>(kh.data()) : k.data(); }
+  const void* vp(DType d) const { return d == DType::bf16 ? static_cast<const void*>(vh.data()) : v.data(); }
+};
+
+Inputs make_inputs(const Case& c) {
+  Inputs in;
+  std::mt19937 rng(42);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  auto fill = [&](std::vector<float>& x, std::int64_t n) {
+    x.resize(static_cast<std::size_t>(n));
+    for (auto& e : x) e = nd(rng);
+  };
+  fill(in.q, c.b * c.heads * c.head_dim);
+  fill(in.k, c.b * c.kv_heads * c.head_dim);
+  fill(in.v, c.b * c.kv_heads * c.head_dim);
+  if (c.dtype == DType::bf16) {
+    for (auto p : {std::make_pair(&in.q, &in.qh), std::make_pair(&in.k, &in.kh), std::make_pair(&in.v, &in.vh)}) {
+      p.second->resize(p.first->size());
+      to_bf16(p.first->data(), p.second->data(), static_cast<std::int64_t>(p.first->size()));
+    }
+  }
+  return in;
+}
+
+// Whole-block matmuls per head on dense operands (the layout oneDNN is fastest on):
+// S = Q_h K_g^T (b x b), O_h = S V_g (b x d). Operands are repacked per head before the
+// timed region, so the roofline is the matmul engine alone.
+struct DenseMatmuls {
+  kernels::MatmulCache cache;
+  kernels::MatmulShape qk, pv;
+  std::vector<float> s, o;
+  std::vector<std::uint16_t> s_bf16;
+  std::vector<std::vector<char>> q, kt, v;  // per head / per kv head, dense
+  DenseMatmuls(const Case& c, const Inputs& in) {
+    qk = {c.b, c.b, c.head_dim, c.head_dim, c.b, 1, c.dtype};
+    pv = {c.b, c.head_dim, c.b, c.b, c.head_dim, 1, c.dtype};
+    cache.prepare(qk, c.threads);
+    cache.prepare(pv, c.threads);
+    cache.reserve_streams(1);
+    s.resize(static_cast<std::size_t>(c.b * c.b));
+    o.resize(static_cast<std::size_t>(c.b * c.head_dim));
+    if (c.dtype == DType::bf16) s_bf16.resize(s.size());
+    const std::size_t esz = dtype_size(c.dtype);
+    const std::size_t tile = static_cast<std::size_t>(c.b * c.head_dim) * esz;
+    auto gather = [&](const void* src, std::int64_t heads, std::int64_t h, bool transpose) {
+      std::vector<char> out(tile);
+      const char* base = static_cast<const char*>(src);
+      for (std::int64_t r = 0; r < c.b; ++r)
+        for (std::int64_t x = 0; x < c.head_dim; ++x) {
+          const std::size_t from = static_cast<std::size_t>((r * heads + h) * c.head_dim + x) * esz;
+          const std::size_t to = static_cast<std::size_t>(transpose ? x * c.b + r : r * c.head_dim + x) * esz;
+          std::memcpy(out.data() + to, base + from, esz);
+        }
+      return out;
+    };
+    for (std::int64_t h = 0; h < c.heads; ++h) q.push_back(gather(in.qp(c.dtype), c.heads, h, false));
+    for (std::int64_t g = 0; g < c.kv_heads; ++g) {
+      kt.push_back(gather(in.kp(c.dtype), c.kv_heads, g, true));
+      v.push_back(gather(in.vp(c.dtype), c.kv_heads, g, false));
+    }
+  }
+};
+
+double roofline_seconds(const Case& c, DenseMatmuls& mm) {
+  const std::int64_t G = c.heads / c.kv_heads;
+  return bench::median_seconds([&] {
+    for (std::int64_t h = 0; h < c.heads; ++h) {
+      const auto g = static_cast<std::size_t>(h / G);
+      mm.cache.run(mm.qk, mm.q[static_cast<std::size_t>(h)].data(), mm.kt[g].data(), mm.s.data(), 0);
+      const void* p = c.dtype == DType::bf16 ? static_cast<const void*>(mm.s_bf16.data()) : mm.s.data();
+      mm.cache.run(mm.pv, p, mm.v[g].data(), mm.o.data(), 0);
+    }
+  });
+}
+
+double naive_seconds(const Case& c, DenseMatmuls& mm) {
+  const std::int64_t G = c.heads / c.kv_heads, b = c.b;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  return bench::median_seconds([&] {
+    for (std::int64_t h = 0; h < c.heads; ++h) {
+      const auto g = static_cast<std::size_t>(h / G);
+      mm.cache.run(mm.qk, mm.q[static_cast<std::size_t>(h)].data(), mm.kt[g].data(), mm.s.data(), 0);
+#pragma omp parallel for num_threads(c.threads) schedule(static)
+      for (std::int64_t i = 0; i < b; ++i) {
+        float* row = mm.s.data() + i * b;
+        const std::int64_t visible = c.mask.kind == MaskKind::causal ? i + 1 : b;
+        float mx = -std::numeric_limits<float>::infinity();
+        for (std::int64_t j = 0; j < visible; ++j) mx = std::max(mx, row[j] * scale);
+        float sum = 0;
+        for (std::int64_t j = 0; j < visible; ++j) sum += (row[j] = std::exp(row[j] * scale - mx));
+        for (std::int64_t j = 0; j < visible; ++j) row[j] /= sum;
+        for (std::int64_t j = visible; j < b; ++j) row[j] = 0;
+      }
+      const void* p = mm.s.data();
+      if (c.dtype == DType::bf16) {
+        to_bf16(mm.s.data(), mm.s_bf16.data(), b * b);
+        p = mm.s_bf16.data();
+      }
+      mm.cache.run(mm.pv, p, mm.v[g].data(), mm.o.data(), 0);
+    }
+  });
+}
+
+void run_case(const Case& c, bool with_naive) {
+  omp_set_num_threads(c.threads);
+  const Inputs in = make_inputs(c);
+  AttentionConfig cfg;
+  cfg.heads = c.heads;
+  cfg.kv_heads = c.kv_heads;
+  cfg.head_dim = c.head_dim;
+  cfg.dtype = c.dtype;
+  cfg.mask = c.mask;
+  cfg.threads = c.threads;
+  cfg.isa = c.isa;
+  BlockAttention attn(cfg);
+  OnlineSoftmaxState st(c.b, c.heads, c.head_dim);
+  const auto pos = Positions::contiguous(0, c.b);
+  FoldStats fs;
+  const double t_kernel = bench::median_seconds([&] {
+    st.reset();
+    fs = attn.fold(in.qp(c.dtype), pos, in.kp(c.dtype), in.vp(c.dtype), pos, st);
+  });
+  DenseMatmuls mm(c, in);
+  const double full_flops = 4.0 * static_cast<double>(c.b * c.b * c.heads * c.head_dim);
+  const double t_roof = roofline_seconds(c, mm);
+  const double t_naive = with_naive ? naive_seconds(c, mm) : 0.0;
+  const double gflops = fs.useful_flops / t_kernel / 1e9;
+  const double roof = full_flops / t_roof / 1e9;
+  const double naive = with_naive ? fs.useful_flops / t_naive / 1e9 : 0.0;
+  std::printf(
+      "{\"bench\":\"kernel\",\"isa\":\"%s\",\"dtype\":\"%s\",\"b\":%lld,\"heads\":%lld,\"kv_heads\":%lld,"
+      "\"head_dim\":%lld,\"mask\":\"%s\",\"threads\":%d,\"seconds\":%.6g,\"gflops\":%.2f,"
+      "\"roofline_gflops\":%.2f,\"roofline_seconds\":%.6g,\"efficiency\":%.3f,\"naive_gflops\":%.2f,"
+      "\"naive_seconds\":%.6g,\"speedup_vs_naive\":%.2f,\"tiles_computed\":%lld,\"tiles_skipped\":%lld}\n",
+      std::string(to_string(attn.isa())).c_str(), std::string(to_string(c.dtype)).c_str(),
+      static_cast<long long>(c.b), static_cast<long long>(c.heads), static_cast<long long>(c.kv_heads),
+      static_cast<long long>(c.head_dim), to_string(c.mask).c_str(), c.threads, t_kernel, gflops, roof, t_roof,
+      gflops / roof, naive, t_naive, with_naive ? t_naive / t_kernel : 0.0,
+      static_cast<long long>(fs.tiles_computed), static_cast<long long>(fs.tiles_skipped));
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int ringattn::cli::bench_kernel_main(const std::vector<std::string>& argv) {
+  Args a("bench kernel", "Times the block-attention kernel (one query block against one key block of b tokens)\n"
+                         "against a bare oneDNN matmul roofline and a naive materialise-softmax-multiply\n"
+                         "implementation, in the same run. Prints one JSON object per line.");
+  a.option("b", "LIST", "tokens per block", "128,256,512,1024,2048,4096")
+      .option("heads", "N", "query heads", "8")
+      .option("kv-heads", "N", "key/value heads", "8")
+      .option("head-dim", "N", "head dimension", "128")
+      .option("dtype", "LIST", "fp32, bf16 or both", "fp32,bf16")
+      .option("mask", "LIST", "none, causal or both", "none,causal")
+      .option("threads", "LIST", "OpenMP threads", "1,2")
+      .option("isa", "NAME", "force an ISA path (generic, avx2, avx512, neon)")
+      .flag("no-naive", "skip the naive baseline");
+  if (!a.parse(argv)) return 0;
+  std::vector<DType> dtypes;
+  for (auto& s : {std::string("fp32"), std::string("bf16")})
+    if (a.str("dtype").find(s) != std::string::npos) dtypes.push_back(parse_dtype(s));
+  std::vector<Mask> masks;
+  if (a.str("mask").find("none") != std::string::npos) masks.push_back(Mask::none());
+  if (a.str("mask").find("causal") != std::string::npos) masks.push_back(Mask::causal());
+  if (dtypes.empty()) throw InvalidArgument("bench kernel: --dtype must name fp32 and/or bf16, got '" + a.str("dtype") + "'");
+  if (masks.empty()) throw InvalidArgument("bench kernel: --mask must name none and/or causal, got '" + a.str("mask") + "'");
+  std::optional<Isa> isa;
+  if (auto s = a.maybe("isa")) isa = parse_isa(*s);
+  const auto bs = parse_int_list(a.str("b"), "--b");
+  const auto threads = parse_int_list(a.str("threads"), "--threads");
+  for (auto b : bs)
+    if (b < 1) throw InvalidArgument("bench kernel: --b values must be >= 1, got " + std::to_string(b));
+  for (auto t : threads)
+    if (t < 1) throw InvalidArgument("bench kernel: --threads values must be >= 1, got " + std::to_string(t));
+  const std::size_t total = bs.size() * dtypes.size() * masks.size() * threads.size();
+  std::size_t done = 0;
+  for (auto t : threads)
+    for (auto dt : dtypes)
+      for (const auto& mask : masks)
+        for (auto b : bs) {
+          std::fprintf(stderr, "[%zu/%zu] b=%lld %s %s threads=%lld\n", ++done, total, static_cast<long long>(b),
+                       std::string(to_string(dt)).c_str(), to_string(mask).c_str(), static_cast<long long>(t));
+          run_case({b, a.int64("heads"), a.int64("kv-heads"), a.int64("head-dim"), dt, mask, static_cast<int>(t), isa},
+                   !a.has("no-naive"));
+        }
+  return 0;
+}

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it (the README's test command):
+#   1. release build (-Werror), every suite: unit, kernels, net, integration
+#   2. the unit, kernels and net suites again under AddressSanitizer + UBSan
+#   3. libFuzzer targets (frame decoder, .npy reader), about a minute each
+#   4. the NEON path's ISA tests, cross-compiled for aarch64 and run under qemu
+# Ends with one line "tests: N passed, N failed".
+set -euo pipefail
+cd "$(dirname "$0")/.."
+deploy/setup.sh
+
+passed=0
+failed=0
+step() {  # step NAME CMD... : runs a step, counts it, never stops the script
+  local name=$1
+  shift
+  echo "== $name"
+  local start=$SECONDS
+  if "$@"; then
+    passed=$((passed + 1))
+    echo "== $name: ok ($((SECONDS - start)) s)"
+  else
+    failed=$((failed + 1))
+    echo "== $name: FAILED ($((SECONDS - start)) s)"
+  fi
+}
+
+build() {  # build DIR [TARGET]...: quiet on success, the last 40 lines on failure
+  local dir=$1
+  shift
+  local log
+  log=$(mktemp)
+  if ninja -C "$dir" "$@" >"$log" 2>&1; then
+    tail -n 1 "$log"
+    rm -f "$log"
+  else
+    tail -n 40 "$log"
+    rm -f "$log"
+    return 1
+  fi
+}
+
+meson_suites() {  # meson_suites BUILDDIR [--suite S]...
+  local dir=$1
+  shift
+  meson test -C "$dir" --print-errorlogs --num-processes 1 "$@"
+}
+
+step "release: all suites" meson_suites build
+
+asan() {
+  if [[ ! -f build-asan/build.ninja ]]; then
+    meson setup build-asan --buildtype=debugoptimized -Db_sanitize=address,undefined \
+      -Db_lundef=false -Dwerror=true >/dev/null || return 1
+  fi
+  build build-asan || return 1
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    meson_suites build-asan --suite unit --suite kernels --suite net
+}
+step "asan+ubsan: unit, kernels, net" asan
+
+fuzz() {
+  if [[ ! -f build-fuzz/build.ninja ]]; then
+    CXX=clang++ meson setup build-fuzz --buildtype=debugoptimized -Dfuzzers=true >/dev/null || return 1
+  fi
+  local ok=0
+  for target in $(meson introspect build-fuzz --targets | python3 -c \
+      'import json,sys; print(" ".join(t["name"] for t in json.load(sys.stdin) if t["name"].startswith("fuzz_")))'); do
+    build build-fuzz "tests/fuzz/$target" || return 1
+    local corpus=tests/fuzz/corpus/${target#fuzz_}
+    local work
+    work=$(mktemp -d)
+    echo "fuzz: $target for ${FUZZ_SECONDS:-60} s (seed corpus $corpus)"
+    if ! "build-fuzz/tests/fuzz/$target" -max_total_time="${FUZZ_SECONDS:-60}" -print_final_stats=1 \
+        -artifact_prefix="$work/" "$work" "$corpus" >"$work/log" 2>&1; then
+      tail -n 30 "$work/log"
+      ok=1
+    else
+      grep -E "stat::number_of_executed_units|Done" "$work/log" | tail -n 2
+    fi
+    rm -rf "$work"
+  done
+  return $ok
+}
+step "fuzz: frame decoder and .npy reader" fuzz
+
+neon() {
+  if [[ ! -f build-aarch64/build.ninja ]]; then
+    meson setup build-aarch64 --cross-file deploy/cross/aarch64-linux-gnu.ini \
+      -Disa_tests_only=true -Donednn=disabled >/dev/null || return 1
+  fi
+  build build-aarch64 || return 1
+  meson_suites build-aarch64
+}
+step "aarch64 NEON ISA tests under qemu" neon
+
+echo "tests: $passed passed, $failed failed"
+[[ $failed -eq 0 ]]
