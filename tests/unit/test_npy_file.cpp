@@ -68,7 +68,7 @@ TEST_SUITE("npy files") {
       auto bytes = ringattn::test::make_npy(major, ringattn::test::f4_dict("(2, 2)") + "\n", 16);
       const float vals[4] = {1.5f, -2, 3, 4};
       std::memcpy(bytes.data() + bytes.size() - 16, vals, 16);
-      const std::string path = dir.file(std::string("v") + std::to_string(major) + ".npy");
+      const std::string path = dir.file(major == 2 ? "v2.npy" : "v3.npy");
       ringattn::test::write_bytes(path, bytes);
       const NpyArray a = read_npy(path);
       CHECK(a.info.major_version == major);
@@ -110,6 +110,15 @@ TEST_SUITE("npy files") {
       }
       std::vector<float> dst(17 * row);
       CHECK_THROWS_AS(r.read_strided(1, 4, 17, dst), InvalidArgument);  // row 65 does not exist
+    }
+    SUBCASE("striped with wide rows: one pread per row") {
+      const std::string wide = dir.file("wide.npy");
+      const std::int64_t wide_row = 8192;  // 32 KiB rows: gaps of 3+ rows exceed the read-through limit
+      write_npy_atomic(wide, std::vector<std::int64_t>{16, wide_row}, iota_tensor(16, wide_row));
+      NpyReader w(wide);
+      std::vector<float> dst(4 * wide_row);
+      w.read_strided(1, 4, 4, dst);
+      CHECK(dst == expected_rows({1, 5, 9, 13}, wide_row));
     }
     SUBCASE("arbitrary rows, runs merged, order kept") {
       const std::vector<std::int64_t> rows{5, 6, 7, 0, 63, 62, 10, 11};
