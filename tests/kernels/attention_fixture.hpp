@@ -37,6 +37,11 @@ struct Problem {
   DType dtype = DType::f32;
   unsigned seed = 1;
 
+  Problem(std::int64_t nq_, std::int64_t nk_, std::int64_t heads_, std::int64_t kv_heads_, std::int64_t head_dim_,
+          Mask mask_, std::int64_t q_first_, std::int64_t k_first_, DType dtype_, unsigned seed_)
+      : nq(nq_), nk(nk_), heads(heads_), kv_heads(kv_heads_), head_dim(head_dim_), mask(mask_), q_first(q_first_),
+        k_first(k_first_), dtype(dtype_), seed(seed_) {}
+
   std::vector<float> q, k, v;
   std::vector<std::uint16_t> qh, kh, vh;
 

@@ -120,16 +120,16 @@ TEST_CASE("mask uses global positions: shifting the keys' offsets changes the ca
 }
 
 TEST_CASE("causal skips hidden tiles and counts only visible pairs as useful FLOPs") {
-  Problem p{512, 512, 8, 8, 128, Mask::causal(), 0, 0, DType::f32, 2};
+  Problem p{1024, 1024, 8, 8, 128, Mask::causal(), 0, 0, DType::f32, 2};
   p.make();
   BlockAttention attn(p.config(std::nullopt));
-  OnlineSoftmaxState st(512, 8, 128);
-  auto s = attn.fold(p.qp(), p.q_pos(), p.kp(0), p.vp(0), p.k_pos(0, 512), st);
-  // 8 query tiles x 2 key tiles per head; key tile 1 (rows 256..511) is hidden for the
-  // first 4 query tiles.
-  CHECK(s.tiles_computed == 8 * 12);
-  CHECK(s.tiles_skipped == 8 * 4);
-  CHECK(s.useful_flops == doctest::Approx(4.0 * 128 * 8 * (512.0 * 513.0 / 2.0)));
+  OnlineSoftmaxState st(1024, 8, 128);
+  auto s = attn.fold(p.qp(), p.q_pos(), p.kp(0), p.vp(0), p.k_pos(0, 1024), st);
+  // 256-row query tiles x 512-key tiles: per head, key tile 1 (keys 512..1023) is
+  // hidden from query tiles 0 and 1; the other 6 pairs are computed.
+  CHECK(s.tiles_computed == 8 * 6);
+  CHECK(s.tiles_skipped == 8 * 2);
+  CHECK(s.useful_flops == doctest::Approx(4.0 * 128 * 8 * (1024.0 * 1025.0 / 2.0)));
 }
 
 TEST_CASE("fully masked rows give O = 0 and lse = -inf, never NaN") {
