@@ -1,0 +1,209 @@
+// Frame header encoding and validation (the format is described in wire.hpp).
+#include "net/wire.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "net/byte_order.hpp"
+#include "ringattn/error.hpp"
+
+namespace ringattn::net {
+namespace {
+
+// Byte offsets of the header fields.
+constexpr std::size_t kOffMagic = 0, kOffVersion = 4, kOffKind = 6, kOffDtype = 7, kOffJob = 8, kOffStep = 16,
+                      kOffRows = 24, kOffCols = 28, kOffPayload = 32, kOffCrc = 40, kOffReserved = 44;
+
+bool known_kind(std::uint8_t k) {
+  switch (static_cast<FrameKind>(k)) {
+    case FrameKind::hello:
+    case FrameKind::auth:
+    case FrameKind::bye:
+    case FrameKind::error:
+    case FrameKind::kv_block:
+    case FrameKind::state: return true;
+  }
+  return false;
+}
+
+bool known_dtype(std::uint8_t d) { return d == static_cast<std::uint8_t>(DType::f32) || d == static_cast<std::uint8_t>(DType::bf16); }
+
+std::string field(std::string_view name, std::uint64_t value, std::string_view why) {
+  return "frame field '" + std::string(name) + "' = " + std::to_string(value) + " " + std::string(why);
+}
+
+bool mul_ok(std::uint64_t a, std::uint64_t b, std::uint64_t& out) { return !__builtin_mul_overflow(a, b, &out); }
+
+}  // namespace
+
+std::string_view to_string(FrameKind k) {
+  switch (k) {
+    case FrameKind::hello: return "HELLO";
+    case FrameKind::auth: return "AUTH";
+    case FrameKind::bye: return "BYE";
+    case FrameKind::error: return "ERROR";
+    case FrameKind::kv_block: return "KV_BLOCK";
+    case FrameKind::state: return "STATE";
+  }
+  return "KIND(unknown)";
+}
+
+std::string_view dtype_name(DType d) {
+  switch (d) {
+    case DType::f32: return "f32";
+    case DType::bf16: return "bf16";
+  }
+  return "DTYPE(unknown)";
+}
+
+FrameLimits FrameLimits::handshake_only() { return FrameLimits{}; }
+
+FrameLimits FrameLimits::for_job(const JobShape& s) {
+  auto bad = [](std::string_view f, std::uint64_t v, std::string_view why) {
+    throw InvalidArgument("job shape field '" + std::string(f) + "' = " + std::to_string(v) + " " + std::string(why));
+  };
+  if (s.heads == 0) bad("heads", s.heads, "must be >= 1");
+  if (s.kv_heads == 0) bad("kv_heads", s.kv_heads, "must be >= 1");
+  if (s.heads % s.kv_heads != 0) bad("kv_heads", s.kv_heads, "must divide heads = " + std::to_string(s.heads));
+  if (s.head_dim == 0) bad("head_dim", s.head_dim, "must be >= 1");
+  if (s.max_block_rows == 0) bad("max_block_rows", s.max_block_rows, "must be >= 1");
+  if (!known_dtype(static_cast<std::uint8_t>(s.dtype))) bad("dtype", static_cast<std::uint8_t>(s.dtype), "is not a known dtype");
+  FrameLimits l;
+  l.max_rows = s.max_block_rows;
+  l.kv_dtype = s.dtype;
+  std::uint64_t kv_cols = 0, state_cols = 0;
+  if (!mul_ok(s.kv_heads, s.head_dim, kv_cols) || kv_cols > std::numeric_limits<std::uint32_t>::max())
+    bad("head_dim", s.head_dim, "makes kv_heads*head_dim overflow 32 bits");
+  if (!mul_ok(s.heads, std::uint64_t{s.head_dim} + 2, state_cols) || state_cols > std::numeric_limits<std::uint32_t>::max())
+    bad("head_dim", s.head_dim, "makes heads*(head_dim+2) overflow 32 bits");
+  l.kv_cols = static_cast<std::uint32_t>(kv_cols);
+  l.max_state_cols = static_cast<std::uint32_t>(state_cols);
+  bool ok_kv = false, ok_state = false;
+  const std::uint64_t kv = data_payload_bytes(FrameKind::kv_block, s.dtype, l.max_rows, l.kv_cols, ok_kv);
+  const std::uint64_t st = data_payload_bytes(FrameKind::state, DType::f32, l.max_rows, l.max_state_cols, ok_state);
+  if (!ok_kv || !ok_state || kv > kMaxPayloadBytes || st > kMaxPayloadBytes)
+    bad("max_block_rows", s.max_block_rows,
+        "makes a block larger than the " + std::to_string(kMaxPayloadBytes >> 30) + " GiB frame ceiling");
+  l.max_payload = std::max(kv, st);
+  return l;
+}
+
+std::uint64_t data_payload_bytes(FrameKind kind, DType dtype, std::uint32_t rows, std::uint32_t cols, bool& ok) {
+  std::uint64_t n = 0;
+  const std::uint64_t copies = kind == FrameKind::kv_block ? 2 : 1;
+  ok = (kind == FrameKind::kv_block || kind == FrameKind::state) && mul_ok(rows, cols, n) &&
+       mul_ok(n, dtype_size(dtype), n) && mul_ok(n, copies, n);
+  return ok ? n : 0;
+}
+
+HeaderBytes encode_header(const FrameHeader& h) {
+  HeaderBytes b{};
+  put_le<std::uint32_t>(b.data() + kOffMagic, kMagic);
+  put_le<std::uint16_t>(b.data() + kOffVersion, kProtocolVersion);
+  put_le<std::uint8_t>(b.data() + kOffKind, static_cast<std::uint8_t>(h.kind));
+  put_le<std::uint8_t>(b.data() + kOffDtype, static_cast<std::uint8_t>(h.dtype));
+  put_le<std::uint64_t>(b.data() + kOffJob, h.job_id);
+  put_le<std::uint64_t>(b.data() + kOffStep, h.step);
+  put_le<std::uint32_t>(b.data() + kOffRows, h.rows);
+  put_le<std::uint32_t>(b.data() + kOffCols, h.cols);
+  put_le<std::uint64_t>(b.data() + kOffPayload, h.payload_bytes);
+  put_le<std::uint32_t>(b.data() + kOffCrc, h.payload_crc);
+  put_le<std::uint32_t>(b.data() + kOffReserved, 0);
+  return b;
+}
+
+std::string check_header(const FrameHeader& h, const FrameLimits& l) {
+  const auto kind = static_cast<std::uint8_t>(h.kind);
+  if (!known_kind(kind)) return field("kind", kind, "is not a known frame kind");
+  const auto dt = static_cast<std::uint8_t>(h.dtype);
+  if (!known_dtype(dt)) return field("dtype", dt, "is not a known dtype (0 f32, 1 bf16)");
+  const std::string k(to_string(h.kind));
+  if (is_control(h.kind)) {
+    if (h.rows != 0) return field("rows", h.rows, "but a " + k + " frame has 0");
+    if (h.cols != 0) return field("cols", h.cols, "but a " + k + " frame has 0");
+    if (h.dtype != DType::f32) return field("dtype", dt, "but a " + k + " frame has 0");
+    std::uint64_t lo = 0, hi = 0;
+    switch (h.kind) {
+      case FrameKind::hello: lo = hi = kHelloBytes; break;
+      case FrameKind::auth: lo = hi = kAuthBytes; break;
+      case FrameKind::bye: break;
+      default: lo = 1, hi = kMaxErrorBytes; break;
+    }
+    if (h.payload_bytes < lo || h.payload_bytes > hi)
+      return field("payload_bytes", h.payload_bytes,
+                   lo == hi ? "but a " + k + " frame has " + std::to_string(lo)
+                            : "but a " + k + " frame has " + std::to_string(lo) + ".." + std::to_string(hi));
+    return {};
+  }
+  if (l.max_payload == 0) return field("kind", kind, "(" + k + ") before the handshake completed");
+  if (h.rows == 0 || h.rows > l.max_rows)
+    return field("rows", h.rows, "is outside 1.." + std::to_string(l.max_rows) + " (max_block_rows)");
+  if (h.kind == FrameKind::kv_block) {
+    if (h.cols != l.kv_cols)
+      return field("cols", h.cols, "but a KV_BLOCK has kv_heads*head_dim = " + std::to_string(l.kv_cols) + " columns");
+    if (h.dtype != l.kv_dtype)
+      return field("dtype", dt, "but the job's wire dtype is " + std::string(dtype_name(l.kv_dtype)));
+  } else {
+    if (h.cols == 0 || h.cols > l.max_state_cols)
+      return field("cols", h.cols, "is outside 1.." + std::to_string(l.max_state_cols) + " (heads*(head_dim+2))");
+    if (h.dtype != DType::f32) return field("dtype", dt, "but a STATE is always f32 (0)");
+  }
+  bool ok = false;
+  const std::uint64_t want = data_payload_bytes(h.kind, h.dtype, h.rows, h.cols, ok);
+  if (!ok || want != h.payload_bytes)
+    return field("payload_bytes", h.payload_bytes,
+                 "but rows*cols*elem" + std::string(h.kind == FrameKind::kv_block ? "*2" : "") + " = " +
+                     (ok ? std::to_string(want) : std::string("overflow")));
+  if (h.payload_bytes > l.max_payload)
+    return field("payload_bytes", h.payload_bytes, "exceeds the negotiated maximum " + std::to_string(l.max_payload));
+  return {};
+}
+
+std::string try_decode_header(std::span<const std::byte> b, const FrameLimits& l, FrameHeader& out) {
+  if (b.size() != kHeaderBytes)
+    return "frame header is " + std::to_string(b.size()) + " bytes, expected " + std::to_string(kHeaderBytes);
+  const auto magic = get_le<std::uint32_t>(b.data() + kOffMagic);
+  if (magic != kMagic) return field("magic", magic, "is not ringattn's " + std::to_string(kMagic) + " (\"RATN\")");
+  const auto version = get_le<std::uint16_t>(b.data() + kOffVersion);
+  if (version != kProtocolVersion)
+    return field("version", version, "but this build speaks protocol version " + std::to_string(kProtocolVersion));
+  const auto reserved = get_le<std::uint32_t>(b.data() + kOffReserved);
+  if (reserved != 0) return field("reserved", reserved, "must be 0");
+  FrameHeader h;
+  h.kind = static_cast<FrameKind>(get_le<std::uint8_t>(b.data() + kOffKind));
+  h.dtype = static_cast<DType>(get_le<std::uint8_t>(b.data() + kOffDtype));
+  h.job_id = get_le<std::uint64_t>(b.data() + kOffJob);
+  h.step = get_le<std::uint64_t>(b.data() + kOffStep);
+  h.rows = get_le<std::uint32_t>(b.data() + kOffRows);
+  h.cols = get_le<std::uint32_t>(b.data() + kOffCols);
+  h.payload_bytes = get_le<std::uint64_t>(b.data() + kOffPayload);
+  h.payload_crc = get_le<std::uint32_t>(b.data() + kOffCrc);
+  std::string err = check_header(h, l);
+  if (err.empty()) out = h;
+  return err;
+}
+
+FrameHeader decode_header(std::span<const std::byte> bytes, const FrameLimits& limits) {
+  FrameHeader h;
+  std::string err = try_decode_header(bytes, limits, h);
+  if (!err.empty()) throw NetworkError(err);
+  return h;
+}
+
+FrameHeader kv_block_header(const JobShape& shape, std::uint64_t job_id, std::uint64_t step, std::uint32_t rows) {
+  FrameHeader h;
+  h.kind = FrameKind::kv_block;
+  h.dtype = shape.dtype;
+  h.job_id = job_id;
+  h.step = step;
+  h.rows = rows;
+  h.cols = shape.kv_heads * shape.head_dim;
+  h.payload_bytes = kv_block_bytes(shape, rows);
+  return h;
+}
+
+std::uint64_t kv_block_bytes(const JobShape& shape, std::uint32_t rows) {
+  return 2 * std::uint64_t{rows} * shape.kv_heads * shape.head_dim * dtype_size(shape.dtype);
+}
+
+}  // namespace ringattn::net

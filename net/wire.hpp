@@ -1,0 +1,137 @@
+// The ringattn wire format (protocol version 1).
+//
+// A connection carries a stream of frames. A frame is a fixed 48-byte header followed
+// by `payload_bytes` bytes of payload. Every integer is little-endian and is encoded and
+// decoded byte by byte (never by copying a struct), so the format does not depend on
+// the compiler, the padding or the host.
+//
+//   offset size field          meaning
+//      0    4  magic          0x4E544152, the bytes "RATN": not a ringattn peer otherwise
+//      4    2  version        kProtocolVersion; frames of another version are refused
+//      6    1  kind           FrameKind below
+//      7    1  dtype          element type of a data payload (0 f32, 1 bf16); 0 for control
+//      8    8  job_id         the caller's id of the pass/request; opaque to the transport
+//     16    8  step           the caller's step counter; opaque to the transport
+//     24    4  rows           data frames: matrix rows (tokens); control frames: 0
+//     28    4  cols           data frames: matrix columns; control frames: 0
+//     32    8  payload_bytes  length of the payload that follows
+//     40    4  payload_crc    CRC32C (Castagnoli) of the payload
+//     44    4  reserved       0 (room for flags in a later version)
+//
+// Kinds and their payloads:
+//   HELLO    (1)  the handshake hello, exactly kHelloBytes (see handshake.hpp)
+//   AUTH     (2)  an HMAC-SHA256 proof, exactly 32 bytes (see handshake.hpp)
+//   BYE      (3)  empty: the sender closes the connection politely
+//   ERROR    (4)  1..kMaxErrorBytes bytes of UTF-8 text: why the sender gives up
+//   KV_BLOCK (16) K then V, each rows x cols elements of dtype, row-major;
+//                 cols == kv_heads * head_dim and dtype == the job's wire dtype
+//   STATE    (17) one rows x cols fp32 matrix (e.g. online-softmax (o, m, l) rows), the
+//                 row layout is the caller's; cols <= heads * (head_dim + 2)
+//
+// Validation. A receiver decodes a header with the FrameLimits that follow from the job
+// shape negotiated in the HELLO (before the HELLO: control frames only). Every field is
+// checked before it sizes or indexes anything: magic, version, kind, dtype, reserved,
+// rows/cols against the shape, payload_bytes == the size implied by kind, rows, cols and
+// dtype (multiplied overflow-safely), and payload_bytes <= the negotiated maximum. So a
+// hostile or corrupt header can never make a node allocate or read past a buffer.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "ringattn/types.hpp"
+
+namespace ringattn::net {
+
+inline constexpr std::uint32_t kMagic = 0x4E544152;  // "RATN" in little-endian bytes
+inline constexpr std::uint16_t kProtocolVersion = 1;
+inline constexpr std::size_t kHeaderBytes = 48;
+inline constexpr std::size_t kHelloBytes = 88;  // HELLO payload, laid out in handshake.hpp
+inline constexpr std::size_t kAuthBytes = 32;   // AUTH payload: one HMAC-SHA256
+inline constexpr std::size_t kMaxErrorBytes = 1024;
+// A hard ceiling on any payload, whatever a job shape claims (a sanity bound; the
+// negotiated limit is normally far lower).
+inline constexpr std::uint64_t kMaxPayloadBytes = std::uint64_t{16} << 30;
+
+enum class FrameKind : std::uint8_t { hello = 1, auth = 2, bye = 3, error = 4, kv_block = 16, state = 17 };
+
+std::string_view to_string(FrameKind k);  // "HELLO", ..., "KIND(n)" for unknown values
+inline bool is_control(FrameKind k) { return static_cast<std::uint8_t>(k) < 16; }
+
+// The decoded header. magic, version and reserved are constants of the format and not
+// stored here: encode writes them, decode checks them.
+struct FrameHeader {
+  FrameKind kind = FrameKind::kv_block;
+  DType dtype = DType::f32;
+  std::uint64_t job_id = 0;
+  std::uint64_t step = 0;
+  std::uint32_t rows = 0;
+  std::uint32_t cols = 0;
+  std::uint64_t payload_bytes = 0;
+  std::uint32_t payload_crc = 0;
+
+  friend bool operator==(const FrameHeader&, const FrameHeader&) = default;
+};
+
+// What every rank of a ring must agree on; exchanged in the HELLO and compared field by
+// field. The frame limits follow from it.
+struct JobShape {
+  std::uint32_t heads = 1;           // query heads
+  std::uint32_t kv_heads = 1;        // K/V heads (heads % kv_heads == 0)
+  std::uint32_t head_dim = 1;
+  std::uint32_t max_block_rows = 1;  // most tokens in one K/V or STATE block
+  DType dtype = DType::f32;          // element type of K/V blocks on the wire
+  std::uint64_t tokens = 0;          // global sequence length (compared, not used by net)
+  std::uint64_t options_digest = 0;  // a hash of any further job options the caller wants
+                                     // compared (mask, layout, scale...); opaque to net
+
+  friend bool operator==(const JobShape&, const JobShape&) = default;
+};
+
+// The acceptance bounds of incoming data frames.
+struct FrameLimits {
+  std::uint32_t max_rows = 0;
+  std::uint32_t kv_cols = 0;         // exact cols of a KV_BLOCK
+  std::uint32_t max_state_cols = 0;  // most cols of a STATE
+  DType kv_dtype = DType::f32;
+  std::uint64_t max_payload = 0;     // largest data payload the shape allows
+
+  // Before the HELLO: control frames only, every data frame is refused.
+  static FrameLimits handshake_only();
+  // Throws InvalidArgument naming the field if the shape is empty or too large.
+  static FrameLimits for_job(const JobShape& shape);
+};
+
+using HeaderBytes = std::array<std::byte, kHeaderBytes>;
+
+HeaderBytes encode_header(const FrameHeader& h);
+
+// Decodes and validates. On success returns an empty string and sets `out`; otherwise
+// returns a message naming the first bad field and its value, e.g.
+// "frame field 'cols' = 96 but a KV_BLOCK has kv_heads*head_dim = 128 columns".
+// No exceptions: this runs on the socket hot path.
+std::string try_decode_header(std::span<const std::byte> bytes, const FrameLimits& limits, FrameHeader& out);
+
+// The same, throwing NetworkError with that message.
+FrameHeader decode_header(std::span<const std::byte> bytes, const FrameLimits& limits);
+
+// Checks an outgoing header against the limits; the same message format.
+std::string check_header(const FrameHeader& h, const FrameLimits& limits);
+
+// Payload size of a data frame, or 0 with `ok` false on overflow or a control kind.
+std::uint64_t data_payload_bytes(FrameKind kind, DType dtype, std::uint32_t rows, std::uint32_t cols, bool& ok);
+
+// Header of a K/V block of `rows` tokens of this job (payload size and CRC are filled
+// in by the transport on send).
+FrameHeader kv_block_header(const JobShape& shape, std::uint64_t job_id, std::uint64_t step, std::uint32_t rows);
+
+// Bytes of a K/V block of `rows` tokens: 2 * rows * kv_heads * head_dim * dtype size.
+std::uint64_t kv_block_bytes(const JobShape& shape, std::uint32_t rows);
+
+std::string_view dtype_name(DType d);  // "f32", "bf16", "DTYPE(n)" for unknown values
+
+}  // namespace ringattn::net

@@ -1,0 +1,146 @@
+// HELLO encoding and comparison, the AUTH proof, and loading the shared secret.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <string>
+#include <unistd.h>
+
+#include "net/handshake.hpp"
+#include "net/secret.hpp"
+#include "ringattn/error.hpp"
+
+using namespace ringattn;
+using namespace ringattn::net;
+
+namespace {
+
+Hello hello(std::uint32_t rank) {
+  Hello h;
+  h.ring_id = 99;
+  h.rank = rank;
+  h.world = 4;
+  h.shape.heads = 8;
+  h.shape.kv_heads = 2;
+  h.shape.head_dim = 128;
+  h.shape.max_block_rows = 512;
+  h.shape.dtype = DType::bf16;
+  h.shape.tokens = 2048;
+  h.shape.options_digest = 0xfeed;
+  fill_random(h.nonce);
+  return h;
+}
+
+std::span<const std::byte> bytes(const std::string& s) { return std::as_bytes(std::span(s.data(), s.size())); }
+
+}  // namespace
+
+TEST_CASE("hello: round trip and field checks") {
+  const Hello h = hello(3);
+  const HelloBytes b = encode_hello(h);
+  Hello out;
+  REQUIRE(try_decode_hello(b, out).empty());
+  CHECK(out.ring_id == h.ring_id);
+  CHECK(out.rank == 3);
+  CHECK(out.world == 4);
+  CHECK(out.shape == h.shape);
+  CHECK(out.nonce == h.nonce);
+
+  auto refused = [&](std::size_t at, std::byte v, const std::string& word) {
+    HelloBytes bad = b;
+    bad[at] = v;
+    Hello o;
+    const std::string err = try_decode_hello(bad, o);
+    INFO(err);
+    CHECK(err.find(word) != std::string::npos);
+  };
+  refused(8, std::byte{4}, "'rank' = 4");       // rank == world
+  refused(12, std::byte{0}, "'world'");         // low byte 0 -> world 0
+  refused(16, std::byte{1}, "'link' = 1");
+  refused(17, std::byte{2}, "'dtype' = 2");
+  refused(18, std::byte{1}, "reserved");
+  refused(36, std::byte{1}, "reserved");
+  Hello o;
+  CHECK(try_decode_hello(std::span(b).first(87), o).find("'size' = 87") != std::string::npos);
+}
+
+TEST_CASE("hello: a mismatch names the field and both values") {
+  const Hello ours = hello(1);
+  auto differs = [&](Hello theirs, std::uint32_t expected, std::initializer_list<std::string> words) {
+    const std::string err = compare_hello(ours, theirs, expected);
+    INFO(err);
+    REQUIRE_FALSE(err.empty());
+    for (const auto& w : words) CHECK(err.find(w) != std::string::npos);
+  };
+  CHECK(compare_hello(ours, hello(0), 0).empty());
+  Hello t = hello(0);
+  t.ring_id = 100;
+  differs(t, 0, {"ring id", "99", "100"});
+  t = hello(0);
+  t.world = 5;
+  differs(t, 0, {"world size", "4", "5"});
+  differs(hello(2), 0, {"expected rank 0", "rank 2"});
+  t = hello(0);
+  t.shape.head_dim = 64;
+  differs(t, 0, {"'head_dim'", "rank 1 has 128", "peer rank 0 has 64"});
+  t = hello(0);
+  t.shape.kv_heads = 8;
+  differs(t, 0, {"'kv_heads'"});
+  t = hello(0);
+  t.shape.heads = 16;
+  differs(t, 0, {"'heads'"});
+  t = hello(0);
+  t.shape.max_block_rows = 256;
+  differs(t, 0, {"'max_block_rows'"});
+  t = hello(0);
+  t.shape.dtype = DType::f32;
+  differs(t, 0, {"'dtype'", "bf16", "f32"});
+  t = hello(0);
+  t.shape.tokens = 4096;
+  differs(t, 0, {"'tokens'"});
+  t = hello(0);
+  t.shape.options_digest = 1;
+  differs(t, 0, {"'options_digest'"});
+}
+
+TEST_CASE("auth: proofs bind the secret, the role and both hellos") {
+  const HelloBytes a = encode_hello(hello(0)), b = encode_hello(hello(1));
+  const std::string secret = "s3cret-s3cret-s3cret";
+  const auto p = auth_proof(bytes(secret), Role::initiator, a, b);
+  CHECK(p == auth_proof(bytes(secret), Role::initiator, a, b));
+  CHECK(p != auth_proof(bytes(secret), Role::acceptor, a, b));  // no reflection
+  CHECK(p != auth_proof(bytes("s3cret-s3cret-s3creT"), Role::initiator, a, b));
+  CHECK(p != auth_proof(bytes(secret), Role::initiator, b, a));
+  const HelloBytes a2 = encode_hello(hello(0));  // fresh nonce: no replay
+  CHECK(p != auth_proof(bytes(secret), Role::initiator, a2, b));
+}
+
+TEST_CASE("secret: from a token file, from RINGATTN_TOKEN, or a clear error") {
+  const std::string path = "/tmp/ringattn_test_token_" + std::to_string(::getpid());
+  {
+    std::ofstream f(path);
+    f << "file-secret-0123456789\n";
+  }
+  CHECK(load_secret(path) == "file-secret-0123456789");
+  std::remove(path.c_str());
+  CHECK_THROWS_AS(load_secret(path), InvalidArgument);
+
+  ::setenv(kTokenEnv, "env-secret-0123456789", 1);
+  CHECK(load_secret() == "env-secret-0123456789");
+  ::unsetenv(kTokenEnv);
+  try {
+    load_secret();
+    FAIL("no secret accepted");
+  } catch (const InvalidArgument& e) {
+    CHECK(std::string(e.what()).find(kTokenEnv) != std::string::npos);
+  }
+
+  std::set<std::string> seen;
+  for (int i = 0; i < 4; ++i) {
+    const std::string s = generate_secret();
+    CHECK(s.size() == 64);
+    seen.insert(s);
+  }
+  CHECK(seen.size() == 4);
+}

@@ -1,0 +1,218 @@
+// The frame header: round trip, and every field a receiver must refuse, with a message
+// that names the field and its value.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "net/byte_order.hpp"
+#include "net/wire.hpp"
+#include "ringattn/error.hpp"
+
+using namespace ringattn;
+using namespace ringattn::net;
+
+namespace {
+
+JobShape shape() {
+  JobShape s;
+  s.heads = 8;
+  s.kv_heads = 2;
+  s.head_dim = 64;
+  s.max_block_rows = 128;
+  s.dtype = DType::bf16;
+  return s;
+}
+
+FrameHeader kv(std::uint32_t rows = 128) { return kv_block_header(shape(), 7, 3, rows); }
+
+// Decoding `h` (after `patch` edits its bytes) fails with a message containing each of `words`.
+void refused(FrameHeader h, std::initializer_list<std::string> words, const FrameLimits& limits = FrameLimits::for_job(shape()),
+             void (*patch)(HeaderBytes&) = nullptr) {
+  HeaderBytes b = encode_header(h);
+  if (patch) patch(b);
+  FrameHeader out;
+  const std::string err = try_decode_header(b, limits, out);
+  INFO("message: " << err);
+  REQUIRE_FALSE(err.empty());
+  for (const auto& w : words) CHECK(err.find(w) != std::string::npos);
+  CHECK_THROWS_AS(decode_header(b, limits), NetworkError);
+}
+
+}  // namespace
+
+TEST_CASE("wire: the header layout is pinned byte by byte") {
+  FrameHeader h = kv(5);
+  h.payload_crc = 0xA1B2C3D4;
+  const HeaderBytes b = encode_header(h);
+  CHECK(kHeaderBytes == 48);
+  CHECK(b[0] == std::byte{'R'});
+  CHECK(b[1] == std::byte{'A'});
+  CHECK(b[2] == std::byte{'T'});
+  CHECK(b[3] == std::byte{'N'});
+  CHECK(get_le<std::uint16_t>(&b[4]) == kProtocolVersion);
+  CHECK(b[6] == std::byte{16});  // KV_BLOCK
+  CHECK(b[7] == std::byte{1});   // bf16
+  CHECK(get_le<std::uint64_t>(&b[8]) == 7);
+  CHECK(get_le<std::uint64_t>(&b[16]) == 3);
+  CHECK(get_le<std::uint32_t>(&b[24]) == 5);
+  CHECK(get_le<std::uint32_t>(&b[28]) == 128);
+  CHECK(get_le<std::uint64_t>(&b[32]) == 2ull * 5 * 128 * 2);
+  CHECK(b[40] == std::byte{0xD4});  // little-endian
+  CHECK(get_le<std::uint32_t>(&b[44]) == 0);
+}
+
+TEST_CASE("wire: round trip of every kind") {
+  const FrameLimits limits = FrameLimits::for_job(shape());
+  FrameHeader st;
+  st.kind = FrameKind::state;
+  st.rows = 3;
+  st.cols = 8 * 66;
+  st.payload_bytes = 3ull * 8 * 66 * 4;
+  st.step = ~0ull;
+  st.job_id = 0x0123456789abcdefull;
+  st.payload_crc = 0xFFFFFFFF;
+  FrameHeader hello, auth, bye, error;
+  hello.kind = FrameKind::hello;
+  hello.payload_bytes = kHelloBytes;
+  auth.kind = FrameKind::auth;
+  auth.payload_bytes = kAuthBytes;
+  bye.kind = FrameKind::bye;
+  error.kind = FrameKind::error;
+  error.payload_bytes = kMaxErrorBytes;
+  for (const FrameHeader& h : {kv(), kv(1), st, hello, auth, bye, error}) {
+    const HeaderBytes b = encode_header(h);
+    CHECK(decode_header(b, limits) == h);
+  }
+  CHECK(decode_header(encode_header(hello), FrameLimits::handshake_only()) == hello);
+}
+
+TEST_CASE("wire: every rejected field is named with its value") {
+  const FrameLimits limits = FrameLimits::for_job(shape());
+  SUBCASE("length") {
+    const HeaderBytes b = encode_header(kv());
+    FrameHeader out;
+    CHECK(try_decode_header(std::span(b).first(47), limits, out).find("47 bytes") != std::string::npos);
+  }
+  SUBCASE("magic") { refused(kv(), {"'magic'", std::to_string(0x4E544153)}, limits, [](HeaderBytes& b) { b[0] = std::byte{'S'}; }); }
+  SUBCASE("version") { refused(kv(), {"'version' = 2", "version 1"}, limits, [](HeaderBytes& b) { b[4] = std::byte{2}; }); }
+  SUBCASE("reserved") { refused(kv(), {"'reserved' = 1"}, limits, [](HeaderBytes& b) { b[44] = std::byte{1}; }); }
+  SUBCASE("kind") { refused(kv(), {"'kind' = 99"}, limits, [](HeaderBytes& b) { b[6] = std::byte{99}; }); }
+  SUBCASE("dtype") { refused(kv(), {"'dtype' = 7"}, limits, [](HeaderBytes& b) { b[7] = std::byte{7}; }); }
+  SUBCASE("rows of a control frame") {
+    FrameHeader h;
+    h.kind = FrameKind::bye;
+    h.rows = 1;
+    refused(h, {"'rows' = 1", "BYE"});
+  }
+  SUBCASE("cols of a control frame") {
+    FrameHeader h;
+    h.kind = FrameKind::auth;
+    h.payload_bytes = kAuthBytes;
+    h.cols = 2;
+    refused(h, {"'cols' = 2", "AUTH"});
+  }
+  SUBCASE("control payload sizes") {
+    FrameHeader h;
+    h.kind = FrameKind::hello;
+    h.payload_bytes = kHelloBytes + 1;
+    refused(h, {"'payload_bytes' = 89", "HELLO", "88"});
+    h.kind = FrameKind::error;
+    h.payload_bytes = 0;
+    refused(h, {"'payload_bytes' = 0", "ERROR"});
+    h.payload_bytes = kMaxErrorBytes + 1;
+    refused(h, {"'payload_bytes' = 1025", "1..1024"});
+    h.kind = FrameKind::bye;
+    h.payload_bytes = 1;
+    refused(h, {"'payload_bytes' = 1", "BYE"});
+  }
+  SUBCASE("data before the handshake") { refused(kv(), {"'kind' = 16", "before the handshake"}, FrameLimits::handshake_only()); }
+  SUBCASE("rows") {
+    refused(kv(129), {"'rows' = 129", "1..128"});
+    refused(kv(0), {"'rows' = 0"});
+  }
+  SUBCASE("cols of a KV block") {
+    FrameHeader h = kv();
+    h.cols = 96;
+    h.payload_bytes = 2ull * 128 * 96 * 2;
+    refused(h, {"'cols' = 96", "kv_heads*head_dim = 128"});
+  }
+  SUBCASE("dtype of a KV block") {
+    FrameHeader h = kv();
+    h.dtype = DType::f32;
+    h.payload_bytes *= 2;
+    refused(h, {"'dtype' = 0", "bf16"});
+  }
+  SUBCASE("state cols and dtype") {
+    FrameHeader h;
+    h.kind = FrameKind::state;
+    h.rows = 2;
+    h.cols = 8 * 66 + 1;
+    h.payload_bytes = 2ull * h.cols * 4;
+    refused(h, {"'cols' = 529", "1..528"});
+    h.cols = 10;
+    h.dtype = DType::bf16;
+    h.payload_bytes = 2ull * 10 * 2;
+    refused(h, {"'dtype' = 1", "STATE"});
+  }
+  SUBCASE("payload length that disagrees with rows*cols") {
+    FrameHeader h = kv();
+    h.payload_bytes += 1;
+    refused(h, {"'payload_bytes' = 65537", "= 65536"});
+  }
+  SUBCASE("oversized length field") {
+    FrameHeader h = kv();
+    h.payload_bytes = 1ull << 40;
+    refused(h, {"'payload_bytes' = 1099511627776"});
+    h.payload_bytes = ~0ull;
+    refused(h, {"'payload_bytes' = 18446744073709551615"});
+  }
+}
+
+TEST_CASE("wire: payload size arithmetic is overflow-safe") {
+  bool ok = true;
+  CHECK(data_payload_bytes(FrameKind::kv_block, DType::f32, 0xFFFFFFFFu, 0xFFFFFFFFu, ok) == 0);
+  CHECK_FALSE(ok);
+  CHECK(data_payload_bytes(FrameKind::state, DType::f32, 0xFFFFFFFFu, 0xFFFFFFFFu, ok) == 0);
+  CHECK_FALSE(ok);  // 2^64 - 2^33 + 1 times 4 overflows
+  CHECK(data_payload_bytes(FrameKind::kv_block, DType::bf16, 3, 5, ok) == 60);
+  CHECK(ok);
+  CHECK(data_payload_bytes(FrameKind::bye, DType::f32, 1, 1, ok) == 0);
+  CHECK_FALSE(ok);
+  CHECK(kv_block_bytes(shape(), 100) == 2ull * 100 * 128 * 2);
+  CHECK(kv_block_header(shape(), 1, 2, 100).payload_bytes == kv_block_bytes(shape(), 100));
+}
+
+TEST_CASE("wire: limits follow from the job shape, bad shapes are refused by field") {
+  const FrameLimits l = FrameLimits::for_job(shape());
+  CHECK(l.max_rows == 128);
+  CHECK(l.kv_cols == 128);
+  CHECK(l.max_state_cols == 8 * 66);
+  CHECK(l.max_payload == 128ull * 8 * 66 * 4);  // STATE rows are the widest here
+  auto refused_shape = [](JobShape s, const std::string& word) {
+    try {
+      FrameLimits::for_job(s);
+      FAIL("accepted a bad shape");
+    } catch (const InvalidArgument& e) {
+      CHECK(std::string(e.what()).find(word) != std::string::npos);
+    }
+  };
+  JobShape s = shape();
+  s.heads = 0;
+  refused_shape(s, "'heads' = 0");
+  s = shape();
+  s.kv_heads = 3;
+  refused_shape(s, "'kv_heads' = 3");
+  s = shape();
+  s.head_dim = 0;
+  refused_shape(s, "'head_dim' = 0");
+  s = shape();
+  s.max_block_rows = 0;
+  refused_shape(s, "'max_block_rows' = 0");
+  s = shape();
+  s.max_block_rows = 0xFFFFFFFFu;
+  s.head_dim = 1u << 20;
+  refused_shape(s, "GiB");
+  s = shape();
+  s.head_dim = 0xFFFFFFFFu;
+  refused_shape(s, "overflow");
+}
