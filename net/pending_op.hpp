@@ -1,0 +1,68 @@
+// One posted isend/irecv as the backends keep it: what to move, and a completion that
+// the progressing side signals exactly once and the caller waits on with a deadline.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <span>
+#include <string>
+
+#include "net/transport.hpp"
+#include "net/wire.hpp"
+
+namespace ringattn::net {
+
+class PendingOp final : public RequestState {
+ public:
+  enum class Dir : std::uint8_t { send, recv };
+  using Clock = std::chrono::steady_clock;
+
+  PendingOp(Dir dir, const void* owner) : dir_(dir), owner_(owner) {}
+
+  Dir dir() const { return dir_; }
+  const void* owner() const { return owner_; }  // the transport that created it
+
+  // Progress side. `header` is the frame as sent/received; set it before complete().
+  FrameHeader header;
+  std::span<const std::byte> payload;  // send
+  std::span<std::byte> buffer;         // recv
+  bool crc_pending = false;            // send: header.payload_crc still to be computed
+
+  // First call wins; returns false if the op had already completed. An empty `error`
+  // means success.
+  bool complete(std::string error = {}) {
+    {
+      std::lock_guard lock(mu_);
+      if (done_) return false;
+      done_ = true;
+      error_ = std::move(error);
+    }
+    cv_.notify_all();
+    return true;
+  }
+
+  // Caller side. True if completed by `deadline`.
+  bool wait_until(Clock::time_point deadline) const {
+    std::unique_lock lock(mu_);
+    return cv_.wait_until(lock, deadline, [&] { return done_; });
+  }
+  bool done() const {
+    std::lock_guard lock(mu_);
+    return done_;
+  }
+  std::string error() const {
+    std::lock_guard lock(mu_);
+    return error_;
+  }
+
+ private:
+  Dir dir_;
+  const void* owner_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  bool done_ = false;
+  std::string error_;
+};
+
+}  // namespace ringattn::net

@@ -1,0 +1,49 @@
+// The transport of a one-rank ring: the rank is its own successor and predecessor, so a
+// frame sent is the next frame received. No sockets and no I/O thread. A send completes
+// at once (the payload is copied into a queue); a receive completes when a frame is
+// queued. Useful on its own for world == 1 and as an in-memory stand-in in tests.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "net/pending_op.hpp"
+#include "net/transport.hpp"
+
+namespace ringattn::net {
+
+class SelfTransport final : public RingTransport {
+ public:
+  explicit SelfTransport(const TransportConfig& config);
+  ~SelfTransport() override { close(); }
+
+  int rank() const override { return 0; }
+  int world() const override { return 1; }
+  std::uint16_t listen_port() const override { return 0; }
+  void connect(const std::vector<PeerAddress>& peers) override;
+  Request isend(FrameHeader header, std::span<const std::byte> payload, std::optional<std::uint32_t> crc) override;
+  Request irecv(std::span<std::byte> buffer) override;
+  FrameHeader wait(Request& request) override;
+  bool test(const Request& request) const override;
+  TransportStats stats() const override;
+  void close() override;
+
+ private:
+  struct Frame {
+    FrameHeader header;
+    std::vector<std::byte> payload;
+  };
+  void match_locked();  // pairs queued frames with posted receives
+
+  TransportConfig config_;
+  FrameLimits limits_;
+  mutable std::mutex mu_;
+  std::deque<Frame> frames_;
+  std::deque<std::shared_ptr<PendingOp>> recvs_;
+  TransportStats stats_;
+  bool closed_ = false;
+};
+
+}  // namespace ringattn::net

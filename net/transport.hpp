@@ -1,0 +1,138 @@
+// The seam between the ring schedules and the network: a rank's two ring neighbours,
+// non-blocking send/receive of frames into caller-owned memory, and a blocking wait with
+// a deadline. Small on purpose (isend / irecv / wait, as in NCCL's net plugins) so that
+// an MPI or RDMA backend can sit beside the TCP one in net/ behind the same calls.
+//
+// Typical double-buffered ring step (the transport knows nothing about attention):
+//
+//   auto t = net::make_tcp_transport(cfg);        // binds + listens at once
+//   publish(t->listen_port());                     // however ranks learn each other's ports
+//   t->connect(peers);                             // successor + predecessor, handshake, auth
+//   for (step = 0; step < world - 1; ++step) {
+//     auto s = t->isend(net::kv_block_header(shape, job, step, rows), block_a, crc_a);
+//     auto r = t->irecv(block_b);
+//     compute(block_a);                            // overlaps with both transfers
+//     t->wait(s);
+//     crc_a = t->wait(r).payload_crc;              // relay it next step without recomputing
+//     std::swap(block_a, block_b);
+//   }
+//   t->close();
+//
+// Ordering: frames arrive in the order they were posted to isend; irecv's are filled in
+// the order they were posted. Lifetime: a payload or buffer must stay alive and
+// untouched until wait() on its request has returned or thrown, or close() returned.
+// Failure: any error (timeout, peer closed, bad frame, bad CRC) is fatal for the whole
+// transport. It is reported by wait() as NetworkError naming this rank, the peer rank
+// and the cause; every other pending or later request fails with the same cause, and the
+// neighbours are sent an ERROR frame carrying it so the whole ring reports the root cause.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "net/wire.hpp"
+
+namespace ringattn::net {
+
+struct PeerAddress {
+  std::string host;  // numeric address or name
+  std::uint16_t port = 0;
+};
+
+struct TransportConfig {
+  int rank = 0;
+  int world = 1;
+  std::uint64_t ring_id = 0;   // identifies this ring/job; peers with another ring id are refused
+  JobShape shape;              // compared in the handshake; bounds every incoming frame
+  std::string secret;          // shared secret bytes (net/secret.hpp); required when world > 1
+  std::string listen_host = "127.0.0.1";
+  std::uint16_t listen_port = 0;  // 0 = any free port, see listen_port()
+  std::chrono::milliseconds connect_timeout{10000};  // whole connect(): dial retries, accept, handshakes
+  std::chrono::milliseconds io_timeout{30000};       // each wait()
+};
+
+struct TransportStats {
+  std::uint64_t bytes_sent = 0;      // on the wire: headers and payloads, data and control frames
+  std::uint64_t bytes_received = 0;
+  std::uint64_t frames_sent = 0;
+  std::uint64_t frames_received = 0;
+  double io_cpu_seconds = 0;         // CPU time of the I/O thread (CLOCK_THREAD_CPUTIME_ID),
+                                     // including CRC32C: the CPU cost of moving the bytes
+};
+
+// Backends derive their per-request state from this.
+struct RequestState {
+  virtual ~RequestState() = default;
+};
+
+// Opaque handle of a posted isend/irecv; cheap to copy. Default-constructed = empty.
+class Request {
+ public:
+  Request() = default;
+  explicit Request(std::shared_ptr<RequestState> state) : state_(std::move(state)) {}
+  bool valid() const noexcept { return state_ != nullptr; }
+  RequestState* state() const noexcept { return state_.get(); }
+
+ private:
+  std::shared_ptr<RequestState> state_;
+};
+
+class RingTransport {
+ public:
+  virtual ~RingTransport() = default;  // closes (politely, bounded) if still open
+
+  virtual int rank() const = 0;
+  virtual int world() const = 0;
+
+  // The bound port, valid right after construction (the socket already listens);
+  // 0 when world == 1 (no socket at all).
+  virtual std::uint16_t listen_port() const = 0;
+
+  // peers[r] is rank r's address (this rank's own entry is ignored). Connects to the
+  // successor (retrying with back-off until connect_timeout), accepts the predecessor,
+  // runs HELLO + mutual HMAC auth on both. Throws NetworkError naming this rank, the
+  // peer rank/address and the cause (timeout, refused, which HELLO field differs,
+  // authentication failed). world == 1: no-op. world == 2: two connections, one per
+  // direction, so sending and receiving never share a socket.
+  virtual void connect(const std::vector<PeerAddress>& peers) = 0;
+
+  // Posts a data frame (KV_BLOCK or STATE) to the successor. The transport fills in
+  // payload_bytes (= payload.size()) and payload_crc: pass `crc` when the payload's
+  // CRC32C is already known (e.g. relaying a received block: wait(recv).payload_crc),
+  // otherwise it is computed on the I/O thread. Throws InvalidArgument if the header
+  // does not fit the job shape.
+  virtual Request isend(FrameHeader header, std::span<const std::byte> payload,
+                        std::optional<std::uint32_t> crc = {}) = 0;
+
+  // Posts the receive of the next data frame from the predecessor into `buffer`. The
+  // header is validated against the job limits and buffer.size() before any payload
+  // byte is read; the payload CRC32C is checked after.
+  virtual Request irecv(std::span<std::byte> buffer) = 0;
+
+  // Blocks until the request completes or io_timeout passes. Returns the frame header
+  // (for a receive: as received, payload_bytes says how much of the buffer was filled).
+  // Throws NetworkError naming this rank, the peer and the cause. Calling it again on a
+  // completed request returns the same header.
+  virtual FrameHeader wait(Request& request) = 0;
+
+  // Non-blocking: true once the request has completed (wait() then returns at once).
+  virtual bool test(const Request& request) const = 0;
+
+  virtual TransportStats stats() const = 0;
+
+  // Sends BYE to the neighbours, fails still-pending requests ("closed"), waits a
+  // bounded time for the peers to close, stops the I/O thread. Idempotent; never hangs.
+  virtual void close() = 0;
+};
+
+// The TCP backend (net/tcp/). world == 1 gives an in-memory transport without sockets.
+// Throws InvalidArgument for a bad config, NetworkError if it cannot bind/listen.
+std::unique_ptr<RingTransport> make_tcp_transport(const TransportConfig& config);
+
+}  // namespace ringattn::net

@@ -1,0 +1,150 @@
+// Rings of 1..4 transports on loopback, in threads of one process: blocks travel around
+// for several laps with every element checked, as the ring schedule will use them
+// (double-buffered, relaying the received CRC).
+#include <doctest/doctest.h>
+
+#include <atomic>
+
+#include "net/wire.hpp"
+#include "ring_fixture.hpp"
+#include "ringattn/error.hpp"
+
+using namespace ringattn;
+using namespace ringattn::net;
+using namespace ringattn::net::test;
+
+namespace {
+
+// One rank's part of `laps` laps: at step s it sends the block it holds (starting with its
+// own) and receives the block that started at rank (r - s - 1) mod P.
+void run_ring_rank(RingTransport& t, int laps) {
+  const int P = t.world(), r = t.rank();
+  const JobShape shape = small_shape();
+  auto rows_of = [&](int origin) { return static_cast<std::uint32_t>(1 + (origin * 13) % shape.max_block_rows); };
+  const std::size_t max_elems = kv_block_bytes(shape, shape.max_block_rows) / 4;
+  std::vector<float> a(max_elems), b(max_elems), expect(max_elems);
+  fill_block(a, r, 0);
+  int held = r;  // origin of the block in `a`
+  std::optional<std::uint32_t> crc;
+  for (int step = 0; step < laps * P; ++step) {
+    const std::uint32_t rows = rows_of(held);
+    const std::size_t elems = kv_block_bytes(shape, rows) / 4;
+    Request s = t.isend(kv_block_header(shape, 1, static_cast<std::uint64_t>(step), rows), bytes_of(a, elems), crc);
+    Request q = t.irecv(std::as_writable_bytes(std::span(b)));
+    t.wait(s);
+    const FrameHeader h = t.wait(q);
+    const int origin = ((r - step - 1) % P + P) % P;
+    REQUIRE(h.kind == FrameKind::kv_block);
+    REQUIRE(h.step == static_cast<std::uint64_t>(step));
+    REQUIRE(h.rows == rows_of(origin));
+    REQUIRE(h.payload_bytes == kv_block_bytes(shape, h.rows));
+    fill_block(expect, origin, 0);
+    REQUIRE(std::memcmp(b.data(), expect.data(), h.payload_bytes) == 0);
+    crc = h.payload_crc;  // relay without recomputing
+    std::swap(a, b);
+    held = origin;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("ring: world size 1 needs no sockets") {
+  auto t = make_tcp_transport(make_config(0, 1));
+  CHECK(t->listen_port() == 0);
+  t->connect({{"127.0.0.1", 0}});
+  run_ring_rank(*t, 3);
+  const TransportStats st = t->stats();
+  CHECK(st.frames_sent == 3);
+  CHECK(st.frames_received == 3);
+  // A receive with nothing sent times out with a clear error instead of hanging.
+  TransportConfig c = make_config(0, 1, milliseconds(100));
+  auto lone = make_tcp_transport(c);
+  std::vector<std::byte> buf(64);
+  Request q = lone->irecv(buf);
+  CHECK_THROWS_WITH_AS(lone->wait(q), doctest::Contains("timed out"), NetworkError);
+  t->close();
+  t->close();  // idempotent
+}
+
+TEST_CASE("ring: 2, 3 and 4 ranks pass blocks around for several laps") {
+  for (int world : {2, 3, 4}) {
+    CAPTURE(world);
+    Ring ring = make_ring(world);
+    const auto errors = run_ranks(world, [&](int r) { run_ring_rank(*ring[static_cast<std::size_t>(r)], 3); });
+    for (const auto& e : errors) CHECK(message_of(e) == "");
+    for (const auto& t : ring) {
+      const TransportStats st = t->stats();
+      CHECK(st.frames_sent == static_cast<std::uint64_t>(3 * world));
+      CHECK(st.frames_received == static_cast<std::uint64_t>(3 * world));
+      CHECK(st.bytes_sent > 3u * world * kHeaderBytes);
+      CHECK(st.io_cpu_seconds >= 0.0);
+    }
+    close_all(ring);
+  }
+}
+
+TEST_CASE("ring: large blocks, several sends in flight, in order") {
+  // 8 MiB K/V blocks: many read/write chunks per frame.
+  auto tweak = [](TransportConfig& c) {
+    c.shape.heads = c.shape.kv_heads = 8;
+    c.shape.head_dim = 128;
+    c.shape.max_block_rows = 2048;
+  };
+  Ring ring = make_ring(2, tweak);
+  TransportConfig c = make_config(0, 2);
+  tweak(c);
+  const std::size_t elems = kv_block_bytes(c.shape, 2048) / 4;
+  constexpr int kFrames = 6;
+  const auto errors = run_ranks(2, [&](int r) {
+    RingTransport& t = *ring[static_cast<std::size_t>(r)];
+    std::vector<std::vector<float>> out(kFrames, std::vector<float>(elems)), in(kFrames, std::vector<float>(elems));
+    std::vector<Request> sends, recvs;
+    for (int i = 0; i < kFrames; ++i) {
+      fill_block(out[static_cast<std::size_t>(i)], r, static_cast<std::uint64_t>(i));
+      recvs.push_back(t.irecv(std::as_writable_bytes(std::span(in[static_cast<std::size_t>(i)]))));
+    }
+    for (int i = 0; i < kFrames; ++i)
+      sends.push_back(t.isend(kv_block_header(c.shape, 9, static_cast<std::uint64_t>(i), 2048),
+                              bytes_of(out[static_cast<std::size_t>(i)], elems)));
+    std::vector<float> expect(elems);
+    for (int i = 0; i < kFrames; ++i) {
+      const FrameHeader h = t.wait(recvs[static_cast<std::size_t>(i)]);
+      REQUIRE(h.step == static_cast<std::uint64_t>(i));
+      fill_block(expect, 1 - r, static_cast<std::uint64_t>(i));
+      REQUIRE(in[static_cast<std::size_t>(i)] == expect);
+      CHECK(t.test(recvs[static_cast<std::size_t>(i)]));
+      CHECK(t.wait(recvs[static_cast<std::size_t>(i)]) == h);  // waiting again returns the same header
+    }
+    for (auto& s : sends) t.wait(s);
+  });
+  for (const auto& e : errors) CHECK(message_of(e) == "");
+  close_all(ring);
+}
+
+TEST_CASE("ring: misuse is refused up front") {
+  auto t = make_tcp_transport(make_config(0, 2));
+  std::vector<std::byte> buf(1024);
+  CHECK_THROWS_AS(t->irecv(buf), InvalidArgument);  // before connect()
+  CHECK_THROWS_AS(t->connect({{"127.0.0.1", 1}}), InvalidArgument);  // one address for two ranks
+  TransportConfig bad = make_config(0, 2);
+  bad.secret.clear();
+  CHECK_THROWS_WITH_AS(make_tcp_transport(bad), doctest::Contains("secret"), InvalidArgument);
+  bad = make_config(2, 2);
+  CHECK_THROWS_AS(make_tcp_transport(bad), InvalidArgument);
+  bad = make_config(0, 2);
+  bad.listen_host = "not-an-address";
+  CHECK_THROWS_AS(make_tcp_transport(bad), InvalidArgument);
+
+  Ring ring = make_ring(2);
+  FrameHeader h = kv_block_header(small_shape(), 0, 0, 4);
+  std::vector<std::byte> payload(kv_block_bytes(small_shape(), 4));
+  CHECK_THROWS_WITH_AS(ring[0]->isend(h, std::span(payload).first(10)), doctest::Contains("payload_bytes"), InvalidArgument);
+  h.kind = FrameKind::bye;
+  CHECK_THROWS_WITH_AS(ring[0]->isend(h, payload), doctest::Contains("data frames only"), InvalidArgument);
+  Request empty;
+  CHECK_THROWS_AS(ring[0]->wait(empty), InvalidArgument);
+  close_all(ring);
+  // After close every request fails at once.
+  Request q = ring[0]->irecv(buf);
+  CHECK_THROWS_WITH_AS(ring[0]->wait(q), doctest::Contains("closed"), NetworkError);
+}
