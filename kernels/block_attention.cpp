@@ -275,6 +275,8 @@ FoldStats BlockAttention::fold(const void* q, const Positions& q_pos, const void
     }
   }
 
+  if (st.tiles_computed == 0) return st;  // the whole block is masked: nothing to pack
+
   // Operands are dense (see pack_kv): Q rows [nr x D], the K^T panel [D x tk] from which
   // a piece takes w columns, P [nr x w], V panel rows [w x D]. Every shape the loop will
   // meet gets its primitive now.

@@ -9,13 +9,21 @@ namespace ringattn::cli {
 int version_main(const std::vector<std::string>& args);
 int demo_main(const std::vector<std::string>& args);
 int bench_kernel_main(const std::vector<std::string>& args);
+int bench_transport_main(const std::vector<std::string>& args);
 int plan_main(const std::vector<std::string>& args);
+int run_main(const std::vector<std::string>& args);
+int node_main(const std::vector<std::string>& args);
+int verify_main(const std::vector<std::string>& args);
 
 
 inline constexpr Command kCommands[] = {
+    {"run", "exact attention on a ring of P processes: .npy in, O and lse out", run_main},
+    {"verify", "generate inputs, run the ring, check against dense float64 attention", verify_main},
+    {"node", "one ring member (started by run, or by hand/systemd/Slurm on a rack)", node_main},
     {"demo", "single-process kernel check against dense float64 attention", demo_main},
     {"plan", "cost model: memory, compute vs transfer, b* for overlap", plan_main},
     {"bench kernel", "block-attention kernel vs oneDNN roofline and naive (JSON lines)", bench_kernel_main},
+    {"bench transport", "K/V block stream between two transports vs iperf3 (JSON lines)", bench_transport_main},
     {"version", "print the version", version_main},
 };
 

@@ -1,0 +1,26 @@
+// ringattn — fault injection for the multi-process tests. A node reads
+// RINGATTN_FAULT=<rank>:<fault>[:<step>] and, if <rank> is its own, misbehaves:
+//   exit:S     dies abruptly (_exit) at ring step S, like a killed process
+//   hang:S     stops at step S and never sends again (until killed)
+//   corrupt:S  flips one payload byte of the block it relays at step S >= 1 (the frame
+//              keeps the CRC it arrived with, so the successor sees a bad CRC)
+//   silent     binds and reports its port but never connects
+//   token      uses a different shared secret
+//   shape      claims different job options (its HELLO digest differs)
+// Unset in production; a malformed value is an error, not ignored.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace ringattn::node {
+
+struct Fault {
+  enum class Kind { exit, hang, corrupt, silent, token, shape } kind;
+  int step = 0;
+};
+
+// The fault for `rank`, if RINGATTN_FAULT names it.
+std::optional<Fault> fault_for_rank(int rank);
+
+}  // namespace ringattn::node

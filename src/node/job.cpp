@@ -1,0 +1,91 @@
+#include "src/node/job.hpp"
+
+#include <cmath>
+#include <sstream>
+
+#include "ringattn/error.hpp"
+#include "src/io/npy_reader.hpp"
+
+namespace ringattn::node {
+
+void declare_job_options(cli::Args& a, bool with_files) {
+  if (with_files) {
+    a.option("q", "FILE", "queries, float32 .npy [tokens, heads, head_dim]")
+        .option("k", "FILE", "keys, float32 .npy [tokens, kv_heads, head_dim]")
+        .option("v", "FILE", "values, float32 .npy [tokens, kv_heads, head_dim]");
+  }
+  a.option("nodes", "P", "ring size", "2")
+      .option("layout", "L", "contiguous, zigzag or striped", "contiguous")
+      .flag("causal", "causal mask (key position <= query position)")
+      .option("window", "W", "sliding window: query i sees keys i-W < j <= i")
+      .option("dtype", "T", "fp32 or bf16: kernel inputs and the K/V wire format", "fp32")
+      .option("threads", "T", "OpenMP threads per node", "1")
+      .option("isa", "NAME", "force an ISA path (generic, avx2, avx512, neon)")
+      .option("timeout", "SEC", "deadline for connecting and for every network wait", "30");
+}
+
+void read_job_options(const cli::Args& a, JobSpec& job) {
+  job.nodes = static_cast<int>(a.int64("nodes"));
+  if (job.nodes < 1 || job.nodes > 4096)
+    throw InvalidArgument("--nodes = " + std::to_string(job.nodes) + " must be between 1 and 4096");
+  job.layout = ring::parse_layout(a.str("layout"));
+  auto& c = job.attention;
+  c.dtype = parse_dtype(a.str("dtype"));
+  c.threads = static_cast<int>(a.int64("threads"));
+  if (c.threads < 1) throw InvalidArgument("--threads = " + std::to_string(c.threads) + " must be >= 1");
+  if (auto w = a.maybe("window")) {
+    c.mask = Mask::sliding_window(cli::parse_count(*w, "--window"));
+    if (c.mask.window < 1) throw InvalidArgument("--window = " + *w + " must be >= 1");
+  } else if (a.has("causal")) {
+    c.mask = Mask::causal();
+  }
+  if (auto i = a.maybe("isa")) c.isa = parse_isa(*i);
+  job.timeout_seconds = a.real("timeout");
+  if (!(job.timeout_seconds > 0) || job.timeout_seconds > 86400)
+    throw InvalidArgument("--timeout = " + a.str("timeout") + " must be in (0, 86400] seconds");
+}
+
+void inspect_inputs(JobSpec& job) {
+  const auto q = io::read_npy_header(job.q_path);
+  const auto k = io::read_npy_header(job.k_path);
+  const auto v = io::read_npy_header(job.v_path);
+  auto dims = [](const io::NpyInfo& i) { return io::shape_to_string(i.shape); };
+  if (q.shape.size() != 3)
+    throw FileError(job.q_path + ": Q must be [tokens, heads, head_dim], got shape " + dims(q));
+  if (k.shape.size() != 3)
+    throw FileError(job.k_path + ": K must be [tokens, kv_heads, head_dim], got shape " + dims(k));
+  if (v.shape != k.shape)
+    throw FileError(job.v_path + ": V has shape " + dims(v) + " but K (" + job.k_path + ") has " + dims(k));
+  if (k.shape[0] != q.shape[0])
+    throw FileError(job.k_path + ": K has " + std::to_string(k.shape[0]) + " tokens but Q (" + job.q_path + ") has " +
+                    std::to_string(q.shape[0]));
+  if (k.shape[2] != q.shape[2])
+    throw FileError(job.k_path + ": K has head_dim " + std::to_string(k.shape[2]) + " but Q (" + job.q_path + ") has " +
+                    std::to_string(q.shape[2]));
+  job.tokens = q.shape[0];
+  job.attention.heads = q.shape[1];
+  job.attention.kv_heads = k.shape[1];
+  job.attention.head_dim = q.shape[2];
+  BlockAttention check(job.attention);  // heads/kv_heads/head_dim/mask/isa, with names and values
+  ring::shard_positions(job.layout, job.tokens, job.nodes, 0);  // enough tokens for the layout
+}
+
+std::vector<std::string> job_arguments(const JobSpec& job) {
+  const auto& c = job.attention;
+  std::vector<std::string> out = {"--q",      job.q_path,
+                                  "--k",      job.k_path,
+                                  "--v",      job.v_path,
+                                  "--nodes",  std::to_string(job.nodes),
+                                  "--layout", std::string(ring::to_string(job.layout)),
+                                  "--dtype",  std::string(to_string(c.dtype)),
+                                  "--threads", std::to_string(c.threads)};
+  std::ostringstream t;
+  t << job.timeout_seconds;
+  out.insert(out.end(), {"--timeout", t.str()});
+  if (c.mask.kind == MaskKind::causal) out.push_back("--causal");
+  if (c.mask.kind == MaskKind::window) out.insert(out.end(), {"--window", std::to_string(c.mask.window)});
+  if (c.isa) out.insert(out.end(), {"--isa", std::string(to_string(*c.isa))});
+  return out;
+}
+
+}  // namespace ringattn::node

@@ -1,0 +1,38 @@
+// ringattn — the description of one ring job that the coordinator hands to every node
+// (as command-line options) and the checks both apply to the input files.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ringattn/block_attention.hpp"
+#include "src/cli/args.hpp"
+#include "src/ring/layout.hpp"
+
+namespace ringattn::node {
+
+struct JobSpec {
+  std::string q_path, k_path, v_path;
+  ring::Layout layout = ring::Layout::contiguous;
+  AttentionConfig attention;  // heads, kv_heads, head_dim come from the files
+  std::int64_t tokens = 0;
+  int nodes = 1;
+  double timeout_seconds = 30;
+};
+
+// Declares the job options shared by `run`, `node`, `verify` and `bench ring`.
+void declare_job_options(cli::Args& a, bool with_files);
+// Reads them back (dtype, mask, layout, threads, isa, timeout, nodes).
+void read_job_options(const cli::Args& a, JobSpec& job);
+
+// Reads the .npy headers and checks that Q is [N, H, D], K and V are [N, KV, D] with
+// the same N, KV dividing H, D supported, and N large enough for the layout. Fills
+// tokens/heads/kv_heads/head_dim. Throws FileError / InvalidArgument naming the file
+// and the disagreeing dimension.
+void inspect_inputs(JobSpec& job);
+
+// The options to pass to a node process for this job (everything but rank and peers).
+std::vector<std::string> job_arguments(const JobSpec& job);
+
+}  // namespace ringattn::node
