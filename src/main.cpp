@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ringattn/error.hpp"
+#include "ringattn/log.hpp"
 #include "ringattn_config.h"
 #include "src/cli/commands.hpp"
 #include "src/cli/command_table.hpp"
@@ -29,6 +30,7 @@ int ringattn::cli::version_main(const std::vector<std::string>&) {
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
+  ringattn::set_log_rank(-1);  // `node` switches to its rank once it knows it
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     print_usage();
     return args.empty() ? 2 : 0;
