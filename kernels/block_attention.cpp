@@ -42,6 +42,7 @@ constexpr std::int64_t kTileK = 512;
 // kStrip query rows, each computed only over its visible key columns rounded out to
 // kStrip, so causal costs about half of non-causal instead of wasting the diagonal.
 constexpr std::int64_t kStrip = 64;
+constexpr std::int64_t kChunkKeys = 8 * kTileK;
 
 template <class T>
 struct AlignedBuffer {
@@ -158,6 +159,10 @@ struct BlockAttention::Impl {
   AlignedBuffer<char> k_packed, k_rows, v_packed;
   Isa isa;
   const kernels::SoftmaxOps* ops;
+
+  // One chunk of at most kChunkKeys keys of a fold; arguments as in fold().
+  FoldStats fold_chunk(const void* q, const std::vector<std::int64_t>& qpos, const void* k, const void* v,
+                       const std::int64_t* kpos, std::int64_t nk, OnlineSoftmaxState& state);
   kernels::MatmulCache matmuls;
   std::vector<Scratch> scratch;
   int threads = 1;
@@ -215,7 +220,7 @@ FoldStats BlockAttention::fold(const void* q, const Positions& q_pos, const void
   auto& im = *impl_;
   const auto& cfg = im.cfg;
   const std::int64_t nq = q_pos.size(), nk = k_pos.size();
-  const std::int64_t H = cfg.heads, G = cfg.heads / cfg.kv_heads, D = cfg.head_dim;
+  const std::int64_t H = cfg.heads, D = cfg.head_dim;
   if (state.rows != nq || state.heads != H || state.head_dim != D)
     throw InvalidArgument("block attention: state is [" + std::to_string(state.rows) + ", " +
                           std::to_string(state.heads) + ", " + std::to_string(state.head_dim) +
@@ -229,14 +234,37 @@ FoldStats BlockAttention::fold(const void* q, const Positions& q_pos, const void
   check_ptr(v, esz, "v");
 
   const auto qpos = q_pos.materialize();
-  const auto kpos = k_pos.materialize();
+  const auto kpos_all = k_pos.materialize();
+  // Keys are folded in chunks of kChunkKeys: exact (the online softmax does not care how
+  // the keys are grouped) and it bounds the packed K/V panels to a chunk, so a node's
+  // memory stays O(b d) with a small constant however large the visiting block is.
+  for (std::int64_t c0 = 0; c0 < nk; c0 += kChunkKeys) {
+    const std::int64_t n = std::min(kChunkKeys, nk - c0);
+    const std::size_t off = static_cast<std::size_t>(c0 * cfg.kv_heads * D) * esz;
+    const FoldStats part = im.fold_chunk(q, qpos, static_cast<const char*>(k) + off, static_cast<const char*>(v) + off,
+                                      kpos_all.data() + c0, n, state);
+    st.tiles_computed += part.tiles_computed;
+    st.tiles_skipped += part.tiles_skipped;
+    st.useful_flops += part.useful_flops;
+  }
+  return st;
+}
+
+FoldStats BlockAttention::Impl::fold_chunk(const void* q, const std::vector<std::int64_t>& qpos, const void* k,
+                                           const void* v, const std::int64_t* kpos, std::int64_t nk,
+                                           OnlineSoftmaxState& state) {
+  auto& im = *this;
+  const std::int64_t nq = static_cast<std::int64_t>(qpos.size());
+  const std::int64_t H = cfg.heads, G = cfg.heads / cfg.kv_heads, D = cfg.head_dim;
+  const std::size_t esz = dtype_size(cfg.dtype);
+  FoldStats st;
   const std::int64_t nqt = (nq + kTileQ - 1) / kTileQ, nkt = (nk + kTileK - 1) / kTileK;
 
   // Useful FLOPs: visible (q, k) pairs x 4 x head_dim x heads.
   double pairs = 0;
   for (std::int64_t i = 0; i < nq; ++i) {
     std::int64_t lo, hi;
-    visible_range(cfg.mask, qpos[static_cast<std::size_t>(i)], kpos.data(), nk, &lo, &hi);
+    visible_range(cfg.mask, qpos[static_cast<std::size_t>(i)], kpos, nk, &lo, &hi);
     pairs += static_cast<double>(hi - lo);
   }
   st.useful_flops = pairs * 4.0 * static_cast<double>(D * H);
@@ -248,7 +276,7 @@ FoldStats BlockAttention::fold(const void* q, const Positions& q_pos, const void
     const std::int64_t r0 = qt * kTileQ, tq = std::min(kTileQ, nq - r0);
     for (std::int64_t kt = 0; kt < nkt; ++kt) {
       const std::int64_t c0 = kt * kTileK, tk = std::min(kTileK, nk - c0);
-      const std::int64_t* kp = kpos.data() + c0;
+      const std::int64_t* kp = kpos + c0;
       const TileVis vis = classify(cfg.mask, qpos[static_cast<std::size_t>(r0)],
                                    qpos[static_cast<std::size_t>(r0 + tq - 1)], kp[0], kp[tk - 1]);
       if (vis == TileVis::hidden) {
@@ -337,7 +365,7 @@ FoldStats BlockAttention::fold(const void* q, const Positions& q_pos, const void
                   qb + static_cast<std::size_t>(((r0 + i) * H + h) * D) * esz, row_bytes);
     for (const Piece& pc : pieces) {
       const std::int64_t c0 = pc.kt * kTileK, tk = tile_width(pc.kt);
-      const std::int64_t* kp = kpos.data() + c0 + pc.cl;
+      const std::int64_t* kp = kpos + c0 + pc.cl;
       const std::size_t rows_off = static_cast<std::size_t>((g * nk + c0 + pc.cl) * D) * esz;
       const void* k_operand = pc.partial ? krb + rows_off : kb + static_cast<std::size_t>((g * nk + c0) * D + pc.cl) * esz;
       const void* q_rows = sc.q_tile.data + static_cast<std::size_t>(pc.i0) * row_bytes;

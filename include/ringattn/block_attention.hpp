@@ -59,6 +59,7 @@ void merge(OnlineSoftmaxState& into, const OnlineSoftmaxState& other);
 
 // O = o / l as fp32 [rows, heads, head_dim]; lse = m + log(l) as [rows, heads].
 // A row that saw no key (fully masked) yields O = 0 and lse = -inf, never NaN.
+// `out` may be s.o.data() (normalise in place); either pointer may be null.
 void finalize(const OnlineSoftmaxState& s, float* out, float* lse);
 
 struct FoldStats {

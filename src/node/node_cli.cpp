@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -75,23 +76,47 @@ std::string read_line(double timeout_seconds) {
   }
 }
 
-// This rank's rows of one input tensor, in the attention dtype.
-std::vector<std::byte> read_shard(const std::string& path, const Positions& pos, DType dtype) {
+// Reads this rank's rows of one input tensor into `dst`, converted to the attention
+// dtype. fp32 goes straight into dst; bf16 through a bounded staging buffer, so the
+// node never holds a second full copy of a shard.
+void read_shard(const std::string& path, const Positions& pos, DType dtype, std::span<std::byte> dst) {
   io::NpyReader r(path);
-  const auto width = r.info().row_elements();
-  std::vector<float> rows(static_cast<std::size_t>(pos.size()) * width);
-  const auto& runs = pos.runs();
-  if (runs.size() == 1 && runs[0].stride > 1) {
-    r.read_strided(runs[0].first, runs[0].stride, runs[0].count, rows);
-  } else {
-    std::vector<io::RowRange> ranges;
-    for (const auto& run : ring::shard_row_runs(pos)) ranges.push_back({run.begin, run.end});
-    r.read_ranges(ranges, rows);
+  const std::size_t width = r.info().row_elements();
+  const std::size_t esz = dtype_size(dtype);
+  if (dst.size() != static_cast<std::size_t>(pos.size()) * width * esz)
+    throw InvalidArgument(path + ": internal: shard buffer has the wrong size");
+  std::vector<io::RowRange> ranges;
+  for (const auto& run : ring::shard_row_runs(pos)) ranges.push_back({run.begin, run.end});
+  const std::size_t batch_rows = std::max<std::size_t>(1, (std::size_t{4} << 20) / (width * 4));
+  std::vector<float> stage;
+  std::size_t done = 0;  // rows written to dst
+  // Split the runs into batches of at most batch_rows rows.
+  std::vector<io::RowRange> batch;
+  std::size_t in_batch = 0;
+  auto flush = [&] {
+    if (batch.empty()) return;
+    if (dtype == DType::f32) {
+      r.read_ranges(batch, std::span<float>(reinterpret_cast<float*>(dst.data()) + done * width, in_batch * width));
+    } else {
+      stage.resize(in_batch * width);
+      r.read_ranges(batch, stage);
+      to_bf16(stage.data(), reinterpret_cast<std::uint16_t*>(dst.data()) + done * width,
+              static_cast<std::int64_t>(stage.size()));
+    }
+    done += in_batch;
+    batch.clear();
+    in_batch = 0;
+  };
+  for (auto run : ranges) {
+    while (run.begin < run.end) {
+      const auto take = std::min<std::int64_t>(run.end - run.begin, static_cast<std::int64_t>(batch_rows - in_batch));
+      batch.push_back({run.begin, run.begin + take});
+      in_batch += static_cast<std::size_t>(take);
+      run.begin += take;
+      if (in_batch == batch_rows) flush();
+    }
   }
-  std::vector<std::byte> out(rows.size() * dtype_size(dtype));
-  if (dtype == DType::bf16) to_bf16(rows.data(), reinterpret_cast<std::uint16_t*>(out.data()), static_cast<std::int64_t>(rows.size()));
-  else std::memcpy(out.data(), rows.data(), out.size());
-  return out;
+  flush();
 }
 
 std::string json_stats(int rank, std::int64_t rows, const ring::RingForwardStats& s, const net::TransportStats& t,
@@ -143,12 +168,16 @@ int run_node(const cli::Args& a) {
 
   // Inputs first: a bad file must fail before this rank makes its peers wait.
   const Positions pos = ring::shard_positions(job.layout, job.tokens, job.nodes, rank);
-  const auto q = read_shard(job.q_path, pos, job.attention.dtype);
-  const auto k = read_shard(job.k_path, pos, job.attention.dtype);
-  const auto v = read_shard(job.v_path, pos, job.attention.dtype);
+  std::vector<std::byte> q(static_cast<std::size_t>(pos.size() * job.attention.heads * job.attention.head_dim) *
+                           dtype_size(job.attention.dtype));
+  read_shard(job.q_path, pos, job.attention.dtype, q);
   BlockAttention attn(job.attention);
 
   auto transport = net::make_tcp_transport(tc);
+  // K and V go straight into the ring's first transfer buffer.
+  ring::KvRing ring(*transport, attn, job.layout, job.tokens);
+  read_shard(job.k_path, pos, job.attention.dtype, ring.local_k());
+  read_shard(job.v_path, pos, job.attention.dtype, ring.local_v());
   std::vector<net::PeerAddress> peers;
   if (coordinated) {
     std::printf("PORT %u\n", static_cast<unsigned>(transport->listen_port()));
@@ -167,7 +196,6 @@ int run_node(const cli::Args& a) {
   }
   if (job.nodes > 1) transport->connect(peers);
 
-  ring::KvRing ring(*transport, attn, job.layout, job.tokens);
   if (fault && (fault->kind == Fault::Kind::exit || fault->kind == Fault::Kind::hang ||
                 fault->kind == Fault::Kind::corrupt)) {
     ring.set_step_hook([f = *fault](int step, std::span<std::byte> block) {
@@ -183,12 +211,13 @@ int run_node(const cli::Args& a) {
     });
   }
   OnlineSoftmaxState state(pos.size(), job.attention.heads, job.attention.head_dim);
-  const auto stats = ring.forward(q.data(), k.data(), v.data(), state, tc.ring_id);
+  const auto stats = ring.forward(q.data(), ring.local_k().data(), ring.local_v().data(), state, tc.ring_id);
   const auto tstats = transport->stats();
   transport->close();
 
-  std::vector<float> o(state.o.size()), lse(state.m.size());
-  finalize(state, o.data(), lse.data());
+  std::vector<float> lse(state.m.size());
+  finalize(state, state.o.data(), lse.data());  // in place: O overwrites o
+  const auto& o = state.o;
   const std::string stem = out_dir + "/rank" + std::to_string(rank);
   const std::vector<std::int64_t> o_shape = {pos.size(), job.attention.heads, job.attention.head_dim};
   const std::vector<std::int64_t> lse_shape = {pos.size(), job.attention.heads};

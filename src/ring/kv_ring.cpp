@@ -69,8 +69,8 @@ RingForwardStats KvRing::forward(const void* q, const void* k, const void* v, On
   RingForwardStats st;
   const Positions& qpos = local_positions();
   const std::size_t my_rows = static_cast<std::size_t>(qpos.size());
-  std::memcpy(buf_a_.data(), k, my_rows * row_bytes_);
-  std::memcpy(buf_a_.data() + my_rows * row_bytes_, v, my_rows * row_bytes_);
+  if (k != buf_a_.data()) std::memcpy(buf_a_.data(), k, my_rows * row_bytes_);
+  if (v != buf_a_.data() + my_rows * row_bytes_) std::memcpy(buf_a_.data() + my_rows * row_bytes_, v, my_rows * row_bytes_);
   std::optional<std::uint32_t> crc;  // known once a block has arrived: relay it as is
 
   for (int s = 0; s < world_; ++s) {

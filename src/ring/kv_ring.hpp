@@ -47,6 +47,11 @@ class KvRing {
   // This rank's positions (rows of the global tensors it holds).
   const Positions& local_positions() const { return positions_[static_cast<std::size_t>(rank_)]; }
 
+  // Where this rank's own K and V go before forward(): a caller that reads its shard
+  // straight into these (and passes them to forward) saves a copy of the block.
+  std::span<std::byte> local_k() { return {buf_a_.data(), local_rows() * row_bytes_}; }
+  std::span<std::byte> local_v() { return {buf_a_.data() + local_rows() * row_bytes_, local_rows() * row_bytes_}; }
+
   // q: [local rows, heads, head_dim]; k, v: [local rows, kv_heads, head_dim], all in
   // the attention dtype. `state` must be fresh (or hold earlier partial results to
   // merge into). Returns timing and traffic of the pass.
@@ -59,6 +64,8 @@ class KvRing {
   void set_step_hook(StepHook hook) { hook_ = std::move(hook); }
 
  private:
+  std::size_t local_rows() const { return static_cast<std::size_t>(local_positions().size()); }
+
   net::RingTransport& t_;
   BlockAttention& attn_;
   int rank_, world_;

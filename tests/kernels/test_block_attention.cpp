@@ -55,6 +55,8 @@ TEST_CASE("kernel matches the float64 reference on every ISA path, shape, GQA ra
       {65, 200, 8, 1, 128, Mask::sliding_window(500), 300, 150},
       {70, 90, 8, 8, 64, Mask::causal(), 0, 5000},        // keys all in the future: fully masked
       {90, 311, 8, 2, 64, Mask::none(), 7, 123456},
+      {70, 4700, 8, 2, 64, Mask::causal(), 4650, 0},      // more keys than one 4096-key chunk
+      {40, 9000, 8, 1, 64, Mask::sliding_window(3000), 8990, 0},  // window spanning chunks
   };
   for (Isa isa : available_isas()) {
     for (DType dt : {DType::f32, DType::bf16}) {
