@@ -1,0 +1,342 @@
+// `ringattn bench transport` — a raw stream of K/V-sized blocks between two transports,
+// the way the ring moves them (isend/irecv, `depth` frames in flight, CRC32C checked by
+// the receiver, the sender passing a known CRC as a relaying rank does), against iperf3
+// on the same link in the same run.
+//
+// In-process (default): ranks 0 (sender) and 1 (receiver) are two transports in threads of
+// this process on --host. Two processes: `--role send|recv --port P --peer host:Q` on each
+// side (the same --block-bytes/--reps/--seconds on both; secret from RINGATTN_TOKEN or
+// --token-file); the receiver prints the results.
+//
+// GB/s is payload bytes (1e9) per second at the receiver, from the completion of a
+// repetition's first frame to that of its last; the median over --reps repetitions after
+// one warm-up. CPU s/GB is the transport I/O thread's CPU time (CLOCK_THREAD_CPUTIME_ID)
+// per GB moved: what TCP plus the CRC cost the node. One JSON object per line on stdout.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <deque>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/transport/iperf3.hpp"
+#include "bench/transport/raw_tcp.hpp"
+#include "net/crc32c.hpp"
+#include "net/secret.hpp"
+#include "net/transport.hpp"
+#include "ringattn/error.hpp"
+#include "src/cli/args.hpp"
+
+namespace ringattn::cli {
+int bench_transport_main(const std::vector<std::string>& argv);
+}
+
+namespace {
+
+using namespace ringattn;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::uint32_t kHeadDim = 128;                      // the bench's block: rows x (1 kv head x 128) fp32
+constexpr std::uint64_t kRowBytes = 2ull * kHeadDim * 4;     // K and V of one token
+constexpr std::uint64_t kLastOfRep = 1;                      // job_id marking a repetition's last frame
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::string json_list(const std::vector<double>& v) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%s%.3f", i ? "," : "", v[i]);
+    s += buf;
+  }
+  return s + "]";
+}
+
+struct Plan {
+  std::vector<std::uint64_t> block_bytes;
+  int reps = 5;
+  double seconds = 1.0;       // per repetition, unless count > 0
+  std::int64_t count = 0;     // frames per repetition
+  int depth = 2;
+};
+
+// What the receiver measured for one block size.
+struct Result {
+  std::vector<double> gbps;
+  std::vector<double> recv_cpu_per_gb, send_cpu_per_gb;
+  std::uint64_t frames = 0;
+};
+
+net::JobShape shape_for(const Plan& p) {
+  net::JobShape s;
+  s.heads = s.kv_heads = 1;
+  s.head_dim = kHeadDim;
+  s.dtype = DType::f32;
+  std::uint64_t max_rows = 1;
+  for (auto b : p.block_bytes) max_rows = std::max(max_rows, b / kRowBytes);
+  s.max_block_rows = static_cast<std::uint32_t>(max_rows);
+  return s;
+}
+
+// Sends warm-up + reps repetitions of frames of `bytes`; returns per-rep CPU s/GB.
+std::vector<double> send_stream(net::RingTransport& t, const net::JobShape& shape, const Plan& p, std::uint64_t bytes) {
+  const auto rows = static_cast<std::uint32_t>(bytes / kRowBytes);
+  std::vector<std::byte> payload(bytes);
+  for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = std::byte(static_cast<unsigned char>(i * 131 + 7));
+  const std::uint32_t crc = net::crc32c(payload);  // known, as for a relayed block
+  std::vector<double> cpu_per_gb;
+  for (int rep = 0; rep <= p.reps; ++rep) {  // rep 0 is the warm-up
+    const double cpu0 = t.stats().io_cpu_seconds;
+    const auto deadline = Clock::now() + std::chrono::duration<double>(rep == 0 ? std::min(0.3, p.seconds) : p.seconds);
+    std::deque<net::Request> inflight;
+    std::uint64_t step = 0;
+    for (bool last = false; !last; ++step) {
+      last = p.count > 0 ? step + 1 >= static_cast<std::uint64_t>(std::max<std::int64_t>(p.count, 2))
+                         : step >= 1 && Clock::now() >= deadline;
+      auto h = net::kv_block_header(shape, last ? kLastOfRep : 0, step, rows);
+      inflight.push_back(t.isend(h, payload, crc));
+      if (static_cast<int>(inflight.size()) >= p.depth) {
+        t.wait(inflight.front());
+        inflight.pop_front();
+      }
+    }
+    for (auto& r : inflight) t.wait(r);
+    if (rep > 0) cpu_per_gb.push_back((t.stats().io_cpu_seconds - cpu0) / (static_cast<double>(step * bytes) / 1e9));
+  }
+  return cpu_per_gb;
+}
+
+// The receiver's `depth` buffers, each always posted. They outlive the transport's
+// close(), which is what ends the receives still posted at the end.
+struct RecvSlots {
+  std::vector<std::vector<std::byte>> bufs;
+  std::vector<net::Request> posted;
+  std::size_t next = 0;
+
+  RecvSlots(const Plan& p) {
+    const std::uint64_t max_bytes = *std::max_element(p.block_bytes.begin(), p.block_bytes.end());
+    bufs.assign(static_cast<std::size_t>(p.depth), std::vector<std::byte>(max_bytes));
+  }
+  void post_all(net::RingTransport& t) {
+    for (auto& b : bufs) posted.push_back(t.irecv(b));
+  }
+};
+
+// Receives what send_stream sends.
+Result recv_stream(net::RingTransport& t, const Plan& p, std::uint64_t bytes, RecvSlots& slots) {
+  auto& [bufs, posted, next] = slots;
+  Result res;
+  for (int rep = 0; rep <= p.reps; ++rep) {
+    Clock::time_point first{};
+    double cpu0 = 0;
+    std::uint64_t frames = 0;
+    for (bool last = false; !last;) {
+      const net::FrameHeader h = t.wait(posted[next]);
+      if (h.payload_bytes != bytes) throw NetworkError("bench: got a frame of " + std::to_string(h.payload_bytes) + " bytes");
+      last = h.job_id == kLastOfRep;
+      if (++frames == 1) {
+        first = Clock::now();
+        cpu0 = t.stats().io_cpu_seconds;
+      }
+      // The last frame's buffer is re-posted too: the next repetition streams into it.
+      posted[next] = t.irecv(bufs[next]);
+      next = (next + 1) % bufs.size();
+    }
+    const double secs = std::chrono::duration<double>(Clock::now() - first).count();
+    const double gb = static_cast<double>((frames - 1) * bytes) / 1e9;
+    if (rep > 0) {
+      res.gbps.push_back(gb / secs);
+      res.recv_cpu_per_gb.push_back((t.stats().io_cpu_seconds - cpu0) / gb);
+      res.frames += frames;
+    }
+  }
+  return res;
+}
+
+// Same-run baselines of the in-process mode.
+struct Baselines {
+  std::optional<double> iperf3;     // GB/s, one line for the whole run
+  std::optional<double> raw_tcp;    // GB/s, per block size
+};
+
+void print_result(const std::string& mode, const std::string& host, const Plan& p, std::uint64_t bytes, const Result& r,
+                  const Baselines& base) {
+  const double g = median(r.gbps);
+  std::printf(
+      "{\"bench\":\"transport\",\"mode\":\"%s\",\"host\":\"%s\",\"block_bytes\":%llu,\"depth\":%d,\"reps\":%d,"
+      "\"frames\":%llu,\"gb_per_s\":%.3f,\"gb_per_s_reps\":%s,\"recv_cpu_s_per_gb\":%.4f",
+      mode.c_str(), host.c_str(), static_cast<unsigned long long>(bytes), p.depth, p.reps,
+      static_cast<unsigned long long>(r.frames), g, json_list(r.gbps).c_str(), median(r.recv_cpu_per_gb));
+  if (!r.send_cpu_per_gb.empty()) std::printf(",\"send_cpu_s_per_gb\":%.4f", median(r.send_cpu_per_gb));
+  std::printf(",\"sender_crc\":\"precomputed\",\"receiver_crc\":\"checked\"");
+  if (base.raw_tcp) std::printf(",\"raw_tcp_gb_per_s\":%.3f,\"ratio_vs_raw_tcp\":%.3f", *base.raw_tcp, g / *base.raw_tcp);
+  if (base.iperf3) std::printf(",\"iperf3_gb_per_s\":%.3f,\"ratio_vs_iperf3\":%.3f", *base.iperf3, g / *base.iperf3);
+  std::printf("}\n");
+  std::fflush(stdout);
+}
+
+std::vector<std::int64_t> parse_counts(const std::string& list, const std::string& what) {
+  std::vector<std::int64_t> out;
+  for (std::size_t start = 0; start <= list.size();) {
+    const std::size_t comma = std::min(list.find(',', start), list.size());
+    out.push_back(cli::parse_count(list.substr(start, comma - start), what));
+    start = comma + 1;
+  }
+  return out;
+}
+
+// ---- modes ------------------------------------------------------------------------------------
+
+net::TransportConfig config(int rank, const net::JobShape& shape, const std::string& host, std::uint16_t port,
+                            std::string secret) {
+  net::TransportConfig c;
+  c.rank = rank;
+  c.world = 2;
+  c.ring_id = 0xBE7C4;
+  c.shape = shape;
+  c.secret = std::move(secret);
+  c.listen_host = host;
+  c.listen_port = port;
+  c.connect_timeout = std::chrono::milliseconds(30000);
+  return c;
+}
+
+int run_in_process(const Plan& p, const std::string& host, bool with_raw, std::optional<double> iperf) {
+  const net::JobShape shape = shape_for(p);
+  const std::string secret = net::generate_secret();
+  RecvSlots slots(p);  // declared first: destroyed after the transports have closed
+  auto sender = net::make_tcp_transport(config(0, shape, host, 0, secret));
+  auto receiver = net::make_tcp_transport(config(1, shape, host, 0, secret));
+  const std::vector<net::PeerAddress> peers = {{host, sender->listen_port()}, {host, receiver->listen_port()}};
+  std::exception_ptr send_error;
+  std::thread connect_sender([&] {
+    try {
+      sender->connect(peers);
+    } catch (...) {
+      send_error = std::current_exception();
+    }
+  });
+  receiver->connect(peers);
+  connect_sender.join();
+  if (send_error) std::rethrow_exception(send_error);
+  slots.post_all(*receiver);
+  for (auto bytes : p.block_bytes) {
+    std::fprintf(stderr, "bench transport: %llu-byte blocks, %d reps\n", static_cast<unsigned long long>(bytes), p.reps);
+    std::vector<double> send_cpu;
+    std::thread s([&] {
+      try {
+        send_cpu = send_stream(*sender, shape, p, bytes);
+      } catch (...) {
+        send_error = std::current_exception();
+      }
+    });
+    Result r;
+    try {
+      r = recv_stream(*receiver, p, bytes, slots);
+    } catch (...) {
+      sender->close();  // unblocks the sender thread
+      s.join();
+      throw;
+    }
+    s.join();
+    if (send_error) std::rethrow_exception(send_error);
+    r.send_cpu_per_gb = send_cpu;
+    Baselines base{iperf, std::nullopt};
+    if (with_raw) base.raw_tcp = median(bench::raw_tcp_gbps(host, bytes, p.depth, p.reps, p.seconds));
+    print_result("in-process", host, p, bytes, r, base);
+  }
+  receiver->close();  // first: its posted receives are expected leftovers, not a failure
+  sender->close();
+  return 0;
+}
+
+net::PeerAddress parse_peer(const std::string& s) {
+  const auto colon = s.rfind(':');
+  if (colon == std::string::npos) throw InvalidArgument("--peer must be host:port, got '" + s + "'");
+  const auto port = cli::parse_count(s.substr(colon + 1), "--peer port");
+  if (port < 1 || port > 65535) throw InvalidArgument("--peer port out of range in '" + s + "'");
+  return {s.substr(0, colon), static_cast<std::uint16_t>(port)};
+}
+
+int run_two_process(const Plan& p, const std::string& role, const std::string& host, std::int64_t port,
+                    const std::string& peer, const std::string& token_file) {
+  if (role != "send" && role != "recv") throw InvalidArgument("--role must be send or recv, got '" + role + "'");
+  if (port < 1 || port > 65535) throw InvalidArgument("--role needs --port (1..65535) to listen on");
+  const net::JobShape shape = shape_for(p);
+  const int rank = role == "send" ? 0 : 1;
+  RecvSlots slots(p);
+  auto t = net::make_tcp_transport(config(rank, shape, host, static_cast<std::uint16_t>(port), net::load_secret(token_file)));
+  std::vector<net::PeerAddress> peers(2);
+  peers[static_cast<std::size_t>(1 - rank)] = parse_peer(peer);
+  peers[static_cast<std::size_t>(rank)] = {host, static_cast<std::uint16_t>(port)};
+  t->connect(peers);
+  if (rank == 1) slots.post_all(*t);
+  for (auto bytes : p.block_bytes) {
+    if (rank == 0) {
+      send_stream(*t, shape, p, bytes);
+    } else {
+      print_result("two-process", host, p, bytes, recv_stream(*t, p, bytes, slots), Baselines{});
+    }
+  }
+  t->close();
+  return 0;
+}
+
+}  // namespace
+
+int ringattn::cli::bench_transport_main(const std::vector<std::string>& argv) {
+  Args a("bench transport",
+         "Streams K/V-sized blocks between two transports (two threads here, or two processes with --role)\n"
+         "and prints GB/s (median of --reps) and the I/O thread's CPU seconds per GB, beside two baselines\n"
+         "of the same run: plain blocking TCP with the same buffers (the transport's own cost) and iperf3\n"
+         "(when /usr/bin/iperf3 exists). One JSON object per line.");
+  a.option("block-bytes", "LIST", "block sizes (K and V together), multiples of 1k: 256k,1M,...", "256k,1M,8M,32M")
+      .option("seconds", "S", "length of each repetition", "1")
+      .option("count", "N", "frames per repetition instead of --seconds")
+      .option("reps", "N", "timed repetitions (after one warm-up)", "5")
+      .option("depth", "N", "frames in flight (2 = the ring's double buffering)", "2")
+      .option("host", "ADDR", "address to listen on (and of iperf3)", "127.0.0.1")
+      .option("iperf-len", "BYTES", "iperf3 write size (-l)", "1M")
+      .flag("no-iperf", "skip the iperf3 baseline")
+      .flag("no-raw", "skip the plain-TCP baseline")
+      .option("role", "send|recv", "run one side of a two-process measurement")
+      .option("port", "N", "with --role: port to listen on")
+      .option("peer", "HOST:PORT", "with --role: the other side's address")
+      .option("token-file", "FILE", "with --role: shared secret file (else RINGATTN_TOKEN)");
+  if (!a.parse(argv)) return 0;
+  Plan p;
+  for (const auto& item : parse_counts(a.str("block-bytes"), "--block-bytes")) {
+    if (item < static_cast<std::int64_t>(kRowBytes) || item % static_cast<std::int64_t>(kRowBytes) != 0)
+      throw InvalidArgument("--block-bytes values must be positive multiples of " + std::to_string(kRowBytes) +
+                            ", got " + std::to_string(item));
+    p.block_bytes.push_back(static_cast<std::uint64_t>(item));
+  }
+  p.reps = static_cast<int>(a.int64("reps"));
+  p.seconds = a.real("seconds");
+  p.depth = static_cast<int>(a.int64("depth"));
+  if (auto c = a.maybe("count")) p.count = cli::parse_count(*c, "--count");
+  if (p.reps < 1 || p.depth < 1 || p.seconds <= 0) throw InvalidArgument("--reps, --depth and --seconds must be positive");
+  const std::string host = a.str("host");
+  if (auto role = a.maybe("role"))
+    return run_two_process(p, *role, host, a.has("port") ? a.int64("port") : 0, a.str("peer"),
+                           a.maybe("token-file").value_or(""));
+  std::optional<double> iperf;
+  if (!a.has("no-iperf")) {
+    const int secs = std::max(1, static_cast<int>(p.seconds + 0.5));
+    iperf = bench::iperf3_gbps(host, p.reps, secs, a.str("iperf-len"));
+    if (iperf)
+      std::printf("{\"bench\":\"iperf3\",\"host\":\"%s\",\"write_bytes\":\"%s\",\"runs\":%d,\"seconds_per_run\":%d,"
+                  "\"gb_per_s\":%.3f}\n",
+                  host.c_str(), a.str("iperf-len").c_str(), p.reps, secs, *iperf);
+    else
+      std::fprintf(stderr, "bench transport: no iperf3 baseline (%s missing or failing)\n", bench::kIperf3Path);
+  }
+  return run_in_process(p, host, !a.has("no-raw"), iperf);
+}
