@@ -133,7 +133,7 @@ asio::awaitable<bool> Link::read_payload(const FrameHeader& h, PendingOp& op) {
   std::uint64_t got = 0;
   while (got < h.payload_bytes) {
     std::byte* dst = op.buffer.data() + got;
-    const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(h.payload_bytes - got, kIoChunkBytes));
+    const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(h.payload_bytes - got, kReadChunkBytes));
     const std::size_t n = co_await socket_.async_read_some(asio::buffer(dst, want), asio::redirect_error(kAwait, ec));
     if (state_ != State::open) co_return false;  // op already failed; its buffer is no longer ours
     if (ec) {

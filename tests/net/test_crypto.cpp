@@ -44,17 +44,24 @@ TEST_CASE("crc32c: known vectors (RFC 3720 B.4 and the check value)") {
   CHECK(crc32c_generic(0, as_bytes("123456789")) == 0xE3069283u);
 }
 
-TEST_CASE("crc32c: fast path equals the portable oracle at every length, offset and split") {
-  MESSAGE("hardware CRC32C: " << std::string(crc32c_is_hardware() ? "SSE4.2" : "no (table)"));
+TEST_CASE("crc32c: every path of this CPU equals the portable oracle at every length, offset and split") {
+  MESSAGE("CRC32C paths here: sse42 " << crc32c_has(Crc32cPath::sse42) << ", fold128 " << crc32c_has(Crc32cPath::fold128)
+                                       << ", fold512 " << crc32c_has(Crc32cPath::fold512));
   std::mt19937 rng(7);
-  std::vector<std::byte> data(3 * 8192 * 2 + 3 * 256 * 3 + 77);
+  std::vector<std::byte> data(3 * 8192 * 2 + 3 * 256 * 3 + 77);  // fold blocks, 16-byte steps and tails
   for (auto& b : data) b = std::byte(static_cast<unsigned char>(rng()));
   const std::span<const std::byte> all(data);
-  for (std::size_t len : {0u, 1u, 7u, 8u, 9u, 255u, 256u, 767u, 768u, 769u, 3u * 8192u - 1u, 3u * 8192u, 3u * 8192u + 13u,
-                          static_cast<unsigned>(data.size() - 8)})
+  for (std::size_t len : {0u, 1u, 7u, 8u, 9u, 63u, 64u, 255u, 256u, 257u, 271u, 272u, 319u, 320u, 321u, 767u, 768u,
+                          769u, 4095u, 4096u, 3u * 8192u + 13u, static_cast<unsigned>(data.size() - 8)})
     for (std::size_t off = 0; off < 8; ++off) {
       const auto part = all.subspan(off, len);
-      REQUIRE(crc32c(part) == crc32c_generic(0, part));
+      const std::uint32_t want = crc32c_generic(0, part);
+      REQUIRE(crc32c(part) == want);
+      for (Crc32cPath path : {Crc32cPath::sse42, Crc32cPath::fold128, Crc32cPath::fold512}) {
+        CAPTURE(static_cast<int>(path));
+        REQUIRE(crc32c_with(path, 0, part) == want);
+        REQUIRE(crc32c_with(path, 0x12345678u, part) == crc32c_generic(0x12345678u, part));
+      }
     }
   // Incremental: crc over a split equals crc over the whole.
   for (std::size_t cut : {0u, 1u, 100u, 8192u, 30000u}) {

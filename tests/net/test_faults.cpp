@@ -183,11 +183,11 @@ TEST_CASE("faults: a peer that dies mid-frame is reported, not waited for") {
   std::vector<std::byte> buf(kv_block_bytes(c.shape, 64));
   const auto t0 = Clock::now();
   const std::string m = recv_error(*t, buf, [&] {
+    const std::vector<std::byte> payload(buf.size(), std::byte{7});  // not `buf`: the transport writes that
     FrameHeader h = valid_kv(64);
-    h.payload_bytes = buf.size();
-    h.payload_crc = crc32c(buf);
+    h.payload_crc = crc32c(payload);
     send_all(raw.out.get(), encode_header(h));
-    send_all(raw.out.get(), std::span(buf).first(buf.size() / 2));
+    send_all(raw.out.get(), std::span(payload).first(payload.size() / 2));
     raw.out.reset();  // dies
   });
   INFO(m);
