@@ -56,6 +56,16 @@ std::string_view dtype_name(DType d) {
   return "DTYPE(unknown)";
 }
 
+std::string error_text(std::span<const std::byte> payload) {
+  std::string out;
+  out.reserve(payload.size());
+  for (std::byte b : payload) {
+    const auto c = std::to_integer<unsigned char>(b);
+    out += c >= 0x20 && c < 0x7f ? static_cast<char>(c) : '?';
+  }
+  return out;
+}
+
 FrameLimits FrameLimits::handshake_only() { return FrameLimits{}; }
 
 FrameLimits FrameLimits::for_job(const JobShape& s) {

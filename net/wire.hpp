@@ -132,6 +132,10 @@ FrameHeader kv_block_header(const JobShape& shape, std::uint64_t job_id, std::ui
 // Bytes of a K/V block of `rows` tokens: 2 * rows * kv_heads * head_dim * dtype size.
 std::uint64_t kv_block_bytes(const JobShape& shape, std::uint32_t rows);
 
-std::string_view dtype_name(DType d);  // "f32", "bf16", "DTYPE(n)" for unknown values
+std::string_view dtype_name(DType d);
+
+// An ERROR payload as text fit for a log line or an exception: bytes outside printable
+// ASCII become '?', so a peer cannot forge log lines or terminal escapes.
+std::string error_text(std::span<const std::byte> payload);  // "f32", "bf16", "DTYPE(n)" for unknown values
 
 }  // namespace ringattn::net

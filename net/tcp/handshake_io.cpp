@@ -65,10 +65,6 @@ asio::awaitable<ControlFrame> read_control(Socket& s) {
   co_return f;
 }
 
-std::string text_of(const std::vector<std::byte>& payload) {
-  return std::string(reinterpret_cast<const char*>(payload.data()), payload.size());
-}
-
 // Tells the peer why, then fails.
 asio::awaitable<HandshakeResult> refuse(Socket& s, const std::string& me, std::string error) {
   co_await send_error(s, me + " refused the connection: " + error);
@@ -103,7 +99,7 @@ asio::awaitable<HandshakeResult> run_handshake(Socket& socket, HandshakeParams p
     co_return co_await refuse(socket, me, "bad HELLO frame from the peer: " + f.error);
   }
   if (f.header.kind == FrameKind::error) {
-    r.error = "the peer refused the connection: " + text_of(f.payload);
+    r.error = "the peer refused the connection: " + error_text(f.payload);
     co_return r;
   }
   if (f.header.kind != FrameKind::hello)
@@ -125,7 +121,7 @@ asio::awaitable<HandshakeResult> run_handshake(Socket& socket, HandshakeParams p
   const std::string peer_name = "peer rank " + std::to_string(theirs.rank);
   if (!a.error.empty()) co_return co_await refuse(socket, me, "bad AUTH frame from " + peer_name + ": " + a.error);
   if (a.header.kind == FrameKind::error) {
-    r.error = peer_name + " refused the connection: " + text_of(a.payload);
+    r.error = peer_name + " refused the connection: " + error_text(a.payload);
     co_return r;
   }
   if (a.header.kind != FrameKind::auth)

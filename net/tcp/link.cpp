@@ -186,10 +186,10 @@ asio::awaitable<void> Link::reader() {
         }
         continue;  // expect EOF next
       case FrameKind::error: {
-        std::string text(static_cast<std::size_t>(h.payload_bytes), '\0');  // <= kMaxErrorBytes, validated
+        std::vector<std::byte> text(static_cast<std::size_t>(h.payload_bytes));  // <= kMaxErrorBytes, validated
         co_await asio::async_read(socket_, asio::buffer(text), asio::redirect_error(kAwait, ec));
         if (state_ != State::open) co_return;
-        env_.fail(peer() + " aborted: " + (ec ? "(its message was cut off)" : text));
+        env_.fail(peer() + " aborted: " + (ec ? std::string("(its message was cut off)") : error_text(text)));
         co_return;
       }
       case FrameKind::hello:

@@ -216,3 +216,8 @@ TEST_CASE("wire: limits follow from the job shape, bad shapes are refused by fie
   s.head_dim = 0xFFFFFFFFu;
   refused_shape(s, "overflow");
 }
+
+TEST_CASE("wire: a peer's ERROR text cannot forge log lines") {
+  const std::string raw = "bad\n[rank 0] fake line\x1b[31m";
+  CHECK(error_text(std::as_bytes(std::span(raw.data(), raw.size()))) == "bad?[rank 0] fake line?[31m");
+}
