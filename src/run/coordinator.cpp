@@ -28,6 +28,16 @@ namespace {
 namespace fs = std::filesystem;
 using clock = std::chrono::steady_clock;
 
+constexpr double kSurvivorGraceSeconds = 1.5;
+
+// A node's last stderr line is "ringattn node: error: rank R: <cause>"; the run's own
+// error already says "rank R failed", so keep only the cause.
+std::string node_cause(std::string line, int rank) {
+  for (const std::string& prefix : {std::string("ringattn node: error: "), "rank " + std::to_string(rank) + ": "})
+    if (line.rfind(prefix, 0) == 0) line.erase(0, prefix.size());
+  return line;
+}
+
 std::string self_exe() {
   std::error_code ec;
   auto p = fs::read_symlink("/proc/self/exe", ec);
@@ -183,8 +193,12 @@ RunResult run_ring(const node::JobSpec& job, const RunOptions& opts) {
         if (*code != 0 && first_failed < 0) {
           first_failed = r;
           first_code = *code;
-          // Survivors must notice on their own within the job timeout; then they are killed.
-          kill_at = after(job.timeout_seconds + 2);
+          // Survivors learn of the failure from their sockets (EOF, or the ERROR frame the
+          // failing node sends) within milliseconds and exit with their own error. One that
+          // is still running after a short grace is stuck — typically the hung or silent
+          // peer whose silence made this node time out — and is killed, so a failed job
+          // ends within its timeout plus the grace, not twice the timeout.
+          kill_at = after(kSurvivorGraceSeconds);
         }
       } else {
         all_done = false;
@@ -202,8 +216,8 @@ RunResult run_ring(const node::JobSpec& job, const RunOptions& opts) {
       for (int r = 0; r < job.nodes; ++r) {
         auto& k = *kids[static_cast<std::size_t>(r)];
         if (!k.running()) continue;
-        log->error("rank {} still running {:.0f} s after the failure; killing it", r,
-                   job.timeout_seconds + 2);
+        log->error("rank {} still running {:.1f} s after rank {} failed; killing it", r, kSurvivorGraceSeconds,
+                   first_failed);
         k.kill_now();
         if (first_failed < 0) {
           first_failed = r;
@@ -216,7 +230,7 @@ RunResult run_ring(const node::JobSpec& job, const RunOptions& opts) {
   RunResult res;
   res.wall_seconds = std::chrono::duration<double>(clock::now() - start).count();
   if (first_failed >= 0) {
-    std::string why = last_err[static_cast<std::size_t>(first_failed)];
+    std::string why = node_cause(last_err[static_cast<std::size_t>(first_failed)], first_failed);
     if (why.empty()) why = "no error message";
     throw Error("rank " + std::to_string(first_failed) + " failed (exit " + std::to_string(first_code) + "): " + why);
   }

@@ -3,8 +3,8 @@
 // output shards into O and lse in the original token order.
 //
 // Failure policy: the first node that exits non-zero is the root cause. The others
-// are expected to fail on their own within the job timeout (their transport gets an
-// ERROR frame or EOF); any still running after that are killed. The error names the
+// are expected to fail on their own at once (their transport gets an ERROR frame or
+// EOF); any still running after a short grace are killed. The error names the
 // rank and repeats that node's own one-line error. Outputs are written to a temporary
 // file and renamed only when every node succeeded, so a failed run leaves nothing.
 #pragma once
