@@ -10,6 +10,7 @@ int version_main(const std::vector<std::string>& args);
 int demo_main(const std::vector<std::string>& args);
 int bench_kernel_main(const std::vector<std::string>& args);
 int bench_transport_main(const std::vector<std::string>& args);
+int bench_ring_main(const std::vector<std::string>& args);
 int plan_main(const std::vector<std::string>& args);
 int run_main(const std::vector<std::string>& args);
 int node_main(const std::vector<std::string>& args);
@@ -24,6 +25,7 @@ inline constexpr Command kCommands[] = {
     {"plan", "cost model: memory, compute vs transfer, b* for overlap", plan_main},
     {"bench kernel", "block-attention kernel vs oneDNN roofline and naive (JSON lines)", bench_kernel_main},
     {"bench transport", "K/V block stream between two transports vs iperf3 (JSON lines)", bench_transport_main},
+    {"bench ring", "ring forward on P processes vs one process with as many threads (JSON lines)", bench_ring_main},
     {"version", "print the version", version_main},
 };
 

@@ -8,6 +8,7 @@
 // On success it prints one line "STATS {json}" on stdout. Any failure ends it with a
 // non-zero exit and a one-line error naming this rank and the cause.
 #include <poll.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -121,14 +122,19 @@ void read_shard(const std::string& path, const Positions& pos, DType dtype, std:
 
 std::string json_stats(int rank, std::int64_t rows, const ring::RingForwardStats& s, const net::TransportStats& t,
                        Isa isa) {
-  char buf[512];
+  // Peak resident set of this process so far (inputs read, ring done, outputs written),
+  // so `bench ring` can check per-node memory without wrapping nodes in /usr/bin/time.
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  char buf[640];
   std::snprintf(buf, sizeof buf,
                 "{\"rank\":%d,\"rows\":%lld,\"total_seconds\":%.6f,\"compute_seconds\":%.6f,\"wait_seconds\":%.6f,"
                 "\"useful_flops\":%.6g,\"steps\":%d,\"steps_skipped\":%d,\"payload_bytes_sent\":%llu,"
-                "\"bytes_sent\":%llu,\"io_cpu_seconds\":%.6f,\"isa\":\"%s\"}",
+                "\"bytes_sent\":%llu,\"io_cpu_seconds\":%.6f,\"max_rss_kib\":%ld,\"isa\":\"%s\"}",
                 rank, static_cast<long long>(rows), s.total_seconds, s.compute_seconds, s.wait_seconds, s.useful_flops,
                 s.steps, s.steps_skipped, static_cast<unsigned long long>(s.payload_bytes_sent),
-                static_cast<unsigned long long>(t.bytes_sent), t.io_cpu_seconds, std::string(to_string(isa)).c_str());
+                static_cast<unsigned long long>(t.bytes_sent), t.io_cpu_seconds, static_cast<long>(ru.ru_maxrss),
+                std::string(to_string(isa)).c_str());
   return buf;
 }
 

@@ -81,6 +81,7 @@ NodeStats parse_stats(const std::string& json) {
   s.bytes_sent = static_cast<std::uint64_t>(json_number(json, "bytes_sent"));
   s.payload_bytes_sent = static_cast<std::uint64_t>(json_number(json, "payload_bytes_sent"));
   s.steps_skipped = static_cast<int>(json_number(json, "steps_skipped"));
+  s.max_rss_kib = static_cast<std::int64_t>(json_number(json, "max_rss_kib"));
   return s;
 }
 

@@ -24,6 +24,7 @@ struct NodeStats {
   double total_seconds = 0, compute_seconds = 0, wait_seconds = 0, useful_flops = 0, io_cpu_seconds = 0;
   std::uint64_t bytes_sent = 0, payload_bytes_sent = 0;
   int steps_skipped = 0;
+  std::int64_t max_rss_kib = 0;  // the node process's peak resident set
   std::string json;  // the node's STATS line as printed
 };
 

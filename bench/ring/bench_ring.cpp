@@ -1,0 +1,284 @@
+// `ringattn bench ring` — the ring forward pass on real node processes over loopback TCP
+// (run::run_ring, exactly what `ringattn run` does), against the same attention in one
+// process with as many threads (single_process_baseline.hpp), in the same run.
+//
+// Inputs are generated once per head configuration, written as .npy into a scratch
+// directory and reused by every repetition, ring size, layout, mask and dtype. Every
+// repetition starts fresh node processes; the first one is a warm-up (page cache,
+// library loading) and is not counted.
+//
+// What the fields mean (one JSON object per line on stdout, progress on stderr):
+//   seconds          median over repetitions of the slowest node's forward pass
+//                    (`total_seconds` of the node: ring steps, kernels, transfers; not
+//                    process start-up, file reading, connecting or writing O)
+//   gflops           useful FLOPs / seconds, useful FLOPs = 4 N^2 H D, half for causal
+//                    (the convention of DESIGN.md: masked work never counts)
+//   per_node_*       per rank, from the median repetition
+//   transport_gbps   GB/s (1e9 bytes/s): K/V payload a node sent during its forward pass
+//                    divided by that pass's duration, averaged over the nodes. Transfers
+//                    overlap the kernels, so this is the rate the ring *needed* from the
+//                    link, not the link's capacity (`bench transport` measures that);
+//                    per_node_wait_seconds is the part of the pass the link was exposed.
+//   wall_seconds     median `run` wall time: spawning, reading shards, connecting, the
+//                    pass, writing and assembling O
+//   max_rss_mib_per_node / rss_model_mib_per_node
+//                    each node's peak resident set (getrusage in the node) and the
+//                    per-node data it must hold: its Q, K, V (input dtype) and O (fp32)
+//                    shards plus two K/V transfer buffers sized for the largest shard.
+//   baseline_single_process_seconds, parallel_efficiency = baseline / seconds
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "bench/ring/single_process_baseline.hpp"
+#include "ringattn/error.hpp"
+#include "src/cli/args.hpp"
+#include "src/io/npy_writer.hpp"
+#include "src/node/job.hpp"
+#include "src/run/coordinator.hpp"
+
+namespace ringattn::cli {
+int bench_ring_main(const std::vector<std::string>& argv);
+}
+
+namespace {
+
+using namespace ringattn;
+namespace fs = std::filesystem;
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= s.size()) {
+    auto comma = s.find(',', start);
+    if (comma == std::string::npos) comma = s.size();
+    if (comma > start) out.push_back(s.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
+template <class T>
+std::string json_list(const std::vector<T>& v, const char* fmt) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, fmt, v[i]);
+    if (i) s += ',';
+    s += buf;
+  }
+  return s + "]";
+}
+
+// A scratch directory for the inputs and outputs, removed at exit unless the user chose it.
+struct ScratchDir {
+  std::string path;
+  bool owned = false;
+  explicit ScratchDir(const std::optional<std::string>& chosen) {
+    if (chosen) {
+      path = *chosen;
+      fs::create_directories(path);
+      return;
+    }
+    std::string tmpl = (fs::temp_directory_path() / "ringattn-bench-ring-XXXXXX").string();
+    if (!::mkdtemp(tmpl.data())) throw FileError("bench ring: cannot create a scratch directory under " + tmpl);
+    path = tmpl;
+    owned = true;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    if (owned) fs::remove_all(path, ec);
+  }
+};
+
+struct Sizes {
+  std::int64_t seq, heads, kv_heads, head_dim;
+};
+
+bench::DenseInputs write_inputs(const Sizes& s, const std::string& dir) {
+  bench::DenseInputs in;
+  in.tokens = s.seq;
+  std::mt19937 rng(1234);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  auto make = [&](std::vector<float>& x, std::int64_t heads, const char* name) {
+    x.resize(static_cast<std::size_t>(s.seq * heads * s.head_dim));
+    for (auto& e : x) e = nd(rng);
+    io::write_npy_atomic(dir + "/" + name, std::vector<std::int64_t>{s.seq, heads, s.head_dim}, x);
+  };
+  make(in.q, s.heads, "q.npy");
+  make(in.k, s.kv_heads, "k.npy");
+  make(in.v, s.kv_heads, "v.npy");
+  return in;
+}
+
+// Bytes a node must hold: Q, K, V shards (input dtype), O (fp32) and two K/V buffers.
+double rss_model_bytes(const node::JobSpec& job, std::int64_t rows) {
+  const auto& c = job.attention;
+  const double s = static_cast<double>(dtype_size(c.dtype));
+  const double most = static_cast<double>(ring::max_shard_rows(job.layout, job.tokens, job.nodes));
+  const double r = static_cast<double>(rows);
+  return r * static_cast<double>(c.heads * c.head_dim) * (s + 4) + 2 * r * static_cast<double>(c.kv_heads * c.head_dim) * s +
+         2 * 2 * most * static_cast<double>(c.kv_heads * c.head_dim) * s;
+}
+
+struct Params {
+  std::vector<std::int64_t> nodes;
+  std::vector<std::string> layouts, masks, dtypes;
+  int threads = 1, reps = 3;
+  double timeout = 300;
+  bool baseline = true;
+};
+
+void print_row(const node::JobSpec& job, const Sizes& sz, const std::vector<run::RunResult>& reps,
+               std::optional<double> baseline, int baseline_threads) {
+  std::vector<std::size_t> order(reps.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](auto a, auto b) { return reps[a].ring_seconds < reps[b].ring_seconds; });
+  const run::RunResult& med = reps[order[(order.size() - 1) / 2]];
+  std::vector<double> walls;
+  for (const auto& r : reps) walls.push_back(r.wall_seconds);
+  std::sort(walls.begin(), walls.end());
+  const double seconds = med.ring_seconds;
+  const bool causal = job.attention.mask.kind == MaskKind::causal;
+  const double flops = 4.0 * static_cast<double>(sz.seq) * static_cast<double>(sz.seq) *
+                       static_cast<double>(sz.heads * sz.head_dim) * (causal ? 0.5 : 1.0);
+  std::vector<double> compute, wait, total, rss_mib, model_mib;
+  std::vector<unsigned long long> bytes, payload;
+  double rate = 0, rss_ratio = 0;
+  for (const auto& n : med.nodes) {
+    compute.push_back(n.compute_seconds);
+    wait.push_back(n.wait_seconds);
+    total.push_back(n.total_seconds);
+    bytes.push_back(n.bytes_sent);
+    payload.push_back(n.payload_bytes_sent);
+    rate += static_cast<double>(n.payload_bytes_sent) / n.total_seconds / 1e9 / static_cast<double>(med.nodes.size());
+    const double model = rss_model_bytes(job, n.rows);
+    rss_mib.push_back(static_cast<double>(n.max_rss_kib) / 1024.0);
+    model_mib.push_back(model / (1 << 20));
+    rss_ratio = std::max(rss_ratio, static_cast<double>(n.max_rss_kib) * 1024.0 / model);
+  }
+  const double mean_compute = [&] {
+    double s = 0;
+    for (double c : compute) s += c;
+    return s / static_cast<double>(compute.size());
+  }();
+  std::printf(
+      "{\"bench\":\"ring\",\"nodes\":%d,\"layout\":\"%s\",\"mask\":\"%s\",\"seq\":%lld,\"heads\":%lld,\"kv_heads\":%lld,"
+      "\"head_dim\":%lld,\"dtype\":\"%s\",\"threads_per_node\":%d,\"reps\":%zu,\"seconds\":%.6f,\"gflops\":%.2f,"
+      "\"per_node_compute_seconds\":%s,\"per_node_wait_seconds\":%s,\"per_node_total_seconds\":%s,"
+      "\"compute_max_over_mean\":%.3f,\"bytes_sent_per_node\":%s,\"payload_bytes_per_node\":%s,\"transport_gbps\":%.3f,"
+      "\"wall_seconds\":%.3f,\"max_rss_mib_per_node\":%s,\"rss_model_mib_per_node\":%s,\"rss_over_model\":%.3f",
+      job.nodes, std::string(ring::to_string(job.layout)).c_str(), to_string(job.attention.mask).c_str(),
+      static_cast<long long>(sz.seq), static_cast<long long>(sz.heads), static_cast<long long>(sz.kv_heads),
+      static_cast<long long>(sz.head_dim), std::string(to_string(job.attention.dtype)).c_str(), job.attention.threads,
+      reps.size(), seconds, flops / seconds / 1e9, json_list(compute, "%.4f").c_str(), json_list(wait, "%.4f").c_str(),
+      json_list(total, "%.4f").c_str(), compute.empty() ? 0.0 : *std::max_element(compute.begin(), compute.end()) / mean_compute,
+      json_list(bytes, "%llu").c_str(), json_list(payload, "%llu").c_str(), rate, walls[(walls.size() - 1) / 2],
+      json_list(rss_mib, "%.1f").c_str(), json_list(model_mib, "%.1f").c_str(), rss_ratio);
+  if (baseline)
+    std::printf(",\"baseline_single_process_seconds\":%.6f,\"baseline_threads\":%d,\"parallel_efficiency\":%.3f", *baseline,
+                baseline_threads, *baseline / seconds);
+  std::printf("}\n");
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int ringattn::cli::bench_ring_main(const std::vector<std::string>& argv) {
+  Args a("bench ring", "Times the ring forward pass on P node processes over loopback TCP against the same\n"
+                       "attention in one process with P x threads threads. Prints one JSON object per line\n"
+                       "(fields explained at the top of bench/ring/bench_ring.cpp); progress on stderr.");
+  a.option("nodes", "LIST", "ring sizes", "2")
+      .option("layout", "LIST", "contiguous, zigzag, striped", "zigzag")
+      .option("mask", "LIST", "none, causal", "none,causal")
+      .option("seq", "N", "tokens", "16384")
+      .option("heads", "N", "query heads", "8")
+      .option("kv-heads", "LIST", "key/value heads", "8,2")
+      .option("head-dim", "N", "head dimension", "128")
+      .option("dtype", "LIST", "fp32, bf16", "fp32,bf16")
+      .option("threads", "T", "OpenMP threads per node", "1")
+      .option("reps", "N", "timed repetitions after one warm-up (the median is reported)", "3")
+      .option("timeout", "SEC", "the ring's network deadline (generous: folds can be long)", "300")
+      .option("work-dir", "DIR", "where to write inputs and outputs (default: a temporary directory)")
+      .flag("no-baseline", "skip the single-process baseline");
+  if (!a.parse(argv)) return 0;
+  Params p;
+  p.nodes = parse_int_list(a.str("nodes"), "--nodes");
+  p.layouts = split_list(a.str("layout"));
+  p.masks = split_list(a.str("mask"));
+  p.dtypes = split_list(a.str("dtype"));
+  p.threads = static_cast<int>(a.int64("threads"));
+  p.reps = static_cast<int>(a.int64("reps"));
+  p.timeout = a.real("timeout");
+  p.baseline = !a.has("no-baseline");
+  const Sizes base{a.int64("seq"), a.int64("heads"), 0, a.int64("head-dim")};
+  if (p.reps < 1 || p.threads < 1) throw InvalidArgument("bench ring: --reps and --threads must be >= 1");
+  for (const auto& m : p.masks)
+    if (m != "none" && m != "causal") throw InvalidArgument("bench ring: --mask takes none and/or causal, got '" + m + "'");
+  for (const auto& l : p.layouts) ring::parse_layout(l);  // refuse typos before any work
+  for (const auto& d : p.dtypes) parse_dtype(d);
+
+  ScratchDir dir(a.maybe("work-dir"));
+  std::map<std::tuple<std::int64_t, int, int, std::int64_t>, double> baselines;  // (kv, dtype, mask, threads)
+  const auto kvs = parse_int_list(a.str("kv-heads"), "--kv-heads");
+  const std::size_t total = kvs.size() * p.dtypes.size() * p.masks.size() * p.nodes.size() * p.layouts.size();
+  std::size_t done = 0;
+  for (const auto kv : kvs) {
+    Sizes sz = base;
+    sz.kv_heads = kv;
+    std::fprintf(stderr, "bench ring: writing inputs N=%lld H=%lld KV=%lld D=%lld to %s\n", static_cast<long long>(sz.seq),
+                 static_cast<long long>(sz.heads), static_cast<long long>(kv), static_cast<long long>(sz.head_dim),
+                 dir.path.c_str());
+    const bench::DenseInputs inputs = write_inputs(sz, dir.path);
+    for (const auto& dt : p.dtypes)
+      for (const auto& m : p.masks)
+        for (const auto nodes : p.nodes)
+          for (const auto& layout : p.layouts) {
+            node::JobSpec job;
+            job.q_path = dir.path + "/q.npy";
+            job.k_path = dir.path + "/k.npy";
+            job.v_path = dir.path + "/v.npy";
+            job.nodes = static_cast<int>(nodes);
+            job.layout = ring::parse_layout(layout);
+            job.attention.dtype = parse_dtype(dt);
+            job.attention.mask = m == "causal" ? Mask::causal() : Mask::none();
+            job.attention.threads = p.threads;
+            job.timeout_seconds = p.timeout;
+            node::inspect_inputs(job);
+            ++done;
+            std::optional<double> baseline;
+            const int bthreads = static_cast<int>(nodes) * p.threads;
+            if (p.baseline) {
+              const auto key = std::make_tuple(kv, static_cast<int>(job.attention.dtype), static_cast<int>(job.attention.mask.kind),
+                                               static_cast<std::int64_t>(bthreads));
+              if (!baselines.count(key)) {
+                std::fprintf(stderr, "[%zu/%zu] baseline: one process, %d threads, %s %s kv=%lld\n", done, total, bthreads,
+                             dt.c_str(), m.c_str(), static_cast<long long>(kv));
+                AttentionConfig cfg = job.attention;
+                cfg.threads = bthreads;
+                baselines[key] = bench::single_process_seconds(cfg, inputs, p.reps);
+              }
+              baseline = baselines[key];
+            }
+            run::RunOptions opts;
+            opts.out_path = dir.path + "/o.npy";
+            opts.quiet = true;
+            std::vector<run::RunResult> results;
+            for (int r = 0; r <= p.reps; ++r) {
+              auto res = run::run_ring(job, opts);
+              std::fprintf(stderr, "[%zu/%zu] P=%lld %s %s %s kv=%lld %s %d/%d: %.3f s (wall %.3f s)\n", done, total,
+                           static_cast<long long>(nodes), layout.c_str(), m.c_str(), dt.c_str(), static_cast<long long>(kv),
+                           r == 0 ? "warm-up" : "rep", r, p.reps, res.ring_seconds, res.wall_seconds);
+              if (r > 0) results.push_back(std::move(res));
+            }
+            print_row(job, sz, results, baseline, bthreads);
+          }
+  }
+  return 0;
+}
