@@ -13,7 +13,9 @@
 //                    process start-up, file reading, connecting or writing O)
 //   gflops           useful FLOPs / seconds, useful FLOPs = 4 N^2 H D, half for causal
 //                    (the convention of DESIGN.md: masked work never counts)
-//   per_node_*       per rank, from the median repetition
+//   per_node_*       per rank, from the median repetition. compute_max_over_mean is the
+//                    load balance as timed; flops_max_over_mean the same from the useful
+//                    FLOPs each node did, which stays exact when P nodes share fewer cores
 //   transport_gbps   GB/s (1e9 bytes/s): K/V payload a node sent during its forward pass
 //                    divided by that pass's duration, averaged over the nodes. Transfers
 //                    overlap the kernels, so this is the rate the ring *needed* from the
@@ -148,11 +150,12 @@ void print_row(const node::JobSpec& job, const Sizes& sz, const std::vector<run:
   const bool causal = job.attention.mask.kind == MaskKind::causal;
   const double flops = 4.0 * static_cast<double>(sz.seq) * static_cast<double>(sz.seq) *
                        static_cast<double>(sz.heads * sz.head_dim) * (causal ? 0.5 : 1.0);
-  std::vector<double> compute, wait, total, rss_mib, model_mib;
+  std::vector<double> compute, wait, total, rss_mib, model_mib, node_flops;
   std::vector<unsigned long long> bytes, payload;
   double rate = 0, rss_ratio = 0;
   for (const auto& n : med.nodes) {
     compute.push_back(n.compute_seconds);
+    node_flops.push_back(n.useful_flops);
     wait.push_back(n.wait_seconds);
     total.push_back(n.total_seconds);
     bytes.push_back(n.bytes_sent);
@@ -163,22 +166,24 @@ void print_row(const node::JobSpec& job, const Sizes& sz, const std::vector<run:
     model_mib.push_back(model / (1 << 20));
     rss_ratio = std::max(rss_ratio, static_cast<double>(n.max_rss_kib) * 1024.0 / model);
   }
-  const double mean_compute = [&] {
+  auto max_over_mean = [](const std::vector<double>& v) {
     double s = 0;
-    for (double c : compute) s += c;
-    return s / static_cast<double>(compute.size());
-  }();
+    for (double x : v) s += x;
+    return v.empty() || s == 0 ? 0.0 : *std::max_element(v.begin(), v.end()) / (s / static_cast<double>(v.size()));
+  };
   std::printf(
       "{\"bench\":\"ring\",\"nodes\":%d,\"layout\":\"%s\",\"mask\":\"%s\",\"seq\":%lld,\"heads\":%lld,\"kv_heads\":%lld,"
       "\"head_dim\":%lld,\"dtype\":\"%s\",\"threads_per_node\":%d,\"reps\":%zu,\"seconds\":%.6f,\"gflops\":%.2f,"
       "\"per_node_compute_seconds\":%s,\"per_node_wait_seconds\":%s,\"per_node_total_seconds\":%s,"
-      "\"compute_max_over_mean\":%.3f,\"bytes_sent_per_node\":%s,\"payload_bytes_per_node\":%s,\"transport_gbps\":%.3f,"
+      "\"compute_max_over_mean\":%.3f,\"per_node_useful_flops\":%s,\"flops_max_over_mean\":%.3f,"
+      "\"bytes_sent_per_node\":%s,\"payload_bytes_per_node\":%s,\"transport_gbps\":%.3f,"
       "\"wall_seconds\":%.3f,\"max_rss_mib_per_node\":%s,\"rss_model_mib_per_node\":%s,\"rss_over_model\":%.3f",
       job.nodes, std::string(ring::to_string(job.layout)).c_str(), to_string(job.attention.mask).c_str(),
       static_cast<long long>(sz.seq), static_cast<long long>(sz.heads), static_cast<long long>(sz.kv_heads),
       static_cast<long long>(sz.head_dim), std::string(to_string(job.attention.dtype)).c_str(), job.attention.threads,
       reps.size(), seconds, flops / seconds / 1e9, json_list(compute, "%.4f").c_str(), json_list(wait, "%.4f").c_str(),
-      json_list(total, "%.4f").c_str(), compute.empty() ? 0.0 : *std::max_element(compute.begin(), compute.end()) / mean_compute,
+      json_list(total, "%.4f").c_str(), max_over_mean(compute), json_list(node_flops, "%.4g").c_str(),
+      max_over_mean(node_flops),
       json_list(bytes, "%llu").c_str(), json_list(payload, "%llu").c_str(), rate, walls[(walls.size() - 1) / 2],
       json_list(rss_mib, "%.1f").c_str(), json_list(model_mib, "%.1f").c_str(), rss_ratio);
   if (baseline)
