@@ -3,13 +3,12 @@
 
 #include <array>
 #include <asio/read.hpp>
-#include <asio/redirect_error.hpp>
-#include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
 #include <vector>
 
 #include "net/crc32c.hpp"
 #include "net/secret.hpp"
+#include "net/tcp/coroutines.hpp"
 
 namespace ringattn::net::tcp {
 namespace {

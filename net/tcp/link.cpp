@@ -3,15 +3,13 @@
 
 #include <algorithm>
 #include <array>
-#include <asio/co_spawn.hpp>
 #include <asio/read.hpp>
-#include <asio/redirect_error.hpp>
-#include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
 #include <cstdio>
 #include <vector>
 
 #include "net/crc32c.hpp"
+#include "net/tcp/coroutines.hpp"
 
 namespace ringattn::net::tcp {
 namespace {

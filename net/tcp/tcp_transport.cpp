@@ -5,15 +5,12 @@
 #include <time.h>
 
 #include <algorithm>
-#include <asio/co_spawn.hpp>
 #include <asio/ip/address.hpp>
 #include <asio/post.hpp>
-#include <asio/redirect_error.hpp>
-#include <asio/use_awaitable.hpp>
-#include <future>
 
 #include "net/secret.hpp"
 #include "net/self_transport.hpp"
+#include "net/tcp/coroutines.hpp"
 #include "net/tcp/handshake_io.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/log.hpp"
