@@ -11,6 +11,7 @@ int demo_main(const std::vector<std::string>& args);
 int bench_kernel_main(const std::vector<std::string>& args);
 int bench_transport_main(const std::vector<std::string>& args);
 int bench_ring_main(const std::vector<std::string>& args);
+int bench_overlap_main(const std::vector<std::string>& args);
 int plan_main(const std::vector<std::string>& args);
 int run_main(const std::vector<std::string>& args);
 int node_main(const std::vector<std::string>& args);
@@ -26,6 +27,7 @@ inline constexpr Command kCommands[] = {
     {"bench kernel", "block-attention kernel vs oneDNN roofline and naive (JSON lines)", bench_kernel_main},
     {"bench transport", "K/V block stream between two transports vs iperf3 (JSON lines)", bench_transport_main},
     {"bench ring", "ring forward on P processes vs one process with as many threads (JSON lines)", bench_ring_main},
+    {"bench overlap", "ring step vs block size: compute, transfer, overlap, crossover b* (CSV, JSON, SVG)", bench_overlap_main},
     {"version", "print the version", version_main},
 };
 

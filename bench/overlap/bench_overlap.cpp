@@ -1,0 +1,343 @@
+// `ringattn bench overlap` — does double buffering hide the ring's transfers behind the
+// block kernel, and from which block size b on? The front process starts P members
+// (processes of this binary, each on its own CPUs; through a launch prefix they can
+// sit in network namespaces, see deploy/netns/testbed.sh), collects their per-b
+// measurements (overlap_worker.hpp), finds the crossovers (overlap_model.hpp) and writes
+// CSV, JSON lines and one SVG plot per mask (overlap_report.hpp).
+//
+// Honesty about the link: without --hosts the members talk over 127.0.0.1 (loopback,
+// unshaped); with --hosts they talk to exactly those addresses and the outputs carry
+// --link, the label the launcher gives the link (the testbed fills it in).
+#include <poll.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench/overlap/overlap_model.hpp"
+#include "bench/overlap/overlap_report.hpp"
+#include "bench/overlap/overlap_worker.hpp"
+#include "net/secret.hpp"
+#include "ringattn/error.hpp"
+#include "src/cli/args.hpp"
+#include "src/run/child_process.hpp"
+
+namespace ringattn::cli {
+int bench_overlap_main(const std::vector<std::string>& argv);
+}
+
+namespace {
+
+using namespace ringattn;
+using namespace ringattn::bench::overlap;
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& i : items) {
+    if (!out.empty()) out += ',';
+    out += i;
+  }
+  return out;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string item;
+  std::istringstream in(s);
+  while (std::getline(in, item, sep))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::string first_line_of(const std::string& path, const std::string& key) {
+  std::ifstream f(path);
+  std::string line;
+  while (std::getline(f, line))
+    if (key.empty() || line.rfind(key, 0) == 0) return key.empty() ? line : line.substr(line.find(':') + 2);
+  return "";
+}
+
+std::string load_1min() { return split(first_line_of("/proc/loadavg", ""), ' ').front(); }
+
+std::string machine() {
+  return first_line_of("/proc/cpuinfo", "model name") + ", " + std::to_string(::sysconf(_SC_NPROCESSORS_ONLN)) +
+         " CPUs";
+}
+
+std::string self_exe() {
+  std::error_code ec;
+  auto p = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) throw Error("bench overlap: cannot find the ringattn executable: " + ec.message());
+  return p.string();
+}
+
+std::string resolve(const std::string& prog) {
+  if (prog.find('/') != std::string::npos) return prog;
+  for (const char* d : {"/usr/sbin/", "/usr/bin/", "/sbin/", "/bin/"})
+    if (::access((std::string(d) + prog).c_str(), X_OK) == 0) return d + prog;
+  return prog;
+}
+
+void declare(cli::Args& a) {
+  a.option("b", "LIST|LO:HI", "block sizes, or a range in steps of about x1.41 (even sizes)", "32:8192")
+      .option("heads", "N", "query heads", "32")
+      .option("kv-heads", "N", "key/value heads (default: heads)")
+      .option("head-dim", "N", "head dimension", "128")
+      .option("dtype", "T", "kernel and wire dtype: bf16 or fp32", "bf16")
+      .option("nodes", "P", "ring members", "2")
+      .option("mask", "LIST", "none (contiguous layout) and/or causal (zigzag layout)", "none,causal")
+      .option("cores", "N", "CPUs per node (default: this machine's CPUs / nodes)")
+      .option("min-seconds", "S", "timed seconds per phase and block size", "0.4")
+      .option("max-reps", "N", "most timed steps per phase", "40")
+      .option("timeout", "S", "network deadline of every wait", "300")
+      .option("hosts", "LIST", "host:port per rank (default: loopback, free ports)")
+      .option("launch", "PREFIX", "command prefix per member, {rank} substituted (e.g. 'ip netns exec ra{rank}')")
+      .option("link", "TEXT", "label of the link for the outputs (the testbed sets it)")
+      .option("out", "DIR", "where to write overlap.csv, overlap.jsonl and overlap-<mask>.svg", "overlap-results")
+      .option("nice", "N", "priority of the members, also as their session's autogroup nice (root for N < 0)")
+      .option("measure-flops", "B", "only print the kernel's useful FLOP/s at block size B (node 0's CPUs) and exit")
+      .flag("worker", "internal: run as ring member --rank")
+      .option("rank", "R", "internal: member rank")
+      .option("peers", "LIST", "internal: host:port per rank, or - to read them on stdin")
+      .option("listen", "HOST:PORT", "internal: member's listen address")
+      .option("ring-id", "N", "internal: ring id");
+}
+
+SweepSpec spec_from(const cli::Args& a) {
+  SweepSpec s;
+  const std::string bs = a.str("b");
+  if (const auto colon = bs.find(':'); colon != std::string::npos) {
+    s.blocks = sqrt2_ladder(cli::parse_count(bs.substr(0, colon), "--b"), cli::parse_count(bs.substr(colon + 1), "--b"));
+  } else {
+    s.blocks = cli::parse_int_list(bs, "--b");
+  }
+  std::sort(s.blocks.begin(), s.blocks.end());
+  for (auto b : s.blocks)
+    if (b < 2 || b % 2) throw InvalidArgument("bench overlap: --b values must be even and >= 2, got " + std::to_string(b));
+  s.heads = a.int64("heads");
+  s.kv_heads = a.has("kv-heads") ? a.int64("kv-heads") : s.heads;
+  s.head_dim = a.int64("head-dim");
+  s.dtype = parse_dtype(a.str("dtype"));
+  s.nodes = static_cast<int>(a.int64("nodes"));
+  s.masks = split(a.str("mask"), ',');
+  for (const auto& m : s.masks)
+    if (m != "none" && m != "causal") throw InvalidArgument("bench overlap: --mask takes none and/or causal, got '" + m + "'");
+  if (s.nodes < 2) throw InvalidArgument("bench overlap: --nodes must be >= 2");
+  const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
+  s.cores = a.has("cores") ? static_cast<int>(a.int64("cores")) : static_cast<int>(std::max(1L, cpus / s.nodes));
+  if (s.cores < 1) throw InvalidArgument("bench overlap: --cores must be >= 1");
+  s.min_seconds = a.real("min-seconds");
+  s.max_reps = static_cast<int>(a.int64("max-reps"));
+  s.timeout_seconds = a.real("timeout");
+  return s;
+}
+
+std::vector<std::string> spec_args(const SweepSpec& s) {
+  std::vector<std::string> bs;
+  for (auto b : s.blocks) bs.push_back(std::to_string(b));
+  const std::string bl = join(bs), ml = join(s.masks);
+  return {"--b", bl, "--heads", std::to_string(s.heads), "--kv-heads", std::to_string(s.kv_heads),
+          "--head-dim", std::to_string(s.head_dim), "--dtype", std::string(to_string(s.dtype)),
+          "--nodes", std::to_string(s.nodes), "--mask", ml, "--cores", std::to_string(s.cores),
+          "--min-seconds", std::to_string(s.min_seconds), "--max-reps", std::to_string(s.max_reps),
+          "--timeout", std::to_string(s.timeout_seconds)};
+}
+
+std::pair<std::string, std::uint16_t> split_host_port(const std::string& hp) {
+  const auto colon = hp.rfind(':');
+  if (colon == std::string::npos) throw InvalidArgument("bench overlap: '" + hp + "' is not host:port");
+  return {hp.substr(0, colon), static_cast<std::uint16_t>(cli::parse_count(hp.substr(colon + 1), "port"))};
+}
+
+// Starts the members, relays their ports, collects their rows. Throws if one fails.
+std::vector<StepRow> run_members(const SweepSpec& spec, const std::vector<std::string>& hosts,
+                                 const std::string& launch, std::string& node_cpus) {
+  if (!std::getenv(net::kTokenEnv)) ::setenv(net::kTokenEnv, net::generate_secret().c_str(), 1);
+  std::uint64_t ring_id = 0;
+  net::fill_random(std::span<std::byte>(reinterpret_cast<std::byte*>(&ring_id), sizeof ring_id));
+  ring_id >>= 1;
+  const std::string exe = self_exe();
+  const std::string host_list = join(hosts);
+  std::vector<std::unique_ptr<run::ChildProcess>> kids;
+  for (int r = 0; r < spec.nodes; ++r) {
+    std::vector<std::string> args;
+    for (auto w : split(launch, ' ')) {
+      for (auto at = w.find("{rank}"); at != std::string::npos; at = w.find("{rank}")) w.replace(at, 6, std::to_string(r));
+      args.push_back(w);
+    }
+    std::string prog = exe;
+    if (!args.empty()) {
+      prog = resolve(args.front());
+      args.erase(args.begin());
+      args.push_back(exe);
+    }
+    args.insert(args.end(), {"bench", "overlap", "--worker", "--rank", std::to_string(r), "--ring-id", std::to_string(ring_id)});
+    const auto sa = spec_args(spec);
+    args.insert(args.end(), sa.begin(), sa.end());
+    if (hosts.empty()) args.insert(args.end(), {"--peers", "-"});
+    else args.insert(args.end(), {"--peers", host_list, "--listen", hosts[static_cast<std::size_t>(r)]});
+    kids.push_back(std::make_unique<run::ChildProcess>(prog, args));
+  }
+  std::vector<std::optional<int>> ports(kids.size());
+  std::vector<std::string> last_err(kids.size());
+  std::vector<StepRow> rows;
+  bool peers_sent = !hosts.empty();
+  int failed = -1, code = 0;
+  auto kill_at = Clock::time_point::max();
+  while (true) {
+    std::vector<pollfd> fds;
+    for (auto& k : kids) {
+      fds.push_back({k->stdout_fd(), POLLIN, 0});
+      fds.push_back({k->stderr_fd(), POLLIN, 0});
+    }
+    ::poll(fds.data(), fds.size(), 100);
+    bool all_done = true;
+    for (std::size_t r = 0; r < kids.size(); ++r) {
+      auto& k = *kids[r];
+      auto drain = [&] {
+        for (const auto& line : k.read_lines(k.stdout_fd())) {
+          if (line.rfind("PORT ", 0) == 0) ports[r] = std::atoi(line.c_str() + 5);
+          else if (line.rfind("INFO ", 0) == 0 && r == 0) node_cpus = line.substr(line.find("cpus=") + 5);
+          else if (auto row = parse_row_line(line)) rows.push_back(*row);
+        }
+        for (const auto& line : k.read_lines(k.stderr_fd())) {
+          std::fprintf(stderr, "%s\n", line.c_str());
+          if (!line.empty()) last_err[r] = line;
+        }
+      };
+      drain();
+      if (auto c = k.poll_exit()) {
+        drain();
+        if (*c != 0 && failed < 0) {
+          failed = static_cast<int>(r);
+          code = *c;
+          kill_at = Clock::now() + std::chrono::seconds(5);  // the others notice on their own, or are ended
+        }
+      } else {
+        all_done = false;
+      }
+    }
+    if (!peers_sent && std::all_of(ports.begin(), ports.end(), [](auto& p) { return p.has_value(); })) {
+      std::string line = "PEERS ";
+      for (std::size_t r = 0; r < ports.size(); ++r) line += (r ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(*ports[r]);
+      for (auto& k : kids) k->send_line_and_close(line);
+      peers_sent = true;
+    }
+    if (all_done) break;
+    if (Clock::now() > kill_at)
+      for (auto& k : kids)
+        if (k->running()) k->kill_now();
+  }
+  if (failed >= 0)
+    throw Error("bench overlap: rank " + std::to_string(failed) + " failed (exit " + std::to_string(code) +
+                "): " + (last_err[static_cast<std::size_t>(failed)].empty() ? "no message" : last_err[static_cast<std::size_t>(failed)]));
+  return rows;
+}
+
+void write_file(const fs::path& p, const std::string& text) {
+  std::ofstream f(p);
+  f << text;
+  if (!f) throw FileError("bench overlap: cannot write " + p.string());
+}
+
+// With sched_autogroup (the default on desktop-style kernels), CPU time is first shared
+// between sessions and only then by nice inside one, so both are set.
+void set_priority(int nice) {
+  if (::setpriority(PRIO_PROCESS, 0, nice) != 0)
+    std::fprintf(stderr, "bench overlap: warning: cannot set nice %d: %s\n", nice, std::strerror(errno));
+  std::ofstream ag("/proc/self/autogroup");
+  ag << nice;
+  ag.flush();
+  if (!ag) std::fprintf(stderr, "bench overlap: warning: cannot set the autogroup nice to %d\n", nice);
+}
+
+int front(const cli::Args& a, const SweepSpec& spec, const std::vector<std::string>& argv) {
+  std::vector<std::string> hosts;
+  if (auto h = a.maybe("hosts")) hosts = split(*h, ',');
+  if (!hosts.empty() && static_cast<int>(hosts.size()) != spec.nodes)
+    throw InvalidArgument("bench overlap: --hosts lists " + std::to_string(hosts.size()) + " addresses for " +
+                          std::to_string(spec.nodes) + " nodes");
+  const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
+  if (spec.nodes * spec.cores > cpus)
+    std::fprintf(stderr, "bench overlap: warning: %d nodes x %d cores > %ld CPUs: nodes share CPUs\n", spec.nodes,
+                 spec.cores, cpus);
+  RunInfo info;
+  info.link = a.maybe("link").value_or(hosts.empty() ? "loopback 127.0.0.1, unshaped" : "hosts " + *a.maybe("hosts"));
+  info.machine = machine();
+  info.command = "ringattn bench overlap";
+  for (const auto& w : argv) info.command += " " + w;
+  info.load_before = load_1min();
+  const auto t0 = Clock::now();
+  const auto rows = run_members(spec, hosts, a.maybe("launch").value_or(""), info.node_cpus);
+  info.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  info.load_after = load_1min();
+
+  const fs::path out = a.str("out");
+  fs::create_directories(out);
+  std::string csv = csv_header(), jsonl, text;
+  const int esz = static_cast<int>(dtype_size(spec.dtype));
+  for (const auto& mask : spec.masks) {
+    std::vector<StepRow> mine;
+    for (const auto& r : rows)
+      if (r.rank == 0 && r.mask == mask) mine.push_back(r);
+    if (mine.size() < 2) throw Error("bench overlap: rank 0 reported " + std::to_string(mine.size()) + " rows for mask " + mask);
+    const SweepSummary s = summarize(mine, spec.heads * spec.head_dim, spec.kv_heads * spec.head_dim, esz, spec.cores);
+    for (const auto& r : mine) {
+      csv += csv_row(r, s);
+      jsonl += row_json(r, s, spec, info) + "\n";
+    }
+    jsonl += summary_json(s, spec, info) + "\n";
+    text += summary_text(s) + "\n";
+    write_file(out / ("overlap-" + mask + ".svg"), plot_svg(mine, s, spec, info));
+  }
+  write_file(out / "overlap.csv", csv);
+  write_file(out / "overlap.jsonl", jsonl);
+  std::fputs(jsonl.c_str(), stdout);
+  std::fprintf(stderr, "%sbench overlap: %.0f s, link: %s; wrote %s/overlap.{csv,jsonl} and overlap-<mask>.svg\n",
+               text.c_str(), info.seconds, info.link.c_str(), out.string().c_str());
+  return 0;
+}
+
+}  // namespace
+
+int ringattn::cli::bench_overlap_main(const std::vector<std::string>& argv) {
+  Args a("bench overlap",
+         "Sweeps the block size b on a ring of P member processes and measures per ring step: the kernel\n"
+         "alone (T_c), the transfer alone (T_x), both in series and the double-buffered step (T_overlap),\n"
+         "with F, B and the transport's CPU seconds per byte. Finds the measured crossover T_c = T_x and\n"
+         "compares it with b* = d_kv·s·F/(2·d·B). Writes CSV, JSON lines and an SVG plot per mask.\n"
+         "On shaped links between network namespaces: deploy/netns/testbed.sh.");
+  declare(a);
+  if (!a.parse(argv)) return 0;
+  const SweepSpec spec = spec_from(a);
+  if (a.has("nice") && !a.has("worker")) set_priority(static_cast<int>(a.int64("nice")));
+  if (auto b = a.maybe("measure-flops")) {
+    std::printf("%.6g\n", measure_flops(spec, cli::parse_count(*b, "--measure-flops")));
+    return 0;
+  }
+  if (a.has("worker")) {
+    MemberNet mn;
+    mn.rank = static_cast<int>(a.int64("rank"));
+    mn.peers = a.str("peers");
+    mn.ring_id = static_cast<std::uint64_t>(a.int64("ring-id"));
+    if (auto l = a.maybe("listen")) std::tie(mn.listen_host, mn.listen_port) = split_host_port(*l);
+    if (mn.rank < 0 || mn.rank >= spec.nodes) throw InvalidArgument("bench overlap: --rank out of range");
+    run_member(spec, mn);
+    return 0;
+  }
+  return front(a, spec, argv);
+}

@@ -1,0 +1,185 @@
+#include "bench/overlap/overlap_report.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "bench/common/svg_plot.hpp"
+
+namespace ringattn::bench::overlap {
+
+namespace {
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string jnum(double v) { return std::isfinite(v) ? fmt("%.6g", v) : "null"; }
+std::string jopt(const std::optional<double>& v) { return v ? jnum(*v) : "null"; }
+
+std::string jstr(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\', o += c;
+    else if (static_cast<unsigned char>(c) < 0x20) o += ' ';  // no control characters in our strings
+    else o += c;
+  }
+  return o + "\"";
+}
+
+std::string layout_of(const std::string& mask) { return mask == "causal" ? "zigzag" : "contiguous"; }
+
+double ratio(const SweepSummary& s) { return s.measured && s.predicted ? *s.measured / *s.predicted : NAN; }
+double ratio_peak(const SweepSummary& s) { return s.measured && s.predicted_peak > 0 ? *s.measured / s.predicted_peak : NAN; }
+
+// The summary split after each "; " so it can be wrapped.
+std::vector<std::string> split_summary(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  for (auto at = text.find("; "); at != std::string::npos; at = text.find("; ", start)) {
+    out.push_back(text.substr(start, at + 2 - start));
+    start = at + 2;
+  }
+  out.push_back(text.substr(start));
+  return out;
+}
+
+std::string opt_tokens(const std::optional<double>& v) { return v ? fmt("%.0f", *v) : std::string("none in range"); }
+
+}  // namespace
+
+TargetCheck check_targets(const SweepSummary& s) {
+  TargetCheck t;
+  const double r = ratio(s);
+  t.ratio_ok = std::isfinite(r) && r >= 0.8 && r <= 1.25;
+  t.above_ok = s.rows_above == 0 || s.worst_overlap_over_compute <= 1.1;
+  t.below_ok = s.rows_below == 0 || s.worst_overlap_over_transfer <= 1.1;
+  return t;
+}
+
+std::string csv_header() {
+  return "mask,layout,rank,b,t_compute_s,t_transfer_s,t_serial_s,t_overlap_s,t_fold_in_overlap_s,t_overlap_model_s,"
+         "useful_flops,block_bytes,flops_per_s,bytes_per_s,io_cpu_s_per_byte,io_cpu_s_per_byte_overlap,"
+         "cpu_share,reps_compute,reps_transfer,reps_serial,reps_overlap\n";
+}
+
+std::string csv_row(const StepRow& r, const SweepSummary& s) {
+  const double model = overlap_step_model(r.t_compute, r.t_transfer, s.cpu_per_byte, r.block_bytes, s.cores);
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "%s,%s,%d,%lld,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.4g,%.4g,%.3f,%d,%d,%d,%d\n",
+                r.mask.c_str(), layout_of(r.mask).c_str(), r.rank, static_cast<long long>(r.b), r.t_compute,
+                r.t_transfer, r.t_serial, r.t_overlap, r.t_fold_in_overlap, model, r.useful_flops, r.block_bytes,
+                r.flops_per_second(), r.bytes_per_second(), r.io_cpu_per_byte, r.io_cpu_per_byte_overlap,
+                r.cpu_share, r.reps_compute, r.reps_transfer, r.reps_serial, r.reps_overlap);
+  return buf;
+}
+
+std::string row_json(const StepRow& r, const SweepSummary& s, const SweepSpec& spec, const RunInfo& info) {
+  const double model = overlap_step_model(r.t_compute, r.t_transfer, s.cpu_per_byte, r.block_bytes, s.cores);
+  return "{\"bench\":\"overlap\",\"kind\":\"row\",\"mask\":" + jstr(r.mask) + ",\"layout\":" + jstr(layout_of(r.mask)) +
+         ",\"link\":" + jstr(info.link) + ",\"nodes\":" + std::to_string(spec.nodes) + ",\"rank\":" +
+         std::to_string(r.rank) + ",\"b\":" + std::to_string(r.b) + ",\"t_compute_s\":" + jnum(r.t_compute) +
+         ",\"t_transfer_s\":" + jnum(r.t_transfer) + ",\"t_serial_s\":" + jnum(r.t_serial) + ",\"t_overlap_s\":" +
+         jnum(r.t_overlap) + ",\"t_fold_in_overlap_s\":" + jnum(r.t_fold_in_overlap) + ",\"t_overlap_model_s\":" +
+         jnum(model) + ",\"useful_flops\":" + jnum(r.useful_flops) + ",\"block_bytes\":" + jnum(r.block_bytes) +
+         ",\"flops_per_s\":" + jnum(r.flops_per_second()) + ",\"bytes_per_s\":" + jnum(r.bytes_per_second()) +
+         ",\"io_cpu_s_per_byte\":" + jnum(r.io_cpu_per_byte) + ",\"io_cpu_s_per_byte_overlap\":" +
+         jnum(r.io_cpu_per_byte_overlap) + ",\"cpu_share\":" + jnum(r.cpu_share) + ",\"reps\":[" + std::to_string(r.reps_compute) + "," +
+         std::to_string(r.reps_transfer) + "," + std::to_string(r.reps_serial) + "," + std::to_string(r.reps_overlap) +
+         "]}";
+}
+
+std::string summary_json(const SweepSummary& s, const SweepSpec& spec, const RunInfo& info) {
+  const TargetCheck t = check_targets(s);
+  auto flag = [](bool v) { return std::string(v ? "true" : "false"); };
+  return "{\"bench\":\"overlap\",\"kind\":\"summary\",\"mask\":" + jstr(s.mask) + ",\"layout\":" +
+         jstr(layout_of(s.mask)) + ",\"link\":" + jstr(info.link) + ",\"machine\":" + jstr(info.machine) +
+         ",\"command\":" + jstr(info.command) + ",\"nodes\":" + std::to_string(spec.nodes) + ",\"cores_per_node\":" +
+         std::to_string(spec.cores) + ",\"node0_cpus\":" + jstr(info.node_cpus) + ",\"heads\":" +
+         std::to_string(spec.heads) + ",\"kv_heads\":" + std::to_string(spec.kv_heads) + ",\"head_dim\":" +
+         std::to_string(spec.head_dim) + ",\"dtype\":" + jstr(std::string(to_string(spec.dtype))) +
+         ",\"useful_fraction\":" + jnum(s.useful_fraction) + ",\"F_peak_flops_per_s\":" + jnum(s.flops_peak) +
+         ",\"B_bytes_per_s\":" + jnum(s.bandwidth) + ",\"tcp_cpu_s_per_byte\":" + jnum(s.cpu_per_byte) +
+         ",\"b_star_predicted\":" + jopt(s.predicted) + ",\"b_star_predicted_peak_f\":" + jnum(s.predicted_peak) +
+         ",\"b_star_measured\":" + jopt(s.measured) + ",\"ratio_measured_over_predicted\":" + jnum(ratio(s)) +
+         ",\"ratio_measured_over_predicted_peak_f\":" + jnum(ratio_peak(s)) + ",\"tcp_factor\":" + jnum(s.tcp_factor) +
+         ",\"b_star_tcp_predicted\":" + jopt(s.predicted_tcp) + ",\"b_star_tcp_measured\":" + jopt(s.measured_tcp) +
+         ",\"rows_above_2b\":" + std::to_string(s.rows_above) + ",\"hidden_median_above_2b\":" +
+         jnum(s.hidden_median) + ",\"hidden_min_above_2b\":" + jnum(s.hidden_min) +
+         ",\"worst_overlap_over_compute_above_2b\":" + jnum(s.worst_overlap_over_compute) + ",\"rows_below_half_b\":" +
+         std::to_string(s.rows_below) + ",\"worst_overlap_over_transfer_below_half_b\":" +
+         jnum(s.worst_overlap_over_transfer) + ",\"model_error_median\":" + jnum(s.model_error_median) +
+         ",\"cpu_share_min\":" + jnum(s.cpu_share_min) + ",\"target_ratio_ok\":" + flag(t.ratio_ok) +
+         ",\"target_above_ok\":" + flag(t.above_ok) + ",\"target_below_ok\":" + flag(t.below_ok) +
+         ",\"sweep_seconds\":" + jnum(info.seconds) + ",\"load_before\":" + jstr(info.load_before) +
+         ",\"load_after\":" + jstr(info.load_after) + "}";
+}
+
+std::string summary_text(const SweepSummary& s) {
+  std::string o = "overlap [" + s.mask + "/" + layout_of(s.mask) + "]: predicted b* " + opt_tokens(s.predicted) +
+                  ", measured b* " + opt_tokens(s.measured);
+  if (s.measured && s.predicted) o += ", ratio " + fmt("%.2f", ratio(s));
+  o += " (peak F " + fmt("%.1f", s.flops_peak / 1e9) + " GFLOP/s predicts " + fmt("%.0f", s.predicted_peak) +
+       "; B " + fmt("%.3f", s.bandwidth / 1e9) + " GB/s)";
+  if (s.rows_above)
+    o += "; above 2·b*: " + fmt("%.0f", 100 * s.hidden_median) + " % of the transfer hidden (min " +
+         fmt("%.0f", 100 * s.hidden_min) + " %), T_o/T_c <= " + fmt("%.2f", s.worst_overlap_over_compute);
+  if (s.rows_below) o += "; below b*/2: T_o/T_x <= " + fmt("%.2f", s.worst_overlap_over_transfer);
+  o += "; TCP " + fmt("%.2f", s.cpu_per_byte * 1e9) + " CPU s/GB -> F_eff = " + fmt("%.2f", s.tcp_factor) +
+       "·F, b*_tcp predicted " + opt_tokens(s.predicted_tcp) + ", measured " + opt_tokens(s.measured_tcp) +
+       "; model T_o error median " + fmt("%.0f", 100 * s.model_error_median) + " %; kernel CPU share >= " +
+       fmt("%.0f", 100 * s.cpu_share_min) + " %";
+  return o;
+}
+
+std::string plot_svg(const std::vector<StepRow>& rows, const SweepSummary& s, const SweepSpec& spec,
+                     const RunInfo& info) {
+  LogLogPlot p;
+  p.title = "Ring step vs block size b: " + std::string(s.mask == "causal" ? "causal mask, zigzag layout" : "no mask") +
+            ", P = " + std::to_string(spec.nodes);
+  p.subtitle = "d = " + std::to_string(spec.heads * spec.head_dim) + " (" + std::to_string(spec.heads) + "×" +
+               std::to_string(spec.head_dim) + "), d_kv = " + std::to_string(spec.kv_heads * spec.head_dim) + ", " +
+               std::string(to_string(spec.dtype)) + " · link: " + info.link;
+  p.x = {"b (tokens per block)", 2, [](double v) { return fmt("%.0f", v); }};
+  p.y = {"time per ring step (median)", 10, format_seconds};
+  PlotSeries tc{"T_c  compute alone", {}, {}, "#1f77b4"}, tx{"T_x  transfer alone", {}, {}, "#ff7f0e"},
+      to{"T_overlap  double-buffered step", {}, {}, "#2ca02c", 3},
+      ts{"T_serial  compute, then transfer", {}, {}, "#999999", 1.5, true, false},
+      tm{"model max(T_x, T_c + c·S/C)", {}, {}, "#2ca02c", 1.2, true, false};
+  for (const auto& r : rows) {
+    const double b = static_cast<double>(r.b);
+    for (auto* x : {&tc, &tx, &to, &ts, &tm}) x->x.push_back(b);
+    tc.y.push_back(r.t_compute);
+    tx.y.push_back(r.t_transfer);
+    to.y.push_back(r.t_overlap);
+    ts.y.push_back(r.t_serial);
+    tm.y.push_back(overlap_step_model(r.t_compute, r.t_transfer, s.cpu_per_byte, r.block_bytes, s.cores));
+  }
+  p.series = {tc, tx, ts, to, tm};
+  if (s.predicted) p.markers.push_back({*s.predicted, "predicted b* = " + fmt("%.0f", *s.predicted), "#333", true});
+  p.markers.push_back({s.predicted_peak, "with peak F: " + fmt("%.0f", s.predicted_peak), "#999", true});
+  if (s.measured) p.markers.push_back({*s.measured, "measured b* = " + fmt("%.0f", *s.measured), "#d62728", false});
+  p.notes = {
+      "F = " + fmt("%.1f", s.flops_peak / 1e9) + " GFLOP/s useful (kernel alone, largest b), B = " +
+          fmt("%.3f", s.bandwidth / 1e9) + " GB/s per direction (largest b), TCP " +
+          fmt("%.2f", s.cpu_per_byte * 1e9) + " CPU s/GB on " + std::to_string(spec.cores) + " core(s) per node",
+      "machine: " + info.machine + " · node 0 on CPU " + info.node_cpus + " · load " + info.load_before + " → " +
+          info.load_after + " · sweep " + fmt("%.0f", info.seconds) + " s",
+      "command: " + info.command.substr(0, 160),
+  };
+  // The summary, wrapped at the plot's width.
+  std::string line;
+  for (const auto& part : split_summary(summary_text(s))) {
+    if (line.size() + part.size() > 150) {
+      p.notes.push_back(line);
+      line.clear();
+    }
+    line += part;
+  }
+  if (!line.empty()) p.notes.push_back(line);
+  return render_svg(p);
+}
+
+}  // namespace ringattn::bench::overlap

@@ -1,0 +1,60 @@
+// `ringattn bench overlap` — one ring member of the sweep (a process the front starts,
+// possibly inside a network namespace through a launch prefix).
+//
+// The member runs on its own share of the machine: it pins itself (and so its kernel
+// threads and its transport's I/O thread, which inherit the mask) to `cores` CPUs of
+// its own, as a ring node owns its server. Its socket copies therefore compete with its
+// own matmuls, which is the CPU cost of TCP the sweep sets out to measure.
+//
+// For each mask and block size, every member runs the same four phases in lock step
+// (a tiny ring all-reduce between phases is the barrier and agrees on repetition
+// counts, so every send has its receive):
+//   compute   fold(Q, A) alone                       -> T_c, F
+//   transfer  isend(A), irecv(B), wait both, swap     -> T_x, B, CPU s per byte
+//   serial    fold(Q, A), then the transfer           -> T_s
+//   overlap   isend(A), irecv(B), fold(Q, A), wait    -> T_o (and the fold's own time)
+// The overlap step is KvRing::forward's step (src/ring/kv_ring.cpp) call for call:
+// blocks really travel around the ring, are relayed with the CRC they arrived with,
+// and each fold uses the positions of the rank that owns the block in A.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ringattn/types.hpp"
+
+namespace ringattn::bench::overlap {
+
+struct SweepSpec {
+  std::vector<std::int64_t> blocks;
+  std::int64_t heads = 32, kv_heads = 32, head_dim = 128;
+  DType dtype = DType::bf16;
+  std::vector<std::string> masks = {"none", "causal"};
+  int nodes = 2;
+  int cores = 1;              // CPUs per node
+  double min_seconds = 0.4;   // of timed steps per phase and block size
+  int max_reps = 40;
+  double timeout_seconds = 300;
+};
+
+struct MemberNet {
+  int rank = 0;
+  std::string listen_host = "127.0.0.1";
+  std::uint16_t listen_port = 0;
+  std::string peers = "-";    // "-": print "PORT n", then read "PEERS h:p,..." from stdin
+  std::uint64_t ring_id = 1;
+};
+
+// Runs the sweep as one member; prints "INFO ..." once and a "ROW ..." line per mask
+// and block size on stdout. Throws ringattn::Error on any failure.
+void run_member(const SweepSpec& spec, const MemberNet& net);
+
+// Useful FLOP/s of the kernel alone at block size b (mask none), on node 0's CPUs.
+double measure_flops(const SweepSpec& spec, std::int64_t b);
+
+// The CPUs node `rank` runs on: the `cores` allowed CPUs starting at rank·cores
+// (wrapping around when nodes·cores exceeds the machine).
+std::vector<int> node_cpus(int rank, int cores);
+
+}  // namespace ringattn::bench::overlap
