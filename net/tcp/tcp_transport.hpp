@@ -49,9 +49,11 @@ class TcpTransport final : public RingTransport {
 
  private:
   using Clock = std::chrono::steady_clock;
+  // How long a waiter gives the I/O thread to act on a deadline before stopping it.
+  static constexpr std::chrono::seconds kAbortGrace{5};
   enum class Phase : std::uint8_t { idle, connecting, connected, failed, closed };
 
-  // I/O thread.
+  // I/O thread (the connect phase is in tcp_connect.cpp).
   asio::awaitable<void> dial_successor(PeerAddress addr);
   asio::awaitable<void> accept_predecessor();
   void connect_task_done(const std::string& error);
