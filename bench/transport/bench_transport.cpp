@@ -27,6 +27,7 @@
 #include "net/secret.hpp"
 #include "net/transport.hpp"
 #include "ringattn/error.hpp"
+#include "ringattn/log.hpp"
 #include "src/cli/args.hpp"
 
 namespace ringattn::cli {
@@ -271,6 +272,7 @@ int run_two_process(const Plan& p, const std::string& role, const std::string& h
   if (port < 1 || port > 65535) throw InvalidArgument("--role needs --port (1..65535) to listen on");
   const net::JobShape shape = shape_for(p);
   const int rank = role == "send" ? 0 : 1;
+  set_log_rank(rank);
   RecvSlots slots(p);
   auto t = net::make_tcp_transport(config(rank, shape, host, static_cast<std::uint16_t>(port), net::load_secret(token_file)));
   std::vector<net::PeerAddress> peers(2);
