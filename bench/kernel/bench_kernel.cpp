@@ -12,12 +12,12 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "bench/common/timing.hpp"
 #include "kernels/matmul_cache.hpp"
+#include "kernels/random_inputs.hpp"
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
 #include "src/cli/args.hpp"
@@ -48,20 +48,13 @@ struct Inputs {
 
 Inputs make_inputs(const Case& c) {
   Inputs in;
-  std::mt19937 rng(42);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  auto fill = [&](std::vector<float>& x, std::int64_t n) {
-    x.resize(static_cast<std::size_t>(n));
-    for (auto& e : x) e = nd(rng);
-  };
-  fill(in.q, c.b * c.heads * c.head_dim);
-  fill(in.k, c.b * c.kv_heads * c.head_dim);
-  fill(in.v, c.b * c.kv_heads * c.head_dim);
+  in.q = kernels::random_normal(static_cast<std::size_t>(c.b * c.heads * c.head_dim), 42);
+  in.k = kernels::random_normal(static_cast<std::size_t>(c.b * c.kv_heads * c.head_dim), 43);
+  in.v = kernels::random_normal(static_cast<std::size_t>(c.b * c.kv_heads * c.head_dim), 44);
   if (c.dtype == DType::bf16) {
-    for (auto p : {std::make_pair(&in.q, &in.qh), std::make_pair(&in.k, &in.kh), std::make_pair(&in.v, &in.vh)}) {
-      p.second->resize(p.first->size());
-      to_bf16(p.first->data(), p.second->data(), static_cast<std::int64_t>(p.first->size()));
-    }
+    in.qh = kernels::round_to_bf16(in.q);
+    in.kh = kernels::round_to_bf16(in.k);
+    in.vh = kernels::round_to_bf16(in.v);
   }
   return in;
 }

@@ -3,11 +3,11 @@
 // It is the smallest end-to-end proof that the kernel on this machine is exact and fast.
 #include <cmath>
 #include <cstdio>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "bench/common/timing.hpp"
+#include "kernels/random_inputs.hpp"
 #include "kernels/reference.hpp"
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
@@ -38,25 +38,16 @@ int demo_main(const std::vector<std::string>& argv) {
   if (auto i = a.maybe("isa")) cfg.isa = parse_isa(*i);
   BlockAttention attn(cfg);  // validates the shape before anything is allocated
 
-  std::mt19937 rng(1234);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  auto make = [&](std::int64_t heads) {
-    std::vector<float> x(static_cast<std::size_t>(n * heads * cfg.head_dim));
-    for (auto& e : x) e = nd(rng);
-    return x;
+  auto make = [&](std::int64_t heads, unsigned seed) {
+    return kernels::random_normal(static_cast<std::size_t>(n * heads * cfg.head_dim), seed);
   };
-  auto q = make(cfg.heads), k = make(cfg.kv_heads), v = make(cfg.kv_heads);
+  auto q = make(cfg.heads, 1), k = make(cfg.kv_heads, 2), v = make(cfg.kv_heads, 3);
   std::vector<std::uint16_t> qh, kh, vh;
-  auto as_bf16 = [](std::vector<float>& x, std::vector<std::uint16_t>& h) {
-    h.resize(x.size());
-    to_bf16(x.data(), h.data(), static_cast<std::int64_t>(x.size()));
-    from_bf16(h.data(), x.data(), static_cast<std::int64_t>(x.size()));  // the reference sees what the kernel sees
-  };
   const bool bf16 = cfg.dtype == DType::bf16;
-  if (bf16) {
-    as_bf16(q, qh);
-    as_bf16(k, kh);
-    as_bf16(v, vh);
+  if (bf16) {  // the reference sees what the kernel sees
+    qh = kernels::round_to_bf16(q);
+    kh = kernels::round_to_bf16(k);
+    vh = kernels::round_to_bf16(v);
   }
   const void* qp = bf16 ? static_cast<const void*>(qh.data()) : q.data();
   const void* kp = bf16 ? static_cast<const void*>(kh.data()) : k.data();

@@ -4,10 +4,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <random>
 #include <string>
 #include <vector>
 
+#include "kernels/random_inputs.hpp"
 #include "kernels/reference.hpp"
 #include "ringattn/error.hpp"
 #include "src/io/npy_reader.hpp"
@@ -132,19 +132,13 @@ int ringattn::cli::verify_main(const std::vector<std::string>& argv) {
     }
   } cleanup{dir, remove_dir};
 
-  std::mt19937 rng(static_cast<unsigned>(a.int64("seed")));
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  auto make = [&](std::int64_t heads) {
-    std::vector<float> x(static_cast<std::size_t>(n * heads * d));
-    for (auto& e : x) e = nd(rng);
-    if (job.attention.dtype == DType::bf16) {  // the reference sees what the ring sees
-      std::vector<std::uint16_t> tmp(x.size());
-      to_bf16(x.data(), tmp.data(), static_cast<std::int64_t>(x.size()));
-      from_bf16(tmp.data(), x.data(), static_cast<std::int64_t>(x.size()));
-    }
+  const auto seed = static_cast<unsigned>(a.int64("seed"));
+  auto make = [&](std::int64_t heads, unsigned salt) {
+    auto x = kernels::random_normal(static_cast<std::size_t>(n * heads * d), seed * 3 + salt);
+    if (job.attention.dtype == DType::bf16) kernels::round_to_bf16(x);  // the reference sees what the ring sees
     return x;
   };
-  const auto q = make(h), k = make(kvh), v = make(kvh);
+  const auto q = make(h, 0), k = make(kvh, 1), v = make(kvh, 2);
   job.q_path = dir + "/q.npy";
   job.k_path = dir + "/k.npy";
   job.v_path = dir + "/v.npy";

@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/random_inputs.hpp"
 #include "kernels/reference.hpp"
 #include "ringattn/block_attention.hpp"
 
@@ -14,21 +15,8 @@ namespace fixture {
 
 using namespace ringattn;
 
-inline std::vector<float> randn(std::size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
-
-// Rounds a tensor to bf16 in place (so the reference sees what the bf16 kernel sees).
-inline std::vector<std::uint16_t> round_to_bf16(std::vector<float>& x) {
-  std::vector<std::uint16_t> h(x.size());
-  to_bf16(x.data(), h.data(), static_cast<std::int64_t>(x.size()));
-  from_bf16(h.data(), x.data(), static_cast<std::int64_t>(x.size()));
-  return h;
-}
+using kernels::random_normal;
+using kernels::round_to_bf16;
 
 struct Problem {
   std::int64_t nq, nk, heads, kv_heads, head_dim;
@@ -46,9 +34,9 @@ struct Problem {
   std::vector<std::uint16_t> qh, kh, vh;
 
   void make() {
-    q = randn(static_cast<std::size_t>(nq * heads * head_dim), seed);
-    k = randn(static_cast<std::size_t>(nk * kv_heads * head_dim), seed + 101);
-    v = randn(static_cast<std::size_t>(nk * kv_heads * head_dim), seed + 202);
+    q = random_normal(static_cast<std::size_t>(nq * heads * head_dim), seed);
+    k = random_normal(static_cast<std::size_t>(nk * kv_heads * head_dim), seed + 101);
+    v = random_normal(static_cast<std::size_t>(nk * kv_heads * head_dim), seed + 202);
     if (dtype == DType::bf16) {
       qh = round_to_bf16(q);
       kh = round_to_bf16(k);

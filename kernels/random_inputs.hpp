@@ -1,0 +1,31 @@
+// ringattn kernels — seeded unit-scale test inputs, shared by the tests, the demo,
+// `verify` and the benchmarks so they all exercise the kernel on the same kind of data.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "ringattn/block_attention.hpp"
+
+namespace ringattn::kernels {
+
+// n samples of N(0, 1) from a seeded generator: the same seed gives the same tensor.
+inline std::vector<float> random_normal(std::size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// Rounds x to bf16 in place (so a float64 reference sees exactly what a bf16 kernel
+// sees) and returns the bf16 bits.
+inline std::vector<std::uint16_t> round_to_bf16(std::vector<float>& x) {
+  std::vector<std::uint16_t> h(x.size());
+  to_bf16(x.data(), h.data(), static_cast<std::int64_t>(x.size()));
+  from_bf16(h.data(), x.data(), static_cast<std::int64_t>(x.size()));
+  return h;
+}
+
+}  // namespace ringattn::kernels
