@@ -19,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -101,14 +102,16 @@ void declare(cli::Args& a) {
       .option("nodes", "P", "ring members", "2")
       .option("mask", "LIST", "none (contiguous layout) and/or causal (zigzag layout)", "none,causal")
       .option("cores", "N", "CPUs per node (default: this machine's CPUs / nodes)")
-      .option("min-seconds", "S", "timed seconds per phase and block size", "0.4")
+      .option("min-seconds", "S", "timed seconds per step kind and block size (at least 5 rounds)", "1")
       .option("max-reps", "N", "most timed steps per phase", "40")
       .option("timeout", "S", "network deadline of every wait", "300")
+      .option("io-priority", "N", "nice levels the transport's I/O thread runs above the kernel threads", "0")
       .option("hosts", "LIST", "host:port per rank (default: loopback, free ports)")
       .option("launch", "PREFIX", "command prefix per member, {rank} substituted (e.g. 'ip netns exec ra{rank}')")
       .option("link", "TEXT", "label of the link for the outputs (the testbed sets it)")
       .option("out", "DIR", "where to write overlap.csv, overlap.jsonl and overlap-<mask>.svg", "overlap-results")
       .option("nice", "N", "priority of the members, also as their session's autogroup nice (root for N < 0)")
+      .option("replot", "DIR", "only re-run the analysis and plots of a finished sweep in DIR")
       .option("measure-flops", "B", "only print the kernel's useful FLOP/s at block size B (node 0's CPUs) and exit")
       .flag("worker", "internal: run as ring member --rank")
       .option("rank", "R", "internal: member rank")
@@ -143,6 +146,8 @@ SweepSpec spec_from(const cli::Args& a) {
   s.min_seconds = a.real("min-seconds");
   s.max_reps = static_cast<int>(a.int64("max-reps"));
   s.timeout_seconds = a.real("timeout");
+  s.io_priority = static_cast<int>(a.int64("io-priority"));
+  if (s.io_priority < 0 || s.io_priority > 39) throw InvalidArgument("bench overlap: --io-priority must be 0..39");
   return s;
 }
 
@@ -154,7 +159,7 @@ std::vector<std::string> spec_args(const SweepSpec& s) {
           "--head-dim", std::to_string(s.head_dim), "--dtype", std::string(to_string(s.dtype)),
           "--nodes", std::to_string(s.nodes), "--mask", ml, "--cores", std::to_string(s.cores),
           "--min-seconds", std::to_string(s.min_seconds), "--max-reps", std::to_string(s.max_reps),
-          "--timeout", std::to_string(s.timeout_seconds)};
+          "--timeout", std::to_string(s.timeout_seconds), "--io-priority", std::to_string(s.io_priority)};
 }
 
 std::pair<std::string, std::uint16_t> split_host_port(const std::string& hp) {
@@ -254,6 +259,33 @@ void write_file(const fs::path& p, const std::string& text) {
   if (!f) throw FileError("bench overlap: cannot write " + p.string());
 }
 
+// Analysis and outputs of a sweep: per mask, rank 0's rows.
+void write_outputs(const SweepSpec& spec, const std::vector<StepRow>& rows, const RunInfo& info, const fs::path& out) {
+  fs::create_directories(out);
+  std::string csv = csv_header(), jsonl, text;
+  const int esz = static_cast<int>(dtype_size(spec.dtype));
+  for (const auto& mask : spec.masks) {
+    std::vector<StepRow> mine;
+    for (const auto& r : rows)
+      if (r.rank == 0 && r.mask == mask) mine.push_back(r);
+    if (mine.size() < 2) throw Error("bench overlap: rank 0 reported " + std::to_string(mine.size()) + " rows for mask " + mask);
+    std::sort(mine.begin(), mine.end(), [](const StepRow& x, const StepRow& y) { return x.b < y.b; });
+    const SweepSummary s = summarize(mine, spec.heads * spec.head_dim, spec.kv_heads * spec.head_dim, esz, spec.cores);
+    for (const auto& r : mine) {
+      csv += csv_row(r, s);
+      jsonl += row_json(r, s, spec, info) + "\n";
+    }
+    jsonl += summary_json(s, spec, info) + "\n";
+    text += summary_text(s) + "\n";
+    write_file(out / ("overlap-" + mask + ".svg"), plot_svg(mine, s, spec, info));
+  }
+  write_file(out / "overlap.csv", csv);
+  write_file(out / "overlap.jsonl", jsonl);
+  std::fputs(jsonl.c_str(), stdout);
+  std::fprintf(stderr, "%sbench overlap: %.0f s, link: %s; wrote %s/overlap.{csv,jsonl} and overlap-<mask>.svg\n",
+               text.c_str(), info.seconds, info.link.c_str(), out.string().c_str());
+}
+
 // With sched_autogroup (the default on desktop-style kernels), CPU time is first shared
 // between sessions and only then by nice inside one, so both are set.
 void set_priority(int nice) {
@@ -286,29 +318,57 @@ int front(const cli::Args& a, const SweepSpec& spec, const std::vector<std::stri
   info.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   info.load_after = load_1min();
 
-  const fs::path out = a.str("out");
-  fs::create_directories(out);
-  std::string csv = csv_header(), jsonl, text;
-  const int esz = static_cast<int>(dtype_size(spec.dtype));
-  for (const auto& mask : spec.masks) {
-    std::vector<StepRow> mine;
-    for (const auto& r : rows)
-      if (r.rank == 0 && r.mask == mask) mine.push_back(r);
-    if (mine.size() < 2) throw Error("bench overlap: rank 0 reported " + std::to_string(mine.size()) + " rows for mask " + mask);
-    const SweepSummary s = summarize(mine, spec.heads * spec.head_dim, spec.kv_heads * spec.head_dim, esz, spec.cores);
-    for (const auto& r : mine) {
-      csv += csv_row(r, s);
-      jsonl += row_json(r, s, spec, info) + "\n";
-    }
-    jsonl += summary_json(s, spec, info) + "\n";
-    text += summary_text(s) + "\n";
-    write_file(out / ("overlap-" + mask + ".svg"), plot_svg(mine, s, spec, info));
+  write_outputs(spec, rows, info, a.str("out"));
+  return 0;
+}
+
+// The value of "key" in one line of our own JSON (strings unescaped of \" only).
+std::string json_field(const std::string& line, const std::string& key) {
+  const std::string k = "\"" + key + "\":";
+  const auto at = line.find(k);
+  if (at == std::string::npos) return "";
+  std::size_t i = at + k.size();
+  if (line[i] != '"') return line.substr(i, line.find_first_of(",}", i) - i);
+  std::string v;
+  for (++i; i < line.size() && line[i] != '"'; ++i) {
+    if (line[i] == '\\' && i + 1 < line.size()) ++i;
+    v += line[i];
   }
-  write_file(out / "overlap.csv", csv);
-  write_file(out / "overlap.jsonl", jsonl);
-  std::fputs(jsonl.c_str(), stdout);
-  std::fprintf(stderr, "%sbench overlap: %.0f s, link: %s; wrote %s/overlap.{csv,jsonl} and overlap-<mask>.svg\n",
-               text.c_str(), info.seconds, info.link.c_str(), out.string().c_str());
+  return v;
+}
+
+// Re-runs the analysis and the plots on a finished sweep's overlap.csv (and the run
+// details in its overlap.jsonl), e.g. after the analysis changed; nothing is measured.
+int replot(const fs::path& dir) {
+  std::ifstream csv(dir / "overlap.csv"), js(dir / "overlap.jsonl");
+  if (!csv || !js) throw FileError("bench overlap: --replot needs overlap.csv and overlap.jsonl in " + dir.string());
+  std::string text((std::istreambuf_iterator<char>(csv)), std::istreambuf_iterator<char>()), line, summary;
+  while (std::getline(js, line))
+    if (line.find("\"kind\":\"summary\"") != std::string::npos) {
+      summary = line;
+      break;
+    }
+  if (summary.empty()) throw FileError("bench overlap: no summary line in " + (dir / "overlap.jsonl").string());
+  SweepSpec spec;
+  spec.heads = std::stoll(json_field(summary, "heads"));
+  spec.kv_heads = std::stoll(json_field(summary, "kv_heads"));
+  spec.head_dim = std::stoll(json_field(summary, "head_dim"));
+  spec.dtype = parse_dtype(json_field(summary, "dtype"));
+  spec.nodes = std::stoi(json_field(summary, "nodes"));
+  spec.cores = std::stoi(json_field(summary, "cores_per_node"));
+  RunInfo info;
+  info.link = json_field(summary, "link");
+  info.machine = json_field(summary, "machine");
+  info.command = json_field(summary, "command");
+  info.node_cpus = json_field(summary, "node0_cpus");
+  info.load_before = json_field(summary, "load_before");
+  info.load_after = json_field(summary, "load_after");
+  info.seconds = std::stod(json_field(summary, "sweep_seconds"));
+  const auto rows = parse_csv_rows(text);
+  spec.masks.clear();
+  for (const auto& r : rows)
+    if (std::find(spec.masks.begin(), spec.masks.end(), r.mask) == spec.masks.end()) spec.masks.push_back(r.mask);
+  write_outputs(spec, rows, info, dir);
   return 0;
 }
 
@@ -323,6 +383,7 @@ int ringattn::cli::bench_overlap_main(const std::vector<std::string>& argv) {
          "On shaped links between network namespaces: deploy/netns/testbed.sh.");
   declare(a);
   if (!a.parse(argv)) return 0;
+  if (auto dir = a.maybe("replot")) return replot(*dir);
   const SweepSpec spec = spec_from(a);
   if (a.has("nice") && !a.has("worker")) set_priority(static_cast<int>(a.int64("nice")));
   if (auto b = a.maybe("measure-flops")) {

@@ -34,15 +34,27 @@ std::string layout_of(const std::string& mask) { return mask == "causal" ? "zigz
 double ratio(const SweepSummary& s) { return s.measured && s.predicted ? *s.measured / *s.predicted : NAN; }
 double ratio_peak(const SweepSummary& s) { return s.measured && s.predicted_peak > 0 ? *s.measured / s.predicted_peak : NAN; }
 
-// The summary split after each "; " so it can be wrapped.
+// Text split for wrapping: after each "; ", and at spaces inside a piece still too long.
 std::vector<std::string> split_summary(const std::string& text) {
-  std::vector<std::string> out;
+  std::vector<std::string> pieces, out;
   std::size_t start = 0;
   for (auto at = text.find("; "); at != std::string::npos; at = text.find("; ", start)) {
-    out.push_back(text.substr(start, at + 2 - start));
+    pieces.push_back(text.substr(start, at + 2 - start));
     start = at + 2;
   }
-  out.push_back(text.substr(start));
+  pieces.push_back(text.substr(start));
+  for (const auto& p : pieces) {
+    if (p.size() <= 150) {
+      out.push_back(p);
+      continue;
+    }
+    std::size_t from = 0;
+    for (auto sp = p.find(' ', 1); from < p.size(); sp = p.find(' ', sp + 1)) {
+      if (sp == std::string::npos) sp = p.size();
+      out.push_back(p.substr(from, sp - from));
+      from = sp;
+    }
+  }
   return out;
 }
 
@@ -54,8 +66,10 @@ TargetCheck check_targets(const SweepSummary& s) {
   TargetCheck t;
   const double r = ratio(s);
   t.ratio_ok = std::isfinite(r) && r >= 0.8 && r <= 1.25;
-  t.above_ok = s.rows_above == 0 || s.worst_overlap_over_compute <= 1.1;
-  t.below_ok = s.rows_below == 0 || s.worst_overlap_over_transfer <= 1.1;
+  // Medians over the sizes on each side: one disturbed size (a shared machine) must not
+  // decide; the worst values are reported beside them.
+  t.above_ok = s.rows_above == 0 || s.overlap_over_compute_median <= 1.1;
+  t.below_ok = s.rows_below == 0 || s.overlap_over_transfer_median <= 1.1;
   return t;
 }
 
@@ -103,15 +117,18 @@ std::string summary_json(const SweepSummary& s, const SweepSpec& spec, const Run
          ",\"useful_fraction\":" + jnum(s.useful_fraction) + ",\"F_peak_flops_per_s\":" + jnum(s.flops_peak) +
          ",\"B_bytes_per_s\":" + jnum(s.bandwidth) + ",\"tcp_cpu_s_per_byte\":" + jnum(s.cpu_per_byte) +
          ",\"b_star_predicted\":" + jopt(s.predicted) + ",\"b_star_predicted_peak_f\":" + jnum(s.predicted_peak) +
-         ",\"b_star_measured\":" + jopt(s.measured) + ",\"ratio_measured_over_predicted\":" + jnum(ratio(s)) +
+         ",\"b_star_measured\":" + jopt(s.measured) + ",\"measured_crossings\":" +
+         std::to_string(s.measured_crossings) + ",\"ratio_measured_over_predicted\":" + jnum(ratio(s)) +
          ",\"ratio_measured_over_predicted_peak_f\":" + jnum(ratio_peak(s)) + ",\"tcp_factor\":" + jnum(s.tcp_factor) +
          ",\"b_star_tcp_predicted\":" + jopt(s.predicted_tcp) + ",\"b_star_tcp_measured\":" + jopt(s.measured_tcp) +
          ",\"rows_above_2b\":" + std::to_string(s.rows_above) + ",\"hidden_median_above_2b\":" +
          jnum(s.hidden_median) + ",\"hidden_min_above_2b\":" + jnum(s.hidden_min) +
+         ",\"overlap_over_compute_above_2b\":" + jnum(s.overlap_over_compute_median) +
          ",\"worst_overlap_over_compute_above_2b\":" + jnum(s.worst_overlap_over_compute) + ",\"rows_below_half_b\":" +
-         std::to_string(s.rows_below) + ",\"worst_overlap_over_transfer_below_half_b\":" +
+         std::to_string(s.rows_below) + ",\"overlap_over_transfer_below_half_b\":" +
+         jnum(s.overlap_over_transfer_median) + ",\"worst_overlap_over_transfer_below_half_b\":" +
          jnum(s.worst_overlap_over_transfer) + ",\"model_error_median\":" + jnum(s.model_error_median) +
-         ",\"cpu_share_min\":" + jnum(s.cpu_share_min) + ",\"target_ratio_ok\":" + flag(t.ratio_ok) +
+         ",\"cpu_share_min\":" + jnum(s.cpu_share_min) + ",\"rows_disturbed\":" + std::to_string(s.rows_disturbed) + ",\"target_ratio_ok\":" + flag(t.ratio_ok) +
          ",\"target_above_ok\":" + flag(t.above_ok) + ",\"target_below_ok\":" + flag(t.below_ok) +
          ",\"sweep_seconds\":" + jnum(info.seconds) + ",\"load_before\":" + jstr(info.load_before) +
          ",\"load_after\":" + jstr(info.load_after) + "}";
@@ -120,17 +137,24 @@ std::string summary_json(const SweepSummary& s, const SweepSpec& spec, const Run
 std::string summary_text(const SweepSummary& s) {
   std::string o = "overlap [" + s.mask + "/" + layout_of(s.mask) + "]: predicted b* " + opt_tokens(s.predicted) +
                   ", measured b* " + opt_tokens(s.measured);
+  if (s.measured_crossings > 1) o += " (one of " + std::to_string(s.measured_crossings) + " crossings)";
   if (s.measured && s.predicted) o += ", ratio " + fmt("%.2f", ratio(s));
   o += " (peak F " + fmt("%.1f", s.flops_peak / 1e9) + " GFLOP/s predicts " + fmt("%.0f", s.predicted_peak) +
        "; B " + fmt("%.3f", s.bandwidth / 1e9) + " GB/s)";
   if (s.rows_above)
-    o += "; above 2·b*: " + fmt("%.0f", 100 * s.hidden_median) + " % of the transfer hidden (min " +
-         fmt("%.0f", 100 * s.hidden_min) + " %), T_o/T_c <= " + fmt("%.2f", s.worst_overlap_over_compute);
-  if (s.rows_below) o += "; below b*/2: T_o/T_x <= " + fmt("%.2f", s.worst_overlap_over_transfer);
+    o += "; above 2·b* (" + std::to_string(s.rows_above) + " sizes, medians): " + fmt("%.0f", 100 * s.hidden_median) +
+         " % of the transfer hidden, T_o/T_c " + fmt("%.2f", s.overlap_over_compute_median) + " (worst " +
+         fmt("%.2f", s.worst_overlap_over_compute) + ")";
+  if (s.rows_below)
+    o += "; below b*/2 (" + std::to_string(s.rows_below) + " sizes): T_o/T_x " + fmt("%.2f", s.overlap_over_transfer_median) +
+         " (worst " + fmt("%.2f", s.worst_overlap_over_transfer) + ")";
   o += "; TCP " + fmt("%.2f", s.cpu_per_byte * 1e9) + " CPU s/GB -> F_eff = " + fmt("%.2f", s.tcp_factor) +
        "·F, b*_tcp predicted " + opt_tokens(s.predicted_tcp) + ", measured " + opt_tokens(s.measured_tcp) +
        "; model T_o error median " + fmt("%.0f", 100 * s.model_error_median) + " %; kernel CPU share >= " +
        fmt("%.0f", 100 * s.cpu_share_min) + " %";
+  if (s.rows_disturbed)
+    o += " (" + std::to_string(s.rows_disturbed) + " sizes left out: their kernel had < " +
+         fmt("%.0f", 100 * kMinCpuShare) + " % of its cores)";
   return o;
 }
 
@@ -141,7 +165,8 @@ std::string plot_svg(const std::vector<StepRow>& rows, const SweepSummary& s, co
             ", P = " + std::to_string(spec.nodes);
   p.subtitle = "d = " + std::to_string(spec.heads * spec.head_dim) + " (" + std::to_string(spec.heads) + "×" +
                std::to_string(spec.head_dim) + "), d_kv = " + std::to_string(spec.kv_heads * spec.head_dim) + ", " +
-               std::string(to_string(spec.dtype)) + " · link: " + info.link;
+               std::string(to_string(spec.dtype)) + " on the wire, " + std::to_string(spec.cores) +
+               " CPU per node, the node's kernel and socket I/O on it";
   p.x = {"b (tokens per block)", 2, [](double v) { return fmt("%.0f", v); }};
   p.y = {"time per ring step (median)", 10, format_seconds};
   PlotSeries tc{"T_c  compute alone", {}, {}, "#1f77b4"}, tx{"T_x  transfer alone", {}, {}, "#ff7f0e"},
@@ -161,24 +186,26 @@ std::string plot_svg(const std::vector<StepRow>& rows, const SweepSummary& s, co
   if (s.predicted) p.markers.push_back({*s.predicted, "predicted b* = " + fmt("%.0f", *s.predicted), "#333", true});
   p.markers.push_back({s.predicted_peak, "with peak F: " + fmt("%.0f", s.predicted_peak), "#999", true});
   if (s.measured) p.markers.push_back({*s.measured, "measured b* = " + fmt("%.0f", *s.measured), "#d62728", false});
-  p.notes = {
-      "F = " + fmt("%.1f", s.flops_peak / 1e9) + " GFLOP/s useful (kernel alone, largest b), B = " +
-          fmt("%.3f", s.bandwidth / 1e9) + " GB/s per direction (largest b), TCP " +
-          fmt("%.2f", s.cpu_per_byte * 1e9) + " CPU s/GB on " + std::to_string(spec.cores) + " core(s) per node",
-      "machine: " + info.machine + " · node 0 on CPU " + info.node_cpus + " · load " + info.load_before + " → " +
-          info.load_after + " · sweep " + fmt("%.0f", info.seconds) + " s",
-      "command: " + info.command.substr(0, 160),
-  };
-  // The summary, wrapped at the plot's width.
-  std::string line;
-  for (const auto& part : split_summary(summary_text(s))) {
-    if (line.size() + part.size() > 150) {
-      p.notes.push_back(line);
-      line.clear();
+  // Notes under the plot, wrapped at its width: link, rates, summary, machine, command.
+  auto add = [&p](const std::string& text) {
+    std::string line;
+    for (const auto& part : split_summary(text)) {
+      if (!line.empty() && line.size() + part.size() > 150) {
+        p.notes.push_back(line);
+        line.clear();
+      }
+      line += part;
     }
-    line += part;
-  }
-  if (!line.empty()) p.notes.push_back(line);
+    if (!line.empty()) p.notes.push_back(line);
+  };
+  add("link: " + info.link);
+  add("F = " + fmt("%.1f", s.flops_peak / 1e9) + " GFLOP/s useful (kernel alone, median of the largest third of b); B = " +
+      fmt("%.3f", s.bandwidth / 1e9) + " GB/s per direction (median of the largest two thirds); TCP " +
+      fmt("%.2f", s.cpu_per_byte * 1e9) + " CPU s/GB");
+  add(summary_text(s));
+  add("machine: " + info.machine + "; node 0 on CPU " + info.node_cpus + "; load " + info.load_before + " -> " +
+      info.load_after + "; sweep " + fmt("%.0f", info.seconds) + " s");
+  add("command: " + info.command);
   return render_svg(p);
 }
 

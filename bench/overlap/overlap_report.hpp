@@ -23,8 +23,8 @@ struct RunInfo {
 // Targets of issue 4, checked against a summary.
 struct TargetCheck {
   bool ratio_ok = false;      // measured / predicted b* in [0.8, 1.25]
-  bool above_ok = false;      // T_o <= 1.1 T_c for every b >= 2 b* (vacuous if none)
-  bool below_ok = false;      // T_o <= 1.1 T_x for every b <= b*/2 (vacuous if none)
+  bool above_ok = false;      // T_o <= 1.1 T_c above 2 b* (median over those sizes; vacuous if none)
+  bool below_ok = false;      // T_o <= 1.1 T_x below b*/2 (median over those sizes; vacuous if none)
 };
 TargetCheck check_targets(const SweepSummary& s);
 

@@ -2,6 +2,8 @@
 
 #include <omp.h>
 #include <sched.h>
+#include <sys/resource.h>
+#include <unistd.h>
 #include <time.h>
 
 #include <algorithm>
@@ -10,8 +12,10 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <mutex>
 #include <random>
 #include <span>
+#include <thread>
 #include <utility>
 
 #include "bench/overlap/overlap_model.hpp"
@@ -96,9 +100,11 @@ AttentionConfig attention_config(const SweepSpec& spec, const std::string& mask)
   return cfg;
 }
 
+// Rounds per block size: enough for min_seconds of the slower kind, at least five so a
+// median has two samples on each side of it.
 int reps_for(double estimate, const SweepSpec& spec) {
   const double n = std::ceil(spec.min_seconds / std::max(estimate, 1e-6));
-  return static_cast<int>(std::clamp(n, 3.0, static_cast<double>(std::max(3, spec.max_reps))));
+  return static_cast<int>(std::clamp(n, 5.0, static_cast<double>(std::max(5, spec.max_reps))));
 }
 
 // One member's measurements for one mask and block size.
@@ -124,11 +130,41 @@ class BlockSweep {
     row_.block_bytes = static_cast<double>(a_.size());
   }
 
+  // Rounds of the four step kinds, interleaved, so that a slow drift of the machine
+  // (other load, a busy sibling CPU) touches every kind alike; medians over the rounds.
   StepRow run() {
-    compute_phase();
-    transfer_phase();
-    serial_phase();
-    overlap_phase();
+    agree(t_, shape_, 0);
+    state_.reset();
+    Round warm = round();  // creates the kernel's primitives, sizes TCP's window
+    // Cheap sizes get one more for a clean estimate; all members must agree on it.
+    if (agree(t_, shape_, warm.compute < 0.05 ? 1 : 0)) warm = round();
+    const int n = static_cast<int>(agree(
+        t_, shape_, static_cast<std::uint64_t>(reps_for(std::max(warm.compute, warm.transfer), spec_))));
+    std::vector<double> tc, tx, ts, to, tf;
+    double flops = 0, fold_cpu = 0, fold_wall = 0, io_x = 0, io_o = 0;
+    for (int i = 0; i < n; ++i) {
+      const Round r = round();
+      tc.push_back(r.compute);
+      tx.push_back(r.transfer);
+      ts.push_back(r.serial);
+      to.push_back(r.overlap);
+      tf.push_back(r.fold_in_overlap);
+      flops += r.flops;
+      fold_cpu += r.compute_cpu;
+      fold_wall += r.compute;
+      io_x += r.io_cpu_transfer;
+      io_o += r.io_cpu_overlap;
+    }
+    row_.t_compute = median(tc);
+    row_.t_transfer = median(tx);
+    row_.t_serial = median(ts);
+    row_.t_overlap = median(to);
+    row_.t_fold_in_overlap = median(tf);
+    row_.useful_flops = flops / n;
+    row_.cpu_share = fold_cpu / (fold_wall * spec_.cores);
+    row_.io_cpu_per_byte = io_x / (n * row_.block_bytes);
+    row_.io_cpu_per_byte_overlap = io_o / (n * row_.block_bytes);
+    row_.reps_compute = row_.reps_transfer = row_.reps_serial = row_.reps_overlap = n;
     return row_;
   }
 
@@ -151,13 +187,17 @@ class BlockSweep {
   }
 
  private:
-  double fold() {
+  struct Round {
+    double compute = 0, transfer = 0, serial = 0, overlap = 0, fold_in_overlap = 0;
+    double flops = 0, compute_cpu = 0, io_cpu_transfer = 0, io_cpu_overlap = 0;
+  };
+
+  double fold(double* flops = nullptr) {
     const auto t0 = Clock::now();
     const std::size_t half = static_cast<std::size_t>(b_) * row_bytes_;
     const FoldStats fs = attn_.fold(q_.data(), pos_[static_cast<std::size_t>(rank_)], a_.data(), a_.data() + half,
                                     pos_[static_cast<std::size_t>(src_)], state_);
-    flops_sum_ += fs.useful_flops;
-    ++folds_;
+    if (flops) *flops = fs.useful_flops;
     return since(t0);
   }
 
@@ -175,92 +215,39 @@ class BlockSweep {
                          "-row block, got job " + std::to_string(h.job_id) + " with " + std::to_string(h.rows) + " rows");
     crc_ = h.payload_crc;
     std::swap(a_, b_buf_);
-    src_ = (src_ - 1 + world_) % world_;
+    src_ = (src_ - 1 + world_) % world_;  // A now holds the predecessor's block
   }
 
-  double exchange() {
-    const auto t0 = Clock::now();
+  double io_cpu() const { return t_.stats().io_cpu_seconds; }
+
+  // One step of each kind. Every member runs the same sequence, so the exchanges pair up.
+  Round round() {
+    Round r;
+    const double cpu0 = process_cpu_seconds();
+    r.compute = fold(&r.flops);  // the kernel alone
+    r.compute_cpu = process_cpu_seconds() - cpu0;
+
+    double io0 = io_cpu();
+    auto t0 = Clock::now();
+    post_exchange();  // the transfer alone
+    finish_exchange();
+    r.transfer = since(t0);
+    r.io_cpu_transfer = io_cpu() - io0;
+
+    t0 = Clock::now();
+    fold();  // compute, then transfer
     post_exchange();
     finish_exchange();
-    return since(t0);
-  }
+    r.serial = since(t0);
 
-  // The same number on every member, so that every send has its receive.
-  int agreed_reps(double estimate) {
-    return static_cast<int>(agree(t_, shape_, static_cast<std::uint64_t>(reps_for(estimate, spec_))));
-  }
-
-  void compute_phase() {
-    agree(t_, shape_, 0);
-    state_.reset();
-    double est = fold();            // creates the kernel's primitives: a warm-up
-    if (est < 0.05) est = fold();   // cheap enough for a second, clean estimate
-    const int n = reps_for(est, spec_);
-    std::vector<double> t;
-    flops_sum_ = 0;
-    folds_ = 0;
-    const double cpu0 = process_cpu_seconds();
-    const auto wall0 = Clock::now();
-    for (int i = 0; i < n; ++i) {
-      t.push_back(fold());
-      src_ = (src_ - 1 + world_) % world_;  // visit the blocks a ring would
-    }
-    row_.cpu_share = (process_cpu_seconds() - cpu0) / (since(wall0) * spec_.cores);
-    row_.t_compute = median(t);
-    row_.useful_flops = flops_sum_ / folds_;
-    row_.reps_compute = n;
-  }
-
-  void transfer_phase() {
-    agree(t_, shape_, 0);
-    const double est = exchange();  // warm-up: the first frame of this size
-    const int n = agreed_reps(est);
-    std::vector<double> t;
-    const double cpu0 = t_.stats().io_cpu_seconds;
-    for (int i = 0; i < n; ++i) t.push_back(exchange());
-    row_.io_cpu_per_byte = (t_.stats().io_cpu_seconds - cpu0) / (n * row_.block_bytes);
-    row_.t_transfer = median(t);
-    row_.reps_transfer = n;
-  }
-
-  void serial_phase() {
-    agree(t_, shape_, 0);
-    const int n = agreed_reps(row_.t_compute + row_.t_transfer);
-    const int warm = n >= 6 ? 1 : 0;
-    state_.reset();
-    std::vector<double> t;
-    for (int i = 0; i < warm + n; ++i) {
-      const auto t0 = Clock::now();
-      fold();
-      exchange();
-      if (i >= warm) t.push_back(since(t0));
-    }
-    row_.t_serial = median(t);
-    row_.reps_serial = n;
-  }
-
-  void overlap_phase() {
-    agree(t_, shape_, 0);
-    const int n = agreed_reps(std::max(row_.t_compute, row_.t_transfer));
-    const int warm = n >= 6 ? 1 : 0;
-    state_.reset();
-    std::vector<double> t, tf;
-    double cpu0 = 0;
-    for (int i = 0; i < warm + n; ++i) {
-      if (i == warm) cpu0 = t_.stats().io_cpu_seconds;
-      const auto t0 = Clock::now();
-      post_exchange();
-      const double f = fold();
-      finish_exchange();
-      if (i >= warm) {
-        t.push_back(since(t0));
-        tf.push_back(f);
-      }
-    }
-    row_.io_cpu_per_byte_overlap = (t_.stats().io_cpu_seconds - cpu0) / (n * row_.block_bytes);
-    row_.t_overlap = median(t);
-    row_.t_fold_in_overlap = median(tf);
-    row_.reps_overlap = n;
+    io0 = io_cpu();
+    t0 = Clock::now();
+    post_exchange();  // the double-buffered step of KvRing::forward
+    r.fold_in_overlap = fold();
+    finish_exchange();
+    r.overlap = since(t0);
+    r.io_cpu_overlap = io_cpu() - io0;
+    return r;
   }
 
   net::RingTransport& t_;
@@ -277,8 +264,6 @@ class BlockSweep {
   OnlineSoftmaxState state_;
   net::Request send_, recv_;
   std::uint64_t seq_ = 0;
-  double flops_sum_ = 0;
-  int folds_ = 0;
   StepRow row_;
 };
 
@@ -355,6 +340,14 @@ void run_member(const SweepSpec& spec, const MemberNet& mn) {
     peers = line.substr(6);
   }
   t->connect(parse_peers(peers, spec.nodes));
+  if (spec.io_priority > 0) {
+    // The transport's I/O thread keeps the process's priority; this thread (and the
+    // kernel threads it starts from now on) steps down, so that a waking I/O thread
+    // preempts a running fold at once instead of after a scheduler slice.
+    const int tid = static_cast<int>(::gettid());
+    const int now = ::getpriority(PRIO_PROCESS, static_cast<id_t>(tid));
+    ::setpriority(PRIO_PROCESS, static_cast<id_t>(tid), std::min(19, now + spec.io_priority));
+  }
   std::printf("INFO rank=%d cpus=%s\n", mn.rank, cpu_list(cpus).c_str());
   std::fflush(stdout);
   for (const auto& mask : spec.masks) {
@@ -371,24 +364,42 @@ void run_member(const SweepSpec& spec, const MemberNet& mn) {
 }
 
 double measure_flops(const SweepSpec& spec, std::int64_t b) {
-  pin_to(node_cpus(0, spec.cores));
-  omp_set_num_threads(spec.cores);
-  BlockAttention attn(attention_config(spec, "none"));
-  const std::size_t esz = dtype_size(spec.dtype);
-  std::vector<std::byte> q(static_cast<std::size_t>(b * spec.heads * spec.head_dim) * esz),
-      kv(2 * static_cast<std::size_t>(b * spec.kv_heads * spec.head_dim) * esz);
-  fill_random(q, spec.dtype, 1);
-  fill_random(kv, spec.dtype, 2);
-  OnlineSoftmaxState st(b, spec.heads, spec.head_dim);
-  const auto pos = Positions::contiguous(0, b);
-  std::vector<double> t;
-  double flops = 0;
-  for (int i = 0; i < 2 + 5; ++i) {  // two warm-ups, then the median of five
-    const auto t0 = Clock::now();
-    flops = attn.fold(q.data(), pos, kv.data(), kv.data() + kv.size() / 2, pos, st).useful_flops;
-    if (i >= 2) t.push_back(since(t0));
-  }
-  return flops / median(t);
+  // Every node's kernel runs at once, each on its own CPUs, as in the sweep (CPUs that
+  // share a core or a cache slow each other down); node 0's median is the answer.
+  std::vector<double> node0;
+  std::vector<std::thread> nodes;
+  std::exception_ptr error;
+  std::mutex mu;
+  for (int r = 0; r < spec.nodes; ++r)
+    nodes.emplace_back([&, r] {
+      try {
+        pin_to(node_cpus(r, spec.cores));
+        omp_set_num_threads(spec.cores);
+        BlockAttention attn(attention_config(spec, "none"));
+        const std::size_t esz = dtype_size(spec.dtype);
+        std::vector<std::byte> q(static_cast<std::size_t>(b * spec.heads * spec.head_dim) * esz),
+            kv(2 * static_cast<std::size_t>(b * spec.kv_heads * spec.head_dim) * esz);
+        fill_random(q, spec.dtype, 1);
+        fill_random(kv, spec.dtype, 2);
+        OnlineSoftmaxState st(b, spec.heads, spec.head_dim);
+        const auto pos = Positions::contiguous(0, b);
+        std::vector<double> f;
+        const auto start = Clock::now();
+        for (int i = 0; i < 2 + 5 || since(start) < 1.0; ++i) {  // two warm-ups, then >= 1 s
+          const auto t0 = Clock::now();
+          const double flops = attn.fold(q.data(), pos, kv.data(), kv.data() + kv.size() / 2, pos, st).useful_flops;
+          if (i >= 2) f.push_back(flops / since(t0));
+          if (i % 64 == 63) st.reset();
+        }
+        if (r == 0) node0 = f;
+      } catch (...) {
+        std::lock_guard lock(mu);
+        error = std::current_exception();
+      }
+    });
+  for (auto& t : nodes) t.join();
+  if (error) std::rethrow_exception(error);
+  return median(node0);
 }
 
 }  // namespace ringattn::bench::overlap

@@ -6,13 +6,14 @@
 // its own, as a ring node owns its server. Its socket copies therefore compete with its
 // own matmuls, which is the CPU cost of TCP the sweep sets out to measure.
 //
-// For each mask and block size, every member runs the same four phases in lock step
-// (a tiny ring all-reduce between phases is the barrier and agrees on repetition
-// counts, so every send has its receive):
+// For each mask and block size, every member runs the same rounds of four steps (the
+// exchanges pair up because every member runs the same sequence; a tiny ring all-reduce
+// agrees on the number of rounds):
 //   compute   fold(Q, A) alone                       -> T_c, F
 //   transfer  isend(A), irecv(B), wait both, swap     -> T_x, B, CPU s per byte
 //   serial    fold(Q, A), then the transfer           -> T_s
 //   overlap   isend(A), irecv(B), fold(Q, A), wait    -> T_o (and the fold's own time)
+// Interleaving the kinds makes their ratios immune to slow drifts of a shared machine.
 // The overlap step is KvRing::forward's step (src/ring/kv_ring.cpp) call for call:
 // blocks really travel around the ring, are relayed with the CRC they arrived with,
 // and each fold uses the positions of the rank that owns the block in A.
@@ -33,9 +34,10 @@ struct SweepSpec {
   std::vector<std::string> masks = {"none", "causal"};
   int nodes = 2;
   int cores = 1;              // CPUs per node
-  double min_seconds = 0.4;   // of timed steps per phase and block size
+  double min_seconds = 1.0;   // of timed steps per kind and block size (at least 5 rounds)
   int max_reps = 40;
   double timeout_seconds = 300;
+  int io_priority = 0;        // nice levels the I/O thread runs above the kernel threads
 };
 
 struct MemberNet {
@@ -50,7 +52,8 @@ struct MemberNet {
 // and block size on stdout. Throws ringattn::Error on any failure.
 void run_member(const SweepSpec& spec, const MemberNet& net);
 
-// Useful FLOP/s of the kernel alone at block size b (mask none), on node 0's CPUs.
+// Useful FLOP/s of the kernel at block size b (mask none) on node 0's CPUs, while every
+// other node's kernel runs too, as during the sweep (median over at least a second).
 double measure_flops(const SweepSpec& spec, std::int64_t b);
 
 // The CPUs node `rank` runs on: the `cores` allowed CPUs starting at rank·cores

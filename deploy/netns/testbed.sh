@@ -137,10 +137,12 @@ trap 'exit 143' TERM
 shape() {  # shape NS DEV
   local bits burst limit
   bits=$(rate_bits "$RATE") || die "cannot read the rate '$RATE' (e.g. 200mbit, 5gbit)"
-  # Burst: 2 ms at the rate but at least 128 KiB (GSO packets are up to 64 KiB). Queue:
-  # 50 ms but at least 8 MiB, above the 4 MiB a TCP socket may keep queued (TSQ), so the
-  # shaper delays packets instead of dropping them.
-  burst=$(awk -v b="$bits" 'BEGIN { v = b / 8 * 0.002; printf "%.0f", v < 131072 ? 131072 : v }')
+  # Burst: 200 µs at the rate but at least 128 KiB (two GSO packets of 64 KiB). A real
+  # link has no burst: a larger bucket, refilled while a node computes, would let blocks
+  # of a few MB leave faster than RATE and move the crossover. Queue: 50 ms but at least
+  # 8 MiB, above the 4 MiB a TCP socket may keep queued (TSQ), so the shaper delays
+  # packets instead of dropping them.
+  burst=$(awk -v b="$bits" 'BEGIN { v = b / 8 * 0.0002; printf "%.0f", v < 131072 ? 131072 : v }')
   limit=$(awk -v b="$bits" 'BEGIN { v = b / 8 * 0.05; printf "%.0f", v < 8388608 ? 8388608 : v }')
   tc -n "$1" qdisc add dev "$2" root tbf rate "$bits" burst "$burst" limit "$limit"
 }

@@ -12,6 +12,11 @@ using namespace ringattn::bench::overlap;
 
 namespace {
 
+std::vector<double> tx_above(std::vector<double> v) {
+  for (auto& e : v) e *= 2;
+  return v;
+}
+
 std::vector<double> as_double(const std::vector<std::int64_t>& v) { return {v.begin(), v.end()}; }
 
 // A ring step of the seed's model at block b: d = d_kv = 4096, bf16, F and B constant,
@@ -89,6 +94,40 @@ TEST_CASE("crossover: none, at a sample, and skipping missing samples") {
   CHECK(*c < 40);
 }
 
+TEST_CASE("noisy samples that cross more than once: the crossing most samples agree with") {
+  // T_x sits below T_c at x = 10 only (an outlier); the real crossing is between 40 and 80.
+  const std::vector<double> x = {10, 20, 40, 80, 160};
+  const std::vector<double> tx = {1, 9, 4, 8, 16}, tc = {2, 4, 3, 12, 48};
+  CHECK(crossing_count(x, tx, tc) == 2);
+  REQUIRE(crossover(x, tx, tc).has_value());
+  CHECK(*crossover(x, tx, tc) > 40);
+  CHECK(*crossover(x, tx, tc) < 80);
+  // A stalled transfer at a large size (x = 160) adds a late crossing; it is not chosen.
+  const std::vector<double> tx2 = {4, 8, 16, 32, 640, 128}, tc2 = {1, 4, 16, 64, 256, 1024};
+  const std::vector<double> x2 = {10, 20, 40, 80, 160, 320};
+  CHECK(crossing_count(x2, tx2, tc2) == 3);
+  CHECK(*crossover(x2, tx2, tc2) == doctest::Approx(40));
+}
+
+TEST_CASE("the fitted crossover: exact for power laws, robust to one noisy sample") {
+  const auto x = as_double(sqrt2_ladder(32, 8192));
+  std::vector<double> tx, tc;
+  for (double b : x) {
+    tx.push_back(2e-3 * b / 100);
+    tc.push_back(1e-3 * (b / 100) * (b / 100));
+  }
+  CHECK(*crossover_fit(x, tx, tc) == doctest::Approx(200).epsilon(1e-9));
+  // T_c 30 % too slow at one sample next to the crossing (another process took the
+  // core): interpolation moves to 181, the fit stays within 5 % of 200.
+  std::vector<double> noisy = tc;
+  for (std::size_t i = 0; i < x.size(); ++i)
+    if (x[i] == 182) noisy[i] *= 1.3;
+  REQUIRE(crossover(x, tx, noisy).has_value());
+  CHECK(std::abs(*crossover(x, tx, noisy) / 200 - 1) > 0.06);
+  CHECK(*crossover_fit(x, tx, noisy) == doctest::Approx(200).epsilon(0.05));
+  CHECK_FALSE(crossover_fit(x, tx, tx_above(tx)).has_value());
+}
+
 TEST_CASE("log-log interpolation reproduces a power law and clamps outside the samples") {
   const std::vector<double> x = {10, 100, 1000}, y = {1, 100, 10000};  // y = x²/100
   CHECK(loglog_at(x, y, 31.6227766) == doctest::Approx(10).epsilon(1e-6));
@@ -116,20 +155,33 @@ TEST_CASE("summary of a sweep that follows the seed's model exactly") {
   REQUIRE(s.measured.has_value());
   CHECK(*s.predicted == doctest::Approx(100).epsilon(1e-9));
   CHECK(*s.measured == doctest::Approx(100).epsilon(1e-9));
-  // The socket takes c·B = 10 % of the core while bytes move: b* moves to 90.
+  // The socket takes c·B = 10 % of the core while bytes move: b* moves to 90 (T_c + c·S
+  // is not a power law, so the fitted crossing is within 3 %, not exact).
   CHECK(s.tcp_factor == doctest::Approx(0.9));
   REQUIRE(s.predicted_tcp.has_value());
-  CHECK(*s.predicted_tcp == doctest::Approx(90).epsilon(1e-9));
-  CHECK(*s.measured_tcp == doctest::Approx(90).epsilon(1e-9));
+  CHECK(*s.predicted_tcp == doctest::Approx(90).epsilon(0.03));
+  CHECK(*s.measured_tcp == doctest::Approx(90).epsilon(0.03));
   // Above 2·b* the step is T_c + c·S: 90 % of the transfer hidden, and T_o/T_c =
   // 1 + c·F/b, worst at the smallest such b of the sweep, 256.
   CHECK(s.rows_above == 5);
   CHECK(s.hidden_median == doctest::Approx(0.9));
   CHECK(s.hidden_min == doctest::Approx(0.9));
   CHECK(s.worst_overlap_over_compute == doctest::Approx(1 + 10.0 / 256).epsilon(1e-9));
+  CHECK(s.overlap_over_compute_median == doctest::Approx(1 + 10.0 / 512).epsilon(1e-9));
   CHECK(s.rows_below > 0);
   CHECK(s.worst_overlap_over_transfer == doctest::Approx(1.0));
+  CHECK(s.overlap_over_transfer_median == doctest::Approx(1.0));
   CHECK(s.model_error_median == doctest::Approx(0).epsilon(1e-12));
+}
+
+TEST_CASE("a size whose kernel lost its core to other load is left out") {
+  std::vector<StepRow> rows;
+  for (auto b : sqrt2_ladder(32, 1024)) rows.push_back(model_row(b, 1e11, 1e9, 0));
+  rows[5].t_compute *= 3;  // b = 182: another process took two thirds of the core
+  rows[5].cpu_share = 0.34;
+  const SweepSummary s = summarize(rows, 4096, 4096, 2, 1);
+  CHECK(s.rows_disturbed == 1);
+  CHECK(*s.measured == doctest::Approx(100).epsilon(1e-9));
 }
 
 TEST_CASE("causal zigzag: half the useful work per step, so b* doubles") {
@@ -179,5 +231,17 @@ TEST_CASE("a row survives the worker-to-front line format") {
   CHECK(back->cpu_share == doctest::Approx(0.987));
   CHECK(back->reps_transfer == 40);
   CHECK_FALSE(parse_row_line("PORT 1234").has_value());
+  // The CSV columns a finished sweep is re-analysed from (bench overlap --replot).
+  const auto rows = parse_csv_rows(
+      "mask,layout,rank,b,t_compute_s,t_transfer_s,io_cpu_s_per_byte,io_cpu_s_per_byte_overlap,cpu_share\n"
+      "causal,zigzag,0,512,0.25,0.125,5e-10,6e-10,0.99\n");
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].mask == "causal");
+  CHECK(rows[0].b == 512);
+  CHECK(rows[0].t_compute == doctest::Approx(0.25));
+  CHECK(rows[0].t_transfer == doctest::Approx(0.125));
+  CHECK(rows[0].io_cpu_per_byte == doctest::Approx(5e-10));
+  CHECK(rows[0].io_cpu_per_byte_overlap == doctest::Approx(6e-10));
+  CHECK(rows[0].cpu_share == doctest::Approx(0.99));
   CHECK_FALSE(parse_row_line("ROW b=abc").has_value());
 }
