@@ -129,8 +129,9 @@ std::optional<double> crossover(const std::vector<double>& x, const std::vector<
   if (c.empty()) return std::nullopt;
   // Score each crossing by the samples on the wrong side of it (one curve should be on
   // top below it and the other above); the fewest wins, the first on a tie.
-  std::size_t best = 0, best_score = ~std::size_t{0};
+  std::size_t best = 0, best_score = ~std::size_t{0}, used = 0;
   const std::size_t n = std::min({x.size(), y1.size(), y2.size()});
+  for (std::size_t i = 0; i < n; ++i) used += x[i] > 0 && y1[i] > 0 && y2[i] > 0;
   for (std::size_t k = 0; k < c.size(); ++k) {
     std::size_t v = 0, w = 0;
     for (std::size_t i = 0; i < n; ++i) {
@@ -144,6 +145,9 @@ std::optional<double> crossover(const std::vector<double>& x, const std::vector<
       best = k;
     }
   }
+  // Curves that only touch at a disturbed sample, on the wrong side for over a quarter
+  // of the samples whichever crossing is taken, do not cross.
+  if (4 * best_score > used) return std::nullopt;
   return c[best];
 }
 

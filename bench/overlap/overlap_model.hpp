@@ -62,7 +62,8 @@ std::vector<std::int64_t> sqrt2_ladder(std::int64_t lo, std::int64_t hi);
 // where ln y1 − ln y2 changes sign (or touches 0). If noisy samples make them cross more
 // than once, the crossing with the fewest samples on the wrong side of it (one curve on
 // top below it, the other above), so that one disturbed size, small or large, cannot
-// move it far. nullopt if they never cross.
+// move it far. nullopt if they never cross, or if more than a quarter of the samples
+// disagree with every crossing (one disturbed sample touching the other curve).
 std::optional<double> crossover(const std::vector<double>& x, const std::vector<double>& y1,
                                 const std::vector<double>& y2);
 // The same crossover, made robust to one noisy sample: a least-squares line through

@@ -137,7 +137,7 @@ std::string summary_json(const SweepSummary& s, const SweepSpec& spec, const Run
 std::string summary_text(const SweepSummary& s) {
   std::string o = "overlap [" + s.mask + "/" + layout_of(s.mask) + "]: predicted b* " + opt_tokens(s.predicted) +
                   ", measured b* " + opt_tokens(s.measured);
-  if (s.measured_crossings > 1) o += " (one of " + std::to_string(s.measured_crossings) + " crossings)";
+  if (s.measured && s.measured_crossings > 1) o += " (one of " + std::to_string(s.measured_crossings) + " crossings)";
   if (s.measured && s.predicted) o += ", ratio " + fmt("%.2f", ratio(s));
   o += " (peak F " + fmt("%.1f", s.flops_peak / 1e9) + " GFLOP/s predicts " + fmt("%.0f", s.predicted_peak) +
        "; B " + fmt("%.3f", s.bandwidth / 1e9) + " GB/s)";

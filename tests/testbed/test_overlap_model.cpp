@@ -107,6 +107,12 @@ TEST_CASE("noisy samples that cross more than once: the crossing most samples ag
   const std::vector<double> x2 = {10, 20, 40, 80, 160, 320};
   CHECK(crossing_count(x2, tx2, tc2) == 3);
   CHECK(*crossover(x2, tx2, tc2) == doctest::Approx(40));
+  // One disturbed transfer that pokes above a compute curve it otherwise stays under is
+  // not a crossover.
+  const std::vector<double> x3 = {10, 20, 40, 80, 160, 320, 640, 1280};
+  const std::vector<double> tx3 = {1, 2, 4, 80, 16, 32, 64, 128}, tc3 = {3, 6, 12, 24, 48, 96, 192, 384};
+  CHECK(crossing_count(x3, tx3, tc3) == 2);
+  CHECK_FALSE(crossover(x3, tx3, tc3).has_value());
 }
 
 TEST_CASE("the fitted crossover: exact for power laws, robust to one noisy sample") {
