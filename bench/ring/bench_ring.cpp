@@ -13,6 +13,9 @@
 //                    process start-up, file reading, connecting or writing O)
 //   gflops           useful FLOPs / seconds, useful FLOPs = 4 N^2 H D, half for causal
 //                    (the convention of DESIGN.md: masked work never counts)
+//   seconds_all, gflops_best
+//                    every timed repetition (sorted) and the rate of the fastest: on a
+//                    shared machine the spread shows how much other load interfered
 //   per_node_*       per rank, from the median repetition. compute_max_over_mean is the
 //                    load balance as timed; flops_max_over_mean the same from the useful
 //                    FLOPs each node did, which stays exact when P nodes share fewer cores
@@ -147,6 +150,8 @@ void print_row(const node::JobSpec& job, const Sizes& sz, const std::vector<run:
   for (const auto& r : reps) walls.push_back(r.wall_seconds);
   std::sort(walls.begin(), walls.end());
   const double seconds = med.ring_seconds;
+  std::vector<double> all;  // every repetition, fastest first: contention shows as a spread
+  for (auto i : order) all.push_back(reps[i].ring_seconds);
   const bool causal = job.attention.mask.kind == MaskKind::causal;
   const double flops = 4.0 * static_cast<double>(sz.seq) * static_cast<double>(sz.seq) *
                        static_cast<double>(sz.heads * sz.head_dim) * (causal ? 0.5 : 1.0);
@@ -174,6 +179,7 @@ void print_row(const node::JobSpec& job, const Sizes& sz, const std::vector<run:
   std::printf(
       "{\"bench\":\"ring\",\"nodes\":%d,\"layout\":\"%s\",\"mask\":\"%s\",\"seq\":%lld,\"heads\":%lld,\"kv_heads\":%lld,"
       "\"head_dim\":%lld,\"dtype\":\"%s\",\"threads_per_node\":%d,\"reps\":%zu,\"seconds\":%.6f,\"gflops\":%.2f,"
+      "\"seconds_all\":%s,\"gflops_best\":%.2f,"
       "\"per_node_compute_seconds\":%s,\"per_node_wait_seconds\":%s,\"per_node_total_seconds\":%s,"
       "\"compute_max_over_mean\":%.3f,\"per_node_useful_flops\":%s,\"flops_max_over_mean\":%.3f,"
       "\"bytes_sent_per_node\":%s,\"payload_bytes_per_node\":%s,\"transport_gbps\":%.3f,"
@@ -181,7 +187,8 @@ void print_row(const node::JobSpec& job, const Sizes& sz, const std::vector<run:
       job.nodes, std::string(ring::to_string(job.layout)).c_str(), to_string(job.attention.mask).c_str(),
       static_cast<long long>(sz.seq), static_cast<long long>(sz.heads), static_cast<long long>(sz.kv_heads),
       static_cast<long long>(sz.head_dim), std::string(to_string(job.attention.dtype)).c_str(), job.attention.threads,
-      reps.size(), seconds, flops / seconds / 1e9, json_list(compute, "%.4f").c_str(), json_list(wait, "%.4f").c_str(),
+      reps.size(), seconds, flops / seconds / 1e9, json_list(all, "%.4f").c_str(), flops / all.front() / 1e9,
+      json_list(compute, "%.4f").c_str(), json_list(wait, "%.4f").c_str(),
       json_list(total, "%.4f").c_str(), max_over_mean(compute), json_list(node_flops, "%.4g").c_str(),
       max_over_mean(node_flops),
       json_list(bytes, "%llu").c_str(), json_list(payload, "%llu").c_str(), rate, walls[(walls.size() - 1) / 2],
