@@ -103,7 +103,7 @@ void declare(cli::Args& a) {
       .option("mask", "LIST", "none (contiguous layout) and/or causal (zigzag layout)", "none,causal")
       .option("cores", "N", "CPUs per node (default: this machine's CPUs / nodes)")
       .option("min-seconds", "S", "timed seconds per step kind and block size (at least 5 rounds)", "1")
-      .option("max-reps", "N", "most timed steps per phase", "40")
+      .option("max-reps", "N", "most timed rounds per block size", "40")
       .option("timeout", "S", "network deadline of every wait", "300")
       .option("io-priority", "N", "nice levels the transport's I/O thread runs above the kernel threads", "0")
       .option("hosts", "LIST", "host:port per rank (default: loopback, free ports)")
