@@ -4,7 +4,8 @@
 #   2. the unit, kernels and net suites again under AddressSanitizer + UBSan
 #   3. libFuzzer targets (frame decoder, .npy reader), about a minute each
 #   4. the NEON path's ISA tests, cross-compiled for aarch64 and run under qemu
-# Ends with one line "tests: N passed, N failed".
+# Ends with "tests: N passed, N failed" (meson tests over all steps; a failed step that
+# ran no meson test still counts as a failure).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 deploy/setup.sh
@@ -40,10 +41,19 @@ build() {  # build DIR [TARGET]...: quiet on success, the last 40 lines on failu
   fi
 }
 
+# Totals over every meson test run, for the closing line.
+tests_ok=0
+tests_failed=0
 meson_suites() {  # meson_suites BUILDDIR [--suite S]...
   local dir=$1
   shift
-  meson test -C "$dir" --print-errorlogs --num-processes 1 "$@"
+  local log rc=0
+  log=$(mktemp)
+  meson test -C "$dir" --print-errorlogs --num-processes 1 "$@" 2>&1 | tee "$log" || rc=$?
+  tests_ok=$((tests_ok + $(awk '/^Ok:/ {n = $2} END {print n + 0}' "$log")))
+  tests_failed=$((tests_failed + $(awk '/^(Fail|Timeout):/ {n += $2} END {print n + 0}' "$log")))
+  rm -f "$log"
+  return $rc
 }
 
 step "release: all suites" meson_suites build
@@ -94,5 +104,6 @@ neon() {
 }
 step "aarch64 NEON ISA tests under qemu" neon
 
-echo "tests: $passed passed, $failed failed"
+echo "steps: $passed passed, $failed failed"
+echo "tests: $tests_ok passed, $((tests_failed > failed ? tests_failed : failed)) failed"
 [[ $failed -eq 0 ]]
