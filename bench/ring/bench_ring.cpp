@@ -27,7 +27,7 @@
 //   wall_seconds     median `run` wall time: spawning, reading shards, connecting, the
 //                    pass, writing and assembling O
 //   max_rss_mib_per_node / rss_model_mib_per_node
-//                    each node's peak resident set (getrusage in the node) and the
+//                    each node's peak resident set (its own VmHWM) and the
 //                    per-node data it must hold: its Q, K, V (input dtype) and O (fp32)
 //                    shards plus two K/V transfer buffers sized for the largest shard.
 //   baseline_single_process_seconds, parallel_efficiency = baseline / seconds

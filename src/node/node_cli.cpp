@@ -120,12 +120,28 @@ void read_shard(const std::string& path, const Positions& pos, DType dtype, std:
   flush();
 }
 
+// Peak resident set of this process so far (inputs read, ring done, outputs written),
+// so `bench ring` can check per-node memory without wrapping nodes in /usr/bin/time.
+// VmHWM belongs to this process's own address space. getrusage's ru_maxrss (and so
+// /usr/bin/time) is not: Linux carries it over fork and exec, so a node started by a
+// process holding a lot of memory would report its parent's peak.
+long peak_rss_kib() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  char line[256];
+  long kib = -1;
+  while (f && std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "VmHWM: %ld kB", &kib) == 1) break;
+  if (f) std::fclose(f);
+  if (kib < 0) {
+    rusage ru{};
+    ::getrusage(RUSAGE_SELF, &ru);
+    kib = ru.ru_maxrss;
+  }
+  return kib;
+}
+
 std::string json_stats(int rank, std::int64_t rows, const ring::RingForwardStats& s, const net::TransportStats& t,
                        Isa isa) {
-  // Peak resident set of this process so far (inputs read, ring done, outputs written),
-  // so `bench ring` can check per-node memory without wrapping nodes in /usr/bin/time.
-  rusage ru{};
-  ::getrusage(RUSAGE_SELF, &ru);
   char buf[640];
   std::snprintf(buf, sizeof buf,
                 "{\"rank\":%d,\"rows\":%lld,\"total_seconds\":%.6f,\"compute_seconds\":%.6f,\"wait_seconds\":%.6f,"
@@ -133,7 +149,7 @@ std::string json_stats(int rank, std::int64_t rows, const ring::RingForwardStats
                 "\"bytes_sent\":%llu,\"io_cpu_seconds\":%.6f,\"max_rss_kib\":%ld,\"isa\":\"%s\"}",
                 rank, static_cast<long long>(rows), s.total_seconds, s.compute_seconds, s.wait_seconds, s.useful_flops,
                 s.steps, s.steps_skipped, static_cast<unsigned long long>(s.payload_bytes_sent),
-                static_cast<unsigned long long>(t.bytes_sent), t.io_cpu_seconds, static_cast<long>(ru.ru_maxrss),
+                static_cast<unsigned long long>(t.bytes_sent), t.io_cpu_seconds, peak_rss_kib(),
                 std::string(to_string(isa)).c_str());
   return buf;
 }
