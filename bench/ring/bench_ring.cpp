@@ -30,15 +30,18 @@
 //                    each node's peak resident set (its own VmHWM) and the
 //                    per-node data it must hold: its Q, K, V (input dtype) and O (fp32)
 //                    shards plus two K/V transfer buffers sized for the largest shard.
-//   baseline_single_process_seconds, parallel_efficiency = baseline / seconds
+//   baseline_single_process_seconds
+//                    median of the single-process fold, timed alternately with the ring
+//   parallel_efficiency
+//                    median over repetitions of baseline / ring time, pairing each ring
+//                    run with the baseline run just before it
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <map>
+#include <optional>
 #include <random>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "bench/ring/single_process_baseline.hpp"
@@ -140,8 +143,14 @@ struct Params {
   bool baseline = true;
 };
 
+double median(std::vector<double> v) {  // the lower middle for an even count
+  std::sort(v.begin(), v.end());
+  return v[(v.size() - 1) / 2];
+}
+
+// reps: the timed ring runs; baseline: the single-process time taken just before each.
 void print_row(const node::JobSpec& job, const Sizes& sz, const std::vector<run::RunResult>& reps,
-               std::optional<double> baseline, int baseline_threads) {
+               const std::vector<double>& baseline, int baseline_threads) {
   std::vector<std::size_t> order(reps.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](auto a, auto b) { return reps[a].ring_seconds < reps[b].ring_seconds; });
@@ -193,9 +202,13 @@ void print_row(const node::JobSpec& job, const Sizes& sz, const std::vector<run:
       max_over_mean(node_flops),
       json_list(bytes, "%llu").c_str(), json_list(payload, "%llu").c_str(), rate, walls[(walls.size() - 1) / 2],
       json_list(rss_mib, "%.1f").c_str(), json_list(model_mib, "%.1f").c_str(), rss_ratio);
-  if (baseline)
-    std::printf(",\"baseline_single_process_seconds\":%.6f,\"baseline_threads\":%d,\"parallel_efficiency\":%.3f", *baseline,
-                baseline_threads, *baseline / seconds);
+  if (!baseline.empty()) {
+    std::vector<double> ratio;  // pairwise: a slow phase of the machine cancels out
+    for (std::size_t i = 0; i < reps.size(); ++i) ratio.push_back(baseline[i] / reps[i].ring_seconds);
+    std::printf(",\"baseline_single_process_seconds\":%.6f,\"baseline_seconds_all\":%s,\"baseline_threads\":%d,"
+                "\"parallel_efficiency\":%.3f",
+                median(baseline), json_list(baseline, "%.4f").c_str(), baseline_threads, median(ratio));
+  }
   std::printf("}\n");
   std::fflush(stdout);
 }
@@ -237,7 +250,6 @@ int ringattn::cli::bench_ring_main(const std::vector<std::string>& argv) {
   for (const auto& d : p.dtypes) parse_dtype(d);
 
   ScratchDir dir(a.maybe("work-dir"));
-  std::map<std::tuple<std::int64_t, int, int, std::int64_t>, double> baselines;  // (kv, dtype, mask, threads)
   const auto kvs = parse_int_list(a.str("kv-heads"), "--kv-heads");
   const std::size_t total = kvs.size() * p.dtypes.size() * p.masks.size() * p.nodes.size() * p.layouts.size();
   std::size_t done = 0;
@@ -264,32 +276,31 @@ int ringattn::cli::bench_ring_main(const std::vector<std::string>& argv) {
             job.timeout_seconds = p.timeout;
             node::inspect_inputs(job);
             ++done;
-            std::optional<double> baseline;
             const int bthreads = static_cast<int>(nodes) * p.threads;
+            std::optional<bench::SingleProcessBaseline> baseline;
             if (p.baseline) {
-              const auto key = std::make_tuple(kv, static_cast<int>(job.attention.dtype), static_cast<int>(job.attention.mask.kind),
-                                               static_cast<std::int64_t>(bthreads));
-              if (!baselines.count(key)) {
-                std::fprintf(stderr, "[%zu/%zu] baseline: one process, %d threads, %s %s kv=%lld\n", done, total, bthreads,
-                             dt.c_str(), m.c_str(), static_cast<long long>(kv));
-                AttentionConfig cfg = job.attention;
-                cfg.threads = bthreads;
-                baselines[key] = bench::single_process_seconds(cfg, inputs, p.reps);
-              }
-              baseline = baselines[key];
+              AttentionConfig cfg = job.attention;
+              cfg.threads = bthreads;
+              baseline.emplace(cfg, inputs);
             }
             run::RunOptions opts;
             opts.out_path = dir.path + "/o.npy";
             opts.quiet = true;
             std::vector<run::RunResult> results;
-            for (int r = 0; r <= p.reps; ++r) {
+            std::vector<double> base_s;
+            for (int r = 0; r <= p.reps; ++r) {  // r = 0 warms both up and is not counted
+              const double b = baseline ? baseline->run_once() : 0.0;
               auto res = run::run_ring(job, opts);
-              std::fprintf(stderr, "[%zu/%zu] P=%lld %s %s %s kv=%lld %s %d/%d: %.3f s (wall %.3f s)\n", done, total,
+              std::fprintf(stderr, "[%zu/%zu] P=%lld %s %s %s kv=%lld %s %d/%d: ring %.3f s (wall %.3f s)", done, total,
                            static_cast<long long>(nodes), layout.c_str(), m.c_str(), dt.c_str(), static_cast<long long>(kv),
                            r == 0 ? "warm-up" : "rep", r, p.reps, res.ring_seconds, res.wall_seconds);
-              if (r > 0) results.push_back(std::move(res));
+              if (baseline) std::fprintf(stderr, ", one process x %d threads %.3f s", bthreads, b);
+              std::fprintf(stderr, "\n");
+              if (r == 0) continue;
+              results.push_back(std::move(res));
+              if (baseline) base_s.push_back(b);
             }
-            print_row(job, sz, results, baseline, bthreads);
+            print_row(job, sz, results, base_s, bthreads);
           }
   }
   return 0;

@@ -5,6 +5,9 @@
 // Same kernel, same dtype, same mask, same tiling; no processes, sockets or ring steps.
 // parallel efficiency = baseline seconds / ring seconds: 1.0 means splitting the work
 // across processes and a TCP ring cost nothing over threads sharing memory.
+//
+// The bench alternates baseline and ring repetitions rather than timing one block after
+// the other, so that a slow phase of a shared machine hits both sides alike.
 #pragma once
 
 #include <cstdint>
@@ -19,9 +22,22 @@ struct DenseInputs {
   std::vector<float> q, k, v;  // [tokens, heads, d], [tokens, kv_heads, d] x 2, fp32
 };
 
-// Median seconds of `reps` folds after one warm-up. cfg.threads is the thread count
-// used (the caller sets it to nodes x threads per node); cfg.dtype bf16 converts the
-// inputs once, before timing, as a ring node does when it reads its shard.
-double single_process_seconds(const AttentionConfig& cfg, const DenseInputs& in, int reps);
+class SingleProcessBaseline {
+ public:
+  // cfg.threads is the thread count used (the caller sets it to nodes x threads per
+  // node); cfg.dtype bf16 converts the inputs once, here, as a ring node does when it
+  // reads its shard. The kernel's primitives are created by the first run.
+  SingleProcessBaseline(const AttentionConfig& cfg, const DenseInputs& in);
+
+  // One fold of the whole sequence; returns its seconds. `in` must outlive this.
+  double run_once();
+
+ private:
+  AttentionConfig cfg_;
+  const DenseInputs& in_;                      // fp32 inputs, used as they are
+  std::vector<std::uint16_t> q16_, k16_, v16_;  // bf16 copies, only for a bf16 run
+  BlockAttention attn_;
+  OnlineSoftmaxState state_;
+};
 
 }  // namespace ringattn::bench
