@@ -28,6 +28,7 @@ class SelfTransport final : public RingTransport {
   FrameHeader wait(Request& request) override;
   bool test(const Request& request) const override;
   TransportStats stats() const override;
+  Liveness& liveness() override { return liveness_; }
   void close() override;
 
  private:
@@ -44,6 +45,7 @@ class SelfTransport final : public RingTransport {
   std::deque<std::shared_ptr<PendingOp>> recvs_;
   TransportStats stats_;
   bool closed_ = false;
+  Liveness liveness_;
 };
 
 }  // namespace ringattn::net

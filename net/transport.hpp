@@ -21,10 +21,17 @@
 // Ordering: frames arrive in the order they were posted to isend; irecv's are filled in
 // the order they were posted. Lifetime: a payload or buffer must stay alive and
 // untouched until wait() on its request has returned or thrown, or close() returned.
-// Failure: any error (timeout, peer closed, bad frame, bad CRC) is fatal for the whole
-// transport. It is reported by wait() as NetworkError naming this rank, the peer rank
-// and the cause; every other pending or later request fails with the same cause, and the
-// neighbours are sent an ERROR frame carrying it so the whole ring reports the root cause.
+// Deadlines measure silence, not work (net/liveness.hpp): wait() fails when the peer it
+// waits on has sent nothing for io_timeout (silent), or its progress counter has not
+// moved for io_timeout (stalled). A peer whose kernel computes for ten times the timeout
+// but ticks liveness().counter() is waited for. Callers mark their long computations
+// with liveness().enter(PeerState::busy) and let the kernel tick the counter.
+//
+// Failure: any error (silence, stall, peer closed, bad frame, bad CRC) is fatal for the
+// whole transport. It is reported by wait() as NetworkError naming this rank, the peer
+// rank and the cause, with cause() and origin_rank() set; every other pending or later
+// request fails with the same cause, and the neighbours are sent an ERROR frame carrying
+// it and its origin, so the whole ring reports the first cause, not the reactions to it.
 #pragma once
 
 #include <chrono>
@@ -36,6 +43,7 @@
 #include <string>
 #include <vector>
 
+#include "net/liveness.hpp"
 #include "net/wire.hpp"
 
 namespace ringattn::net {
@@ -54,7 +62,12 @@ struct TransportConfig {
   std::string listen_host = "127.0.0.1";
   std::uint16_t listen_port = 0;  // 0 = any free port, see listen_port()
   std::chrono::milliseconds connect_timeout{10000};  // whole connect(): dial retries, accept, handshakes
-  std::chrono::milliseconds io_timeout{30000};       // each wait()
+  std::chrono::milliseconds io_timeout{30000};       // silence or stall of the awaited peer in wait()
+  // One incoming or outgoing handshake (0: min(5 s, connect_timeout)). An idle or
+  // garbage connection is dropped after this, while other connections are served.
+  std::chrono::milliseconds handshake_timeout{0};
+  // A link quiet for this long sends a keep-alive (0: io_timeout / 5, within 10 ms..2 s).
+  std::chrono::milliseconds keepalive{0};
 };
 
 struct TransportStats {
@@ -95,10 +108,12 @@ class RingTransport {
   virtual std::uint16_t listen_port() const = 0;
 
   // peers[r] is rank r's address (this rank's own entry is ignored). Connects to the
-  // successor (retrying with back-off until connect_timeout), accepts the predecessor,
-  // runs HELLO + mutual HMAC auth on both. Throws NetworkError naming this rank, the
-  // peer rank/address and the cause (timeout, refused, which HELLO field differs,
-  // authentication failed). world == 1: no-op. world == 2: two connections, one per
+  // successor (retrying with back-off until connect_timeout) and waits for the
+  // predecessor's connection (accepted and authenticated from construction on, so a
+  // predecessor may connect first), HELLO + mutual HMAC auth on both. Throws
+  // NetworkError naming this rank, the peer rank/address and the cause (timeout,
+  // refused, which HELLO field differs, authentication failed, and the connections that
+  // were dropped meanwhile). world == 1: no-op. world == 2: two connections, one per
   // direction, so sending and receiving never share a socket.
   virtual void connect(const std::vector<PeerAddress>& peers) = 0;
 
@@ -125,6 +140,9 @@ class RingTransport {
   virtual bool test(const Request& request) const = 0;
 
   virtual TransportStats stats() const = 0;
+
+  // This rank's progress counter and state, sent to the peers in keep-alives.
+  virtual Liveness& liveness() = 0;
 
   // Sends BYE to the neighbours, fails still-pending requests ("closed"), waits a
   // bounded time for the peers to close, stops the I/O thread. Idempotent; never hangs.

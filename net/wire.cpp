@@ -20,6 +20,7 @@ bool known_kind(std::uint8_t k) {
     case FrameKind::auth:
     case FrameKind::bye:
     case FrameKind::error:
+    case FrameKind::ping:
     case FrameKind::kv_block:
     case FrameKind::state: return true;
   }
@@ -42,6 +43,7 @@ std::string_view to_string(FrameKind k) {
     case FrameKind::auth: return "AUTH";
     case FrameKind::bye: return "BYE";
     case FrameKind::error: return "ERROR";
+    case FrameKind::ping: return "PING";
     case FrameKind::kv_block: return "KV_BLOCK";
     case FrameKind::state: return "STATE";
   }
@@ -50,7 +52,7 @@ std::string_view to_string(FrameKind k) {
 
 std::string_view dtype_name(DType d) {
   switch (d) {
-    case DType::f32: return "f32";
+    case DType::f32: return "fp32";
     case DType::bf16: return "bf16";
   }
   return "DTYPE(unknown)";
@@ -64,6 +66,61 @@ std::string error_text(std::span<const std::byte> payload) {
     out += c >= 0x20 && c < 0x7f ? static_cast<char>(c) : '?';
   }
   return out;
+}
+
+std::string encode_error(const ErrorInfo& e) {
+  std::string text = e.text.empty() ? std::string("(no reason given)") : e.text;
+  if (text.size() > kMaxErrorBytes) text.resize(kMaxErrorBytes);
+  std::string out(kErrorPrefixBytes, '\0');
+  auto* p = reinterpret_cast<std::byte*>(out.data());
+  put_le<std::uint32_t>(p, e.origin < 0 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(e.origin));
+  put_le<std::uint8_t>(p + 4, static_cast<std::uint8_t>(e.cause));
+  return out + text;
+}
+
+ErrorInfo decode_error(std::span<const std::byte> payload) {
+  ErrorInfo e;
+  if (payload.size() < kErrorPrefixBytes) {
+    e.text = "(malformed ERROR frame)";
+    return e;
+  }
+  const auto origin = get_le<std::uint32_t>(payload.data());
+  e.origin = origin == 0xFFFFFFFFu || origin > 0x7FFFFFFFu ? -1 : static_cast<int>(origin);
+  const auto cause = get_le<std::uint8_t>(payload.data() + 4);
+  e.cause = cause <= static_cast<std::uint8_t>(FailureCause::protocol) ? static_cast<FailureCause>(cause)
+                                                                        : FailureCause::unknown;
+  e.text = error_text(payload.subspan(kErrorPrefixBytes));
+  for (std::size_t i = 5; i < kErrorPrefixBytes; ++i)
+    if (payload[i] != std::byte{0}) e.text += " (ERROR frame with non-zero reserved bytes)";
+  return e;
+}
+
+std::string_view to_string(PeerState s) {
+  switch (s) {
+    case PeerState::idle: return "idle";
+    case PeerState::busy: return "busy";
+    case PeerState::waiting: return "waiting";
+  }
+  return "unknown";
+}
+
+std::array<std::byte, kPingBytes> encode_ping(const PingInfo& p) {
+  std::array<std::byte, kPingBytes> b{};
+  put_le<std::uint64_t>(b.data(), p.progress);
+  put_le<std::uint8_t>(b.data() + 8, static_cast<std::uint8_t>(p.state));
+  return b;
+}
+
+std::string try_decode_ping(std::span<const std::byte> b, PingInfo& out) {
+  if (b.size() != kPingBytes) return "PING payload is " + std::to_string(b.size()) + " bytes, expected 16";
+  const auto state = get_le<std::uint8_t>(b.data() + 8);
+  if (state > static_cast<std::uint8_t>(PeerState::waiting))
+    return "PING field 'state' = " + std::to_string(state) + " is not a known state";
+  for (std::size_t i = 9; i < kPingBytes; ++i)
+    if (b[i] != std::byte{0}) return "PING reserved byte " + std::to_string(i) + " is not 0";
+  out.progress = get_le<std::uint64_t>(b.data());
+  out.state = static_cast<PeerState>(state);
+  return {};
 }
 
 FrameLimits FrameLimits::handshake_only() { return FrameLimits{}; }
@@ -137,7 +194,8 @@ std::string check_header(const FrameHeader& h, const FrameLimits& l) {
       case FrameKind::hello: lo = hi = kHelloBytes; break;
       case FrameKind::auth: lo = hi = kAuthBytes; break;
       case FrameKind::bye: break;
-      default: lo = 1, hi = kMaxErrorBytes; break;
+      case FrameKind::ping: lo = hi = kPingBytes; break;
+      default: lo = kErrorPrefixBytes + 1, hi = kErrorPrefixBytes + kMaxErrorBytes; break;
     }
     if (h.payload_bytes < lo || h.payload_bytes > hi)
       return field("payload_bytes", h.payload_bytes,

@@ -1,4 +1,4 @@
-// The ringattn wire format (protocol version 1).
+// The ringattn wire format (protocol version 2).
 //
 // A connection carries a stream of frames. A frame is a fixed 48-byte header followed
 // by `payload_bytes` bytes of payload. Every integer is little-endian and is encoded and
@@ -22,7 +22,14 @@
 //   HELLO    (1)  the handshake hello, exactly kHelloBytes (see handshake.hpp)
 //   AUTH     (2)  an HMAC-SHA256 proof, exactly 32 bytes (see handshake.hpp)
 //   BYE      (3)  empty: the sender closes the connection politely
-//   ERROR    (4)  1..kMaxErrorBytes bytes of UTF-8 text: why the sender gives up
+//   ERROR    (4)  why the sender gives up: origin rank u32 (0xFFFFFFFF unknown) | cause u8
+//                 (ringattn::FailureCause) | 3 reserved zero bytes | 1..kMaxErrorBytes bytes
+//                 of text. The origin is the rank the failure is attributed to, so a ring
+//                 passes the first cause on instead of each rank's reaction to it.
+//   PING     (5)  keep-alive, sent on every link that has been idle for a while, in both
+//                 directions: progress u64 (the sender's progress counter) | state u8
+//                 (idle 0, busy 1, waiting 2) | 7 reserved zero bytes. Receiving it proves
+//                 the peer's process is alive; a changing counter proves it is advancing.
 //   KV_BLOCK (16) K then V, each rows x cols elements of dtype, row-major;
 //                 cols == kv_heads * head_dim and dtype == the job's wire dtype
 //   STATE    (17) one rows x cols fp32 matrix (e.g. online-softmax (o, m, l) rows), the
@@ -43,21 +50,24 @@
 #include <string>
 #include <string_view>
 
+#include "ringattn/error.hpp"
 #include "ringattn/types.hpp"
 
 namespace ringattn::net {
 
 inline constexpr std::uint32_t kMagic = 0x4E544152;  // "RATN" in little-endian bytes
-inline constexpr std::uint16_t kProtocolVersion = 1;
+inline constexpr std::uint16_t kProtocolVersion = 2;
 inline constexpr std::size_t kHeaderBytes = 48;
 inline constexpr std::size_t kHelloBytes = 88;  // HELLO payload, laid out in handshake.hpp
 inline constexpr std::size_t kAuthBytes = 32;   // AUTH payload: one HMAC-SHA256
-inline constexpr std::size_t kMaxErrorBytes = 1024;
+inline constexpr std::size_t kMaxErrorBytes = 1024;  // text of an ERROR
+inline constexpr std::size_t kErrorPrefixBytes = 8;  // origin, cause, reserved
+inline constexpr std::size_t kPingBytes = 16;
 // A hard ceiling on any payload, whatever a job shape claims (a sanity bound; the
 // negotiated limit is normally far lower).
 inline constexpr std::uint64_t kMaxPayloadBytes = std::uint64_t{16} << 30;
 
-enum class FrameKind : std::uint8_t { hello = 1, auth = 2, bye = 3, error = 4, kv_block = 16, state = 17 };
+enum class FrameKind : std::uint8_t { hello = 1, auth = 2, bye = 3, error = 4, ping = 5, kv_block = 16, state = 17 };
 
 std::string_view to_string(FrameKind k);  // "HELLO", ..., "KIND(n)" for unknown values
 inline bool is_control(FrameKind k) { return static_cast<std::uint8_t>(k) < 16; }
@@ -136,6 +146,28 @@ std::string_view dtype_name(DType d);
 
 // An ERROR payload as text fit for a log line or an exception: bytes outside printable
 // ASCII become '?', so a peer cannot forge log lines or terminal escapes.
-std::string error_text(std::span<const std::byte> payload);  // "f32", "bf16", "DTYPE(n)" for unknown values
+std::string error_text(std::span<const std::byte> payload);
+
+// The ERROR payload (see the table above).
+struct ErrorInfo {
+  int origin = -1;  // -1: unknown
+  FailureCause cause = FailureCause::unknown;
+  std::string text;  // printable ASCII after decoding
+};
+std::string encode_error(const ErrorInfo& e);  // text cut to kMaxErrorBytes
+// Decodes a payload whose size the header check already bounded; an unknown cause
+// becomes `unknown`, a reserved byte that is not zero an error text.
+ErrorInfo decode_error(std::span<const std::byte> payload);
+
+// The PING payload.
+enum class PeerState : std::uint8_t { idle = 0, busy = 1, waiting = 2 };
+std::string_view to_string(PeerState s);  // "idle", "busy", "waiting"
+struct PingInfo {
+  std::uint64_t progress = 0;
+  PeerState state = PeerState::idle;
+};
+std::array<std::byte, kPingBytes> encode_ping(const PingInfo& p);
+// Returns "" or the bad field.
+std::string try_decode_ping(std::span<const std::byte> payload, PingInfo& out);
 
 }  // namespace ringattn::net

@@ -1,9 +1,13 @@
-// HELLO + AUTH over a socket (protocol in net/handshake.hpp).
+// HELLO + AUTH over a stream (protocol in net/handshake.hpp).
 #include "net/tcp/handshake_io.hpp"
 
 #include <array>
 #include <asio/read.hpp>
+#include <asio/ssl/stream.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/this_coro.hpp>
 #include <asio/write.hpp>
+#include <memory>
 #include <vector>
 
 #include "net/crc32c.hpp"
@@ -15,7 +19,7 @@ namespace {
 
 constexpr auto kAwait = asio::use_awaitable;
 
-asio::awaitable<std::error_code> write_control(Socket& s, FrameKind kind, std::span<const std::byte> payload) {
+asio::awaitable<std::error_code> write_control(Stream& s, FrameKind kind, std::span<const std::byte> payload) {
   FrameHeader h;
   h.kind = kind;
   h.payload_bytes = payload.size();
@@ -27,27 +31,28 @@ asio::awaitable<std::error_code> write_control(Socket& s, FrameKind kind, std::s
   co_return ec;
 }
 
-asio::awaitable<void> send_error(Socket& s, const std::string& text) {
-  const std::string t = text.substr(0, kMaxErrorBytes);
-  co_await write_control(s, FrameKind::error, std::as_bytes(std::span(t.data(), t.size())));
-  std::error_code ignored;
-  s.shutdown(asio::socket_base::shutdown_send, ignored);
+asio::awaitable<void> send_error(Stream& s, FailureCause cause, int origin, const std::string& text) {
+  const std::string payload = encode_error({origin, cause, text});
+  co_await write_control(s, FrameKind::error, std::as_bytes(std::span(payload.data(), payload.size())));
+  s.shutdown_send();
 }
 
 struct ControlFrame {
   FrameHeader header;
-  std::vector<std::byte> payload;  // at most kMaxErrorBytes: bounded by the handshake limits
+  std::vector<std::byte> payload;  // at most kErrorPrefixBytes + kMaxErrorBytes: the handshake limits
   std::string error;               // empty on success
   bool protocol_seen = false;      // the header had our magic
+  bool eof = false;
 };
 
-asio::awaitable<ControlFrame> read_control(Socket& s) {
+asio::awaitable<ControlFrame> read_control(Stream& s) {
   ControlFrame f;
   HeaderBytes hb{};
   std::error_code ec;
   co_await asio::async_read(s, asio::buffer(hb), asio::redirect_error(kAwait, ec));
   if (ec) {
-    f.error = ec == asio::error::eof ? "the peer closed the connection during the handshake" : ec.message();
+    f.eof = ec == asio::error::eof;
+    f.error = f.eof ? "the peer closed the connection during the handshake" : ec.message();
     co_return f;
   }
   f.protocol_seen = hb[0] == std::byte{'R'} && hb[1] == std::byte{'A'} && hb[2] == std::byte{'T'} && hb[3] == std::byte{'N'};
@@ -64,74 +69,149 @@ asio::awaitable<ControlFrame> read_control(Socket& s) {
   co_return f;
 }
 
-// Tells the peer why, then fails.
-asio::awaitable<HandshakeResult> refuse(Socket& s, const std::string& me, std::string error) {
-  co_await send_error(s, me + " refused the connection: " + error);
+HandshakeResult ended(HandshakeEnd end, std::string error, FailureCause cause = FailureCause::unknown) {
   HandshakeResult r;
-  r.fatal = true;
+  r.end = end;
   r.error = std::move(error);
-  co_return r;
+  r.cause = cause;
+  return r;
+}
+
+// The peer answered with ERROR instead of the frame we expected.
+HandshakeResult refused_by_peer(const std::string& who, std::span<const std::byte> payload) {
+  const ErrorInfo e = decode_error(payload);
+  const HandshakeEnd end = e.cause == FailureCause::mismatch ? HandshakeEnd::mismatch
+                           : e.cause == FailureCause::auth   ? HandshakeEnd::unauthenticated
+                                                             : HandshakeEnd::protocol;
+  return ended(end, who + " refused the connection: " + e.text, e.cause);
 }
 
 }  // namespace
 
-asio::awaitable<HandshakeResult> run_handshake(Socket& socket, HandshakeParams p) {
-  HandshakeResult r;
+namespace {
+
+asio::awaitable<HandshakeResult> handshake_steps(Stream& s, HandshakeParams& p) {
+  auto finish = [](HandshakeResult r) { return r; };
+
+  const bool initiator = p.role == Role::initiator;
   const std::string me = "rank " + std::to_string(p.ours.rank);
-  const std::string who = "peer rank " + std::to_string(p.expected_rank);
+  const int expected = static_cast<int>(p.expected_rank);
+  const std::string who = (initiator ? "successor rank " : "the connecting peer (expected predecessor rank ") +
+                          std::to_string(expected) + (initiator ? "" : ")");
+  std::error_code ec;
+
+  if (TlsStream* tls = s.tls()) {
+    co_await tls->async_handshake(initiator ? asio::ssl::stream_base::client : asio::ssl::stream_base::server,
+                                  asio::redirect_error(kAwait, ec));
+    if (ec)
+      co_return finish(ended(initiator ? HandshakeEnd::unauthenticated : HandshakeEnd::not_a_peer,
+                             "TLS handshake with " + who + " failed: " + ec.message() +
+                                 " (both sides need --tls and the same token)",
+                             FailureCause::auth));
+  }
 
   fill_random(p.ours.nonce);
   const HelloBytes ours = encode_hello(p.ours);
-  if (auto ec = co_await write_control(socket, FrameKind::hello, ours)) {
-    r.fatal = p.role == Role::initiator;
-    r.error = "sending HELLO to " + who + ": " + ec.message();
-    co_return r;
-  }
-
-  ControlFrame f = co_await read_control(socket);
-  if (!f.error.empty()) {
-    if (!f.protocol_seen) {
-      r.fatal = p.role == Role::initiator;
-      r.error = "no ringattn HELLO from the peer: " + f.error;
-      co_return r;
-    }
-    co_return co_await refuse(socket, me, "bad HELLO frame from the peer: " + f.error);
-  }
-  if (f.header.kind == FrameKind::error) {
-    r.error = "the peer refused the connection: " + error_text(f.payload);
-    co_return r;
-  }
-  if (f.header.kind != FrameKind::hello)
-    co_return co_await refuse(socket, me, "expected a HELLO frame, got " + std::string(to_string(f.header.kind)));
   Hello theirs;
-  if (std::string err = try_decode_hello(f.payload, theirs); !err.empty()) co_return co_await refuse(socket, me, err);
-  if (std::string err = compare_hello(p.ours, theirs, p.expected_rank); !err.empty()) co_return co_await refuse(socket, me, err);
-  r.peer = theirs;
+  std::vector<std::byte> their_hello;
 
-  const std::span<const std::byte> initiator = p.role == Role::initiator ? std::span<const std::byte>(ours) : f.payload;
-  const std::span<const std::byte> acceptor = p.role == Role::initiator ? std::span<const std::byte>(f.payload) : ours;
-  const auto secret = std::as_bytes(std::span(p.secret.data(), p.secret.size()));
-  const Digest256 mine = auth_proof(secret, p.role, initiator, acceptor);
-  if (auto ec = co_await write_control(socket, FrameKind::auth, mine)) {
-    r.error = "sending AUTH to peer rank " + std::to_string(theirs.rank) + ": " + ec.message();
-    co_return r;
+  // 1. HELLOs: the initiator speaks first; an acceptor says nothing to a connection that
+  //    has not shown a well-formed ringattn HELLO.
+  auto read_hello = [&]() -> asio::awaitable<HandshakeResult> {
+    ControlFrame f = co_await read_control(s);
+    if (!f.error.empty()) {
+      if (!f.protocol_seen)
+        co_return ended(initiator ? HandshakeEnd::io : HandshakeEnd::not_a_peer, "no ringattn HELLO from " + who + ": " + f.error);
+      co_await send_error(s, FailureCause::protocol, -1, me + " refused the connection: bad HELLO frame: " + f.error);
+      co_return ended(HandshakeEnd::protocol, "bad HELLO frame from " + who + ": " + f.error);
+    }
+    if (f.header.kind == FrameKind::error) co_return refused_by_peer(who, f.payload);
+    if (f.header.kind != FrameKind::hello) {
+      co_await send_error(s, FailureCause::protocol, -1, me + " refused the connection: expected a HELLO frame");
+      co_return ended(HandshakeEnd::protocol, "expected a HELLO frame from " + who + ", got " + std::string(to_string(f.header.kind)));
+    }
+    if (std::string err = try_decode_hello(f.payload, theirs); !err.empty()) {
+      co_await send_error(s, FailureCause::protocol, -1, me + " refused the connection: " + err);
+      co_return ended(HandshakeEnd::protocol, "bad HELLO from " + who + ": " + err);
+    }
+    their_hello = std::move(f.payload);
+    co_return ended(HandshakeEnd::ok, "");
+  };
+  if (initiator) {
+    if ((ec = co_await write_control(s, FrameKind::hello, ours)))
+      co_return finish(ended(HandshakeEnd::io, "sending HELLO to " + who + ": " + ec.message()));
+    if (auto r = co_await read_hello(); !r.ok()) co_return finish(r);
+  } else {
+    if (auto r = co_await read_hello(); !r.ok()) co_return finish(r);
+    if ((ec = co_await write_control(s, FrameKind::hello, ours)))
+      co_return finish(ended(HandshakeEnd::io, "sending HELLO to " + who + ": " + ec.message()));
   }
-  ControlFrame a = co_await read_control(socket);
   const std::string peer_name = "peer rank " + std::to_string(theirs.rank);
-  if (!a.error.empty()) co_return co_await refuse(socket, me, "bad AUTH frame from " + peer_name + ": " + a.error);
-  if (a.header.kind == FrameKind::error) {
-    r.error = peer_name + " refused the connection: " + error_text(a.payload);
-    co_return r;
+
+  // 2. AUTH: the initiator proves first; the acceptor answers only after its proof checks
+  //    out, so a client without the token never receives a proof to test guesses against.
+  const std::span<const std::byte> ini = initiator ? std::span<const std::byte>(ours) : their_hello;
+  const std::span<const std::byte> acc = initiator ? std::span<const std::byte>(their_hello) : ours;
+  const auto secret = std::as_bytes(std::span(p.secret.data(), p.secret.size()));
+  auto send_proof = [&]() -> asio::awaitable<std::error_code> {
+    co_return co_await write_control(s, FrameKind::auth, auth_proof(secret, p.role, ini, acc));
+  };
+  auto check_proof = [&]() -> asio::awaitable<HandshakeResult> {
+    ControlFrame a = co_await read_control(s);
+    if (!a.error.empty()) co_return ended(HandshakeEnd::io, "no AUTH from " + peer_name + ": " + a.error);
+    if (a.header.kind == FrameKind::error) co_return refused_by_peer(peer_name, a.payload);
+    const Digest256 want = auth_proof(secret, initiator ? Role::acceptor : Role::initiator, ini, acc);
+    if (a.header.kind != FrameKind::auth || !constant_time_equal(a.payload, want)) {
+      const std::string why = "authentication failed: " + peer_name + "'s proof does not match the shared secret of " + me +
+                              " (different tokens?)";
+      co_await send_error(s, FailureCause::auth, -1, me + " refused the connection: " + why);
+      co_return ended(HandshakeEnd::unauthenticated, why, FailureCause::auth);
+    }
+    co_return ended(HandshakeEnd::ok, "");
+  };
+  if (initiator) {
+    if ((ec = co_await send_proof())) co_return finish(ended(HandshakeEnd::io, "sending AUTH to " + peer_name + ": " + ec.message()));
+    if (auto r = co_await check_proof(); !r.ok()) co_return finish(r);
+  } else {
+    if (auto r = co_await check_proof(); !r.ok()) co_return finish(r);
+    if ((ec = co_await send_proof())) co_return finish(ended(HandshakeEnd::io, "sending AUTH to " + peer_name + ": " + ec.message()));
   }
-  if (a.header.kind != FrameKind::auth)
-    co_return co_await refuse(socket, me, "expected an AUTH frame from " + peer_name + ", got " + std::string(to_string(a.header.kind)));
-  const Role their_role = p.role == Role::initiator ? Role::acceptor : Role::initiator;
-  const Digest256 expected = auth_proof(secret, their_role, initiator, acceptor);
-  if (!constant_time_equal(a.payload, expected))
-    co_return co_await refuse(socket, me, "authentication failed: " + peer_name +
-                              "'s proof does not match this rank's shared secret (wrong token?)");
-  r.ok = true;
-  r.fatal = false;
+
+  // 3. Both sides are authenticated: now a disagreement is a configuration error of the
+  //    ring, reported on both sides at once.
+  if (std::string err = compare_hello(p.ours, theirs, p.expected_rank); !err.empty()) {
+    co_await send_error(s, FailureCause::mismatch, -1, me + " refused the connection: " + err);
+    HandshakeResult r = ended(HandshakeEnd::mismatch, err, FailureCause::mismatch);
+    r.peer = theirs;
+    co_return finish(r);
+  }
+  HandshakeResult r = ended(HandshakeEnd::ok, "");
+  r.peer = theirs;
+  co_return finish(r);
+}
+
+}  // namespace
+
+asio::awaitable<HandshakeResult> run_handshake(Stream& s, HandshakeParams p) {
+  // The deadline closes the stream, which ends whatever read or write is pending.
+  auto timed_out = std::make_shared<bool>(false);
+  asio::steady_timer timer(co_await asio::this_coro::executor, p.deadline);
+  timer.async_wait([&s, timed_out](std::error_code ec) {
+    if (ec) return;  // cancelled: the handshake ended first (s may be gone by now)
+    *timed_out = true;
+    s.close();
+  });
+  HandshakeResult r = co_await handshake_steps(s, p);
+  if (!r.ok() && p.abort && *p.abort && !*timed_out && s.is_open()) {
+    // This rank gave up meanwhile: tell the peer the real cause, not just a closed socket.
+    const ErrorInfo& e = **p.abort;
+    co_await send_error(s, e.cause, e.origin, e.text);
+    r = ended(HandshakeEnd::io, "this rank gave up: " + e.text);
+  }
+  timer.cancel();
+  if (*timed_out && !r.ok())
+    r = ended(HandshakeEnd::timeout,
+              "the handshake did not complete within " + std::to_string(p.deadline.count()) + " ms (" + r.error + ")");
   co_return r;
 }
 

@@ -1,4 +1,4 @@
-// A ring connection's reader and writer coroutines (see link.hpp).
+// A connection's reader and writer coroutines (see link.hpp).
 #include "net/tcp/link.hpp"
 
 #include <algorithm>
@@ -14,13 +14,6 @@
 namespace ringattn::net::tcp {
 namespace {
 
-std::string endpoint_text(const Socket& s, bool remote) {
-  std::error_code ec;
-  const auto ep = remote ? s.remote_endpoint(ec) : s.local_endpoint(ec);
-  if (ec) return "?";
-  return ep.address().to_string() + ":" + std::to_string(ep.port());
-}
-
 std::string hex32(std::uint32_t v) {
   char buf[16];
   std::snprintf(buf, sizeof buf, "0x%08x", v);
@@ -28,19 +21,23 @@ std::string hex32(std::uint32_t v) {
 }
 
 constexpr auto kAwait = asio::use_awaitable;
+using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
-Link::Link(Socket socket, Dir dir, int self_rank, int peer_rank, LinkEnv& env)
-    : socket_(std::move(socket)),
+Link::Link(Stream stream, Dir dir, int self_rank, int peer_rank, LinkEnv& env)
+    : stream_(std::move(stream)),
       dir_(dir),
       self_rank_(self_rank),
       peer_rank_(peer_rank),
       env_(env),
-      wake_(socket_.get_executor(), asio::steady_timer::time_point::max()) {
-  const std::string a = "rank " + std::to_string(self_rank) + " (" + endpoint_text(socket_, false) + ")";
-  const std::string b = "rank " + std::to_string(peer_rank) + " (" + endpoint_text(socket_, true) + ")";
+      writer_wake_(stream_.get_executor(), asio::steady_timer::time_point::max()),
+      reader_wake_(stream_.get_executor(), asio::steady_timer::time_point::max()),
+      last_write_(Clock::now()) {
+  const std::string a = "rank " + std::to_string(self_rank) + " (" + stream_.endpoint_text(false) + ")";
+  const std::string b = "rank " + std::to_string(peer_rank) + " (" + stream_.endpoint_text(true) + ")";
   name_ = dir == Dir::out ? a + " -> " + b : b + " -> " + a;
+  if (stream_.is_tls()) name_ += " [TLS]";
 }
 
 std::string Link::peer() const {
@@ -48,7 +45,7 @@ std::string Link::peer() const {
 }
 
 void Link::start() {
-  if (dir_ == Dir::out) spawn(writer());
+  spawn(writer());
   spawn(reader());
 }
 
@@ -59,70 +56,109 @@ void Link::post(std::shared_ptr<PendingOp> op) {
   }
   ops_.push_back(std::move(op));
   if (dir_ == Dir::out && bye_received_) {  // fails the op just queued, with the rest
-    env_.fail("cannot send to " + peer() + ": it has closed the ring (BYE)");
+    fail(FailureCause::peer_closed, "cannot send to " + peer() + ": it has closed the ring (BYE)");
     return;
   }
-  wake_.cancel();
+  (dir_ == Dir::out ? writer_wake_ : reader_wake_).cancel();
 }
 
 void Link::report(const std::string& context, const std::error_code& ec) {
   if (state_ != State::open) return;  // we are closing: errors are expected
   if (ec == asio::error::eof)
-    env_.fail(peer() + " closed the connection (EOF) " + context);
+    fail(FailureCause::peer_closed, peer() + " closed the connection (EOF) " + context);
   else
-    env_.fail("connection to " + peer() + " failed " + context + ": " + ec.message());
+    fail(FailureCause::peer_closed, "connection to " + peer() + " failed " + context + ": " + ec.message());
 }
 
 void Link::spawn(asio::awaitable<void> coroutine) {
-  asio::co_spawn(socket_.get_executor(), std::move(coroutine), [this](std::exception_ptr e) {
+  asio::co_spawn(stream_.get_executor(), std::move(coroutine), [this](std::exception_ptr e) {
     if (!e) return;
     try {
       std::rethrow_exception(e);
     } catch (const std::exception& ex) {
-      env_.fail(std::string("internal error on the link to ") + peer() + ": " + ex.what());
+      fail(FailureCause::local, std::string("internal error on the link to ") + peer() + ": " + ex.what());
     }
   });
+}
+
+// ---- writing ----------------------------------------------------------------------------------
+
+asio::awaitable<bool> Link::write_frame(const FrameHeader& h, std::span<const std::byte> payload) {
+  std::error_code ec;
+  const HeaderBytes hb = encode_header(h);
+  frame_total_ = kHeaderBytes + payload.size();
+  frame_written_ = 0;
+  while (frame_written_ < frame_total_) {
+    // Header and the first chunk go out in one gathered write.
+    std::array<asio::const_buffer, 2> bufs;
+    if (frame_written_ < kHeaderBytes) {
+      bufs[0] = asio::buffer(hb.data() + frame_written_, kHeaderBytes - frame_written_);
+      bufs[1] = asio::buffer(payload.data(), std::min(payload.size(), kIoChunkBytes));
+    } else {
+      const std::size_t off = frame_written_ - kHeaderBytes;
+      bufs[0] = asio::buffer(payload.data() + off, std::min(payload.size() - off, kIoChunkBytes));
+    }
+    const std::size_t n = co_await stream_.async_write_some(bufs, asio::redirect_error(kAwait, ec));
+    if (state_ != State::open) co_return false;
+    if (ec) {
+      report("while sending", ec);
+      co_return false;
+    }
+    frame_written_ += n;
+    last_write_ = Clock::now();
+  }
+  env_.counters->bytes_sent += frame_total_;
+  env_.counters->frames_sent += 1;
+  co_return true;
 }
 
 asio::awaitable<void> Link::writer() {
   std::error_code ec;
   while (state_ == State::open) {
-    if (ops_.empty()) {
-      co_await wake_.async_wait(asio::redirect_error(kAwait, ec));
+    if (dir_ == Dir::out && !ops_.empty()) {
+      std::shared_ptr<PendingOp> op = ops_.front();
+      if (op->crc_pending) {
+        op->header.payload_crc = crc32c(op->payload);
+        op->crc_pending = false;
+      }
+      if (!co_await write_frame(op->header, op->payload)) co_return;
+      ops_.pop_front();
+      env_.liveness->tick();
+      op->complete();
       continue;
     }
-    std::shared_ptr<PendingOp> op = ops_.front();
-    if (op->crc_pending) {
-      op->header.payload_crc = crc32c(op->payload);
-      op->crc_pending = false;
+    const auto due = last_write_ + env_.keepalive;
+    if (Clock::now() >= due) {  // quiet for a keep-alive interval: tell the peer we live
+      const auto payload = encode_ping(env_.liveness->snapshot());
+      FrameHeader h;
+      h.kind = FrameKind::ping;
+      h.payload_bytes = payload.size();
+      h.payload_crc = crc32c(payload);
+      if (!co_await write_frame(h, payload)) co_return;
+      continue;
     }
-    const HeaderBytes hb = encode_header(op->header);
-    const std::span<const std::byte> payload = op->payload;
-    frame_total_ = kHeaderBytes + payload.size();
-    frame_written_ = 0;
-    while (frame_written_ < frame_total_) {
-      // Header and the first chunk go out in one gathered write.
-      std::array<asio::const_buffer, 2> bufs;
-      if (frame_written_ < kHeaderBytes) {
-        bufs[0] = asio::buffer(hb.data() + frame_written_, kHeaderBytes - frame_written_);
-        bufs[1] = asio::buffer(payload.data(), std::min(payload.size(), kIoChunkBytes));
-      } else {
-        const std::size_t off = frame_written_ - kHeaderBytes;
-        bufs[0] = asio::buffer(payload.data() + off, std::min(payload.size() - off, kIoChunkBytes));
-      }
-      const std::size_t n = co_await socket_.async_write_some(bufs, asio::redirect_error(kAwait, ec));
-      if (state_ != State::open) co_return;
-      if (ec) {
-        report("while sending", ec);
-        co_return;
-      }
-      frame_written_ += n;
-    }
-    env_.counters->bytes_sent += frame_total_;
-    env_.counters->frames_sent += 1;
-    ops_.pop_front();
-    op->complete();
+    writer_wake_.expires_at(due);
+    co_await writer_wake_.async_wait(asio::redirect_error(kAwait, ec));
   }
+}
+
+// ---- reading ----------------------------------------------------------------------------------
+
+asio::awaitable<bool> Link::read_small(std::span<std::byte> into, const FrameHeader& h) {
+  std::error_code ec;
+  co_await asio::async_read(stream_, asio::buffer(into.data(), into.size()), asio::redirect_error(kAwait, ec));
+  if (state_ != State::open) co_return false;
+  if (ec) {
+    report("in the middle of a " + std::string(to_string(h.kind)) + " frame", ec);
+    co_return false;
+  }
+  env_.counters->bytes_received += into.size();
+  env_.counters->frames_received += 1;
+  if (crc32c(into) != h.payload_crc) {
+    fail(FailureCause::protocol, "payload CRC32C mismatch on a " + std::string(to_string(h.kind)) + " frame from " + peer());
+    co_return false;
+  }
+  co_return true;
 }
 
 asio::awaitable<bool> Link::read_payload(const FrameHeader& h, PendingOp& op) {
@@ -132,7 +168,7 @@ asio::awaitable<bool> Link::read_payload(const FrameHeader& h, PendingOp& op) {
   while (got < h.payload_bytes) {
     std::byte* dst = op.buffer.data() + got;
     const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(h.payload_bytes - got, kReadChunkBytes));
-    const std::size_t n = co_await socket_.async_read_some(asio::buffer(dst, want), asio::redirect_error(kAwait, ec));
+    const std::size_t n = co_await stream_.async_read_some(asio::buffer(dst, want), asio::redirect_error(kAwait, ec));
     if (state_ != State::open) co_return false;  // op already failed; its buffer is no longer ours
     if (ec) {
       report("in the middle of a " + std::string(to_string(h.kind)) + " frame (step " + std::to_string(h.step) +
@@ -140,13 +176,14 @@ asio::awaitable<bool> Link::read_payload(const FrameHeader& h, PendingOp& op) {
              ec);
       co_return false;
     }
+    peer_live_.advanced();  // data on the move is progress, however long the frame
     crc = crc32c(crc, std::span<const std::byte>(dst, n));  // while the chunk is still in cache
     got += n;
   }
   if (crc != h.payload_crc) {
-    env_.fail("payload CRC32C mismatch on a " + std::string(to_string(h.kind)) + " frame (step " +
-              std::to_string(h.step) + ") from " + peer() + ": header says " + hex32(h.payload_crc) +
-              ", payload has " + hex32(crc));
+    fail(FailureCause::protocol, "payload CRC32C mismatch on a " + std::string(to_string(h.kind)) + " frame (step " +
+                                     std::to_string(h.step) + ") from " + peer() + ": header says " +
+                                     hex32(h.payload_crc) + ", payload has " + hex32(crc));
     co_return false;
   }
   co_return true;
@@ -156,56 +193,79 @@ asio::awaitable<void> Link::reader() {
   std::error_code ec;
   HeaderBytes hb{};
   while (state_ == State::open) {
-    if (dir_ == Dir::in && ops_.empty()) {  // read only into posted buffers
-      co_await wake_.async_wait(asio::redirect_error(kAwait, ec));
-      continue;
-    }
-    co_await asio::async_read(socket_, asio::buffer(hb), asio::redirect_error(kAwait, ec));
+    co_await asio::async_read(stream_, asio::buffer(hb), asio::redirect_error(kAwait, ec));
     if (state_ != State::open) co_return;
     if (ec) {
       if (ec == asio::error::eof && bye_received_ && ops_.empty()) co_return;  // polite close
-      report(dir_ == Dir::in ? "while a receive was posted" : "while this rank sends to it", ec);
+      report(dir_ == Dir::in ? "while this rank receives from it" : "while this rank sends to it", ec);
       co_return;
     }
+    peer_live_.heard();
     env_.counters->bytes_received += kHeaderBytes;
     FrameHeader h;
     if (std::string err = try_decode_header(hb, env_.limits, h); !err.empty()) {
-      env_.fail("bad frame header from " + peer() + ": " + err);
+      fail(FailureCause::protocol, "bad frame header from " + peer() + ": " + err);
       co_return;
     }
     switch (h.kind) {
+      case FrameKind::ping: {
+        std::array<std::byte, kPingBytes> payload{};
+        if (!co_await read_small(payload, h)) co_return;
+        PingInfo p;
+        if (std::string err = try_decode_ping(payload, p); !err.empty()) {
+          fail(FailureCause::protocol, "bad PING from " + peer() + ": " + err);
+          co_return;
+        }
+        peer_live_.ping(p);
+        continue;
+      }
       case FrameKind::bye:
         bye_received_ = true;
         env_.counters->frames_received += 1;
         if (!ops_.empty()) {
-          env_.fail(peer() + " closed the ring (BYE) with " + std::to_string(ops_.size()) + " " +
-                    (dir_ == Dir::in ? "receive(s)" : "send(s)") + " pending");
+          fail(FailureCause::peer_closed, peer() + " closed the ring (BYE) with " + std::to_string(ops_.size()) + " " +
+                                              (dir_ == Dir::in ? "receive(s)" : "send(s)") + " pending");
           co_return;
         }
         continue;  // expect EOF next
       case FrameKind::error: {
-        std::vector<std::byte> text(static_cast<std::size_t>(h.payload_bytes));  // <= kMaxErrorBytes, validated
-        co_await asio::async_read(socket_, asio::buffer(text), asio::redirect_error(kAwait, ec));
+        std::vector<std::byte> payload(static_cast<std::size_t>(h.payload_bytes));  // bounded by the header check
+        std::error_code rec;
+        co_await asio::async_read(stream_, asio::buffer(payload), asio::redirect_error(kAwait, rec));
         if (state_ != State::open) co_return;
-        env_.fail(peer() + " aborted: " + (ec ? std::string("(its message was cut off)") : error_text(text)));
+        if (rec) {
+          fail(FailureCause::peer_closed, peer() + " aborted (its message was cut off)");
+          co_return;
+        }
+        const ErrorInfo e = decode_error(payload);
+        env_.fail(e.cause, e.origin >= 0 ? e.origin : peer_rank_, peer() + " aborted: " + e.text);
         co_return;
       }
       case FrameKind::hello:
       case FrameKind::auth:
-        env_.fail("unexpected " + std::string(to_string(h.kind)) + " frame from " + peer() + " after the handshake");
+        fail(FailureCause::protocol, "unexpected " + std::string(to_string(h.kind)) + " frame from " + peer() +
+                                         " after the handshake");
         co_return;
       case FrameKind::kv_block:
       case FrameKind::state: break;
     }
     if (dir_ == Dir::out) {
-      env_.fail(peer() + " sent a " + std::string(to_string(h.kind)) + " frame on the link this rank sends on");
+      fail(FailureCause::protocol, peer() + " sent a " + std::string(to_string(h.kind)) + " frame on the link this rank sends on");
       co_return;
     }
+    // The payload goes only into a posted buffer: until the caller posts one, the header
+    // waits here and TCP's flow control holds the payload at the sender.
+    while (ops_.empty() && state_ == State::open) {
+      reader_wake_.expires_at(asio::steady_timer::time_point::max());
+      co_await reader_wake_.async_wait(asio::redirect_error(kAwait, ec));
+    }
+    if (state_ != State::open) co_return;
     std::shared_ptr<PendingOp> op = ops_.front();
     if (h.payload_bytes > op->buffer.size()) {
-      env_.fail(std::string(to_string(h.kind)) + " frame (step " + std::to_string(h.step) + ") from " + peer() +
-                " has " + std::to_string(h.payload_bytes) + " payload bytes but the posted receive buffer holds " +
-                std::to_string(op->buffer.size()));
+      fail(FailureCause::protocol, std::string(to_string(h.kind)) + " frame (step " + std::to_string(h.step) + ") from " +
+                                       peer() + " has " + std::to_string(h.payload_bytes) +
+                                       " payload bytes but the posted receive buffer holds " +
+                                       std::to_string(op->buffer.size()));
       co_return;
     }
     if (!co_await read_payload(h, *op)) co_return;
@@ -213,59 +273,61 @@ asio::awaitable<void> Link::reader() {
     env_.counters->frames_received += 1;
     op->header = h;
     ops_.pop_front();
+    env_.liveness->tick();
     op->complete();
   }
 }
 
-void Link::shutdown(const std::string& cause, const std::string& error_text) {
+// ---- closing ----------------------------------------------------------------------------------
+
+void Link::shutdown(const std::string& cause, const std::optional<ErrorInfo>& error) {
   if (state_ != State::open) return;
   state_ = State::closing;
-  std::error_code ignored;
-  socket_.cancel(ignored);  // no system call of a pending read/write runs after this
-  wake_.cancel();
+  stream_.cancel();  // no system call of a pending read/write runs after this
+  writer_wake_.cancel();
+  reader_wake_.cancel();
   for (auto& op : ops_) op->complete(cause);
   ops_.clear();
   const bool at_frame_boundary = frame_written_ == 0 || frame_written_ == frame_total_;
-  if (!at_frame_boundary || !socket_.is_open()) {  // a control frame now would corrupt the stream
-    socket_.close(ignored);
+  if (!at_frame_boundary || !stream_.is_open()) {  // a control frame now would corrupt the stream
+    stream_.close();
     closed_ = true;
     return;
   }
-  spawn(linger_close(error_text));
+  spawn(linger_close(error));
 }
 
-asio::awaitable<void> Link::linger_close(std::string error_text) {
+asio::awaitable<void> Link::linger_close(std::optional<ErrorInfo> error) {
   // Bounded: the timer closes the socket if the peer never answers.
-  asio::steady_timer deadline(socket_.get_executor(), env_.linger);
+  asio::steady_timer deadline(stream_.get_executor(), env_.linger);
   deadline.async_wait([this](std::error_code ec) {
-    std::error_code ignored;
-    if (!ec) socket_.close(ignored);
+    if (!ec) stream_.close();
   });
   std::error_code ec;
-  if (error_text.size() > kMaxErrorBytes) error_text.resize(kMaxErrorBytes);
+  const std::string payload = error ? encode_error(*error) : std::string();
   FrameHeader h;
-  h.kind = error_text.empty() ? FrameKind::bye : FrameKind::error;
-  h.payload_bytes = error_text.size();
-  h.payload_crc = crc32c(error_text);
+  h.kind = error ? FrameKind::error : FrameKind::bye;
+  h.payload_bytes = payload.size();
+  h.payload_crc = crc32c(payload);
   const HeaderBytes hb = encode_header(h);
-  const std::array<asio::const_buffer, 2> frame{asio::buffer(hb), asio::buffer(error_text)};
-  co_await asio::async_write(socket_, frame, asio::redirect_error(kAwait, ec));
+  const std::array<asio::const_buffer, 2> frame{asio::buffer(hb), asio::buffer(payload)};
+  co_await asio::async_write(stream_, frame, asio::redirect_error(kAwait, ec));
   if (!ec) {
-    env_.counters->bytes_sent += kHeaderBytes + error_text.size();
+    env_.counters->bytes_sent += kHeaderBytes + payload.size();
     env_.counters->frames_sent += 1;
-    socket_.shutdown(asio::socket_base::shutdown_send, ec);
+    stream_.shutdown_send();
   }
   // Discard what the peer already sent: closing with unread bytes would reset the
   // connection at once. Bytes queued at the peer before a reset stay readable there, so
   // our last frames (and this BYE/ERROR) still arrive. Waiting for the peer's EOF instead
   // would make close() cost a round of the slowest neighbour.
   std::error_code drain_ec;
-  socket_.non_blocking(true, drain_ec);
+  auto& sock = stream_.socket();
+  sock.non_blocking(true, drain_ec);
   std::vector<std::byte> scratch(64 * 1024);
-  for (int i = 0; i < 64 && !drain_ec; ++i) socket_.read_some(asio::buffer(scratch), drain_ec);  // bounded
+  for (int i = 0; i < 64 && !drain_ec; ++i) sock.read_some(asio::buffer(scratch), drain_ec);  // bounded
   deadline.cancel();
-  std::error_code ignored;
-  socket_.close(ignored);
+  stream_.close();
   closed_ = true;
 }
 

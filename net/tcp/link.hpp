@@ -1,16 +1,19 @@
-// One established, authenticated TCP connection to a ring neighbour, after the handshake.
+// One established, authenticated connection to a peer rank, after the handshake.
 //
 // A link carries data in one direction only: an `out` link sends this rank's frames to
-// the peer, an `in` link receives the peer's frames. The reverse direction carries only
-// control frames (BYE, ERROR), so a neighbour that gives up can say why. Everything here
-// runs on the transport's single I/O thread; posted ops arrive through post().
+// the peer, an `in` link receives the peer's frames. Both directions carry control
+// frames: PING keep-alives (net/liveness.hpp), and BYE or ERROR when a side leaves, so a
+// neighbour that gives up can say why. Everything here runs on the transport's single
+// I/O thread; posted ops arrive through post().
 //
-// Two coroutines per link: the writer (out links) drains the send queue frame by frame
-// in kIoChunkBytes writes; the reader serves posted receives (in links) — header first,
-// validated before any payload byte is read, then the payload into the caller's buffer
-// with a running CRC32C — or, on out links, watches for the peer's BYE/ERROR/EOF.
+// Two coroutines per link. The writer sends the posted data frames (out links) in
+// kIoChunkBytes writes and, whenever the link has been quiet for a keep-alive interval,
+// a PING with this rank's progress. The reader reads every frame the peer sends: PINGs
+// and data headers as they come (each header validated before any payload byte is
+// read), and a data payload only into a posted receive buffer, with a running CRC32C.
+// Everything read is recorded in the link's PeerLiveness, which wait() consults.
 // Socket errors stay error codes here; the first one is handed to the transport's fail
-// callback, which turns it into the message every pending request reports.
+// callback, which turns it into the cause every pending request reports.
 #pragma once
 
 #include <asio/awaitable.hpp>
@@ -21,10 +24,12 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "net/liveness.hpp"
 #include "net/pending_op.hpp"
-#include "net/tcp/socket_options.hpp"
+#include "net/tcp/stream.hpp"
 #include "net/wire.hpp"
 
 namespace ringattn::net::tcp {
@@ -36,16 +41,20 @@ struct Counters {
 // What a link needs from its transport.
 struct LinkEnv {
   FrameLimits limits;
-  std::chrono::milliseconds linger{1000};         // bound on writing the final BYE/ERROR
-  std::function<void(const std::string&)> fail;  // first fatal error of any link: abort everything
+  std::chrono::milliseconds linger{1000};     // bound on writing the final BYE/ERROR
+  std::chrono::milliseconds keepalive{1000};  // a quiet link sends a PING this often
+  // The first fatal error of any link: abort everything. `origin` is the rank the
+  // failure is attributed to.
+  std::function<void(FailureCause cause, int origin, const std::string& message)> fail;
   Counters* counters = nullptr;
+  Liveness* liveness = nullptr;  // this rank's: sent in PINGs, ticked per frame moved
 };
 
 class Link {
  public:
   enum class Dir : std::uint8_t { out, in };
 
-  Link(Socket socket, Dir dir, int self_rank, int peer_rank, LinkEnv& env);
+  Link(Stream stream, Dir dir, int self_rank, int peer_rank, LinkEnv& env);
   Link(const Link&) = delete;
   Link& operator=(const Link&) = delete;
 
@@ -56,36 +65,42 @@ class Link {
   void post(std::shared_ptr<PendingOp> op);
 
   // Ends the link: completes every pending op with `cause`; if the stream is at a frame
-  // boundary sends ERROR(error_text), or BYE when error_text is empty (bounded by
-  // env.linger), shuts down the send side, discards unread input and closes. Idempotent.
-  void shutdown(const std::string& cause, const std::string& error_text);
+  // boundary sends ERROR(error) — or BYE when `error` is empty — bounded by env.linger,
+  // shuts down the send side, discards unread input and closes. Idempotent.
+  void shutdown(const std::string& cause, const std::optional<ErrorInfo>& error);
 
   bool closed() const { return closed_; }
   int peer_rank() const { return peer_rank_; }
   Dir dir() const { return dir_; }
-  const std::string& name() const { return name_; }  // "rank 0 -> rank 1 (a:p -> b:q)"
+  const std::string& name() const { return name_; }  // "rank 0 (a:p) -> rank 1 (b:q)"
+  std::string peer() const;  // "successor rank 1" / "predecessor rank 3"
+  const PeerLiveness& liveness() const { return peer_live_; }  // any thread
 
  private:
   enum class State : std::uint8_t { open, closing };
 
   asio::awaitable<void> writer();
+  asio::awaitable<bool> write_frame(const FrameHeader& h, std::span<const std::byte> payload);
   asio::awaitable<void> reader();
   asio::awaitable<bool> read_payload(const FrameHeader& h, PendingOp& op);
-  asio::awaitable<void> linger_close(std::string error_text);
+  asio::awaitable<bool> read_small(std::span<std::byte> into, const FrameHeader& h);
+  asio::awaitable<void> linger_close(std::optional<ErrorInfo> error);
   void report(const std::string& context, const std::error_code& ec);
+  void fail(FailureCause cause, const std::string& message) { env_.fail(cause, peer_rank_, message); }
   void spawn(asio::awaitable<void> coroutine);  // an exception escaping it fails the transport
-  std::string peer() const;  // "successor rank 1" / "predecessor rank 3"
 
-  Socket socket_;
+  Stream stream_;
   Dir dir_;
   int self_rank_, peer_rank_;
   LinkEnv& env_;
-  asio::steady_timer wake_;  // cancelled to wake the coroutine waiting for posted ops
+  asio::steady_timer writer_wake_, reader_wake_;  // cancelled to wake a coroutine
   std::deque<std::shared_ptr<PendingOp>> ops_;
   State state_ = State::open;
   bool closed_ = false;
   bool bye_received_ = false;
   std::uint64_t frame_written_ = 0, frame_total_ = 0;  // the frame the writer is in
+  std::chrono::steady_clock::time_point last_write_;
+  PeerLiveness peer_live_;
   std::string name_;
 };
 

@@ -1,13 +1,14 @@
-// TcpTransport's connect phase: dial the successor with retry and back-off, accept the
-// predecessor, run the handshake on both, all under one deadline (connect_timeout).
-// Both run as coroutines on the I/O thread; connect() waits for both or the first error.
+// TcpTransport's connections: the accept loop that serves every incoming connection in
+// its own coroutine under its own handshake deadline, and the dial to the successor with
+// retry and back-off. connect() waits for both links under one deadline.
 #include "net/tcp/tcp_transport.hpp"
 
 #include <asio/ip/address.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/detached.hpp>
 #include <asio/post.hpp>
 
 #include "net/tcp/coroutines.hpp"
-#include "net/tcp/handshake_io.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/log.hpp"
 
@@ -17,6 +18,12 @@ namespace {
 constexpr auto kAwait = asio::use_awaitable;
 // The successor may not be listening yet; retries back off up to kMaxBackoff.
 constexpr std::chrono::milliseconds kFirstBackoff{10}, kMaxBackoff{500};
+
+std::string remote_text(const Socket& s) {
+  std::error_code ec;
+  const auto ep = s.remote_endpoint(ec);
+  return ec ? std::string("?") : ep.address().to_string() + ":" + std::to_string(ep.port());
+}
 
 }  // namespace
 
@@ -30,6 +37,18 @@ Hello TcpTransport::hello_template() const {
   return h;
 }
 
+// Registers the stream as handshaking, so that giving up cancels it with a reason.
+HandshakeParams TcpTransport::handshake_params(Role role, int expected_rank, Stream& stream, std::string from) {
+  auto abort = std::make_shared<std::optional<ErrorInfo>>();
+  handshaking_[&stream] = Handshaking{std::move(from), abort};
+  return {hello_template(), role, static_cast<std::uint32_t>(expected_rank), config_.secret, config_.handshake_timeout, abort};
+}
+
+Stream TcpTransport::make_stream(Socket socket, Role /*role*/) {
+  set_no_delay(socket);
+  return Stream(std::move(socket));
+}
+
 void TcpTransport::connect(const std::vector<PeerAddress>& peers) {
   if (peers.size() != static_cast<std::size_t>(config_.world))
     throw InvalidArgument(prefix() + "connect() got " + std::to_string(peers.size()) + " peer addresses for world size " +
@@ -37,44 +56,143 @@ void TcpTransport::connect(const std::vector<PeerAddress>& peers) {
   const PeerAddress succ = peers[static_cast<std::size_t>(successor_)];
   if (succ.port == 0 || succ.host.empty())
     throw InvalidArgument(prefix() + "successor rank " + std::to_string(successor_) + " has no address");
+  const auto deadline = Clock::now() + config_.connect_timeout;
   {
     std::lock_guard lock(mu_);
+    if (phase_ == Phase::failed) throw NetworkError(failure_, failure_cause_, failure_origin_);
     if (phase_ != Phase::idle) throw InvalidArgument(prefix() + "connect() may be called once, before close()");
     phase_ = Phase::connecting;
-    connect_tasks_left_ = 2;
   }
-  const auto deadline = Clock::now() + config_.connect_timeout;
   asio::post(io_, [this, succ, deadline] {
-    connect_timer_.expires_at(deadline);
-    connect_timer_.async_wait([this](std::error_code ec) {
-      if (ec) return;
-      connect_timed_out_ = true;
-      abort_connect_phase();
-    });
-    auto on_exit = [this](std::exception_ptr e) {
+    dialing_ = true;
+    asio::co_spawn(io_, dial_successor(succ, deadline), [this](std::exception_ptr e) {
       if (!e) return;
       try {
         std::rethrow_exception(e);
       } catch (const std::exception& ex) {
-        connect_task_done(std::string("internal error while connecting: ") + ex.what());
+        fail(FailureCause::local, config_.rank, std::string("internal error while connecting: ") + ex.what());
       }
-    };
-    asio::co_spawn(io_, dial_successor(succ), on_exit);
-    asio::co_spawn(io_, accept_predecessor(), on_exit);
+    });
+    link_ready();  // the predecessor may already be connected
   });
   std::unique_lock lock(mu_);
-  // The I/O thread enforces the deadline itself; the grace only guards against a bug there.
-  const bool settled = cv_.wait_until(lock, deadline + kAbortGrace, [&] { return phase_ != Phase::connecting; });
+  cv_.wait_until(lock, deadline, [&] { return phase_ != Phase::connecting; });
+  if (phase_ == Phase::connecting) {
+    lock.unlock();
+    asio::post(io_, [this] { connect_deadline_passed(); });
+    lock.lock();
+    if (!cv_.wait_until(lock, Clock::now() + kAbortGrace, [&] { return phase_ != Phase::connecting; }))
+      throw NetworkError(prefix() + "connect() did not finish within " + ms_connect_ + " (the I/O thread is stuck)");
+  }
   if (phase_ == Phase::connected) return;
-  std::string cause = !settled             ? prefix() + "connect() did not finish within " + ms_connect_
-                      : failure_.empty() ? prefix() + "the transport was closed during connect()"
-                                         : failure_;
-  lock.unlock();
-  if (!settled) asio::post(io_, [this, cause] { fail(cause); });
-  throw NetworkError(cause);
+  if (phase_ == Phase::failed) throw NetworkError(failure_, failure_cause_, failure_origin_);
+  throw NetworkError(prefix() + "the transport was closed during connect()");
 }
 
-asio::awaitable<void> TcpTransport::dial_successor(PeerAddress addr) {
+// connect()'s deadline passed: say which link is missing, and what was turned away
+// meanwhile (an operator looking for a misconfigured peer wants to see that). I/O thread.
+void TcpTransport::connect_deadline_passed() {
+  {
+    std::lock_guard lock(mu_);
+    if (phase_ != Phase::connecting) return;
+  }
+  std::string m;
+  int origin = predecessor_;
+  if (out_ == nullptr) {
+    m = "could not connect to successor rank " + std::to_string(successor_) + " within " + ms_connect_;
+    origin = successor_;
+  } else {
+    m = "no connection from predecessor rank " + std::to_string(predecessor_) + " within " + ms_connect_;
+  }
+  if (dropped_connections_ > 0)
+    m += " (dropped " + std::to_string(dropped_connections_) + " other connection(s), the last from " + last_dropped_ + ")";
+  fail(FailureCause::peer_silent, origin, m);
+}
+
+bool TcpTransport::gave_up() const {
+  std::lock_guard lock(mu_);
+  return phase_ == Phase::failed || phase_ == Phase::closed;
+}
+
+// Both links present: the ring is up. I/O thread.
+void TcpTransport::link_ready() {
+  std::lock_guard lock(mu_);
+  if (phase_ != Phase::connecting || out_ == nullptr || in_ == nullptr) return;
+  phase_ = Phase::connected;
+  cv_.notify_all();
+}
+
+// ---- accepting ---------------------------------------------------------------------------------
+
+asio::awaitable<void> TcpTransport::accept_loop() {
+  std::error_code ec;
+  while (accepting_) {
+    Socket socket(io_);
+    co_await acceptor_.async_accept(socket, asio::redirect_error(kAwait, ec));
+    if (!accepting_) co_return;
+    if (ec) {
+      if (ec == asio::error::operation_aborted) co_return;
+      // EMFILE and friends: say so, back off briefly, keep serving.
+      logger("net")->warn("{}accept failed: {}", prefix(), ec.message());
+      backoff_timer_.expires_after(std::chrono::milliseconds(50));
+      co_await backoff_timer_.async_wait(asio::redirect_error(kAwait, ec));
+      continue;
+    }
+    if (handshaking_.size() >= kMaxPendingHandshakes) {
+      ++dropped_connections_;
+      last_dropped_ = remote_text(socket) + ": too many handshakes in progress";
+      logger("net")->warn("{}dropped a connection from {}", prefix(), last_dropped_);
+      continue;  // the socket closes here
+    }
+    asio::co_spawn(io_, serve_incoming(std::move(socket)), asio::detached);
+  }
+}
+
+asio::awaitable<void> TcpTransport::serve_incoming(Socket socket) {
+  const std::string from = remote_text(socket);
+  Stream stream = make_stream(std::move(socket), Role::acceptor);
+  HandshakeResult r = co_await run_handshake(stream, handshake_params(Role::acceptor, predecessor_, stream, from));
+  handshake_done(stream);
+  if (!accepting_ || (!r.ok() && gave_up())) co_return;
+  if (r.ok()) {
+    const int peer = static_cast<int>(r.peer.rank);
+    if (in_links_.count(peer) != 0) {
+      ++dropped_connections_;
+      last_dropped_ = from + ": rank " + std::to_string(peer) + " is already connected";
+      logger("net")->warn("{}dropped a second connection from rank {} ({})", prefix(), peer, from);
+      co_return;
+    }
+    auto link = std::make_unique<Link>(std::move(stream), Link::Dir::in, config_.rank, peer, env_);
+    Link* l = link.get();
+    in_links_[peer] = std::move(link);
+    in_ = l;
+    logger("net")->info("connected {} (ring)", l->name());
+    {
+      std::lock_guard lock(mu_);
+      if (phase_ == Phase::failed || phase_ == Phase::closed) {  // too late: tell it why
+        const std::optional<ErrorInfo> e = phase_ == Phase::failed ? std::optional(ErrorInfo{failure_origin_, failure_cause_, failure_})
+                                                                   : std::nullopt;
+        l->shutdown(failure_, e);
+        co_return;
+      }
+    }
+    l->start();
+    link_ready();
+    co_return;
+  }
+  if (r.end == HandshakeEnd::mismatch) {  // an authenticated member of this ring disagrees
+    fail(FailureCause::mismatch, static_cast<int>(r.peer.rank), "refused the connection from " + from + ": " + r.error);
+    co_return;
+  }
+  // Never proved the token (or never spoke): not a member of this ring. Note it, go on.
+  ++dropped_connections_;
+  last_dropped_ = from + ": " + r.error;
+  logger("net")->warn("{}dropped a connection from {}", prefix(), last_dropped_);
+}
+
+// ---- dialing -----------------------------------------------------------------------------------
+
+asio::awaitable<void> TcpTransport::dial_successor(PeerAddress addr, Clock::time_point deadline) {
   const std::string target = "successor rank " + std::to_string(successor_) + " at " + addr.host + ":" + std::to_string(addr.port);
   std::error_code ec;
   std::vector<asio::ip::tcp::endpoint> endpoints;
@@ -83,111 +201,83 @@ asio::awaitable<void> TcpTransport::dial_successor(PeerAddress addr) {
   } else {
     asio::ip::tcp::resolver resolver(io_);
     const auto results = co_await resolver.async_resolve(addr.host, std::to_string(addr.port), asio::redirect_error(kAwait, ec));
-    if (connect_aborted_) co_return connect_task_done("");
-    if (ec) co_return connect_task_done("cannot resolve " + target + ": " + ec.message());
+    if (dial_aborted_) co_return;
+    if (ec) {
+      fail(FailureCause::local, config_.rank, "cannot resolve " + target + ": " + ec.message());
+      co_return;
+    }
     for (const auto& r : results) endpoints.push_back(r.endpoint());
   }
   std::string last_error = "none";
   int attempts = 0;
-  bool connected = false;
-  for (auto backoff = kFirstBackoff; !connect_aborted_ && !connected;
-       backoff = std::min<std::chrono::milliseconds>(backoff * 2, kMaxBackoff)) {
+  for (auto backoff = kFirstBackoff; !dial_aborted_; backoff = std::min<std::chrono::milliseconds>(backoff * 2, kMaxBackoff)) {
     for (const auto& ep : endpoints) {
-      ++attempts;
-      dial_socket_ = Socket(io_);
-      dial_socket_.open(ep.protocol(), ec);
-      if (!ec) set_buffer_sizes(dial_socket_);
-      if (!ec) co_await dial_socket_.async_connect(ep, asio::redirect_error(kAwait, ec));
-      if (connect_aborted_) break;
-      if (!ec) {
-        connected = true;
-        break;
+      if (Clock::now() >= deadline) {
+        fail(FailureCause::peer_silent, successor_,
+             "could not connect to " + target + " within " + ms_connect_ + " (" + std::to_string(attempts) +
+                 " attempts, last error: " + last_error + ")");
+        co_return;
       }
-      last_error = ec.message();
+      ++attempts;
+      Socket socket(io_);
+      socket.open(ep.protocol(), ec);
+      if (!ec) set_buffer_sizes(socket);
+      Stream stream(std::move(socket));
+      handshaking_[&stream] = Handshaking{target, nullptr};
+      // The connect attempt is bounded by the handshake deadline too (a black-holed SYN).
+      asio::steady_timer guard(io_, config_.handshake_timeout);
+      guard.async_wait([&stream](std::error_code e) {
+        if (!e) stream.close();
+      });
+      if (!ec) co_await stream.socket().async_connect(ep, asio::redirect_error(kAwait, ec));
+      guard.cancel();
+      if (dial_aborted_) {
+        handshaking_.erase(&stream);
+        co_return;
+      }
+      if (ec) {
+        handshaking_.erase(&stream);
+        last_error = ec.message();
+        continue;
+      }
+      stream = make_stream(std::move(stream.socket()), Role::initiator);
+      HandshakeResult r = co_await run_handshake(stream, handshake_params(Role::initiator, successor_, stream, target));
+      handshake_done(stream);
+      if (dial_aborted_) co_return;
+      if (!r.ok()) {
+        const FailureCause cause = r.end == HandshakeEnd::mismatch          ? FailureCause::mismatch
+                                   : r.end == HandshakeEnd::unauthenticated ? FailureCause::auth
+                                   : r.end == HandshakeEnd::timeout         ? FailureCause::peer_silent
+                                   : r.end == HandshakeEnd::io              ? FailureCause::peer_closed
+                                                                            : FailureCause::protocol;
+        fail(cause, successor_, "handshake with " + target + " failed: " + r.error);
+        co_return;
+      }
+      auto link = std::make_unique<Link>(std::move(stream), Link::Dir::out, config_.rank, successor_, env_);
+      Link* l = link.get();
+      out_links_[successor_] = std::move(link);
+      out_ = l;
+      logger("net")->info("connected {} (ring)", l->name());
+      l->start();
+      link_ready();
+      co_return;
     }
-    if (connected || connect_aborted_) break;
     backoff_timer_.expires_after(backoff);  // the successor may not be listening yet
     co_await backoff_timer_.async_wait(asio::redirect_error(kAwait, ec));
   }
-  if (!connected) {
-    co_return connect_task_done(connect_timed_out_ ? "could not connect to " + target + " within " + ms_connect_ + " (" +
-                                                         std::to_string(attempts) + " attempts, last error: " + last_error + ")"
-                                                   : "");
-  }
-  set_no_delay(dial_socket_);
-  HandshakeParams params{hello_template(), Role::initiator, static_cast<std::uint32_t>(successor_), config_.secret};
-  HandshakeResult r = co_await run_handshake(dial_socket_, params);
-  if (!r.ok) {
-    if (connect_timed_out_) co_return connect_task_done("handshake with " + target + " did not complete within " + ms_connect_);
-    co_return connect_task_done(connect_aborted_ ? "" : "handshake with " + target + " failed: " + r.error);
-  }
-  auto link = std::make_unique<Link>(std::move(dial_socket_), Link::Dir::out, config_.rank, successor_, env_);
-  out_ = link.get();
-  out_links_[successor_] = std::move(link);
-  logger("net")->info("connected {} (ring)", out_->name());
-  out_->start();
-  connect_task_done("");
 }
 
-asio::awaitable<void> TcpTransport::accept_predecessor() {
-  const std::string who = "predecessor rank " + std::to_string(predecessor_);
-  std::error_code ec;
-  while (!connect_aborted_) {
-    accept_socket_ = Socket(io_);
-    co_await acceptor_.async_accept(accept_socket_, asio::redirect_error(kAwait, ec));
-    if (connect_aborted_) break;
-    if (ec) co_return connect_task_done("accepting a connection from " + who + " failed: " + ec.message());
-    set_no_delay(accept_socket_);
-    std::string from = "?";
-    if (auto ep = accept_socket_.remote_endpoint(ec); !ec) from = ep.address().to_string() + ":" + std::to_string(ep.port());
-    HandshakeParams params{hello_template(), Role::acceptor, static_cast<std::uint32_t>(predecessor_), config_.secret};
-    HandshakeResult r = co_await run_handshake(accept_socket_, params);
-    if (r.ok) {
-      auto link = std::make_unique<Link>(std::move(accept_socket_), Link::Dir::in, config_.rank, predecessor_, env_);
-      in_ = link.get();
-      in_links_[predecessor_] = std::move(link);
-      logger("net")->info("connected {} (ring)", in_->name());
-      in_->start();
-      co_return connect_task_done("");
-    }
-    if (connect_aborted_) break;
-    if (r.fatal) co_return connect_task_done("refused the connection from " + from + " (expected " + who + "): " + r.error);
-    // Not a ringattn peer at all (a port scan, a health check): note it and keep waiting.
-    ++ignored_connections_;
-    last_ignored_ = from + ": " + r.error;
-    logger("net")->warn("{}ignored a connection from {}", prefix(), last_ignored_);
-    std::error_code ignored;
-    accept_socket_.close(ignored);
-  }
-  if (!connect_timed_out_) co_return connect_task_done("");
-  std::string msg = "no connection from " + who + " within " + ms_connect_;
-  if (ignored_connections_ > 0)
-    msg += " (ignored " + std::to_string(ignored_connections_) + " non-ringattn connection(s), last from " + last_ignored_ + ")";
-  connect_task_done(msg);
-}
-
-void TcpTransport::connect_task_done(const std::string& error) {
-  if (!error.empty()) {
-    fail(prefix() + error);
-    return;
-  }
-  std::lock_guard lock(mu_);
-  if (phase_ != Phase::connecting) return;  // failed meanwhile; fail() already set the cause
-  if (--connect_tasks_left_ == 0) {
-    phase_ = Phase::connected;
-    connect_timer_.cancel();
-    cv_.notify_all();
-  }
-}
-
-void TcpTransport::abort_connect_phase() {
-  connect_aborted_ = true;
-  std::error_code ignored;
-  acceptor_.cancel(ignored);
-  dial_socket_.close(ignored);
-  accept_socket_.close(ignored);
+void TcpTransport::abort_connect_phase(const std::optional<ErrorInfo>& why) {
+  dial_aborted_ = true;
   backoff_timer_.cancel();
-  connect_timer_.cancel();
+  for (auto& [stream, h] : handshaking_) {
+    if (h.abort && why) {
+      *h.abort = why;
+      stream->cancel();  // the handshake tells its peer why, then closes
+    } else {
+      stream->close();
+    }
+  }
 }
 
 }  // namespace ringattn::net::tcp

@@ -1,5 +1,5 @@
-// TcpTransport: set-up, request posting and waiting, failure, close (connect is in
-// tcp_connect.cpp).
+// TcpTransport: set-up, request posting and waiting with liveness, failure, close
+// (accepting and connecting are in tcp_connect.cpp).
 #include "net/tcp/tcp_transport.hpp"
 
 #include <pthread.h>
@@ -11,6 +11,7 @@
 
 #include "net/secret.hpp"
 #include "net/self_transport.hpp"
+#include "net/tcp/coroutines.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/log.hpp"
 
@@ -26,7 +27,8 @@ std::unique_ptr<RingTransport> make_tcp_transport(const TransportConfig& config)
 namespace ringattn::net::tcp {
 namespace {
 
-constexpr std::chrono::milliseconds kMaxLinger{2000};
+using std::chrono::milliseconds;
+constexpr milliseconds kMaxLinger{2000};
 
 double thread_cpu_seconds(clockid_t clock) {
   timespec ts{};
@@ -34,7 +36,7 @@ double thread_cpu_seconds(clockid_t clock) {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-void check_config(const TransportConfig& c) {
+TransportConfig checked(TransportConfig c) {
   if (c.world < 2) throw InvalidArgument("TCP transport: world size " + std::to_string(c.world) + " (needs >= 2)");
   if (c.rank < 0 || c.rank >= c.world)
     throw InvalidArgument("rank " + std::to_string(c.rank) + " is outside 0.." + std::to_string(c.world - 1));
@@ -43,42 +45,55 @@ void check_config(const TransportConfig& c) {
                           " or pass a token file); peers cannot be authenticated without one");
   if (c.connect_timeout.count() <= 0 || c.io_timeout.count() <= 0)
     throw InvalidArgument("rank " + std::to_string(c.rank) + ": connect_timeout and io_timeout must be positive");
+  if (c.handshake_timeout.count() <= 0) c.handshake_timeout = std::min(milliseconds(5000), c.connect_timeout);
+  if (c.keepalive.count() <= 0) c.keepalive = std::clamp(c.io_timeout / 5, milliseconds(10), milliseconds(2000));
+  return c;
 }
+
+std::string ms_text(milliseconds ms) { return std::to_string(ms.count()) + " ms"; }
 
 }  // namespace
 
 TcpTransport::TcpTransport(const TransportConfig& config)
-    : config_(config),
-      limits_((check_config(config), FrameLimits::for_job(config.shape))),
-      successor_((config.rank + 1) % config.world),
-      predecessor_((config.rank + config.world - 1) % config.world),
-      ms_connect_(std::to_string(config.connect_timeout.count()) + " ms"),
-      ms_io_(std::to_string(config.io_timeout.count()) + " ms"),
+    : config_(checked(config)),
+      limits_(FrameLimits::for_job(config_.shape)),
+      successor_((config_.rank + 1) % config_.world),
+      predecessor_((config_.rank + config_.world - 1) % config_.world),
+      ms_connect_(ms_text(config_.connect_timeout)),
+      ms_io_(ms_text(config_.io_timeout)),
       work_(io_.get_executor()),
       acceptor_(io_),
-      dial_socket_(io_),
-      accept_socket_(io_),
-      connect_timer_(io_),
       backoff_timer_(io_) {
   env_.limits = limits_;
-  env_.linger = std::min<std::chrono::milliseconds>(config.io_timeout, kMaxLinger);
-  env_.fail = [this](const std::string& cause) { fail(prefix() + cause); };
+  env_.linger = std::min<milliseconds>(config_.io_timeout, kMaxLinger);
+  env_.keepalive = config_.keepalive;
+  env_.fail = [this](FailureCause cause, int origin, const std::string& message) { fail(cause, origin, message); };
   env_.counters = &counters_;
+  env_.liveness = &liveness_;
 
   std::error_code ec;
-  const auto addr = asio::ip::make_address(config.listen_host, ec);
-  if (ec) throw InvalidArgument(prefix() + "listen_host '" + config.listen_host + "' is not a numeric address");
-  const asio::ip::tcp::endpoint ep(addr, config.listen_port);
+  const auto addr = asio::ip::make_address(config_.listen_host, ec);
+  if (ec) throw InvalidArgument(prefix() + "listen_host '" + config_.listen_host + "' is not a numeric address");
+  const asio::ip::tcp::endpoint ep(addr, config_.listen_port);
   acceptor_.open(ep.protocol(), ec);
   if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) set_buffer_sizes(acceptor_);
   if (!ec) acceptor_.bind(ep, ec);
   if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
   if (ec)
-    throw NetworkError(prefix() + "cannot listen on " + config.listen_host + ":" + std::to_string(config.listen_port) +
+    throw NetworkError(prefix() + "cannot listen on " + config_.listen_host + ":" + std::to_string(config_.listen_port) +
                        ": " + ec.message());
   port_ = acceptor_.local_endpoint().port();
 
+  // The predecessor may connect before this rank calls connect(): accept from now on.
+  asio::co_spawn(io_, accept_loop(), [this](std::exception_ptr e) {
+    if (!e) return;
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      fail(FailureCause::local, config_.rank, std::string("internal error in the accept loop: ") + ex.what());
+    }
+  });
   io_running_ = true;
   io_thread_ = std::thread([this] {
     io_.run();
@@ -96,22 +111,30 @@ TcpTransport::~TcpTransport() {
 
 // ---- failure and close (I/O thread) ---------------------------------------------------------
 
-void TcpTransport::fail(const std::string& cause) {
+void TcpTransport::fail(FailureCause cause, int origin, const std::string& message) {
+  const std::string text = prefix() + message;
   {
     std::lock_guard lock(mu_);
     if (phase_ == Phase::failed || phase_ == Phase::closed) return;
     phase_ = Phase::failed;
-    failure_ = cause;
+    failure_ = text;
+    failure_cause_ = cause;
+    failure_origin_ = origin;
   }
   cv_.notify_all();
-  logger("net")->error("{}", cause);
-  abort_connect_phase();
-  shutdown_links(cause, cause);
+  logger("net")->error("{}", text);
+  const ErrorInfo why{origin, cause, text};
+  abort_connect_phase(why);
+  shutdown_links(text, why);
 }
 
-void TcpTransport::shutdown_links(const std::string& cause, const std::string& error_text) {
+void TcpTransport::fail_from_caller(FailureCause cause, int origin, const std::string& message) {
+  asio::post(io_, [this, cause, origin, message] { fail(cause, origin, message); });
+}
+
+void TcpTransport::shutdown_links(const std::string& cause, const std::optional<ErrorInfo>& error) {
   for (auto* links : {&out_links_, &in_links_})
-    for (auto& [rank, link] : *links) link->shutdown(cause, error_text);
+    for (auto& [rank, link] : *links) link->shutdown(cause, error);
 }
 
 void TcpTransport::close() {
@@ -123,10 +146,15 @@ void TcpTransport::close() {
   cv_.notify_all();
   const std::string cause = prefix() + "the transport was closed";
   asio::post(io_, [this, cause] {
-    abort_connect_phase();
+    // Connections still in their handshake never became links: name them once.
+    for (const auto& [stream, h] : handshaking_)
+      if (h.from.rfind("successor", 0) != 0)
+        logger("net")->warn("{}dropped a connection from {}: still in its handshake at close", prefix(), h.from);
+    abort_connect_phase(std::nullopt);
+    accepting_ = false;
     std::error_code ignored;
     acceptor_.close(ignored);
-    shutdown_links(cause, "");  // BYE
+    shutdown_links(cause, std::nullopt);  // BYE
   });
   work_.reset();  // run() returns once the links' closing coroutines have finished
   stop_io_thread();
@@ -136,7 +164,7 @@ void TcpTransport::stop_io_thread() {
   if (io_joined_) return;
   // The closing coroutines are bounded by env_.linger; this bound is only a safety net.
   const auto deadline = Clock::now() + env_.linger + kAbortGrace;
-  while (io_running_ && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (io_running_ && Clock::now() < deadline) std::this_thread::sleep_for(milliseconds(1));
   if (io_running_) {
     logger("net")->warn("{}I/O thread did not stop within its linger; stopping it", prefix());
     io_.stop();
@@ -182,18 +210,53 @@ Request TcpTransport::irecv(std::span<std::byte> buffer) {
 FrameHeader TcpTransport::wait(Request& request) {
   auto* op = dynamic_cast<PendingOp*>(request.state());
   if (op == nullptr || op->owner() != this) throw InvalidArgument(prefix() + "wait() on an empty request or one of another transport");
-  if (!op->wait_until(Clock::now() + config_.io_timeout)) {
-    const std::string cause =
-        prefix() + "timed out after " + ms_io_ +
-        (op->dir() == PendingOp::Dir::send ? " sending to successor rank " + std::to_string(successor_)
-                                           : " waiting to receive from predecessor rank " + std::to_string(predecessor_));
-    asio::post(io_, [this, cause] { fail(cause); });
-    if (!op->wait_until(Clock::now() + kAbortGrace)) {  // the I/O thread is stuck: stop it
-      io_.stop();
-      op->complete(cause);
+  const Link* link = op->dir() == PendingOp::Dir::send ? out_.load() : in_.load();
+  const auto waiting = liveness_.enter(PeerState::waiting);
+  const auto t_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(config_.io_timeout).count();
+  const auto check = std::max(milliseconds(5), config_.keepalive / 2);
+  const std::int64_t start = PeerLiveness::now_ns();
+  std::int64_t seen_advance = link ? link->liveness().advanced_ns.load() : 0;
+  std::string cause;
+  FailureCause kind = FailureCause::unknown;
+  while (!op->wait_until(Clock::now() + check)) {
+    if (!link) continue;  // cannot happen: without a link the request completed at once
+    const PeerLiveness& peer = link->liveness();
+    const std::int64_t now = PeerLiveness::now_ns();
+    const std::int64_t heard = std::max(peer.heard_ns.load(), start);
+    const std::int64_t advanced = peer.advanced_ns.load();
+    if (advanced != seen_advance) {  // the peer moves: so do we, for whoever waits on us
+      seen_advance = advanced;
+      liveness_.tick();
+    }
+    const std::string who = link->peer();
+    const std::string what = op->dir() == PendingOp::Dir::send ? "sending to " + who : "waiting to receive from " + who;
+    if (now - heard > t_ns) {
+      kind = FailureCause::peer_silent;
+      cause = "timed out after " + ms_io_ + " " + what + ": no sign of life from it (no frame and no keep-alive; its process may be stopped or dead, or the network down)";
+      break;
+    }
+    if (now - std::max(advanced, start) > t_ns) {
+      kind = FailureCause::peer_stalled;
+      const PeerState s = peer.peer_state();
+      cause = "timed out after " + ms_io_ + " " + what + ": it is alive but made no progress (" +
+              (s == PeerState::busy      ? "busy, but its computation did not advance"
+               : s == PeerState::waiting ? "it is itself waiting, on a rank that made no progress"
+                                         : "idle: not inside a ring call") +
+              ")";
+      break;
     }
   }
-  if (std::string err = op->error(); !err.empty()) throw NetworkError(err);
+  if (!cause.empty()) {
+    fail_from_caller(kind, link->peer_rank(), cause);
+    if (!op->wait_until(Clock::now() + kAbortGrace)) {  // the I/O thread is stuck: stop it
+      io_.stop();
+      op->complete(prefix() + cause);
+    }
+  }
+  if (std::string err = op->error(); !err.empty()) {
+    std::lock_guard lock(mu_);
+    throw NetworkError(err, failure_cause_, failure_origin_);
+  }
   return op->header;
 }
 

@@ -1,17 +1,22 @@
 // The TCP backend of RingTransport on standalone Asio.
 //
 // Threads: the caller's threads post work and block in wait(); one I/O thread runs the
-// io_context, owns every socket and runs all coroutines (connect, accept, handshakes,
-// link readers/writers), so link state needs no locks. The only shared state is the
-// phase/failure below (one mutex) and each request's completion.
+// io_context, owns every socket and runs all coroutines (accept, dial, handshakes, link
+// readers/writers), so link state needs no locks. The only shared state is the
+// phase/failure below (one mutex), each request's completion and the links' liveness
+// records (atomics).
 //
-// Links are kept by peer rank and direction, so the all-to-all and decode schedules can
-// add connections beside the ring's two without changing the request path.
+// Accepting: from construction until close, an accept loop serves every incoming
+// connection in its own coroutine, each handshake under its own short deadline, so an
+// idle socket, a health probe or a port scanner never delays the real predecessor.
+// Connections that do not prove the shared secret are dropped with a log line; an
+// authenticated peer that disagrees on the ring or job fails the transport.
 //
-// Failure policy: the first error of any link, any timeout of a wait() and any connect
-// failure calls fail(cause) on the I/O thread: every link is shut down (ERROR to the
-// neighbours), every pending request completes with the cause, and later requests fail
-// at once. One clear cause per rank, and nothing can block past its deadline.
+// Failure policy: the first error of any link, any wait() whose peer fell silent or
+// stalled, and any connect failure calls fail(cause) on the I/O thread: every link is
+// shut down (ERROR with the cause and its origin rank to the neighbours), every pending
+// request completes with the cause, and later requests fail at once. One clear cause per
+// rank, and nothing can block past its deadline.
 #pragma once
 
 #include <asio/awaitable.hpp>
@@ -26,6 +31,7 @@
 #include <thread>
 
 #include "net/handshake.hpp"
+#include "net/tcp/handshake_io.hpp"
 #include "net/tcp/link.hpp"
 #include "net/transport.hpp"
 
@@ -45,26 +51,36 @@ class TcpTransport final : public RingTransport {
   FrameHeader wait(Request& request) override;
   bool test(const Request& request) const override;
   TransportStats stats() const override;
+  Liveness& liveness() override { return liveness_; }
   void close() override;
 
  private:
   using Clock = std::chrono::steady_clock;
   // How long a waiter gives the I/O thread to act on a deadline before stopping it.
   static constexpr std::chrono::seconds kAbortGrace{5};
+  // Handshakes in progress at once; connections beyond are closed at once.
+  static constexpr std::size_t kMaxPendingHandshakes = 64;
   enum class Phase : std::uint8_t { idle, connecting, connected, failed, closed };
 
   // I/O thread (the connect phase is in tcp_connect.cpp).
-  asio::awaitable<void> dial_successor(PeerAddress addr);
-  asio::awaitable<void> accept_predecessor();
-  void connect_task_done(const std::string& error);
-  void fail(const std::string& cause);
-  void abort_connect_phase();
-  void shutdown_links(const std::string& cause, const std::string& error_text);
+  asio::awaitable<void> accept_loop();
+  asio::awaitable<void> serve_incoming(Socket socket);
+  asio::awaitable<void> dial_successor(PeerAddress addr, Clock::time_point deadline);
+  Stream make_stream(Socket socket, Role role);
+  void link_ready();
+  void connect_deadline_passed();
+  bool gave_up() const;  // failed or closed (locks mu_)
+  void fail(FailureCause cause, int origin, const std::string& message);
+  void abort_connect_phase(const std::optional<ErrorInfo>& why);
+  void shutdown_links(const std::string& cause, const std::optional<ErrorInfo>& error);
   Hello hello_template() const;
+  HandshakeParams handshake_params(Role role, int expected_rank, Stream& stream, std::string from);
+  void handshake_done(Stream& stream) { handshaking_.erase(&stream); }
   std::string prefix() const { return "rank " + std::to_string(config_.rank) + ": "; }
 
   // Caller threads.
   Request post(std::shared_ptr<PendingOp> op, Link* link);
+  void fail_from_caller(FailureCause cause, int origin, const std::string& message);
   void stop_io_thread();
 
   TransportConfig config_;
@@ -77,26 +93,34 @@ class TcpTransport final : public RingTransport {
   Acceptor acceptor_;
   std::uint16_t port_ = 0;
   Counters counters_;
+  Liveness liveness_;
   LinkEnv env_;
 
   // Links by peer rank; only touched on the I/O thread (and after it stopped).
   std::map<int, std::unique_ptr<Link>> out_links_, in_links_;
-  Link* out_ = nullptr;  // to the successor; set once before phase_ becomes connected
-  Link* in_ = nullptr;   // from the predecessor
+  std::atomic<Link*> out_{nullptr};  // to the successor; set before phase_ becomes connected
+  std::atomic<Link*> in_{nullptr};   // from the predecessor
 
-  // Connect phase (I/O thread).
-  Socket dial_socket_, accept_socket_;
-  asio::steady_timer connect_timer_, backoff_timer_;
-  bool connect_aborted_ = false, connect_timed_out_ = false;
-  int ignored_connections_ = 0;
-  std::string last_ignored_;
+  // Connect phase and accepting (I/O thread).
+  struct Handshaking {
+    std::string from;  // remote address (or the dial target)
+    std::shared_ptr<std::optional<ErrorInfo>> abort;
+  };
+  std::map<Stream*, Handshaking> handshaking_;  // streams in a handshake, cancelled on abort
+  asio::steady_timer backoff_timer_;
+  bool accepting_ = true;
+  bool dial_aborted_ = false;
+  bool dialing_ = false;
+  int dropped_connections_ = 0;
+  std::string last_dropped_;
 
   // Shared between caller threads and the I/O thread.
   mutable std::mutex mu_;
   std::condition_variable cv_;
   Phase phase_ = Phase::idle;
-  int connect_tasks_left_ = 0;
   std::string failure_;  // first fatal cause, with the rank prefix
+  FailureCause failure_cause_ = FailureCause::unknown;
+  int failure_origin_ = -1;
 
   std::thread io_thread_;
   bool io_joined_ = false;

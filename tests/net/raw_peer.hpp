@@ -138,27 +138,46 @@ inline std::optional<RawFrame> recv_control(int fd) {
   return f;
 }
 
-// The handshake of net/handshake.hpp done by hand. Returns "" on success or what failed.
+inline void send_control(int fd, FrameKind kind, std::span<const std::byte> payload) {
+  FrameHeader h;
+  h.kind = kind;
+  send_frame(fd, h, payload);
+}
+
+// The handshake of net/handshake.hpp done by hand, in protocol order: the initiator sends
+// HELLO first and proves first; the acceptor answers a HELLO with its own and proves
+// only after checking the initiator's proof. Returns "" on success or what failed.
 inline std::string raw_handshake(int fd, Role role, Hello ours, std::uint32_t expected_rank, const std::string& secret) {
   fill_random(ours.nonce);
   const HelloBytes mine = encode_hello(ours);
-  FrameHeader h;
-  h.kind = FrameKind::hello;
-  send_frame(fd, h, mine);
-  auto theirs = recv_control(fd);
+  std::optional<RawFrame> theirs;
+  if (role == Role::initiator) {
+    send_control(fd, FrameKind::hello, mine);
+    theirs = recv_control(fd);
+  } else {
+    theirs = recv_control(fd);
+    send_control(fd, FrameKind::hello, mine);
+  }
   if (!theirs || theirs->header.kind != FrameKind::hello) return "no HELLO";
   Hello peer;
   if (auto err = try_decode_hello(theirs->payload, peer); !err.empty()) return err;
-  if (auto err = compare_hello(ours, peer, expected_rank); !err.empty()) return err;
   const auto key = std::as_bytes(std::span(secret.data(), secret.size()));
   const std::span<const std::byte> ini = role == Role::initiator ? std::span<const std::byte>(mine) : theirs->payload;
   const std::span<const std::byte> acc = role == Role::initiator ? std::span<const std::byte>(theirs->payload) : mine;
-  h.kind = FrameKind::auth;
-  send_frame(fd, h, auth_proof(key, role, ini, acc));
-  auto auth = recv_control(fd);
-  if (!auth || auth->header.kind != FrameKind::auth) return auth ? "got " + std::string(to_string(auth->header.kind)) + ": " + auth->text() : "no AUTH";
   const Digest256 want = auth_proof(key, role == Role::initiator ? Role::acceptor : Role::initiator, ini, acc);
-  return constant_time_equal(auth->payload, want) ? "" : "bad AUTH";
+  auto check = [&](const std::optional<RawFrame>& auth) -> std::string {
+    if (!auth) return "no AUTH";
+    if (auth->header.kind != FrameKind::auth) return "got " + std::string(to_string(auth->header.kind)) + ": " + auth->text();
+    return constant_time_equal(auth->payload, want) ? "" : "bad AUTH";
+  };
+  if (role == Role::initiator) {
+    send_control(fd, FrameKind::auth, auth_proof(key, role, ini, acc));
+    if (auto err = check(recv_control(fd)); !err.empty()) return err;
+  } else {
+    if (auto err = check(recv_control(fd)); !err.empty()) return err;
+    send_control(fd, FrameKind::auth, auth_proof(key, role, ini, acc));
+  }
+  return compare_hello(ours, peer, expected_rank);
 }
 
 // Rank 1 of a two-rank ring whose rank 0 is a real transport: accepts rank 0's

@@ -94,7 +94,7 @@ TEST_CASE("wire: every rejected field is named with its value") {
     CHECK(try_decode_header(std::span(b).first(47), limits, out).find("47 bytes") != std::string::npos);
   }
   SUBCASE("magic") { refused(kv(), {"'magic'", std::to_string(0x4E544153)}, limits, [](HeaderBytes& b) { b[0] = std::byte{'S'}; }); }
-  SUBCASE("version") { refused(kv(), {"'version' = 2", "version 1"}, limits, [](HeaderBytes& b) { b[4] = std::byte{2}; }); }
+  SUBCASE("version") { refused(kv(), {"'version' = 1", "version 2"}, limits, [](HeaderBytes& b) { b[4] = std::byte{1}; }); }
   SUBCASE("reserved") { refused(kv(), {"'reserved' = 1"}, limits, [](HeaderBytes& b) { b[44] = std::byte{1}; }); }
   SUBCASE("kind") { refused(kv(), {"'kind' = 99"}, limits, [](HeaderBytes& b) { b[6] = std::byte{99}; }); }
   SUBCASE("dtype") { refused(kv(), {"'dtype' = 7"}, limits, [](HeaderBytes& b) { b[7] = std::byte{7}; }); }
@@ -117,10 +117,13 @@ TEST_CASE("wire: every rejected field is named with its value") {
     h.payload_bytes = kHelloBytes + 1;
     refused(h, {"'payload_bytes' = 89", "HELLO", "88"});
     h.kind = FrameKind::error;
-    h.payload_bytes = 0;
-    refused(h, {"'payload_bytes' = 0", "ERROR"});
-    h.payload_bytes = kMaxErrorBytes + 1;
-    refused(h, {"'payload_bytes' = 1025", "1..1024"});
+    h.payload_bytes = kErrorPrefixBytes;  // the prefix without any text
+    refused(h, {"'payload_bytes' = 8", "ERROR"});
+    h.payload_bytes = kErrorPrefixBytes + kMaxErrorBytes + 1;
+    refused(h, {"'payload_bytes' = 1033", "9..1032"});
+    h.kind = FrameKind::ping;
+    h.payload_bytes = kPingBytes + 1;
+    refused(h, {"'payload_bytes' = 17", "PING", "16"});
     h.kind = FrameKind::bye;
     h.payload_bytes = 1;
     refused(h, {"'payload_bytes' = 1", "BYE"});
@@ -220,4 +223,31 @@ TEST_CASE("wire: limits follow from the job shape, bad shapes are refused by fie
 TEST_CASE("wire: a peer's ERROR text cannot forge log lines") {
   const std::string raw = "bad\n[rank 0] fake line\x1b[31m";
   CHECK(error_text(std::as_bytes(std::span(raw.data(), raw.size()))) == "bad?[rank 0] fake line?[31m");
+}
+
+TEST_CASE("wire: ERROR carries the origin rank and the cause, PING the progress and state") {
+  const std::string e = encode_error({7, FailureCause::peer_stalled, "rank 7: stuck\n\x1b[31m"});
+  const ErrorInfo d = decode_error(std::as_bytes(std::span(e.data(), e.size())));
+  CHECK(d.origin == 7);
+  CHECK(d.cause == FailureCause::peer_stalled);
+  CHECK(d.text == "rank 7: stuck??[31m");  // printable ASCII only: no forged log lines
+  const std::string u = encode_error({-1, FailureCause::local, std::string(5000, 'x')});
+  CHECK(u.size() == kErrorPrefixBytes + kMaxErrorBytes);
+  const ErrorInfo du = decode_error(std::as_bytes(std::span(u.data(), u.size())));
+  CHECK(du.origin == -1);
+  std::string bad = e;
+  bad[4] = char(99);  // unknown cause: kept as unknown, the text survives
+  CHECK(decode_error(std::as_bytes(std::span(bad.data(), bad.size()))).cause == FailureCause::unknown);
+
+  const auto p = encode_ping({123456789012345ull, PeerState::busy});
+  PingInfo back;
+  REQUIRE(try_decode_ping(p, back).empty());
+  CHECK(back.progress == 123456789012345ull);
+  CHECK(back.state == PeerState::busy);
+  auto q = p;
+  q[8] = std::byte{3};
+  CHECK(try_decode_ping(q, back).find("'state' = 3") != std::string::npos);
+  q = p;
+  q[15] = std::byte{1};
+  CHECK(try_decode_ping(q, back).find("reserved") != std::string::npos);
 }

@@ -1,0 +1,83 @@
+// Liveness: what "the peer is still there" means, so that a deadline measures silence,
+// not work.
+//
+// Every rank keeps a progress counter and a state (idle, busy computing, waiting on the
+// network). Whoever does work ticks the counter: the kernel once per tile (through
+// counter()), the transport once per frame it moves. The I/O thread sends the counter and
+// state in a PING on every link that has been quiet for a while, in both directions, so
+// a process whose I/O thread runs is heard at least every keep-alive interval even while
+// its kernel computes for minutes.
+//
+// A rank waiting on a peer fails only when, for the whole timeout,
+//   - nothing at all arrived from the peer (silent: stopped, crashed host, dead network), or
+//   - the peer's counter did not move (stalled: alive but stuck, or not inside the call).
+// A rank that waits on a peer whose counter moves ticks its own counter ("progress by
+// proxy"), so a chain of ranks waiting behind one slow kernel stays alive, while a cycle
+// of ranks that only wait on each other stalls and fails.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+
+#include "net/wire.hpp"
+
+namespace ringattn::net {
+
+class Liveness {
+ public:
+  // The counter the kernel ticks (one relaxed increment per tile or chunk).
+  std::atomic<std::uint64_t>& counter() noexcept { return progress_; }
+  void tick() noexcept { progress_.fetch_add(1, std::memory_order_relaxed); }
+
+  PingInfo snapshot() const noexcept {
+    return {progress_.load(std::memory_order_relaxed), static_cast<PeerState>(state_.load(std::memory_order_relaxed))};
+  }
+
+  // Marks this rank as being in `state` until the scope ends, then restores the state
+  // it had before (scopes nest: busy around a fold, waiting inside a wait).
+  class Scope {
+   public:
+    Scope(Liveness& l, PeerState s) noexcept : l_(&l), prev_(l.state_.exchange(static_cast<std::uint8_t>(s))) {}
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+    ~Scope() { l_->state_.store(prev_); }
+
+   private:
+    Liveness* l_;
+    std::uint8_t prev_;
+  };
+  [[nodiscard]] Scope enter(PeerState s) noexcept { return Scope(*this, s); }
+
+ private:
+  std::atomic<std::uint64_t> progress_{0};
+  std::atomic<std::uint8_t> state_{static_cast<std::uint8_t>(PeerState::idle)};
+};
+
+// What one link has heard from its peer, written by the I/O thread, read by waiters.
+struct PeerLiveness {
+  using Clock = std::chrono::steady_clock;
+
+  std::atomic<std::int64_t> heard_ns{now_ns()};     // last byte of any frame from the peer
+  std::atomic<std::int64_t> advanced_ns{now_ns()};  // last time the peer's counter moved or data arrived
+  std::atomic<std::uint64_t> progress{0};
+  std::atomic<std::uint8_t> state{static_cast<std::uint8_t>(PeerState::idle)};
+
+  static std::int64_t now_ns() noexcept {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+  }
+  void heard() noexcept { heard_ns.store(now_ns(), std::memory_order_relaxed); }
+  void advanced() noexcept {
+    const auto t = now_ns();
+    heard_ns.store(t, std::memory_order_relaxed);
+    advanced_ns.store(t, std::memory_order_relaxed);
+  }
+  void ping(const PingInfo& p) noexcept {
+    heard();
+    state.store(static_cast<std::uint8_t>(p.state), std::memory_order_relaxed);
+    if (progress.exchange(p.progress, std::memory_order_relaxed) != p.progress) advanced();
+  }
+  PeerState peer_state() const noexcept { return static_cast<PeerState>(state.load(std::memory_order_relaxed)); }
+};
+
+}  // namespace ringattn::net
