@@ -15,7 +15,9 @@
 // so a server without the PSK cannot complete a handshake by presenting one.
 //
 // This module only builds contexts; wrapping a socket in asio::ssl::stream and putting
-// deadlines on the handshake is the transport's job.
+// deadlines on the handshake is the transport's job. Do not call set_verify_mode() on
+// those streams: the client's verify callback (reject every certificate) is what keeps
+// it from falling back to a certificate handshake with a server that lacks the PSK.
 #pragma once
 
 #include <asio/ssl/context.hpp>
