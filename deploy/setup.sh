@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   # build
   build-essential g++ pkg-config meson ninja-build
-  libasio-dev libdnnl-dev libspdlog-dev doctest-dev libomp-dev
+  libasio-dev libdnnl-dev libspdlog-dev doctest-dev libomp-dev libssl-dev
   # tests: sanitizers and libFuzzer (clang), aarch64 NEON under qemu, netns testbed
   clang libclang-rt-14-dev libfuzzer-14-dev
   g++-aarch64-linux-gnu qemu-user

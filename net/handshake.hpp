@@ -14,7 +14,7 @@
 // shared secret cannot complete a connection, in either direction, so it can neither feed
 // blocks into the ring nor receive them. The proof binds both fresh nonces (no replay of a
 // recorded handshake), the role of the prover (no reflecting a proof back at its sender)
-// and both HELLOs (no splicing of job parameters). The secret itself never travels.
+// and both HELLOs (no splicing of job parameters). The secret never travels; HMAC is OpenSSL's.
 // It does NOT ENCRYPT OR INTEGRITY-PROTECT TENSORS: after the handshake frames travel in
 // clear, and the CRC32C catches accidents, not attackers. Someone who can read or modify
 // traffic on the path can read the tensors or tamper with them, or hijack an established
@@ -31,7 +31,7 @@
 #include <span>
 #include <string>
 
-#include "net/sha256.hpp"
+#include "net/crypto.hpp"
 #include "net/wire.hpp"
 
 namespace ringattn::net {

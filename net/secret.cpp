@@ -1,38 +1,95 @@
 // Loading and generating the shared secret.
+//
+// The token file is treated like an ssh private key: it must be a regular file that only
+// its owner can access, and it is small. Everything is checked on the opened descriptor
+// (fstat, not stat on the path) so the file that is checked is the file that is read,
+// and it is opened non-blocking so that a FIFO in its place fails instead of hanging.
 #include "net/secret.hpp"
 
+#include <fcntl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <array>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "ringattn/error.hpp"
-#include "ringattn/log.hpp"
 
 namespace ringattn::net {
 namespace {
 
 constexpr std::size_t kMinSecretBytes = 16;
+constexpr std::size_t kMaxTokenFileBytes = 4096;
+constexpr const char* kHowToMake =
+    "make a random one with: head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' > FILE && chmod 600 FILE";
 
 std::string strip_trailing_space(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ' || s.back() == '\t')) s.pop_back();
   return s;
 }
 
+std::string octal_mode(mode_t mode) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "%04o", static_cast<unsigned>(mode & 07777));
+  return buf;
+}
+
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  ~FileDescriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
 std::string read_token_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InvalidArgument("cannot read token file '" + path + "': " + std::strerror(errno));
+  const std::string name = "token file '" + path + "'";
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+  if (fd.get() < 0) throw InvalidArgument("cannot open " + name + ": " + std::strerror(errno));
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && (st.st_mode & 077) != 0)
-    logger("net")->warn("token file '{}' is readable by group or others (chmod 600 it)", path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return strip_trailing_space(ss.str());
+  if (::fstat(fd.get(), &st) != 0) throw InvalidArgument("cannot stat " + name + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    throw InvalidArgument(name + " is " + file_kind(st.st_mode) + ", not a regular file; " + kHowToMake);
+  if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0)
+    throw InvalidArgument(name + " has mode " + octal_mode(st.st_mode) +
+                          ", so group or others can access the ring's secret; run: chmod 600 " + path);
+  if (st.st_size > static_cast<off_t>(kMaxTokenFileBytes))
+    throw InvalidArgument(name + " is " + std::to_string(st.st_size) + " bytes; a token file holds one secret of at most " +
+                          std::to_string(kMaxTokenFileBytes) + " bytes");
+  // Read one byte past the limit so a file that grew since fstat is still refused.
+  std::string data(kMaxTokenFileBytes + 1, '\0');
+  std::size_t got = 0;
+  while (got < data.size()) {
+    const ssize_t n = ::read(fd.get(), data.data() + got, data.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw InvalidArgument("cannot read " + name + ": " + std::strerror(errno));
+    if (n == 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  if (got > kMaxTokenFileBytes)
+    throw InvalidArgument(name + " is longer than " + std::to_string(kMaxTokenFileBytes) +
+                          " bytes; a token file holds one secret");
+  data.resize(got);
+  return strip_trailing_space(std::move(data));
 }
 
 }  // namespace
@@ -50,8 +107,9 @@ std::string load_secret(const std::string& token_file) {
     throw InvalidArgument(std::string("no shared secret: pass a token file or set ") + kTokenEnv +
                           (source.empty() ? "" : " (" + source + " is empty)"));
   if (secret.size() < kMinSecretBytes)
-    logger("net")->warn("the shared secret from {} is only {} bytes; use at least {} random bytes", source,
-                        secret.size(), kMinSecretBytes);
+    throw InvalidArgument("the shared secret from " + source + " is " + std::to_string(secret.size()) +
+                          " bytes; it must be at least " + std::to_string(kMinSecretBytes) +
+                          " (a captured handshake lets anyone guess a short one offline); " + kHowToMake);
   return secret;
 }
 

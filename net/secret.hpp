@@ -10,10 +10,11 @@ namespace ringattn::net {
 
 inline constexpr const char* kTokenEnv = "RINGATTN_TOKEN";
 
-// The secret from `token_file` if it is non-empty (trailing whitespace/newlines
-// stripped; a warning if the file is readable by group or others), else from the
-// environment variable RINGATTN_TOKEN. Throws InvalidArgument if neither yields a
-// non-empty secret, naming both places. Logs a warning for secrets under 16 bytes.
+// The secret from `token_file` if it is non-empty, else from the environment variable
+// RINGATTN_TOKEN; trailing whitespace/newlines are stripped. Throws InvalidArgument,
+// naming the source and saying how to fix it, if neither yields a secret, if the secret
+// is shorter than 16 bytes, or if the token file is not a regular file, is accessible
+// by group or others (like ssh's private keys: chmod 600), or is larger than 4 KiB.
 std::string load_secret(const std::string& token_file = "");
 
 // A fresh random secret (32 random bytes as 64 hex digits) for a launcher that starts

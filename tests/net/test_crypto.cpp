@@ -1,5 +1,5 @@
-// CRC32C, SHA-256 and HMAC-SHA256 against published vectors; the hardware CRC against
-// the portable one on every length and alignment that exercises its lanes.
+// CRC32C, SHA-256, HMAC-SHA256 and HKDF-SHA256 against published vectors; the hardware
+// CRC against the portable one on every length and alignment that exercises its lanes.
 #include <doctest/doctest.h>
 
 #include <random>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "net/crc32c.hpp"
-#include "net/sha256.hpp"
+#include "net/crypto.hpp"
 
 using namespace ringattn::net;
 
@@ -76,15 +76,7 @@ TEST_CASE("sha256: FIPS 180-4 examples") {
   CHECK(hex(sha256(as_bytes("abc"))) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   CHECK(hex(sha256(as_bytes("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"))) ==
         "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
-  Sha256 s;  // one million 'a', fed in uneven pieces
-  const std::string piece(997, 'a');
-  std::size_t left = 1000000;
-  while (left > 0) {
-    const std::size_t n = std::min(left, piece.size());
-    s.update(std::string_view(piece).substr(0, n));
-    left -= n;
-  }
-  CHECK(hex(s.finish()) == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  CHECK(hex(sha256(repeat('a', 1000000))) == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
 TEST_CASE("hmac-sha256: RFC 4231 test cases 1, 2, 3, 6, 7") {
@@ -102,6 +94,30 @@ TEST_CASE("hmac-sha256: RFC 4231 test cases 1, 2, 3, 6, 7") {
         "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2");
 }
 
+TEST_CASE("hmac-sha256: an empty key and empty message parts") {
+  CHECK(hex(hmac_sha256({}, {})) == "b613679a0814d9ec772f95d778c35fc5ff1697c493715653c6c712144292c5ad");
+  CHECK(hex(hmac_sha256(as_bytes("Jefe"), {{}, as_bytes("what do ya want for nothing?"), {}})) ==
+        "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+}
+
+TEST_CASE("hkdf-sha256: RFC 5869 test cases 1, 2, 3") {
+  auto range = [](unsigned from, unsigned to) {
+    std::vector<std::byte> v;
+    for (unsigned i = from; i < to; ++i) v.push_back(std::byte(static_cast<unsigned char>(i)));
+    return v;
+  };
+  std::vector<std::byte> okm(42);
+  hkdf_sha256(repeat(0x0b, 22), range(0x00, 0x0d), range(0xf0, 0xfa), okm);
+  CHECK(hex(okm) == "3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf34007208d5b887185865");
+  hkdf_sha256(repeat(0x0b, 22), {}, {}, okm);
+  CHECK(hex(okm) == "8da4e775a563c18f715f802a063c5a31b8a11f5c5ee1879ec3454e5f3c738d2d9d201395faa4b61a96c8");
+  okm.resize(82);
+  hkdf_sha256(range(0x00, 0x50), range(0x60, 0xb0), range(0xb0, 0x100), okm);
+  CHECK(hex(okm) ==
+        "b11e398dc80327a1c8e7f78c596a49344f012eda2d4efad8a050cc4c19afa97c59045a99cac7827271cb41c65e590e09da3275600c2f09b8"
+        "367793a9aca3db71cc30c58179ec3e87c14c01d5c1f3434f1d87");
+}
+
 TEST_CASE("constant_time_equal") {
   const auto a = repeat(1, 32);
   auto b = a;
@@ -109,4 +125,8 @@ TEST_CASE("constant_time_equal") {
   b[31] = std::byte{2};
   CHECK_FALSE(constant_time_equal(a, b));
   CHECK_FALSE(constant_time_equal(a, std::span(b).first(31)));
+  b = a;
+  b[0] = std::byte{0};
+  CHECK_FALSE(constant_time_equal(a, b));
+  CHECK(constant_time_equal({}, {}));
 }

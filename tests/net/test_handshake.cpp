@@ -1,15 +1,10 @@
-// HELLO encoding and comparison, the AUTH proof, and loading the shared secret.
+// HELLO encoding and comparison, and the AUTH proof (loading the secret: test_secret.cpp).
 #include <doctest/doctest.h>
 
-#include <cstdlib>
-#include <fstream>
-#include <set>
 #include <string>
-#include <unistd.h>
 
 #include "net/handshake.hpp"
 #include "net/secret.hpp"
-#include "ringattn/error.hpp"
 
 using namespace ringattn;
 using namespace ringattn::net;
@@ -114,33 +109,4 @@ TEST_CASE("auth: proofs bind the secret, the role and both hellos") {
   CHECK(p != auth_proof(bytes(secret), Role::initiator, b, a));
   const HelloBytes a2 = encode_hello(hello(0));  // fresh nonce: no replay
   CHECK(p != auth_proof(bytes(secret), Role::initiator, a2, b));
-}
-
-TEST_CASE("secret: from a token file, from RINGATTN_TOKEN, or a clear error") {
-  const std::string path = "/tmp/ringattn_test_token_" + std::to_string(::getpid());
-  {
-    std::ofstream f(path);
-    f << "file-secret-0123456789\n";
-  }
-  CHECK(load_secret(path) == "file-secret-0123456789");
-  std::remove(path.c_str());
-  CHECK_THROWS_AS(load_secret(path), InvalidArgument);
-
-  ::setenv(kTokenEnv, "env-secret-0123456789", 1);
-  CHECK(load_secret() == "env-secret-0123456789");
-  ::unsetenv(kTokenEnv);
-  try {
-    load_secret();
-    FAIL("no secret accepted");
-  } catch (const InvalidArgument& e) {
-    CHECK(std::string(e.what()).find(kTokenEnv) != std::string::npos);
-  }
-
-  std::set<std::string> seen;
-  for (int i = 0; i < 4; ++i) {
-    const std::string s = generate_secret();
-    CHECK(s.size() == 64);
-    seen.insert(s);
-  }
-  CHECK(seen.size() == 4);
 }
