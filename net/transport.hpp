@@ -59,6 +59,9 @@ struct TransportConfig {
   std::uint64_t ring_id = 0;   // identifies this ring/job; peers with another ring id are refused
   JobShape shape;              // compared in the handshake; bounds every incoming frame
   std::string secret;          // shared secret bytes (net/secret.hpp); required when world > 1
+  // Encryption in transit: every connection runs TLS 1.3 keyed by the secret (a PSK, no
+  // certificates; net/tcp/tls.hpp) before the handshake. Both ends must agree.
+  bool tls = false;
   std::string listen_host = "127.0.0.1";
   std::uint16_t listen_port = 0;  // 0 = any free port, see listen_port()
   std::chrono::milliseconds connect_timeout{10000};  // whole connect(): dial retries, accept, handshakes

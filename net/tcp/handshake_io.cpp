@@ -121,7 +121,9 @@ asio::awaitable<HandshakeResult> handshake_steps(Stream& s, HandshakeParams& p) 
     ControlFrame f = co_await read_control(s);
     if (!f.error.empty()) {
       if (!f.protocol_seen)
-        co_return ended(initiator ? HandshakeEnd::io : HandshakeEnd::not_a_peer, "no ringattn HELLO from " + who + ": " + f.error);
+        co_return ended(initiator ? HandshakeEnd::io : HandshakeEnd::not_a_peer,
+                        "no ringattn HELLO from " + who + ": " + f.error +
+                            (s.is_tls() ? "" : " (if the peer runs with TLS, this side needs it too)"));
       co_await send_error(s, FailureCause::protocol, -1, me + " refused the connection: bad HELLO frame: " + f.error);
       co_return ended(HandshakeEnd::protocol, "bad HELLO frame from " + who + ": " + f.error);
     }

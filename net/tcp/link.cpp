@@ -10,6 +10,7 @@
 
 #include "net/crc32c.hpp"
 #include "net/tcp/coroutines.hpp"
+#include "net/tcp/tls.hpp"
 
 namespace ringattn::net::tcp {
 namespace {
@@ -37,7 +38,7 @@ Link::Link(Stream stream, Dir dir, int self_rank, int peer_rank, LinkEnv& env)
   const std::string a = "rank " + std::to_string(self_rank) + " (" + stream_.endpoint_text(false) + ")";
   const std::string b = "rank " + std::to_string(peer_rank) + " (" + stream_.endpoint_text(true) + ")";
   name_ = dir == Dir::out ? a + " -> " + b : b + " -> " + a;
-  if (stream_.is_tls()) name_ += " [TLS]";
+  if (TlsStream* tls = stream_.tls()) name_ += " [" + tls_describe(tls->native_handle()) + "]";
 }
 
 std::string Link::peer() const {

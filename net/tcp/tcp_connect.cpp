@@ -44,9 +44,11 @@ HandshakeParams TcpTransport::handshake_params(Role role, int expected_rank, Str
   return {hello_template(), role, static_cast<std::uint32_t>(expected_rank), config_.secret, config_.handshake_timeout, abort};
 }
 
-Stream TcpTransport::make_stream(Socket socket, Role /*role*/) {
+Stream TcpTransport::make_stream(Socket socket, Role role) {
   set_no_delay(socket);
-  return Stream(std::move(socket));
+  if (!config_.tls) return Stream(std::move(socket));
+  auto& ctx = role == Role::initiator ? *tls_client_ : *tls_server_;
+  return Stream(std::make_unique<TlsStream>(std::move(socket), ctx));
 }
 
 void TcpTransport::connect(const std::vector<PeerAddress>& peers) {

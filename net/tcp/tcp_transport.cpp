@@ -64,6 +64,10 @@ TcpTransport::TcpTransport(const TransportConfig& config)
       work_(io_.get_executor()),
       acceptor_(io_),
       backoff_timer_(io_) {
+  if (config_.tls) {
+    tls_client_ = make_tls_context(config_.secret, TlsRole::client);
+    tls_server_ = make_tls_context(config_.secret, TlsRole::server);
+  }
   env_.limits = limits_;
   env_.linger = std::min<milliseconds>(config_.io_timeout, kMaxLinger);
   env_.keepalive = config_.keepalive;

@@ -33,6 +33,7 @@
 #include "net/handshake.hpp"
 #include "net/tcp/handshake_io.hpp"
 #include "net/tcp/link.hpp"
+#include "net/tcp/tls.hpp"
 #include "net/transport.hpp"
 
 namespace ringattn::net::tcp {
@@ -88,6 +89,7 @@ class TcpTransport final : public RingTransport {
   int successor_ = 0, predecessor_ = 0;
   std::string ms_connect_, ms_io_;  // timeouts as text for messages
 
+  std::shared_ptr<asio::ssl::context> tls_client_, tls_server_;  // when config_.tls
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   Acceptor acceptor_;
