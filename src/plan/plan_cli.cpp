@@ -52,7 +52,8 @@ int ringattn::cli::plan_main(const std::vector<std::string>& argv) {
             "marginal if >= 1, else stalls. Without --flops/--bandwidth it assumes this machine's class:\n"
             "--cores x 110 GFLOP/s (fp32) or 220 GFLOP/s (bf16) per node, and a 2.5 GB/s link.\n"
             "Of --seq, --nodes and --block give any two (a lone --block uses the default --nodes).\n"
-            "Counts take binary suffixes (1M = 1048576) or exponents (1e6); rates take 400e12 or 50G.");
+            "Counts take binary multiples (1M = 1048576, 1.5M) or exponents (1e6); rates take 400e12 or 50G\n"
+            "(SI: 50G = 5e10).");
   args.option("d", "D", "model width = heads x head_dim (alternative to --head-dim)")
       .option("heads", "H", "query heads", "32")
       .option("head-dim", "D", "width of one head", "128")
@@ -87,10 +88,10 @@ int ringattn::cli::plan_main(const std::vector<std::string>& argv) {
   in.layers = args.int64("layers");
 
   const bool has_seq = args.has("seq"), has_nodes = args.has("nodes");
-  in.seq = parse_tokens(args.str("seq"), "--seq");
+  in.seq = cli::parse_count(args.str("seq"), "--seq");
   in.nodes = args.int64("nodes");
   if (args.has("block")) {
-    const std::int64_t b = parse_tokens(args.str("block"), "--block");
+    const std::int64_t b = cli::parse_count(args.str("block"), "--block");
     if (b < 1) throw InvalidArgument("plan: --block must be at least 1");
     in.block = b;
     if (has_seq && has_nodes) {

@@ -56,15 +56,14 @@ void print_summary(const node::JobSpec& job, const RunResult& r) {
 
 void declare_run_options(cli::Args& a) {
   a.option("hosts", "LIST", "host:port per rank (default: loopback, free ports)")
-      .option("launch", "PREFIX", "command prefix per node, {rank} substituted (e.g. 'ip netns exec ra{rank}')")
-      .flag("quiet", "do not forward the nodes' log lines");
+      .option("launch", "PREFIX", "command prefix per node, {rank} substituted (e.g. 'ip netns exec ra{rank}')");
 }
 
 RunOptions read_run_options(const cli::Args& a) {
   RunOptions o;
   if (auto h = a.maybe("hosts")) o.hosts = split_list(*h);
   o.launch_prefix = a.maybe("launch").value_or("");
-  o.quiet = a.has("quiet");
+  o.quiet = a.quiet();  // --quiet is common to every command now; here it also means: forward nothing
   return o;
 }
 
