@@ -50,7 +50,7 @@ std::string_view to_string(FrameKind k) {
 
 std::string_view dtype_name(DType d) {
   switch (d) {
-    case DType::f32: return "f32";
+    case DType::f32: return "fp32";
     case DType::bf16: return "bf16";
   }
   return "DTYPE(unknown)";

@@ -95,7 +95,7 @@ TEST_CASE("hello: a mismatch names the field and both values") {
   differs(t, 0, {"'max_block_rows'"});
   t = hello(0);
   t.shape.dtype = DType::f32;
-  differs(t, 0, {"'dtype'", "bf16", "f32"});
+  differs(t, 0, {"'dtype'", "bf16", "fp32"});
   t = hello(0);
   t.shape.tokens = 4096;
   differs(t, 0, {"'tokens'"});
