@@ -14,6 +14,7 @@
 #include "ringattn/error.hpp"
 #include "ringattn/log.hpp"
 #include "src/cli/args.hpp"
+#include "src/cli/json_object.hpp"
 
 using ringattn::InvalidArgument;
 using namespace ringattn::cli;
@@ -198,5 +199,14 @@ TEST_SUITE("cli args") {
     REQUIRE(a.parse({"--log-level", "error"}));
     CHECK(ringattn::logger("cli-test-env")->level() == spdlog::level::err);
     CHECK(ringattn::logger("cli-test-env-later")->level() == spdlog::level::err);
+  }
+
+  TEST_CASE("json_quote escapes quotes, backslashes and control characters") {
+    CHECK(json_quote("plain") == "\"plain\"");
+    CHECK(json_quote("a \"b\" \\ c") == "\"a \\\"b\\\" \\\\ c\"");
+    CHECK(json_quote("line\nnext\t") == "\"line\\u000anext\\u0009\"");
+    JsonObject o;
+    o.add("ok", false).add("n", 3).add("x", 0.5).add("inf", std::numeric_limits<double>::infinity()).add("s", "it's");
+    CHECK(o.str() == "{\"ok\":false,\"n\":3,\"x\":0.5,\"inf\":null,\"s\":\"it's\"}");
   }
 }
