@@ -1,6 +1,9 @@
 // ringattn — entry point: dispatches to a subcommand and maps errors to exit codes.
-//   0 success, 1 a ringattn::Error (bad input, peer or protocol failure), 2 usage,
-//   3 an unexpected exception.
+//   0 success, 1 a ringattn::Error (bad input, peer or protocol failure; verify: a
+//   result outside the tolerance), 2 usage, 3 an unexpected exception.
+// `ringattn help [command]` and `ringattn <group>` (e.g. `ringattn bench`) print usage.
+#include <spdlog/cfg/env.h>
+
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -10,20 +13,76 @@
 #include "ringattn/error.hpp"
 #include "ringattn/log.hpp"
 #include "ringattn_config.h"
-#include "src/cli/commands.hpp"
+#include "src/cli/args.hpp"
 #include "src/cli/command_table.hpp"
+#include "src/cli/commands.hpp"
 
 namespace {
 
-void print_usage() {
-  std::printf("ringattn %s — exact ring attention across CPU servers over TCP\n\n", RINGATTN_VERSION);
-  std::printf("usage: ringattn <command> [options]   (ringattn <command> --help for details)\n\ncommands:\n");
-  for (const auto& c : ringattn::cli::kCommands) std::printf("  %-16s %s\n", c.name, c.summary);
+using ringattn::cli::Command;
+using ringattn::cli::kCommands;
+
+std::size_t words_of(const Command& c) { return std::strchr(c.name, ' ') ? 2 : 1; }
+
+// True if some command's name starts with "group " (e.g. "bench").
+bool is_group(const std::string& group) {
+  for (const auto& c : kCommands)
+    if (words_of(c) == 2 && std::string(c.name).rfind(group + " ", 0) == 0) return true;
+  return false;
+}
+
+void print_usage(std::FILE* to) {
+  std::fprintf(to, "ringattn %s — exact ring attention across CPU servers over TCP\n\n", RINGATTN_VERSION);
+  std::fprintf(to, "usage: ringattn <command> [options]\n"
+                   "       ringattn help <command>   (the same as ringattn <command> --help)\n\ncommands:\n");
+  for (const auto& c : kCommands) std::fprintf(to, "  %-16s %s\n", c.name, c.summary);
+  std::fprintf(to, "  %-16s %s\n", "help", "this text, or a command's options");
+  std::fprintf(to, "\nevery command takes --log-level LEVEL (or SPDLOG_LEVEL in the environment) and --quiet.\n"
+                   "counts take 4096, 64k, 1.5M (binary multiples) or 1e6; dtypes are fp32 and bf16.\n\n");
+  std::fputs(std::string(ringattn::cli::exit_codes_help()).c_str(), to);
+}
+
+void print_group_usage(const std::string& group, std::FILE* to) {
+  std::fprintf(to, "usage: ringattn %s <kind> [options]   (ringattn %s <kind> --help for details)\n\n%s commands:\n",
+               group.c_str(), group.c_str(), group.c_str());
+  for (const auto& c : kCommands)
+    if (words_of(c) == 2 && std::string(c.name).rfind(group + " ", 0) == 0)
+      std::fprintf(to, "  %-16s %s\n", c.name, c.summary);
+  std::fputs(("\n" + std::string(ringattn::cli::exit_codes_help())).c_str(), to);
+}
+
+// The command named by the first one or two words of args (the longest match wins).
+const Command* find_command(const std::vector<std::string>& args, std::size_t& words) {
+  const Command* cmd = nullptr;
+  words = 0;
+  for (const auto& c : kCommands) {
+    const std::size_t n = words_of(c);
+    if (n > args.size()) continue;
+    const std::string got = n == 2 ? args[0] + " " + args[1] : args[0];
+    if (got == c.name && n > words) {
+      cmd = &c;
+      words = n;
+    }
+  }
+  return cmd;
+}
+
+int unknown_command(const std::vector<std::string>& args) {
+  if (args.size() > 1 && is_group(args[0])) {
+    std::fprintf(stderr, "ringattn: unknown %s command '%s'\n\n", args[0].c_str(), args[1].c_str());
+    print_group_usage(args[0], stderr);
+  } else {
+    std::fprintf(stderr, "ringattn: unknown command '%s'\n\n", args[0].c_str());
+    print_usage(stderr);
+  }
+  return 2;
 }
 
 }  // namespace
 
-int ringattn::cli::version_main(const std::vector<std::string>&) {
+int ringattn::cli::version_main(const std::vector<std::string>& argv) {
+  Args a("version", "Prints the version.");
+  if (!a.parse(argv)) return 0;
   std::printf("ringattn %s\n", RINGATTN_VERSION);
   return 0;
 }
@@ -31,32 +90,37 @@ int ringattn::cli::version_main(const std::vector<std::string>&) {
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   ringattn::set_log_rank(-1);  // `node` switches to its rank once it knows it
-  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    print_usage();
-    return args.empty() ? 2 : 0;
+  spdlog::cfg::load_env_levels();  // SPDLOG_LEVEL; a command's --log-level overrides it
+  if (args.empty()) {
+    print_usage(stderr);
+    return 2;
+  }
+  if (args[0] == "--help" || args[0] == "-h" || (args[0] == "help" && args.size() == 1)) {
+    print_usage(stdout);
+    return 0;
   }
   if (args[0] == "--version") {
     std::printf("ringattn %s\n", RINGATTN_VERSION);
     return 0;
   }
-  // Commands are one or two words ("run", "bench kernel"); the longest match wins.
-  const ringattn::cli::Command* cmd = nullptr;
+  // `help X [Y]` is `X [Y] --help`.
+  const bool help = args[0] == "help";
+  if (help) args.erase(args.begin());
+  if (help && args[0] == "help") {
+    print_usage(stdout);
+    return 0;
+  }
+  // A group alone, or with --help: its commands (`ringattn bench`, `ringattn bench --help`).
+  if (is_group(args[0]) && (args.size() == 1 || args[1] == "--help" || args[1] == "-h")) {
+    const bool asked = help || args.size() > 1;
+    print_group_usage(args[0], asked ? stdout : stderr);
+    return asked ? 0 : 2;
+  }
   std::size_t words = 0;
-  for (const auto& c : ringattn::cli::kCommands) {
-    std::string name = c.name;
-    std::size_t n = name.find(' ') == std::string::npos ? 1 : 2;
-    std::string got = args[0] + (n == 2 && args.size() > 1 ? " " + args[1] : "");
-    if (n <= args.size() && got == name && n > words) {
-      cmd = &c;
-      words = n;
-    }
-  }
-  if (!cmd) {
-    std::fprintf(stderr, "ringattn: unknown command '%s'\n\n", args[0].c_str());
-    print_usage();
-    return 2;
-  }
+  const Command* cmd = find_command(args, words);
+  if (!cmd) return unknown_command(args);
   args.erase(args.begin(), args.begin() + static_cast<long>(words));
+  if (help) args = {"--help"};
   try {
     return cmd->fn(args);
   } catch (const ringattn::InvalidArgument& e) {

@@ -5,7 +5,8 @@
 //             alone reaches;
 //   naive:    the textbook way — materialise the b x b scores per head (oneDNN matmul),
 //             row softmax in plain C++ (std::exp), then P V (oneDNN matmul).
-// One JSON object per line on stdout; progress on stderr.
+// One JSON object per line on stdout, each with the command that made it; progress on
+// stderr (the "bench" logger: --quiet silences it).
 #include <omp.h>
 
 #include <cmath>
@@ -15,12 +16,15 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/shell_command.hpp"
 #include "bench/common/timing.hpp"
 #include "kernels/matmul_cache.hpp"
 #include "kernels/random_inputs.hpp"
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
+#include "ringattn/log.hpp"
 #include "src/cli/args.hpp"
+#include "src/cli/json_object.hpp"
 
 namespace ringattn::cli {
 int bench_kernel_main(const std::vector<std::string>& argv);
@@ -29,6 +33,18 @@ int bench_kernel_main(const std::vector<std::string>& argv);
 namespace {
 
 using namespace ringattn;
+
+std::vector<std::string> split(const std::string& list) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= list.size()) {
+    auto comma = list.find(',', start);
+    if (comma == std::string::npos) comma = list.size();
+    out.push_back(list.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
 
 struct Case {
   std::int64_t b, heads, kv_heads, head_dim;
@@ -138,7 +154,7 @@ double naive_seconds(const Case& c, DenseMatmuls& mm) {
   });
 }
 
-void run_case(const Case& c, bool with_naive) {
+void run_case(const Case& c, bool with_naive, const std::string& command) {
   omp_set_num_threads(c.threads);
   const Inputs in = make_inputs(c);
   AttentionConfig cfg;
@@ -168,12 +184,14 @@ void run_case(const Case& c, bool with_naive) {
       "{\"bench\":\"kernel\",\"isa\":\"%s\",\"dtype\":\"%s\",\"b\":%lld,\"heads\":%lld,\"kv_heads\":%lld,"
       "\"head_dim\":%lld,\"mask\":\"%s\",\"threads\":%d,\"seconds\":%.6g,\"gflops\":%.2f,"
       "\"roofline_gflops\":%.2f,\"roofline_seconds\":%.6g,\"efficiency\":%.3f,\"naive_gflops\":%.2f,"
-      "\"naive_seconds\":%.6g,\"speedup_vs_naive\":%.2f,\"tiles_computed\":%lld,\"tiles_skipped\":%lld}\n",
+      "\"naive_seconds\":%.6g,\"speedup_vs_naive\":%.2f,\"tiles_computed\":%lld,\"tiles_skipped\":%lld,"
+      "\"command\":%s}\n",
       std::string(to_string(attn.isa())).c_str(), std::string(to_string(c.dtype)).c_str(),
       static_cast<long long>(c.b), static_cast<long long>(c.heads), static_cast<long long>(c.kv_heads),
       static_cast<long long>(c.head_dim), to_string(c.mask).c_str(), c.threads, t_kernel, gflops, roof, t_roof,
       gflops / roof, naive, t_naive, with_naive ? t_naive / t_kernel : 0.0,
-      static_cast<long long>(fs.tiles_computed), static_cast<long long>(fs.tiles_skipped));
+      static_cast<long long>(fs.tiles_computed), static_cast<long long>(fs.tiles_skipped),
+      cli::json_quote(command).c_str());
   std::fflush(stdout);
 }
 
@@ -189,13 +207,12 @@ int ringattn::cli::bench_kernel_main(const std::vector<std::string>& argv) {
       .option("head-dim", "N", "head dimension", "128")
       .option("dtype", "LIST", "fp32, bf16 or both", "fp32,bf16")
       .option("mask", "LIST", "none, causal or both", "none,causal")
-      .option("threads", "LIST", "OpenMP threads", "1,2")
+      .option("threads", "LIST", "OpenMP threads (0: all cores)", "1,2")
       .option("isa", "NAME", "force an ISA path (generic, avx2, avx512, neon)")
       .flag("no-naive", "skip the naive baseline");
   if (!a.parse(argv)) return 0;
   std::vector<DType> dtypes;
-  for (auto& s : {std::string("fp32"), std::string("bf16")})
-    if (a.str("dtype").find(s) != std::string::npos) dtypes.push_back(parse_dtype(s));
+  for (const auto& d : split(a.str("dtype"))) dtypes.push_back(parse_dtype(d));
   std::vector<Mask> masks;
   if (a.str("mask").find("none") != std::string::npos) masks.push_back(Mask::none());
   if (a.str("mask").find("causal") != std::string::npos) masks.push_back(Mask::causal());
@@ -204,21 +221,23 @@ int ringattn::cli::bench_kernel_main(const std::vector<std::string>& argv) {
   std::optional<Isa> isa;
   if (auto s = a.maybe("isa")) isa = parse_isa(*s);
   const auto bs = parse_int_list(a.str("b"), "--b");
-  const auto threads = parse_int_list(a.str("threads"), "--threads");
+  auto threads = parse_int_list(a.str("threads"), "--threads");
   for (auto b : bs)
     if (b < 1) throw InvalidArgument("bench kernel: --b values must be >= 1, got " + std::to_string(b));
-  for (auto t : threads)
-    if (t < 1) throw InvalidArgument("bench kernel: --threads values must be >= 1, got " + std::to_string(t));
+  for (auto& t : threads) {
+    if (t > 4096) throw InvalidArgument("bench kernel: --threads values must be at most 4096, got " + std::to_string(t));
+    if (t == 0) t = omp_get_num_procs();  // all cores, recorded as the number it was
+  }
+  const std::string command = bench::shell_command("bench kernel", argv);
   const std::size_t total = bs.size() * dtypes.size() * masks.size() * threads.size();
   std::size_t done = 0;
   for (auto t : threads)
     for (auto dt : dtypes)
       for (const auto& mask : masks)
         for (auto b : bs) {
-          std::fprintf(stderr, "[%zu/%zu] b=%lld %s %s threads=%lld\n", ++done, total, static_cast<long long>(b),
-                       std::string(to_string(dt)).c_str(), to_string(mask).c_str(), static_cast<long long>(t));
+          logger("bench")->info("[{}/{}] b={} {} {} threads={}", ++done, total, b, to_string(dt), to_string(mask), t);
           run_case({b, a.int64("heads"), a.int64("kv-heads"), a.int64("head-dim"), dt, mask, static_cast<int>(t), isa},
-                   !a.has("no-naive"));
+                   !a.has("no-naive"), command);
         }
   return 0;
 }

@@ -27,11 +27,13 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/shell_command.hpp"
 #include "bench/overlap/overlap_model.hpp"
 #include "bench/overlap/overlap_report.hpp"
 #include "bench/overlap/overlap_worker.hpp"
 #include "net/secret.hpp"
 #include "ringattn/error.hpp"
+#include "ringattn/log.hpp"
 #include "src/cli/args.hpp"
 #include "src/run/child_process.hpp"
 
@@ -111,13 +113,14 @@ void declare(cli::Args& a) {
       .option("link", "TEXT", "label of the link for the outputs (the testbed sets it)")
       .option("out", "DIR", "where to write overlap.csv, overlap.jsonl and overlap-<mask>.svg", "overlap-results")
       .option("nice", "N", "priority of the members, also as their session's autogroup nice (root for N < 0)")
-      .option("replot", "DIR", "only re-run the analysis and plots of a finished sweep in DIR")
+      .option("replot", "DIR", "re-analyse a finished sweep in DIR and redraw its plots; measures nothing")
       .option("measure-flops", "B", "only print the kernel's useful FLOP/s at block size B (node 0's CPUs) and exit")
-      .flag("worker", "internal: run as ring member --rank")
-      .option("rank", "R", "internal: member rank")
-      .option("peers", "LIST", "internal: host:port per rank, or - to read them on stdin")
-      .option("listen", "HOST:PORT", "internal: member's listen address")
-      .option("ring-id", "N", "internal: ring id");
+      // What the sweep passes to the members it starts; not for users.
+      .internal("worker", "", "run as ring member --rank")
+      .internal("rank", "R", "member rank")
+      .internal("peers", "LIST", "host:port per rank, or - to read them on stdin")
+      .internal("listen", "HOST:PORT", "member's listen address")
+      .internal("ring-id", "N", "ring id");
 }
 
 SweepSpec spec_from(const cli::Args& a) {
@@ -170,7 +173,8 @@ std::pair<std::string, std::uint16_t> split_host_port(const std::string& hp) {
 
 // Starts the members, relays their ports, collects their rows. Throws if one fails.
 std::vector<StepRow> run_members(const SweepSpec& spec, const std::vector<std::string>& hosts,
-                                 const std::string& launch, std::string& node_cpus) {
+                                 const std::string& launch, const std::optional<std::string>& log_level,
+                                 std::string& node_cpus) {
   if (!std::getenv(net::kTokenEnv)) ::setenv(net::kTokenEnv, net::generate_secret().c_str(), 1);
   std::uint64_t ring_id = 0;
   net::fill_random(std::span<std::byte>(reinterpret_cast<std::byte*>(&ring_id), sizeof ring_id));
@@ -193,6 +197,7 @@ std::vector<StepRow> run_members(const SweepSpec& spec, const std::vector<std::s
     args.insert(args.end(), {"bench", "overlap", "--worker", "--rank", std::to_string(r), "--ring-id", std::to_string(ring_id)});
     const auto sa = spec_args(spec);
     args.insert(args.end(), sa.begin(), sa.end());
+    if (log_level) args.insert(args.end(), {"--log-level", *log_level});
     if (hosts.empty()) args.insert(args.end(), {"--peers", "-"});
     else args.insert(args.end(), {"--peers", host_list, "--listen", hosts[static_cast<std::size_t>(r)]});
     kids.push_back(std::make_unique<run::ChildProcess>(prog, args));
@@ -282,19 +287,19 @@ void write_outputs(const SweepSpec& spec, const std::vector<StepRow>& rows, cons
   write_file(out / "overlap.csv", csv);
   write_file(out / "overlap.jsonl", jsonl);
   std::fputs(jsonl.c_str(), stdout);
-  std::fprintf(stderr, "%sbench overlap: %.0f s, link: %s; wrote %s/overlap.{csv,jsonl} and overlap-<mask>.svg\n",
-               text.c_str(), info.seconds, info.link.c_str(), out.string().c_str());
+  std::fflush(stdout);
+  std::fputs(text.c_str(), stderr);
 }
 
 // With sched_autogroup (the default on desktop-style kernels), CPU time is first shared
 // between sessions and only then by nice inside one, so both are set.
 void set_priority(int nice) {
   if (::setpriority(PRIO_PROCESS, 0, nice) != 0)
-    std::fprintf(stderr, "bench overlap: warning: cannot set nice %d: %s\n", nice, std::strerror(errno));
+    logger("bench")->warn("cannot set nice {}: {}", nice, std::strerror(errno));
   std::ofstream ag("/proc/self/autogroup");
   ag << nice;
   ag.flush();
-  if (!ag) std::fprintf(stderr, "bench overlap: warning: cannot set the autogroup nice to %d\n", nice);
+  if (!ag) logger("bench")->warn("cannot set the autogroup nice to {}", nice);
 }
 
 int front(const cli::Args& a, const SweepSpec& spec, const std::vector<std::string>& argv) {
@@ -305,20 +310,21 @@ int front(const cli::Args& a, const SweepSpec& spec, const std::vector<std::stri
                           std::to_string(spec.nodes) + " nodes");
   const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
   if (spec.nodes * spec.cores > cpus)
-    std::fprintf(stderr, "bench overlap: warning: %d nodes x %d cores > %ld CPUs: nodes share CPUs\n", spec.nodes,
-                 spec.cores, cpus);
+    logger("bench")->warn("{} nodes x {} cores > {} CPUs: nodes share CPUs", spec.nodes, spec.cores, cpus);
   RunInfo info;
   info.link = a.maybe("link").value_or(hosts.empty() ? "loopback 127.0.0.1, unshaped" : "hosts " + *a.maybe("hosts"));
   info.machine = machine();
-  info.command = "ringattn bench overlap";
-  for (const auto& w : argv) info.command += " " + w;
+  info.command = bench::shell_command("bench overlap", argv);  // pasted into a shell, it runs this sweep again
   info.load_before = load_1min();
   const auto t0 = Clock::now();
-  const auto rows = run_members(spec, hosts, a.maybe("launch").value_or(""), info.node_cpus);
+  const auto rows = run_members(spec, hosts, a.maybe("launch").value_or(""), a.log_level(), info.node_cpus);
   info.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   info.load_after = load_1min();
 
-  write_outputs(spec, rows, info, a.str("out"));
+  const std::string out = a.str("out");
+  write_outputs(spec, rows, info, out);
+  std::fprintf(stderr, "bench overlap: swept in %.0f s, link: %s; wrote %s/overlap.{csv,jsonl} and overlap-<mask>.svg\n",
+               info.seconds, info.link.c_str(), out.c_str());
   return 0;
 }
 
@@ -340,6 +346,7 @@ std::string json_field(const std::string& line, const std::string& key) {
 // Re-runs the analysis and the plots on a finished sweep's overlap.csv (and the run
 // details in its overlap.jsonl), e.g. after the analysis changed; nothing is measured.
 int replot(const fs::path& dir) {
+  const auto t0 = Clock::now();
   std::ifstream csv(dir / "overlap.csv"), js(dir / "overlap.jsonl");
   if (!csv || !js) throw FileError("bench overlap: --replot needs overlap.csv and overlap.jsonl in " + dir.string());
   std::string text((std::istreambuf_iterator<char>(csv)), std::istreambuf_iterator<char>()), line, summary;
@@ -369,6 +376,12 @@ int replot(const fs::path& dir) {
   for (const auto& r : rows)
     if (std::find(spec.masks.begin(), spec.masks.end(), r.mask) == spec.masks.end()) spec.masks.push_back(r.mask);
   write_outputs(spec, rows, info, dir);
+  // Say plainly that nothing was measured: the numbers are the old sweep's.
+  std::fprintf(stderr,
+               "bench overlap: re-analysed the existing sweep in %s (not re-measured; the sweep took %.0f s, link: %s);\n"
+               "  replot took %.2f s; rewrote overlap.{csv,jsonl} and overlap-<mask>.svg there\n",
+               dir.string().c_str(), info.seconds, info.link.c_str(),
+               std::chrono::duration<double>(Clock::now() - t0).count());
   return 0;
 }
 

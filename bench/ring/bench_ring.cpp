@@ -35,6 +35,9 @@
 //   parallel_efficiency
 //                    median over repetitions of baseline / ring time, pairing each ring
 //                    run with the baseline run just before it
+//   command          the command line that made the row, quoted for a POSIX shell
+#include <omp.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -44,9 +47,12 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/shell_command.hpp"
 #include "bench/ring/single_process_baseline.hpp"
 #include "ringattn/error.hpp"
+#include "ringattn/log.hpp"
 #include "src/cli/args.hpp"
+#include "src/cli/json_object.hpp"
 #include "src/io/npy_writer.hpp"
 #include "src/node/job.hpp"
 #include "src/run/coordinator.hpp"
@@ -141,6 +147,8 @@ struct Params {
   int threads = 1, reps = 3;
   double timeout = 300;
   bool baseline = true;
+  std::string log_level;  // for the nodes
+  std::string command;    // as recorded in every row
 };
 
 double median(std::vector<double> v) {  // the lower middle for an even count
@@ -150,7 +158,7 @@ double median(std::vector<double> v) {  // the lower middle for an even count
 
 // reps: the timed ring runs; baseline: the single-process time taken just before each.
 void print_row(const node::JobSpec& job, const Sizes& sz, const std::vector<run::RunResult>& reps,
-               const std::vector<double>& baseline, int baseline_threads) {
+               const std::vector<double>& baseline, int baseline_threads, const std::string& command) {
   std::vector<std::size_t> order(reps.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](auto a, auto b) { return reps[a].ring_seconds < reps[b].ring_seconds; });
@@ -209,7 +217,7 @@ void print_row(const node::JobSpec& job, const Sizes& sz, const std::vector<run:
                 "\"parallel_efficiency\":%.3f",
                 median(baseline), json_list(baseline, "%.4f").c_str(), baseline_threads, median(ratio));
   }
-  std::printf("}\n");
+  std::printf(",\"command\":%s}\n", cli::json_quote(command).c_str());
   std::fflush(stdout);
 }
 
@@ -227,7 +235,7 @@ int ringattn::cli::bench_ring_main(const std::vector<std::string>& argv) {
       .option("kv-heads", "LIST", "key/value heads", "8,2")
       .option("head-dim", "N", "head dimension", "128")
       .option("dtype", "LIST", "fp32, bf16", "fp32,bf16")
-      .option("threads", "T", "OpenMP threads per node", "1")
+      .option("threads", "T", "OpenMP threads per node (0: all cores)", "1")
       .option("reps", "N", "timed repetitions after one warm-up (the median is reported)", "3")
       .option("timeout", "SEC", "the ring's network deadline (generous: folds can be long)", "300")
       .option("work-dir", "DIR", "where to write inputs and outputs (default: a temporary directory)")
@@ -243,7 +251,13 @@ int ringattn::cli::bench_ring_main(const std::vector<std::string>& argv) {
   p.timeout = a.real("timeout");
   p.baseline = !a.has("no-baseline");
   const Sizes base{a.int64("seq"), a.int64("heads"), 0, a.int64("head-dim")};
-  if (p.reps < 1 || p.threads < 1) throw InvalidArgument("bench ring: --reps and --threads must be >= 1");
+  if (p.reps < 1) throw InvalidArgument("bench ring: --reps must be >= 1");
+  if (p.threads < 0 || p.threads > 4096) throw InvalidArgument("bench ring: --threads must be between 0 (all cores) and 4096");
+  // 0 is all cores: each node's own, and P times as many for the one-process baseline,
+  // recorded as the number it was.
+  if (p.threads == 0) p.threads = omp_get_num_procs();
+  p.log_level = a.log_level().value_or("");
+  p.command = bench::shell_command("bench ring", argv);
   for (const auto& m : p.masks)
     if (m != "none" && m != "causal") throw InvalidArgument("bench ring: --mask takes none and/or causal, got '" + m + "'");
   for (const auto& l : p.layouts) ring::parse_layout(l);  // refuse typos before any work
@@ -256,9 +270,7 @@ int ringattn::cli::bench_ring_main(const std::vector<std::string>& argv) {
   for (const auto kv : kvs) {
     Sizes sz = base;
     sz.kv_heads = kv;
-    std::fprintf(stderr, "bench ring: writing inputs N=%lld H=%lld KV=%lld D=%lld to %s\n", static_cast<long long>(sz.seq),
-                 static_cast<long long>(sz.heads), static_cast<long long>(kv), static_cast<long long>(sz.head_dim),
-                 dir.path.c_str());
+    logger("bench")->info("writing inputs N={} H={} KV={} D={} to {}", sz.seq, sz.heads, kv, sz.head_dim, dir.path);
     const bench::DenseInputs inputs = write_inputs(sz, dir.path);
     for (const auto& dt : p.dtypes)
       for (const auto& m : p.masks)
@@ -274,6 +286,7 @@ int ringattn::cli::bench_ring_main(const std::vector<std::string>& argv) {
             job.attention.mask = m == "causal" ? Mask::causal() : Mask::none();
             job.attention.threads = p.threads;
             job.timeout_seconds = p.timeout;
+            job.log_level = p.log_level;
             node::inspect_inputs(job);
             ++done;
             const int bthreads = static_cast<int>(nodes) * p.threads;
@@ -291,16 +304,15 @@ int ringattn::cli::bench_ring_main(const std::vector<std::string>& argv) {
             for (int r = 0; r <= p.reps; ++r) {  // r = 0 warms both up and is not counted
               const double b = baseline ? baseline->run_once() : 0.0;
               auto res = run::run_ring(job, opts);
-              std::fprintf(stderr, "[%zu/%zu] P=%lld %s %s %s kv=%lld %s %d/%d: ring %.3f s (wall %.3f s)", done, total,
-                           static_cast<long long>(nodes), layout.c_str(), m.c_str(), dt.c_str(), static_cast<long long>(kv),
-                           r == 0 ? "warm-up" : "rep", r, p.reps, res.ring_seconds, res.wall_seconds);
-              if (baseline) std::fprintf(stderr, ", one process x %d threads %.3f s", bthreads, b);
-              std::fprintf(stderr, "\n");
+              logger("bench")->info("[{}/{}] P={} {} {} {} kv={} {} {}/{}: ring {:.3f} s (wall {:.3f} s){}", done, total,
+                                    nodes, layout, m, dt, kv, r == 0 ? "warm-up" : "rep", r, p.reps, res.ring_seconds,
+                                    res.wall_seconds,
+                                    baseline ? fmt::format(", one process x {} threads {:.3f} s", bthreads, b) : "");
               if (r == 0) continue;
               results.push_back(std::move(res));
               if (baseline) base_s.push_back(b);
             }
-            print_row(job, sz, results, base_s, bthreads);
+            print_row(job, sz, results, base_s, bthreads, p.command);
           }
   }
   return 0;

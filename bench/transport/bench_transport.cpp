@@ -11,7 +11,8 @@
 // GB/s is payload bytes (1e9) per second at the receiver, from the completion of a
 // repetition's first frame to that of its last; the median over --reps repetitions after
 // one warm-up. CPU s/GB is the transport I/O thread's CPU time (CLOCK_THREAD_CPUTIME_ID)
-// per GB moved: what TCP plus the CRC cost the node. One JSON object per line on stdout.
+// per GB moved: what TCP plus the CRC cost the node. One JSON object per line on stdout,
+// each with the command that made it.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -21,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/common/shell_command.hpp"
 #include "bench/transport/iperf3.hpp"
 #include "bench/transport/raw_tcp.hpp"
 #include "net/crc32c.hpp"
@@ -29,6 +31,7 @@
 #include "ringattn/error.hpp"
 #include "ringattn/log.hpp"
 #include "src/cli/args.hpp"
+#include "src/cli/json_object.hpp"
 
 namespace ringattn::cli {
 int bench_transport_main(const std::vector<std::string>& argv);
@@ -61,6 +64,7 @@ std::string json_list(const std::vector<double>& v) {
 }
 
 struct Plan {
+  std::string command;  // recorded in every row
   std::vector<std::uint64_t> block_bytes;
   int reps = 5;
   double seconds = 1.0;       // per repetition, unless count > 0
@@ -179,7 +183,7 @@ void print_result(const std::string& mode, const std::string& host, const Plan& 
   std::printf(",\"sender_crc\":\"precomputed\",\"receiver_crc\":\"checked\"");
   if (base.raw_tcp) std::printf(",\"raw_tcp_gb_per_s\":%.3f,\"ratio_vs_raw_tcp\":%.3f", *base.raw_tcp, g / *base.raw_tcp);
   if (base.iperf3) std::printf(",\"iperf3_gb_per_s\":%.3f,\"ratio_vs_iperf3\":%.3f", *base.iperf3, g / *base.iperf3);
-  std::printf("}\n");
+  std::printf(",\"command\":%s}\n", cli::json_quote(p.command).c_str());
   std::fflush(stdout);
 }
 
@@ -229,7 +233,7 @@ int run_in_process(const Plan& p, const std::string& host, bool with_raw, std::o
   if (send_error) std::rethrow_exception(send_error);
   slots.post_all(*receiver);
   for (auto bytes : p.block_bytes) {
-    std::fprintf(stderr, "bench transport: %llu-byte blocks, %d reps\n", static_cast<unsigned long long>(bytes), p.reps);
+    logger("bench")->info("{}-byte blocks, {} reps", bytes, p.reps);
     std::vector<double> send_cpu;
     std::thread s([&] {
       try {
@@ -314,6 +318,7 @@ int ringattn::cli::bench_transport_main(const std::vector<std::string>& argv) {
       .option("token-file", "FILE", "with --role: shared secret file (else RINGATTN_TOKEN)");
   if (!a.parse(argv)) return 0;
   Plan p;
+  p.command = bench::shell_command("bench transport", argv);
   for (const auto& item : parse_counts(a.str("block-bytes"), "--block-bytes")) {
     if (item < static_cast<std::int64_t>(kRowBytes) || item % static_cast<std::int64_t>(kRowBytes) != 0)
       throw InvalidArgument("--block-bytes values must be positive multiples of " + std::to_string(kRowBytes) +
@@ -338,7 +343,7 @@ int ringattn::cli::bench_transport_main(const std::vector<std::string>& argv) {
                   "\"gb_per_s\":%.3f}\n",
                   host.c_str(), a.str("iperf-len").c_str(), p.reps, secs, *iperf);
     else
-      std::fprintf(stderr, "bench transport: no iperf3 baseline (%s missing or failing)\n", bench::kIperf3Path);
+      logger("bench")->warn("no iperf3 baseline ({} missing or failing)", bench::kIperf3Path);
   }
   return run_in_process(p, host, !a.has("no-raw"), iperf);
 }

@@ -1,7 +1,11 @@
 #include "src/cli/args.hpp"
 
-#include <charconv>
+#include <spdlog/details/registry.h>
+#include <spdlog/spdlog.h>
+
+#include <array>
 #include <cstdio>
+#include <limits>
 #include <sstream>
 
 #include "ringattn/error.hpp"
@@ -9,10 +13,25 @@
 namespace ringattn::cli {
 
 Args::Args(std::string command, std::string summary)
-    : command_(std::move(command)), summary_(std::move(summary)) {}
+    : command_(std::move(command)), summary_(std::move(summary)) {
+  // Common to every command; help() lists them apart from the command's own.
+  opts_.push_back({"log-level", "LEVEL", "trace, debug, info, warn, error or off (default info, or SPDLOG_LEVEL)", "",
+                   true, false, {}});
+  opts_.push_back({"quiet", "", "print only results and errors", "", true, false, {}});
+}
 
 Args& Args::option(std::string name, std::string value, std::string help, std::string def) {
-  opts_.push_back({std::move(name), std::move(value), std::move(help), std::move(def), false, {}});
+  opts_.push_back({std::move(name), std::move(value), std::move(help), std::move(def), false, false, {}});
+  return *this;
+}
+
+Args& Args::internal(std::string name, std::string value, std::string help) {
+  opts_.push_back({std::move(name), std::move(value), std::move(help), "", true, false, {}});
+  return *this;
+}
+
+Args& Args::epilogue(std::string text) {
+  epilogue_ = std::move(text);
   return *this;
 }
 
@@ -46,7 +65,14 @@ bool Args::parse(const std::vector<std::string>& argv) {
     o->given = true;
     o->got = value;
   }
+  if (auto level = log_level()) set_log_level(*level);
   return true;
+}
+
+std::optional<std::string> Args::log_level() const {
+  if (auto l = maybe("log-level")) return l;
+  if (quiet()) return "error";
+  return std::nullopt;
 }
 
 const Args::Opt& Args::find(std::string_view name) const {
@@ -71,7 +97,7 @@ std::string Args::str(std::string_view name) const {
 }
 
 std::int64_t Args::int64(std::string_view name) const {
-  return parse_count(str(name), "--" + std::string(name));
+  return parse_integer(str(name), "--" + std::string(name));
 }
 
 double Args::real(std::string_view name) const {
@@ -86,36 +112,156 @@ double Args::real(std::string_view name) const {
   }
 }
 
+namespace {
+
+void help_line(std::ostringstream& os, const std::string& name, const std::string& value, const std::string& help,
+               const std::string& def) {
+  std::string left = "  --" + name + (value.empty() ? "" : " " + value);
+  os << left << std::string(left.size() < 28 ? 28 - left.size() : 1, ' ') << help;
+  if (!def.empty()) os << " (default " << def << ")";
+  os << "\n";
+}
+
+}  // namespace
+
 std::string Args::help() const {
   std::ostringstream os;
   os << "usage: ringattn " << command_ << " [options]\n\n" << summary_ << "\n\noptions:\n";
-  for (auto& o : opts_) {
-    std::string left = "  --" + o.name + (o.value.empty() ? "" : " " + o.value);
-    os << left;
-    os << std::string(left.size() < 28 ? 28 - left.size() : 1, ' ') << o.help;
-    if (!o.def.empty()) os << " (default " << o.def << ")";
-    os << "\n";
+  for (auto& o : opts_)
+    if (!o.hidden) help_line(os, o.name, o.value, o.help, o.def);
+  os << "\ncommon options:\n";
+  for (const char* common : {"log-level", "quiet"}) {
+    const Opt& o = find(common);
+    help_line(os, o.name, o.value, o.help, o.def);
   }
-  os << "  --help                    this text\n";
+  help_line(os, "help", "", "this text", "");
+  if (!epilogue_.empty()) os << "\n" << epilogue_ << "\n";
+  os << "\n" << exit_codes_help();
   return os.str();
 }
 
-std::int64_t parse_count(std::string_view text, std::string_view what) {
-  std::int64_t mult = 1;
-  std::string_view digits = text;
-  if (!digits.empty()) {
-    char c = digits.back();
-    if (c == 'k' || c == 'K') mult = 1024;
-    if (c == 'm' || c == 'M') mult = 1024 * 1024;
-    if (mult != 1) digits.remove_suffix(1);
+std::string_view exit_codes_help() {
+  return "exit codes: 0 success; 1 failure (input file, peer, network or protocol; verify: a result\n"
+         "outside the tolerance); 2 usage error (unknown option, bad value); 3 unexpected internal error\n";
+}
+
+void set_log_level(std::string_view level, std::string_view what) {
+  using spdlog::level::level_enum;
+  struct Name {
+    std::string_view name;
+    level_enum level;
+  };
+  static constexpr std::array<Name, 9> kNames = {{{"trace", level_enum::trace},
+                                                  {"debug", level_enum::debug},
+                                                  {"info", level_enum::info},
+                                                  {"warn", level_enum::warn},
+                                                  {"warning", level_enum::warn},
+                                                  {"error", level_enum::err},
+                                                  {"err", level_enum::err},
+                                                  {"critical", level_enum::critical},
+                                                  {"off", level_enum::off}}};
+  for (const auto& n : kNames) {
+    if (n.name != level) continue;
+    level_enum l = n.level;
+    spdlog::details::registry::instance().set_levels({}, &l);  // drop per-logger levels: the flag wins
+    return;
   }
-  std::int64_t v = 0;
-  auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
-  if (digits.empty() || ec != std::errc() || p != digits.data() + digits.size())
-    throw InvalidArgument(std::string(what) + " expects an integer, got '" + std::string(text) + "'");
-  if (v > INT64_MAX / mult || v < INT64_MIN / mult)
-    throw InvalidArgument(std::string(what) + " is out of range: '" + std::string(text) + "'");
-  return v * mult;
+  throw InvalidArgument(std::string(what) + " expects trace, debug, info, warn, error or off, got '" +
+                        std::string(level) + "'");
+}
+
+namespace {
+
+[[noreturn]] void bad_number(std::string_view text, std::string_view what, const char* why) {
+  throw InvalidArgument(std::string(what) + " " + why + ", got '" + std::string(text) + "'");
+}
+
+constexpr const char* kNotANumber = "expects a whole number like 4096, 64k, 1.5M or 1e6";
+
+// Appends decimal digits to v; false on overflow. Leading zeros are harmless.
+bool accumulate(std::string_view digits, std::uint64_t& v) {
+  for (char c : digits) {
+    const std::uint64_t d = static_cast<std::uint64_t>(c - '0');
+    if (v > (std::numeric_limits<std::uint64_t>::max() - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  return true;
+}
+
+bool all_digits(std::string_view s) { return s.find_first_not_of("0123456789") == std::string_view::npos; }
+
+}  // namespace
+
+std::int64_t parse_integer(std::string_view text, std::string_view what) {
+  // Computed exactly in integers: value = mantissa x 10^exp10 x 2^bits, no doubles,
+  // so "1.5M" is 1572864 and "9007199254740993" is not rounded.
+  std::string_view s = text;
+  const bool negative = !s.empty() && s[0] == '-';
+  if (negative) s.remove_prefix(1);
+  int bits = 0;
+  if (!s.empty()) {
+    switch (s.back()) {
+      case 'k': case 'K': bits = 10; break;
+      case 'm': case 'M': bits = 20; break;
+      case 'g': case 'G': bits = 30; break;
+      default: break;
+    }
+    if (bits) s.remove_suffix(1);
+  }
+  std::int64_t exp10 = 0;
+  if (auto e = s.find_first_of("eE"); e != std::string_view::npos) {
+    std::string_view ex = s.substr(e + 1);
+    s = s.substr(0, e);
+    bool exp_negative = false;
+    if (!ex.empty() && (ex[0] == '+' || ex[0] == '-')) {
+      exp_negative = ex[0] == '-';
+      ex.remove_prefix(1);
+    }
+    if (ex.empty() || !all_digits(ex)) bad_number(text, what, kNotANumber);
+    std::uint64_t e_abs = 0;
+    if (ex.size() > 4 || !accumulate(ex, e_abs)) bad_number(text, what, "is out of range");
+    exp10 = exp_negative ? -static_cast<std::int64_t>(e_abs) : static_cast<std::int64_t>(e_abs);
+  }
+  if (s.empty() || s[0] < '0' || s[0] > '9') bad_number(text, what, kNotANumber);
+  std::string_view whole = s, frac;
+  const auto dot = s.find('.');
+  if (dot != std::string_view::npos) {
+    whole = s.substr(0, dot);
+    frac = s.substr(dot + 1);
+  }
+  if (!all_digits(whole) || !all_digits(frac) || (dot != std::string_view::npos && frac.empty()))
+    bad_number(text, what, kNotANumber);
+  while (!frac.empty() && frac.back() == '0') frac.remove_suffix(1);  // "1.50" is "1.5"
+  std::uint64_t mant = 0;
+  if (!accumulate(whole, mant) || !accumulate(frac, mant)) bad_number(text, what, "is out of range");
+  exp10 -= static_cast<std::int64_t>(frac.size());
+  if (mant == 0) return 0;
+  while (exp10 < 0) {  // divide by 10 = 5 x 2, exactly or not at all
+    if (mant % 5 != 0) bad_number(text, what, "is not a whole number");
+    mant /= 5;
+    if (bits > 0) --bits;
+    else if (mant % 2 == 0) mant /= 2;
+    else bad_number(text, what, "is not a whole number");
+    ++exp10;
+  }
+  const std::uint64_t limit = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) + (negative ? 1 : 0);
+  for (; exp10 > 0; --exp10) {
+    if (mant > limit / 10) bad_number(text, what, "is out of range");
+    mant *= 10;
+  }
+  for (; bits > 0; --bits) {
+    if (mant > limit / 2) bad_number(text, what, "is out of range");
+    mant *= 2;
+  }
+  if (mant > limit) bad_number(text, what, "is out of range");
+  if (!negative) return static_cast<std::int64_t>(mant);
+  return mant == limit ? std::numeric_limits<std::int64_t>::min() : -static_cast<std::int64_t>(mant);
+}
+
+std::int64_t parse_count(std::string_view text, std::string_view what) {
+  const std::int64_t v = parse_integer(text, what);
+  if (v < 0) bad_number(text, what, "must not be negative");
+  return v;
 }
 
 std::vector<std::int64_t> parse_int_list(std::string_view text, std::string_view what) {

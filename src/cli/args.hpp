@@ -3,6 +3,10 @@
 // Options are declared with a name, a value placeholder (empty for flags) and a help
 // line; `--help` prints them. Unknown options and missing values throw
 // InvalidArgument naming the option, so every subcommand fails the same way.
+//
+// Every command also takes the common options --log-level LEVEL and --quiet, handled
+// here: parse() sets spdlog's level, so a command needs no code of its own for them.
+// The level given on the command line wins over SPDLOG_LEVEL (read once by main).
 #pragma once
 
 #include <cstdint>
@@ -21,31 +25,58 @@ class Args {
   // an empty placeholder makes the option a flag.
   Args& option(std::string name, std::string value, std::string help, std::string def = "");
   Args& flag(std::string name, std::string help) { return option(std::move(name), "", std::move(help)); }
+  // Declared like option(), but not listed by --help: options one ringattn process
+  // passes to another it started (bench overlap's members), not meant for users.
+  Args& internal(std::string name, std::string value, std::string help);
+  // A paragraph printed after the options, e.g. what the output means.
+  Args& epilogue(std::string text);
 
-  // Returns false if --help was given (help already printed to stdout).
+  // Returns false if --help was given (help already printed to stdout). Applies
+  // --log-level / --quiet to spdlog.
   bool parse(const std::vector<std::string>& argv);
 
   bool has(std::string_view name) const;             // flag given / option given
   std::string str(std::string_view name) const;      // value or default; throws if neither
   std::optional<std::string> maybe(std::string_view name) const;
-  std::int64_t int64(std::string_view name) const;   // checked parse, names the option on error
+  std::int64_t int64(std::string_view name) const;   // parse_integer, names the option on error
   double real(std::string_view name) const;
   std::string help() const;
+
+  // --quiet: print only results and errors (no progress, no log lines below error).
+  bool quiet() const { return has("quiet"); }
+  // The log level this command line asked for (--log-level, else "error" for --quiet),
+  // for the processes a command starts; nullopt if neither was given.
+  std::optional<std::string> log_level() const;
 
  private:
   struct Opt {
     std::string name, value, help, def;
+    bool hidden = false;
     bool given = false;
     std::string got;
   };
   const Opt& find(std::string_view name) const;
-  std::string command_, summary_;
+  std::string command_, summary_, epilogue_;
   std::vector<Opt> opts_;
 };
 
-// Parses a size like "4096", "64k" (x1024), "1M" (x1024^2).
-std::int64_t parse_count(std::string_view text, std::string_view what);
-// Comma-separated integers: "128,256,512".
+// The exit codes of every command, as printed at the end of every --help.
+std::string_view exit_codes_help();
+
+// Sets the level of every spdlog logger, existing and future, to `level` (trace,
+// debug, info, warn, error or off), replacing per-logger levels from SPDLOG_LEVEL.
+// Throws InvalidArgument naming `what` for an unknown level.
+void set_log_level(std::string_view level, std::string_view what = "--log-level");
+
+// The one grammar for whole numbers on the command line, used by every option that
+// takes a count (Args::int64, the planner, lists):
+//   digits, optionally a decimal fraction and an exponent ("4096", "1e6", "2.5e3"),
+//   then optionally a binary multiple k, M or G (x1024, x1024^2, x1024^3: "64k",
+//   "1.5M" = 1,572,864). The result must be a whole number ("1.3" is refused) that
+//   fits in int64. Throws InvalidArgument naming `what`.
+std::int64_t parse_integer(std::string_view text, std::string_view what);  // also "-5"
+std::int64_t parse_count(std::string_view text, std::string_view what);    // refuses negatives
+// Comma-separated counts: "128,256,1k".
 std::vector<std::int64_t> parse_int_list(std::string_view text, std::string_view what);
 
 }  // namespace ringattn::cli

@@ -19,20 +19,22 @@ void declare_job_options(cli::Args& a, bool with_files) {
       .flag("causal", "causal mask (key position <= query position)")
       .option("window", "W", "sliding window: query i sees keys i-W < j <= i")
       .option("dtype", "T", "fp32 or bf16: kernel inputs and the K/V wire format", "fp32")
-      .option("threads", "T", "OpenMP threads per node", "1")
+      .option("threads", "T", "OpenMP threads per node (0: all cores)", "1")
       .option("isa", "NAME", "force an ISA path (generic, avx2, avx512, neon)")
       .option("timeout", "SEC", "deadline for connecting and for every network wait", "30");
 }
 
 void read_job_options(const cli::Args& a, JobSpec& job) {
-  job.nodes = static_cast<int>(a.int64("nodes"));
-  if (job.nodes < 1 || job.nodes > 4096)
-    throw InvalidArgument("--nodes = " + std::to_string(job.nodes) + " must be between 1 and 4096");
+  const std::int64_t nodes = a.int64("nodes");
+  if (nodes < 1 || nodes > 4096) throw InvalidArgument("--nodes = " + std::to_string(nodes) + " must be between 1 and 4096");
+  job.nodes = static_cast<int>(nodes);
   job.layout = ring::parse_layout(a.str("layout"));
   auto& c = job.attention;
   c.dtype = parse_dtype(a.str("dtype"));
-  c.threads = static_cast<int>(a.int64("threads"));
-  if (c.threads < 1) throw InvalidArgument("--threads = " + std::to_string(c.threads) + " must be >= 1");
+  const std::int64_t threads = a.int64("threads");
+  if (threads < 0 || threads > 4096)
+    throw InvalidArgument("--threads = " + std::to_string(threads) + " must be between 0 (all cores) and 4096");
+  c.threads = static_cast<int>(threads);
   if (auto w = a.maybe("window")) {
     c.mask = Mask::sliding_window(cli::parse_count(*w, "--window"));
     if (c.mask.window < 1) throw InvalidArgument("--window = " + *w + " must be >= 1");
@@ -40,6 +42,7 @@ void read_job_options(const cli::Args& a, JobSpec& job) {
     c.mask = Mask::causal();
   }
   if (auto i = a.maybe("isa")) c.isa = parse_isa(*i);
+  job.log_level = a.log_level().value_or("");
   job.timeout_seconds = a.real("timeout");
   if (!(job.timeout_seconds > 0) || job.timeout_seconds > 86400)
     throw InvalidArgument("--timeout = " + a.str("timeout") + " must be in (0, 86400] seconds");
@@ -85,6 +88,7 @@ std::vector<std::string> job_arguments(const JobSpec& job) {
   if (c.mask.kind == MaskKind::causal) out.push_back("--causal");
   if (c.mask.kind == MaskKind::window) out.insert(out.end(), {"--window", std::to_string(c.mask.window)});
   if (c.isa) out.insert(out.end(), {"--isa", std::string(to_string(*c.isa))});
+  if (!job.log_level.empty()) out.insert(out.end(), {"--log-level", job.log_level});
   return out;
 }
 

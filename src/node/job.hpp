@@ -19,11 +19,13 @@ struct JobSpec {
   std::int64_t tokens = 0;
   int nodes = 1;
   double timeout_seconds = 30;
+  std::string log_level;  // passed on to the nodes as --log-level; empty: not passed
 };
 
 // Declares the job options shared by `run`, `node`, `verify` and `bench ring`.
 void declare_job_options(cli::Args& a, bool with_files);
-// Reads them back (dtype, mask, layout, threads, isa, timeout, nodes).
+// Reads them back (dtype, mask, layout, threads, isa, timeout, nodes, and the command
+// line's log level).
 void read_job_options(const cli::Args& a, JobSpec& job);
 
 // Reads the .npy headers and checks that Q is [N, H, D], K and V are [N, KV, D] with

@@ -7,7 +7,6 @@
 #include <stdexcept>
 
 #include "ringattn/error.hpp"
-#include "src/cli/args.hpp"
 
 namespace ringattn::plan {
 namespace {
@@ -69,15 +68,6 @@ double parse_rate(std::string_view text, std::string_view what) {
   if (!parse_plain(digits, v) || v <= 0)
     throw InvalidArgument(std::string(what) + " expects a positive number like 400e12 or 50G, got '" + std::string(text) + "'");
   return v * scale;
-}
-
-std::int64_t parse_tokens(std::string_view text, std::string_view what) {
-  if (text.find_first_of("eE.") == std::string_view::npos) return cli::parse_count(text, what);
-  double v = 0;
-  if (!parse_plain(text, v) || v != std::floor(v) || v < 0 || v > 9.2e18)
-    throw InvalidArgument(std::string(what) + " expects a whole number of tokens like 1048576, 1M or 1e6, got '" +
-                          std::string(text) + "'");
-  return static_cast<std::int64_t>(v);
 }
 
 std::string format_bytes(double bytes) {

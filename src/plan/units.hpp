@@ -1,5 +1,5 @@
-// ringattn — numbers in and out of the planner: "400e12", "50G", "1M" on the command
-// line; "17.2 GB", "11.0 ms", "1,048,576" in reports.
+// ringattn — numbers in and out of the planner: rates "400e12", "50G" on the command
+// line (counts such as "1M" are cli::parse_count's); "17.2 GB", "11.0 ms", "1,048,576" in reports.
 #pragma once
 
 #include <cstdint>
@@ -13,10 +13,7 @@ namespace ringattn::plan {
 // positive. Throws InvalidArgument naming `what` (the option).
 double parse_rate(std::string_view text, std::string_view what);
 
-// A token count: an integer with an optional binary suffix ("64k" = 65,536, "1M" =
-// 1,048,576, as cli::parse_count), or an integral number in exponent form ("1e6").
-// Throws InvalidArgument naming `what`.
-std::int64_t parse_tokens(std::string_view text, std::string_view what);
+// Token counts are cli::parse_count's, the same grammar as every other command's.
 
 // Reports use decimal units (1 GB = 1e9 bytes), the seed's convention; 3 significant
 // digits.

@@ -1,5 +1,6 @@
 // `ringattn run` and `ringattn verify`: the ring on real processes, from .npy files or
 // from generated inputs checked against dense float64 attention.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -10,6 +11,7 @@
 #include "kernels/random_inputs.hpp"
 #include "kernels/reference.hpp"
 #include "ringattn/error.hpp"
+#include "src/cli/json_object.hpp"
 #include "src/io/npy_reader.hpp"
 #include "src/io/npy_writer.hpp"
 #include "src/node/job.hpp"
@@ -35,77 +37,112 @@ std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
-void print_summary(const node::JobSpec& job, const RunResult& r) {
+struct Totals {
   double flops = 0, max_compute = 0, sum_compute = 0;
-  for (const auto& n : r.nodes) {
-    flops += n.useful_flops;
-    max_compute = std::max(max_compute, n.compute_seconds);
-    sum_compute += n.compute_seconds;
+  explicit Totals(const RunResult& r) {
+    for (const auto& n : r.nodes) {
+      flops += n.useful_flops;
+      max_compute = std::max(max_compute, n.compute_seconds);
+      sum_compute += n.compute_seconds;
+    }
   }
+  double compute_max_over_mean(std::size_t nodes) const {
+    return sum_compute > 0 ? max_compute / (sum_compute / static_cast<double>(nodes)) : 0.0;
+  }
+};
+
+void print_summary(const node::JobSpec& job, const RunResult& r) {
+  const Totals t(r);
   std::printf("ring: %d nodes, %s layout, %s mask, %lld tokens, heads %lld/%lld, head_dim %lld, %s\n", job.nodes,
               std::string(ring::to_string(job.layout)).c_str(), to_string(job.attention.mask).c_str(),
               static_cast<long long>(job.tokens), static_cast<long long>(job.attention.heads),
               static_cast<long long>(job.attention.kv_heads), static_cast<long long>(job.attention.head_dim),
               std::string(to_string(job.attention.dtype)).c_str());
   std::printf("  forward %.3f s (slowest node), %.1f GFLOP/s useful; wall %.3f s with process start-up\n", r.ring_seconds,
-              flops / r.ring_seconds / 1e9, r.wall_seconds);
+              t.flops / r.ring_seconds / 1e9, r.wall_seconds);
   std::printf("  per-node compute s:");
   for (const auto& n : r.nodes) std::printf(" %.3f", n.compute_seconds);
-  std::printf("  (max/mean %.2f)\n", max_compute / (sum_compute / static_cast<double>(r.nodes.size())));
+  std::printf("  (max/mean %.2f)\n", t.compute_max_over_mean(r.nodes.size()));
+}
+
+constexpr const char* kJsonHelp =
+    "--json prints {\"ok\", \"command\", the job (nodes, layout, mask, dtype, tokens, heads, kv_heads, head_dim,\n"
+    "threads_per_node), ring_seconds, wall_seconds, useful_flops, gflops, compute_max_over_mean, per_node: [{rank,\n"
+    "rows, total/compute/wait_seconds, useful_flops, gflops, bytes_sent, payload_bytes_sent, io_cpu_seconds,\n"
+    "steps_skipped, max_rss_kib}]}; a failed command prints {\"ok\": false, \"command\", \"error\"}.";
+
+// The --json object of a finished ring: the job, the times and rates, per-node stats.
+cli::JsonObject result_json(const char* command, bool ok, const node::JobSpec& job, const RunResult& r) {
+  const Totals t(r);
+  std::vector<cli::JsonObject> nodes;
+  for (const auto& n : r.nodes) {
+    cli::JsonObject o;
+    o.add("rank", n.rank)
+        .add("rows", n.rows)
+        .add("total_seconds", n.total_seconds)
+        .add("compute_seconds", n.compute_seconds)
+        .add("wait_seconds", n.wait_seconds)
+        .add("useful_flops", n.useful_flops)
+        .add("gflops", n.useful_flops / n.total_seconds / 1e9)
+        .add("bytes_sent", static_cast<std::uint64_t>(n.bytes_sent))
+        .add("payload_bytes_sent", static_cast<std::uint64_t>(n.payload_bytes_sent))
+        .add("io_cpu_seconds", n.io_cpu_seconds)
+        .add("steps_skipped", n.steps_skipped)
+        .add("max_rss_kib", n.max_rss_kib);
+    nodes.push_back(std::move(o));
+  }
+  cli::JsonObject j;
+  j.add("ok", ok)
+      .add("command", command)
+      .add("nodes", job.nodes)
+      .add("layout", ring::to_string(job.layout))
+      .add("mask", to_string(job.attention.mask))
+      .add("dtype", to_string(job.attention.dtype))
+      .add("tokens", job.tokens)
+      .add("heads", job.attention.heads)
+      .add("kv_heads", job.attention.kv_heads)
+      .add("head_dim", job.attention.head_dim)
+      .add("threads_per_node", job.attention.threads)
+      .add("ring_seconds", r.ring_seconds)
+      .add("wall_seconds", r.wall_seconds)
+      .add("useful_flops", t.flops)
+      .add("gflops", t.flops / r.ring_seconds / 1e9)
+      .add("compute_max_over_mean", t.compute_max_over_mean(r.nodes.size()))
+      .add("per_node", nodes);
+  return j;
+}
+
+// With --json, a command that fails still prints its one object, {"ok":false,...,
+// "error":...}, on stdout; the error goes on to main for the message on stderr and
+// the exit code.
+template <class Body>
+int json_on_failure(const std::vector<std::string>& argv, const char* command, Body&& body) {
+  if (std::find(argv.begin(), argv.end(), "--json") == argv.end()) return body();
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    std::printf("%s\n", cli::JsonObject().add("ok", false).add("command", command).add("error", e.what()).str().c_str());
+    std::fflush(stdout);
+    throw;
+  }
 }
 
 void declare_run_options(cli::Args& a) {
   a.option("hosts", "LIST", "host:port per rank (default: loopback, free ports)")
       .option("launch", "PREFIX", "command prefix per node, {rank} substituted (e.g. 'ip netns exec ra{rank}')")
-      .flag("quiet", "do not forward the nodes' log lines");
+      .flag("json", "print one JSON object on stdout and nothing else (also on failure: \"ok\": false)");
 }
 
 RunOptions read_run_options(const cli::Args& a) {
   RunOptions o;
   if (auto h = a.maybe("hosts")) o.hosts = split_list(*h);
   o.launch_prefix = a.maybe("launch").value_or("");
-  o.quiet = a.has("quiet");
+  o.quiet = a.quiet();  // the nodes run at --log-level error then; nothing of theirs to forward
   return o;
 }
 
-}  // namespace
-}  // namespace ringattn::run
-
-int ringattn::cli::run_main(const std::vector<std::string>& argv) {
-  Args a("run", "Runs exact attention on a ring of P node processes and writes O (and lse) in the original\n"
-                "token order. Inputs and outputs are float32 .npy: Q and O [tokens, heads, head_dim], K and V\n"
-                "[tokens, kv_heads, head_dim], lse [tokens, heads]. A failed run leaves no output file.");
-  node::declare_job_options(a, true);
-  a.option("out", "FILE", "output O (.npy)").option("lse", "FILE", "output lse (.npy)");
-  run::declare_run_options(a);
-  if (!a.parse(argv)) return 0;
-  node::JobSpec job;
-  job.q_path = a.str("q");
-  job.k_path = a.str("k");
-  job.v_path = a.str("v");
-  node::read_job_options(a, job);
-  node::inspect_inputs(job);
-  auto opts = run::read_run_options(a);
-  opts.out_path = a.str("out");
-  opts.lse_path = a.maybe("lse").value_or("");
-  const auto r = run::run_ring(job, opts);
-  run::print_summary(job, r);
-  std::printf("  wrote %s%s%s\n", opts.out_path.c_str(), opts.lse_path.empty() ? "" : " and ", opts.lse_path.c_str());
-  return 0;
-}
-
-int ringattn::cli::verify_main(const std::vector<std::string>& argv) {
-  Args a("verify", "Generates random inputs, runs the ring on P processes and the single-process float64\n"
-                   "reference, and prints the max abs error and the time. Exit 1 if the error exceeds the\n"
-                   "tolerance (fp32 2e-5, bf16 1e-2 on O; 2e-5 on lse, on unit-scale inputs).");
-  node::declare_job_options(a, false);
-  a.option("seq", "N", "tokens", "4096")
-      .option("heads", "N", "query heads", "8")
-      .option("kv-heads", "N", "key/value heads", "2")
-      .option("head-dim", "N", "head dimension", "128")
-      .option("seed", "N", "random seed", "1")
-      .option("work-dir", "DIR", "where to put the generated inputs (default: a fresh temporary directory)");
-  run::declare_run_options(a);
+// verify after its options are declared: generate, run, compare with float64 dense attention.
+int verify(cli::Args& a, const std::vector<std::string>& argv) {
   if (!a.parse(argv)) return 0;
   namespace fs = std::filesystem;
   node::JobSpec job;
@@ -146,11 +183,10 @@ int ringattn::cli::verify_main(const std::vector<std::string>& argv) {
   io::write_npy_atomic(job.k_path, std::vector<std::int64_t>{n, kvh, d}, k);
   io::write_npy_atomic(job.v_path, std::vector<std::int64_t>{n, kvh, d}, v);
   node::inspect_inputs(job);
-  auto opts = run::read_run_options(a);
+  auto opts = read_run_options(a);
   opts.out_path = dir + "/o.npy";
   opts.lse_path = dir + "/lse.npy";
-  const auto r = run::run_ring(job, opts);
-  run::print_summary(job, r);
+  const auto r = run_ring(job, opts);
 
   const auto o = io::read_npy(opts.out_path).data, lse = io::read_npy(opts.lse_path).data;
   std::vector<double> ref(o.size()), ref_lse(lse.size());
@@ -158,11 +194,81 @@ int ringattn::cli::verify_main(const std::vector<std::string>& argv) {
   kernels::dense_attention_f64({h, kvh, d, job.attention.mask, 0.0}, q.data(), all, k.data(), v.data(), all, ref.data(),
                                ref_lse.data());
   double err = 0, err_lse = 0;
-  for (std::size_t i = 0; i < o.size(); ++i) err = std::fmax(err, std::fabs(o[i] - ref[i]));
+  auto worst = [](double& e, double d) {  // a NaN difference is the worst, not skipped as by fmax
+    if (!(d <= e)) e = d;
+  };
+  for (std::size_t i = 0; i < o.size(); ++i) worst(err, std::fabs(o[i] - ref[i]));
   for (std::size_t i = 0; i < lse.size(); ++i)
-    if (!(std::isinf(ref_lse[i]) && std::isinf(lse[i]))) err_lse = std::fmax(err_lse, std::fabs(lse[i] - ref_lse[i]));
-  const double tol = job.attention.dtype == DType::bf16 ? 1e-2 : 2e-5;
-  std::printf("  max |O - dense| = %.3g, max |lse - dense| = %.3g (tolerance %.0e / 2e-05) -> %s\n", err, err_lse, tol,
-              err <= tol && err_lse <= 2e-5 ? "exact" : "MISMATCH");
-  return err <= tol && err_lse <= 2e-5 ? 0 : 1;
+    if (!(std::isinf(ref_lse[i]) && std::isinf(lse[i]))) worst(err_lse, std::fabs(lse[i] - ref_lse[i]));
+  const bool bf16 = job.attention.dtype == DType::bf16;
+  const double tol = bf16 ? 1e-2 : 2e-5, tol_lse = 2e-5;
+  const bool ok = err <= tol && err_lse <= tol_lse;  // false for NaN too
+  // "exact" is a claim about fp32 only; bf16 inputs are rounded, so its result is close, not exact.
+  const char* verdict = !ok ? "MISMATCH" : bf16 ? "within bf16 tolerance" : "exact";
+  if (a.has("json")) {
+    auto j = result_json("verify", ok, job, r);
+    j.add("max_abs_error_o", err)
+        .add("max_abs_error_lse", err_lse)
+        .add("tolerance_o", tol)
+        .add("tolerance_lse", tol_lse)
+        .add("verdict", verdict);
+    std::printf("%s\n", j.str().c_str());
+    return ok ? 0 : 1;
+  }
+  print_summary(job, r);
+  std::printf("  max |O - dense| = %.3g, max |lse - dense| = %.3g (tolerance %.0e / %.0e) -> %s\n", err, err_lse, tol,
+              tol_lse, verdict);
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace ringattn::run
+
+int ringattn::cli::run_main(const std::vector<std::string>& argv) {
+  Args a("run", "Runs exact attention on a ring of P node processes and writes O (and lse) in the original\n"
+                "token order. Inputs and outputs are float32 .npy: Q and O [tokens, heads, head_dim], K and V\n"
+                "[tokens, kv_heads, head_dim], lse [tokens, heads]. A failed run leaves no output file.");
+  node::declare_job_options(a, true);
+  a.option("out", "FILE", "output O (.npy)").option("lse", "FILE", "output lse (.npy)");
+  run::declare_run_options(a);
+  a.epilogue(run::kJsonHelp);
+  return run::json_on_failure(argv, "run", [&] {
+    if (!a.parse(argv)) return 0;
+    node::JobSpec job;
+    job.q_path = a.str("q");
+    job.k_path = a.str("k");
+    job.v_path = a.str("v");
+    node::read_job_options(a, job);
+    node::inspect_inputs(job);
+    auto opts = run::read_run_options(a);
+    opts.out_path = a.str("out");
+    opts.lse_path = a.maybe("lse").value_or("");
+    const auto r = run::run_ring(job, opts);
+    if (a.has("json")) {
+      auto j = run::result_json("run", true, job, r);
+      j.add("out", opts.out_path).add("lse", opts.lse_path);
+      std::printf("%s\n", j.str().c_str());
+      return 0;
+    }
+    run::print_summary(job, r);
+    std::printf("  wrote %s%s%s\n", opts.out_path.c_str(), opts.lse_path.empty() ? "" : " and ", opts.lse_path.c_str());
+    return 0;
+  });
+}
+
+int ringattn::cli::verify_main(const std::vector<std::string>& argv) {
+  Args a("verify", "Generates random inputs, runs the ring on P processes and the single-process float64\n"
+                   "reference, and prints the max abs error and the time. Exit 1 if the error exceeds the\n"
+                   "tolerance (fp32 2e-5, bf16 1e-2 on O; 2e-5 on lse, on unit-scale inputs): \"exact\" for\n"
+                   "fp32, \"within bf16 tolerance\" for bf16, else \"MISMATCH\".");
+  node::declare_job_options(a, false);
+  a.option("seq", "N", "tokens", "4096")
+      .option("heads", "N", "query heads", "8")
+      .option("kv-heads", "N", "key/value heads", "2")
+      .option("head-dim", "N", "head dimension", "128")
+      .option("seed", "N", "random seed", "1")
+      .option("work-dir", "DIR", "where to put the generated inputs (default: a fresh temporary directory)");
+  run::declare_run_options(a);
+  a.epilogue(std::string(run::kJsonHelp) + "\nverify adds max_abs_error_o/_lse, tolerance_o/_lse and verdict; \"ok\" is false on a mismatch.");
+  return run::json_on_failure(argv, "verify", [&] { return run::verify(a, argv); });
 }

@@ -1,0 +1,29 @@
+// Integration tests — a strict little JSON reader, so that a test can check that
+// `--json` printed valid JSON (RFC 8259: no trailing commas, no NaN, nothing after the
+// value) and look at its fields.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace ringattn::itest {
+
+struct JsonValue {
+  enum class Kind { null, boolean, number, string, array, object } kind = Kind::null;
+  bool boolean = false;
+  double number = 0;
+  std::string string;
+  std::vector<JsonValue> items;                             // array
+  std::vector<std::pair<std::string, JsonValue>> fields;    // object, in order
+
+  // The field `key` of an object, or nullptr.
+  const JsonValue* get(std::string_view key) const;
+};
+
+// Parses exactly one JSON value, allowing whitespace around it; throws
+// std::runtime_error naming the offset of the first error.
+JsonValue parse_json(std::string_view text);
+
+}  // namespace ringattn::itest
