@@ -6,6 +6,8 @@
 // and it is opened non-blocking so that a FIFO in its place fails instead of hanging.
 #include "net/secret.hpp"
 
+#include "net/crypto.hpp"
+
 #include <fcntl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -106,11 +108,28 @@ std::string load_secret(const std::string& token_file) {
   if (secret.empty())
     throw InvalidArgument(std::string("no shared secret: pass a token file or set ") + kTokenEnv +
                           (source.empty() ? "" : " (" + source + " is empty)"));
+  return checked_secret(std::move(secret), source);
+}
+
+std::string checked_secret(std::string secret, const std::string& source) {
   if (secret.size() < kMinSecretBytes)
     throw InvalidArgument("the shared secret from " + source + " is " + std::to_string(secret.size()) +
                           " bytes; it must be at least " + std::to_string(kMinSecretBytes) +
                           " (a captured handshake lets anyone guess a short one offline); " + kHowToMake);
   return secret;
+}
+
+std::string secret_fingerprint(const std::string& secret) {
+  static constexpr std::string_view kLabel = "ringattn token fingerprint v1";
+  const Digest256 d = hmac_sha256(std::as_bytes(std::span(secret.data(), secret.size())),
+                                  {std::as_bytes(std::span(kLabel.data(), kLabel.size()))});
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (std::size_t i = 0; i < 8; ++i) {
+    out += kHex[std::to_integer<unsigned>(d[i]) >> 4];
+    out += kHex[std::to_integer<unsigned>(d[i]) & 15u];
+  }
+  return out;
 }
 
 std::string generate_secret() {

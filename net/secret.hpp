@@ -17,6 +17,14 @@ inline constexpr const char* kTokenEnv = "RINGATTN_TOKEN";
 // by group or others (like ssh's private keys: chmod 600), or is larger than 4 KiB.
 std::string load_secret(const std::string& token_file = "");
 
+// Checks a secret handed over by other means (a launcher's pipe): at least 16 bytes.
+// Throws InvalidArgument naming `source`.
+std::string checked_secret(std::string secret, const std::string& source);
+
+// A short public fingerprint of a secret (16 hex digits of an HMAC keyed by it), so that
+// a launcher can tell which rank holds a different token without seeing any token.
+std::string secret_fingerprint(const std::string& secret);
+
 // A fresh random secret (32 random bytes as 64 hex digits) for a launcher that starts
 // every rank itself and hands it to them (e.g. through RINGATTN_TOKEN).
 std::string generate_secret();

@@ -2,6 +2,7 @@
 #include "net/wire.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <limits>
 
 #include "net/byte_order.hpp"
@@ -121,6 +122,26 @@ std::string try_decode_ping(std::span<const std::byte> b, PingInfo& out) {
   out.progress = get_le<std::uint64_t>(b.data());
   out.state = static_cast<PeerState>(state);
   return {};
+}
+
+std::string shape_fingerprint(const JobShape& s) {
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the fields, little-endian
+  auto mix = [&](std::uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) {
+      h ^= (v >> (8 * i)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  };
+  mix(s.heads, 4);
+  mix(s.kv_heads, 4);
+  mix(s.head_dim, 4);
+  mix(s.max_block_rows, 4);
+  mix(static_cast<std::uint8_t>(s.dtype), 1);
+  mix(s.tokens, 8);
+  mix(s.options_digest, 8);
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
 }
 
 FrameLimits FrameLimits::handshake_only() { return FrameLimits{}; }

@@ -102,6 +102,10 @@ struct JobShape {
   friend bool operator==(const JobShape&, const JobShape&) = default;
 };
 
+// 16 hex digits naming every field of a shape, so a launcher can tell which rank was
+// started with a different job without parsing error messages.
+std::string shape_fingerprint(const JobShape& s);
+
 // The acceptance bounds of incoming data frames.
 struct FrameLimits {
   std::uint32_t max_rows = 0;

@@ -4,6 +4,7 @@
 // `ringattn help [command]` and `ringattn <group>` (e.g. `ringattn bench`) print usage.
 #include <spdlog/cfg/env.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -123,6 +124,12 @@ int main(int argc, char** argv) {
   if (help) args = {"--help"};
   try {
     return cmd->fn(args);
+  } catch (const ringattn::cli::Interrupted& e) {
+    std::fprintf(stderr, "ringattn %s: %s\n", cmd->name, e.what());
+    std::fflush(stderr);
+    std::signal(e.signal, SIG_DFL);  // end as the signal would have ended us
+    std::raise(e.signal);
+    return 128 + e.signal;
   } catch (const ringattn::InvalidArgument& e) {
     std::fprintf(stderr, "ringattn %s: error: %s\n", cmd->name, e.what());
     return 2;

@@ -206,7 +206,8 @@ std::vector<StepRow> run_members(const SweepSpec& spec, const std::vector<std::s
   std::vector<std::string> last_err(kids.size());
   std::vector<StepRow> rows;
   bool peers_sent = !hosts.empty();
-  int failed = -1, code = 0;
+  int failed = -1;
+  std::string code;
   auto kill_at = Clock::time_point::max();
   while (true) {
     std::vector<pollfd> fds;
@@ -232,9 +233,9 @@ std::vector<StepRow> run_members(const SweepSpec& spec, const std::vector<std::s
       drain();
       if (auto c = k.poll_exit()) {
         drain();
-        if (*c != 0 && failed < 0) {
+        if ((c->code != 0 || c->signal != 0) && failed < 0) {
           failed = static_cast<int>(r);
-          code = *c;
+          code = c->describe();
           kill_at = Clock::now() + std::chrono::seconds(5);  // the others notice on their own, or are ended
         }
       } else {
@@ -244,7 +245,10 @@ std::vector<StepRow> run_members(const SweepSpec& spec, const std::vector<std::s
     if (!peers_sent && std::all_of(ports.begin(), ports.end(), [](auto& p) { return p.has_value(); })) {
       std::string line = "PEERS ";
       for (std::size_t r = 0; r < ports.size(); ++r) line += (r ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(*ports[r]);
-      for (auto& k : kids) k->send_line_and_close(line);
+      for (auto& k : kids) {
+        k->send_line(line);
+        k->close_stdin();
+      }
       peers_sent = true;
     }
     if (all_done) break;
@@ -253,8 +257,7 @@ std::vector<StepRow> run_members(const SweepSpec& spec, const std::vector<std::s
         if (k->running()) k->kill_now();
   }
   if (failed >= 0)
-    throw Error("bench overlap: rank " + std::to_string(failed) + " failed (exit " + std::to_string(code) +
-                "): " + (last_err[static_cast<std::size_t>(failed)].empty() ? "no message" : last_err[static_cast<std::size_t>(failed)]));
+    throw Error("bench overlap: rank " + std::to_string(failed) + " failed (" + code + "): " + (last_err[static_cast<std::size_t>(failed)].empty() ? "no message" : last_err[static_cast<std::size_t>(failed)]));
   return rows;
 }
 

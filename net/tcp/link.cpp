@@ -65,6 +65,7 @@ void Link::post(std::shared_ptr<PendingOp> op) {
 
 void Link::report(const std::string& context, const std::error_code& ec) {
   if (state_ != State::open) return;  // we are closing: errors are expected
+  if (bye_received_ && ops_.empty()) return;  // the peer said goodbye and is gone: nothing was lost
   if (ec == asio::error::eof)
     fail(FailureCause::peer_closed, peer() + " closed the connection (EOF) " + context);
   else
@@ -85,6 +86,10 @@ void Link::spawn(asio::awaitable<void> coroutine) {
 // ---- writing ----------------------------------------------------------------------------------
 
 asio::awaitable<bool> Link::write_frame(const FrameHeader& h, std::span<const std::byte> payload) {
+  // An in link only reads data: if its peer is gone, the frames it sent are still in our
+  // receive buffer, and the reader reports the end when it gets there. So a keep-alive
+  // that cannot be written back on it is no failure; on an out link it is.
+  const bool fatal = dir_ == Dir::out;
   std::error_code ec;
   const HeaderBytes hb = encode_header(h);
   frame_total_ = kHeaderBytes + payload.size();
@@ -102,7 +107,7 @@ asio::awaitable<bool> Link::write_frame(const FrameHeader& h, std::span<const st
     const std::size_t n = co_await stream_.async_write_some(bufs, asio::redirect_error(kAwait, ec));
     if (state_ != State::open) co_return false;
     if (ec) {
-      report("while sending", ec);
+      if (fatal) report("while sending", ec);
       co_return false;
     }
     frame_written_ += n;
@@ -128,6 +133,7 @@ asio::awaitable<void> Link::writer() {
       op->complete();
       continue;
     }
+    if (bye_received_) co_return;  // the peer is leaving: nobody to keep alive for
     const auto due = last_write_ + env_.keepalive;
     if (Clock::now() >= due) {  // quiet for a keep-alive interval: tell the peer we live
       const auto payload = encode_ping(env_.liveness->snapshot());

@@ -106,8 +106,6 @@ void TcpTransport::connect_deadline_passed() {
   } else {
     m = "no connection from predecessor rank " + std::to_string(predecessor_) + " within " + ms_connect_;
   }
-  if (dropped_connections_ > 0)
-    m += " (dropped " + std::to_string(dropped_connections_) + " other connection(s), the last from " + last_dropped_ + ")";
   fail(FailureCause::peer_silent, origin, m);
 }
 

@@ -116,10 +116,14 @@ TcpTransport::~TcpTransport() {
 // ---- failure and close (I/O thread) ---------------------------------------------------------
 
 void TcpTransport::fail(FailureCause cause, int origin, const std::string& message) {
-  const std::string text = prefix() + message;
+  std::string text = prefix() + message;
   {
     std::lock_guard lock(mu_);
     if (phase_ == Phase::failed || phase_ == Phase::closed) return;
+    // While the ring forms, what was turned away may be the misconfigured peer.
+    if (phase_ != Phase::connected && dropped_connections_ > 0)
+      text += " (meanwhile dropped " + std::to_string(dropped_connections_) + " other connection(s), the last from " +
+              last_dropped_ + ")";
     phase_ = Phase::failed;
     failure_ = text;
     failure_cause_ = cause;

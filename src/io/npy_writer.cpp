@@ -59,7 +59,7 @@ NpyAtomicWriter::~NpyAtomicWriter() { abort(); }
 void NpyAtomicWriter::abort() noexcept {
   if (done_) return;
   done_ = true;
-  const std::string temp = file_.path();
+  const std::string temp = finished_ ? temp_ : file_.path();
   file_ = PosixFile();  // closes
   if (!temp.empty()) std::remove(temp.c_str());
 }
@@ -98,8 +98,9 @@ void NpyAtomicWriter::write_rows(std::span<const std::int64_t> rows, std::span<c
   }
 }
 
-void NpyAtomicWriter::commit() {
-  if (done_) throw InvalidArgument(path_ + ": commit after commit or abort");
+void NpyAtomicWriter::finish() {
+  if (done_) throw InvalidArgument(path_ + ": finish after commit or abort");
+  if (finished_) return;
   for (std::size_t r = 0; r < written_.size(); ++r) {
     if (!written_[r]) {
       abort();
@@ -109,16 +110,23 @@ void NpyAtomicWriter::commit() {
   }
   try {
     file_.sync();
-    const std::string temp = file_.path();
+    temp_ = file_.path();
     file_.close();
-    if (std::rename(temp.c_str(), path_.c_str()) != 0) {
-      const int err = errno;
-      throw FileError(path_ + ": could not move the finished output into place (rename from " + temp +
-                      "): " + std::strerror(err));
-    }
   } catch (...) {
     abort();
     throw;
+  }
+  finished_ = true;
+}
+
+void NpyAtomicWriter::commit() {
+  if (done_) throw InvalidArgument(path_ + ": commit after commit or abort");
+  finish();
+  if (std::rename(temp_.c_str(), path_.c_str()) != 0) {
+    const int err = errno;
+    abort();
+    throw FileError(path_ + ": could not move the finished output into place (rename from " + temp_ + "): " +
+                    std::strerror(err));
   }
   done_ = true;
   sync_directory(directory_of(path_));

@@ -32,7 +32,7 @@ class NpyAtomicWriter {
   ~NpyAtomicWriter();  // removes the temporary file unless committed
 
   const std::string& path() const { return path_; }
-  const std::string& temp_path() const { return file_.path(); }
+  const std::string& temp_path() const { return finished_ ? temp_ : file_.path(); }
   std::uint64_t row_elements() const { return row_elements_; }
 
   // Writes src (rows.size() * row_elements() floats) as rows [begin, end).
@@ -40,8 +40,12 @@ class NpyAtomicWriter {
   // Writes src as the listed rows, in that order; consecutive runs in one pwrite.
   void write_rows(std::span<const std::int64_t> rows, std::span<const float> src);
 
-  // fsync, rename over path(), fsync the directory. Throws (and removes the temporary
-  // file) if a row is missing or any step fails.
+  // Checks that every row was written, fsyncs and closes the temporary file: after it,
+  // commit() only renames, so a caller publishing several files together finishes all
+  // of them first. Throws (and removes the temporary file) if a row is missing or a step fails.
+  void finish();
+  // finish() if not done yet, rename over path(), fsync the directory. Throws (and
+  // removes the temporary file) if any step fails.
   void commit();
   // Drops the temporary file now; the destination is untouched.
   void abort() noexcept;
@@ -53,6 +57,8 @@ class NpyAtomicWriter {
   std::uint64_t data_offset_ = 0;
   std::vector<bool> written_;
   PosixFile file_;
+  std::string temp_;  // the temporary file's path once finished
+  bool finished_ = false;
   bool done_ = false;
 };
 

@@ -19,6 +19,7 @@ std::optional<Fault> fault_for_rank(int rank) {
   Fault f{Fault::Kind::exit, 0};
   if (what == "exit") f.kind = Fault::Kind::exit;
   else if (what == "hang") f.kind = Fault::Kind::hang;
+  else if (what == "slow") f.kind = Fault::Kind::slow;
   else if (what == "corrupt") f.kind = Fault::Kind::corrupt;
   else if (what == "silent") f.kind = Fault::Kind::silent;
   else if (what == "token") f.kind = Fault::Kind::token;

@@ -1,7 +1,10 @@
 // ringattn — fault injection for the multi-process tests. A node reads
 // RINGATTN_FAULT=<rank>:<fault>[:<step>] and, if <rank> is its own, misbehaves:
 //   exit:S     dies abruptly (_exit) at ring step S, like a killed process
-//   hang:S     stops at step S and never sends again (until killed)
+//   hang:S     stops at step S and never sends again (until killed): busy, but its
+//              progress counter stands still, so its neighbours see a stall
+//   slow:S     its fold at step S takes 3x --timeout, progressing all along (a slow but
+//              healthy kernel): the ring must wait for it, not time out
 //   corrupt:S  flips one payload byte of the block it relays at step S >= 1 (the frame
 //              keeps the CRC it arrived with, so the successor sees a bad CRC)
 //   silent     binds and reports its port but never connects
@@ -16,7 +19,7 @@
 namespace ringattn::node {
 
 struct Fault {
-  enum class Kind { exit, hang, corrupt, silent, token, shape } kind;
+  enum class Kind { exit, hang, slow, corrupt, silent, token, shape } kind;
   int step = 0;
 };
 

@@ -4,16 +4,26 @@
 // Two ways to learn the peers:
 //   --peers -             (started by `ringattn run`) bind any free port, print
 //                         "PORT <n>" on stdout, read "PEERS host:port,..." from stdin
-//   --peers h:p,h:p,...   (a rack) every rank's address; --listen says where to bind
-// On success it prints one line "STATS {json}" on stdout. Any failure ends it with a
-// non-zero exit and a one-line error naming this rank and the cause.
-#include <poll.h>
+//   --peers h:p,h:p,...   (a rack) every rank's address; it listens on its own entry
+//                         (or on --listen)
+// With --token-file - the token arrives on stdin too ("TOKEN ..."), so it survives a
+// launcher that drops the environment (ssh, env -i). Whenever stdin carries the
+// launcher's lines, it stays open, and its end stops the node (launcher_channel.hpp).
+// Lines on stdout are the report of report.hpp: IDENT, PORT, ALIVE, then STATS on
+// success or FAIL on failure, with a one-line error on stderr and a non-zero exit.
+#include <netdb.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,6 +36,9 @@
 #include "src/io/npy_writer.hpp"
 #include "src/node/fault.hpp"
 #include "src/node/job.hpp"
+#include "src/node/launcher_channel.hpp"
+#include "src/node/memory_budget.hpp"
+#include "src/node/report.hpp"
 #include "src/ring/kv_ring.hpp"
 
 namespace ringattn::cli {
@@ -41,7 +54,9 @@ net::PeerAddress parse_address(const std::string& text, const std::string& what)
     throw InvalidArgument(what + ": expected host:port, got '" + text + "'");
   const auto port = cli::parse_count(text.substr(colon + 1), what + " port");
   if (port < 0 || port > 65535) throw InvalidArgument(what + ": port " + std::to_string(port) + " is out of range");
-  return {text.substr(0, colon), static_cast<std::uint16_t>(port)};
+  std::string host = text.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);  // [v6]
+  return {host, static_cast<std::uint16_t>(port)};
 }
 
 std::vector<net::PeerAddress> parse_peers(const std::string& list, int world) {
@@ -59,23 +74,24 @@ std::vector<net::PeerAddress> parse_peers(const std::string& list, int world) {
   return out;
 }
 
-// One line from stdin within the deadline (the coordinator's PEERS line).
-std::string read_line(double timeout_seconds) {
-  std::string line;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_seconds);
-  while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) throw NetworkError("no PEERS line from the coordinator within " + std::to_string(timeout_seconds) + " s");
-    pollfd p{STDIN_FILENO, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-    char c;
-    const ssize_t n = ::read(STDIN_FILENO, &c, 1);
-    if (n <= 0) throw NetworkError("the coordinator closed stdin before sending PEERS");
-    if (c == '\n') return line;
-    line.push_back(c);
-    if (line.size() > 1 << 20) throw NetworkError("PEERS line from the coordinator is too long");
-  }
+// The numeric address to bind for `host` (a name is resolved: a rank listens where its
+// peers will dial it).
+std::string numeric_host(const std::string& host, const std::string& what) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res); rc != 0 || res == nullptr)
+    throw InvalidArgument(what + ": cannot resolve '" + host + "': " + ::gai_strerror(rc));
+  char buf[NI_MAXHOST];
+  const int rc = ::getnameinfo(res->ai_addr, res->ai_addrlen, buf, sizeof buf, nullptr, 0, NI_NUMERICHOST);
+  ::freeaddrinfo(res);
+  if (rc != 0) throw InvalidArgument(what + ": cannot resolve '" + host + "': " + ::gai_strerror(rc));
+  return buf;
 }
+
+// Work done outside the transport (reading inputs, writing outputs), for the heartbeat.
+std::atomic<std::uint64_t> g_io_progress{0};
 
 // Reads this rank's rows of one input tensor into `dst`, converted to the attention
 // dtype. fp32 goes straight into dst; bf16 through a bounded staging buffer, so the
@@ -83,15 +99,11 @@ std::string read_line(double timeout_seconds) {
 void read_shard(const std::string& path, const Positions& pos, DType dtype, std::span<std::byte> dst) {
   io::NpyReader r(path);
   const std::size_t width = r.info().row_elements();
-  const std::size_t esz = dtype_size(dtype);
-  if (dst.size() != static_cast<std::size_t>(pos.size()) * width * esz)
+  if (dst.size() != static_cast<std::size_t>(pos.size()) * width * dtype_size(dtype))
     throw InvalidArgument(path + ": internal: shard buffer has the wrong size");
-  std::vector<io::RowRange> ranges;
-  for (const auto& run : ring::shard_row_runs(pos)) ranges.push_back({run.begin, run.end});
   const std::size_t batch_rows = std::max<std::size_t>(1, (std::size_t{4} << 20) / (width * 4));
   std::vector<float> stage;
   std::size_t done = 0;  // rows written to dst
-  // Split the runs into batches of at most batch_rows rows.
   std::vector<io::RowRange> batch;
   std::size_t in_batch = 0;
   auto flush = [&] {
@@ -107,8 +119,9 @@ void read_shard(const std::string& path, const Positions& pos, DType dtype, std:
     done += in_batch;
     batch.clear();
     in_batch = 0;
+    g_io_progress.fetch_add(1, std::memory_order_relaxed);
   };
-  for (auto run : ranges) {
+  for (auto run : ring::shard_row_runs(pos)) {  // split the runs into batches of at most batch_rows rows
     while (run.begin < run.end) {
       const auto take = std::min<std::int64_t>(run.end - run.begin, static_cast<std::int64_t>(batch_rows - in_batch));
       batch.push_back({run.begin, run.begin + take});
@@ -154,39 +167,109 @@ std::string json_stats(int rank, std::int64_t rows, const ring::RingForwardStats
   return buf;
 }
 
-int run_node(const cli::Args& a) {
+// "ALIVE <n>" every `interval` while the node runs: n moves while it reads, computes,
+// moves blocks or writes, so the launcher's backstop is proportional to progress.
+class Heartbeat {
+ public:
+  Heartbeat(std::chrono::milliseconds interval, std::function<std::uint64_t()> progress)
+      : thread_([this, interval, progress = std::move(progress)] {
+          std::unique_lock lock(mu_);
+          while (!cv_.wait_for(lock, interval, [&] { return stop_; })) emit_line("ALIVE " + std::to_string(progress()));
+        }) {}
+  ~Heartbeat() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+void install_fault_hook(ring::KvRing& ring, net::RingTransport& t, const Fault& fault, double timeout_seconds) {
+  if (fault.kind != Fault::Kind::exit && fault.kind != Fault::Kind::hang && fault.kind != Fault::Kind::slow &&
+      fault.kind != Fault::Kind::corrupt)
+    return;
+  ring.set_step_hook([f = fault, &t, timeout_seconds](int step, std::span<std::byte> block) {
+    if (step != f.step) return;
+    switch (f.kind) {
+      case Fault::Kind::exit:
+        std::fprintf(stderr, "fault injected: exiting abruptly at step %d\n", step);
+        ::_exit(17);
+      case Fault::Kind::hang:  // busy (the hook runs inside the fold's busy scope), no progress
+        for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+      case Fault::Kind::slow: {  // a slow kernel that keeps ticking, as the real one does per tile
+        const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(3 * timeout_seconds);
+        while (std::chrono::steady_clock::now() < end) {
+          t.liveness().tick();
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        return;
+      }
+      default:
+        if (!block.empty()) block[block.size() / 2] ^= std::byte{0x5a};
+    }
+  });
+}
+
+int run_node(const cli::Args& a, int rank) {
   JobSpec job;
   job.q_path = a.str("q");
   job.k_path = a.str("k");
   job.v_path = a.str("v");
   read_job_options(a, job);
-  const int rank = static_cast<int>(a.int64("rank"));
   if (rank < 0 || rank >= job.nodes)
     throw InvalidArgument("--rank = " + std::to_string(rank) + " is outside 0.." + std::to_string(job.nodes - 1));
   set_log_rank(rank);
   const auto fault = fault_for_rank(rank);
   inspect_inputs(job);
+  check_memory(job, 1, "rank " + std::to_string(rank) + ": ");
   const std::string out_dir = a.str("out-dir");
+  const std::string peers_arg = a.str("peers");
+  const std::string token_arg = a.maybe("token-file").value_or("");
+  const bool coordinated = peers_arg == "-";
+  std::unique_ptr<LauncherChannel> launcher;
+  if (coordinated || token_arg == "-") launcher = std::make_unique<LauncherChannel>(rank);
 
   net::TransportConfig tc;
   tc.rank = rank;
   tc.world = job.nodes;
   tc.ring_id = static_cast<std::uint64_t>(a.int64("ring-id"));
   tc.shape = ring::ring_job_shape(job.attention, job.layout, job.tokens, job.nodes);
+  tc.tls = a.has("tls");
   if (fault && fault->kind == Fault::Kind::shape) tc.shape.options_digest ^= 1;
   if (job.nodes > 1) {
-    tc.secret = net::load_secret(a.maybe("token-file").value_or(""));
+    tc.secret = token_arg == "-" ? net::checked_secret(launcher->token(job.timeout_seconds), "the launcher's pipe")
+                                 : net::load_secret(token_arg);
     if (fault && fault->kind == Fault::Kind::token) tc.secret += "-not-the-ring-secret";
   }
+  emit_line(ident_line({net::shape_fingerprint(tc.shape), job.nodes > 1 ? net::secret_fingerprint(tc.secret) : ""}));
   tc.connect_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(job.timeout_seconds * 1000));
   tc.io_timeout = tc.connect_timeout;
-  const std::string peers_arg = a.str("peers");
-  const bool coordinated = peers_arg == "-";
+  std::vector<net::PeerAddress> peers;
   if (!coordinated) {
-    const auto listen = parse_address(a.str("listen"), "--listen");
-    tc.listen_host = listen.host;
+    peers = parse_peers(peers_arg, job.nodes);
+    // Listen where the peers will dial this rank, unless told otherwise.
+    const net::PeerAddress listen =
+        a.has("listen") ? parse_address(a.str("listen"), "--listen") : peers[static_cast<std::size_t>(rank)];
+    tc.listen_host = numeric_host(listen.host, a.has("listen") ? "--listen" : "--peers entry " + std::to_string(rank));
     tc.listen_port = listen.port;
   }
+
+  std::unique_ptr<net::RingTransport> transport;
+  std::atomic<net::RingTransport*> live_transport{nullptr};
+  std::optional<Heartbeat> heartbeat;
+  if (launcher)
+    heartbeat.emplace(std::chrono::milliseconds(static_cast<std::int64_t>(job.timeout_seconds * 500)), [&] {
+      const net::RingTransport* t = live_transport.load();
+      return g_io_progress.load() + (t ? const_cast<net::RingTransport*>(t)->liveness().snapshot().progress : 0);
+    });
 
   // Inputs first: a bad file must fail before this rank makes its peers wait.
   const Positions pos = ring::shard_positions(job.layout, job.tokens, job.nodes, rank);
@@ -195,47 +278,28 @@ int run_node(const cli::Args& a) {
   read_shard(job.q_path, pos, job.attention.dtype, q);
   BlockAttention attn(job.attention);
 
-  auto transport = net::make_tcp_transport(tc);
+  transport = net::make_tcp_transport(tc);
+  live_transport = transport.get();
   // K and V go straight into the ring's first transfer buffer.
   ring::KvRing ring(*transport, attn, job.layout, job.tokens);
   read_shard(job.k_path, pos, job.attention.dtype, ring.local_k());
   read_shard(job.v_path, pos, job.attention.dtype, ring.local_v());
-  std::vector<net::PeerAddress> peers;
   if (coordinated) {
-    std::printf("PORT %u\n", static_cast<unsigned>(transport->listen_port()));
-    std::fflush(stdout);
-    if (job.nodes > 1) {
-      const std::string line = read_line(job.timeout_seconds);
-      if (line.rfind("PEERS ", 0) != 0) throw NetworkError("expected 'PEERS ...' from the coordinator, got '" + line + "'");
-      peers = parse_peers(line.substr(6), job.nodes);
-    }
-  } else {
-    peers = parse_peers(peers_arg, job.nodes);
+    emit_line("PORT " + std::to_string(transport->listen_port()));
+    if (job.nodes > 1) peers = parse_peers(launcher->peers(job.timeout_seconds), job.nodes);
   }
   if (fault && fault->kind == Fault::Kind::silent) {
     std::this_thread::sleep_for(std::chrono::duration<double>(job.timeout_seconds * 3));
     throw Error("fault injected: stayed silent instead of connecting");
   }
   if (job.nodes > 1) transport->connect(peers);
+  if (fault) install_fault_hook(ring, *transport, *fault, job.timeout_seconds);
 
-  if (fault && (fault->kind == Fault::Kind::exit || fault->kind == Fault::Kind::hang ||
-                fault->kind == Fault::Kind::corrupt)) {
-    ring.set_step_hook([f = *fault](int step, std::span<std::byte> block) {
-      if (step != f.step) return;
-      if (f.kind == Fault::Kind::exit) {
-        std::fprintf(stderr, "fault injected: exiting abruptly at step %d\n", step);
-        ::_exit(17);
-      }
-      if (f.kind == Fault::Kind::hang) {
-        for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
-      }
-      if (!block.empty()) block[block.size() / 2] ^= std::byte{0x5a};
-    });
-  }
   OnlineSoftmaxState state(pos.size(), job.attention.heads, job.attention.head_dim);
   const auto stats = ring.forward(q.data(), ring.local_k().data(), ring.local_v().data(), state, tc.ring_id);
   const auto tstats = transport->stats();
   transport->close();
+  heartbeat.reset();
 
   std::vector<float> lse(state.m.size());
   finalize(state, state.o.data(), lse.data());  // in place: O overwrites o
@@ -245,8 +309,7 @@ int run_node(const cli::Args& a) {
   const std::vector<std::int64_t> lse_shape = {pos.size(), job.attention.heads};
   io::write_npy_atomic(stem + ".o.npy", o_shape, o);
   io::write_npy_atomic(stem + ".lse.npy", lse_shape, lse);
-  std::printf("STATS %s\n", json_stats(rank, pos.size(), stats, tstats, attn.isa()).c_str());
-  std::fflush(stdout);
+  emit_line("STATS " + json_stats(rank, pos.size(), stats, tstats, attn.isa()));
   logger("node")->info("done: {:.3f} s, {:.1f} GFLOP/s useful, {:.3f} s waiting on the ring", stats.total_seconds,
                        stats.useful_flops / stats.total_seconds / 1e9, stats.wait_seconds);
   return 0;
@@ -260,23 +323,27 @@ int ringattn::cli::node_main(const std::vector<std::string>& argv) {
                  "writes its shard of O and lse to --out-dir as rank<R>.o.npy and rank<R>.lse.npy.");
   a.option("rank", "R", "this node's rank, 0..nodes-1");
   node::declare_job_options(a, true);
-  a.option("peers", "LIST", "'-' (learn them from the coordinator) or host:port for every rank, comma-separated")
-      .option("listen", "HOST:PORT", "where to listen with an explicit --peers list", "127.0.0.1:0")
+  a.option("peers", "LIST", "'-' (learn them from the launcher on stdin) or host:port for every rank, comma-separated")
+      .option("listen", "HOST:PORT", "where to listen (default: this rank's own entry of --peers)")
       .option("out-dir", "DIR", "where to write this rank's output shard")
       .option("ring-id", "N", "id shared by the ring's nodes; nodes of another ring are refused", "0")
-      .option("token-file", "FILE", "shared secret file (default: environment RINGATTN_TOKEN)");
+      .option("token-file", "FILE", "shared secret file, mode 0600 (default: environment RINGATTN_TOKEN; '-': a TOKEN line on stdin)")
+      .flag("tls", "encrypt every connection (TLS 1.3 keyed by the token; every node needs it)");
   if (!a.parse(argv)) return 0;
-  std::string rank = a.maybe("rank").value_or("?");
+  int rank = -1;
   try {
-    return node::run_node(a);
-  } catch (const InvalidArgument& e) {
-    throw InvalidArgument("rank " + rank + ": " + e.what());
-  } catch (const NetworkError& e) {
+    rank = static_cast<int>(a.int64("rank"));
+    return node::run_node(a, rank);
+  } catch (const std::exception& e) {
+    // The launcher reads the structured report; the user reads main's one-line error.
+    node::emit_line(node::fail_line(node::fail_report_for(e, rank)));
     const std::string m = e.what();
-    throw NetworkError(m.rfind("rank", 0) == 0 ? m : "rank " + rank + ": " + m);
-  } catch (const FileError& e) {
-    throw FileError("rank " + rank + ": " + e.what());
-  } catch (const Error& e) {
-    throw Error("rank " + rank + ": " + e.what());
+    const std::string who = "rank " + (rank >= 0 ? std::to_string(rank) : std::string("?")) + ": ";
+    const std::string text = m.rfind("rank", 0) == 0 ? m : who + m;
+    if (dynamic_cast<const InvalidArgument*>(&e)) throw InvalidArgument(text);
+    if (const auto* n = dynamic_cast<const NetworkError*>(&e)) throw NetworkError(text, n->cause(), n->origin_rank());
+    if (dynamic_cast<const FileError*>(&e)) throw FileError(text);
+    if (dynamic_cast<const Error*>(&e)) throw Error(text);
+    throw;
   }
 }

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +20,16 @@ void close_fd(int& fd) {
 }
 }  // namespace
 
+std::string signal_name(int sig) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+std::string ExitStatus::describe() const {
+  if (signal != 0) return "killed by signal " + std::to_string(signal) + " (" + signal_name(signal) + ")";
+  return "exit " + std::to_string(code);
+}
+
 ChildProcess::ChildProcess(const std::string& exe, const std::vector<std::string>& args) {
   int in[2], out[2], err[2];
   if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)
@@ -28,9 +39,13 @@ ChildProcess::ChildProcess(const std::string& exe, const std::vector<std::string
   std::vector<char*> argv;
   for (auto& s : argv_s) argv.push_back(s.data());
   argv.push_back(nullptr);
+  const pid_t parent = ::getpid();
   pid_ = ::fork();
   if (pid_ < 0) throw Error(std::string("cannot fork a node process: ") + std::strerror(errno));
   if (pid_ == 0) {
+    // Die with the coordinator, and do not miss it if it died before this line ran.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(1);
     ::dup2(in[0], STDIN_FILENO);
     ::dup2(out[1], STDOUT_FILENO);
     ::dup2(err[1], STDERR_FILENO);
@@ -50,32 +65,34 @@ ChildProcess::ChildProcess(const std::string& exe, const std::vector<std::string
 }
 
 ChildProcess::~ChildProcess() {
-  if (running()) {
-    kill_now();
-  }
+  if (running()) kill_now();
   close_fd(in_fd_);
   close_fd(out_fd_);
   close_fd(err_fd_);
 }
 
-void ChildProcess::send_line_and_close(const std::string& line) {
-  if (in_fd_ < 0) return;
+bool ChildProcess::send_line(const std::string& line) {
+  if (in_fd_ < 0) return false;
   const std::string data = line + "\n";
   std::size_t done = 0;
   ::signal(SIGPIPE, SIG_IGN);  // a child that already died must not kill the coordinator
   while (done < data.size()) {
     const ssize_t n = ::write(in_fd_, data.data() + done, data.size() - done);
-    if (n <= 0) break;  // the child is gone; its exit status will tell why
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;  // the child is gone; its exit status will tell why
     done += static_cast<std::size_t>(n);
   }
-  close_fd(in_fd_);
+  return true;
 }
+
+void ChildProcess::close_stdin() { close_fd(in_fd_); }
 
 std::vector<std::string> ChildProcess::read_lines(int fd) {
   std::string& buf = fd == out_fd_ ? out_buf_ : err_buf_;
   char chunk[4096];
   while (true) {
     const ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     buf.append(chunk, static_cast<std::size_t>(n));
   }
@@ -88,14 +105,23 @@ std::vector<std::string> ChildProcess::read_lines(int fd) {
   return lines;
 }
 
-std::optional<int> ChildProcess::poll_exit() {
-  if (exit_) return exit_;
-  int status = 0;
-  const pid_t r = ::waitpid(pid_, &status, WNOHANG);
-  if (r == pid_) {
-    if (WIFEXITED(status)) exit_ = WEXITSTATUS(status);
-    else if (WIFSIGNALED(status)) exit_ = 128 + WTERMSIG(status);
-    else exit_ = 255;
+std::optional<ExitStatus> ChildProcess::poll_exit() {
+  while (!exit_) {
+    int status = 0;
+    const pid_t r = ::waitpid(pid_, &status, WNOHANG | WUNTRACED | WCONTINUED);
+    if (r != pid_) break;
+    if (WIFSTOPPED(status)) {
+      stop_signal_ = WSTOPSIG(status);
+    } else if (WIFCONTINUED(status)) {
+      stop_signal_ = 0;
+    } else {
+      ExitStatus e;
+      if (WIFEXITED(status)) e.code = WEXITSTATUS(status);
+      else if (WIFSIGNALED(status)) e.signal = WTERMSIG(status);
+      else e.code = 255;
+      exit_ = e;
+      stop_signal_ = 0;
+    }
   }
   return exit_;
 }
@@ -104,8 +130,13 @@ void ChildProcess::kill_now() {
   if (!running()) return;
   ::kill(pid_, SIGKILL);
   int status = 0;
-  ::waitpid(pid_, &status, 0);
-  exit_ = 128 + SIGKILL;
+  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  ExitStatus e;
+  e.signal = SIGKILL;
+  e.by_us = true;
+  exit_ = e;
+  stop_signal_ = 0;
 }
 
 }  // namespace ringattn::run

@@ -1,12 +1,18 @@
-// ringattn — the coordinator behind `ringattn run`: starts P node processes, tells
-// them each other's ports, watches them under one deadline, and assembles their
-// output shards into O and lse in the original token order.
+// ringattn — the coordinator behind `ringattn run`: starts P node processes, hands them
+// the job's token and each other's ports over their stdin, watches their reports
+// (node/report.hpp), and assembles their output shards into O and lse in the original
+// token order.
 //
-// Failure policy: the first node that exits non-zero is the root cause. The others
-// are expected to fail on their own at once (their transport gets an ERROR frame or
-// EOF); any still running after a short grace are killed. The error names the
-// rank and repeats that node's own one-line error. Outputs are written to a temporary
-// file and renamed only when every node succeeded, so a failed run leaves nothing.
+// Failure policy: when a node fails, the others learn of it from the ring within
+// moments (an ERROR frame naming the first cause) and end too; any still running after
+// a short grace — a hung or stopped node — are killed. Then the rank where the failure
+// began is chosen from every node's report and exit (root_cause.hpp), the same way
+// however the exits interleave. A backstop kills the job only if no node reports
+// progress for twice the timeout (the nodes' own deadlines fire long before).
+// SIGINT, SIGTERM and SIGHUP stop the nodes and remove the work directory; if the
+// coordinator itself is killed, the nodes die with it and a guard process removes the
+// work directory (work_dir.hpp). O and lse are both written to temporary files first
+// and published together, so a failed run leaves neither.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +39,7 @@ struct RunOptions {
   std::string lse_path;                // lse, [tokens, heads]; empty: not written
   std::vector<std::string> hosts;      // host:port per rank; empty: loopback, free ports
   std::string launch_prefix;           // e.g. "ip netns exec ra{rank}": wraps each node command
+  bool tls = false;                    // nodes encrypt their connections (--tls)
   bool quiet = false;                  // do not forward the nodes' log lines
 };
 
@@ -42,6 +49,9 @@ struct RunResult {
   double ring_seconds = 0;  // the slowest node's forward pass
 };
 
+// Throws Error naming the rank and cause of a failed job, or Interrupted
+// (src/cli/commands.hpp) after a signal, once the nodes are stopped and the work
+// directory is gone.
 RunResult run_ring(const node::JobSpec& job, const RunOptions& opts);
 
 }  // namespace ringattn::run

@@ -129,7 +129,8 @@ int json_on_failure(const std::vector<std::string>& argv, const char* command, B
 
 void declare_run_options(cli::Args& a) {
   a.option("hosts", "LIST", "host:port per rank (default: loopback, free ports)")
-      .option("launch", "PREFIX", "command prefix per node, {rank} substituted (e.g. 'ip netns exec ra{rank}')")
+      .option("launch", "PREFIX", "command prefix per node, {rank} substituted (e.g. 'ssh host{rank}', 'ip netns exec ra{rank}')")
+      .flag("tls", "encrypt the ring's connections (TLS 1.3 keyed by the job's token)")
       .flag("json", "print one JSON object on stdout and nothing else (also on failure: \"ok\": false)");
 }
 
@@ -137,6 +138,7 @@ RunOptions read_run_options(const cli::Args& a) {
   RunOptions o;
   if (auto h = a.maybe("hosts")) o.hosts = split_list(*h);
   o.launch_prefix = a.maybe("launch").value_or("");
+  o.tls = a.has("tls");
   o.quiet = a.quiet();  // the nodes run at --log-level error then; nothing of theirs to forward
   return o;
 }

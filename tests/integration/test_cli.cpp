@@ -7,10 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "tests/integration/json_value.hpp"
+#include "src/cli/json_value.hpp"
 #include "tests/integration/ring_case.hpp"
 
 namespace ringattn::itest {
+using cli::JsonValue;
+using cli::parse_json;
 namespace {
 
 // A ring small enough to cost a fraction of a second.

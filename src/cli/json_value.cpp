@@ -1,9 +1,9 @@
-#include "tests/integration/json_value.hpp"
+#include "src/cli/json_value.hpp"
 
 #include <cstdlib>
 #include <stdexcept>
 
-namespace ringattn::itest {
+namespace ringattn::cli {
 
 const JsonValue* JsonValue::get(std::string_view key) const {
   for (const auto& [k, v] : fields)
@@ -155,4 +155,4 @@ class Reader {
 
 JsonValue parse_json(std::string_view text) { return Reader(text).document(); }
 
-}  // namespace ringattn::itest
+}  // namespace ringattn::cli

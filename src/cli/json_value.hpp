@@ -1,6 +1,6 @@
-// Integration tests — a strict little JSON reader, so that a test can check that
-// `--json` printed valid JSON (RFC 8259: no trailing commas, no NaN, nothing after the
-// value) and look at its fields.
+// ringattn — a strict little JSON reader: the launcher reads its nodes' reports with it, and
+// the tests check that `--json` printed valid JSON (RFC 8259: no trailing commas, no NaN,
+// nothing after the value) and look at its fields.
 #pragma once
 
 #include <string>
@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-namespace ringattn::itest {
+namespace ringattn::cli {
 
 struct JsonValue {
   enum class Kind { null, boolean, number, string, array, object } kind = Kind::null;
@@ -26,4 +26,4 @@ struct JsonValue {
 // std::runtime_error naming the offset of the first error.
 JsonValue parse_json(std::string_view text);
 
-}  // namespace ringattn::itest
+}  // namespace ringattn::cli
