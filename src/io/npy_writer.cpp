@@ -18,16 +18,18 @@ std::string directory_of(const std::string& path) {
   return parent.empty() ? std::string(".") : parent.string();
 }
 
-// ".o.npy.tmp-<pid>-<n>" beside the destination: hidden, unique per process and call,
-// recognisable if a crash (SIGKILL) ever leaves one behind.
-PosixFile create_temp_beside(const std::string& path) {
+// ".o.npy.tmp-<pid>-<n>" beside the destination (or in `temp_dir`, which must be on the
+// same file system): hidden, unique per process and call, recognisable if a crash
+// (SIGKILL) ever leaves one behind.
+PosixFile create_temp_beside(const std::string& path, const std::string& temp_dir) {
   static std::atomic<unsigned> counter{0};
   const std::filesystem::path p(path);
   if (p.filename().empty()) throw FileError(path + ": output path names a directory, not a file");
+  const std::filesystem::path dir = temp_dir.empty() ? p.parent_path() : std::filesystem::path(temp_dir);
   for (int attempt = 0; attempt < 100; ++attempt) {
     const std::string name = std::string(".") + p.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" +
                              std::to_string(counter.fetch_add(1));
-    PosixFile f = PosixFile::create_new((p.parent_path() / name).string());
+    PosixFile f = PosixFile::create_new((dir / name).string());
     if (f.valid()) return f;
   }
   throw FileError(path + ": could not create a temporary file beside it (100 names taken)");
@@ -35,7 +37,7 @@ PosixFile create_temp_beside(const std::string& path) {
 
 }  // namespace
 
-NpyAtomicWriter::NpyAtomicWriter(std::string path, std::vector<std::int64_t> shape)
+NpyAtomicWriter::NpyAtomicWriter(std::string path, std::vector<std::int64_t> shape, const std::string& temp_dir)
     : path_(std::move(path)), shape_(std::move(shape)) {
   if (shape_.empty()) throw InvalidArgument(path_ + ": the writer needs at least one dimension");
   const std::string header = format_npy_header(shape_);  // validates the shape
@@ -43,7 +45,7 @@ NpyAtomicWriter::NpyAtomicWriter(std::string path, std::vector<std::int64_t> sha
   for (std::size_t i = 1; i < shape_.size(); ++i) row_elements_ *= static_cast<std::uint64_t>(shape_[i]);
   data_offset_ = header.size();
   written_.assign(static_cast<std::size_t>(shape_[0]), false);
-  file_ = create_temp_beside(path_);
+  file_ = create_temp_beside(path_, temp_dir);
   try {
     file_.pwrite_all(header.data(), header.size(), 0);
     // Size the file now: a full disk shows up here rather than halfway through.

@@ -25,8 +25,10 @@ namespace ringattn::io {
 class NpyAtomicWriter {
  public:
   // Creates the temporary file and writes the header. `shape` must have at least one
-  // dimension (rows are indexed along the first).
-  NpyAtomicWriter(std::string path, std::vector<std::int64_t> shape);
+  // dimension (rows are indexed along the first). The temporary file goes beside `path`,
+  // or into `temp_dir` (same file system: the commit is a rename), e.g. a work directory
+  // that is removed whatever happens.
+  NpyAtomicWriter(std::string path, std::vector<std::int64_t> shape, const std::string& temp_dir = "");
   NpyAtomicWriter(const NpyAtomicWriter&) = delete;
   NpyAtomicWriter& operator=(const NpyAtomicWriter&) = delete;
   ~NpyAtomicWriter();  // removes the temporary file unless committed

@@ -119,7 +119,7 @@ std::vector<std::string> split_words(const std::string& s, int rank) {
 // Fills one output from the shards; finished (fsynced) but not yet published.
 std::unique_ptr<io::NpyAtomicWriter> assemble(const node::JobSpec& job, const std::string& dir, const std::string& path,
                                               const char* part, std::vector<std::int64_t> shape) {
-  auto w = std::make_unique<io::NpyAtomicWriter>(path, std::move(shape));
+  auto w = std::make_unique<io::NpyAtomicWriter>(path, std::move(shape), dir);  // a crash leaves it in the work dir
   for (int r = 0; r < job.nodes; ++r) {
     const auto shard = io::read_npy(dir + "/rank" + std::to_string(r) + "." + part + ".npy");
     const auto rows = ring::shard_positions(job.layout, job.tokens, job.nodes, r).materialize();
@@ -139,6 +139,7 @@ struct Node {
   std::string last_error;
   std::string alive;  // the last ALIVE value
   int stop_signal = 0;
+  clock::time_point stopped_since;
 };
 
 }  // namespace
@@ -167,6 +168,7 @@ RunResult run_ring(const node::JobSpec& job, const RunOptions& opts) {
                              token.empty() ? "" : net::secret_fingerprint(token)};
 
   SignalWatch signals;
+  ::signal(SIGXFSZ, SIG_IGN);  // a file size limit is an error to report (EFBIG), not a crash
   WorkDir work(opts.out_path);
   const std::string exe = self_exe();
   std::string peer_list;
@@ -267,7 +269,16 @@ RunResult run_ring(const node::JobSpec& job, const RunOptions& opts) {
         }
       } else {
         all_done = false;
-        n.stop_signal = n.proc->stop_signal();
+        const int stop = n.proc->stop_signal();
+        if (stop != 0 && n.stop_signal == 0) n.stopped_since = clock::now();
+        n.stop_signal = stop;
+        // A node stopped for longer than the timeout is lost to the ring, whether or not
+        // a neighbour is waiting on it right now.
+        if (stop != 0 && !failed &&
+            std::chrono::duration<double>(clock::now() - n.stopped_since).count() > job.timeout_seconds) {
+          failed = true;
+          kill_at = clock::now();
+        }
       }
     }
     if (!peers_sent && std::all_of(nodes.begin(), nodes.end(), [](const Node& n) { return n.port.has_value(); })) {

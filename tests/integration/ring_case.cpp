@@ -94,6 +94,8 @@ RingOutput run_job(const ScratchDir& dir, const Job& job) {
   return r;
 }
 
+std::vector<float> read_npy_floats(const std::string& path) { return io::read_npy(path).data; }
+
 double max_abs_error(const std::vector<float>& got, const std::vector<double>& want) {
   if (got.size() != want.size()) return INFINITY;
   double e = 0;

@@ -66,6 +66,9 @@ struct RingOutput {
 };
 RingOutput run_job(const ScratchDir& dir, const Job& job);
 
+// The float32 data of an .npy file.
+std::vector<float> read_npy_floats(const std::string& path);
+
 // max |a - b| over all elements; lse entries that are -inf in both count as equal.
 double max_abs_error(const std::vector<float>& got, const std::vector<double>& want);
 

@@ -1,12 +1,19 @@
 #include "tests/integration/spawn.hpp"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -20,14 +27,6 @@ namespace {
 using clock = std::chrono::steady_clock;
 
 double since(clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); }
-
-// Owns the process group: SIGKILLs whatever is left of it on scope exit.
-struct GroupGuard {
-  pid_t pgid = -1;
-  ~GroupGuard() {
-    if (pgid > 0) ::kill(-pgid, SIGKILL);
-  }
-};
 
 // True once no process of the group exists. Processes the coordinator reaped are gone
 // at once; an orphan reparented to init may need a moment to be reaped.
@@ -73,11 +72,10 @@ const std::string& ringattn_exe() {
   return exe;
 }
 
-Outcome run_ringattn(const std::vector<std::string>& args, const std::vector<std::pair<std::string, std::string>>& env,
-                     double deadline_seconds) {
+Spawned::Spawned(const std::vector<std::string>& args, const Env& env, const std::string& exe) {
   int out[2], err[2];
   if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
-  std::vector<std::string> argv_s = {ringattn_exe()};
+  std::vector<std::string> argv_s = {exe};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& s : argv_s) argv.push_back(s.data());
@@ -95,10 +93,10 @@ Outcome run_ringattn(const std::vector<std::string>& args, const std::vector<std
   for (auto& s : env_s) envp.push_back(s.data());
   envp.push_back(nullptr);
 
-  const auto t0 = clock::now();
-  const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
+  started_ = clock::now();
+  pid_ = ::fork();
+  if (pid_ < 0) throw std::runtime_error("fork failed");
+  if (pid_ == 0) {
     ::setpgid(0, 0);
     ::dup2(out[1], STDOUT_FILENO);
     ::dup2(err[1], STDERR_FILENO);
@@ -107,41 +105,101 @@ Outcome run_ringattn(const std::vector<std::string>& args, const std::vector<std
     ::execve(argv[0], argv.data(), envp.data());
     ::_exit(127);
   }
-  ::setpgid(pid, pid);  // also in the parent, so the group exists before either runs on
-  GroupGuard guard{pid};
+  ::setpgid(pid_, pid_);  // also in the parent, so the group exists before either runs on
   ::close(out[1]);
   ::close(err[1]);
-  ::fcntl(out[0], F_SETFL, O_NONBLOCK);
-  ::fcntl(err[0], F_SETFL, O_NONBLOCK);
+  out_fd_ = out[0];
+  err_fd_ = err[0];
+  ::fcntl(out_fd_, F_SETFL, O_NONBLOCK);
+  ::fcntl(err_fd_, F_SETFL, O_NONBLOCK);
+}
 
-  Outcome o;
-  int status = 0;
-  bool exited = false;
-  while (!exited) {
-    pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
-    ::poll(fds, 2, 20);
-    drain(out[0], o.out);
-    drain(err[0], o.err);
-    exited = ::waitpid(pid, &status, WNOHANG) == pid;
-    if (!exited && since(t0) > deadline_seconds) {
-      ::kill(-pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      o.timed_out = true;
-      exited = true;
+Spawned::~Spawned() {
+  if (pid_ > 0) ::kill(-pid_, SIGKILL);
+  if (!exited_) ::waitpid(pid_, &status_, 0);
+  ::close(out_fd_);
+  ::close(err_fd_);
+}
+
+bool Spawned::pump() {
+  pollfd fds[2] = {{out_fd_, POLLIN, 0}, {err_fd_, POLLIN, 0}};
+  ::poll(fds, 2, 20);
+  drain(out_fd_, o_.out);
+  drain(err_fd_, o_.err);
+  if (!exited_) exited_ = ::waitpid(pid_, &status_, WNOHANG) == pid_;
+  return !exited_;
+}
+
+Outcome Spawned::wait(double deadline_seconds) {
+  const auto t0 = started_;
+  while (pump()) {
+    if (since(t0) > deadline_seconds) {
+      ::kill(-pid_, SIGKILL);
+      ::waitpid(pid_, &status_, 0);
+      exited_ = true;
+      o_.timed_out = true;
     }
   }
-  o.wall_seconds = since(t0);
-  if (o.timed_out) o.exit_code = -1;
-  else if (WIFEXITED(status)) o.exit_code = WEXITSTATUS(status);
-  else if (WIFSIGNALED(status)) o.exit_code = 128 + WTERMSIG(status);
-  o.group_empty = wait_group_empty(pid, 1.0);
+  o_.wall_seconds = since(t0);
+  if (o_.timed_out) o_.exit_code = -1;
+  else if (WIFEXITED(status_)) o_.exit_code = WEXITSTATUS(status_);
+  else if (WIFSIGNALED(status_)) o_.exit_code = 128 + WTERMSIG(status_);
+  o_.group_empty = wait_group_empty(pid_, 2.0);
   // Nodes that outlived the coordinator may still hold the pipes open: read what is
   // there without waiting for EOF.
-  drain(out[0], o.out);
-  drain(err[0], o.err);
-  ::close(out[0]);
-  ::close(err[0]);
-  return o;
+  drain(out_fd_, o_.out);
+  drain(err_fd_, o_.err);
+  return o_;
+}
+
+Outcome run_ringattn(const std::vector<std::string>& args, const Env& env, double deadline_seconds) {
+  Spawned p(args, env);
+  return p.wait(deadline_seconds);
+}
+
+std::vector<std::pair<pid_t, int>> node_processes(pid_t run_pid) {
+  std::vector<std::pair<pid_t, int>> out;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    const auto close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    char state;
+    int ppid = 0;
+    rest >> state >> ppid;
+    if (ppid != run_pid || state == 'Z') continue;
+    std::ifstream cmd(entry.path() / "cmdline");
+    std::vector<std::string> argv;
+    for (std::string a; std::getline(cmd, a, '\0');) argv.push_back(a);
+    for (std::size_t i = 1; i + 2 < argv.size(); ++i)
+      if (argv[i] == "node" && argv[i + 1] == "--rank") out.emplace_back(std::stoi(name), std::stoi(argv[i + 2]));
+  }
+  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.second < b.second; });
+  return out;
+}
+
+bool process_alive(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const auto close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z' && line[close + 2] != 'X';
+}
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
 }
 
 }  // namespace ringattn::itest
