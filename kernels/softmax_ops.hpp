@@ -34,6 +34,12 @@ using FromBf16Fn = void (*)(const std::uint16_t* src, float* dst, std::int64_t n
 // 2^x for a vector, used by tests to check each path's exp against the generic one.
 using Exp2Fn = void (*)(const float* x, float* y, int n);
 
+// dst[0..n) = src[0..n), bit for bit; true if any element is NaN or +-inf. The fold
+// copies every query tile and K/V panel anyway; copying through these makes finding
+// non-finite inputs cost an AND, an ADD and an OR per vector (kernels/non_finite.hpp).
+using CopyCheckF32Fn = bool (*)(const float* src, float* dst, std::int64_t n);
+using CopyCheckBf16Fn = bool (*)(const std::uint16_t* src, std::uint16_t* dst, std::int64_t n);
+
 struct SoftmaxOps {
   const char* name;
   OnlineRowFn online_row;
@@ -41,6 +47,8 @@ struct SoftmaxOps {
   ToBf16Fn to_bf16;
   FromBf16Fn from_bf16;
   Exp2Fn exp2;
+  CopyCheckF32Fn copy_check_f32;
+  CopyCheckBf16Fn copy_check_bf16;
 };
 
 // Each path's table; only those compiled for this target exist (see dispatch.cpp).

@@ -153,3 +153,59 @@ TEST_CASE("rescale_add and bf16 conversions of every path match generic") {
     CHECK(h == 0x3f80);  // 1.00390625 -> 1.0 (even)
   }
 }
+
+TEST_CASE("copy_check of every path copies bit for bit and flags exactly NaN and inf") {
+  // Bad and extreme-but-finite bit patterns, fp32 and bf16.
+  const std::uint32_t bad32[] = {0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u, 0xffffffffu, 0x7fbfffffu};
+  const std::uint32_t fine32[] = {0x7f7fffffu, 0xff7fffffu, 0x00000001u, 0x80000000u, 0x00800000u, 0x3f800000u};
+  const std::uint16_t bad16[] = {0x7f80, 0xff80, 0x7fc0, 0x7f81, 0xffff};
+  const std::uint16_t fine16[] = {0x7f7f, 0xff7f, 0x0001, 0x8000, 0x0080, 0x3f80};
+  const int ns[] = {0, 1, 3, 7, 8, 15, 16, 17, 31, 32, 33, 64, 100, 257};
+  for (Isa isa : available_isas()) {
+    CAPTURE(to_string(isa));
+    const SoftmaxOps& ops = kernels::ops_for(isa);
+    for (int n : ns) {
+      CAPTURE(n);
+      const auto base = randn(static_cast<std::size_t>(n), 40 + static_cast<unsigned>(n), 100.0f);
+      std::vector<std::uint32_t> src32(base.size());
+      std::vector<std::uint16_t> src16(base.size());
+      for (std::size_t i = 0; i < base.size(); ++i) {
+        std::memcpy(&src32[i], &base[i], 4);
+        src16[i] = static_cast<std::uint16_t>(src32[i] >> 16);
+      }
+      // Every finite extreme somewhere, then each bad pattern at the first, a middle and
+      // the last position (the vector body and the ragged tail).
+      for (std::size_t i = 0; i < src32.size(); ++i) {
+        src32[i] = i % 3 == 0 ? fine32[i % 6] : src32[i];
+        src16[i] = i % 3 == 0 ? fine16[i % 6] : src16[i];
+      }
+      auto check32 = [&](const std::vector<std::uint32_t>& src, bool expect) {
+        std::vector<float> in(src.size()), out(src.size(), 0.5f);
+        std::memcpy(in.data(), src.data(), 4 * src.size());
+        CHECK(ops.copy_check_f32(in.data(), out.data(), n) == expect);
+        CHECK(std::memcmp(in.data(), out.data(), 4 * src.size()) == 0);
+      };
+      auto check16 = [&](const std::vector<std::uint16_t>& src, bool expect) {
+        std::vector<std::uint16_t> out(src.size(), 0x1234);
+        CHECK(ops.copy_check_bf16(src.data(), out.data(), n) == expect);
+        CHECK(out == src);
+      };
+      check32(src32, false);
+      check16(src16, false);
+      if (n == 0) continue;
+      for (std::size_t at : {std::size_t{0}, static_cast<std::size_t>(n / 2), static_cast<std::size_t>(n - 1)}) {
+        CAPTURE(at);
+        for (std::uint32_t b : bad32) {
+          auto s = src32;
+          s[at] = b;
+          check32(s, true);
+        }
+        for (std::uint16_t b : bad16) {
+          auto s = src16;
+          s[at] = b;
+          check16(s, true);
+        }
+      }
+    }
+  }
+}
