@@ -18,8 +18,8 @@
 // instance. No exception leaves the parallel region: everything that can fail is
 // checked before it.
 //
-// NaN and inf (kernels/non_finite.hpp): the Q tile copy and pack_kv also OR the
-// exponent bits of what they copy. Found in K or V, the bad entries are zeroed in the
+// NaN and inf (kernels/non_finite.hpp): the query tile and the K/V panels are checked
+// right after they are copied, while in cache. Found in K or V, the bad entries are zeroed in the
 // panels (a strip multiplies whole 64-key column blocks, and 0 * inf would leak into
 // rows the mask hides); after the tiles, exactly the rows that see one are poisoned.
 #include "ringattn/block_attention.hpp"
@@ -111,14 +111,14 @@ void check_ptr(const void* p, std::size_t align, const char* name) {
 // panel would not be dense; a row range of K is, read as a transposed operand). oneDNN 2.6 only takes
 // its brgemm (and AMX) matmuls for dense operands; on the strided [rows, heads, dim]
 // views it falls back to a generic GEMM that is 1.5-3x slower. The copy is O(b d),
-// the matmuls it speeds up O(b^2 d). The copy also looks for NaN and inf (see
-// kernels/non_finite.hpp): the result says whether K and V hold any.
+// the matmuls it speeds up O(b^2 d). The copied rows are also checked for NaN and inf
+// (see kernels/non_finite.hpp): the result says whether K and V hold any.
 struct KvFinite {
   bool k, v;
 };
 template <class T>
 KvFinite pack_kv(const T* k, const T* v, T* kt, T* kr, T* vp, std::int64_t nk, std::int64_t kv_heads, std::int64_t d,
-                 std::int64_t tile, int threads, bool (*copy_check)(const T*, T*, std::int64_t)) {
+                 std::int64_t tile, int threads, bool (*has_non_finite)(const T*, std::int64_t)) {
   const std::int64_t ntiles = (nk + tile - 1) / tile;
   int k_bad = 0, v_bad = 0;
 #pragma omp parallel for collapse(2) schedule(static) num_threads(threads) reduction(| : k_bad, v_bad)
@@ -131,9 +131,13 @@ KvFinite pack_kv(const T* k, const T* v, T* kt, T* kr, T* vp, std::int64_t nk, s
       for (std::int64_t j = 0; j < tk; ++j) {
         const T* vrow = v + ((c0 + j) * kv_heads + g) * d;
         const T* krow = k + ((c0 + j) * kv_heads + g) * d;
-        v_bad |= copy_check(vrow, vtile + j * d, d);
-        k_bad |= copy_check(krow, krows + j * d, d);
+        std::copy(vrow, vrow + d, vtile + j * d);
+        std::copy(krow, krow + d, krows + j * d);
       }
+      // Checked where they landed: dense and still in cache. (Checking inside the copy
+      // loop measured slower than memcpy on these strided rows.)
+      v_bad |= has_non_finite(vtile, tk * d);
+      k_bad |= has_non_finite(krows, tk * d);
       // Transpose K in 16-key strips: 16 source rows stay in L1 while each of the d
       // destination rows receives 16 contiguous elements.
       for (std::int64_t j0 = 0; j0 < tk; j0 += 16) {
@@ -335,11 +339,11 @@ FoldStats BlockAttention::Impl::fold_chunk(const void* q, const std::vector<std:
     finite = pack_kv(static_cast<const std::uint16_t*>(k), static_cast<const std::uint16_t*>(v),
             reinterpret_cast<std::uint16_t*>(im.k_packed.data), reinterpret_cast<std::uint16_t*>(im.k_rows.data),
             reinterpret_cast<std::uint16_t*>(im.v_packed.data), nk, cfg.kv_heads, D, kTileK, im.threads,
-            im.ops->copy_check_bf16);
+            im.ops->has_non_finite_bf16);
   else
     finite = pack_kv(static_cast<const float*>(k), static_cast<const float*>(v), reinterpret_cast<float*>(im.k_packed.data),
             reinterpret_cast<float*>(im.k_rows.data), reinterpret_cast<float*>(im.v_packed.data), nk, cfg.kv_heads, D,
-            kTileK, im.threads, im.ops->copy_check_f32);
+            kTileK, im.threads, im.ops->has_non_finite_f32);
   // NaN or inf in K or V: note where (from the caller's block), then zero them in the
   // panels so that no product ever sees them; the rows that do see them are poisoned
   // after the tiles.
@@ -384,19 +388,21 @@ FoldStats BlockAttention::Impl::fold_chunk(const void* q, const std::vector<std:
       l[i] = state.l[static_cast<std::size_t>((r0 + i) * H + h)];
     }
     const std::size_t row_bytes = static_cast<std::size_t>(D) * esz;
-    for (std::int64_t i = 0; i < tq; ++i) {
-      // A non-finite q spoils only its own row (rows of Q K^T and P V are independent),
-      // which is poisoned after the tiles; it needs no scrubbing.
-      const std::size_t src = static_cast<std::size_t>(((r0 + i) * H + h) * D) * esz;
-      char* dst = sc.q_tile.data + static_cast<std::size_t>(i) * row_bytes;
-      const bool bad = bf16 ? ops->copy_check_bf16(reinterpret_cast<const std::uint16_t*>(qb + src),
-                                                   reinterpret_cast<std::uint16_t*>(dst), D)
-                            : ops->copy_check_f32(reinterpret_cast<const float*>(qb + src), reinterpret_cast<float*>(dst), D);
-      if (bad) {
-        q_bad[(r0 + i) * H + h] = 1;
-        any_q_bad = 1;
-      }
-    }
+    for (std::int64_t i = 0; i < tq; ++i)
+      std::memcpy(sc.q_tile.data + static_cast<std::size_t>(i) * row_bytes,
+                  qb + static_cast<std::size_t>(((r0 + i) * H + h) * D) * esz, row_bytes);
+    // A non-finite q spoils only its own row (rows of Q K^T and P V are independent),
+    // which is poisoned after the tiles; it needs no scrubbing, only noting.
+    auto has_non_finite = [&](const char* x, std::int64_t n) {
+      return bf16 ? ops->has_non_finite_bf16(reinterpret_cast<const std::uint16_t*>(x), n)
+                  : ops->has_non_finite_f32(reinterpret_cast<const float*>(x), n);
+    };
+    if (has_non_finite(sc.q_tile.data, tq * D))
+      for (std::int64_t i = 0; i < tq; ++i)
+        if (has_non_finite(sc.q_tile.data + static_cast<std::size_t>(i) * row_bytes, D)) {
+          q_bad[(r0 + i) * H + h] = 1;
+          any_q_bad = 1;
+        }
     for (const Piece& pc : pieces) {
       const std::int64_t c0 = pc.kt * kTileK, tk = tile_width(pc.kt);
       const std::int64_t* kp = kpos + c0 + pc.cl;

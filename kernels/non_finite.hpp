@@ -6,9 +6,10 @@
 // O[e] NaN; everything else is bit for bit what it would be had the bad entries been 0.
 //
 // How it gets there without slowing the finite case down:
-//   - Detection rides on copies the fold makes anyway (each query tile into scratch,
-//     K and V into packed panels), through the per-ISA copy_check ops of
-//     softmax_ops.hpp: an AND, an ADD and an OR per vector, no branch.
+//   - Detection runs over copies the fold makes anyway (each query tile into scratch,
+//     K and V into packed panels), right after the copy while they are in cache,
+//     through the per-ISA has_non_finite ops of softmax_ops.hpp: an AND, an ADD and
+//     an OR per vector, no branch.
 //   - A non-finite k or v is replaced by 0 in the packed panels, so it reaches no
 //     product at all. Left in, it would: a 64-row strip multiplies whole 64-key column
 //     blocks, and 0 * inf is NaN, so a hidden value poisoned its neighbours.
@@ -32,8 +33,8 @@
 namespace ringattn::kernels {
 
 // Bit 31 of the result is set iff x is NaN or +-inf (exponent all ones): adding one to
-// the exponent field carries out of it only then. The scalar form of the copy_check
-// ops, for the slow path below.
+// the exponent field carries out of it only then. The scalar form of the
+// has_non_finite ops, for the slow path below.
 inline constexpr std::uint32_t kNonFiniteBit = 0x80000000u;
 inline std::uint32_t non_finite_bit(float x) { return (std::bit_cast<std::uint32_t>(x) & 0x7f800000u) + 0x00800000u; }
 inline std::uint32_t non_finite_bit(std::uint16_t bf16) {

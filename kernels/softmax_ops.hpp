@@ -34,11 +34,11 @@ using FromBf16Fn = void (*)(const std::uint16_t* src, float* dst, std::int64_t n
 // 2^x for a vector, used by tests to check each path's exp against the generic one.
 using Exp2Fn = void (*)(const float* x, float* y, int n);
 
-// dst[0..n) = src[0..n), bit for bit; true if any element is NaN or +-inf. The fold
-// copies every query tile and K/V panel anyway; copying through these makes finding
-// non-finite inputs cost an AND, an ADD and an OR per vector (kernels/non_finite.hpp).
-using CopyCheckF32Fn = bool (*)(const float* src, float* dst, std::int64_t n);
-using CopyCheckBf16Fn = bool (*)(const std::uint16_t* src, std::uint16_t* dst, std::int64_t n);
+// True if any of x[0..n) is NaN or +-inf. The fold runs these over the query tile and
+// K/V panel rows it has just copied (still in cache), so finding non-finite inputs
+// costs an AND, an ADD and an OR per vector (kernels/non_finite.hpp).
+using HasNonFiniteF32Fn = bool (*)(const float* x, std::int64_t n);
+using HasNonFiniteBf16Fn = bool (*)(const std::uint16_t* x, std::int64_t n);
 
 struct SoftmaxOps {
   const char* name;
@@ -47,8 +47,8 @@ struct SoftmaxOps {
   ToBf16Fn to_bf16;
   FromBf16Fn from_bf16;
   Exp2Fn exp2;
-  CopyCheckF32Fn copy_check_f32;
-  CopyCheckBf16Fn copy_check_bf16;
+  HasNonFiniteF32Fn has_non_finite_f32;
+  HasNonFiniteBf16Fn has_non_finite_bf16;
 };
 
 // Each path's table; only those compiled for this target exist (see dispatch.cpp).

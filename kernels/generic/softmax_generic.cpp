@@ -69,24 +69,19 @@ void exp2_generic(const float* x, float* y, int n) {
 
 // Adding one to the exponent field carries into the top bit only when the field is all
 // ones (NaN or +-inf); ORed over the row, the top bit says whether any element was.
-bool copy_check_f32_generic(const float* src, float* dst, std::int64_t n) {
+bool has_non_finite_f32_generic(const float* x, std::int64_t n) {
   std::uint32_t bits = 0;
   for (std::int64_t i = 0; i < n; ++i) {
     std::uint32_t u;
-    std::memcpy(&u, &src[i], 4);
-    std::memcpy(&dst[i], &u, 4);
+    std::memcpy(&u, &x[i], 4);
     bits |= (u & 0x7f800000u) + 0x00800000u;
   }
   return (bits >> 31) != 0;
 }
 
-bool copy_check_bf16_generic(const std::uint16_t* src, std::uint16_t* dst, std::int64_t n) {
+bool has_non_finite_bf16_generic(const std::uint16_t* x, std::int64_t n) {
   std::uint16_t bits = 0;  // 16-bit lanes: widening each element would halve the vector width
-  for (std::int64_t i = 0; i < n; ++i) {
-    const std::uint16_t x = src[i];
-    dst[i] = x;
-    bits |= static_cast<std::uint16_t>((x & 0x7f80u) + 0x0080u);
-  }
+  for (std::int64_t i = 0; i < n; ++i) bits |= static_cast<std::uint16_t>((x[i] & 0x7f80u) + 0x0080u);
   return (bits >> 15) != 0;
 }
 
@@ -94,6 +89,6 @@ bool copy_check_bf16_generic(const std::uint16_t* src, std::uint16_t* dst, std::
 
 const SoftmaxOps kOpsGeneric = {"generic",          online_row_generic,     rescale_add_generic,
                                 to_bf16_generic,    from_bf16_generic,      exp2_generic,
-                                copy_check_f32_generic, copy_check_bf16_generic};
+                                has_non_finite_f32_generic, has_non_finite_bf16_generic};
 
 }  // namespace ringattn::kernels
