@@ -10,17 +10,20 @@
 //     K and V into packed panels), right after the copy while they are in cache,
 //     through the per-ISA has_non_finite ops of softmax_ops.hpp: an AND, an ADD and
 //     an OR per vector, no branch.
-//   - A non-finite k or v is replaced by 0 in the packed panels, so it reaches no
-//     product at all. Left in, it would: a 64-row strip multiplies whole 64-key column
-//     blocks, and 0 * inf is NaN, so a hidden value poisoned its neighbours.
+//   - A non-finite v is replaced by 0 in the packed panel, so it reaches no product at
+//     all. Left in, it did: a 64-row strip multiplies whole 64-key column blocks, and
+//     0 * inf is NaN, so a hidden value poisoned its neighbours. A non-finite k is
+//     zeroed too (a hidden column's score is never read, but this way the tiles only
+//     ever compute finite numbers and the poison is written in one place).
 //   - A non-finite q needs no scrubbing: row i of Q K^T and of P V depends on q_i alone,
 //     so the damage stays in its own row, which is then poisoned anyway.
 //   - After the tiles, the rows that see a bad entry are poisoned in the state: m, l
 //     and o NaN for a bad score, o[e] NaN for a bad value. The state keeps NaN through
 //     later folds (l * alpha + sum stays NaN) and merge/finalize test for it, so the
 //     ring's P folds and a decode merge of P partial states agree in any order.
-// Only a fold that found something bad pays for more than the OR: the scrub and the
-// prefix counts below are O(b d) and run once per chunk.
+// The check is one pass over cache-hot copies, O(b d) against the fold's O(b^2 d); only
+// a fold that found something bad pays more: the scrub and the prefix counts below,
+// O(b d) again, once per chunk.
 #pragma once
 
 #include <bit>
