@@ -32,9 +32,10 @@
 //     value never reaches a row the mask hides it from, and a query row that sees no
 //     key at all still gives O = 0 and lse = -inf, whatever its q holds.
 // The check is one vector pass over copies the fold makes anyway, while they are in
-// cache; only a fold that finds something pays O(b d) more. The poison lives in the state (l = NaN marks a row,
-// NaN elements of o mark elements), survives later folds, and merge/finalize keep it,
-// so the answer is the same whatever order blocks are folded or states merged in.
+// cache; only a fold that finds something pays O(b d) more. The poison lives in the
+// state (l = NaN marks a row, NaN elements of o mark elements), survives later folds,
+// and merge/finalize keep it, so the answer is the same whatever order blocks are
+// folded or states merged in.
 // (Finite inputs so large that a score overflows fp32 are outside this contract.)
 #pragma once
 
