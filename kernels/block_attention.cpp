@@ -17,6 +17,11 @@
 // created before the parallel region (one per tile shape), scratch per thread once per
 // instance. No exception leaves the parallel region: everything that can fail is
 // checked before it.
+//
+// NaN and inf (kernels/non_finite.hpp): the query tile and the K/V panels are checked
+// right after they are copied, while in cache. Found in K or V, the bad entries are zeroed in the
+// panels (a strip multiplies whole 64-key column blocks, and 0 * inf would leak into
+// rows the mask hides); after the tiles, exactly the rows that see one are poisoned.
 #include "ringattn/block_attention.hpp"
 
 #include <omp.h>
@@ -25,16 +30,21 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "kernels/dispatch.hpp"
 #include "kernels/matmul_cache.hpp"
+#include "kernels/non_finite.hpp"
+#include "kernels/visible_range.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/log.hpp"
 
 namespace ringattn {
 
 namespace {
+
+using kernels::visible_range;
 
 constexpr std::int64_t kTileQ = 256;
 constexpr std::int64_t kTileK = 512;
@@ -87,17 +97,6 @@ TileVis classify(const Mask& mask, std::int64_t qmin, std::int64_t qmax, std::in
   return TileVis::partial;
 }
 
-// Columns [lo, hi) of the increasing key positions k[0..n) visible to the query at q.
-void visible_range(const Mask& mask, std::int64_t q, const std::int64_t* k, std::int64_t n,
-                   std::int64_t* lo, std::int64_t* hi) {
-  *lo = 0;
-  *hi = n;
-  if (mask.kind == MaskKind::none) return;
-  *hi = std::upper_bound(k, k + n, q) - k;  // k <= q
-  if (mask.kind == MaskKind::window) *lo = std::upper_bound(k, k + n, q - mask.window) - k;  // k > q - W
-  if (*lo > *hi) *lo = *hi;
-}
-
 void check_ptr(const void* p, std::size_t align, const char* name) {
   if (!p) throw InvalidArgument(std::string("block attention: ") + name + " is a null pointer");
   if (reinterpret_cast<std::uintptr_t>(p) % align != 0)
@@ -112,12 +111,17 @@ void check_ptr(const void* p, std::size_t align, const char* name) {
 // panel would not be dense; a row range of K is, read as a transposed operand). oneDNN 2.6 only takes
 // its brgemm (and AMX) matmuls for dense operands; on the strided [rows, heads, dim]
 // views it falls back to a generic GEMM that is 1.5-3x slower. The copy is O(b d),
-// the matmuls it speeds up O(b^2 d).
+// the matmuls it speeds up O(b^2 d). The copied rows are also checked for NaN and inf
+// (see kernels/non_finite.hpp): the result says whether K and V hold any.
+struct KvFinite {
+  bool k, v;
+};
 template <class T>
-void pack_kv(const T* k, const T* v, T* kt, T* kr, T* vp, std::int64_t nk, std::int64_t kv_heads, std::int64_t d,
-             std::int64_t tile, int threads) {
+KvFinite pack_kv(const T* k, const T* v, T* kt, T* kr, T* vp, std::int64_t nk, std::int64_t kv_heads, std::int64_t d,
+                 std::int64_t tile, int threads, bool (*has_non_finite)(const T*, std::int64_t)) {
   const std::int64_t ntiles = (nk + tile - 1) / tile;
-#pragma omp parallel for collapse(2) schedule(static) num_threads(threads)
+  int k_bad = 0, v_bad = 0;
+#pragma omp parallel for collapse(2) schedule(static) num_threads(threads) reduction(| : k_bad, v_bad)
   for (std::int64_t g = 0; g < kv_heads; ++g)
     for (std::int64_t t = 0; t < ntiles; ++t) {
       const std::int64_t c0 = t * tile, tk = std::min(tile, nk - c0);
@@ -130,6 +134,10 @@ void pack_kv(const T* k, const T* v, T* kt, T* kr, T* vp, std::int64_t nk, std::
         std::copy(vrow, vrow + d, vtile + j * d);
         std::copy(krow, krow + d, krows + j * d);
       }
+      // Checked where they landed: dense and still in cache. (Checking inside the copy
+      // loop measured slower than memcpy on these strided rows.)
+      v_bad |= has_non_finite(vtile, tk * d);
+      k_bad |= has_non_finite(krows, tk * d);
       // Transpose K in 16-key strips: 16 source rows stay in L1 while each of the d
       // destination rows receives 16 contiguous elements.
       for (std::int64_t j0 = 0; j0 < tk; j0 += 16) {
@@ -142,6 +150,7 @@ void pack_kv(const T* k, const T* v, T* kt, T* kr, T* vp, std::int64_t nk, std::
         }
       }
     }
+  return {!k_bad, !v_bad};
 }
 
 }  // namespace
@@ -165,6 +174,7 @@ struct BlockAttention::Impl {
                        const std::int64_t* kpos, std::int64_t nk, OnlineSoftmaxState& state);
   kernels::MatmulCache matmuls;
   std::vector<Scratch> scratch;
+  std::vector<std::uint8_t> q_bad;  // [rows, heads]: the q row holds a NaN or inf
   int threads = 1;
 };
 
@@ -324,14 +334,32 @@ FoldStats BlockAttention::Impl::fold_chunk(const void* q, const std::vector<std:
   im.k_packed.resize(kv_bytes);
   im.k_rows.resize(kv_bytes);
   im.v_packed.resize(kv_bytes);
+  KvFinite finite;
   if (cfg.dtype == DType::bf16)
-    pack_kv(static_cast<const std::uint16_t*>(k), static_cast<const std::uint16_t*>(v),
+    finite = pack_kv(static_cast<const std::uint16_t*>(k), static_cast<const std::uint16_t*>(v),
             reinterpret_cast<std::uint16_t*>(im.k_packed.data), reinterpret_cast<std::uint16_t*>(im.k_rows.data),
-            reinterpret_cast<std::uint16_t*>(im.v_packed.data), nk, cfg.kv_heads, D, kTileK, im.threads);
+            reinterpret_cast<std::uint16_t*>(im.v_packed.data), nk, cfg.kv_heads, D, kTileK, im.threads,
+            im.ops->has_non_finite_bf16);
   else
-    pack_kv(static_cast<const float*>(k), static_cast<const float*>(v), reinterpret_cast<float*>(im.k_packed.data),
+    finite = pack_kv(static_cast<const float*>(k), static_cast<const float*>(v), reinterpret_cast<float*>(im.k_packed.data),
             reinterpret_cast<float*>(im.k_rows.data), reinterpret_cast<float*>(im.v_packed.data), nk, cfg.kv_heads, D,
-            kTileK, im.threads);
+            kTileK, im.threads, im.ops->has_non_finite_f32);
+  // NaN or inf in K or V: note where (from the caller's block), then zero them in the
+  // panels so that no product ever sees them; the rows that do see them are poisoned
+  // after the tiles.
+  std::optional<kernels::BadKeys> bad_keys;
+  if (!finite.k || !finite.v) {
+    bad_keys.emplace(k, !finite.k, v, !finite.v, nk, cfg.kv_heads, D, cfg.dtype);
+    const std::int64_t elems = nk * cfg.kv_heads * D;
+    if (!finite.k) {
+      kernels::zero_non_finite(im.k_packed.data, elems, cfg.dtype);
+      kernels::zero_non_finite(im.k_rows.data, elems, cfg.dtype);
+    }
+    if (!finite.v) kernels::zero_non_finite(im.v_packed.data, elems, cfg.dtype);
+  }
+  im.q_bad.assign(static_cast<std::size_t>(nq * H), 0);
+  std::uint8_t* q_bad = im.q_bad.data();
+  int any_q_bad = 0;
 
   const char* qb = static_cast<const char*>(q);
   const char* kb = im.k_packed.data;
@@ -343,7 +371,7 @@ FoldStats BlockAttention::Impl::fold_chunk(const void* q, const std::vector<std:
   const bool bf16 = cfg.dtype == DType::bf16;
   const std::int64_t items = H * nqt;
 
-#pragma omp parallel for schedule(dynamic, 1) num_threads(im.threads)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(im.threads) reduction(| : any_q_bad)
   for (std::int64_t item = 0; item < items; ++item) {
     const int tid = omp_get_thread_num();
     omp_set_num_threads(1);  // this task's ICV only: oneDNN inside must not nest threads
@@ -363,6 +391,18 @@ FoldStats BlockAttention::Impl::fold_chunk(const void* q, const std::vector<std:
     for (std::int64_t i = 0; i < tq; ++i)
       std::memcpy(sc.q_tile.data + static_cast<std::size_t>(i) * row_bytes,
                   qb + static_cast<std::size_t>(((r0 + i) * H + h) * D) * esz, row_bytes);
+    // A non-finite q spoils only its own row (rows of Q K^T and P V are independent),
+    // which is poisoned after the tiles; it needs no scrubbing, only noting.
+    auto has_non_finite = [&](const char* x, std::int64_t n) {
+      return bf16 ? ops->has_non_finite_bf16(reinterpret_cast<const std::uint16_t*>(x), n)
+                  : ops->has_non_finite_f32(reinterpret_cast<const float*>(x), n);
+    };
+    if (has_non_finite(sc.q_tile.data, tq * D))
+      for (std::int64_t i = 0; i < tq; ++i)
+        if (has_non_finite(sc.q_tile.data + static_cast<std::size_t>(i) * row_bytes, D)) {
+          q_bad[(r0 + i) * H + h] = 1;
+          any_q_bad = 1;
+        }
     for (const Piece& pc : pieces) {
       const std::int64_t c0 = pc.kt * kTileK, tk = tile_width(pc.kt);
       const std::int64_t* kp = kpos + c0 + pc.cl;
@@ -390,6 +430,9 @@ FoldStats BlockAttention::Impl::fold_chunk(const void* q, const std::vector<std:
       state.l[static_cast<std::size_t>((r0 + i) * H + h)] = l[i];
     }
   }
+  if (any_q_bad || bad_keys)
+    kernels::poison_non_finite(mask, qpos, any_q_bad ? q_bad : nullptr, kpos, nk, bad_keys ? &*bad_keys : nullptr, G,
+                               state);
   return st;
 }
 

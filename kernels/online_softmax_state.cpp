@@ -2,7 +2,15 @@
 //
 // merge is the same rescale-and-add the kernel does per tile, applied to whole states:
 // the ring's decode path and the tests' associativity checks use it. Empty rows
-// (m = -inf) are the identity, so fully masked rows never produce NaN.
+// (m = -inf, l = 0) are the identity, so fully masked rows never produce NaN.
+//
+// Poison (see block_attention.hpp): a (row, head) that saw a non-finite score has
+// l = NaN (the kernel also sets m and o to NaN, but a later fold makes m finite again,
+// so l is what marks it). Any NaN element of o marks an element that saw a non-finite
+// value. Arithmetic alone would lose both: std::fmax drops a NaN m, and an empty side
+// (m = -inf) used to be skipped or treated as the identity whatever its l. So merge
+// tests for the poison first, and finalize calls a row empty only when l == 0.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -15,6 +23,7 @@ namespace ringattn {
 
 namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 }
 
 OnlineSoftmaxState::OnlineSoftmaxState(std::int64_t r, std::int64_t h, std::int64_t d)
@@ -41,15 +50,24 @@ void merge(OnlineSoftmaxState& into, const OnlineSoftmaxState& other) {
                           std::to_string(other.head_dim) + "])");
   const std::int64_t n = into.rows * into.heads, d = into.head_dim;
   for (std::int64_t i = 0; i < n; ++i) {
-    const float ma = into.m[static_cast<std::size_t>(i)], mb = other.m[static_cast<std::size_t>(i)];
+    const auto r = static_cast<std::size_t>(i);
+    const float ma = into.m[r], mb = other.m[r];
+    float* oa = into.o.data() + i * d;
+    const float* ob = other.o.data() + i * d;
+    if (std::isnan(into.l[r]) || std::isnan(other.l[r]) || std::isnan(ma) || std::isnan(mb)) {
+      into.m[r] = kNaN;  // poisoned on either side: poisoned over both
+      into.l[r] = kNaN;
+      std::fill(oa, oa + d, kNaN);
+      continue;
+    }
     if (mb == kNegInf) continue;  // other saw nothing for this row
     const float mn = std::fmax(ma, mb);
     const float a = ma == kNegInf ? 0.0f : std::exp(ma - mn);
     const float b = std::exp(mb - mn);
-    into.m[static_cast<std::size_t>(i)] = mn;
-    into.l[static_cast<std::size_t>(i)] = into.l[static_cast<std::size_t>(i)] * a + other.l[static_cast<std::size_t>(i)] * b;
-    float* oa = into.o.data() + i * d;
-    const float* ob = other.o.data() + i * d;
+    into.m[r] = mn;
+    into.l[r] = into.l[r] * a + other.l[r] * b;
+    // A NaN element of either o stays NaN (NaN * 0 is NaN): a poisoned value is never
+    // scaled away, even when its side's weight underflows.
     for (std::int64_t j = 0; j < d; ++j) oa[j] = oa[j] * a + ob[j] * b;
   }
 }
@@ -58,7 +76,7 @@ void finalize(const OnlineSoftmaxState& s, float* out, float* lse) {
   const std::int64_t n = s.rows * s.heads, d = s.head_dim;
   for (std::int64_t i = 0; i < n; ++i) {
     const float l = s.l[static_cast<std::size_t>(i)];
-    const bool empty = !(l > 0.0f);
+    const bool empty = l == 0.0f;  // not for NaN: a poisoned row finalizes to NaN
     if (out) {
       const float inv = empty ? 0.0f : 1.0f / l;
       for (std::int64_t j = 0; j < d; ++j) out[i * d + j] = s.o[static_cast<std::size_t>(i * d + j)] * inv;

@@ -1,5 +1,9 @@
+// Dense attention in float64, one (query row, head) at a time over its visible keys.
+// Non-finite inputs follow the semantics stated in reference.hpp (and block_attention.hpp):
+// a non-finite score poisons the whole row, a non-finite value one output element.
 #include "kernels/reference.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -7,6 +11,8 @@ namespace ringattn::kernels {
 
 void dense_attention_f64(const DenseShape& sh, const float* q, const Positions& q_pos, const float* k,
                          const float* v, const Positions& k_pos, double* out, double* lse) {
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  constexpr double kNegInf = -std::numeric_limits<double>::infinity();
   const std::int64_t nq = q_pos.size(), nk = k_pos.size(), H = sh.heads, D = sh.head_dim;
   const std::int64_t G = sh.heads / sh.kv_heads, KH = sh.kv_heads;
   const double scale = sh.scale > 0 ? sh.scale : 1.0 / std::sqrt(static_cast<double>(D));
@@ -18,33 +24,44 @@ void dense_attention_f64(const DenseShape& sh, const float* q, const Positions& 
     for (std::int64_t h = 0; h < H; ++h) {
       const std::int64_t g = h / G;
       const float* qr = q + (i * H + h) * D;
-      double mx = -std::numeric_limits<double>::infinity();
+      double mx = kNegInf;
+      bool seen = false, poisoned = false;
       for (std::int64_t j = 0; j < nk; ++j) {
-        if (!sh.mask.visible(qp[static_cast<std::size_t>(i)], kp[static_cast<std::size_t>(j)])) {
-          s[static_cast<std::size_t>(j)] = -std::numeric_limits<double>::infinity();
-          continue;
-        }
+        s[static_cast<std::size_t>(j)] = kNegInf;  // hidden: weight exactly 0, value never read
+        if (!sh.mask.visible(qp[static_cast<std::size_t>(i)], kp[static_cast<std::size_t>(j)])) continue;
         const float* kr = k + (j * KH + g) * D;
         double dot = 0;
         for (std::int64_t t = 0; t < D; ++t) dot += static_cast<double>(qr[t]) * kr[t];
+        seen = true;
+        // In float64 a dot product of finite floats cannot overflow, so a non-finite
+        // score means a non-finite q or k entry. NaN, +inf and -inf alike poison the row
+        // (std::fmax would silently skip a NaN).
+        if (!std::isfinite(dot)) {
+          poisoned = true;
+          continue;
+        }
         s[static_cast<std::size_t>(j)] = dot * scale;
-        mx = std::fmax(mx, s[static_cast<std::size_t>(j)]);
+        mx = std::max(mx, s[static_cast<std::size_t>(j)]);
       }
       std::fill(acc.begin(), acc.end(), 0.0);
       double sum = 0;
-      if (mx != -std::numeric_limits<double>::infinity()) {
+      if (seen && !poisoned) {
         for (std::int64_t j = 0; j < nk; ++j) {
-          if (s[static_cast<std::size_t>(j)] == -std::numeric_limits<double>::infinity()) continue;
+          if (!sh.mask.visible(qp[static_cast<std::size_t>(i)], kp[static_cast<std::size_t>(j)])) continue;
           const double p = std::exp(s[static_cast<std::size_t>(j)] - mx);
           sum += p;
           const float* vr = v + (j * KH + g) * D;
-          for (std::int64_t t = 0; t < D; ++t) acc[static_cast<std::size_t>(t)] += p * vr[t];
+          // A non-finite value poisons its element whatever its weight (IEEE: 0 * inf
+          // is NaN); +inf with a positive weight gives NaN too, not +inf, so the
+          // answer does not hinge on whether a weight underflowed.
+          for (std::int64_t t = 0; t < D; ++t)
+            acc[static_cast<std::size_t>(t)] += std::isfinite(vr[t]) ? p * vr[t] : kNaN;
         }
       }
       if (out)
         for (std::int64_t t = 0; t < D; ++t)
-          out[(i * H + h) * D + t] = sum > 0 ? acc[static_cast<std::size_t>(t)] / sum : 0.0;
-      if (lse) lse[i * H + h] = sum > 0 ? mx + std::log(sum) : -std::numeric_limits<double>::infinity();
+          out[(i * H + h) * D + t] = poisoned ? kNaN : seen ? acc[static_cast<std::size_t>(t)] / sum : 0.0;
+      if (lse) lse[i * H + h] = poisoned ? kNaN : seen ? mx + std::log(sum) : kNegInf;
     }
   }
 }

@@ -19,6 +19,10 @@ struct DenseShape {
 
 // q: [nq, heads, d], k/v: [nk, kv_heads, d] fp32. out: [nq, heads, d]; lse: [nq, heads]
 // (-inf and out = 0 for rows that see no key). Either output may be null.
+// Non-finite inputs (the semantics BlockAttention must match, see block_attention.hpp):
+// a (row, head) that sees a key whose score q·k is not finite (a NaN or inf in its q row
+// or in that key's k row) gets O and lse all NaN; otherwise a NaN or inf at element e of
+// a visible key's v row makes O[e] NaN. Only visible keys are ever read.
 void dense_attention_f64(const DenseShape& shape, const float* q, const Positions& q_pos, const float* k,
                          const float* v, const Positions& k_pos, double* out, double* lse);
 

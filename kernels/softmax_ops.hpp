@@ -34,6 +34,12 @@ using FromBf16Fn = void (*)(const std::uint16_t* src, float* dst, std::int64_t n
 // 2^x for a vector, used by tests to check each path's exp against the generic one.
 using Exp2Fn = void (*)(const float* x, float* y, int n);
 
+// True if any of x[0..n) is NaN or +-inf. The fold runs these over the query tile and
+// K/V panel rows it has just copied (still in cache), so finding non-finite inputs
+// costs an AND, an ADD and an OR per vector (kernels/non_finite.hpp).
+using HasNonFiniteF32Fn = bool (*)(const float* x, std::int64_t n);
+using HasNonFiniteBf16Fn = bool (*)(const std::uint16_t* x, std::int64_t n);
+
 struct SoftmaxOps {
   const char* name;
   OnlineRowFn online_row;
@@ -41,6 +47,8 @@ struct SoftmaxOps {
   ToBf16Fn to_bf16;
   FromBf16Fn from_bf16;
   Exp2Fn exp2;
+  HasNonFiniteF32Fn has_non_finite_f32;
+  HasNonFiniteBf16Fn has_non_finite_bf16;
 };
 
 // Each path's table; only those compiled for this target exist (see dispatch.cpp).

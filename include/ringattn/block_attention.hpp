@@ -16,6 +16,27 @@
 // Layout: Q and O are [rows, heads, head_dim], K and V are [rows, kv_heads, head_dim],
 // row-major and dense. Query head h reads KV head h / (heads / kv_heads); K and V are
 // never duplicated for GQA/MQA.
+//
+// NaN and inf in Q, K or V. `ringattn node` refuses them before the ring starts; a
+// caller that skips such a check gets what dense attention over the visible keys gives
+// in float64 (kernels/reference.cpp is the oracle), made exact and order-independent:
+//   - a (query row, head) that sees at least one key, and whose q row or one of whose
+//     visible keys' k rows holds a NaN or inf, gets O and lse all NaN. Dense attention
+//     gives NaN for a NaN or +inf score; a -inf score (which IEEE would quietly drop)
+//     is NaN here too, because its sign is an accident of rounding and of q's signs;
+//   - otherwise a NaN or inf at element e of a visible key's v row makes O[e] NaN,
+//     whatever that key's weight (IEEE's 0 * inf is NaN; and +inf times a positive
+//     weight is NaN rather than +inf, so the answer never hinges on whether a weight
+//     underflowed in fp32); lse and the other elements are exact;
+//   - every other output is bit for bit what it would be were the bad entries 0: a
+//     value never reaches a row the mask hides it from, and a query row that sees no
+//     key at all still gives O = 0 and lse = -inf, whatever its q holds.
+// The check is one vector pass over copies the fold makes anyway, while they are in
+// cache; only a fold that finds something pays O(b d) more. The poison lives in the
+// state (l = NaN marks a row, NaN elements of o mark elements), survives later folds,
+// and merge/finalize keep it, so the answer is the same whatever order blocks are
+// folded or states merged in.
+// (Finite inputs so large that a score overflows fp32 are outside this contract.)
 #pragma once
 
 #include <cstdint>
@@ -54,11 +75,14 @@ struct OnlineSoftmaxState {
 };
 
 // Combines two partial states over disjoint key sets: `into` becomes the state over both.
-// Commutative and associative up to fp32 rounding. Rows where both are empty stay empty.
+// Commutative and associative up to fp32 rounding. Rows where both are empty stay empty;
+// a row poisoned on either side (l or m NaN) is poisoned in the result, and a NaN
+// element of either o stays NaN.
 void merge(OnlineSoftmaxState& into, const OnlineSoftmaxState& other);
 
 // O = o / l as fp32 [rows, heads, head_dim]; lse = m + log(l) as [rows, heads].
-// A row that saw no key (fully masked) yields O = 0 and lse = -inf, never NaN.
+// A row that saw no key (fully masked, l = 0) yields O = 0 and lse = -inf, never NaN;
+// a poisoned row (l = NaN) yields O and lse NaN.
 // `out` may be s.o.data() (normalise in place); either pointer may be null.
 void finalize(const OnlineSoftmaxState& s, float* out, float* lse);
 

@@ -67,9 +67,28 @@ void exp2_generic(const float* x, float* y, int n) {
   for (int i = 0; i < n; ++i) y[i] = std::exp2(x[i]);
 }
 
+// Adding one to the exponent field carries into the top bit only when the field is all
+// ones (NaN or +-inf); ORed over the row, the top bit says whether any element was.
+bool has_non_finite_f32_generic(const float* x, std::int64_t n) {
+  std::uint32_t bits = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    std::uint32_t u;
+    std::memcpy(&u, &x[i], 4);
+    bits |= (u & 0x7f800000u) + 0x00800000u;
+  }
+  return (bits >> 31) != 0;
+}
+
+bool has_non_finite_bf16_generic(const std::uint16_t* x, std::int64_t n) {
+  std::uint16_t bits = 0;  // 16-bit lanes: widening each element would halve the vector width
+  for (std::int64_t i = 0; i < n; ++i) bits |= static_cast<std::uint16_t>((x[i] & 0x7f80u) + 0x0080u);
+  return (bits >> 15) != 0;
+}
+
 }  // namespace
 
-const SoftmaxOps kOpsGeneric = {"generic", online_row_generic, rescale_add_generic,
-                                to_bf16_generic, from_bf16_generic, exp2_generic};
+const SoftmaxOps kOpsGeneric = {"generic",          online_row_generic,     rescale_add_generic,
+                                to_bf16_generic,    from_bf16_generic,      exp2_generic,
+                                has_non_finite_f32_generic, has_non_finite_bf16_generic};
 
 }  // namespace ringattn::kernels

@@ -32,6 +32,7 @@
 #include "net/transport.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/log.hpp"
+#include "src/io/finite_check.hpp"
 #include "src/io/npy_reader.hpp"
 #include "src/io/npy_writer.hpp"
 #include "src/node/fault.hpp"
@@ -95,8 +96,10 @@ std::atomic<std::uint64_t> g_io_progress{0};
 
 // Reads this rank's rows of one input tensor into `dst`, converted to the attention
 // dtype. fp32 goes straight into dst; bf16 through a bounded staging buffer, so the
-// node never holds a second full copy of a shard.
-void read_shard(const std::string& path, const Positions& pos, DType dtype, std::span<std::byte> dst) {
+// node never holds a second full copy of a shard. NaN and inf are refused (in fp32, before
+// any rounding), naming the token and the `head_name` ("head", "kv head") they are in.
+void read_shard(const std::string& path, const Positions& pos, DType dtype, std::span<std::byte> dst,
+                std::string_view head_name = "head") {
   io::NpyReader r(path);
   const std::size_t width = r.info().row_elements();
   if (dst.size() != static_cast<std::size_t>(pos.size()) * width * dtype_size(dtype))
@@ -109,10 +112,13 @@ void read_shard(const std::string& path, const Positions& pos, DType dtype, std:
   auto flush = [&] {
     if (batch.empty()) return;
     if (dtype == DType::f32) {
-      r.read_ranges(batch, std::span<float>(reinterpret_cast<float*>(dst.data()) + done * width, in_batch * width));
+      const std::span<float> rows(reinterpret_cast<float*>(dst.data()) + done * width, in_batch * width);
+      r.read_ranges(batch, rows);
+      io::check_finite(path, rows, batch, r.info(), head_name);
     } else {
       stage.resize(in_batch * width);
       r.read_ranges(batch, stage);
+      io::check_finite(path, stage, batch, r.info(), head_name);
       to_bf16(stage.data(), reinterpret_cast<std::uint16_t*>(dst.data()) + done * width,
               static_cast<std::int64_t>(stage.size()));
     }
@@ -282,8 +288,8 @@ int run_node(const cli::Args& a, int rank) {
   live_transport = transport.get();
   // K and V go straight into the ring's first transfer buffer.
   ring::KvRing ring(*transport, attn, job.layout, job.tokens);
-  read_shard(job.k_path, pos, job.attention.dtype, ring.local_k());
-  read_shard(job.v_path, pos, job.attention.dtype, ring.local_v());
+  read_shard(job.k_path, pos, job.attention.dtype, ring.local_k(), "kv head");
+  read_shard(job.v_path, pos, job.attention.dtype, ring.local_v(), "kv head");
   if (coordinated) {
     emit_line("PORT " + std::to_string(transport->listen_port()));
     if (job.nodes > 1) peers = parse_peers(launcher->peers(job.timeout_seconds), job.nodes);

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 
 #include "tests/integration/ring_case.hpp"
 
@@ -167,6 +168,52 @@ TEST_CASE("bad input: refused before any node starts, naming the file and the ca
     INFO("error line: " << lines.back());
     CHECK(lines.back().find(c.file) != std::string::npos);
     CHECK(contains_any(lines.back(), c.cause));
+  }
+}
+
+TEST_CASE("bad input: a NaN or inf in Q, K or V is refused by the node that reads it, by token and head") {
+  // The coordinator checks headers only; each node scans the rows it reads (in fp32,
+  // before any bf16 rounding) and refuses before it joins the ring. Tokens map back
+  // through the layout: 150 is row 14 of rank 2's contiguous shard, 40 row 6 of rank
+  // 1's first zigzag chunk, 202 row 67 of rank 1's striped rows.
+  struct NonFinite {
+    const char* what;
+    char tensor;
+    std::int64_t token, head, elem;
+    float value;
+    const char* layout;
+    DType dtype;
+    const char* expect;
+  };
+  const NonFinite cases[] = {
+      {"NaN in Q", 'q', 150, 3, 7, std::numeric_limits<float>::quiet_NaN(), "contiguous", DType::f32,
+       "q.npy: token 150, head 3, element 7 is nan"},
+      {"inf in V, bf16", 'v', 40, 1, 5, std::numeric_limits<float>::infinity(), "zigzag", DType::bf16,
+       "v.npy: token 40, kv head 1, element 5 is inf"},
+      {"-inf in K, last token", 'k', 202, 0, 63, -std::numeric_limits<float>::infinity(), "striped", DType::f32,
+       "k.npy: token 202, kv head 0, element 63 is -inf"},
+  };
+  const Shape shape{203, 4, 2, 64};
+  for (const auto& c : cases) {
+    Inputs in(shape, 12, c.dtype);
+    auto& t = c.tensor == 'q' ? in.q : c.tensor == 'k' ? in.k : in.v;
+    const std::int64_t heads = c.tensor == 'q' ? shape.heads : shape.kv_heads;
+    t[static_cast<std::size_t>((c.token * heads + c.head) * shape.head_dim + c.elem)] = c.value;
+    ScratchDir dir;
+    in.write(dir);
+    Job job;
+    job.nodes = 3;
+    job.layout = c.layout;
+    job.dtype = c.dtype;
+    job.timeout = kTimeout;
+    INFO(std::string(c.what));
+    const Outcome o = run_ringattn(run_args(dir, job), {}, 60);
+    check_clean_failure(dir, o, {"k.npy", "q.npy", "v.npy"});
+    const auto lines = o.error_lines();
+    if (lines.empty()) continue;
+    INFO("error line: " << lines.back());
+    CHECK(lines.back().find(c.expect) != std::string::npos);
+    CHECK(lines.back().find("non-finite") != std::string::npos);
   }
 }
 

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -151,5 +152,49 @@ TEST_CASE("rescale_add and bf16 conversions of every path match generic") {
     std::uint16_t h = 0;
     ops.to_bf16(&x[5], &h, 1);
     CHECK(h == 0x3f80);  // 1.00390625 -> 1.0 (even)
+  }
+}
+
+TEST_CASE("has_non_finite of every path flags exactly NaN and inf, in the body and the tail") {
+  // Bad and extreme-but-finite bit patterns, fp32 and bf16.
+  const std::uint32_t bad32[] = {0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u, 0xffffffffu, 0x7fbfffffu};
+  const std::uint32_t fine32[] = {0x7f7fffffu, 0xff7fffffu, 0x00000001u, 0x80000000u, 0x00800000u, 0x3f800000u};
+  const std::uint16_t bad16[] = {0x7f80, 0xff80, 0x7fc0, 0x7f81, 0xffff};
+  const std::uint16_t fine16[] = {0x7f7f, 0xff7f, 0x0001, 0x8000, 0x0080, 0x3f80};
+  const int ns[] = {0, 1, 3, 7, 8, 15, 16, 17, 31, 32, 33, 64, 100, 257};
+  for (Isa isa : available_isas()) {
+    CAPTURE(to_string(isa));
+    const SoftmaxOps& ops = kernels::ops_for(isa);
+    for (int n : ns) {
+      CAPTURE(n);
+      const auto base = randn(static_cast<std::size_t>(n), 40 + static_cast<unsigned>(n), 100.0f);
+      std::vector<float> x32(base.size());
+      std::vector<std::uint16_t> x16(base.size());
+      // Random values with every finite extreme in between.
+      for (std::size_t i = 0; i < base.size(); ++i) {
+        const std::uint32_t u = std::bit_cast<std::uint32_t>(base[i]);
+        x32[i] = std::bit_cast<float>(i % 3 == 0 ? fine32[i % 6] : u);
+        x16[i] = i % 3 == 0 ? fine16[i % 6] : static_cast<std::uint16_t>(u >> 16);
+      }
+      CHECK_FALSE(ops.has_non_finite_f32(x32.data(), n));
+      CHECK_FALSE(ops.has_non_finite_bf16(x16.data(), n));
+      if (n == 0) continue;
+      // Each bad pattern at the first, a middle and the last position.
+      for (std::size_t at : {std::size_t{0}, static_cast<std::size_t>(n / 2), static_cast<std::size_t>(n - 1)}) {
+        CAPTURE(at);
+        for (std::uint32_t b : bad32) {
+          auto y = x32;
+          y[at] = std::bit_cast<float>(b);
+          CHECK(ops.has_non_finite_f32(y.data(), n));
+          CHECK_FALSE(ops.has_non_finite_f32(y.data(), static_cast<std::int64_t>(at)));  // stops before it
+        }
+        for (std::uint16_t b : bad16) {
+          auto y = x16;
+          y[at] = b;
+          CHECK(ops.has_non_finite_bf16(y.data(), n));
+          CHECK_FALSE(ops.has_non_finite_bf16(y.data(), static_cast<std::int64_t>(at)));
+        }
+      }
+    }
   }
 }

@@ -124,9 +124,29 @@ void exp2_neon(const float* x, float* y, int n) {
   for (; i < n; ++i) y[i] = exp2_one(x[i]);
 }
 
+// The exponent-carry test of the generic path, 4 floats or 8 bf16 at a time; the
+// ragged tail goes through the generic one.
+bool has_non_finite_f32_neon(const float* x, std::int64_t n) {
+  const uint32x4_t expo = vdupq_n_u32(0x7f800000u), one = vdupq_n_u32(0x00800000u);
+  uint32x4_t acc = vdupq_n_u32(0);
+  std::int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    acc = vorrq_u32(acc, vaddq_u32(vandq_u32(vreinterpretq_u32_f32(vld1q_f32(x + i)), expo), one));
+  return (vmaxvq_u32(acc) >> 31) != 0 || kOpsGeneric.has_non_finite_f32(x + i, n - i);
+}
+
+bool has_non_finite_bf16_neon(const std::uint16_t* x, std::int64_t n) {
+  const uint16x8_t expo = vdupq_n_u16(0x7f80), one = vdupq_n_u16(0x0080);
+  uint16x8_t acc = vdupq_n_u16(0);
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8) acc = vorrq_u16(acc, vaddq_u16(vandq_u16(vld1q_u16(x + i), expo), one));
+  return (vmaxvq_u16(acc) >> 15) != 0 || kOpsGeneric.has_non_finite_bf16(x + i, n - i);
+}
+
 }  // namespace
 
-const SoftmaxOps kOpsNeon = {"neon", online_row_neon, rescale_add_neon, to_bf16_neon,
-                             from_bf16_neon, exp2_neon};
+const SoftmaxOps kOpsNeon = {"neon",          online_row_neon,     rescale_add_neon,
+                             to_bf16_neon,    from_bf16_neon,      exp2_neon,
+                             has_non_finite_f32_neon, has_non_finite_bf16_neon};
 
 }  // namespace ringattn::kernels

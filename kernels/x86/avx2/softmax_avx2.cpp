@@ -152,9 +152,36 @@ void exp2_avx2(const float* x, float* y, int n) {
   }
 }
 
+// The exponent-carry test of the generic path, 8 floats or 16 bf16 at a time; the
+// ragged tail goes through the generic one.
+bool has_non_finite_f32_avx2(const float* x, std::int64_t n) {
+  const __m256i expo = _mm256_set1_epi32(0x7f800000), one = _mm256_set1_epi32(0x00800000);
+  __m256i acc = _mm256_setzero_si256();
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i));
+    acc = _mm256_or_si256(acc, _mm256_add_epi32(_mm256_and_si256(v, expo), one));
+  }
+  return !_mm256_testz_si256(acc, _mm256_set1_epi32(static_cast<int>(0x80000000u))) ||
+         kOpsGeneric.has_non_finite_f32(x + i, n - i);
+}
+
+bool has_non_finite_bf16_avx2(const std::uint16_t* x, std::int64_t n) {
+  const __m256i expo = _mm256_set1_epi16(0x7f80), one = _mm256_set1_epi16(0x0080);
+  __m256i acc = _mm256_setzero_si256();
+  std::int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i));
+    acc = _mm256_or_si256(acc, _mm256_add_epi16(_mm256_and_si256(v, expo), one));
+  }
+  return !_mm256_testz_si256(acc, _mm256_set1_epi16(static_cast<short>(0x8000))) ||
+         kOpsGeneric.has_non_finite_bf16(x + i, n - i);
+}
+
 }  // namespace
 
-const SoftmaxOps kOpsAvx2 = {"avx2", online_row_avx2, rescale_add_avx2, to_bf16_avx2,
-                             from_bf16_avx2, exp2_avx2};
+const SoftmaxOps kOpsAvx2 = {"avx2",          online_row_avx2,     rescale_add_avx2,
+                             to_bf16_avx2,    from_bf16_avx2,      exp2_avx2,
+                             has_non_finite_f32_avx2, has_non_finite_bf16_avx2};
 
 }  // namespace ringattn::kernels

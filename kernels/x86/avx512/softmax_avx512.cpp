@@ -145,9 +145,38 @@ void exp2_avx512(const float* x, float* y, int n) {
   }
 }
 
+// The exponent-carry test of the generic path, 16 floats or 32 bf16 at a time; the
+// masked tail loads zeros, which never set the top bit.
+bool has_non_finite_f32_avx512(const float* x, std::int64_t n) {
+  const __m512i expo = _mm512_set1_epi32(0x7f800000), one = _mm512_set1_epi32(0x00800000);
+  __m512i acc = _mm512_setzero_si512();
+  std::int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    acc = _mm512_or_si512(acc, _mm512_add_epi32(_mm512_and_si512(_mm512_loadu_si512(x + i), expo), one));
+  if (i < n) {
+    const __m512i v = _mm512_maskz_loadu_epi32(first_n(static_cast<int>(n - i)), x + i);
+    acc = _mm512_or_si512(acc, _mm512_add_epi32(_mm512_and_si512(v, expo), one));
+  }
+  return _mm512_test_epi32_mask(acc, _mm512_set1_epi32(static_cast<int>(0x80000000u))) != 0;
+}
+
+bool has_non_finite_bf16_avx512(const std::uint16_t* x, std::int64_t n) {
+  const __m512i expo = _mm512_set1_epi16(0x7f80), one = _mm512_set1_epi16(0x0080);
+  __m512i acc = _mm512_setzero_si512();
+  std::int64_t i = 0;
+  for (; i + 32 <= n; i += 32)
+    acc = _mm512_or_si512(acc, _mm512_add_epi16(_mm512_and_si512(_mm512_loadu_si512(x + i), expo), one));
+  if (i < n) {
+    const __m512i v = _mm512_maskz_loadu_epi16(static_cast<__mmask32>((1ull << (n - i)) - 1u), x + i);
+    acc = _mm512_or_si512(acc, _mm512_add_epi16(_mm512_and_si512(v, expo), one));
+  }
+  return _mm512_test_epi16_mask(acc, _mm512_set1_epi16(static_cast<short>(0x8000))) != 0;
+}
+
 }  // namespace
 
-const SoftmaxOps kOpsAvx512 = {"avx512", online_row_avx512, rescale_add_avx512,
-                               to_bf16_avx512, from_bf16_avx512, exp2_avx512};
+const SoftmaxOps kOpsAvx512 = {"avx512",          online_row_avx512,     rescale_add_avx512,
+                               to_bf16_avx512,    from_bf16_avx512,      exp2_avx512,
+                               has_non_finite_f32_avx512, has_non_finite_bf16_avx512};
 
 }  // namespace ringattn::kernels
