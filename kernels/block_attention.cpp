@@ -27,6 +27,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -176,6 +177,7 @@ struct BlockAttention::Impl {
   std::vector<Scratch> scratch;
   std::vector<std::uint8_t> q_bad;  // [rows, heads]: the q row holds a NaN or inf
   int threads = 1;
+  std::atomic<std::uint64_t>* progress = nullptr;
 };
 
 BlockAttention::BlockAttention(const AttentionConfig& cfg) : impl_(std::make_unique<Impl>()) {
@@ -223,6 +225,7 @@ BlockAttention::BlockAttention(BlockAttention&&) noexcept = default;
 BlockAttention& BlockAttention::operator=(BlockAttention&&) noexcept = default;
 
 const AttentionConfig& BlockAttention::config() const { return impl_->cfg; }
+void BlockAttention::set_progress_counter(std::atomic<std::uint64_t>* counter) { impl_->progress = counter; }
 Isa BlockAttention::isa() const { return impl_->isa; }
 
 FoldStats BlockAttention::fold(const void* q, const Positions& q_pos, const void* k, const void* v,
@@ -370,6 +373,7 @@ FoldStats BlockAttention::Impl::fold_chunk(const void* q, const std::vector<std:
   const auto* ops = im.ops;
   const bool bf16 = cfg.dtype == DType::bf16;
   const std::int64_t items = H * nqt;
+  std::atomic<std::uint64_t>* progress = im.progress;
 
 #pragma omp parallel for schedule(dynamic, 1) num_threads(im.threads) reduction(| : any_q_bad)
   for (std::int64_t item = 0; item < items; ++item) {
@@ -424,6 +428,7 @@ FoldStats BlockAttention::Impl::fold_chunk(const void* q, const std::vector<std:
       for (std::int64_t i = 0; i < pc.nr; ++i)
         ops->rescale_add(state.o.data() + static_cast<std::size_t>(((r0 + pc.i0 + i) * H + h) * D),
                          sc.pv.data + i * D, alpha[pc.i0 + i], static_cast<int>(D));
+      if (progress) progress->fetch_add(1, std::memory_order_relaxed);  // one tile: a sign of life
     }
     for (std::int64_t i = 0; i < tq; ++i) {
       state.m[static_cast<std::size_t>((r0 + i) * H + h)] = m[i];

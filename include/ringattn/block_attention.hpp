@@ -39,6 +39,7 @@
 // (Finite inputs so large that a score overflows fp32 are outside this contract.)
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -101,6 +102,10 @@ class BlockAttention {
 
   const AttentionConfig& config() const;
   Isa isa() const;  // the path this instance runs
+
+  // A counter fold() increments once per tile it computes (relaxed; null: none). A ring
+  // hands its keep-alive counter here, so a fold that takes minutes is seen progressing.
+  void set_progress_counter(std::atomic<std::uint64_t>* counter);
 
   // Folds the block (k, v) at positions k_pos into `state` for queries q at q_pos.
   // q: [q_pos.size(), heads, head_dim]; k, v: [k_pos.size(), kv_heads, head_dim], in

@@ -72,8 +72,13 @@ RingForwardStats KvRing::forward(const void* q, const void* k, const void* v, On
   if (k != buf_a_.data()) std::memcpy(buf_a_.data(), k, my_rows * row_bytes_);
   if (v != buf_a_.data() + my_rows * row_bytes_) std::memcpy(buf_a_.data() + my_rows * row_bytes_, v, my_rows * row_bytes_);
   std::optional<std::uint32_t> crc;  // known once a block has arrived: relay it as is
-  // Busy while folding (the kernel ticks the counter); wait() marks the waits itself.
+  // Busy while folding, the kernel ticking the counter per tile; wait() marks the waits.
   const auto busy = t_.liveness().enter(net::PeerState::busy);
+  attn_.set_progress_counter(&t_.liveness().counter());
+  struct Unhook {
+    BlockAttention& a;
+    ~Unhook() { a.set_progress_counter(nullptr); }
+  } unhook{attn_};
 
   for (int s = 0; s < world_; ++s) {
     const int src = (rank_ - s + world_) % world_;

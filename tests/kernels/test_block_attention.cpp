@@ -9,6 +9,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "attention_fixture.hpp"
 
@@ -132,6 +133,22 @@ TEST_CASE("causal skips hidden tiles and counts only visible pairs as useful FLO
   CHECK(s.tiles_computed == 8 * 6);
   CHECK(s.tiles_skipped == 8 * 2);
   CHECK(s.useful_flops == doctest::Approx(4.0 * 128 * 8 * (1024.0 * 1025.0 / 2.0)));
+}
+
+TEST_CASE("a fold ticks its progress counter once per computed tile, so a ring sees it advancing") {
+  Problem p{1024, 1024, 8, 8, 128, Mask::causal(), 0, 0, DType::f32, 2};
+  p.make();
+  BlockAttention attn(p.config(std::nullopt));
+  std::atomic<std::uint64_t> ticks{0};
+  attn.set_progress_counter(&ticks);
+  OnlineSoftmaxState st(1024, 8, 128);
+  const auto s = attn.fold(p.qp(), p.q_pos(), p.kp(0), p.vp(0), p.k_pos(0, 1024), st);
+  CHECK(ticks.load() >= static_cast<std::uint64_t>(s.tiles_computed));  // diagonal tiles tick once per strip
+  const std::uint64_t after_first = ticks.load();
+  attn.set_progress_counter(nullptr);
+  st.reset();
+  attn.fold(p.qp(), p.q_pos(), p.kp(0), p.vp(0), p.k_pos(0, 1024), st);
+  CHECK(ticks.load() == after_first);  // unhooked: no more ticks
 }
 
 TEST_CASE("fully masked rows give O = 0 and lse = -inf, never NaN") {
