@@ -33,7 +33,9 @@ std::string strip_rank(const std::string& message, int rank) { return node_cause
 
 }  // namespace
 
-RootCause find_root_cause(const std::vector<NodeEnd>& nodes, const node::Ident& expected, double timeout_seconds) {
+RootCause find_root_cause(const std::vector<NodeEnd>& given, const node::Ident& expected, double timeout_seconds) {
+  std::vector<NodeEnd> nodes = given;  // rank order: every tie below goes to the lowest rank
+  std::sort(nodes.begin(), nodes.end(), [](const NodeEnd& a, const NodeEnd& b) { return a.rank < b.rank; });
   const auto name = [](int r) { return "rank " + std::to_string(r); };
   // 1. killed by someone else
   for (const auto& n : nodes)
@@ -48,10 +50,14 @@ RootCause find_root_cause(const std::vector<NodeEnd>& nodes, const node::Ident& 
                           signal_name(n.stop_signal) + ") and its peers heard nothing from it for " + t + " s"};
     }
   // 3. another job or token than the launcher's
+  // Its own words about it if it has some, else the lowest rank's (order-independent).
   auto best_report_about = [&](int rank, FailureCause cause) -> std::string {
+    const NodeEnd* pick = nullptr;
     for (const auto& n : nodes)
-      if (n.report && n.report->cause == cause && (n.rank == rank || n.report->origin == rank)) return n.report->message;
-    return {};
+      if (n.report && n.report->cause == cause && (n.rank == rank || n.report->origin == rank))
+        if (!pick || (n.rank == rank) > (pick->rank == rank) || ((n.rank == rank) == (pick->rank == rank) && n.rank < pick->rank))
+          pick = &n;
+    return pick ? pick->report->message : std::string();
   };
   for (const auto& n : nodes) {
     if (!n.ident) continue;
@@ -89,12 +95,12 @@ RootCause find_root_cause(const std::vector<NodeEnd>& nodes, const node::Ident& 
     const NodeEnd* pick = nullptr;
     for (const auto& n : nodes)
       if (n.report && strength(n.report->cause) == best && n.rank == blamed) pick = &n;
-    if (!pick)
+    if (!pick)  // the shortest report that blames it: the original, not a relay quoting it
       for (const auto& n : nodes)
-        if (n.report && strength(n.report->cause) == best && (n.report->origin >= 0 ? n.report->origin : n.rank) == blamed) {
+        if (n.report && strength(n.report->cause) == best && (n.report->origin >= 0 ? n.report->origin : n.rank) == blamed &&
+            (!pick || n.report->message.size() < pick->report->message.size() ||
+             (n.report->message.size() == pick->report->message.size() && n.rank < pick->rank)))
           pick = &n;
-          break;
-        }
     if (pick) {
       const std::string msg = pick->rank == blamed ? strip_rank(pick->report->message, pick->rank) : pick->report->message;
       return {blamed, name(blamed) + " failed: " + msg};
