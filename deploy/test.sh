@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (the README's test command):
 #   1. release build (-Werror), every suite: unit, kernels, net, integration
-#   2. the unit, kernels and net suites again under AddressSanitizer + UBSan
-#   3. libFuzzer targets (frame decoder, .npy reader), about a minute each
-#   4. the NEON path's ISA tests, cross-compiled for aarch64 and run under qemu
+#   2. the integration and net suites five times in a row, two tests at a time, beside a
+#      CPU burner: the multi-process tests must hold under load (causes, not timings)
+#   3. the unit, kernels and net suites again under AddressSanitizer + UBSan
+#   4. libFuzzer targets (frame decoder, .npy reader), about a minute each
+#   5. the NEON path's ISA tests, cross-compiled for aarch64 and run under qemu
 # Ends with "tests: N passed, N failed" (meson tests over all steps; a failed step that
 # ran no meson test still counts as a failure).
 set -euo pipefail
@@ -44,12 +46,12 @@ build() {  # build DIR [TARGET]...: quiet on success, the last 40 lines on failu
 # Totals over every meson test run, for the closing line.
 tests_ok=0
 tests_failed=0
-meson_suites() {  # meson_suites BUILDDIR [--suite S]...
+meson_suites() {  # meson_suites BUILDDIR [--suite S]...   (JOBS=n: n tests at a time)
   local dir=$1
   shift
   local log rc=0
   log=$(mktemp)
-  meson test -C "$dir" --print-errorlogs --num-processes 1 "$@" 2>&1 | tee "$log" || rc=$?
+  meson test -C "$dir" --print-errorlogs --num-processes "${JOBS:-1}" "$@" 2>&1 | tee "$log" || rc=$?
   tests_ok=$((tests_ok + $(awk '/^Ok:/ {n = $2} END {print n + 0}' "$log")))
   tests_failed=$((tests_failed + $(awk '/^(Fail|Timeout):/ {n += $2} END {print n + 0}' "$log")))
   rm -f "$log"
@@ -57,6 +59,20 @@ meson_suites() {  # meson_suites BUILDDIR [--suite S]...
 }
 
 step "release: all suites" meson_suites build
+
+under_load() {
+  local burner rc=0
+  ( while :; do :; done ) &
+  burner=$!
+  for run in 1 2 3 4 5; do
+    echo "under load: run $run of 5"
+    JOBS=2 meson_suites build --suite integration --suite net || { rc=1; break; }
+  done
+  kill "$burner" 2>/dev/null
+  wait "$burner" 2>/dev/null || true
+  return $rc
+}
+step "integration + net x5 under load (2 at a time, CPU burner)" under_load
 
 asan() {
   if [[ ! -f build-asan/build.ninja ]]; then
