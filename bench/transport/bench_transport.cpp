@@ -11,8 +11,9 @@
 // GB/s is payload bytes (1e9) per second at the receiver, from the completion of a
 // repetition's first frame to that of its last; the median over --reps repetitions after
 // one warm-up. CPU s/GB is the transport I/O thread's CPU time (CLOCK_THREAD_CPUTIME_ID)
-// per GB moved: what TCP plus the CRC cost the node. One JSON object per line on stdout,
-// each with the command that made it.
+// per GB moved: what TCP plus the CRC (and, with --tls, the AES-GCM of TLS 1.3) cost the
+// node. By default every block size is measured without and with TLS in the same run. One
+// JSON object per line on stdout, each with the command that made it.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -172,13 +173,14 @@ struct Baselines {
 };
 
 void print_result(const std::string& mode, const std::string& host, const Plan& p, std::uint64_t bytes, const Result& r,
-                  const Baselines& base) {
+                  const Baselines& base, bool tls, std::optional<double> plain_gbps = {}) {
   const double g = median(r.gbps);
   std::printf(
-      "{\"bench\":\"transport\",\"mode\":\"%s\",\"host\":\"%s\",\"block_bytes\":%llu,\"depth\":%d,\"reps\":%d,"
-      "\"frames\":%llu,\"gb_per_s\":%.3f,\"gb_per_s_reps\":%s,\"recv_cpu_s_per_gb\":%.4f",
-      mode.c_str(), host.c_str(), static_cast<unsigned long long>(bytes), p.depth, p.reps,
+      "{\"bench\":\"transport\",\"mode\":\"%s\",\"host\":\"%s\",\"tls\":%s,\"block_bytes\":%llu,\"depth\":%d,"
+      "\"reps\":%d,\"frames\":%llu,\"gb_per_s\":%.3f,\"gb_per_s_reps\":%s,\"recv_cpu_s_per_gb\":%.4f",
+      mode.c_str(), host.c_str(), tls ? "true" : "false", static_cast<unsigned long long>(bytes), p.depth, p.reps,
       static_cast<unsigned long long>(r.frames), g, json_list(r.gbps).c_str(), median(r.recv_cpu_per_gb));
+  if (plain_gbps) std::printf(",\"plain_gb_per_s\":%.3f,\"ratio_vs_plain\":%.3f", *plain_gbps, g / *plain_gbps);
   if (!r.send_cpu_per_gb.empty()) std::printf(",\"send_cpu_s_per_gb\":%.4f", median(r.send_cpu_per_gb));
   std::printf(",\"sender_crc\":\"precomputed\",\"receiver_crc\":\"checked\"");
   if (base.raw_tcp) std::printf(",\"raw_tcp_gb_per_s\":%.3f,\"ratio_vs_raw_tcp\":%.3f", *base.raw_tcp, g / *base.raw_tcp);
@@ -200,8 +202,9 @@ std::vector<std::int64_t> parse_counts(const std::string& list, const std::strin
 // ---- modes ------------------------------------------------------------------------------------
 
 net::TransportConfig config(int rank, const net::JobShape& shape, const std::string& host, std::uint16_t port,
-                            std::string secret) {
+                            std::string secret, bool tls) {
   net::TransportConfig c;
+  c.tls = tls;
   c.rank = rank;
   c.world = 2;
   c.ring_id = 0xBE7C4;
@@ -213,28 +216,38 @@ net::TransportConfig config(int rank, const net::JobShape& shape, const std::str
   return c;
 }
 
-int run_in_process(const Plan& p, const std::string& host, bool with_raw, std::optional<double> iperf) {
-  const net::JobShape shape = shape_for(p);
-  const std::string secret = net::generate_secret();
-  RecvSlots slots(p);  // declared first: destroyed after the transports have closed
-  auto sender = net::make_tcp_transport(config(0, shape, host, 0, secret));
-  auto receiver = net::make_tcp_transport(config(1, shape, host, 0, secret));
-  const std::vector<net::PeerAddress> peers = {{host, sender->listen_port()}, {host, receiver->listen_port()}};
-  std::exception_ptr send_error;
-  std::thread connect_sender([&] {
-    try {
-      sender->connect(peers);
-    } catch (...) {
-      send_error = std::current_exception();
-    }
-  });
-  receiver->connect(peers);
-  connect_sender.join();
-  if (send_error) std::rethrow_exception(send_error);
-  slots.post_all(*receiver);
-  for (auto bytes : p.block_bytes) {
-    logger("bench")->info("{}-byte blocks, {} reps", bytes, p.reps);
+// One sender/receiver pair in this process, connected.
+struct Pair {
+  RecvSlots slots;  // declared first: destroyed after the transports have closed
+  std::unique_ptr<net::RingTransport> sender, receiver;
+  bool tls;
+
+  Pair(const Plan& p, const net::JobShape& shape, const std::string& host, bool with_tls) : slots(p), tls(with_tls) {
+    const std::string secret = net::generate_secret();
+    sender = net::make_tcp_transport(config(0, shape, host, 0, secret, tls));
+    receiver = net::make_tcp_transport(config(1, shape, host, 0, secret, tls));
+    const std::vector<net::PeerAddress> peers = {{host, sender->listen_port()}, {host, receiver->listen_port()}};
+    std::exception_ptr send_error;
+    std::thread connect_sender([&] {
+      try {
+        sender->connect(peers);
+      } catch (...) {
+        send_error = std::current_exception();
+      }
+    });
+    receiver->connect(peers);
+    connect_sender.join();
+    if (send_error) std::rethrow_exception(send_error);
+    slots.post_all(*receiver);
+  }
+  ~Pair() {
+    receiver->close();  // first: its posted receives are expected leftovers, not a failure
+    sender->close();
+  }
+
+  Result stream(const Plan& p, const net::JobShape& shape, std::uint64_t bytes) {
     std::vector<double> send_cpu;
+    std::exception_ptr send_error;
     std::thread s([&] {
       try {
         send_cpu = send_stream(*sender, shape, p, bytes);
@@ -253,12 +266,28 @@ int run_in_process(const Plan& p, const std::string& host, bool with_raw, std::o
     s.join();
     if (send_error) std::rethrow_exception(send_error);
     r.send_cpu_per_gb = send_cpu;
-    Baselines base{iperf, std::nullopt};
-    if (with_raw) base.raw_tcp = median(bench::raw_tcp_gbps(host, bytes, p.depth, p.reps, p.seconds));
-    print_result("in-process", host, p, bytes, r, base);
+    return r;
   }
-  receiver->close();  // first: its posted receives are expected leftovers, not a failure
-  sender->close();
+};
+
+// For every block size: the plain transport, TLS when asked, then the plain-TCP
+// baseline, one after the other in this run, so their ratios compare like with like.
+int run_in_process(const Plan& p, const std::string& host, bool with_raw, std::optional<double> iperf,
+                   const std::vector<bool>& tls_modes) {
+  const net::JobShape shape = shape_for(p);
+  std::vector<std::unique_ptr<Pair>> pairs;
+  for (bool tls : tls_modes) pairs.push_back(std::make_unique<Pair>(p, shape, host, tls));
+  for (auto bytes : p.block_bytes) {
+    std::optional<double> raw;
+    if (with_raw) raw = median(bench::raw_tcp_gbps(host, bytes, p.depth, p.reps, p.seconds));
+    std::optional<double> plain;
+    for (auto& pair : pairs) {
+      logger("bench")->info("{}-byte blocks, {} reps{}", bytes, p.reps, pair->tls ? ", TLS" : "");
+      const Result r = pair->stream(p, shape, bytes);
+      print_result("in-process", host, p, bytes, r, Baselines{iperf, raw}, pair->tls, pair->tls ? plain : std::nullopt);
+      if (!pair->tls) plain = median(r.gbps);
+    }
+  }
   return 0;
 }
 
@@ -271,14 +300,14 @@ net::PeerAddress parse_peer(const std::string& s) {
 }
 
 int run_two_process(const Plan& p, const std::string& role, const std::string& host, std::int64_t port,
-                    const std::string& peer, const std::string& token_file) {
+                    const std::string& peer, const std::string& token_file, bool tls) {
   if (role != "send" && role != "recv") throw InvalidArgument("--role must be send or recv, got '" + role + "'");
   if (port < 1 || port > 65535) throw InvalidArgument("--role needs --port (1..65535) to listen on");
   const net::JobShape shape = shape_for(p);
   const int rank = role == "send" ? 0 : 1;
   set_log_rank(rank);
   RecvSlots slots(p);
-  auto t = net::make_tcp_transport(config(rank, shape, host, static_cast<std::uint16_t>(port), net::load_secret(token_file)));
+  auto t = net::make_tcp_transport(config(rank, shape, host, static_cast<std::uint16_t>(port), net::load_secret(token_file), tls));
   std::vector<net::PeerAddress> peers(2);
   peers[static_cast<std::size_t>(1 - rank)] = parse_peer(peer);
   peers[static_cast<std::size_t>(rank)] = {host, static_cast<std::uint16_t>(port)};
@@ -288,7 +317,7 @@ int run_two_process(const Plan& p, const std::string& role, const std::string& h
     if (rank == 0) {
       send_stream(*t, shape, p, bytes);
     } else {
-      print_result("two-process", host, p, bytes, recv_stream(*t, p, bytes, slots), Baselines{});
+      print_result("two-process", host, p, bytes, recv_stream(*t, p, bytes, slots), Baselines{}, tls);
     }
   }
   t->close();
@@ -315,7 +344,8 @@ int ringattn::cli::bench_transport_main(const std::vector<std::string>& argv) {
       .option("role", "send|recv", "run one side of a two-process measurement")
       .option("port", "N", "with --role: port to listen on")
       .option("peer", "HOST:PORT", "with --role: the other side's address")
-      .option("token-file", "FILE", "with --role: shared secret file (else RINGATTN_TOKEN)");
+      .option("token-file", "FILE", "with --role: shared secret file (else RINGATTN_TOKEN)")
+      .option("tls", "off|on|both", "encryption in transit: both measures plain and TLS in this run (--role: off or on)", "both");
   if (!a.parse(argv)) return 0;
   Plan p;
   p.command = bench::shell_command("bench transport", argv);
@@ -331,9 +361,13 @@ int ringattn::cli::bench_transport_main(const std::vector<std::string>& argv) {
   if (auto c = a.maybe("count")) p.count = cli::parse_count(*c, "--count");
   if (p.reps < 1 || p.depth < 1 || p.seconds <= 0) throw InvalidArgument("--reps, --depth and --seconds must be positive");
   const std::string host = a.str("host");
-  if (auto role = a.maybe("role"))
+  const std::string tls = a.str("tls");
+  if (tls != "off" && tls != "on" && tls != "both") throw InvalidArgument("--tls must be off, on or both, got '" + tls + "'");
+  if (auto role = a.maybe("role")) {
+    if (tls == "both") throw InvalidArgument("--role measures one side of one mode: --tls off or --tls on");
     return run_two_process(p, *role, host, a.has("port") ? a.int64("port") : 0, a.str("peer"),
-                           a.maybe("token-file").value_or(""));
+                           a.maybe("token-file").value_or(""), tls == "on");
+  }
   std::optional<double> iperf;
   if (!a.has("no-iperf")) {
     const int secs = std::max(1, static_cast<int>(p.seconds + 0.5));
@@ -345,5 +379,8 @@ int ringattn::cli::bench_transport_main(const std::vector<std::string>& argv) {
     else
       logger("bench")->warn("no iperf3 baseline ({} missing or failing)", bench::kIperf3Path);
   }
-  return run_in_process(p, host, !a.has("no-raw"), iperf);
+  std::vector<bool> modes;
+  if (tls != "on") modes.push_back(false);
+  if (tls != "off") modes.push_back(true);
+  return run_in_process(p, host, !a.has("no-raw"), iperf, modes);
 }
