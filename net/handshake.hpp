@@ -1,28 +1,44 @@
 // The connection handshake: HELLO (who I am, what job) then AUTH (proof of the shared
 // secret), mutual, on every connection. Pure functions; the socket side is in tcp/.
 //
-// Sequence (both sides act the same way, so neither waits on the other's decision):
-//   1. each side sends HELLO{ring id, rank, world, link, job shape, fresh 32-byte nonce};
-//   2. each side decodes the peer's HELLO and compares it with its own (compare_hello);
-//      on a mismatch it sends ERROR("<which field differs>") and gives up;
-//   3. each side sends AUTH = HMAC-SHA256(secret, label | role | HELLO_initiator | HELLO_acceptor);
-//   4. each side checks the peer's AUTH in constant time; on failure it sends
-//      ERROR("authentication failed") and gives up. A side that receives ERROR instead of
-//      the next expected frame reports the peer's text.
+// Sequence (protocol version 2):
+//   1. the initiator (the dialling rank) sends HELLO{ring id, rank, world, link, job shape,
+//      fresh 32-byte nonce}; the acceptor answers a well-formed HELLO with its own, and
+//      says nothing at all to a connection that does not start with one;
+//   2. the initiator proves first: AUTH = HMAC-SHA256(secret, label | role | HELLO_initiator
+//      | HELLO_acceptor); the acceptor checks it in constant time and only then sends its
+//      own proof, so a client without the secret never receives one (no offline guessing
+//      from an acceptor's answer); on failure it sends ERROR(auth) and drops the
+//      connection;
+//   3. with both sides authenticated, each compares the HELLOs (compare_hello); a
+//      disagreement (ring id, world, rank, job shape) is a configuration error of the
+//      ring: ERROR(mismatch, "<field> differs ...") and both sides fail.
+// A side that receives ERROR instead of the next expected frame reports the peer's text.
+// With TLS (net/tcp/tls.hpp) all of this runs inside the TLS session.
 //
-// Threat model. The handshake AUTHENTICATES PEERS: a process that does not hold the ring's
-// shared secret cannot complete a connection, in either direction, so it can neither feed
-// blocks into the ring nor receive them. The proof binds both fresh nonces (no replay of a
-// recorded handshake), the role of the prover (no reflecting a proof back at its sender)
-// and both HELLOs (no splicing of job parameters). The secret never travels; HMAC is OpenSSL's.
-// It does NOT ENCRYPT OR INTEGRITY-PROTECT TENSORS: after the handshake frames travel in
-// clear, and the CRC32C catches accidents, not attackers. Someone who can read or modify
-// traffic on the path can read the tensors or tamper with them, or hijack an established
-// TCP connection. Run rings on a private network or inside WireGuard/IPsec when that
-// matters. Anyone who can reach a listening port can make the job fail (denial of service)
-// by presenting a bad HELLO; they cannot make it compute on their data. A captured
-// handshake allows an offline guessing attack on a weak secret: use a random secret of
-// at least 16 bytes (generate_secret() in secret.hpp).
+// Threat model — plain TCP (the default). The handshake AUTHENTICATES PEERS: a process
+// that does not hold the ring's shared secret cannot complete a connection, in either
+// direction, so it can neither feed blocks into the ring nor receive them, and it cannot
+// make a ring fail: an acceptor drops connections that do not prove the secret (each
+// under its own short deadline, while it keeps serving the others), and only an
+// authenticated peer's disagreement fails the ring. The proof binds both fresh nonces (no
+// replay of a recorded handshake), the role of the prover (no reflecting a proof back at
+// its sender) and both HELLOs (no splicing of job parameters). The secret never travels;
+// HMAC is OpenSSL's. HELLO fields (ring id, ranks, world size, job shape) are not secret.
+// It does NOT ENCRYPT OR INTEGRITY-PROTECT TENSORS: after the handshake, frames travel in
+// clear and the CRC32C catches accidents, not attackers: someone on the path can read the
+// tensors, rewrite a block and its CRC, or hijack an established TCP connection. A
+// passive observer of a handshake can test guesses of a weak secret offline: secrets are
+// at least 16 bytes (load_secret refuses shorter ones; generate_secret() makes 32).
+//
+// Threat model — TLS (--tls). Every connection is TLS 1.3 keyed by a PSK derived from the
+// secret, with an ephemeral (EC)DHE exchange: tensors and frames are encrypted and
+// integrity-protected (AES-GCM), so an on-path attacker can neither read nor change them
+// undetected, nor hijack a connection; traffic recorded today stays secret if the token
+// leaks later (forward secrecy). What remains: anyone who can reach a port can open
+// connections (each costs a handshake deadline and a slot of 64), and traffic analysis
+// (sizes, timing) is not hidden. In both modes the token is the root of trust: guard the
+// token file (mode 0600) like an ssh key.
 #pragma once
 
 #include <array>
