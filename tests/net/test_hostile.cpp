@@ -265,3 +265,90 @@ TEST_CASE("tls: a ring with encryption in transit moves blocks intact; a plain p
     CHECK(tls.find("TLS") != std::string::npos);
   }
 }
+
+namespace {
+
+// A TCP proxy on the path between two ranks that forwards everything and, once
+// `flip_at` bytes have passed from the dialler to the listener, flips one bit: the
+// on-path attacker of the threat model.
+class TamperingProxy {
+ public:
+  TamperingProxy(std::uint16_t target, std::size_t flip_at) : target_(target), flip_at_(flip_at) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~TamperingProxy() {
+    stop_ = true;
+    thread_.join();
+  }
+  std::uint16_t port() const { return listener_.port(); }
+  bool flipped() const { return flipped_; }
+
+ private:
+  void run() {
+    Fd client;
+    try {
+      client = listener_.accept(milliseconds(10000));
+    } catch (...) {
+      return;
+    }
+    Fd server = raw_dial(target_);
+    std::size_t passed = 0;
+    std::vector<std::byte> buf(64 * 1024);
+    while (!stop_) {
+      pollfd p[2] = {{client.get(), POLLIN, 0}, {server.get(), POLLIN, 0}};
+      if (::poll(p, 2, 50) <= 0) continue;
+      for (int i = 0; i < 2; ++i) {
+        if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        const int from = i == 0 ? client.get() : server.get(), to = i == 0 ? server.get() : client.get();
+        const ssize_t n = ::recv(from, buf.data(), buf.size(), MSG_DONTWAIT);
+        if (n <= 0) return;
+        if (i == 0 && !flipped_ && passed + static_cast<std::size_t>(n) > flip_at_) {
+          buf[flip_at_ - passed] ^= std::byte{0x01};
+          flipped_ = true;
+        }
+        if (i == 0) passed += static_cast<std::size_t>(n);
+        try {
+          send_all(to, std::span(buf).first(static_cast<std::size_t>(n)));
+        } catch (...) {
+          return;
+        }
+      }
+    }
+  }
+  RawListener listener_;
+  std::uint16_t target_;
+  std::size_t flip_at_;
+  std::atomic<bool> stop_{false}, flipped_{false};
+  std::thread thread_;
+};
+
+}  // namespace
+
+TEST_CASE("tls: a bit flipped on the path is detected and fails the connection, never reaching the data") {
+  // Rank 0 dials rank 1 through the proxy; the flip lands in the first data frame.
+  Ring ring;
+  for (int r = 0; r < 2; ++r) {
+    TransportConfig c = make_config(r, 2, milliseconds(3000));
+    c.tls = true;
+    ring.push_back(make_tcp_transport(c));
+  }
+  TamperingProxy proxy(ring[1]->listen_port(), 4000);  // past the TLS and ringattn handshakes
+  std::vector<PeerAddress> peers = {{"127.0.0.1", ring[0]->listen_port()}, {"127.0.0.1", proxy.port()}};
+  const auto errors = run_ranks(2, [&](int r) { ring[static_cast<std::size_t>(r)]->connect(peers); });
+  for (const auto& e : errors) REQUIRE(message_of(e) == "");
+  const JobShape shape = small_shape();
+  std::vector<float> a(kv_block_bytes(shape, 64) / 4, 1.0f), b(a.size(), 0.0f);
+  Request s = ring[0]->isend(kv_block_header(shape, 1, 0, 64), bytes_of(a, a.size()));
+  Request q = ring[1]->irecv(std::as_writable_bytes(std::span(b)));
+  std::string m;
+  try {
+    ring[1]->wait(q);
+  } catch (const NetworkError& e) {
+    m = e.what();
+  }
+  INFO(m);
+  CHECK(proxy.flipped());
+  CHECK(m.find("predecessor rank 0") != std::string::npos);  // the tampered link fails,
+  CHECK(m.find("bad record mac") != std::string::npos);      // because the record's MAC did not verify
+  close_all(ring);
+}
