@@ -39,7 +39,7 @@
 #include "kernels/non_finite.hpp"
 #include "kernels/visible_range.hpp"
 #include "ringattn/error.hpp"
-#include "ringattn/log.hpp"
+#include "core/logger.hpp"
 
 namespace ringattn {
 

@@ -2,10 +2,10 @@
 //   0 success, 1 a ringattn::Error (bad input, peer or protocol failure; verify: a
 //   result outside the tolerance), 2 usage, 3 an unexpected exception.
 // `ringattn help [command]` and `ringattn <group>` (e.g. `ringattn bench`) print usage.
-#include <spdlog/cfg/env.h>
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -46,10 +46,13 @@ void print_usage(std::FILE* to) {
 void print_group_usage(const std::string& group, std::FILE* to) {
   std::fprintf(to, "usage: ringattn %s <kind> [options]   (ringattn %s <kind> --help for details)\n\n%s commands:\n",
                group.c_str(), group.c_str(), group.c_str());
-  for (const auto& c : kCommands)
-    if (words_of(c) == 2 && std::string(c.name).rfind(group + " ", 0) == 0)
+  for (const auto& c : kCommands) {
+    const std::string_view name = c.name;
+    if (words_of(c) == 2 && name.size() > group.size() && name.substr(0, group.size()) == group && name[group.size()] == ' ')
       std::fprintf(to, "  %-16s %s\n", c.name, c.summary);
-  std::fputs(("\n" + std::string(ringattn::cli::exit_codes_help())).c_str(), to);
+  }
+  std::fputc('\n', to);
+  std::fputs(std::string(ringattn::cli::exit_codes_help()).c_str(), to);
 }
 
 // The command named by the first one or two words of args (the longest match wins).
@@ -91,7 +94,13 @@ int ringattn::cli::version_main(const std::vector<std::string>& argv) {
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   ringattn::set_log_rank(-1);  // `node` switches to its rank once it knows it
-  spdlog::cfg::load_env_levels();  // SPDLOG_LEVEL; a command's --log-level overrides it
+  if (const char* env = std::getenv("SPDLOG_LEVEL")) {  // a command's --log-level overrides it
+    try {
+      ringattn::set_log_levels(env);
+    } catch (const ringattn::Error& e) {
+      std::fprintf(stderr, "ringattn: ignoring SPDLOG_LEVEL: %s\n", e.what());
+    }
+  }
   if (args.empty()) {
     print_usage(stderr);
     return 2;

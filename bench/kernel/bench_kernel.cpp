@@ -19,10 +19,10 @@
 #include "bench/common/shell_command.hpp"
 #include "bench/common/timing.hpp"
 #include "kernels/matmul_cache.hpp"
-#include "kernels/random_inputs.hpp"
+#include "src/oracle/random_inputs.hpp"
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
-#include "ringattn/log.hpp"
+#include "core/logger.hpp"
 #include "src/cli/args.hpp"
 #include "src/cli/json_object.hpp"
 
@@ -64,13 +64,13 @@ struct Inputs {
 
 Inputs make_inputs(const Case& c) {
   Inputs in;
-  in.q = kernels::random_normal(static_cast<std::size_t>(c.b * c.heads * c.head_dim), 42);
-  in.k = kernels::random_normal(static_cast<std::size_t>(c.b * c.kv_heads * c.head_dim), 43);
-  in.v = kernels::random_normal(static_cast<std::size_t>(c.b * c.kv_heads * c.head_dim), 44);
+  in.q = oracle::random_normal(static_cast<std::size_t>(c.b * c.heads * c.head_dim), 42);
+  in.k = oracle::random_normal(static_cast<std::size_t>(c.b * c.kv_heads * c.head_dim), 43);
+  in.v = oracle::random_normal(static_cast<std::size_t>(c.b * c.kv_heads * c.head_dim), 44);
   if (c.dtype == DType::bf16) {
-    in.qh = kernels::round_to_bf16(in.q);
-    in.kh = kernels::round_to_bf16(in.k);
-    in.vh = kernels::round_to_bf16(in.v);
+    in.qh = oracle::round_to_bf16(in.q);
+    in.kh = oracle::round_to_bf16(in.k);
+    in.vh = oracle::round_to_bf16(in.v);
   }
   return in;
 }

@@ -33,7 +33,7 @@
 #include "bench/overlap/overlap_worker.hpp"
 #include "net/secret.hpp"
 #include "ringattn/error.hpp"
-#include "ringattn/log.hpp"
+#include "core/logger.hpp"
 #include "src/cli/args.hpp"
 #include "src/run/child_process.hpp"
 

@@ -24,7 +24,7 @@
 #include "net/transport.hpp"
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
-#include "ringattn/log.hpp"
+#include "core/logger.hpp"
 #include "src/ring/layout.hpp"
 
 namespace ringattn::bench::overlap {

@@ -50,7 +50,7 @@
 #include "bench/common/shell_command.hpp"
 #include "bench/ring/single_process_baseline.hpp"
 #include "ringattn/error.hpp"
-#include "ringattn/log.hpp"
+#include "core/logger.hpp"
 #include "src/cli/args.hpp"
 #include "src/cli/json_object.hpp"
 #include "src/io/npy_writer.hpp"

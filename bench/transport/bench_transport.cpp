@@ -30,7 +30,7 @@
 #include "net/secret.hpp"
 #include "net/transport.hpp"
 #include "ringattn/error.hpp"
-#include "ringattn/log.hpp"
+#include "core/logger.hpp"
 #include "src/cli/args.hpp"
 #include "src/cli/json_object.hpp"
 

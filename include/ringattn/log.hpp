@@ -1,31 +1,35 @@
-// ringattn — named spdlog loggers ("net", "ring", "kern", "node", "cli"), every line
-// prefixed with the rank of the process. Header-only so kernels/ and net/ can log
-// without depending on each other or on src/.
+// ringattn — what the library logs, and where it goes.
+//
+// The library writes a few lines of its own (a connection made, a peer dropped, a ring
+// failed, the kernel's ISA path) through loggers named "net", "ring", "kern", "node"...
+// By default they go to stderr as "[hh:mm:ss.mmm] [rank R] [net] warning: message". A
+// program with its own logging hands the library a sink instead. The library never
+// changes the level, pattern or sinks of any logger but its own.
 #pragma once
 
-#include <memory>
-#include <string>
-
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
+#include <functional>
+#include <string_view>
 
 namespace ringattn {
 
-// The logger called `name`, created on first use (writes to stderr).
-inline std::shared_ptr<spdlog::logger> logger(const std::string& name) {
-  if (auto l = spdlog::get(name)) return l;
-  try {
-    return spdlog::stderr_color_mt(name);
-  } catch (const spdlog::spdlog_ex&) {  // another thread created it first
-    return spdlog::get(name);
-  }
-}
+enum class LogLevel : int { trace = 0, debug = 1, info = 2, warn = 3, error = 4, off = 5 };
 
-// Every logger, existing and future, prefixes its lines with this rank ("-" before a
-// rank is known, e.g. in the coordinator).
-inline void set_log_rank(int rank) {
-  const std::string who = rank < 0 ? std::string("coord") : "rank " + std::to_string(rank);
-  spdlog::set_pattern("[%H:%M:%S.%e] [" + who + "] [%n] %^%l%$: %v");
-}
+std::string_view to_string(LogLevel level);  // "trace", ..., "off"
+// "trace", "debug", "info", "warn"/"warning", "error"/"err", "critical", "off"; throws
+// InvalidArgument naming `what` and the value otherwise.
+LogLevel parse_log_level(std::string_view text, std::string_view what = "log level");
+
+// Receives every line at or above the level (from any thread, one line at a time).
+using LogSink = std::function<void(LogLevel level, std::string_view logger, std::string_view message)>;
+void set_log_sink(LogSink sink);  // an empty function: back to stderr
+
+void set_log_level(LogLevel level);                           // every logger (default: info)
+void set_log_level(std::string_view logger, LogLevel level);  // one logger, e.g. "net"
+// spdlog's SPDLOG_LEVEL syntax: "warn" or "warn,net=debug,kern=off".
+void set_log_levels(std::string_view spec);
+LogLevel log_level();
+
+// The rank shown in the stderr format (-1 shows "coord": a launcher, before ranks exist).
+void set_log_rank(int rank);
 
 }  // namespace ringattn

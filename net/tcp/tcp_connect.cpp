@@ -10,7 +10,7 @@
 
 #include "net/tcp/coroutines.hpp"
 #include "ringattn/error.hpp"
-#include "ringattn/log.hpp"
+#include "core/logger.hpp"
 
 namespace ringattn::net::tcp {
 namespace {
@@ -152,8 +152,8 @@ asio::awaitable<void> TcpTransport::serve_incoming(Socket socket) {
   const std::string from = remote_text(socket);
   Stream stream = make_stream(std::move(socket), Role::acceptor);
   HandshakeResult r = co_await run_handshake(stream, handshake_params(Role::acceptor, predecessor_, stream, from));
-  handshake_done(stream);
-  if (!accepting_ || (!r.ok() && gave_up())) co_return;
+  const bool aborted = handshake_done(stream);  // ended by this rank giving up: nothing to report
+  if (!accepting_ || (!r.ok() && aborted)) co_return;
   if (r.ok()) {
     const int peer = static_cast<int>(r.peer.rank);
     if (in_links_.count(peer) != 0) {
@@ -271,6 +271,7 @@ void TcpTransport::abort_connect_phase(const std::optional<ErrorInfo>& why) {
   dial_aborted_ = true;
   backoff_timer_.cancel();
   for (auto& [stream, h] : handshaking_) {
+    h.aborted = true;
     if (h.abort && why) {
       *h.abort = why;
       stream->cancel();  // the handshake tells its peer why, then closes

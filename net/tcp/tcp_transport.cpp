@@ -13,7 +13,7 @@
 #include "net/self_transport.hpp"
 #include "net/tcp/coroutines.hpp"
 #include "ringattn/error.hpp"
-#include "ringattn/log.hpp"
+#include "core/logger.hpp"
 
 namespace ringattn::net {
 
@@ -187,7 +187,16 @@ Request TcpTransport::post(std::shared_ptr<PendingOp> op, Link* link) {
   std::lock_guard lock(mu_);
   switch (phase_) {
     case Phase::connected:
-      asio::post(io_, [op, link] { link->post(op); });
+      asio::post(io_, [this, op, link] {
+        {
+          std::lock_guard l(mu_);  // failed meanwhile: the op gets the cause, not "link closed"
+          if (phase_ == Phase::failed) {
+            op->complete(failure_);
+            return;
+          }
+        }
+        link->post(op);
+      });
       break;
     case Phase::failed: op->complete(failure_); break;
     case Phase::closed: op->complete(prefix() + "the transport was closed"); break;

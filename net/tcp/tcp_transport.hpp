@@ -76,7 +76,13 @@ class TcpTransport final : public RingTransport {
   void shutdown_links(const std::string& cause, const std::optional<ErrorInfo>& error);
   Hello hello_template() const;
   HandshakeParams handshake_params(Role role, int expected_rank, Stream& stream, std::string from);
-  void handshake_done(Stream& stream) { handshaking_.erase(&stream); }
+  // Unregisters the stream; true if this rank aborted its handshake.
+  bool handshake_done(Stream& stream) {
+    auto it = handshaking_.find(&stream);
+    const bool aborted = it != handshaking_.end() && it->second.aborted;
+    if (it != handshaking_.end()) handshaking_.erase(it);
+    return aborted;
+  }
   std::string prefix() const { return "rank " + std::to_string(config_.rank) + ": "; }
 
   // Caller threads.
@@ -107,6 +113,7 @@ class TcpTransport final : public RingTransport {
   struct Handshaking {
     std::string from;  // remote address (or the dial target)
     std::shared_ptr<std::optional<ErrorInfo>> abort;
+    bool aborted = false;  // ended by abort_connect_phase, not by the peer
   };
   std::map<Stream*, Handshaking> handshaking_;  // streams in a handshake, cancelled on abort
   asio::steady_timer backoff_timer_;

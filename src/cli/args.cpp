@@ -1,7 +1,5 @@
 #include "src/cli/args.hpp"
 
-#include <spdlog/details/registry.h>
-#include <spdlog/spdlog.h>
 
 #include <array>
 #include <cstdio>
@@ -9,6 +7,7 @@
 #include <sstream>
 
 #include "ringattn/error.hpp"
+#include "ringattn/log.hpp"
 
 namespace ringattn::cli {
 
@@ -146,28 +145,7 @@ std::string_view exit_codes_help() {
 }
 
 void set_log_level(std::string_view level, std::string_view what) {
-  using spdlog::level::level_enum;
-  struct Name {
-    std::string_view name;
-    level_enum level;
-  };
-  static constexpr std::array<Name, 9> kNames = {{{"trace", level_enum::trace},
-                                                  {"debug", level_enum::debug},
-                                                  {"info", level_enum::info},
-                                                  {"warn", level_enum::warn},
-                                                  {"warning", level_enum::warn},
-                                                  {"error", level_enum::err},
-                                                  {"err", level_enum::err},
-                                                  {"critical", level_enum::critical},
-                                                  {"off", level_enum::off}}};
-  for (const auto& n : kNames) {
-    if (n.name != level) continue;
-    level_enum l = n.level;
-    spdlog::details::registry::instance().set_levels({}, &l);  // drop per-logger levels: the flag wins
-    return;
-  }
-  throw InvalidArgument(std::string(what) + " expects trace, debug, info, warn, error or off, got '" +
-                        std::string(level) + "'");
+  ringattn::set_log_level(parse_log_level(level, what));  // every logger: the flag wins over SPDLOG_LEVEL
 }
 
 namespace {

@@ -5,7 +5,7 @@
 // InvalidArgument naming the option, so every subcommand fails the same way.
 //
 // Every command also takes the common options --log-level LEVEL and --quiet, handled
-// here: parse() sets spdlog's level, so a command needs no code of its own for them.
+// here: parse() sets the library's log level, so a command needs no code of its own for them.
 // The level given on the command line wins over SPDLOG_LEVEL (read once by main).
 #pragma once
 
@@ -32,7 +32,7 @@ class Args {
   Args& epilogue(std::string text);
 
   // Returns false if --help was given (help already printed to stdout). Applies
-  // --log-level / --quiet to spdlog.
+  // --log-level / --quiet to the log level (ringattn/log.hpp).
   bool parse(const std::vector<std::string>& argv);
 
   bool has(std::string_view name) const;             // flag given / option given
@@ -63,7 +63,7 @@ class Args {
 // The exit codes of every command, as printed at the end of every --help.
 std::string_view exit_codes_help();
 
-// Sets the level of every spdlog logger, existing and future, to `level` (trace,
+// Sets the level of every ringattn logger, existing and future, to `level` (trace,
 // debug, info, warn, error or off), replacing per-logger levels from SPDLOG_LEVEL.
 // Throws InvalidArgument naming `what` for an unknown level.
 void set_log_level(std::string_view level, std::string_view what = "--log-level");

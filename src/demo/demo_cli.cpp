@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "bench/common/timing.hpp"
-#include "kernels/random_inputs.hpp"
-#include "kernels/reference.hpp"
+#include "src/oracle/random_inputs.hpp"
+#include "src/oracle/reference.hpp"
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
 #include "src/cli/args.hpp"
@@ -39,15 +39,15 @@ int demo_main(const std::vector<std::string>& argv) {
   BlockAttention attn(cfg);  // validates the shape before anything is allocated
 
   auto make = [&](std::int64_t heads, unsigned seed) {
-    return kernels::random_normal(static_cast<std::size_t>(n * heads * cfg.head_dim), seed);
+    return oracle::random_normal(static_cast<std::size_t>(n * heads * cfg.head_dim), seed);
   };
   auto q = make(cfg.heads, 1), k = make(cfg.kv_heads, 2), v = make(cfg.kv_heads, 3);
   std::vector<std::uint16_t> qh, kh, vh;
   const bool bf16 = cfg.dtype == DType::bf16;
   if (bf16) {  // the reference sees what the kernel sees
-    qh = kernels::round_to_bf16(q);
-    kh = kernels::round_to_bf16(k);
-    vh = kernels::round_to_bf16(v);
+    qh = oracle::round_to_bf16(q);
+    kh = oracle::round_to_bf16(k);
+    vh = oracle::round_to_bf16(v);
   }
   const void* qp = bf16 ? static_cast<const void*>(qh.data()) : q.data();
   const void* kp = bf16 ? static_cast<const void*>(kh.data()) : k.data();
@@ -64,7 +64,7 @@ int demo_main(const std::vector<std::string>& argv) {
   finalize(st, out.data(), lse.data());
 
   std::vector<double> ref(out.size()), ref_lse(lse.size());
-  kernels::dense_attention_f64({cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.mask, 0.0}, q.data(), pos, k.data(),
+  oracle::dense_attention_f64({cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.mask, 0.0}, q.data(), pos, k.data(),
                                v.data(), pos, ref.data(), ref_lse.data());
   double err = 0, err_lse = 0;
   for (std::size_t i = 0; i < out.size(); ++i) err = std::fmax(err, std::fabs(out[i] - ref[i]));

@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "ringattn/error.hpp"
-#include "ringattn/log.hpp"
+#include "core/logger.hpp"
 
 namespace ringattn::node {
 

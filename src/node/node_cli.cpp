@@ -31,7 +31,7 @@
 #include "net/secret.hpp"
 #include "net/transport.hpp"
 #include "ringattn/error.hpp"
-#include "ringattn/log.hpp"
+#include "core/logger.hpp"
 #include "src/io/finite_check.hpp"
 #include "src/io/npy_reader.hpp"
 #include "src/io/npy_writer.hpp"

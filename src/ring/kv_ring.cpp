@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "ringattn/error.hpp"
-#include "ringattn/log.hpp"
+#include "core/logger.hpp"
 
 namespace ringattn::ring {
 

@@ -18,7 +18,7 @@
 
 #include "net/secret.hpp"
 #include "ringattn/error.hpp"
-#include "ringattn/log.hpp"
+#include "core/logger.hpp"
 #include "src/cli/commands.hpp"
 #include "src/io/npy_reader.hpp"
 #include "src/io/npy_writer.hpp"

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/random_inputs.hpp"
-#include "kernels/reference.hpp"
+#include "src/oracle/random_inputs.hpp"
+#include "src/oracle/reference.hpp"
 #include "ringattn/error.hpp"
 #include "src/cli/json_object.hpp"
 #include "src/io/npy_reader.hpp"
@@ -173,8 +173,8 @@ int verify(cli::Args& a, const std::vector<std::string>& argv) {
 
   const auto seed = static_cast<unsigned>(a.int64("seed"));
   auto make = [&](std::int64_t heads, unsigned salt) {
-    auto x = kernels::random_normal(static_cast<std::size_t>(n * heads * d), seed * 3 + salt);
-    if (job.attention.dtype == DType::bf16) kernels::round_to_bf16(x);  // the reference sees what the ring sees
+    auto x = oracle::random_normal(static_cast<std::size_t>(n * heads * d), seed * 3 + salt);
+    if (job.attention.dtype == DType::bf16) oracle::round_to_bf16(x);  // the reference sees what the ring sees
     return x;
   };
   const auto q = make(h, 0), k = make(kvh, 1), v = make(kvh, 2);
@@ -193,7 +193,7 @@ int verify(cli::Args& a, const std::vector<std::string>& argv) {
   const auto o = io::read_npy(opts.out_path).data, lse = io::read_npy(opts.lse_path).data;
   std::vector<double> ref(o.size()), ref_lse(lse.size());
   const auto all = Positions::contiguous(0, n);
-  kernels::dense_attention_f64({h, kvh, d, job.attention.mask, 0.0}, q.data(), all, k.data(), v.data(), all, ref.data(),
+  oracle::dense_attention_f64({h, kvh, d, job.attention.mask, 0.0}, q.data(), all, k.data(), v.data(), all, ref.data(),
                                ref_lse.data());
   double err = 0, err_lse = 0;
   auto worst = [](double& e, double d) {  // a NaN difference is the worst, not skipped as by fmax

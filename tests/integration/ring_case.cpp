@@ -6,7 +6,7 @@
 #include <random>
 #include <stdexcept>
 
-#include "kernels/reference.hpp"
+#include "src/oracle/reference.hpp"
 #include "ringattn/block_attention.hpp"
 #include "src/io/npy_reader.hpp"
 #include "src/io/npy_writer.hpp"
@@ -63,7 +63,7 @@ Reference dense_reference(const Inputs& in, Mask mask) {
   r.o.resize(in.q.size());
   r.lse.resize(static_cast<std::size_t>(s.tokens * s.heads));
   const auto all = Positions::contiguous(0, s.tokens);
-  kernels::dense_attention_f64({s.heads, s.kv_heads, s.head_dim, mask, 0.0}, in.q.data(), all, in.k.data(),
+  oracle::dense_attention_f64({s.heads, s.kv_heads, s.head_dim, mask, 0.0}, in.q.data(), all, in.k.data(),
                                in.v.data(), all, r.o.data(), r.lse.data());
   return r;
 }

@@ -15,7 +15,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/reference.hpp"
+#include "src/oracle/reference.hpp"
 #include "src/ring/layout.hpp"
 #include "tests/integration/ring_case.hpp"
 
@@ -67,7 +67,7 @@ Reference local_positions_answer(const Inputs& in, ring::Layout layout, int node
       const auto k = gather_rows(in.k, kvd, krows), v = gather_rows(in.v, kvd, krows);
       const Positions kp = k_local ? Positions::contiguous(0, kg.size()) : kg;
       std::vector<double> o(acc_o.size()), lse(acc_lse.size());
-      kernels::dense_attention_f64({s.heads, s.kv_heads, s.head_dim, mask, 0.0}, q.data(), qp, k.data(), v.data(), kp,
+      oracle::dense_attention_f64({s.heads, s.kv_heads, s.head_dim, mask, 0.0}, q.data(), qp, k.data(), v.data(), kp,
                                    o.data(), lse.data());
       merge_partial(acc_o, acc_lse, o, lse, static_cast<std::size_t>(s.head_dim));
     }

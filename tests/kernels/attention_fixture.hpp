@@ -7,16 +7,16 @@
 #include <random>
 #include <vector>
 
-#include "kernels/random_inputs.hpp"
-#include "kernels/reference.hpp"
+#include "src/oracle/random_inputs.hpp"
+#include "src/oracle/reference.hpp"
 #include "ringattn/block_attention.hpp"
 
 namespace fixture {
 
 using namespace ringattn;
 
-using kernels::random_normal;
-using kernels::round_to_bf16;
+using oracle::random_normal;
+using oracle::round_to_bf16;
 
 struct Problem {
   std::int64_t nq, nk, heads, kv_heads, head_dim;
@@ -69,7 +69,7 @@ struct Problem {
   void reference(std::vector<double>& out, std::vector<double>& lse) const {
     out.assign(static_cast<std::size_t>(nq * heads * head_dim), 0);
     lse.assign(static_cast<std::size_t>(nq * heads), 0);
-    kernels::dense_attention_f64({heads, kv_heads, head_dim, mask, 0.0}, q.data(), q_pos(), k.data(), v.data(),
+    oracle::dense_attention_f64({heads, kv_heads, head_dim, mask, 0.0}, q.data(), q_pos(), k.data(), v.data(),
                                  k_pos(0, nk), out.data(), lse.data());
   }
 };

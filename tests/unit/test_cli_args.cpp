@@ -2,7 +2,6 @@
 // subcommand relies on (unknown option, missing value, bad number) naming the option,
 // internal options kept out of --help, and the common --log-level / --quiet.
 #include <doctest/doctest.h>
-#include <spdlog/cfg/env.h>
 #include <spdlog/spdlog.h>
 
 #include <cstdint>
@@ -12,7 +11,7 @@
 #include <vector>
 
 #include "ringattn/error.hpp"
-#include "ringattn/log.hpp"
+#include "core/logger.hpp"
 #include "src/cli/args.hpp"
 #include "src/cli/json_object.hpp"
 
@@ -162,7 +161,7 @@ TEST_SUITE("cli args") {
     auto before = ringattn::logger("cli-test-old");
     Args a = make();
     REQUIRE(a.parse({"--log-level", "debug"}));
-    CHECK(spdlog::get_level() == spdlog::level::debug);
+    CHECK(ringattn::log_level() == ringattn::LogLevel::debug);
     CHECK(before->level() == spdlog::level::debug);
     CHECK(ringattn::logger("cli-test-new")->level() == spdlog::level::debug);
     CHECK(a.log_level() == "debug");
@@ -182,17 +181,17 @@ TEST_SUITE("cli args") {
     REQUIRE(q.parse({"--quiet"}));
     CHECK(q.quiet());
     CHECK(q.log_level() == "error");
-    CHECK(spdlog::get_level() == spdlog::level::err);
+    CHECK(ringattn::log_level() == ringattn::LogLevel::error);
     Args both = make();
     REQUIRE(both.parse({"--quiet", "--log-level", "warn"}));
     CHECK(both.log_level() == "warn");
-    CHECK(spdlog::get_level() == spdlog::level::warn);
+    CHECK(ringattn::log_level() == ringattn::LogLevel::warn);
   }
 
   TEST_CASE("SPDLOG_LEVEL sets the levels; the flag wins over it, per-logger entries included") {
     LogLevelReset reset;
     ::setenv("SPDLOG_LEVEL", "warn,cli-test-env=trace", 1);
-    spdlog::cfg::load_env_levels();
+    ringattn::set_log_levels(std::getenv("SPDLOG_LEVEL"));  // as main() does
     CHECK(ringattn::logger("cli-test-env")->level() == spdlog::level::trace);
     CHECK(ringattn::logger("cli-test-env-other")->level() == spdlog::level::warn);
     Args a = make();

@@ -1,13 +1,13 @@
 // Dense attention in float64, one (query row, head) at a time over its visible keys.
 // Non-finite inputs follow the semantics stated in reference.hpp (and block_attention.hpp):
 // a non-finite score poisons the whole row, a non-finite value one output element.
-#include "kernels/reference.hpp"
+#include "src/oracle/reference.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-namespace ringattn::kernels {
+namespace ringattn::oracle {
 
 void dense_attention_f64(const DenseShape& sh, const float* q, const Positions& q_pos, const float* k,
                          const float* v, const Positions& k_pos, double* out, double* lse) {
@@ -66,4 +66,4 @@ void dense_attention_f64(const DenseShape& sh, const float* q, const Positions& 
   }
 }
 
-}  // namespace ringattn::kernels
+}  // namespace ringattn::oracle

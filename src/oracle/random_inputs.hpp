@@ -8,7 +8,7 @@
 
 #include "ringattn/block_attention.hpp"
 
-namespace ringattn::kernels {
+namespace ringattn::oracle {
 
 // n samples of N(0, 1) from a seeded generator: the same seed gives the same tensor.
 inline std::vector<float> random_normal(std::size_t n, unsigned seed) {
@@ -28,4 +28,4 @@ inline std::vector<std::uint16_t> round_to_bf16(std::vector<float>& x) {
   return h;
 }
 
-}  // namespace ringattn::kernels
+}  // namespace ringattn::oracle

@@ -9,7 +9,7 @@
 #include "ringattn/positions.hpp"
 #include "ringattn/types.hpp"
 
-namespace ringattn::kernels {
+namespace ringattn::oracle {
 
 struct DenseShape {
   std::int64_t heads, kv_heads, head_dim;
@@ -26,4 +26,4 @@ struct DenseShape {
 void dense_attention_f64(const DenseShape& shape, const float* q, const Positions& q_pos, const float* k,
                          const float* v, const Positions& k_pos, double* out, double* lse);
 
-}  // namespace ringattn::kernels
+}  // namespace ringattn::oracle
