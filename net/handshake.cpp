@@ -84,7 +84,7 @@ std::string compare_hello(const Hello& ours, const Hello& theirs, std::uint32_t 
   if (a.head_dim != b.head_dim) return shape_field("head_dim", a.head_dim, b.head_dim);
   if (a.max_block_rows != b.max_block_rows) return shape_field("max_block_rows", a.max_block_rows, b.max_block_rows);
   if (a.dtype != b.dtype)
-    return differs("job shape field 'dtype'", std::string(dtype_name(a.dtype)), std::string(dtype_name(b.dtype)));
+    return differs("job shape field 'dtype'", std::string(to_string(a.dtype)), std::string(to_string(b.dtype)));
   if (a.tokens != b.tokens) return shape_field("tokens", a.tokens, b.tokens);
   if (a.options_digest != b.options_digest) return shape_field("options_digest", a.options_digest, b.options_digest);
   return {};

@@ -51,13 +51,6 @@ std::string_view to_string(FrameKind k) {
   return "KIND(unknown)";
 }
 
-std::string_view dtype_name(DType d) {
-  switch (d) {
-    case DType::f32: return "fp32";
-    case DType::bf16: return "bf16";
-  }
-  return "DTYPE(unknown)";
-}
 
 std::string error_text(std::span<const std::byte> payload) {
   std::string out;
@@ -231,7 +224,7 @@ std::string check_header(const FrameHeader& h, const FrameLimits& l) {
     if (h.cols != l.kv_cols)
       return field("cols", h.cols, "but a KV_BLOCK has kv_heads*head_dim = " + std::to_string(l.kv_cols) + " columns");
     if (h.dtype != l.kv_dtype)
-      return field("dtype", dt, "but the job's wire dtype is " + std::string(dtype_name(l.kv_dtype)));
+      return field("dtype", dt, "but the job's wire dtype is " + std::string(to_string(l.kv_dtype)));
   } else {
     if (h.cols == 0 || h.cols > l.max_state_cols)
       return field("cols", h.cols, "is outside 1.." + std::to_string(l.max_state_cols) + " (heads*(head_dim+2))");

@@ -146,7 +146,6 @@ FrameHeader kv_block_header(const JobShape& shape, std::uint64_t job_id, std::ui
 // Bytes of a K/V block of `rows` tokens: 2 * rows * kv_heads * head_dim * dtype size.
 std::uint64_t kv_block_bytes(const JobShape& shape, std::uint32_t rows);
 
-std::string_view dtype_name(DType d);
 
 // An ERROR payload as text fit for a log line or an exception: bytes outside printable
 // ASCII become '?', so a peer cannot forge log lines or terminal escapes.
