@@ -36,6 +36,34 @@ Positions Positions::strided(std::int64_t first, std::int64_t stride, std::int64
   return Positions({PositionRun{first, stride, count}});
 }
 
+Positions Positions::from_sorted(const std::int64_t* p, std::int64_t n) {
+  std::vector<PositionRun> runs;
+  std::int64_t i = 0;
+  while (i < n) {
+    if (p[i] < 0) throw InvalidArgument("positions: row " + std::to_string(i) + " is " + std::to_string(p[i]) + " < 0");
+    PositionRun r{p[i], 1, 1};
+    if (i + 1 < n) {
+      if (p[i + 1] <= p[i])
+        throw InvalidArgument("positions: row " + std::to_string(i + 1) + " is " + std::to_string(p[i + 1]) +
+                              ", not after row " + std::to_string(i) + "'s " + std::to_string(p[i]) +
+                              " (positions must strictly increase)");
+      r.stride = p[i + 1] - p[i];
+      r.count = 2;
+      while (i + r.count < n && p[i + r.count] - p[i + r.count - 1] == r.stride) ++r.count;
+    }
+    i += r.count;
+    runs.push_back(r);
+  }
+  return Positions(std::move(runs));  // checks the order between runs
+}
+
+void Positions::materialize_into(std::vector<std::int64_t>& out) const {
+  out.resize(static_cast<std::size_t>(size_));
+  std::size_t k = 0;
+  for (const auto& run : runs_)
+    for (std::int64_t i = 0; i < run.count; ++i) out[k++] = run.first + i * run.stride;
+}
+
 std::int64_t Positions::at(std::int64_t r) const {
   for (const auto& run : runs_) {
     if (r < run.count) return run.first + r * run.stride;

@@ -176,6 +176,9 @@ struct BlockAttention::Impl {
   kernels::MatmulCache matmuls;
   std::vector<Scratch> scratch;
   std::vector<std::uint8_t> q_bad;  // [rows, heads]: the q row holds a NaN or inf
+  // Reused from fold to fold (they only grow), so that repeated folds allocate nothing.
+  std::vector<std::int64_t> qpos, kpos;
+  std::vector<std::vector<Piece>> plan;
   int threads = 1;
   std::atomic<std::uint64_t>* progress = nullptr;
 };
@@ -246,8 +249,10 @@ FoldStats BlockAttention::fold(const void* q, const Positions& q_pos, const void
   check_ptr(k, esz, "k");
   check_ptr(v, esz, "v");
 
-  const auto qpos = q_pos.materialize();
-  const auto kpos_all = k_pos.materialize();
+  q_pos.materialize_into(im.qpos);
+  k_pos.materialize_into(im.kpos);
+  const auto& qpos = im.qpos;
+  const auto& kpos_all = im.kpos;
   // Keys are folded in chunks of kChunkKeys: exact (the online softmax does not care how
   // the keys are grouped) and it bounds the packed K/V panels to a chunk, so a node's
   // memory stays O(b d) with a small constant however large the visiting block is.
@@ -284,7 +289,9 @@ FoldStats BlockAttention::Impl::fold_chunk(const void* q, const std::vector<std:
 
   // The plan is the same for every head (positions do not depend on it): per query
   // tile, the pieces to compute. Hidden tiles get none.
-  std::vector<std::vector<Piece>> plan(static_cast<std::size_t>(nqt));
+  auto& plan = im.plan;
+  if (plan.size() < static_cast<std::size_t>(nqt)) plan.resize(static_cast<std::size_t>(nqt));
+  for (auto& pieces : plan) pieces.clear();  // keeps their capacity
   for (std::int64_t qt = 0; qt < nqt; ++qt) {
     const std::int64_t r0 = qt * kTileQ, tq = std::min(kTileQ, nq - r0);
     for (std::int64_t kt = 0; kt < nkt; ++kt) {

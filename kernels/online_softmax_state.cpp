@@ -36,6 +36,18 @@ OnlineSoftmaxState::OnlineSoftmaxState(std::int64_t r, std::int64_t h, std::int6
   o.assign(static_cast<std::size_t>(r * h * d), 0.0f);
 }
 
+void OnlineSoftmaxState::reset(std::int64_t r, std::int64_t h, std::int64_t d) {
+  if (r < 0 || h < 1 || d < 1)
+    throw InvalidArgument("softmax state: bad shape [" + std::to_string(r) + ", " + std::to_string(h) + ", " +
+                          std::to_string(d) + "]");
+  rows = r;
+  heads = h;
+  head_dim = d;
+  m.assign(static_cast<std::size_t>(r * h), kNegInf);
+  l.assign(static_cast<std::size_t>(r * h), 0.0f);
+  o.assign(static_cast<std::size_t>(r * h * d), 0.0f);
+}
+
 void OnlineSoftmaxState::reset() {
   std::fill(m.begin(), m.end(), kNegInf);
   std::fill(l.begin(), l.end(), 0.0f);

@@ -52,22 +52,29 @@
 
 namespace ringattn::net {
 
-// What a connection is for, so an acceptor can file it. Only the ring exists today; the
-// all-to-all and decode schedules will add their own links.
-enum class LinkKind : std::uint8_t { ring = 0 };  // from a rank to its ring successor
+// What a connection is for, so an acceptor can file it.
+enum class LinkKind : std::uint8_t {
+  ring = 0,        // from a rank to its ring successor, made when the ring forms
+  p2p = 1,         // from a rank to any other rank, made on its first send there
+  rendezvous = 2,  // from a rank to the rendezvous (which speaks as rank 0)
+};
+std::string_view to_string(LinkKind k);
+
+// compare_hello's expected_rank for an acceptor that takes any rank of the ring.
+inline constexpr std::uint32_t kAnyRank = 0xFFFFFFFFu;
 
 inline constexpr std::size_t kNonceBytes = 32;
 
 // The HELLO payload (kHelloBytes, little-endian, byte by byte):
-//   0 ring_id u64 | 8 rank u32 | 12 world u32 | 16 link u8 | 17 dtype u8 | 18 reserved u16
-//   20 heads u32 | 24 kv_heads u32 | 28 head_dim u32 | 32 max_block_rows u32 | 36 reserved u32
-//   40 tokens u64 | 48 options_digest u64 | 56 nonce[32]
+//   0 ring_id u64 | 8 rank u32 | 12 world u32 | 16 link u8 | 17 reserved u8 | 18 reserved u16
+//   20 max_heads u32 | 24 max_kv_heads u32 | 28 max_head_dim u32 | 32 max_block_rows u32
+//   36 reserved u32 | 40 reserved u64 | 48 options_digest u64 | 56 nonce[32]
 struct Hello {
   std::uint64_t ring_id = 0;
   std::uint32_t rank = 0;
   std::uint32_t world = 0;
   LinkKind link = LinkKind::ring;
-  JobShape shape;
+  LinkLimits limits;
   std::array<std::byte, kNonceBytes> nonce{};
 };
 
@@ -75,14 +82,14 @@ using HelloBytes = std::array<std::byte, kHelloBytes>;
 
 HelloBytes encode_hello(const Hello& h);
 
-// Parses and checks a HELLO payload on its own (rank < world, known link and dtype,
-// reserved zero). Returns "" or a message naming the bad field.
+// Parses and checks a HELLO payload on its own (rank < world, known link, reserved
+// zero). Returns "" or a message naming the bad field.
 std::string try_decode_hello(std::span<const std::byte> bytes, Hello& out);
 
-// Compares the peer's HELLO with ours: ring id, world size, link, the peer's rank
-// (must be `expected_rank`) and every job shape field. Returns "" or one message naming
-// the first field that differs with both values, e.g.
-// "job shape field 'head_dim' differs: rank 1 has 128, peer rank 0 has 64".
+// Compares the peer's HELLO with ours: ring id, world size, link, the peer's rank (must
+// be `expected_rank`, or any other rank than ours for kAnyRank) and every limit. Returns
+// "" or one message naming the first field that differs with both values, e.g.
+// "ring limit 'max_head_dim' differs: rank 1 has 128, peer rank 0 has 64".
 std::string compare_hello(const Hello& ours, const Hello& theirs, std::uint32_t expected_rank);
 
 enum class Role : std::uint8_t { initiator = 'I', acceptor = 'A' };

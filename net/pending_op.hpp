@@ -2,12 +2,14 @@
 // the progressing side signals exactly once and the caller waits on with a deadline.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <span>
 #include <string>
 
+#include "net/liveness.hpp"
 #include "net/transport.hpp"
 #include "net/wire.hpp"
 
@@ -23,10 +25,16 @@ class PendingOp final : public RequestState {
   Dir dir() const { return dir_; }
   const void* owner() const { return owner_; }  // the transport that created it
 
+  // Set when posted: the peer rank, and once the op is queued on a link, that link's
+  // record of what it heard from the peer (read by the waiter for its deadline).
+  int peer = -1;
+  std::atomic<const PeerLiveness*> live{nullptr};
+
   // Progress side. `header` is the frame as sent/received; set it before complete().
   FrameHeader header;
   std::span<const std::byte> payload;  // send
   std::span<std::byte> buffer;         // recv
+  Transport::BufferFor buffer_for;     // recv: asked for the buffer once the header is known
   bool crc_pending = false;            // send: header.payload_crc still to be computed
 
   // First call wins; returns false if the op had already completed. An empty `error`

@@ -8,7 +8,7 @@
 
 namespace ringattn::net {
 
-SelfTransport::SelfTransport(const TransportConfig& config) : config_(config), limits_(FrameLimits::for_job(config.shape)) {
+SelfTransport::SelfTransport(const TransportConfig& config) : config_(config), limits_(FrameLimits::for_limits(config.limits)) {
   if (config.world != 1 || config.rank != 0)
     throw InvalidArgument("SelfTransport is for world size 1, rank 0 (got rank " + std::to_string(config.rank) +
                           " of " + std::to_string(config.world) + ")");
@@ -16,7 +16,8 @@ SelfTransport::SelfTransport(const TransportConfig& config) : config_(config), l
 
 void SelfTransport::connect(const std::vector<PeerAddress>&) {}
 
-Request SelfTransport::isend(FrameHeader header, std::span<const std::byte> payload, std::optional<std::uint32_t> crc) {
+Request SelfTransport::isend(int to, FrameHeader header, std::span<const std::byte> payload, std::optional<std::uint32_t> crc) {
+  if (to != 0) throw InvalidArgument("rank 0: isend to rank " + std::to_string(to) + " in a world of one");
   header.payload_bytes = payload.size();
   if (is_control(header.kind))
     throw InvalidArgument("rank 0: isend of a " + std::string(to_string(header.kind)) + " frame (data frames only)");
@@ -37,7 +38,8 @@ Request SelfTransport::isend(FrameHeader header, std::span<const std::byte> payl
   return Request(op);
 }
 
-Request SelfTransport::irecv(std::span<std::byte> buffer) {
+Request SelfTransport::irecv(int from, std::span<std::byte> buffer) {
+  if (from != 0) throw InvalidArgument("rank 0: irecv from rank " + std::to_string(from) + " in a world of one");
   auto op = std::make_shared<PendingOp>(PendingOp::Dir::recv, this);
   op->buffer = buffer;
   std::lock_guard lock(mu_);
@@ -50,6 +52,33 @@ Request SelfTransport::irecv(std::span<std::byte> buffer) {
   return Request(op);
 }
 
+Request SelfTransport::irecv(int from, BufferFor buffer_for) {
+  if (from != 0) throw InvalidArgument("rank 0: irecv from rank " + std::to_string(from) + " in a world of one");
+  auto op = std::make_shared<PendingOp>(PendingOp::Dir::recv, this);
+  op->buffer_for = std::move(buffer_for);
+  std::lock_guard lock(mu_);
+  if (closed_) {
+    op->complete("rank 0: irecv after close()");
+    return Request(op);
+  }
+  recvs_.push_back(op);
+  match_locked();
+  return Request(op);
+}
+
+std::string SelfTransport::failure() const {
+  std::lock_guard lock(mu_);
+  return failure_;
+}
+
+void SelfTransport::abort(FailureCause, int, const std::string& message) {
+  std::lock_guard lock(mu_);
+  if (failure_.empty()) failure_ = "rank 0: " + message;
+  for (auto& op : recvs_) op->complete(failure_);
+  recvs_.clear();
+  closed_ = true;
+}
+
 void SelfTransport::match_locked() {
   while (!frames_.empty() && !recvs_.empty()) {
     Frame f = std::move(frames_.front());
@@ -60,6 +89,7 @@ void SelfTransport::match_locked() {
       frames_.push_front(std::move(f));
       continue;
     }
+    if (op->buffer_for) op->buffer = op->buffer_for(f.header);
     if (f.payload.size() > op->buffer.size()) {
       op->complete("rank 0: frame of " + std::to_string(f.payload.size()) + " bytes does not fit the receive buffer of " +
                    std::to_string(op->buffer.size()) + " bytes");

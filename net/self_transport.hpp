@@ -14,7 +14,7 @@
 
 namespace ringattn::net {
 
-class SelfTransport final : public RingTransport {
+class SelfTransport final : public Transport {
  public:
   explicit SelfTransport(const TransportConfig& config);
   ~SelfTransport() override { close(); }
@@ -23,12 +23,15 @@ class SelfTransport final : public RingTransport {
   int world() const override { return 1; }
   std::uint16_t listen_port() const override { return 0; }
   void connect(const std::vector<PeerAddress>& peers) override;
-  Request isend(FrameHeader header, std::span<const std::byte> payload, std::optional<std::uint32_t> crc) override;
-  Request irecv(std::span<std::byte> buffer) override;
+  Request isend(int to, FrameHeader header, std::span<const std::byte> payload, std::optional<std::uint32_t> crc) override;
+  Request irecv(int from, std::span<std::byte> buffer) override;
+  Request irecv(int from, BufferFor buffer_for) override;
   FrameHeader wait(Request& request) override;
   bool test(const Request& request) const override;
   TransportStats stats() const override;
   Liveness& liveness() override { return liveness_; }
+  std::string failure() const override;
+  void abort(FailureCause cause, int origin, const std::string& message) override;
   void close() override;
 
  private:
@@ -45,6 +48,7 @@ class SelfTransport final : public RingTransport {
   std::deque<std::shared_ptr<PendingOp>> recvs_;
   TransportStats stats_;
   bool closed_ = false;
+  std::string failure_;
   Liveness liveness_;
 };
 

@@ -1,16 +1,18 @@
-// The seam between the ring schedules and the network: a rank's two ring neighbours,
-// non-blocking send/receive of frames into caller-owned memory, and a blocking wait with
-// a deadline. Small on purpose (isend / irecv / wait, as in NCCL's net plugins) so that
-// an MPI or RDMA backend can sit beside the TCP one in net/ behind the same calls.
+// The seam between the schedules (the ring, decode's reductions) and the network:
+// non-blocking send/receive of frames to and from any rank into caller-owned memory,
+// and a blocking wait with a deadline. Small on purpose (isend / irecv / wait, as in
+// NCCL's net plugins) so that an MPI or RDMA backend can sit beside the TCP one in net/
+// behind the same calls. Addresses are opaque strings to the schedules; each backend
+// parses its own (the TCP backend: "host:port", net/tcp/tcp_transport.hpp).
 //
 // Typical double-buffered ring step (the transport knows nothing about attention):
 //
 //   auto t = net::make_tcp_transport(cfg);        // binds + listens at once
 //   publish(t->listen_port());                     // however ranks learn each other's ports
-//   t->connect(peers);                             // successor + predecessor, handshake, auth
+//   t->connect(peers);                             // ring links: successor + predecessor
 //   for (step = 0; step < world - 1; ++step) {
-//     auto s = t->isend(net::kv_block_header(shape, job, step, rows), block_a, crc_a);
-//     auto r = t->irecv(block_b);
+//     auto s = t->isend(t->successor(), header, block_a, crc_a);
+//     auto r = t->irecv(t->predecessor(), block_b);
 //     compute(block_a);                            // overlaps with both transfers
 //     t->wait(s);
 //     crc_a = t->wait(r).payload_crc;              // relay it next step without recomputing
@@ -18,9 +20,13 @@
 //   }
 //   t->close();
 //
-// Ordering: frames arrive in the order they were posted to isend; irecv's are filled in
-// the order they were posted. Lifetime: a payload or buffer must stay alive and
-// untouched until wait() on its request has returned or thrown, or close() returned.
+// Links to ranks other than the ring neighbours are made on the first isend to them
+// (the receiving side accepts them at any time), authenticated like the ring's.
+// Ordering: frames from one rank arrive in the order they were posted to isend; irecv's
+// from one rank are filled in the order they were posted. Lifetime: a payload or
+// buffer must stay alive and untouched until wait() on its request has returned or
+// thrown, or close() returned.
+//
 // Deadlines measure silence, not work (net/liveness.hpp): wait() fails when the peer it
 // waits on has sent nothing for io_timeout (silent), or its progress counter has not
 // moved for io_timeout (stalled). A peer whose kernel computes for ten times the timeout
@@ -30,13 +36,14 @@
 // Failure: any error (silence, stall, peer closed, bad frame, bad CRC) is fatal for the
 // whole transport. It is reported by wait() as NetworkError naming this rank, the peer
 // rank and the cause, with cause() and origin_rank() set; every other pending or later
-// request fails with the same cause, and the neighbours are sent an ERROR frame carrying
-// it and its origin, so the whole ring reports the first cause, not the reactions to it.
+// request fails with the same cause, and the peers are sent an ERROR frame carrying it
+// and its origin, so the whole ring reports the first cause, not the reactions to it.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -51,13 +58,16 @@ namespace ringattn::net {
 struct PeerAddress {
   std::string host;  // numeric address or name
   std::uint16_t port = 0;
+  std::string text() const;  // "host:port" ("[v6]:port")
 };
+// "host:port" or "[v6]:port"; throws InvalidArgument naming `what`.
+PeerAddress parse_peer_address(const std::string& text, const std::string& what);
 
 struct TransportConfig {
   int rank = 0;
   int world = 1;
   std::uint64_t ring_id = 0;   // identifies this ring/job; peers with another ring id are refused
-  JobShape shape;              // compared in the handshake; bounds every incoming frame
+  LinkLimits limits;           // compared in the handshake; bound every incoming frame
   std::string secret;          // shared secret bytes (net/secret.hpp); required when world > 1
   // Encryption in transit: every connection runs TLS 1.3 keyed by the secret (a PSK, no
   // certificates; net/tcp/tls.hpp) before the handshake. Both ends must agree.
@@ -99,12 +109,14 @@ class Request {
   std::shared_ptr<RequestState> state_;
 };
 
-class RingTransport {
+class Transport {
  public:
-  virtual ~RingTransport() = default;  // closes (politely, bounded) if still open
+  virtual ~Transport() = default;  // closes (politely, bounded) if still open
 
   virtual int rank() const = 0;
   virtual int world() const = 0;
+  int successor() const { return (rank() + 1) % world(); }
+  int predecessor() const { return (rank() + world() - 1) % world(); }
 
   // The bound port, valid right after construction (the socket already listens);
   // 0 when world == 1 (no socket at all).
@@ -113,30 +125,38 @@ class RingTransport {
   // peers[r] is rank r's address (this rank's own entry is ignored). Connects to the
   // successor (retrying with back-off until connect_timeout) and waits for the
   // predecessor's connection (accepted and authenticated from construction on, so a
-  // predecessor may connect first), HELLO + mutual HMAC auth on both. Throws
-  // NetworkError naming this rank, the peer rank/address and the cause (timeout,
-  // refused, which HELLO field differs, authentication failed, and the connections that
-  // were dropped meanwhile). world == 1: no-op. world == 2: two connections, one per
-  // direction, so sending and receiving never share a socket.
+  // predecessor may connect first), HELLO + mutual HMAC auth on both. Links to other
+  // ranks are made later, on demand. Throws NetworkError naming this rank, the peer
+  // rank/address and the cause (timeout, refused, which HELLO field differs,
+  // authentication failed, and the connections that were dropped meanwhile).
+  // world == 1: no-op. world == 2: two connections, one per direction, so sending and
+  // receiving never share a socket.
   virtual void connect(const std::vector<PeerAddress>& peers) = 0;
 
-  // Posts a data frame (KV_BLOCK or STATE) to the successor. The transport fills in
-  // payload_bytes (= payload.size()) and payload_crc: pass `crc` when the payload's
-  // CRC32C is already known (e.g. relaying a received block: wait(recv).payload_crc),
-  // otherwise it is computed on the I/O thread. Throws InvalidArgument if the header
-  // does not fit the job shape.
-  virtual Request isend(FrameHeader header, std::span<const std::byte> payload,
+  // Posts a data frame (KV_BLOCK or STATE) to rank `to` (not this rank, except in a
+  // world of one). The transport fills in payload_bytes (= payload.size()) and
+  // payload_crc: pass `crc` when the payload's CRC32C is already known (e.g. relaying a
+  // received block: wait(recv).payload_crc), otherwise it is computed on the I/O thread.
+  // Throws InvalidArgument if the header does not fit the limits.
+  virtual Request isend(int to, FrameHeader header, std::span<const std::byte> payload,
                         std::optional<std::uint32_t> crc = {}) = 0;
 
-  // Posts the receive of the next data frame from the predecessor into `buffer`. The
-  // header is validated against the job limits and buffer.size() before any payload
-  // byte is read; the payload CRC32C is checked after.
-  virtual Request irecv(std::span<std::byte> buffer) = 0;
+  // Posts the receive of the next data frame from rank `from` into `buffer`. The header
+  // is validated against the limits and buffer.size() before any payload byte is read;
+  // the payload CRC32C is checked after.
+  virtual Request irecv(int from, std::span<std::byte> buffer) = 0;
 
-  // Blocks until the request completes or io_timeout passes. Returns the frame header
-  // (for a receive: as received, payload_bytes says how much of the buffer was filled).
-  // Throws NetworkError naming this rank, the peer and the cause. Calling it again on a
-  // completed request returns the same header.
+  // The same, but the buffer is asked for once the frame's header has arrived and been
+  // validated (on the transport's I/O thread; it must not block): a receiver that does
+  // not know how large the next frame is sizes its buffer to what actually comes, within
+  // the limits. An empty span refuses the frame (the transport fails, naming it).
+  using BufferFor = std::function<std::span<std::byte>(const FrameHeader& header)>;
+  virtual Request irecv(int from, BufferFor buffer_for) = 0;
+
+  // Blocks until the request completes or its peer falls silent or stalls (io_timeout).
+  // Returns the frame header (for a receive: as received, payload_bytes says how much of
+  // the buffer was filled). Throws NetworkError naming this rank, the peer and the
+  // cause. Calling it again on a completed request returns the same header.
   virtual FrameHeader wait(Request& request) = 0;
 
   // Non-blocking: true once the request has completed (wait() then returns at once).
@@ -147,13 +167,20 @@ class RingTransport {
   // This rank's progress counter and state, sent to the peers in keep-alives.
   virtual Liveness& liveness() = 0;
 
-  // Sends BYE to the neighbours, fails still-pending requests ("closed"), waits a
-  // bounded time for the peers to close, stops the I/O thread. Idempotent; never hangs.
+  // The first failure, empty while the transport is healthy.
+  virtual std::string failure() const = 0;
+
+  // Fails the transport from above (a schedule found a frame it cannot accept): the
+  // peers get ERROR with this cause and origin, every request fails with it.
+  virtual void abort(FailureCause cause, int origin, const std::string& message) = 0;
+
+  // Sends BYE to the peers, fails still-pending requests ("closed"), waits a bounded time
+  // for the peers to close, stops the I/O thread. Idempotent; never hangs.
   virtual void close() = 0;
 };
 
 // The TCP backend (net/tcp/). world == 1 gives an in-memory transport without sockets.
 // Throws InvalidArgument for a bad config, NetworkError if it cannot bind/listen.
-std::unique_ptr<RingTransport> make_tcp_transport(const TransportConfig& config);
+std::unique_ptr<Transport> make_tcp_transport(const TransportConfig& config);
 
 }  // namespace ringattn::net

@@ -22,6 +22,8 @@ bool known_kind(std::uint8_t k) {
     case FrameKind::bye:
     case FrameKind::error:
     case FrameKind::ping:
+    case FrameKind::address:
+    case FrameKind::peers:
     case FrameKind::kv_block:
     case FrameKind::state: return true;
   }
@@ -45,6 +47,8 @@ std::string_view to_string(FrameKind k) {
     case FrameKind::bye: return "BYE";
     case FrameKind::error: return "ERROR";
     case FrameKind::ping: return "PING";
+    case FrameKind::address: return "ADDRESS";
+    case FrameKind::peers: return "PEERS";
     case FrameKind::kv_block: return "KV_BLOCK";
     case FrameKind::state: return "STATE";
   }
@@ -117,7 +121,7 @@ std::string try_decode_ping(std::span<const std::byte> b, PingInfo& out) {
   return {};
 }
 
-std::string shape_fingerprint(const JobShape& s) {
+std::string limits_fingerprint(const LinkLimits& l) {
   std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the fields, little-endian
   auto mix = [&](std::uint64_t v, int bytes) {
     for (int i = 0; i < bytes; ++i) {
@@ -125,13 +129,11 @@ std::string shape_fingerprint(const JobShape& s) {
       h *= 1099511628211ull;
     }
   };
-  mix(s.heads, 4);
-  mix(s.kv_heads, 4);
-  mix(s.head_dim, 4);
-  mix(s.max_block_rows, 4);
-  mix(static_cast<std::uint8_t>(s.dtype), 1);
-  mix(s.tokens, 8);
-  mix(s.options_digest, 8);
+  mix(l.max_heads, 4);
+  mix(l.max_kv_heads, 4);
+  mix(l.max_head_dim, 4);
+  mix(l.max_block_rows, 4);
+  mix(l.options_digest, 8);
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
   return buf;
@@ -139,29 +141,27 @@ std::string shape_fingerprint(const JobShape& s) {
 
 FrameLimits FrameLimits::handshake_only() { return FrameLimits{}; }
 
-FrameLimits FrameLimits::for_job(const JobShape& s) {
+FrameLimits FrameLimits::for_limits(const LinkLimits& s) {
   auto bad = [](std::string_view f, std::uint64_t v, std::string_view why) {
-    throw InvalidArgument("job shape field '" + std::string(f) + "' = " + std::to_string(v) + " " + std::string(why));
+    throw InvalidArgument("ring limit '" + std::string(f) + "' = " + std::to_string(v) + " " + std::string(why));
   };
-  if (s.heads == 0) bad("heads", s.heads, "must be >= 1");
-  if (s.kv_heads == 0) bad("kv_heads", s.kv_heads, "must be >= 1");
-  if (s.heads % s.kv_heads != 0) bad("kv_heads", s.kv_heads, "must divide heads = " + std::to_string(s.heads));
-  if (s.head_dim == 0) bad("head_dim", s.head_dim, "must be >= 1");
+  if (s.max_heads == 0) bad("max_heads", s.max_heads, "must be >= 1");
+  if (s.max_kv_heads == 0) bad("max_kv_heads", s.max_kv_heads, "must be >= 1");
+  if (s.max_head_dim == 0) bad("max_head_dim", s.max_head_dim, "must be >= 1");
   if (s.max_block_rows == 0) bad("max_block_rows", s.max_block_rows, "must be >= 1");
-  if (!known_dtype(static_cast<std::uint8_t>(s.dtype))) bad("dtype", static_cast<std::uint8_t>(s.dtype), "is not a known dtype");
   FrameLimits l;
   l.max_rows = s.max_block_rows;
-  l.kv_dtype = s.dtype;
   std::uint64_t kv_cols = 0, state_cols = 0;
-  if (!mul_ok(s.kv_heads, s.head_dim, kv_cols) || kv_cols > std::numeric_limits<std::uint32_t>::max())
-    bad("head_dim", s.head_dim, "makes kv_heads*head_dim overflow 32 bits");
-  if (!mul_ok(s.heads, std::uint64_t{s.head_dim} + 2, state_cols) || state_cols > std::numeric_limits<std::uint32_t>::max())
-    bad("head_dim", s.head_dim, "makes heads*(head_dim+2) overflow 32 bits");
-  l.kv_cols = static_cast<std::uint32_t>(kv_cols);
+  if (!mul_ok(s.max_kv_heads, s.max_head_dim, kv_cols) || kv_cols > std::numeric_limits<std::uint32_t>::max())
+    bad("max_head_dim", s.max_head_dim, "makes max_kv_heads*max_head_dim overflow 32 bits");
+  if (!mul_ok(s.max_heads, std::uint64_t{s.max_head_dim} + 2, state_cols) ||
+      state_cols > std::numeric_limits<std::uint32_t>::max())
+    bad("max_head_dim", s.max_head_dim, "makes max_heads*(max_head_dim+2) overflow 32 bits");
+  l.max_kv_cols = static_cast<std::uint32_t>(kv_cols);
   l.max_state_cols = static_cast<std::uint32_t>(state_cols);
   bool ok_kv = false, ok_state = false;
-  const std::uint64_t kv = data_payload_bytes(FrameKind::kv_block, s.dtype, l.max_rows, l.kv_cols, ok_kv);
-  const std::uint64_t st = data_payload_bytes(FrameKind::state, DType::f32, l.max_rows, l.max_state_cols, ok_state);
+  const std::uint64_t kv = data_payload_bytes(FrameKind::kv_block, DType::f32, l.max_rows, l.max_kv_cols, true, ok_kv);
+  const std::uint64_t st = data_payload_bytes(FrameKind::state, DType::f32, l.max_rows, l.max_state_cols, false, ok_state);
   if (!ok_kv || !ok_state || kv > kMaxPayloadBytes || st > kMaxPayloadBytes)
     bad("max_block_rows", s.max_block_rows,
         "makes a block larger than the " + std::to_string(kMaxPayloadBytes >> 30) + " GiB frame ceiling");
@@ -169,11 +169,22 @@ FrameLimits FrameLimits::for_job(const JobShape& s) {
   return l;
 }
 
-std::uint64_t data_payload_bytes(FrameKind kind, DType dtype, std::uint32_t rows, std::uint32_t cols, bool& ok) {
+std::uint64_t data_payload_bytes(FrameKind kind, DType dtype, std::uint32_t rows, std::uint32_t cols, bool with_groups,
+                                 bool& ok) {
   std::uint64_t n = 0;
-  const std::uint64_t copies = kind == FrameKind::kv_block ? 2 : 1;
-  ok = (kind == FrameKind::kv_block || kind == FrameKind::state) && mul_ok(rows, cols, n) &&
-       mul_ok(n, dtype_size(dtype), n) && mul_ok(n, copies, n);
+  if (kind == FrameKind::state) {
+    ok = mul_ok(rows, cols, n) && mul_ok(n, 4, n);
+    return ok ? n : 0;
+  }
+  if (kind != FrameKind::kv_block) {
+    ok = false;
+    return 0;
+  }
+  // prefix + tags (i64) [+ groups (i32)] + K + V
+  std::uint64_t kv = 0;
+  ok = mul_ok(rows, cols, kv) && mul_ok(kv, 2 * dtype_size(dtype), kv);
+  n = kBlockPrefixBytes + std::uint64_t{rows} * (with_groups ? 12 : 8);
+  ok = ok && !__builtin_add_overflow(n, kv, &n);
   return ok ? n : 0;
 }
 
@@ -209,6 +220,8 @@ std::string check_header(const FrameHeader& h, const FrameLimits& l) {
       case FrameKind::auth: lo = hi = kAuthBytes; break;
       case FrameKind::bye: break;
       case FrameKind::ping: lo = hi = kPingBytes; break;
+      case FrameKind::address: lo = 1, hi = kMaxAddressBytes; break;
+      case FrameKind::peers: lo = 1, hi = kMaxPeersBytes; break;
       default: lo = kErrorPrefixBytes + 1, hi = kErrorPrefixBytes + kMaxErrorBytes; break;
     }
     if (h.payload_bytes < lo || h.payload_bytes > hi)
@@ -221,21 +234,25 @@ std::string check_header(const FrameHeader& h, const FrameLimits& l) {
   if (h.rows == 0 || h.rows > l.max_rows)
     return field("rows", h.rows, "is outside 1.." + std::to_string(l.max_rows) + " (max_block_rows)");
   if (h.kind == FrameKind::kv_block) {
-    if (h.cols != l.kv_cols)
-      return field("cols", h.cols, "but a KV_BLOCK has kv_heads*head_dim = " + std::to_string(l.kv_cols) + " columns");
-    if (h.dtype != l.kv_dtype)
-      return field("dtype", dt, "but the job's wire dtype is " + std::string(to_string(l.kv_dtype)));
+    if (h.cols == 0 || h.cols > l.max_kv_cols)
+      return field("cols", h.cols, "is outside 1.." + std::to_string(l.max_kv_cols) + " (max_kv_heads*max_head_dim)");
+    bool ok = false, ok_g = false;
+    const std::uint64_t plain = data_payload_bytes(h.kind, h.dtype, h.rows, h.cols, false, ok);
+    const std::uint64_t grouped = data_payload_bytes(h.kind, h.dtype, h.rows, h.cols, true, ok_g);
+    if (!ok || !ok_g || (h.payload_bytes != plain && h.payload_bytes != grouped))
+      return field("payload_bytes", h.payload_bytes,
+                   "but a KV_BLOCK of these rows and cols has " +
+                       (ok && ok_g ? std::to_string(plain) + " or " + std::to_string(grouped) : std::string("overflow")));
   } else {
     if (h.cols == 0 || h.cols > l.max_state_cols)
-      return field("cols", h.cols, "is outside 1.." + std::to_string(l.max_state_cols) + " (heads*(head_dim+2))");
-    if (h.dtype != DType::f32) return field("dtype", dt, "but a STATE is always f32 (0)");
+      return field("cols", h.cols, "is outside 1.." + std::to_string(l.max_state_cols) + " (max_heads*(max_head_dim+2))");
+    if (h.dtype != DType::f32) return field("dtype", dt, "but a STATE is always fp32 (0)");
+    bool ok = false;
+    const std::uint64_t want = data_payload_bytes(h.kind, h.dtype, h.rows, h.cols, false, ok);
+    if (!ok || want != h.payload_bytes)
+      return field("payload_bytes", h.payload_bytes,
+                   "but rows*cols*4 = " + (ok ? std::to_string(want) : std::string("overflow")));
   }
-  bool ok = false;
-  const std::uint64_t want = data_payload_bytes(h.kind, h.dtype, h.rows, h.cols, ok);
-  if (!ok || want != h.payload_bytes)
-    return field("payload_bytes", h.payload_bytes,
-                 "but rows*cols*elem" + std::string(h.kind == FrameKind::kv_block ? "*2" : "") + " = " +
-                     (ok ? std::to_string(want) : std::string("overflow")));
   if (h.payload_bytes > l.max_payload)
     return field("payload_bytes", h.payload_bytes, "exceeds the negotiated maximum " + std::to_string(l.max_payload));
   return {};
@@ -272,20 +289,22 @@ FrameHeader decode_header(std::span<const std::byte> bytes, const FrameLimits& l
   return h;
 }
 
-FrameHeader kv_block_header(const JobShape& shape, std::uint64_t job_id, std::uint64_t step, std::uint32_t rows) {
+FrameHeader kv_block_header(DType dtype, std::uint32_t cols, std::uint64_t job_id, std::uint64_t step,
+                            std::uint32_t rows, bool with_groups) {
   FrameHeader h;
   h.kind = FrameKind::kv_block;
-  h.dtype = shape.dtype;
+  h.dtype = dtype;
   h.job_id = job_id;
   h.step = step;
   h.rows = rows;
-  h.cols = shape.kv_heads * shape.head_dim;
-  h.payload_bytes = kv_block_bytes(shape, rows);
+  h.cols = cols;
+  h.payload_bytes = kv_block_bytes(dtype, cols, rows, with_groups);
   return h;
 }
 
-std::uint64_t kv_block_bytes(const JobShape& shape, std::uint32_t rows) {
-  return 2 * std::uint64_t{rows} * shape.kv_heads * shape.head_dim * dtype_size(shape.dtype);
+std::uint64_t kv_block_bytes(DType dtype, std::uint32_t cols, std::uint32_t rows, bool with_groups) {
+  bool ok = false;
+  return data_payload_bytes(FrameKind::kv_block, dtype, rows, cols, with_groups, ok);
 }
 
 }  // namespace ringattn::net

@@ -30,15 +30,22 @@
 //                 directions: progress u64 (the sender's progress counter) | state u8
 //                 (idle 0, busy 1, waiting 2) | 7 reserved zero bytes. Receiving it proves
 //                 the peer's process is alive; a changing counter proves it is advancing.
-//   KV_BLOCK (16) K then V, each rows x cols elements of dtype, row-major;
-//                 cols == kv_heads * head_dim and dtype == the job's wire dtype
+//   ADDRESS  (6)  rendezvous: the sender's listen address as "host:port", 1..kMaxAddressBytes
+//   PEERS    (7)  rendezvous: every rank's address, comma-separated, 1..kMaxPeersBytes
+//   KV_BLOCK (16) a block of rows travelling the ring:
+//                   prefix   kBlockPrefixBytes, opaque to net (the caller's description of
+//                            the call and the block: src/ring/block_format.hpp)
+//                   tags     rows x i64 (the rows' global positions)
+//                   groups   rows x i32, present or not (the rows' documents)
+//                   K, V     rows x cols elements of dtype each, row-major
+//                 cols <= max_kv_heads * max_head_dim
 //   STATE    (17) one rows x cols fp32 matrix (e.g. online-softmax (o, m, l) rows), the
-//                 row layout is the caller's; cols <= heads * (head_dim + 2)
+//                 row layout is the caller's; cols <= max_heads * (max_head_dim + 2)
 //
-// Validation. A receiver decodes a header with the FrameLimits that follow from the job
-// shape negotiated in the HELLO (before the HELLO: control frames only). Every field is
+// Validation. A receiver decodes a header with the FrameLimits that follow from the
+// limits agreed in the HELLO (before the HELLO: control frames only). Every field is
 // checked before it sizes or indexes anything: magic, version, kind, dtype, reserved,
-// rows/cols against the shape, payload_bytes == the size implied by kind, rows, cols and
+// rows/cols against the limits, payload_bytes == a size implied by kind, rows, cols and
 // dtype (multiplied overflow-safely), and payload_bytes <= the negotiated maximum. So a
 // hostile or corrupt header can never make a node allocate or read past a buffer.
 #pragma once
@@ -63,11 +70,16 @@ inline constexpr std::size_t kAuthBytes = 32;   // AUTH payload: one HMAC-SHA256
 inline constexpr std::size_t kMaxErrorBytes = 1024;  // text of an ERROR
 inline constexpr std::size_t kErrorPrefixBytes = 8;  // origin, cause, reserved
 inline constexpr std::size_t kPingBytes = 16;
+inline constexpr std::size_t kMaxAddressBytes = 300;           // "host:port", a DNS name at most
+inline constexpr std::size_t kMaxPeersBytes = 4096 * (kMaxAddressBytes + 1);
+inline constexpr std::size_t kBlockPrefixBytes = 32;
 // A hard ceiling on any payload, whatever a job shape claims (a sanity bound; the
 // negotiated limit is normally far lower).
 inline constexpr std::uint64_t kMaxPayloadBytes = std::uint64_t{16} << 30;
 
-enum class FrameKind : std::uint8_t { hello = 1, auth = 2, bye = 3, error = 4, ping = 5, kv_block = 16, state = 17 };
+enum class FrameKind : std::uint8_t {
+  hello = 1, auth = 2, bye = 3, error = 4, ping = 5, address = 6, peers = 7, kv_block = 16, state = 17
+};
 
 std::string_view to_string(FrameKind k);  // "HELLO", ..., "KIND(n)" for unknown values
 inline bool is_control(FrameKind k) { return static_cast<std::uint8_t>(k) < 16; }
@@ -87,37 +99,35 @@ struct FrameHeader {
   friend bool operator==(const FrameHeader&, const FrameHeader&) = default;
 };
 
-// What every rank of a ring must agree on; exchanged in the HELLO and compared field by
-// field. The frame limits follow from it.
-struct JobShape {
-  std::uint32_t heads = 1;           // query heads
-  std::uint32_t kv_heads = 1;        // K/V heads (heads % kv_heads == 0)
-  std::uint32_t head_dim = 1;
-  std::uint32_t max_block_rows = 1;  // most tokens in one K/V or STATE block
-  DType dtype = DType::f32;          // element type of K/V blocks on the wire
-  std::uint64_t tokens = 0;          // global sequence length (compared, not used by net)
-  std::uint64_t options_digest = 0;  // a hash of any further job options the caller wants
-                                     // compared (mask, layout, scale...); opaque to net
+// What every rank of a ring agrees on when it connects; exchanged in the HELLO and
+// compared field by field. They bound every frame of every later call, before anything
+// is allocated; the frame limits follow from them.
+struct LinkLimits {
+  std::uint32_t max_heads = 1;       // query heads of a call
+  std::uint32_t max_kv_heads = 1;    // K/V heads of a call
+  std::uint32_t max_head_dim = 1;
+  std::uint32_t max_block_rows = 1;  // most rows in one KV_BLOCK or STATE frame
+  std::uint64_t options_digest = 0;  // a hash of any further options the caller wants
+                                     // compared (e.g. a launcher's job); opaque to net
 
-  friend bool operator==(const JobShape&, const JobShape&) = default;
+  friend bool operator==(const LinkLimits&, const LinkLimits&) = default;
 };
 
-// 16 hex digits naming every field of a shape, so a launcher can tell which rank was
-// started with a different job without parsing error messages.
-std::string shape_fingerprint(const JobShape& s);
+// 16 hex digits naming every field, so a launcher can tell which rank was started with
+// other limits or another job without parsing error messages.
+std::string limits_fingerprint(const LinkLimits& l);
 
 // The acceptance bounds of incoming data frames.
 struct FrameLimits {
   std::uint32_t max_rows = 0;
-  std::uint32_t kv_cols = 0;         // exact cols of a KV_BLOCK
+  std::uint32_t max_kv_cols = 0;     // most cols of a KV_BLOCK
   std::uint32_t max_state_cols = 0;  // most cols of a STATE
-  DType kv_dtype = DType::f32;
-  std::uint64_t max_payload = 0;     // largest data payload the shape allows
+  std::uint64_t max_payload = 0;     // largest data payload the limits allow
 
   // Before the HELLO: control frames only, every data frame is refused.
   static FrameLimits handshake_only();
-  // Throws InvalidArgument naming the field if the shape is empty or too large.
-  static FrameLimits for_job(const JobShape& shape);
+  // Throws InvalidArgument naming the field if a limit is 0 or the frames too large.
+  static FrameLimits for_limits(const LinkLimits& limits);
 };
 
 using HeaderBytes = std::array<std::byte, kHeaderBytes>;
@@ -136,15 +146,18 @@ FrameHeader decode_header(std::span<const std::byte> bytes, const FrameLimits& l
 // Checks an outgoing header against the limits; the same message format.
 std::string check_header(const FrameHeader& h, const FrameLimits& limits);
 
-// Payload size of a data frame, or 0 with `ok` false on overflow or a control kind.
-std::uint64_t data_payload_bytes(FrameKind kind, DType dtype, std::uint32_t rows, std::uint32_t cols, bool& ok);
+// Payload size of a data frame, or 0 with `ok` false on overflow or a control kind. A
+// KV_BLOCK has two valid sizes: without and (`with_groups`) with the group column.
+std::uint64_t data_payload_bytes(FrameKind kind, DType dtype, std::uint32_t rows, std::uint32_t cols, bool with_groups,
+                                 bool& ok);
 
-// Header of a K/V block of `rows` tokens of this job (payload size and CRC are filled
-// in by the transport on send).
-FrameHeader kv_block_header(const JobShape& shape, std::uint64_t job_id, std::uint64_t step, std::uint32_t rows);
+// Header of a KV_BLOCK of `rows` rows of `cols` = kv_heads * head_dim columns (payload
+// size and CRC are filled in by the transport on send).
+FrameHeader kv_block_header(DType dtype, std::uint32_t cols, std::uint64_t job_id, std::uint64_t step,
+                            std::uint32_t rows, bool with_groups = false);
 
-// Bytes of a K/V block of `rows` tokens: 2 * rows * kv_heads * head_dim * dtype size.
-std::uint64_t kv_block_bytes(const JobShape& shape, std::uint32_t rows);
+// Payload bytes of such a block: prefix + tags [+ groups] + K + V.
+std::uint64_t kv_block_bytes(DType dtype, std::uint32_t cols, std::uint32_t rows, bool with_groups = false);
 
 
 // An ERROR payload as text fit for a log line or an exception: bytes outside printable

@@ -35,7 +35,10 @@
 #include "ringattn/error.hpp"
 #include "core/logger.hpp"
 #include "src/cli/args.hpp"
-#include "src/run/child_process.hpp"
+#include "net/tcp/rendezvous.hpp"
+#include "src/node/report.hpp"
+#include "src/ring/internals.hpp"
+#include "src/run/launcher.hpp"
 
 namespace ringattn::cli {
 int bench_overlap_main(const std::vector<std::string>& argv);
@@ -81,20 +84,6 @@ std::string machine() {
          " CPUs";
 }
 
-std::string self_exe() {
-  std::error_code ec;
-  auto p = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) throw Error("bench overlap: cannot find the ringattn executable: " + ec.message());
-  return p.string();
-}
-
-std::string resolve(const std::string& prog) {
-  if (prog.find('/') != std::string::npos) return prog;
-  for (const char* d : {"/usr/sbin/", "/usr/bin/", "/sbin/", "/bin/"})
-    if (::access((std::string(d) + prog).c_str(), X_OK) == 0) return d + prog;
-  return prog;
-}
-
 void declare(cli::Args& a) {
   a.option("b", "LIST|LO:HI", "block sizes, or a range in steps of about x1.41 (even sizes)", "32:8192")
       .option("heads", "N", "query heads", "32")
@@ -118,8 +107,8 @@ void declare(cli::Args& a) {
       // What the sweep passes to the members it starts; not for users.
       .internal("worker", "", "run as ring member --rank")
       .internal("rank", "R", "member rank")
-      .internal("peers", "LIST", "host:port per rank, or - to read them on stdin")
-      .internal("listen", "HOST:PORT", "member's listen address")
+      .internal("peers", "LIST", "host:port per rank, or - for the rendezvous at --listen")
+      .internal("listen", "HOST:PORT", "member's listen address, or the rendezvous")
       .internal("ring-id", "N", "ring id");
 }
 
@@ -165,99 +154,50 @@ std::vector<std::string> spec_args(const SweepSpec& s) {
           "--timeout", std::to_string(s.timeout_seconds), "--io-priority", std::to_string(s.io_priority)};
 }
 
-std::pair<std::string, std::uint16_t> split_host_port(const std::string& hp) {
-  const auto colon = hp.rfind(':');
-  if (colon == std::string::npos) throw InvalidArgument("bench overlap: '" + hp + "' is not host:port");
-  return {hp.substr(0, colon), static_cast<std::uint16_t>(cli::parse_count(hp.substr(colon + 1), "port"))};
-}
-
-// Starts the members, relays their ports, collects their rows. Throws if one fails.
+// Starts the members with the launcher `ringattn run` uses, serves their rendezvous
+// (unless --hosts fixes the addresses) and collects their rows. Throws if one fails.
 std::vector<StepRow> run_members(const SweepSpec& spec, const std::vector<std::string>& hosts,
                                  const std::string& launch, const std::optional<std::string>& log_level,
                                  std::string& node_cpus) {
-  if (!std::getenv(net::kTokenEnv)) ::setenv(net::kTokenEnv, net::generate_secret().c_str(), 1);
+  const char* env = std::getenv(net::kTokenEnv);
+  const std::string token = env && *env ? net::checked_secret(env, std::string("environment variable ") + net::kTokenEnv)
+                                        : net::generate_secret();
   std::uint64_t ring_id = 0;
   net::fill_random(std::span<std::byte>(reinterpret_cast<std::byte*>(&ring_id), sizeof ring_id));
   ring_id >>= 1;
-  const std::string exe = self_exe();
-  const std::string host_list = join(hosts);
-  std::vector<std::unique_ptr<run::ChildProcess>> kids;
-  for (int r = 0; r < spec.nodes; ++r) {
-    std::vector<std::string> args;
-    for (auto w : split(launch, ' ')) {
-      for (auto at = w.find("{rank}"); at != std::string::npos; at = w.find("{rank}")) w.replace(at, 6, std::to_string(r));
-      args.push_back(w);
-    }
-    std::string prog = exe;
-    if (!args.empty()) {
-      prog = resolve(args.front());
-      args.erase(args.begin());
-      args.push_back(exe);
-    }
-    args.insert(args.end(), {"bench", "overlap", "--worker", "--rank", std::to_string(r), "--ring-id", std::to_string(ring_id)});
+  const RingOptions ro = member_options(spec, 0);
+  std::unique_ptr<net::tcp::RendezvousServer> rendezvous;
+  if (hosts.empty()) {
+    net::tcp::RendezvousConfig rc;
+    rc.world = spec.nodes;
+    rc.ring_id = ring_id;
+    rc.limits = RingInternals::link_limits(ro);
+    rc.secret = token;
+    rc.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(ro.connect_timeout * 1000));
+    rendezvous = std::make_unique<net::tcp::RendezvousServer>(net::PeerAddress{"127.0.0.1", 0}, rc);
+  }
+  std::vector<StepRow> rows;
+  run::LaunchSpec ls;
+  ls.ranks = spec.nodes;
+  ls.launch_prefix = launch;
+  ls.token = token;
+  ls.timeout_seconds = spec.timeout_seconds;
+  ls.expected = {net::limits_fingerprint(RingInternals::link_limits(ro)), net::secret_fingerprint(token)};
+  ls.arguments = [&](int r) {
+    std::vector<std::string> args = {"bench", "overlap", "--worker", "--rank", std::to_string(r), "--ring-id",
+                                     std::to_string(ring_id)};
     const auto sa = spec_args(spec);
     args.insert(args.end(), sa.begin(), sa.end());
     if (log_level) args.insert(args.end(), {"--log-level", *log_level});
-    if (hosts.empty()) args.insert(args.end(), {"--peers", "-"});
-    else args.insert(args.end(), {"--peers", host_list, "--listen", hosts[static_cast<std::size_t>(r)]});
-    kids.push_back(std::make_unique<run::ChildProcess>(prog, args));
-  }
-  std::vector<std::optional<int>> ports(kids.size());
-  std::vector<std::string> last_err(kids.size());
-  std::vector<StepRow> rows;
-  bool peers_sent = !hosts.empty();
-  int failed = -1;
-  std::string code;
-  auto kill_at = Clock::time_point::max();
-  while (true) {
-    std::vector<pollfd> fds;
-    for (auto& k : kids) {
-      fds.push_back({k->stdout_fd(), POLLIN, 0});
-      fds.push_back({k->stderr_fd(), POLLIN, 0});
-    }
-    ::poll(fds.data(), fds.size(), 100);
-    bool all_done = true;
-    for (std::size_t r = 0; r < kids.size(); ++r) {
-      auto& k = *kids[r];
-      auto drain = [&] {
-        for (const auto& line : k.read_lines(k.stdout_fd())) {
-          if (line.rfind("PORT ", 0) == 0) ports[r] = std::atoi(line.c_str() + 5);
-          else if (line.rfind("INFO ", 0) == 0 && r == 0) node_cpus = line.substr(line.find("cpus=") + 5);
-          else if (auto row = parse_row_line(line)) rows.push_back(*row);
-        }
-        for (const auto& line : k.read_lines(k.stderr_fd())) {
-          std::fprintf(stderr, "%s\n", line.c_str());
-          if (!line.empty()) last_err[r] = line;
-        }
-      };
-      drain();
-      if (auto c = k.poll_exit()) {
-        drain();
-        if ((c->code != 0 || c->signal != 0) && failed < 0) {
-          failed = static_cast<int>(r);
-          code = c->describe();
-          kill_at = Clock::now() + std::chrono::seconds(5);  // the others notice on their own, or are ended
-        }
-      } else {
-        all_done = false;
-      }
-    }
-    if (!peers_sent && std::all_of(ports.begin(), ports.end(), [](auto& p) { return p.has_value(); })) {
-      std::string line = "PEERS ";
-      for (std::size_t r = 0; r < ports.size(); ++r) line += (r ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(*ports[r]);
-      for (auto& k : kids) {
-        k->send_line(line);
-        k->close_stdin();
-      }
-      peers_sent = true;
-    }
-    if (all_done) break;
-    if (Clock::now() > kill_at)
-      for (auto& k : kids)
-        if (k->running()) k->kill_now();
-  }
-  if (failed >= 0)
-    throw Error("bench overlap: rank " + std::to_string(failed) + " failed (" + code + "): " + (last_err[static_cast<std::size_t>(failed)].empty() ? "no message" : last_err[static_cast<std::size_t>(failed)]));
+    if (rendezvous) args.insert(args.end(), {"--peers", "-", "--listen", "127.0.0.1:" + std::to_string(rendezvous->port())});
+    else args.insert(args.end(), {"--peers", join(hosts), "--listen", hosts[static_cast<std::size_t>(r)]});
+    return args;
+  };
+  ls.on_line = [&](int r, const std::string& line) {
+    if (line.rfind("INFO ", 0) == 0 && r == 0) node_cpus = line.substr(line.find("cpus=") + 5);
+    else if (auto row = parse_row_line(line)) rows.push_back(*row);
+  };
+  run::launch(ls);
   return rows;
 }
 
@@ -411,9 +351,14 @@ int ringattn::cli::bench_overlap_main(const std::vector<std::string>& argv) {
     mn.rank = static_cast<int>(a.int64("rank"));
     mn.peers = a.str("peers");
     mn.ring_id = static_cast<std::uint64_t>(a.int64("ring-id"));
-    if (auto l = a.maybe("listen")) std::tie(mn.listen_host, mn.listen_port) = split_host_port(*l);
+    mn.listen = a.str("listen");
     if (mn.rank < 0 || mn.rank >= spec.nodes) throw InvalidArgument("bench overlap: --rank out of range");
-    run_member(spec, mn);
+    try {
+      run_member(spec, mn);
+    } catch (const std::exception& e) {  // the launcher reads the structured report
+      node::emit_line(node::fail_line(node::fail_report_for(e, mn.rank)));
+      throw;
+    }
     return 0;
   }
   return front(a, spec, argv);

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -22,10 +23,14 @@
 #include "net/crc32c.hpp"
 #include "net/secret.hpp"
 #include "net/transport.hpp"
+#include "src/node/launcher_channel.hpp"
+#include "src/node/report.hpp"
+#include "src/ring/internals.hpp"
+#include "src/ring/ring_step.hpp"
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
 #include "core/logger.hpp"
-#include "src/ring/layout.hpp"
+#include "ringattn/layout.hpp"
 
 namespace ringattn::bench::overlap {
 
@@ -41,28 +46,8 @@ double process_cpu_seconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-// Frame markers: data frames and the all-reduce tokens are told apart by `step`.
-constexpr std::uint64_t kDataJob = 0xDA7A;
+// The all-reduce tokens are STATE frames of one row, told apart by `step`.
 constexpr std::uint64_t kTokenStep = 0xA11ED;
-
-std::vector<net::PeerAddress> parse_peers(const std::string& list, int world) {
-  std::vector<net::PeerAddress> out;
-  std::size_t start = 0;
-  while (start < list.size()) {
-    const std::size_t comma = std::min(list.find(',', start), list.size());
-    const std::string item = list.substr(start, comma - start);
-    const auto colon = item.rfind(':');
-    if (colon == std::string::npos) throw InvalidArgument("bench overlap: peer '" + item + "' is not host:port");
-    const int port = std::atoi(item.c_str() + colon + 1);
-    if (port < 0 || port > 65535) throw InvalidArgument("bench overlap: bad port in '" + item + "'");
-    out.push_back({item.substr(0, colon), static_cast<std::uint16_t>(port)});
-    start = comma + 1;
-  }
-  if (static_cast<int>(out.size()) != world)
-    throw InvalidArgument("bench overlap: " + std::to_string(out.size()) + " peers listed for " +
-                          std::to_string(world) + " nodes");
-  return out;
-}
 
 void pin_to(const std::vector<int>& cpus) {
   cpu_set_t set;
@@ -107,39 +92,47 @@ int reps_for(double estimate, const SweepSpec& spec) {
   return static_cast<int>(std::clamp(n, 5.0, static_cast<double>(std::max(5, spec.max_reps))));
 }
 
-// One member's measurements for one mask and block size.
+// One member's measurements for one mask and block size, on the ring's own step.
 class BlockSweep {
  public:
-  BlockSweep(net::RingTransport& t, const net::JobShape& shape, const SweepSpec& spec, BlockAttention& attn,
-             const std::string& mask, std::int64_t b)
-      : t_(t), shape_(shape), spec_(spec), attn_(attn), rank_(t.rank()), world_(t.world()), b_(b), src_(rank_) {
-    const ring::Layout layout = mask == "causal" ? ring::Layout::zigzag : ring::Layout::contiguous;
-    for (int r = 0; r < world_; ++r) pos_.push_back(ring::shard_positions(layout, b * world_, world_, r));
+  BlockSweep(net::Transport& t, const SweepSpec& spec, BlockAttention& attn, const std::string& mask, std::int64_t b,
+             std::uint64_t call)
+      : t_(t), spec_(spec), attn_(attn), rank_(t.rank()), world_(t.world()), b_(b), step_(t) {
+    const Layout layout = mask == "causal" ? Layout::zigzag : Layout::contiguous;
+    const Positions own = shard_positions(layout, b * world_, world_, rank_);
+    own_pos_ = own;
+    const auto positions = own.materialize();
     const std::size_t esz = dtype_size(spec.dtype);
-    row_bytes_ = static_cast<std::size_t>(spec.kv_heads * spec.head_dim) * esz;
-    q_.resize(static_cast<std::size_t>(b * spec.heads * spec.head_dim) * esz);
-    a_.resize(2 * static_cast<std::size_t>(b) * row_bytes_);
-    b_buf_.resize(a_.size());
+    const std::size_t kv = static_cast<std::size_t>(own.size() * spec.kv_heads * spec.head_dim) * esz;
+    q_.resize(static_cast<std::size_t>(own.size() * spec.heads * spec.head_dim) * esz);
+    std::vector<std::byte> k(kv), v(kv);
     fill_random(q_, spec.dtype, 1000 + static_cast<std::uint64_t>(rank_));
-    fill_random(a_, spec.dtype, 2000 + static_cast<std::uint64_t>(rank_));
-    crc_ = net::crc32c(a_);
-    state_ = OnlineSoftmaxState(b, spec.heads, spec.head_dim);
+    fill_random(k, spec.dtype, 2000 + static_cast<std::uint64_t>(rank_));
+    fill_random(v, spec.dtype, 3000 + static_cast<std::uint64_t>(rank_));
+    ring::CallSpec cs;
+    cs.heads = static_cast<std::uint32_t>(spec.heads);
+    cs.kv_heads = static_cast<std::uint32_t>(spec.kv_heads);
+    cs.head_dim = static_cast<std::uint32_t>(spec.head_dim);
+    cs.dtype = spec.dtype;
+    cs.mask = attn.config().mask;
+    cs.scale = attn.config().scale;
+    step_.begin_raw(cs, call, positions, k.data(), v.data());
+    state_ = OnlineSoftmaxState(own.size(), spec.heads, spec.head_dim);
     row_.mask = mask;
     row_.rank = rank_;
     row_.b = b;
-    row_.block_bytes = static_cast<double>(a_.size());
+    row_.block_bytes = static_cast<double>(step_.block().size());
   }
 
   // Rounds of the four step kinds, interleaved, so that a slow drift of the machine
   // (other load, a busy sibling CPU) touches every kind alike; medians over the rounds.
   StepRow run() {
-    agree(t_, shape_, 0);
+    agree(t_, 0);
     state_.reset();
     Round warm = round();  // creates the kernel's primitives, sizes TCP's window
     // Cheap sizes get one more for a clean estimate; all members must agree on it.
-    if (agree(t_, shape_, warm.compute < 0.05 ? 1 : 0)) warm = round();
-    const int n = static_cast<int>(agree(
-        t_, shape_, static_cast<std::uint64_t>(reps_for(std::max(warm.compute, warm.transfer), spec_))));
+    if (agree(t_, warm.compute < 0.05 ? 1 : 0)) warm = round();
+    const int n = static_cast<int>(agree(t_, static_cast<std::uint64_t>(reps_for(std::max(warm.compute, warm.transfer), spec_))));
     std::vector<double> tc, tx, ts, to, tf;
     double flops = 0, fold_cpu = 0, fold_wall = 0, io_x = 0, io_o = 0;
     for (int i = 0; i < n; ++i) {
@@ -170,18 +163,23 @@ class BlockSweep {
 
   // Ring all-reduce (max) of a small number; also the barrier between phases. P−1
   // rounds of "send what I know to the successor, take the max with the predecessor's".
-  static std::uint64_t agree(net::RingTransport& t, const net::JobShape& shape, std::uint64_t v) {
-    const std::size_t token_bytes = net::kv_block_bytes(shape, 1);
-    std::vector<std::byte> out(token_bytes), in(token_bytes);
+  static std::uint64_t agree(net::Transport& t, std::uint64_t v) {
+    std::array<std::byte, 8> out{}, in{};
     for (int round = 0; round + 1 < t.world(); ++round) {
-      auto s = t.isend(net::kv_block_header(shape, v, kTokenStep, 1), out);
-      auto r = t.irecv(in);
+      net::FrameHeader h;
+      h.kind = net::FrameKind::state;
+      h.job_id = v;
+      h.step = kTokenStep;
+      h.rows = 1;
+      h.cols = 2;
+      auto s = t.isend(t.successor(), h, out);
+      auto r = t.irecv(t.predecessor(), in);
       t.wait(s);
-      const net::FrameHeader h = t.wait(r);
-      if (h.step != kTokenStep || h.rows != 1)
-        throw NetworkError("rank " + std::to_string(t.rank()) + ": bench overlap: expected a barrier token, got step " +
-                           std::to_string(h.step) + " with " + std::to_string(h.rows) + " rows");
-      v = std::max(v, h.job_id);
+      const net::FrameHeader got = t.wait(r);
+      if (got.kind != net::FrameKind::state || got.step != kTokenStep)
+        throw NetworkError("rank " + std::to_string(t.rank()) + ": bench overlap: expected a barrier token, got a " +
+                           std::string(net::to_string(got.kind)) + " frame, step " + std::to_string(got.step));
+      v = std::max(v, got.job_id);
     }
     return v;
   }
@@ -194,29 +192,15 @@ class BlockSweep {
 
   double fold(double* flops = nullptr) {
     const auto t0 = Clock::now();
-    const std::size_t half = static_cast<std::size_t>(b_) * row_bytes_;
-    const FoldStats fs = attn_.fold(q_.data(), pos_[static_cast<std::size_t>(rank_)], a_.data(), a_.data() + half,
-                                    pos_[static_cast<std::size_t>(src_)], state_);
+    const auto& blk = step_.current();
+    const FoldStats fs = attn_.fold(q_.data(), own_pos_, blk.k, blk.v, *blk.positions, state_);
     if (flops) *flops = fs.useful_flops;
     return since(t0);
   }
 
-  void post_exchange() {
-    send_ = t_.isend(net::kv_block_header(shape_, kDataJob, seq_++, static_cast<std::uint32_t>(b_)), a_, crc_);
-    recv_ = t_.irecv(b_buf_);
-  }
-
-  // Completes the exchange the way KvRing does: check the frame, relay its CRC, swap.
-  void finish_exchange() {
-    t_.wait(send_);
-    const net::FrameHeader h = t_.wait(recv_);
-    if (h.kind != net::FrameKind::kv_block || h.job_id != kDataJob || h.rows != static_cast<std::uint32_t>(b_))
-      throw NetworkError("rank " + std::to_string(rank_) + ": bench overlap: expected a " + std::to_string(b_) +
-                         "-row block, got job " + std::to_string(h.job_id) + " with " + std::to_string(h.rows) + " rows");
-    crc_ = h.payload_crc;
-    std::swap(a_, b_buf_);
-    src_ = (src_ - 1 + world_) % world_;  // A now holds the predecessor's block
-  }
+  // One exchange of the ring's step: send A, receive B, check it, A <-> B.
+  void post_exchange() { step_.post(seq_); }
+  void finish_exchange() { step_.finish(seq_++); }
 
   double io_cpu() const { return t_.stats().io_cpu_seconds; }
 
@@ -242,7 +226,7 @@ class BlockSweep {
 
     io0 = io_cpu();
     t0 = Clock::now();
-    post_exchange();  // the double-buffered step of KvRing::forward
+    post_exchange();  // the double-buffered step of Ring::forward
     r.fold_in_overlap = fold();
     finish_exchange();
     r.overlap = since(t0);
@@ -250,40 +234,18 @@ class BlockSweep {
     return r;
   }
 
-  net::RingTransport& t_;
-  const net::JobShape& shape_;
+  net::Transport& t_;
   const SweepSpec& spec_;
   BlockAttention& attn_;
   int rank_, world_;
   std::int64_t b_;
-  int src_;  // whose block A holds
-  std::vector<Positions> pos_;
-  std::size_t row_bytes_ = 0;
-  std::vector<std::byte> q_, a_, b_buf_;
-  std::uint32_t crc_ = 0;
+  ring::RingStep step_;
+  Positions own_pos_;
+  std::vector<std::byte> q_;
   OnlineSoftmaxState state_;
-  net::Request send_, recv_;
-  std::uint64_t seq_ = 0;
+  int seq_ = 0;
   StepRow row_;
 };
-
-net::JobShape sweep_shape(const SweepSpec& spec) {
-  net::JobShape s;
-  s.heads = static_cast<std::uint32_t>(spec.heads);
-  s.kv_heads = static_cast<std::uint32_t>(spec.kv_heads);
-  s.head_dim = static_cast<std::uint32_t>(spec.head_dim);
-  s.max_block_rows = static_cast<std::uint32_t>(*std::max_element(spec.blocks.begin(), spec.blocks.end()));
-  s.dtype = spec.dtype;
-  // Every member must run the same sweep: its sizes and masks go into the digest.
-  std::uint64_t h = 1469598103934665603ull;
-  auto mix = [&](std::uint64_t v) {
-    for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xff)) * 1099511628211ull;
-  };
-  for (auto b : spec.blocks) mix(static_cast<std::uint64_t>(b));
-  for (const auto& m : spec.masks) mix(m == "causal" ? 2 : 1);
-  s.options_digest = h;
-  return s;
-}
 
 std::string cpu_list(const std::vector<int>& cpus) {
   std::string s;
@@ -312,34 +274,54 @@ std::vector<int> node_cpus(int rank, int cores) {
   return out;
 }
 
+RingOptions member_options(const SweepSpec& spec, int rank) {
+  RingOptions o;
+  o.rank = rank;
+  o.world_size = spec.nodes;
+  o.limits.max_rows = *std::max_element(spec.blocks.begin(), spec.blocks.end());
+  o.limits.max_heads = spec.heads;
+  o.limits.max_kv_heads = spec.kv_heads;
+  o.limits.max_head_dim = spec.head_dim;
+  // Every member must run the same sweep: its sizes, masks and shape go into the digest.
+  std::uint64_t h = 1469598103934665603ull;
+  auto mix = [&](std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xff)) * 1099511628211ull;
+  };
+  for (auto b : spec.blocks) mix(static_cast<std::uint64_t>(b));
+  for (const auto& m : spec.masks) mix(m == "causal" ? 2 : 1);
+  mix(static_cast<std::uint64_t>(spec.dtype));
+  o.job_digest = h;
+  o.threads = spec.cores;
+  o.connect_timeout = 30;
+  o.timeout = spec.timeout_seconds;
+  return o;
+}
+
 void run_member(const SweepSpec& spec, const MemberNet& mn) {
   set_log_rank(mn.rank);
   // Pin before the transport exists: its I/O thread inherits this mask.
   const auto cpus = node_cpus(mn.rank, spec.cores);
   pin_to(cpus);
   omp_set_num_threads(spec.cores);
-  const net::JobShape shape = sweep_shape(spec);
-  net::TransportConfig cfg;
-  cfg.rank = mn.rank;
-  cfg.world = spec.nodes;
-  cfg.ring_id = mn.ring_id;
-  cfg.shape = shape;
-  cfg.secret = net::load_secret();
-  cfg.listen_host = mn.listen_host;
-  cfg.listen_port = mn.listen_port;
-  cfg.connect_timeout = std::chrono::milliseconds(30000);
-  cfg.io_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(spec.timeout_seconds * 1000));
-  auto t = net::make_tcp_transport(cfg);
-  std::string peers = mn.peers;
-  if (peers == "-") {
-    std::printf("PORT %u\n", static_cast<unsigned>(t->listen_port()));
-    std::fflush(stdout);
-    std::string line;
-    if (!std::getline(std::cin, line) || line.rfind("PEERS ", 0) != 0)
-      throw Error("bench overlap: rank " + std::to_string(mn.rank) + " expected 'PEERS host:port,...' on stdin");
-    peers = line.substr(6);
+  node::LauncherChannel launcher(mn.rank);  // the token, and the launcher's end
+  RingOptions o = member_options(spec, mn.rank);
+  o.ring_id = mn.ring_id;
+  o.token = net::checked_secret(launcher.token(o.connect_timeout), "the launcher's pipe");
+  node::emit_line(node::ident_line({net::limits_fingerprint(RingInternals::link_limits(o)), net::secret_fingerprint(o.token)}));
+  if (mn.peers == "-") {  // the launcher's rendezvous
+    o.master = mn.listen;
+    o.master_is_external = true;
+  } else {
+    std::size_t start = 0;
+    while (start <= mn.peers.size()) {
+      const std::size_t comma = std::min(mn.peers.find(',', start), mn.peers.size());
+      o.peers.push_back(mn.peers.substr(start, comma - start));
+      start = comma + 1;
+    }
+    o.listen = mn.listen;
   }
-  t->connect(parse_peers(peers, spec.nodes));
+  Ring ring = Ring::connect(o);
+  net::Transport& t = RingInternals::transport(ring);
   if (spec.io_priority > 0) {
     // The transport's I/O thread keeps the process's priority; this thread (and the
     // kernel threads it starts from now on) steps down, so that a waking I/O thread
@@ -348,19 +330,18 @@ void run_member(const SweepSpec& spec, const MemberNet& mn) {
     const int now = ::getpriority(PRIO_PROCESS, static_cast<id_t>(tid));
     ::setpriority(PRIO_PROCESS, static_cast<id_t>(tid), std::min(19, now + spec.io_priority));
   }
-  std::printf("INFO rank=%d cpus=%s\n", mn.rank, cpu_list(cpus).c_str());
-  std::fflush(stdout);
+  node::emit_line("INFO rank=" + std::to_string(mn.rank) + " cpus=" + cpu_list(cpus));
+  std::uint64_t call = 0;
   for (const auto& mask : spec.masks) {
     BlockAttention attn(attention_config(spec, mask));
     for (auto b : spec.blocks) {
       if (mn.rank == 0) logger("bench")->info("mask {} b {}", mask, b);
-      const StepRow row = BlockSweep(*t, shape, spec, attn, mask, b).run();
-      std::printf("%s\n", to_line(row).c_str());
-      std::fflush(stdout);
+      const StepRow row = BlockSweep(t, spec, attn, mask, b, ++call).run();
+      node::emit_line(to_line(row));
     }
   }
-  BlockSweep::agree(*t, shape, 0);  // nobody closes while a neighbour still sends
-  t->close();
+  BlockSweep::agree(t, 0);  // nobody closes while a neighbour still sends
+  ring.close();
 }
 
 double measure_flops(const SweepSpec& spec, std::int64_t b) {

@@ -14,15 +14,17 @@
 //   serial    fold(Q, A), then the transfer           -> T_s
 //   overlap   isend(A), irecv(B), fold(Q, A), wait    -> T_o (and the fold's own time)
 // Interleaving the kinds makes their ratios immune to slow drifts of a shared machine.
-// The overlap step is KvRing::forward's step (src/ring/kv_ring.cpp) call for call:
-// blocks really travel around the ring, are relayed with the CRC they arrived with,
-// and each fold uses the positions of the rank that owns the block in A.
+// The transfers and the overlap step are the ring's own step (src/ring/ring_step.hpp,
+// which Ring::forward drives): blocks really travel around the ring with their
+// positions, are checked and relayed with the CRC they arrived with, and each fold uses
+// the positions of the rank that owns the block in A.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "ringattn/ring.hpp"
 #include "ringattn/types.hpp"
 
 namespace ringattn::bench::overlap {
@@ -42,11 +44,14 @@ struct SweepSpec {
 
 struct MemberNet {
   int rank = 0;
-  std::string listen_host = "127.0.0.1";
-  std::uint16_t listen_port = 0;
-  std::string peers = "-";    // "-": print "PORT n", then read "PEERS h:p,..." from stdin
+  std::string peers = "-";    // host:port per rank, or "-": the rendezvous at `listen`
+  std::string listen;         // this member's address, or (peers "-") the rendezvous
   std::uint64_t ring_id = 1;
 };
+
+// The ring options of member `rank` of this sweep: limits for its largest block, its
+// shape and sizes in the job digest (the front fingerprints them).
+RingOptions member_options(const SweepSpec& spec, int rank);
 
 // Runs the sweep as one member; prints "INFO ..." once and a "ROW ..." line per mask
 // and block size on stdout. Throws ringattn::Error on any failure.

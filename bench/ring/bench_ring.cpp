@@ -135,7 +135,7 @@ bench::DenseInputs write_inputs(const Sizes& s, const std::string& dir) {
 double rss_model_bytes(const node::JobSpec& job, std::int64_t rows) {
   const auto& c = job.attention;
   const double s = static_cast<double>(dtype_size(c.dtype));
-  const double most = static_cast<double>(ring::max_shard_rows(job.layout, job.tokens, job.nodes));
+  const double most = static_cast<double>(max_shard_rows(job.layout, job.tokens, job.nodes));
   const double r = static_cast<double>(rows);
   return r * static_cast<double>(c.heads * c.head_dim) * (s + 4) + 2 * r * static_cast<double>(c.kv_heads * c.head_dim) * s +
          2 * 2 * most * static_cast<double>(c.kv_heads * c.head_dim) * s;
@@ -201,7 +201,7 @@ void print_row(const node::JobSpec& job, const Sizes& sz, const std::vector<run:
       "\"compute_max_over_mean\":%.3f,\"per_node_useful_flops\":%s,\"flops_max_over_mean\":%.3f,"
       "\"bytes_sent_per_node\":%s,\"payload_bytes_per_node\":%s,\"transport_gbps\":%.3f,"
       "\"wall_seconds\":%.3f,\"max_rss_mib_per_node\":%s,\"rss_model_mib_per_node\":%s,\"rss_over_model\":%.3f",
-      job.nodes, std::string(ring::to_string(job.layout)).c_str(), to_string(job.attention.mask).c_str(),
+      job.nodes, std::string(to_string(job.layout)).c_str(), to_string(job.attention.mask).c_str(),
       static_cast<long long>(sz.seq), static_cast<long long>(sz.heads), static_cast<long long>(sz.kv_heads),
       static_cast<long long>(sz.head_dim), std::string(to_string(job.attention.dtype)).c_str(), job.attention.threads,
       reps.size(), seconds, flops / seconds / 1e9, json_list(all, "%.4f").c_str(), flops / all.front() / 1e9,
@@ -260,7 +260,7 @@ int ringattn::cli::bench_ring_main(const std::vector<std::string>& argv) {
   p.command = bench::shell_command("bench ring", argv);
   for (const auto& m : p.masks)
     if (m != "none" && m != "causal") throw InvalidArgument("bench ring: --mask takes none and/or causal, got '" + m + "'");
-  for (const auto& l : p.layouts) ring::parse_layout(l);  // refuse typos before any work
+  for (const auto& l : p.layouts) parse_layout(l);  // refuse typos before any work
   for (const auto& d : p.dtypes) parse_dtype(d);
 
   ScratchDir dir(a.maybe("work-dir"));
@@ -281,7 +281,7 @@ int ringattn::cli::bench_ring_main(const std::vector<std::string>& argv) {
             job.k_path = dir.path + "/k.npy";
             job.v_path = dir.path + "/v.npy";
             job.nodes = static_cast<int>(nodes);
-            job.layout = ring::parse_layout(layout);
+            job.layout = parse_layout(layout);
             job.attention.dtype = parse_dtype(dt);
             job.attention.mask = m == "causal" ? Mask::causal() : Mask::none();
             job.attention.threads = p.threads;

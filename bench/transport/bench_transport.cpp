@@ -80,21 +80,25 @@ struct Result {
   std::uint64_t frames = 0;
 };
 
-net::JobShape shape_for(const Plan& p) {
-  net::JobShape s;
-  s.heads = s.kv_heads = 1;
-  s.head_dim = kHeadDim;
-  s.dtype = DType::f32;
+// The ring's frames as the ring sends them: one K/V head of 128, fp32.
+net::LinkLimits shape_for(const Plan& p) {
+  net::LinkLimits s;
+  s.max_heads = s.max_kv_heads = 1;
+  s.max_head_dim = kHeadDim;
   std::uint64_t max_rows = 1;
   for (auto b : p.block_bytes) max_rows = std::max(max_rows, b / kRowBytes);
   s.max_block_rows = static_cast<std::uint32_t>(max_rows);
   return s;
 }
 
+std::uint64_t frame_bytes(std::uint64_t kv_bytes) {
+  return net::kv_block_bytes(DType::f32, kHeadDim, static_cast<std::uint32_t>(kv_bytes / kRowBytes));
+}
+
 // Sends warm-up + reps repetitions of frames of `bytes`; returns per-rep CPU s/GB.
-std::vector<double> send_stream(net::RingTransport& t, const net::JobShape& shape, const Plan& p, std::uint64_t bytes) {
+std::vector<double> send_stream(net::Transport& t, const net::LinkLimits&, const Plan& p, std::uint64_t bytes) {
   const auto rows = static_cast<std::uint32_t>(bytes / kRowBytes);
-  std::vector<std::byte> payload(bytes);
+  std::vector<std::byte> payload(frame_bytes(bytes));
   for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = std::byte(static_cast<unsigned char>(i * 131 + 7));
   const std::uint32_t crc = net::crc32c(payload);  // known, as for a relayed block
   std::vector<double> cpu_per_gb;
@@ -106,8 +110,8 @@ std::vector<double> send_stream(net::RingTransport& t, const net::JobShape& shap
     for (bool last = false; !last; ++step) {
       last = p.count > 0 ? step + 1 >= static_cast<std::uint64_t>(std::max<std::int64_t>(p.count, 2))
                          : step >= 1 && Clock::now() >= deadline;
-      auto h = net::kv_block_header(shape, last ? kLastOfRep : 0, step, rows);
-      inflight.push_back(t.isend(h, payload, crc));
+      auto h = net::kv_block_header(DType::f32, kHeadDim, last ? kLastOfRep : 0, step, rows);
+      inflight.push_back(t.isend(t.successor(), h, payload, crc));
       if (static_cast<int>(inflight.size()) >= p.depth) {
         t.wait(inflight.front());
         inflight.pop_front();
@@ -127,16 +131,16 @@ struct RecvSlots {
   std::size_t next = 0;
 
   RecvSlots(const Plan& p) {
-    const std::uint64_t max_bytes = *std::max_element(p.block_bytes.begin(), p.block_bytes.end());
+    const std::uint64_t max_bytes = frame_bytes(*std::max_element(p.block_bytes.begin(), p.block_bytes.end()));
     bufs.assign(static_cast<std::size_t>(p.depth), std::vector<std::byte>(max_bytes));
   }
-  void post_all(net::RingTransport& t) {
-    for (auto& b : bufs) posted.push_back(t.irecv(b));
+  void post_all(net::Transport& t) {
+    for (auto& b : bufs) posted.push_back(t.irecv(t.predecessor(), b));
   }
 };
 
 // Receives what send_stream sends.
-Result recv_stream(net::RingTransport& t, const Plan& p, std::uint64_t bytes, RecvSlots& slots) {
+Result recv_stream(net::Transport& t, const Plan& p, std::uint64_t bytes, RecvSlots& slots) {
   auto& [bufs, posted, next] = slots;
   Result res;
   for (int rep = 0; rep <= p.reps; ++rep) {
@@ -145,14 +149,14 @@ Result recv_stream(net::RingTransport& t, const Plan& p, std::uint64_t bytes, Re
     std::uint64_t frames = 0;
     for (bool last = false; !last;) {
       const net::FrameHeader h = t.wait(posted[next]);
-      if (h.payload_bytes != bytes) throw NetworkError("bench: got a frame of " + std::to_string(h.payload_bytes) + " bytes");
+      if (h.payload_bytes != frame_bytes(bytes)) throw NetworkError("bench: got a frame of " + std::to_string(h.payload_bytes) + " bytes");
       last = h.job_id == kLastOfRep;
       if (++frames == 1) {
         first = Clock::now();
         cpu0 = t.stats().io_cpu_seconds;
       }
       // The last frame's buffer is re-posted too: the next repetition streams into it.
-      posted[next] = t.irecv(bufs[next]);
+      posted[next] = t.irecv(t.predecessor(), bufs[next]);
       next = (next + 1) % bufs.size();
     }
     const double secs = std::chrono::duration<double>(Clock::now() - first).count();
@@ -201,14 +205,14 @@ std::vector<std::int64_t> parse_counts(const std::string& list, const std::strin
 
 // ---- modes ------------------------------------------------------------------------------------
 
-net::TransportConfig config(int rank, const net::JobShape& shape, const std::string& host, std::uint16_t port,
+net::TransportConfig config(int rank, const net::LinkLimits& shape, const std::string& host, std::uint16_t port,
                             std::string secret, bool tls) {
   net::TransportConfig c;
   c.tls = tls;
   c.rank = rank;
   c.world = 2;
   c.ring_id = 0xBE7C4;
-  c.shape = shape;
+  c.limits = shape;
   c.secret = std::move(secret);
   c.listen_host = host;
   c.listen_port = port;
@@ -219,10 +223,10 @@ net::TransportConfig config(int rank, const net::JobShape& shape, const std::str
 // One sender/receiver pair in this process, connected.
 struct Pair {
   RecvSlots slots;  // declared first: destroyed after the transports have closed
-  std::unique_ptr<net::RingTransport> sender, receiver;
+  std::unique_ptr<net::Transport> sender, receiver;
   bool tls;
 
-  Pair(const Plan& p, const net::JobShape& shape, const std::string& host, bool with_tls) : slots(p), tls(with_tls) {
+  Pair(const Plan& p, const net::LinkLimits& shape, const std::string& host, bool with_tls) : slots(p), tls(with_tls) {
     const std::string secret = net::generate_secret();
     sender = net::make_tcp_transport(config(0, shape, host, 0, secret, tls));
     receiver = net::make_tcp_transport(config(1, shape, host, 0, secret, tls));
@@ -245,7 +249,7 @@ struct Pair {
     sender->close();
   }
 
-  Result stream(const Plan& p, const net::JobShape& shape, std::uint64_t bytes) {
+  Result stream(const Plan& p, const net::LinkLimits& shape, std::uint64_t bytes) {
     std::vector<double> send_cpu;
     std::exception_ptr send_error;
     std::thread s([&] {
@@ -274,7 +278,7 @@ struct Pair {
 // baseline, one after the other in this run, so their ratios compare like with like.
 int run_in_process(const Plan& p, const std::string& host, bool with_raw, std::optional<double> iperf,
                    const std::vector<bool>& tls_modes) {
-  const net::JobShape shape = shape_for(p);
+  const net::LinkLimits shape = shape_for(p);
   std::vector<std::unique_ptr<Pair>> pairs;
   for (bool tls : tls_modes) pairs.push_back(std::make_unique<Pair>(p, shape, host, tls));
   for (auto bytes : p.block_bytes) {
@@ -303,7 +307,7 @@ int run_two_process(const Plan& p, const std::string& role, const std::string& h
                     const std::string& peer, const std::string& token_file, bool tls) {
   if (role != "send" && role != "recv") throw InvalidArgument("--role must be send or recv, got '" + role + "'");
   if (port < 1 || port > 65535) throw InvalidArgument("--role needs --port (1..65535) to listen on");
-  const net::JobShape shape = shape_for(p);
+  const net::LinkLimits shape = shape_for(p);
   const int rank = role == "send" ? 0 : 1;
   set_log_rank(rank);
   RecvSlots slots(p);

@@ -73,6 +73,8 @@ struct OnlineSoftmaxState {
   OnlineSoftmaxState() = default;
   OnlineSoftmaxState(std::int64_t rows, std::int64_t heads, std::int64_t head_dim);
   void reset();
+  // A fresh state of another shape, reusing the memory (no allocation when it fits).
+  void reset(std::int64_t rows, std::int64_t heads, std::int64_t head_dim);
 };
 
 // Combines two partial states over disjoint key sets: `into` becomes the state over both.

@@ -29,6 +29,9 @@ class Positions {
 
   static Positions contiguous(std::int64_t first, std::int64_t count);
   static Positions strided(std::int64_t first, std::int64_t stride, std::int64_t count);
+  // Any strictly increasing, non-negative positions, compressed into as few runs as
+  // there are changes of stride. Throws InvalidArgument naming the first row out of order.
+  static Positions from_sorted(const std::int64_t* positions, std::int64_t count);
 
   std::int64_t size() const { return size_; }
   const std::vector<PositionRun>& runs() const { return runs_; }
@@ -37,6 +40,7 @@ class Positions {
   std::int64_t at(std::int64_t r) const;
   // All positions, in row order.
   std::vector<std::int64_t> materialize() const;
+  void materialize_into(std::vector<std::int64_t>& out) const;  // reuses out's capacity
 
  private:
   std::vector<PositionRun> runs_;

@@ -12,62 +12,13 @@
 
 #include "net/crc32c.hpp"
 #include "net/secret.hpp"
+#include "net/tcp/control_io.hpp"
 #include "net/tcp/coroutines.hpp"
 
 namespace ringattn::net::tcp {
 namespace {
 
 constexpr auto kAwait = asio::use_awaitable;
-
-asio::awaitable<std::error_code> write_control(Stream& s, FrameKind kind, std::span<const std::byte> payload) {
-  FrameHeader h;
-  h.kind = kind;
-  h.payload_bytes = payload.size();
-  h.payload_crc = crc32c(payload);
-  const HeaderBytes hb = encode_header(h);
-  const std::array<asio::const_buffer, 2> frame{asio::buffer(hb), asio::buffer(payload.data(), payload.size())};
-  std::error_code ec;
-  co_await asio::async_write(s, frame, asio::redirect_error(kAwait, ec));
-  co_return ec;
-}
-
-asio::awaitable<void> send_error(Stream& s, FailureCause cause, int origin, const std::string& text) {
-  const std::string payload = encode_error({origin, cause, text});
-  co_await write_control(s, FrameKind::error, std::as_bytes(std::span(payload.data(), payload.size())));
-  s.shutdown_send();
-}
-
-struct ControlFrame {
-  FrameHeader header;
-  std::vector<std::byte> payload;  // at most kErrorPrefixBytes + kMaxErrorBytes: the handshake limits
-  std::string error;               // empty on success
-  bool protocol_seen = false;      // the header had our magic
-  bool eof = false;
-};
-
-asio::awaitable<ControlFrame> read_control(Stream& s) {
-  ControlFrame f;
-  HeaderBytes hb{};
-  std::error_code ec;
-  co_await asio::async_read(s, asio::buffer(hb), asio::redirect_error(kAwait, ec));
-  if (ec) {
-    f.eof = ec == asio::error::eof;
-    f.error = f.eof ? "the peer closed the connection during the handshake" : ec.message();
-    co_return f;
-  }
-  f.protocol_seen = hb[0] == std::byte{'R'} && hb[1] == std::byte{'A'} && hb[2] == std::byte{'T'} && hb[3] == std::byte{'N'};
-  f.error = try_decode_header(hb, FrameLimits::handshake_only(), f.header);
-  if (!f.error.empty()) co_return f;
-  f.payload.resize(static_cast<std::size_t>(f.header.payload_bytes));
-  co_await asio::async_read(s, asio::buffer(f.payload), asio::redirect_error(kAwait, ec));
-  if (ec) {
-    f.error = "reading a " + std::string(to_string(f.header.kind)) + " payload: " + ec.message();
-    co_return f;
-  }
-  if (crc32c(f.payload) != f.header.payload_crc)
-    f.error = "payload CRC32C mismatch on a " + std::string(to_string(f.header.kind)) + " frame";
-  co_return f;
-}
 
 HandshakeResult ended(HandshakeEnd end, std::string error, FailureCause cause = FailureCause::unknown) {
   HandshakeResult r;
@@ -94,10 +45,10 @@ asio::awaitable<HandshakeResult> handshake_steps(Stream& s, HandshakeParams& p) 
   auto finish = [](HandshakeResult r) { return r; };
 
   const bool initiator = p.role == Role::initiator;
-  const std::string me = "rank " + std::to_string(p.ours.rank);
-  const int expected = static_cast<int>(p.expected_rank);
-  const std::string who = (initiator ? "successor rank " : "the connecting peer (expected predecessor rank ") +
-                          std::to_string(expected) + (initiator ? "" : ")");
+  const std::string me = p.ours.link == LinkKind::rendezvous && p.role == Role::acceptor
+                             ? std::string("the rendezvous")
+                             : "rank " + std::to_string(p.ours.rank);
+  const std::string who = initiator ? p.peer_name : "the connecting peer";
   std::error_code ec;
 
   if (TlsStream* tls = s.tls()) {
@@ -111,7 +62,7 @@ asio::awaitable<HandshakeResult> handshake_steps(Stream& s, HandshakeParams& p) 
   }
 
   fill_random(p.ours.nonce);
-  const HelloBytes ours = encode_hello(p.ours);
+  HelloBytes ours = encode_hello(p.ours);
   Hello theirs;
   std::vector<std::byte> their_hello;
 
@@ -145,6 +96,18 @@ asio::awaitable<HandshakeResult> handshake_steps(Stream& s, HandshakeParams& p) 
     if (auto r = co_await read_hello(); !r.ok()) co_return finish(r);
   } else {
     if (auto r = co_await read_hello(); !r.ok()) co_return finish(r);
+    // The initiator says what the link is for; the acceptor answers in kind, or refuses.
+    if (p.accept) {
+      const std::optional<std::uint32_t> expected = p.accept(theirs.link);
+      if (!expected) {
+        const std::string why = me + " takes no " + std::string(to_string(theirs.link)) + " connections";
+        co_await send_error(s, FailureCause::protocol, -1, why);
+        co_return finish(ended(HandshakeEnd::protocol, why));
+      }
+      p.expected_rank = *expected;
+      p.ours.link = theirs.link;
+      ours = encode_hello(p.ours);
+    }
     if ((ec = co_await write_control(s, FrameKind::hello, ours)))
       co_return finish(ended(HandshakeEnd::io, "sending HELLO to " + who + ": " + ec.message()));
   }

@@ -4,6 +4,7 @@
 #include <asio/awaitable.hpp>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,8 +17,12 @@ namespace ringattn::net::tcp {
 struct HandshakeParams {
   Hello ours;                   // nonce is filled in fresh per connection
   Role role = Role::initiator;
-  std::uint32_t expected_rank = 0;
+  std::uint32_t expected_rank = 0;  // or kAnyRank
   std::string secret;
+  std::string peer_name;            // for messages: "successor rank 1 at host:port"
+  // Acceptor: the rank it expects on a link of the initiator's kind (kAnyRank: any
+  // other rank), or nullopt to refuse that kind. Unset: expected_rank and ours.link.
+  std::function<std::optional<std::uint32_t>(LinkKind)> accept;
   std::chrono::milliseconds deadline{5000};  // the whole handshake, TLS included
   // Set by the transport when it gives up while this handshake runs (then it cancels the
   // stream): the peer is told this cause instead of seeing the connection just close.

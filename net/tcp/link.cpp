@@ -26,7 +26,7 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
-Link::Link(Stream stream, Dir dir, int self_rank, int peer_rank, LinkEnv& env)
+Link::Link(Stream stream, Dir dir, int self_rank, int peer_rank, std::string peer_name, LinkEnv& env)
     : stream_(std::move(stream)),
       dir_(dir),
       self_rank_(self_rank),
@@ -34,15 +34,12 @@ Link::Link(Stream stream, Dir dir, int self_rank, int peer_rank, LinkEnv& env)
       env_(env),
       writer_wake_(stream_.get_executor(), asio::steady_timer::time_point::max()),
       reader_wake_(stream_.get_executor(), asio::steady_timer::time_point::max()),
-      last_write_(Clock::now()) {
+      last_write_(Clock::now()),
+      peer_name_(std::move(peer_name)) {
   const std::string a = "rank " + std::to_string(self_rank) + " (" + stream_.endpoint_text(false) + ")";
   const std::string b = "rank " + std::to_string(peer_rank) + " (" + stream_.endpoint_text(true) + ")";
   name_ = dir == Dir::out ? a + " -> " + b : b + " -> " + a;
   if (TlsStream* tls = stream_.tls()) name_ += " [" + tls_describe(tls->native_handle()) + "]";
-}
-
-std::string Link::peer() const {
-  return (dir_ == Dir::out ? "successor rank " : "predecessor rank ") + std::to_string(peer_rank_);
 }
 
 void Link::start() {
@@ -51,6 +48,7 @@ void Link::start() {
 }
 
 void Link::post(std::shared_ptr<PendingOp> op) {
+  op->live = &peer_live_;
   if (state_ != State::open) {
     op->complete("the link to " + peer() + " is closed");
     return;
@@ -250,6 +248,8 @@ asio::awaitable<void> Link::reader() {
       }
       case FrameKind::hello:
       case FrameKind::auth:
+      case FrameKind::address:
+      case FrameKind::peers:
         fail(FailureCause::protocol, "unexpected " + std::string(to_string(h.kind)) + " frame from " + peer() +
                                          " after the handshake");
         co_return;
@@ -268,6 +268,7 @@ asio::awaitable<void> Link::reader() {
     }
     if (state_ != State::open) co_return;
     std::shared_ptr<PendingOp> op = ops_.front();
+    if (op->buffer_for) op->buffer = op->buffer_for(h);  // sized to this frame, within the limits
     if (h.payload_bytes > op->buffer.size()) {
       fail(FailureCause::protocol, std::string(to_string(h.kind)) + " frame (step " + std::to_string(h.step) + ") from " +
                                        peer() + " has " + std::to_string(h.payload_bytes) +

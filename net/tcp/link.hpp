@@ -54,7 +54,8 @@ class Link {
  public:
   enum class Dir : std::uint8_t { out, in };
 
-  Link(Stream stream, Dir dir, int self_rank, int peer_rank, LinkEnv& env);
+  // `peer_name` says who the peer is in messages: "successor rank 1", "rank 3".
+  Link(Stream stream, Dir dir, int self_rank, int peer_rank, std::string peer_name, LinkEnv& env);
   Link(const Link&) = delete;
   Link& operator=(const Link&) = delete;
 
@@ -73,7 +74,7 @@ class Link {
   int peer_rank() const { return peer_rank_; }
   Dir dir() const { return dir_; }
   const std::string& name() const { return name_; }  // "rank 0 (a:p) -> rank 1 (b:q)"
-  std::string peer() const;  // "successor rank 1" / "predecessor rank 3"
+  const std::string& peer() const { return peer_name_; }  // "successor rank 1", "rank 3"
   const PeerLiveness& liveness() const { return peer_live_; }  // any thread
 
  private:
@@ -101,7 +102,7 @@ class Link {
   std::uint64_t frame_written_ = 0, frame_total_ = 0;  // the frame the writer is in
   std::chrono::steady_clock::time_point last_write_;
   PeerLiveness peer_live_;
-  std::string name_;
+  std::string peer_name_, name_;
 };
 
 }  // namespace ringattn::net::tcp

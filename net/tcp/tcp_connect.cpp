@@ -1,22 +1,22 @@
 // TcpTransport's connections: the accept loop that serves every incoming connection in
-// its own coroutine under its own handshake deadline, and the dial to the successor with
-// retry and back-off. connect() waits for both links under one deadline.
-#include "net/tcp/tcp_transport.hpp"
-
+// its own coroutine under its own handshake deadline, and the dial to a peer with retry
+// and back-off. connect() waits for the two ring links under one deadline; other links
+// are dialled when a request first needs them.
+#include <asio/detached.hpp>
 #include <asio/ip/address.hpp>
 #include <asio/ip/tcp.hpp>
-#include <asio/detached.hpp>
 #include <asio/post.hpp>
 
-#include "net/tcp/coroutines.hpp"
-#include "ringattn/error.hpp"
 #include "core/logger.hpp"
+#include "net/tcp/coroutines.hpp"
+#include "net/tcp/tcp_transport.hpp"
+#include "ringattn/error.hpp"
 
 namespace ringattn::net::tcp {
 namespace {
 
 constexpr auto kAwait = asio::use_awaitable;
-// The successor may not be listening yet; retries back off up to kMaxBackoff.
+// A peer may not be listening yet; retries back off up to kMaxBackoff.
 constexpr std::chrono::milliseconds kFirstBackoff{10}, kMaxBackoff{500};
 
 std::string remote_text(const Socket& s) {
@@ -27,21 +27,46 @@ std::string remote_text(const Socket& s) {
 
 }  // namespace
 
-Hello TcpTransport::hello_template() const {
+Hello TcpTransport::hello_template(LinkKind kind) const {
   Hello h;
   h.ring_id = config_.ring_id;
   h.rank = static_cast<std::uint32_t>(config_.rank);
   h.world = static_cast<std::uint32_t>(config_.world);
-  h.link = LinkKind::ring;
-  h.shape = config_.shape;
+  h.link = kind;
+  h.limits = config_.limits;
   return h;
 }
 
+std::string TcpTransport::peer_name(int peer, bool receiving) const {
+  const std::string r = "rank " + std::to_string(peer);
+  if (receiving && peer == predecessor()) return "predecessor " + r;
+  if (!receiving && peer == successor()) return "successor " + r;
+  return r;
+}
+
 // Registers the stream as handshaking, so that giving up cancels it with a reason.
-HandshakeParams TcpTransport::handshake_params(Role role, int expected_rank, Stream& stream, std::string from) {
+HandshakeParams TcpTransport::handshake_params(Role role, int expected_rank, LinkKind kind, Stream& stream,
+                                               std::string from) {
   auto abort = std::make_shared<std::optional<ErrorInfo>>();
-  handshaking_[&stream] = Handshaking{std::move(from), abort};
-  return {hello_template(), role, static_cast<std::uint32_t>(expected_rank), config_.secret, config_.handshake_timeout, abort};
+  handshaking_[&stream] = Handshaking{from, abort, false, role == Role::acceptor};
+  HandshakeParams p;
+  p.ours = hello_template(kind);
+  p.role = role;
+  p.expected_rank = static_cast<std::uint32_t>(expected_rank);
+  p.secret = config_.secret;
+  p.peer_name = from;
+  p.deadline = config_.handshake_timeout;
+  p.abort = abort;
+  if (role == Role::acceptor) {
+    // The ring link comes from the predecessor; on-demand links from any other rank.
+    const int pred = predecessor();
+    p.accept = [pred](LinkKind k) -> std::optional<std::uint32_t> {
+      if (k == LinkKind::ring) return static_cast<std::uint32_t>(pred);
+      if (k == LinkKind::p2p) return kAnyRank;
+      return std::nullopt;
+    };
+  }
+  return p;
 }
 
 Stream TcpTransport::make_stream(Socket socket, Role role) {
@@ -55,9 +80,9 @@ void TcpTransport::connect(const std::vector<PeerAddress>& peers) {
   if (peers.size() != static_cast<std::size_t>(config_.world))
     throw InvalidArgument(prefix() + "connect() got " + std::to_string(peers.size()) + " peer addresses for world size " +
                           std::to_string(config_.world));
-  const PeerAddress succ = peers[static_cast<std::size_t>(successor_)];
-  if (succ.port == 0 || succ.host.empty())
-    throw InvalidArgument(prefix() + "successor rank " + std::to_string(successor_) + " has no address");
+  for (int r = 0; r < config_.world; ++r)
+    if (r != config_.rank && (peers[static_cast<std::size_t>(r)].port == 0 || peers[static_cast<std::size_t>(r)].host.empty()))
+      throw InvalidArgument(prefix() + "rank " + std::to_string(r) + " has no address");
   const auto deadline = Clock::now() + config_.connect_timeout;
   {
     std::lock_guard lock(mu_);
@@ -65,16 +90,13 @@ void TcpTransport::connect(const std::vector<PeerAddress>& peers) {
     if (phase_ != Phase::idle) throw InvalidArgument(prefix() + "connect() may be called once, before close()");
     phase_ = Phase::connecting;
   }
-  asio::post(io_, [this, succ, deadline] {
-    dialing_ = true;
-    asio::co_spawn(io_, dial_successor(succ, deadline), [this](std::exception_ptr e) {
-      if (!e) return;
-      try {
-        std::rethrow_exception(e);
-      } catch (const std::exception& ex) {
-        fail(FailureCause::local, config_.rank, std::string("internal error while connecting: ") + ex.what());
-      }
-    });
+  asio::post(io_, [this, peers, deadline] {
+    addresses_ = peers;
+    Peer& succ = peers_[static_cast<std::size_t>(successor())];
+    if (succ.out == nullptr && !succ.dialing) {
+      succ.dialing = true;
+      asio::co_spawn(io_, dial(successor(), LinkKind::ring, deadline), asio::detached);
+    }
     link_ready();  // the predecessor may already be connected
   });
   std::unique_lock lock(mu_);
@@ -91,6 +113,16 @@ void TcpTransport::connect(const std::vector<PeerAddress>& peers) {
   throw NetworkError(prefix() + "the transport was closed during connect()");
 }
 
+// Both ring links present: the ring is up. I/O thread.
+void TcpTransport::link_ready() {
+  std::lock_guard lock(mu_);
+  if (phase_ != Phase::connecting || peers_[static_cast<std::size_t>(successor())].out == nullptr ||
+      peers_[static_cast<std::size_t>(predecessor())].in == nullptr)
+    return;
+  phase_ = Phase::connected;
+  cv_.notify_all();
+}
+
 // connect()'s deadline passed: say which link is missing, and what was turned away
 // meanwhile (an operator looking for a misconfigured peer wants to see that). I/O thread.
 void TcpTransport::connect_deadline_passed() {
@@ -98,28 +130,35 @@ void TcpTransport::connect_deadline_passed() {
     std::lock_guard lock(mu_);
     if (phase_ != Phase::connecting) return;
   }
-  std::string m;
-  int origin = predecessor_;
-  if (out_ == nullptr) {
-    m = "could not connect to successor rank " + std::to_string(successor_) + " within " + ms_connect_;
-    origin = successor_;
-  } else {
-    m = "no connection from predecessor rank " + std::to_string(predecessor_) + " within " + ms_connect_;
+  if (peers_[static_cast<std::size_t>(successor())].out == nullptr)
+    fail(FailureCause::peer_silent, successor(),
+         "could not connect to successor rank " + std::to_string(successor()) + " within " + ms_connect_);
+  else
+    fail(FailureCause::peer_silent, predecessor(),
+         "no connection from predecessor rank " + std::to_string(predecessor()) + " within " + ms_connect_);
+}
+
+// A link is up: file it and hand it the requests that were waiting for it. I/O thread.
+void TcpTransport::add_link(std::unique_ptr<Link> link) {
+  Link* l = link.get();
+  links_.push_back(std::move(link));
+  Peer& p = peers_[static_cast<std::size_t>(l->peer_rank())];
+  {
+    std::lock_guard lock(mu_);
+    if (phase_ == Phase::failed || phase_ == Phase::closed) {  // too late: tell it why
+      const std::optional<ErrorInfo> e =
+          phase_ == Phase::failed ? std::optional(ErrorInfo{failure_origin_, failure_cause_, failure_}) : std::nullopt;
+      l->shutdown(failure_, e);
+      return;
+    }
   }
-  fail(FailureCause::peer_silent, origin, m);
-}
-
-bool TcpTransport::gave_up() const {
-  std::lock_guard lock(mu_);
-  return phase_ == Phase::failed || phase_ == Phase::closed;
-}
-
-// Both links present: the ring is up. I/O thread.
-void TcpTransport::link_ready() {
-  std::lock_guard lock(mu_);
-  if (phase_ != Phase::connecting || out_ == nullptr || in_ == nullptr) return;
-  phase_ = Phase::connected;
-  cv_.notify_all();
+  logger("net")->info("connected {}", l->name());
+  l->start();
+  auto& waiting = l->dir() == Link::Dir::out ? p.waiting_out : p.waiting_in;
+  (l->dir() == Link::Dir::out ? p.out : p.in) = l;
+  for (auto& op : waiting) l->post(std::move(op));
+  waiting.clear();
+  link_ready();
 }
 
 // ---- accepting ---------------------------------------------------------------------------------
@@ -134,8 +173,8 @@ asio::awaitable<void> TcpTransport::accept_loop() {
       if (ec == asio::error::operation_aborted) co_return;
       // EMFILE and friends: say so, back off briefly, keep serving.
       logger("net")->warn("{}accept failed: {}", prefix(), ec.message());
-      backoff_timer_.expires_after(std::chrono::milliseconds(50));
-      co_await backoff_timer_.async_wait(asio::redirect_error(kAwait, ec));
+      asio::steady_timer pause(io_, std::chrono::milliseconds(50));
+      co_await pause.async_wait(asio::redirect_error(kAwait, ec));
       continue;
     }
     if (handshaking_.size() >= kMaxPendingHandshakes) {
@@ -151,33 +190,19 @@ asio::awaitable<void> TcpTransport::accept_loop() {
 asio::awaitable<void> TcpTransport::serve_incoming(Socket socket) {
   const std::string from = remote_text(socket);
   Stream stream = make_stream(std::move(socket), Role::acceptor);
-  HandshakeResult r = co_await run_handshake(stream, handshake_params(Role::acceptor, predecessor_, stream, from));
+  HandshakeResult r =
+      co_await run_handshake(stream, handshake_params(Role::acceptor, predecessor(), LinkKind::ring, stream, from));
   const bool aborted = handshake_done(stream);  // ended by this rank giving up: nothing to report
   if (!accepting_ || (!r.ok() && aborted)) co_return;
   if (r.ok()) {
     const int peer = static_cast<int>(r.peer.rank);
-    if (in_links_.count(peer) != 0) {
+    if (peers_[static_cast<std::size_t>(peer)].in != nullptr) {
       ++dropped_connections_;
       last_dropped_ = from + ": rank " + std::to_string(peer) + " is already connected";
       logger("net")->warn("{}dropped a second connection from rank {} ({})", prefix(), peer, from);
       co_return;
     }
-    auto link = std::make_unique<Link>(std::move(stream), Link::Dir::in, config_.rank, peer, env_);
-    Link* l = link.get();
-    in_links_[peer] = std::move(link);
-    in_ = l;
-    logger("net")->info("connected {} (ring)", l->name());
-    {
-      std::lock_guard lock(mu_);
-      if (phase_ == Phase::failed || phase_ == Phase::closed) {  // too late: tell it why
-        const std::optional<ErrorInfo> e = phase_ == Phase::failed ? std::optional(ErrorInfo{failure_origin_, failure_cause_, failure_})
-                                                                   : std::nullopt;
-        l->shutdown(failure_, e);
-        co_return;
-      }
-    }
-    l->start();
-    link_ready();
+    add_link(std::make_unique<Link>(std::move(stream), Link::Dir::in, config_.rank, peer, peer_name(peer, true), env_));
     co_return;
   }
   if (r.end == HandshakeEnd::mismatch) {  // an authenticated member of this ring disagrees
@@ -190,10 +215,11 @@ asio::awaitable<void> TcpTransport::serve_incoming(Socket socket) {
   logger("net")->warn("{}dropped a connection from {}", prefix(), last_dropped_);
 }
 
-// ---- dialing -----------------------------------------------------------------------------------
+// ---- dialling ----------------------------------------------------------------------------------
 
-asio::awaitable<void> TcpTransport::dial_successor(PeerAddress addr, Clock::time_point deadline) {
-  const std::string target = "successor rank " + std::to_string(successor_) + " at " + addr.host + ":" + std::to_string(addr.port);
+asio::awaitable<void> TcpTransport::dial(int peer, LinkKind kind, Clock::time_point deadline) {
+  const PeerAddress addr = addresses_[static_cast<std::size_t>(peer)];
+  const std::string target = peer_name(peer, false) + " at " + addr.text();
   std::error_code ec;
   std::vector<asio::ip::tcp::endpoint> endpoints;
   if (const auto ip = asio::ip::make_address(addr.host, ec); !ec) {
@@ -213,7 +239,7 @@ asio::awaitable<void> TcpTransport::dial_successor(PeerAddress addr, Clock::time
   for (auto backoff = kFirstBackoff; !dial_aborted_; backoff = std::min<std::chrono::milliseconds>(backoff * 2, kMaxBackoff)) {
     for (const auto& ep : endpoints) {
       if (Clock::now() >= deadline) {
-        fail(FailureCause::peer_silent, successor_,
+        fail(FailureCause::peer_silent, peer,
              "could not connect to " + target + " within " + ms_connect_ + " (" + std::to_string(attempts) +
                  " attempts, last error: " + last_error + ")");
         co_return;
@@ -241,7 +267,7 @@ asio::awaitable<void> TcpTransport::dial_successor(PeerAddress addr, Clock::time
         continue;
       }
       stream = make_stream(std::move(stream.socket()), Role::initiator);
-      HandshakeResult r = co_await run_handshake(stream, handshake_params(Role::initiator, successor_, stream, target));
+      HandshakeResult r = co_await run_handshake(stream, handshake_params(Role::initiator, peer, kind, stream, target));
       handshake_done(stream);
       if (dial_aborted_) co_return;
       if (!r.ok()) {
@@ -250,20 +276,15 @@ asio::awaitable<void> TcpTransport::dial_successor(PeerAddress addr, Clock::time
                                    : r.end == HandshakeEnd::timeout         ? FailureCause::peer_silent
                                    : r.end == HandshakeEnd::io              ? FailureCause::peer_closed
                                                                             : FailureCause::protocol;
-        fail(cause, successor_, "handshake with " + target + " failed: " + r.error);
+        fail(cause, peer, "handshake with " + target + " failed: " + r.error);
         co_return;
       }
-      auto link = std::make_unique<Link>(std::move(stream), Link::Dir::out, config_.rank, successor_, env_);
-      Link* l = link.get();
-      out_links_[successor_] = std::move(link);
-      out_ = l;
-      logger("net")->info("connected {} (ring)", l->name());
-      l->start();
-      link_ready();
+      add_link(std::make_unique<Link>(std::move(stream), Link::Dir::out, config_.rank, peer, peer_name(peer, false), env_));
       co_return;
     }
-    backoff_timer_.expires_after(backoff);  // the successor may not be listening yet
+    backoff_timer_.expires_after(backoff);  // the peer may not be listening yet (cancelled on abort)
     co_await backoff_timer_.async_wait(asio::redirect_error(kAwait, ec));
+    if (ec == asio::error::operation_aborted && !dial_aborted_) continue;  // another dial's cancel
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <asio/ip/address.hpp>
+#include <asio/detached.hpp>
 #include <asio/post.hpp>
 
 #include "net/secret.hpp"
@@ -17,7 +18,7 @@
 
 namespace ringattn::net {
 
-std::unique_ptr<RingTransport> make_tcp_transport(const TransportConfig& config) {
+std::unique_ptr<Transport> make_tcp_transport(const TransportConfig& config) {
   if (config.world == 1) return std::make_unique<SelfTransport>(config);
   return std::make_unique<tcp::TcpTransport>(config);
 }
@@ -56,13 +57,12 @@ std::string ms_text(milliseconds ms) { return std::to_string(ms.count()) + " ms"
 
 TcpTransport::TcpTransport(const TransportConfig& config)
     : config_(checked(config)),
-      limits_(FrameLimits::for_job(config_.shape)),
-      successor_((config_.rank + 1) % config_.world),
-      predecessor_((config_.rank + config_.world - 1) % config_.world),
+      limits_(FrameLimits::for_limits(config_.limits)),
       ms_connect_(ms_text(config_.connect_timeout)),
       ms_io_(ms_text(config_.io_timeout)),
       work_(io_.get_executor()),
       acceptor_(io_),
+      peers_(static_cast<std::size_t>(config_.world)),
       backoff_timer_(io_) {
   if (config_.tls) {
     tls_client_ = make_tls_context(config_.secret, TlsRole::client);
@@ -141,8 +141,13 @@ void TcpTransport::fail_from_caller(FailureCause cause, int origin, const std::s
 }
 
 void TcpTransport::shutdown_links(const std::string& cause, const std::optional<ErrorInfo>& error) {
-  for (auto* links : {&out_links_, &in_links_})
-    for (auto& [rank, link] : *links) link->shutdown(cause, error);
+  for (auto& link : links_) link->shutdown(cause, error);
+  for (auto& p : peers_) {  // requests still waiting for a link that never came
+    for (auto& op : p.waiting_out) op->complete(cause);
+    for (auto& op : p.waiting_in) op->complete(cause);
+    p.waiting_out.clear();
+    p.waiting_in.clear();
+  }
 }
 
 void TcpTransport::close() {
@@ -156,7 +161,7 @@ void TcpTransport::close() {
   asio::post(io_, [this, cause] {
     // Connections still in their handshake never became links: name them once.
     for (const auto& [stream, h] : handshaking_)
-      if (h.from.rfind("successor", 0) != 0)
+      if (h.incoming)
         logger("net")->warn("{}dropped a connection from {}: still in its handshake at close", prefix(), h.from);
     abort_connect_phase(std::nullopt);
     accepting_ = false;
@@ -183,11 +188,14 @@ void TcpTransport::stop_io_thread() {
 
 // ---- requests --------------------------------------------------------------------------------
 
-Request TcpTransport::post(std::shared_ptr<PendingOp> op, Link* link) {
+Request TcpTransport::post(std::shared_ptr<PendingOp> op) {
+  if (op->peer < 0 || op->peer >= config_.world || op->peer == config_.rank)
+    throw InvalidArgument(prefix() + (op->dir() == PendingOp::Dir::send ? "isend to" : "irecv from") + " rank " +
+                          std::to_string(op->peer) + ": not another rank of 0.." + std::to_string(config_.world - 1));
   std::lock_guard lock(mu_);
   switch (phase_) {
     case Phase::connected:
-      asio::post(io_, [this, op, link] {
+      asio::post(io_, [this, op] {
         {
           std::lock_guard l(mu_);  // failed meanwhile: the op gets the cause, not "link closed"
           if (phase_ == Phase::failed) {
@@ -195,7 +203,7 @@ Request TcpTransport::post(std::shared_ptr<PendingOp> op, Link* link) {
             return;
           }
         }
-        link->post(op);
+        route(op);
       });
       break;
     case Phase::failed: op->complete(failure_); break;
@@ -205,48 +213,87 @@ Request TcpTransport::post(std::shared_ptr<PendingOp> op, Link* link) {
   return Request(std::move(op));
 }
 
-Request TcpTransport::isend(FrameHeader header, std::span<const std::byte> payload, std::optional<std::uint32_t> crc) {
+// Onto its link, or into the peer's waiting list until the link is up (I/O thread).
+void TcpTransport::route(std::shared_ptr<PendingOp> op) {
+  Peer& p = peers_[static_cast<std::size_t>(op->peer)];
+  if (op->dir() == PendingOp::Dir::send) {
+    if (p.out) return p.out->post(std::move(op));
+    p.waiting_out.push_back(std::move(op));
+    if (!p.dialing) {
+      p.dialing = true;
+      const int peer = p.waiting_out.back()->peer;
+      asio::co_spawn(io_, dial(peer, LinkKind::p2p, Clock::now() + config_.connect_timeout), asio::detached);
+    }
+  } else {
+    if (p.in) return p.in->post(std::move(op));
+    p.waiting_in.push_back(std::move(op));
+  }
+}
+
+Request TcpTransport::isend(int to, FrameHeader header, std::span<const std::byte> payload, std::optional<std::uint32_t> crc) {
   header.payload_bytes = payload.size();
   if (is_control(header.kind))
     throw InvalidArgument(prefix() + "isend of a " + std::string(to_string(header.kind)) + " frame (data frames only)");
   if (std::string err = check_header(header, limits_); !err.empty()) throw InvalidArgument(prefix() + "isend: " + err);
   auto op = std::make_shared<PendingOp>(PendingOp::Dir::send, this);
+  op->peer = to;
   op->header = header;
   op->header.payload_crc = crc.value_or(0);
   op->crc_pending = !crc.has_value();
   op->payload = payload;
-  return post(std::move(op), out_);
+  return post(std::move(op));
 }
 
-Request TcpTransport::irecv(std::span<std::byte> buffer) {
+Request TcpTransport::irecv(int from, std::span<std::byte> buffer) {
   auto op = std::make_shared<PendingOp>(PendingOp::Dir::recv, this);
+  op->peer = from;
   op->buffer = buffer;
-  return post(std::move(op), in_);
+  return post(std::move(op));
+}
+
+Request TcpTransport::irecv(int from, BufferFor buffer_for) {
+  auto op = std::make_shared<PendingOp>(PendingOp::Dir::recv, this);
+  op->peer = from;
+  op->buffer_for = std::move(buffer_for);
+  return post(std::move(op));
+}
+
+void TcpTransport::abort(FailureCause cause, int origin, const std::string& message) {
+  fail_from_caller(cause, origin, message);
+  // Wait (bounded) until it took effect, so that a request posted next fails with it.
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, kAbortGrace, [&] { return phase_ == Phase::failed || phase_ == Phase::closed; });
 }
 
 FrameHeader TcpTransport::wait(Request& request) {
   auto* op = dynamic_cast<PendingOp*>(request.state());
   if (op == nullptr || op->owner() != this) throw InvalidArgument(prefix() + "wait() on an empty request or one of another transport");
-  const Link* link = op->dir() == PendingOp::Dir::send ? out_.load() : in_.load();
   const auto waiting = liveness_.enter(PeerState::waiting);
   const auto t_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(config_.io_timeout).count();
   const auto check = std::max(milliseconds(5), config_.keepalive / 2);
   const std::int64_t start = PeerLiveness::now_ns();
-  std::int64_t seen_advance = link ? link->liveness().advanced_ns.load() : 0;
+  std::int64_t seen_advance = -1;
   std::string cause;
   FailureCause kind = FailureCause::unknown;
+  const std::string who = peer_name(op->peer, op->dir() == PendingOp::Dir::recv);
+  const std::string what = op->dir() == PendingOp::Dir::send ? "sending to " + who : "waiting to receive from " + who;
   while (!op->wait_until(Clock::now() + check)) {
-    if (!link) continue;  // cannot happen: without a link the request completed at once
-    const PeerLiveness& peer = link->liveness();
     const std::int64_t now = PeerLiveness::now_ns();
-    const std::int64_t heard = std::max(peer.heard_ns.load(), start);
-    const std::int64_t advanced = peer.advanced_ns.load();
-    if (advanced != seen_advance) {  // the peer moves: so do we, for whoever waits on us
-      seen_advance = advanced;
-      liveness_.tick();
+    const PeerLiveness* peer = op->live.load();
+    if (peer == nullptr) {  // no link with that rank yet
+      if (now - start > t_ns) {
+        kind = FailureCause::peer_silent;
+        cause = "timed out after " + ms_io_ + " " + what + ": no connection with it";
+        break;
+      }
+      continue;
     }
-    const std::string who = link->peer();
-    const std::string what = op->dir() == PendingOp::Dir::send ? "sending to " + who : "waiting to receive from " + who;
+    const std::int64_t heard = std::max(peer->heard_ns.load(), start);
+    const std::int64_t advanced = peer->advanced_ns.load();
+    if (advanced != seen_advance) {  // the peer moves: so do we, for whoever waits on us
+      if (seen_advance >= 0) liveness_.tick();
+      seen_advance = advanced;
+    }
     if (now - heard > t_ns) {
       kind = FailureCause::peer_silent;
       cause = "timed out after " + ms_io_ + " " + what + ": no sign of life from it (no frame and no keep-alive; its process may be stopped or dead, or the network down)";
@@ -254,7 +301,7 @@ FrameHeader TcpTransport::wait(Request& request) {
     }
     if (now - std::max(advanced, start) > t_ns) {
       kind = FailureCause::peer_stalled;
-      const PeerState s = peer.peer_state();
+      const PeerState s = peer->peer_state();
       cause = "timed out after " + ms_io_ + " " + what + ": it is alive but made no progress (" +
               (s == PeerState::busy      ? "busy, but its computation did not advance"
                : s == PeerState::waiting ? "it is itself waiting, on a rank that made no progress"
@@ -264,7 +311,7 @@ FrameHeader TcpTransport::wait(Request& request) {
     }
   }
   if (!cause.empty()) {
-    fail_from_caller(kind, link->peer_rank(), cause);
+    fail_from_caller(kind, op->peer, cause);
     if (!op->wait_until(Clock::now() + kAbortGrace)) {  // the I/O thread is stuck: stop it
       io_.stop();
       op->complete(prefix() + cause);
@@ -275,6 +322,11 @@ FrameHeader TcpTransport::wait(Request& request) {
     throw NetworkError(err, failure_cause_, failure_origin_);
   }
   return op->header;
+}
+
+std::string TcpTransport::failure() const {
+  std::lock_guard lock(mu_);
+  return phase_ == Phase::failed ? failure_ : std::string();
 }
 
 bool TcpTransport::test(const Request& request) const {

@@ -1,4 +1,4 @@
-// The TCP backend of RingTransport on standalone Asio.
+// The TCP backend of Transport on standalone Asio.
 //
 // Threads: the caller's threads post work and block in wait(); one I/O thread runs the
 // io_context, owns every socket and runs all coroutines (accept, dial, handshakes, link
@@ -6,15 +6,20 @@
 // phase/failure below (one mutex), each request's completion and the links' liveness
 // records (atomics).
 //
+// Links: per peer rank, one link out (this rank sends its data frames on it) and one
+// in (the peer's frames arrive on it), each a TCP connection dialled by the sender. The
+// ring's two are made by connect(); any other is dialled on the first isend to that
+// rank (LinkKind::p2p). Requests posted before their link exists wait for it.
+//
 // Accepting: from construction until close, an accept loop serves every incoming
 // connection in its own coroutine, each handshake under its own short deadline, so an
 // idle socket, a health probe or a port scanner never delays the real predecessor.
 // Connections that do not prove the shared secret are dropped with a log line; an
-// authenticated peer that disagrees on the ring or job fails the transport.
+// authenticated peer that disagrees on the ring's limits fails the transport.
 //
 // Failure policy: the first error of any link, any wait() whose peer fell silent or
 // stalled, and any connect failure calls fail(cause) on the I/O thread: every link is
-// shut down (ERROR with the cause and its origin rank to the neighbours), every pending
+// shut down (ERROR with the cause and its origin rank to the peers), every pending
 // request completes with the cause, and later requests fail at once. One clear cause per
 // rank, and nothing can block past its deadline.
 #pragma once
@@ -24,6 +29,7 @@
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -38,7 +44,7 @@
 
 namespace ringattn::net::tcp {
 
-class TcpTransport final : public RingTransport {
+class TcpTransport final : public Transport {
  public:
   explicit TcpTransport(const TransportConfig& config);
   ~TcpTransport() override;
@@ -47,12 +53,15 @@ class TcpTransport final : public RingTransport {
   int world() const override { return config_.world; }
   std::uint16_t listen_port() const override { return port_; }
   void connect(const std::vector<PeerAddress>& peers) override;
-  Request isend(FrameHeader header, std::span<const std::byte> payload, std::optional<std::uint32_t> crc) override;
-  Request irecv(std::span<std::byte> buffer) override;
+  Request isend(int to, FrameHeader header, std::span<const std::byte> payload, std::optional<std::uint32_t> crc) override;
+  Request irecv(int from, std::span<std::byte> buffer) override;
+  Request irecv(int from, BufferFor buffer_for) override;
   FrameHeader wait(Request& request) override;
   bool test(const Request& request) const override;
   TransportStats stats() const override;
   Liveness& liveness() override { return liveness_; }
+  std::string failure() const override;
+  void abort(FailureCause cause, int origin, const std::string& message) override;
   void close() override;
 
  private:
@@ -63,19 +72,29 @@ class TcpTransport final : public RingTransport {
   static constexpr std::size_t kMaxPendingHandshakes = 64;
   enum class Phase : std::uint8_t { idle, connecting, connected, failed, closed };
 
-  // I/O thread (the connect phase is in tcp_connect.cpp).
+  // What this rank has with one peer (I/O thread).
+  struct Peer {
+    Link* out = nullptr;  // owned by out_links_
+    Link* in = nullptr;   // owned by in_links_
+    std::deque<std::shared_ptr<PendingOp>> waiting_out, waiting_in;  // posted before the link was up
+    bool dialing = false;
+  };
+
+  // I/O thread (accepting and dialling are in tcp_connect.cpp).
   asio::awaitable<void> accept_loop();
   asio::awaitable<void> serve_incoming(Socket socket);
-  asio::awaitable<void> dial_successor(PeerAddress addr, Clock::time_point deadline);
+  asio::awaitable<void> dial(int peer, LinkKind kind, Clock::time_point deadline);
   Stream make_stream(Socket socket, Role role);
+  void add_link(std::unique_ptr<Link> link);
+  void route(std::shared_ptr<PendingOp> op);
+  std::string peer_name(int peer, bool receiving) const;  // "predecessor rank 1", "rank 3"
   void link_ready();
   void connect_deadline_passed();
-  bool gave_up() const;  // failed or closed (locks mu_)
   void fail(FailureCause cause, int origin, const std::string& message);
   void abort_connect_phase(const std::optional<ErrorInfo>& why);
   void shutdown_links(const std::string& cause, const std::optional<ErrorInfo>& error);
-  Hello hello_template() const;
-  HandshakeParams handshake_params(Role role, int expected_rank, Stream& stream, std::string from);
+  Hello hello_template(LinkKind kind) const;
+  HandshakeParams handshake_params(Role role, int expected_rank, LinkKind kind, Stream& stream, std::string from);
   // Unregisters the stream; true if this rank aborted its handshake.
   bool handshake_done(Stream& stream) {
     auto it = handshaking_.find(&stream);
@@ -86,16 +105,15 @@ class TcpTransport final : public RingTransport {
   std::string prefix() const { return "rank " + std::to_string(config_.rank) + ": "; }
 
   // Caller threads.
-  Request post(std::shared_ptr<PendingOp> op, Link* link);
+  Request post(std::shared_ptr<PendingOp> op);
   void fail_from_caller(FailureCause cause, int origin, const std::string& message);
   void stop_io_thread();
 
   TransportConfig config_;
   FrameLimits limits_;
-  int successor_ = 0, predecessor_ = 0;
   std::string ms_connect_, ms_io_;  // timeouts as text for messages
-
   std::shared_ptr<asio::ssl::context> tls_client_, tls_server_;  // when config_.tls
+
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   Acceptor acceptor_;
@@ -104,22 +122,20 @@ class TcpTransport final : public RingTransport {
   Liveness liveness_;
   LinkEnv env_;
 
-  // Links by peer rank; only touched on the I/O thread (and after it stopped).
-  std::map<int, std::unique_ptr<Link>> out_links_, in_links_;
-  std::atomic<Link*> out_{nullptr};  // to the successor; set before phase_ becomes connected
-  std::atomic<Link*> in_{nullptr};   // from the predecessor
-
-  // Connect phase and accepting (I/O thread).
+  // I/O thread only (and after it stopped).
+  std::vector<Peer> peers_;                  // by rank
+  std::vector<PeerAddress> addresses_;       // by rank, from connect()
+  std::vector<std::unique_ptr<Link>> links_;  // every link, in the order made
   struct Handshaking {
     std::string from;  // remote address (or the dial target)
     std::shared_ptr<std::optional<ErrorInfo>> abort;
-    bool aborted = false;  // ended by abort_connect_phase, not by the peer
+    bool aborted = false;   // ended by abort_connect_phase, not by the peer
+    bool incoming = false;  // accepted (not dialled by this rank)
   };
   std::map<Stream*, Handshaking> handshaking_;  // streams in a handshake, cancelled on abort
   asio::steady_timer backoff_timer_;
   bool accepting_ = true;
   bool dial_aborted_ = false;
-  bool dialing_ = false;
   int dropped_connections_ = 0;
   std::string last_dropped_;
 

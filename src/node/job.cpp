@@ -28,7 +28,7 @@ void read_job_options(const cli::Args& a, JobSpec& job) {
   const std::int64_t nodes = a.int64("nodes");
   if (nodes < 1 || nodes > 4096) throw InvalidArgument("--nodes = " + std::to_string(nodes) + " must be between 1 and 4096");
   job.nodes = static_cast<int>(nodes);
-  job.layout = ring::parse_layout(a.str("layout"));
+  job.layout = parse_layout(a.str("layout"));
   auto& c = job.attention;
   c.dtype = parse_dtype(a.str("dtype"));
   const std::int64_t threads = a.int64("threads");
@@ -70,7 +70,7 @@ void inspect_inputs(JobSpec& job) {
   job.attention.kv_heads = k.shape[1];
   job.attention.head_dim = q.shape[2];
   BlockAttention check(job.attention);  // heads/kv_heads/head_dim/mask/isa, with names and values
-  ring::shard_positions(job.layout, job.tokens, job.nodes, 0);  // enough tokens for the layout
+  shard_positions(job.layout, job.tokens, job.nodes, 0);  // enough tokens for the layout
 }
 
 std::vector<std::string> job_arguments(const JobSpec& job) {
@@ -79,7 +79,7 @@ std::vector<std::string> job_arguments(const JobSpec& job) {
                                   "--k",      job.k_path,
                                   "--v",      job.v_path,
                                   "--nodes",  std::to_string(job.nodes),
-                                  "--layout", std::string(ring::to_string(job.layout)),
+                                  "--layout", std::string(to_string(job.layout)),
                                   "--dtype",  std::string(to_string(c.dtype)),
                                   "--threads", std::to_string(c.threads)};
   std::ostringstream t;
@@ -90,6 +90,55 @@ std::vector<std::string> job_arguments(const JobSpec& job) {
   if (c.isa) out.insert(out.end(), {"--isa", std::string(to_string(*c.isa))});
   if (!job.log_level.empty()) out.insert(out.end(), {"--log-level", job.log_level});
   return out;
+}
+
+}  // namespace ringattn::node
+
+namespace ringattn::node {
+
+std::uint64_t job_digest(const JobSpec& job) {
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a
+  auto mix = [&](std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xff)) * 1099511628211ull;
+  };
+  const auto& c = job.attention;
+  mix(static_cast<std::uint64_t>(job.layout));
+  mix(static_cast<std::uint64_t>(job.tokens));
+  mix(static_cast<std::uint64_t>(job.nodes));
+  mix(static_cast<std::uint64_t>(c.heads));
+  mix(static_cast<std::uint64_t>(c.kv_heads));
+  mix(static_cast<std::uint64_t>(c.head_dim));
+  mix(static_cast<std::uint64_t>(c.dtype));
+  mix(static_cast<std::uint64_t>(c.mask.kind));
+  mix(static_cast<std::uint64_t>(c.mask.window));
+  return h;
+}
+
+RingOptions ring_options(const JobSpec& job, int rank) {
+  RingOptions o;
+  o.rank = rank;
+  o.world_size = job.nodes;
+  o.job_digest = job_digest(job);
+  o.threads = job.attention.threads;
+  o.isa = job.attention.isa;
+  o.timeout = job.timeout_seconds;
+  o.connect_timeout = job.timeout_seconds;
+  o.limits.max_rows = max_shard_rows(job.layout, job.tokens, job.nodes);
+  o.limits.max_heads = job.attention.heads;
+  o.limits.max_kv_heads = job.attention.kv_heads;
+  o.limits.max_head_dim = job.attention.head_dim;
+  return o;
+}
+
+AttentionSpec attention_spec(const JobSpec& job) {
+  AttentionSpec s;
+  s.heads = job.attention.heads;
+  s.kv_heads = job.attention.kv_heads;
+  s.head_dim = job.attention.head_dim;
+  s.dtype = job.attention.dtype;
+  s.mask = job.attention.mask;
+  s.scale = job.attention.scale;
+  return s;
 }
 
 }  // namespace ringattn::node

@@ -7,14 +7,15 @@
 #include <vector>
 
 #include "ringattn/block_attention.hpp"
+#include "ringattn/ring.hpp"
 #include "src/cli/args.hpp"
-#include "src/ring/layout.hpp"
+#include "ringattn/layout.hpp"
 
 namespace ringattn::node {
 
 struct JobSpec {
   std::string q_path, k_path, v_path;
-  ring::Layout layout = ring::Layout::contiguous;
+  Layout layout = Layout::contiguous;
   AttentionConfig attention;  // heads, kv_heads, head_dim come from the files
   std::int64_t tokens = 0;
   int nodes = 1;
@@ -36,5 +37,14 @@ void inspect_inputs(JobSpec& job);
 
 // The options to pass to a node process for this job (everything but rank and peers).
 std::vector<std::string> job_arguments(const JobSpec& job);
+
+// What every rank of this job must agree on beyond the call's spec (layout, tokens...):
+// its ring's job digest.
+std::uint64_t job_digest(const JobSpec& job);
+// The ring options of `rank` for this job: limits sized to its shards, threads, ISA,
+// timeouts, the digest (peers, token and transport options are the caller's).
+RingOptions ring_options(const JobSpec& job, int rank);
+// The call of this job.
+AttentionSpec attention_spec(const JobSpec& job);
 
 }  // namespace ringattn::node

@@ -30,7 +30,6 @@ void LauncherChannel::read_loop() {
       {
         std::lock_guard lock(mu_);
         if (line.rfind("TOKEN ", 0) == 0) token_ = line.substr(6);
-        else if (line.rfind("PEERS ", 0) == 0) peers_ = line.substr(6);
       }
       cv_.notify_all();
       line.clear();
@@ -51,6 +50,5 @@ std::string LauncherChannel::wait_for(std::optional<std::string>& slot, const ch
 }
 
 std::string LauncherChannel::token(double timeout_seconds) { return wait_for(token_, "TOKEN", timeout_seconds); }
-std::string LauncherChannel::peers(double timeout_seconds) { return wait_for(peers_, "PEERS", timeout_seconds); }
 
 }  // namespace ringattn::node

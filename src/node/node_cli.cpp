@@ -40,7 +40,8 @@
 #include "src/node/launcher_channel.hpp"
 #include "src/node/memory_budget.hpp"
 #include "src/node/report.hpp"
-#include "src/ring/kv_ring.hpp"
+#include "ringattn/ring.hpp"
+#include "src/ring/internals.hpp"
 
 namespace ringattn::cli {
 int node_main(const std::vector<std::string>& argv);
@@ -49,29 +50,15 @@ int node_main(const std::vector<std::string>& argv);
 namespace ringattn::node {
 namespace {
 
-net::PeerAddress parse_address(const std::string& text, const std::string& what) {
-  const auto colon = text.rfind(':');
-  if (colon == std::string::npos || colon == 0)
-    throw InvalidArgument(what + ": expected host:port, got '" + text + "'");
-  const auto port = cli::parse_count(text.substr(colon + 1), what + " port");
-  if (port < 0 || port > 65535) throw InvalidArgument(what + ": port " + std::to_string(port) + " is out of range");
-  std::string host = text.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);  // [v6]
-  return {host, static_cast<std::uint16_t>(port)};
-}
-
-std::vector<net::PeerAddress> parse_peers(const std::string& list, int world) {
-  std::vector<net::PeerAddress> out;
+std::vector<std::string> split_list(const std::string& list) {
+  std::vector<std::string> out;
   std::size_t start = 0;
   while (start <= list.size()) {
     auto comma = list.find(',', start);
     if (comma == std::string::npos) comma = list.size();
-    out.push_back(parse_address(list.substr(start, comma - start), "--peers entry " + std::to_string(out.size())));
+    out.push_back(list.substr(start, comma - start));
     start = comma + 1;
   }
-  if (static_cast<int>(out.size()) != world)
-    throw InvalidArgument("--peers lists " + std::to_string(out.size()) + " addresses but --nodes is " +
-                          std::to_string(world));
   return out;
 }
 
@@ -127,7 +114,7 @@ void read_shard(const std::string& path, const Positions& pos, DType dtype, std:
     in_batch = 0;
     g_io_progress.fetch_add(1, std::memory_order_relaxed);
   };
-  for (auto run : ring::shard_row_runs(pos)) {  // split the runs into batches of at most batch_rows rows
+  for (auto run : shard_row_runs(pos)) {  // split the runs into batches of at most batch_rows rows
     while (run.begin < run.end) {
       const auto take = std::min<std::int64_t>(run.end - run.begin, static_cast<std::int64_t>(batch_rows - in_batch));
       batch.push_back({run.begin, run.begin + take});
@@ -159,15 +146,14 @@ long peak_rss_kib() {
   return kib;
 }
 
-std::string json_stats(int rank, std::int64_t rows, const ring::RingForwardStats& s, const net::TransportStats& t,
-                       Isa isa) {
+std::string json_stats(int rank, std::int64_t rows, const ForwardStats& s, const net::TransportStats& t, Isa isa) {
   char buf[640];
   std::snprintf(buf, sizeof buf,
                 "{\"rank\":%d,\"rows\":%lld,\"total_seconds\":%.6f,\"compute_seconds\":%.6f,\"wait_seconds\":%.6f,"
                 "\"useful_flops\":%.6g,\"steps\":%d,\"steps_skipped\":%d,\"payload_bytes_sent\":%llu,"
                 "\"bytes_sent\":%llu,\"io_cpu_seconds\":%.6f,\"max_rss_kib\":%ld,\"isa\":\"%s\"}",
-                rank, static_cast<long long>(rows), s.total_seconds, s.compute_seconds, s.wait_seconds, s.useful_flops,
-                s.steps, s.steps_skipped, static_cast<unsigned long long>(s.payload_bytes_sent),
+                rank, static_cast<long long>(rows), s.seconds, s.compute_seconds, s.wait_seconds, s.useful_flops,
+                s.steps, s.steps_skipped, static_cast<unsigned long long>(s.bytes_sent),
                 static_cast<unsigned long long>(t.bytes_sent), t.io_cpu_seconds, peak_rss_kib(),
                 std::string(to_string(isa)).c_str());
   return buf;
@@ -198,28 +184,29 @@ class Heartbeat {
   std::thread thread_;
 };
 
-void install_fault_hook(ring::KvRing& ring, net::RingTransport& t, const Fault& fault, double timeout_seconds) {
+void install_fault_hook(Ring& ring, const Fault& fault, double timeout_seconds) {
   if (fault.kind != Fault::Kind::exit && fault.kind != Fault::Kind::hang && fault.kind != Fault::Kind::slow &&
       fault.kind != Fault::Kind::corrupt)
     return;
-  ring.set_step_hook([f = fault, &t, timeout_seconds](int step, std::span<std::byte> block) {
+  RingInternals::set_step_hook(ring, [f = fault, timeout_seconds](int step, std::span<std::byte> block,
+                                                                   std::atomic<std::uint64_t>& progress) {
     if (step != f.step) return;
     switch (f.kind) {
       case Fault::Kind::exit:
         std::fprintf(stderr, "fault injected: exiting abruptly at step %d\n", step);
         ::_exit(17);
-      case Fault::Kind::hang:  // busy (the hook runs inside the fold's busy scope), no progress
+      case Fault::Kind::hang:  // busy (the hook runs inside the call's busy scope), no progress
         for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
       case Fault::Kind::slow: {  // a slow kernel that keeps ticking, as the real one does per tile
         const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(3 * timeout_seconds);
         while (std::chrono::steady_clock::now() < end) {
-          t.liveness().tick();
+          progress.fetch_add(1, std::memory_order_relaxed);
           std::this_thread::sleep_for(std::chrono::milliseconds(20));
         }
         return;
       }
-      default:
-        if (!block.empty()) block[block.size() / 2] ^= std::byte{0x5a};
+      default:  // corrupt: the block keeps the CRC it arrived with, so the successor sees a bad CRC
+        if (block.size() > 64) block[block.size() - 1 - (block.size() - 64) / 2] ^= std::byte{0x5a};
     }
   });
 }
@@ -237,87 +224,80 @@ int run_node(const cli::Args& a, int rank) {
   inspect_inputs(job);
   check_memory(job, 1, "rank " + std::to_string(rank) + ": ");
   const std::string out_dir = a.str("out-dir");
-  const std::string peers_arg = a.str("peers");
   const std::string token_arg = a.maybe("token-file").value_or("");
-  const bool coordinated = peers_arg == "-";
+  const auto master = a.maybe("master");
   std::unique_ptr<LauncherChannel> launcher;
-  if (coordinated || token_arg == "-") launcher = std::make_unique<LauncherChannel>(rank);
+  if (master || token_arg == "-") launcher = std::make_unique<LauncherChannel>(rank);
 
-  net::TransportConfig tc;
-  tc.rank = rank;
-  tc.world = job.nodes;
-  tc.ring_id = static_cast<std::uint64_t>(a.int64("ring-id"));
-  tc.shape = ring::ring_job_shape(job.attention, job.layout, job.tokens, job.nodes);
-  tc.tls = a.has("tls");
-  if (fault && fault->kind == Fault::Kind::shape) tc.shape.options_digest ^= 1;
+  RingOptions ro = ring_options(job, rank);
+  ro.ring_id = static_cast<std::uint64_t>(a.int64("ring-id"));
+  ro.tls = a.has("tls");
+  if (fault && fault->kind == Fault::Kind::shape) ro.job_digest ^= 1;
   if (job.nodes > 1) {
-    tc.secret = token_arg == "-" ? net::checked_secret(launcher->token(job.timeout_seconds), "the launcher's pipe")
-                                 : net::load_secret(token_arg);
-    if (fault && fault->kind == Fault::Kind::token) tc.secret += "-not-the-ring-secret";
+    ro.token = token_arg == "-" ? net::checked_secret(launcher->token(job.timeout_seconds), "the launcher's pipe")
+                                : net::load_secret(token_arg);
+    if (fault && fault->kind == Fault::Kind::token) ro.token += "-not-the-ring-secret";
   }
-  emit_line(ident_line({net::shape_fingerprint(tc.shape), job.nodes > 1 ? net::secret_fingerprint(tc.secret) : ""}));
-  tc.connect_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(job.timeout_seconds * 1000));
-  tc.io_timeout = tc.connect_timeout;
-  std::vector<net::PeerAddress> peers;
-  if (!coordinated) {
-    peers = parse_peers(peers_arg, job.nodes);
-    // Listen where the peers will dial this rank, unless told otherwise.
-    const net::PeerAddress listen =
-        a.has("listen") ? parse_address(a.str("listen"), "--listen") : peers[static_cast<std::size_t>(rank)];
-    tc.listen_host = numeric_host(listen.host, a.has("listen") ? "--listen" : "--peers entry " + std::to_string(rank));
-    tc.listen_port = listen.port;
+  emit_line(ident_line({net::limits_fingerprint(RingInternals::link_limits(ro)),
+                        job.nodes > 1 ? net::secret_fingerprint(ro.token) : ""}));
+  if (master) {  // the launcher's rendezvous
+    ro.master = *master;
+    ro.master_is_external = true;
+  } else if (auto peers = a.maybe("peers")) {
+    ro.peers = split_list(*peers);
+    if (static_cast<int>(ro.peers.size()) != job.nodes)
+      throw InvalidArgument("--peers lists " + std::to_string(ro.peers.size()) + " addresses but --nodes is " +
+                            std::to_string(job.nodes));
+    // Listen where the peers will dial this rank (its own entry), unless told otherwise.
+    const auto own = net::parse_peer_address(ro.peers[static_cast<std::size_t>(rank)], "--peers entry " + std::to_string(rank));
+    const auto listen = a.has("listen") ? net::parse_peer_address(a.str("listen"), "--listen") : own;
+    ro.listen = net::PeerAddress{numeric_host(listen.host, a.has("listen") ? "--listen" : "--peers entry " + std::to_string(rank)),
+                                 listen.port}.text();
+  } else if (job.nodes > 1) {
+    throw InvalidArgument("--peers (every rank's host:port) or --master (a rendezvous) is required with --nodes > 1");
   }
 
-  std::unique_ptr<net::RingTransport> transport;
-  std::atomic<net::RingTransport*> live_transport{nullptr};
+  std::atomic<const Ring*> live_ring{nullptr};
   std::optional<Heartbeat> heartbeat;
   if (launcher)
     heartbeat.emplace(std::chrono::milliseconds(static_cast<std::int64_t>(job.timeout_seconds * 500)), [&] {
-      const net::RingTransport* t = live_transport.load();
-      return g_io_progress.load() + (t ? const_cast<net::RingTransport*>(t)->liveness().snapshot().progress : 0);
+      const Ring* r = live_ring.load();
+      return g_io_progress.load() + (r ? RingInternals::progress(*r) : 0);
     });
 
   // Inputs first: a bad file must fail before this rank makes its peers wait.
-  const Positions pos = ring::shard_positions(job.layout, job.tokens, job.nodes, rank);
-  std::vector<std::byte> q(static_cast<std::size_t>(pos.size() * job.attention.heads * job.attention.head_dim) *
-                           dtype_size(job.attention.dtype));
-  read_shard(job.q_path, pos, job.attention.dtype, q);
-  BlockAttention attn(job.attention);
-
-  transport = net::make_tcp_transport(tc);
-  live_transport = transport.get();
-  // K and V go straight into the ring's first transfer buffer.
-  ring::KvRing ring(*transport, attn, job.layout, job.tokens);
-  read_shard(job.k_path, pos, job.attention.dtype, ring.local_k(), "kv head");
-  read_shard(job.v_path, pos, job.attention.dtype, ring.local_v(), "kv head");
-  if (coordinated) {
-    emit_line("PORT " + std::to_string(transport->listen_port()));
-    if (job.nodes > 1) peers = parse_peers(launcher->peers(job.timeout_seconds), job.nodes);
-  }
+  const Positions pos = shard_positions(job.layout, job.tokens, job.nodes, rank);
+  const auto& c = job.attention;
+  const std::size_t rows = static_cast<std::size_t>(pos.size());
+  std::vector<float> q(rows * static_cast<std::size_t>(c.heads * c.head_dim));
+  std::vector<float> k(rows * static_cast<std::size_t>(c.kv_heads * c.head_dim)), v(k.size());
+  read_shard(job.q_path, pos, DType::f32, std::as_writable_bytes(std::span(q)));
+  read_shard(job.k_path, pos, DType::f32, std::as_writable_bytes(std::span(k)), "kv head");
+  read_shard(job.v_path, pos, DType::f32, std::as_writable_bytes(std::span(v)), "kv head");
   if (fault && fault->kind == Fault::Kind::silent) {
     std::this_thread::sleep_for(std::chrono::duration<double>(job.timeout_seconds * 3));
     throw Error("fault injected: stayed silent instead of connecting");
   }
-  if (job.nodes > 1) transport->connect(peers);
-  if (fault) install_fault_hook(ring, *transport, *fault, job.timeout_seconds);
+  Ring ring = Ring::connect(ro);
+  live_ring = &ring;
+  if (fault) install_fault_hook(ring, *fault, job.timeout_seconds);
 
-  OnlineSoftmaxState state(pos.size(), job.attention.heads, job.attention.head_dim);
-  const auto stats = ring.forward(q.data(), ring.local_k().data(), ring.local_v().data(), state, tc.ring_id);
-  const auto tstats = transport->stats();
-  transport->close();
+  const auto positions = pos.materialize();
+  std::vector<float> o(rows * static_cast<std::size_t>(c.heads * c.head_dim)), lse(rows * static_cast<std::size_t>(c.heads));
+  const ForwardStats stats = ring.forward(attention_spec(job), q, k, v, positions, o, lse);
+  const auto tstats = RingInternals::transport_stats(ring);
+  live_ring = nullptr;
+  ring.close();
   heartbeat.reset();
 
-  std::vector<float> lse(state.m.size());
-  finalize(state, state.o.data(), lse.data());  // in place: O overwrites o
-  const auto& o = state.o;
   const std::string stem = out_dir + "/rank" + std::to_string(rank);
-  const std::vector<std::int64_t> o_shape = {pos.size(), job.attention.heads, job.attention.head_dim};
-  const std::vector<std::int64_t> lse_shape = {pos.size(), job.attention.heads};
+  const std::vector<std::int64_t> o_shape = {pos.size(), c.heads, c.head_dim};
+  const std::vector<std::int64_t> lse_shape = {pos.size(), c.heads};
   io::write_npy_atomic(stem + ".o.npy", o_shape, o);
   io::write_npy_atomic(stem + ".lse.npy", lse_shape, lse);
-  emit_line("STATS " + json_stats(rank, pos.size(), stats, tstats, attn.isa()));
-  logger("node")->info("done: {:.3f} s, {:.1f} GFLOP/s useful, {:.3f} s waiting on the ring", stats.total_seconds,
-                       stats.useful_flops / stats.total_seconds / 1e9, stats.wait_seconds);
+  emit_line("STATS " + json_stats(rank, pos.size(), stats, tstats, RingInternals::isa(ring, attention_spec(job))));
+  logger("node")->info("done: {:.3f} s, {:.1f} GFLOP/s useful, {:.3f} s waiting on the ring", stats.seconds,
+                       stats.useful_flops / stats.seconds / 1e9, stats.wait_seconds);
   return 0;
 }
 
@@ -329,7 +309,8 @@ int ringattn::cli::node_main(const std::vector<std::string>& argv) {
                  "writes its shard of O and lse to --out-dir as rank<R>.o.npy and rank<R>.lse.npy.");
   a.option("rank", "R", "this node's rank, 0..nodes-1");
   node::declare_job_options(a, true);
-  a.option("peers", "LIST", "'-' (learn them from the launcher on stdin) or host:port for every rank, comma-separated")
+  a.option("peers", "LIST", "host:port of every rank, comma-separated (a rack); or --master")
+      .option("master", "HOST:PORT", "a rendezvous to learn the peers from (ringattn run serves one)")
       .option("listen", "HOST:PORT", "where to listen (default: this rank's own entry of --peers)")
       .option("out-dir", "DIR", "where to write this rank's output shard")
       .option("ring-id", "N", "id shared by the ring's nodes; nodes of another ring are refused", "0")

@@ -4,12 +4,11 @@
 //
 // node -> launcher (stdout):
 //   IDENT {"job":"<16 hex>","token":"<16 hex>"}   fingerprints of its job shape and token
-//   PORT <n>                                         the port it listens on (--peers -)
 //   ALIVE <progress>                                 heartbeat: a counter that moves while it works
 //   STATS {json}                                     success: timing and traffic
 //   FAIL {"cause":"...","origin":R,"message":"..."}  failure: why, and which rank it blames
-// launcher -> node (stdin, when started with --token-file - and/or --peers -):
-//   TOKEN <secret>      PEERS host:port,...
+// launcher -> node (stdin, when started with --token-file - or --master):
+//   TOKEN <secret>
 // then the pipe stays open: EOF means the launcher is gone, and the node stops.
 #pragma once
 

@@ -1,10 +1,10 @@
-#include "src/ring/layout.hpp"
+#include "ringattn/layout.hpp"
 
 #include <algorithm>
 
 #include "ringattn/error.hpp"
 
-namespace ringattn::ring {
+namespace ringattn {
 
 std::string_view to_string(Layout l) {
   switch (l) {
@@ -77,4 +77,4 @@ std::vector<RowRun> shard_row_runs(const Positions& p) {
   return out;
 }
 
-}  // namespace ringattn::ring
+}  // namespace ringattn

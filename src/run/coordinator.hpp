@@ -1,18 +1,11 @@
-// ringattn — the coordinator behind `ringattn run`: starts P node processes, hands them
-// the job's token and each other's ports over their stdin, watches their reports
-// (node/report.hpp), and assembles their output shards into O and lse in the original
-// token order.
-//
-// Failure policy: when a node fails, the others learn of it from the ring within
-// moments (an ERROR frame naming the first cause) and end too; any still running after
-// a short grace — a hung or stopped node — are killed. Then the rank where the failure
-// began is chosen from every node's report and exit (root_cause.hpp), the same way
-// however the exits interleave. A backstop kills the job only if no node reports
-// progress for twice the timeout (the nodes' own deadlines fire long before).
-// SIGINT, SIGTERM and SIGHUP stop the nodes and remove the work directory; if the
-// coordinator itself is killed, the nodes die with it and a guard process removes the
-// work directory (work_dir.hpp). O and lse are both written to temporary files first
-// and published together, so a failed run leaves neither.
+// ringattn — the coordinator behind `ringattn run`: checks that the job can run and
+// publish (output paths, memory), serves the rendezvous its nodes find each other
+// through, starts them with the launcher (launcher.hpp: token over stdin, reports,
+// the first cause of a failure, signals), and assembles their output shards into O and
+// lse in the original token order. If the coordinator itself is killed, the nodes die
+// with it and a guard process removes the work directory (work_dir.hpp). O and lse are
+// both written to temporary files first and published together, so a failed run
+// leaves neither.
 #pragma once
 
 #include <cstdint>

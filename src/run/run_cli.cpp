@@ -54,7 +54,7 @@ struct Totals {
 void print_summary(const node::JobSpec& job, const RunResult& r) {
   const Totals t(r);
   std::printf("ring: %d nodes, %s layout, %s mask, %lld tokens, heads %lld/%lld, head_dim %lld, %s\n", job.nodes,
-              std::string(ring::to_string(job.layout)).c_str(), to_string(job.attention.mask).c_str(),
+              std::string(to_string(job.layout)).c_str(), to_string(job.attention.mask).c_str(),
               static_cast<long long>(job.tokens), static_cast<long long>(job.attention.heads),
               static_cast<long long>(job.attention.kv_heads), static_cast<long long>(job.attention.head_dim),
               std::string(to_string(job.attention.dtype)).c_str());
@@ -95,7 +95,7 @@ cli::JsonObject result_json(const char* command, bool ok, const node::JobSpec& j
   j.add("ok", ok)
       .add("command", command)
       .add("nodes", job.nodes)
-      .add("layout", ring::to_string(job.layout))
+      .add("layout", to_string(job.layout))
       .add("mask", to_string(job.attention.mask))
       .add("dtype", to_string(job.attention.dtype))
       .add("tokens", job.tokens)

@@ -16,7 +16,7 @@
 #include <cmath>
 
 #include "src/oracle/reference.hpp"
-#include "src/ring/layout.hpp"
+#include "ringattn/layout.hpp"
 #include "tests/integration/ring_case.hpp"
 
 namespace ringattn::itest {
@@ -46,7 +46,7 @@ void merge_partial(std::vector<double>& acc_o, std::vector<double>& acc_lse, con
 
 // The ring's answer if positions were local in the way `local` says: for each node i,
 // fold every block j with those positions, merging the partial results by lse.
-Reference local_positions_answer(const Inputs& in, ring::Layout layout, int nodes, Mask mask, Local local) {
+Reference local_positions_answer(const Inputs& in, Layout layout, int nodes, Mask mask, Local local) {
   const auto& s = in.shape;
   const std::int64_t hd = s.heads * s.head_dim, kvd = s.kv_heads * s.head_dim;
   const auto hd_z = static_cast<std::size_t>(hd), h_z = static_cast<std::size_t>(s.heads);
@@ -56,13 +56,13 @@ Reference local_positions_answer(const Inputs& in, ring::Layout layout, int node
   out.o.assign(in.q.size(), 0.0);
   out.lse.assign(static_cast<std::size_t>(s.tokens) * h_z, -INFINITY);
   for (int i = 0; i < nodes; ++i) {
-    const Positions qg = ring::shard_positions(layout, s.tokens, nodes, i);
+    const Positions qg = shard_positions(layout, s.tokens, nodes, i);
     const auto qrows = qg.materialize();
     const auto q = gather_rows(in.q, hd, qrows);
     const Positions qp = q_local ? Positions::contiguous(0, qg.size()) : qg;
     std::vector<double> acc_o(qrows.size() * hd_z, 0.0), acc_lse(qrows.size() * h_z, -INFINITY);
     for (int j = 0; j < nodes; ++j) {
-      const Positions kg = ring::shard_positions(layout, s.tokens, nodes, j);
+      const Positions kg = shard_positions(layout, s.tokens, nodes, j);
       const auto krows = kg.materialize();
       const auto k = gather_rows(in.k, kvd, krows), v = gather_rows(in.v, kvd, krows);
       const Positions kp = k_local ? Positions::contiguous(0, kg.size()) : kg;
@@ -109,10 +109,10 @@ TEST_CASE("positions: the ring masks on global positions, and local ones would b
   in.write(dir);
   for (const Mask mask : {Mask::causal(), Mask::sliding_window(29)}) {
     const Reference global = dense_reference(in, mask);
-    for (const auto layout : {ring::Layout::contiguous, ring::Layout::zigzag, ring::Layout::striped}) {
+    for (const auto layout : {Layout::contiguous, Layout::zigzag, Layout::striped}) {
       Job job;
       job.nodes = nodes;
-      job.layout = std::string(ring::to_string(layout));
+      job.layout = std::string(to_string(layout));
       job.mask = mask;
       INFO(describe(job, shape));
       // The oracle itself is sound: with global positions its merge reproduces dense.
@@ -135,8 +135,8 @@ TEST_CASE("shards: every N from the smallest each layout accepts upwards is exac
   // Uneven shards at their most uneven: N = P (contiguous/striped) and N = 2P (zigzag)
   // give one-row shards or chunks; N + 1 and 2N - 1 leave a remainder of 1 and P - 1.
   const int nodes = 4;
-  for (const auto layout : {ring::Layout::contiguous, ring::Layout::striped, ring::Layout::zigzag}) {
-    const std::int64_t least = layout == ring::Layout::zigzag ? 2 * nodes : nodes;
+  for (const auto layout : {Layout::contiguous, Layout::striped, Layout::zigzag}) {
+    const std::int64_t least = layout == Layout::zigzag ? 2 * nodes : nodes;
     for (const std::int64_t n : {least, least + 1, 2 * least - 1}) {
       const Shape shape{n, 2, 1, 32};
       ScratchDir dir;
@@ -145,7 +145,7 @@ TEST_CASE("shards: every N from the smallest each layout accepts upwards is exac
       for (const Mask mask : {Mask::none(), Mask::causal()}) {
         Job job;
         job.nodes = nodes;
-        job.layout = std::string(ring::to_string(layout));
+        job.layout = std::string(to_string(layout));
         job.mask = mask;
         const Reference ref = dense_reference(in, mask);
         const RingOutput r = run_job(dir, job);
@@ -161,14 +161,14 @@ TEST_CASE("shards: every N from the smallest each layout accepts upwards is exac
 
 TEST_CASE("shards: fewer tokens than the layout needs is refused, naming layout and counts") {
   const int nodes = 4;
-  for (const auto layout : {ring::Layout::contiguous, ring::Layout::striped, ring::Layout::zigzag}) {
-    const std::int64_t least = layout == ring::Layout::zigzag ? 2 * nodes : nodes;
+  for (const auto layout : {Layout::contiguous, Layout::striped, Layout::zigzag}) {
+    const std::int64_t least = layout == Layout::zigzag ? 2 * nodes : nodes;
     const Shape shape{least - 1, 2, 1, 32};
     ScratchDir dir;
     Inputs(shape, 5, DType::f32).write(dir);
     Job job;
     job.nodes = nodes;
-    job.layout = std::string(ring::to_string(layout));
+    job.layout = std::string(to_string(layout));
     const RingOutput r = run_job(dir, job);
     INFO(describe(job, shape));
     INFO(r.outcome.err);

@@ -192,7 +192,7 @@ inline Hello raw_hello(const TransportConfig& c, std::uint32_t rank) {
   h.ring_id = c.ring_id;
   h.rank = rank;
   h.world = static_cast<std::uint32_t>(c.world);
-  h.shape = c.shape;
+  h.limits = c.limits;
   return h;
 }
 

@@ -19,23 +19,28 @@ using std::chrono::milliseconds;
 
 inline const std::string kSecret = "test-secret-0123456789abcdef";
 
-inline JobShape small_shape() {
-  JobShape s;
-  s.heads = 4;
-  s.kv_heads = 2;
-  s.head_dim = 16;
+inline LinkLimits small_shape() {
+  LinkLimits s;
+  s.max_heads = 4;
+  s.max_kv_heads = 2;
+  s.max_head_dim = 16;
   s.max_block_rows = 64;
-  s.dtype = DType::f32;
-  s.tokens = 256;
   return s;
 }
+
+// K/V blocks of the small shape: 2 KV heads of 16, fp32.
+inline constexpr std::uint32_t kSmallCols = 32;
+inline FrameHeader kv_header(std::uint64_t job, std::uint64_t step, std::uint32_t rows) {
+  return kv_block_header(DType::f32, kSmallCols, job, step, rows);
+}
+inline std::uint64_t kv_bytes(std::uint32_t rows) { return kv_block_bytes(DType::f32, kSmallCols, rows); }
 
 inline TransportConfig make_config(int rank, int world, milliseconds timeout = milliseconds(5000)) {
   TransportConfig c;
   c.rank = rank;
   c.world = world;
   c.ring_id = 42;
-  c.shape = small_shape();
+  c.limits = small_shape();
   c.secret = kSecret;
   c.connect_timeout = timeout;
   c.io_timeout = timeout;
@@ -72,7 +77,7 @@ inline std::string message_of(const std::exception_ptr& e) {
   return "unknown exception";
 }
 
-using Ring = std::vector<std::unique_ptr<RingTransport>>;
+using Ring = std::vector<std::unique_ptr<Transport>>;
 
 inline std::vector<PeerAddress> addresses(const Ring& ring) {
   std::vector<PeerAddress> peers;

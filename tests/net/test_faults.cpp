@@ -17,7 +17,7 @@ namespace {
 constexpr milliseconds kShort{1000};
 
 // Connects `t` (rank 0 of 2) with a hand-driven rank 1 listening on `l`.
-RawRank1 connect_raw_rank1(RingTransport& t, const TransportConfig& c, RawListener& l) {
+RawRank1 connect_raw_rank1(Transport& t, const TransportConfig& c, RawListener& l) {
   std::exception_ptr err;
   std::thread th([&] {
     try {
@@ -44,8 +44,8 @@ RawRank1 connect_raw_rank1(RingTransport& t, const TransportConfig& c, RawListen
 }
 
 // Posts a receive on `t`, lets `act` misbehave, returns the error wait() throws.
-std::string recv_error(RingTransport& t, std::span<std::byte> buf, const std::function<void()>& act) {
-  Request q = t.irecv(buf);
+std::string recv_error(Transport& t, std::span<std::byte> buf, const std::function<void()>& act) {
+  Request q = t.irecv(t.predecessor(), buf);
   act();
   try {
     t.wait(q);
@@ -55,7 +55,7 @@ std::string recv_error(RingTransport& t, std::span<std::byte> buf, const std::fu
   return "no error";
 }
 
-FrameHeader valid_kv(std::uint32_t rows) { return kv_block_header(small_shape(), 1, 0, rows); }
+FrameHeader valid_kv(std::uint32_t rows) { return kv_header(1, 0, rows); }
 
 }  // namespace
 
@@ -77,18 +77,18 @@ TEST_CASE("faults: a peer with the wrong token is refused on both sides") {
   }
 }
 
-TEST_CASE("faults: a different job shape is refused naming the field") {
+TEST_CASE("faults: different limits are refused naming the field") {
   Ring ring;
   for (int r = 0; r < 2; ++r) {
     TransportConfig c = make_config(r, 2, kShort);
-    if (r == 1) c.shape.head_dim = 32;
+    if (r == 1) c.limits.max_head_dim = 32;
     ring.push_back(make_tcp_transport(c));
   }
   const auto errors = run_ranks(2, [&](int r) { ring[static_cast<std::size_t>(r)]->connect(addresses(ring)); });
   for (int r = 0; r < 2; ++r) {
     const std::string m = message_of(errors[static_cast<std::size_t>(r)]);
     INFO(m);
-    CHECK(m.find("'head_dim'") != std::string::npos);
+    CHECK(m.find("'max_head_dim'") != std::string::npos);
     CHECK(m.find("16") != std::string::npos);
     CHECK(m.find("32") != std::string::npos);
   }
@@ -180,7 +180,7 @@ TEST_CASE("faults: a peer that dies mid-frame is reported, not waited for") {
   auto t = make_tcp_transport(c);
   RawListener l;
   RawRank1 raw = connect_raw_rank1(*t, c, l);
-  std::vector<std::byte> buf(kv_block_bytes(c.shape, 64));
+  std::vector<std::byte> buf(kv_bytes(64));
   const auto t0 = Clock::now();
   const std::string m = recv_error(*t, buf, [&] {
     const std::vector<std::byte> payload(buf.size(), std::byte{7});  // not `buf`: the transport writes that
@@ -201,7 +201,7 @@ TEST_CASE("faults: a corrupted payload fails its CRC and the peer is told why") 
   auto t = make_tcp_transport(c);
   RawListener l;
   RawRank1 raw = connect_raw_rank1(*t, c, l);
-  std::vector<std::byte> buf(kv_block_bytes(c.shape, 8));
+  std::vector<std::byte> buf(kv_bytes(8));
   const std::string m = recv_error(*t, buf, [&] {
     std::vector<std::byte> payload(buf.size(), std::byte{0x5a});
     FrameHeader h = valid_kv(8);
@@ -249,23 +249,23 @@ TEST_CASE("faults: a valid frame larger than the posted buffer is rejected befor
 
 TEST_CASE("faults: a wait that runs out throws within io_timeout and the neighbour learns why") {
   Ring ring = make_ring(2, [](TransportConfig& c) { c.io_timeout = milliseconds(300); });
-  std::vector<std::byte> buf(kv_block_bytes(small_shape(), 64));
+  std::vector<std::byte> buf(kv_bytes(64));
   const auto t0 = Clock::now();
-  Request q = ring[0]->irecv(buf);  // rank 1 never sends
+  Request q = ring[0]->irecv(ring[0]->predecessor(), buf);  // rank 1 never sends
   CHECK_THROWS_WITH_AS(ring[0]->wait(q), doctest::Contains("rank 0: timed out after 300 ms waiting to receive from predecessor rank 1"),
                        NetworkError);
   CHECK(seconds_since(t0) < 1.0);
-  Request q1 = ring[1]->irecv(buf);
+  Request q1 = ring[1]->irecv(ring[1]->predecessor(), buf);
   CHECK_THROWS_WITH_AS(ring[1]->wait(q1), doctest::Contains("rank 0 aborted: rank 0: timed out"), NetworkError);
   close_all(ring);
 }
 
 TEST_CASE("faults: a rank that leaves mid-ring ends its neighbours with its name, no hang") {
   Ring ring = make_ring(3);
-  std::vector<std::byte> buf(kv_block_bytes(small_shape(), 64));
+  std::vector<std::byte> buf(kv_bytes(64));
   const auto t0 = Clock::now();
-  Request q2 = ring[2]->irecv(buf);  // from rank 1
-  Request q0 = ring[0]->irecv(buf);  // from rank 2
+  Request q2 = ring[2]->irecv(ring[2]->predecessor(), buf);  // from rank 1
+  Request q0 = ring[0]->irecv(ring[0]->predecessor(), buf);  // from rank 2
   ring[1]->close();
   CHECK_THROWS_WITH_AS(ring[2]->wait(q2), doctest::Contains("predecessor rank 1 closed the ring (BYE)"), NetworkError);
   // rank 2 passed the cause on to rank 0.

@@ -16,13 +16,11 @@ Hello hello(std::uint32_t rank) {
   h.ring_id = 99;
   h.rank = rank;
   h.world = 4;
-  h.shape.heads = 8;
-  h.shape.kv_heads = 2;
-  h.shape.head_dim = 128;
-  h.shape.max_block_rows = 512;
-  h.shape.dtype = DType::bf16;
-  h.shape.tokens = 2048;
-  h.shape.options_digest = 0xfeed;
+  h.limits.max_heads = 8;
+  h.limits.max_kv_heads = 2;
+  h.limits.max_head_dim = 128;
+  h.limits.max_block_rows = 512;
+  h.limits.options_digest = 0xfeed;
   fill_random(h.nonce);
   return h;
 }
@@ -39,7 +37,7 @@ TEST_CASE("hello: round trip and field checks") {
   CHECK(out.ring_id == h.ring_id);
   CHECK(out.rank == 3);
   CHECK(out.world == 4);
-  CHECK(out.shape == h.shape);
+  CHECK(out.limits == h.limits);
   CHECK(out.nonce == h.nonce);
 
   auto refused = [&](std::size_t at, std::byte v, const std::string& word) {
@@ -52,10 +50,11 @@ TEST_CASE("hello: round trip and field checks") {
   };
   refused(8, std::byte{4}, "'rank' = 4");       // rank == world
   refused(12, std::byte{0}, "'world'");         // low byte 0 -> world 0
-  refused(16, std::byte{1}, "'link' = 1");
-  refused(17, std::byte{2}, "'dtype' = 2");
+  refused(16, std::byte{3}, "'link' = 3");
+  refused(17, std::byte{2}, "reserved@17");
   refused(18, std::byte{1}, "reserved");
   refused(36, std::byte{1}, "reserved");
+  refused(40, std::byte{1}, "reserved@40");
   Hello o;
   CHECK(try_decode_hello(std::span(b).first(87), o).find("'size' = 87") != std::string::npos);
 }
@@ -77,26 +76,28 @@ TEST_CASE("hello: a mismatch names the field and both values") {
   differs(t, 0, {"world size", "4", "5"});
   differs(hello(2), 0, {"expected rank 0", "rank 2"});
   t = hello(0);
-  t.shape.head_dim = 64;
-  differs(t, 0, {"'head_dim'", "rank 1 has 128", "peer rank 0 has 64"});
+  t.limits.max_head_dim = 64;
+  differs(t, 0, {"ring limit 'max_head_dim'", "rank 1 has 128", "peer rank 0 has 64"});
   t = hello(0);
-  t.shape.kv_heads = 8;
-  differs(t, 0, {"'kv_heads'"});
+  t.limits.max_kv_heads = 8;
+  differs(t, 0, {"'max_kv_heads'"});
   t = hello(0);
-  t.shape.heads = 16;
-  differs(t, 0, {"'heads'"});
+  t.limits.max_heads = 16;
+  differs(t, 0, {"'max_heads'"});
   t = hello(0);
-  t.shape.max_block_rows = 256;
+  t.limits.max_block_rows = 256;
   differs(t, 0, {"'max_block_rows'"});
   t = hello(0);
-  t.shape.dtype = DType::f32;
-  differs(t, 0, {"'dtype'", "bf16", "fp32"});
+  t.limits.options_digest = 1;
+  differs(t, 0, {"job options", "another job shape"});
   t = hello(0);
-  t.shape.tokens = 4096;
-  differs(t, 0, {"'tokens'"});
-  t = hello(0);
-  t.shape.options_digest = 1;
-  differs(t, 0, {"'options_digest'"});
+  t.link = LinkKind::p2p;
+  differs(t, 0, {"link kind"});
+  // An acceptor of on-demand links takes any other rank, not its own.
+  Hello p2p_ours = ours, p2p_theirs = hello(3);
+  p2p_ours.link = p2p_theirs.link = LinkKind::p2p;
+  CHECK(compare_hello(p2p_ours, p2p_theirs, kAnyRank).empty());
+  CHECK_FALSE(compare_hello(p2p_ours, hello(1), kAnyRank).empty());
 }
 
 TEST_CASE("auth: proofs bind the secret, the role and both hellos") {

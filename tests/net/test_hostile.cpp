@@ -45,13 +45,12 @@ std::uint16_t local_port(int fd) {
 
 // Sends one block from every rank to its successor and checks it arrived.
 void exchange_once(Ring& ring) {
-  const JobShape shape = small_shape();
   const auto errors = run_ranks(static_cast<int>(ring.size()), [&](int r) {
     auto& t = *ring[static_cast<std::size_t>(r)];
-    std::vector<float> a(kv_block_bytes(shape, 8) / 4), b(a.size()), want(a.size());
+    std::vector<float> a(kv_bytes(8) / 4), b(a.size()), want(a.size());
     fill_block(a, r, 1);
-    Request s = t.isend(kv_block_header(shape, 1, 0, 8), bytes_of(a, a.size()));
-    Request q = t.irecv(std::as_writable_bytes(std::span(b)));
+    Request s = t.isend(t.successor(), kv_header(1, 0, 8), bytes_of(a, a.size()));
+    Request q = t.irecv(t.predecessor(), std::as_writable_bytes(std::span(b)));
     t.wait(s);
     t.wait(q);
     fill_block(want, (r + t.world() - 1) % t.world(), 1);
@@ -136,8 +135,7 @@ TEST_CASE("hostile: a client without the token never receives the acceptor's pro
 
 TEST_CASE("liveness: a peer that computes for three timeouts but shows progress is waited for") {
   Ring ring = make_ring(2, [](TransportConfig& c) { c.io_timeout = milliseconds(300); });
-  const JobShape shape = small_shape();
-  std::vector<float> a(kv_block_bytes(shape, 8) / 4, 1.0f), b(a.size());
+  std::vector<float> a(kv_bytes(8) / 4, 1.0f), b(a.size());
   const auto errors = run_ranks(2, [&](int r) {
     auto& t = *ring[static_cast<std::size_t>(r)];
     if (r == 1) {  // a long fold: busy, ticking its counter as the kernel does per tile
@@ -148,8 +146,8 @@ TEST_CASE("liveness: a peer that computes for three timeouts but shows progress 
         std::this_thread::sleep_for(milliseconds(20));
       }
     }
-    Request s = t.isend(kv_block_header(shape, 1, 0, 8), bytes_of(a, a.size()));
-    Request q = t.irecv(std::as_writable_bytes(std::span(b)));
+    Request s = t.isend(t.successor(), kv_header(1, 0, 8), bytes_of(a, a.size()));
+    Request q = t.irecv(t.predecessor(), std::as_writable_bytes(std::span(b)));
     t.wait(s);
     t.wait(q);
   });
@@ -160,10 +158,9 @@ TEST_CASE("liveness: a peer that computes for three timeouts but shows progress 
 TEST_CASE("liveness: a chain of ranks waiting behind one slow kernel stays alive (progress by proxy)") {
   // rank 0 waits on rank 2, which waits on rank 1, which computes for 3 timeouts.
   Ring ring = make_ring(3, [](TransportConfig& c) { c.io_timeout = milliseconds(300); });
-  const JobShape shape = small_shape();
   const auto errors = run_ranks(3, [&](int r) {
     auto& t = *ring[static_cast<std::size_t>(r)];
-    std::vector<float> a(kv_block_bytes(shape, 8) / 4, float(r)), b(a.size());
+    std::vector<float> a(kv_bytes(8) / 4, float(r)), b(a.size());
     if (r == 1) {
       auto busy = t.liveness().enter(PeerState::busy);
       const auto end = Clock::now() + milliseconds(900);
@@ -173,15 +170,15 @@ TEST_CASE("liveness: a chain of ranks waiting behind one slow kernel stays alive
       }
     }
     if (r != 2) {  // rank 2 forwards only what it got from rank 1
-      Request s = t.isend(kv_block_header(shape, 1, 0, 8), bytes_of(a, a.size()));
+      Request s = t.isend(t.successor(), kv_header(1, 0, 8), bytes_of(a, a.size()));
       t.wait(s);
     }
     if (r != 1) {
-      Request q = t.irecv(std::as_writable_bytes(std::span(b)));
+      Request q = t.irecv(t.predecessor(), std::as_writable_bytes(std::span(b)));
       t.wait(q);
     }
     if (r == 2) {
-      Request s = t.isend(kv_block_header(shape, 1, 0, 8), bytes_of(b, b.size()));
+      Request s = t.isend(t.successor(), kv_header(1, 0, 8), bytes_of(b, b.size()));
       t.wait(s);
     }
   });
@@ -191,13 +188,13 @@ TEST_CASE("liveness: a chain of ranks waiting behind one slow kernel stays alive
 
 TEST_CASE("liveness: a busy peer whose kernel stopped advancing fails the wait, naming it") {
   Ring ring = make_ring(2, [](TransportConfig& c) { c.io_timeout = milliseconds(300); });
-  std::vector<std::byte> buf(kv_block_bytes(small_shape(), 64));
+  std::vector<std::byte> buf(kv_bytes(64));
   std::atomic<bool> release{false};
   std::thread stuck([&] {
     auto busy = ring[1]->liveness().enter(PeerState::busy);  // and never ticks
     while (!release) std::this_thread::sleep_for(milliseconds(10));
   });
-  Request q = ring[0]->irecv(buf);
+  Request q = ring[0]->irecv(ring[0]->predecessor(), buf);
   try {
     ring[0]->wait(q);
     FAIL("no error");
@@ -231,8 +228,8 @@ TEST_CASE("liveness: a peer that falls silent (no keep-alives) fails the wait wi
   th.join();
   REQUIRE(message_of(err) == "");
   // The raw rank 1 never sends a keep-alive: like a SIGSTOPped process.
-  std::vector<std::byte> buf(kv_block_bytes(c.shape, 8));
-  Request q = t->irecv(buf);
+  std::vector<std::byte> buf(kv_bytes(8));
+  Request q = t->irecv(t->predecessor(), buf);
   const auto t0 = Clock::now();
   try {
     t->wait(q);
@@ -338,10 +335,9 @@ TEST_CASE("tls: a bit flipped on the path is detected and fails the connection, 
   std::vector<PeerAddress> peers = {{"127.0.0.1", ring[0]->listen_port()}, {"127.0.0.1", proxy.port()}};
   const auto errors = run_ranks(2, [&](int r) { ring[static_cast<std::size_t>(r)]->connect(peers); });
   for (const auto& e : errors) REQUIRE(message_of(e) == "");
-  const JobShape shape = small_shape();
-  std::vector<float> a(kv_block_bytes(shape, 64) / 4, 1.0f), b(a.size(), 0.0f);
-  Request s = ring[0]->isend(kv_block_header(shape, 1, 0, 64), bytes_of(a, a.size()));
-  Request q = ring[1]->irecv(std::as_writable_bytes(std::span(b)));
+  std::vector<float> a(kv_bytes(64) / 4, 1.0f), b(a.size(), 0.0f);
+  Request s = ring[0]->isend(ring[0]->successor(), kv_header(1, 0, 64), bytes_of(a, a.size()));
+  Request q = ring[1]->irecv(ring[1]->predecessor(), std::as_writable_bytes(std::span(b)));
   std::string m;
   try {
     ring[1]->wait(q);

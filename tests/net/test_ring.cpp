@@ -17,27 +17,27 @@ namespace {
 
 // One rank's part of `laps` laps: at step s it sends the block it holds (starting with its
 // own) and receives the block that started at rank (r - s - 1) mod P.
-void run_ring_rank(RingTransport& t, int laps) {
+void run_ring_rank(Transport& t, int laps) {
   const int P = t.world(), r = t.rank();
-  const JobShape shape = small_shape();
+  const LinkLimits shape = small_shape();
   auto rows_of = [&](int origin) { return static_cast<std::uint32_t>(1 + (origin * 13) % shape.max_block_rows); };
-  const std::size_t max_elems = kv_block_bytes(shape, shape.max_block_rows) / 4;
+  const std::size_t max_elems = kv_bytes(shape.max_block_rows) / 4;
   std::vector<float> a(max_elems), b(max_elems), expect(max_elems);
   fill_block(a, r, 0);
   int held = r;  // origin of the block in `a`
   std::optional<std::uint32_t> crc;
   for (int step = 0; step < laps * P; ++step) {
     const std::uint32_t rows = rows_of(held);
-    const std::size_t elems = kv_block_bytes(shape, rows) / 4;
-    Request s = t.isend(kv_block_header(shape, 1, static_cast<std::uint64_t>(step), rows), bytes_of(a, elems), crc);
-    Request q = t.irecv(std::as_writable_bytes(std::span(b)));
+    const std::size_t elems = kv_bytes(rows) / 4;
+    Request s = t.isend(t.successor(), kv_header(1, static_cast<std::uint64_t>(step), rows), bytes_of(a, elems), crc);
+    Request q = t.irecv(t.predecessor(), std::as_writable_bytes(std::span(b)));
     t.wait(s);
     const FrameHeader h = t.wait(q);
     const int origin = ((r - step - 1) % P + P) % P;
     REQUIRE(h.kind == FrameKind::kv_block);
     REQUIRE(h.step == static_cast<std::uint64_t>(step));
     REQUIRE(h.rows == rows_of(origin));
-    REQUIRE(h.payload_bytes == kv_block_bytes(shape, h.rows));
+    REQUIRE(h.payload_bytes == kv_bytes(h.rows));
     fill_block(expect, origin, 0);
     REQUIRE(std::memcmp(b.data(), expect.data(), h.payload_bytes) == 0);
     crc = h.payload_crc;  // relay without recomputing
@@ -60,7 +60,7 @@ TEST_CASE("ring: world size 1 needs no sockets") {
   TransportConfig c = make_config(0, 1, milliseconds(100));
   auto lone = make_tcp_transport(c);
   std::vector<std::byte> buf(64);
-  Request q = lone->irecv(buf);
+  Request q = lone->irecv(lone->predecessor(), buf);
   CHECK_THROWS_WITH_AS(lone->wait(q), doctest::Contains("timed out"), NetworkError);
   t->close();
   t->close();  // idempotent
@@ -86,25 +86,25 @@ TEST_CASE("ring: 2, 3 and 4 ranks pass blocks around for several laps") {
 TEST_CASE("ring: large blocks, several sends in flight, in order") {
   // 8 MiB K/V blocks: many read/write chunks per frame.
   auto tweak = [](TransportConfig& c) {
-    c.shape.heads = c.shape.kv_heads = 8;
-    c.shape.head_dim = 128;
-    c.shape.max_block_rows = 2048;
+    c.limits.max_heads = c.limits.max_kv_heads = 8;
+    c.limits.max_head_dim = 128;
+    c.limits.max_block_rows = 2048;
   };
   Ring ring = make_ring(2, tweak);
   TransportConfig c = make_config(0, 2);
   tweak(c);
-  const std::size_t elems = kv_block_bytes(c.shape, 2048) / 4;
+  const std::size_t elems = kv_block_bytes(DType::f32, 1024, 2048) / 4;
   constexpr int kFrames = 6;
   const auto errors = run_ranks(2, [&](int r) {
-    RingTransport& t = *ring[static_cast<std::size_t>(r)];
+    Transport& t = *ring[static_cast<std::size_t>(r)];
     std::vector<std::vector<float>> out(kFrames, std::vector<float>(elems)), in(kFrames, std::vector<float>(elems));
     std::vector<Request> sends, recvs;
     for (int i = 0; i < kFrames; ++i) {
       fill_block(out[static_cast<std::size_t>(i)], r, static_cast<std::uint64_t>(i));
-      recvs.push_back(t.irecv(std::as_writable_bytes(std::span(in[static_cast<std::size_t>(i)]))));
+      recvs.push_back(t.irecv(t.predecessor(), std::as_writable_bytes(std::span(in[static_cast<std::size_t>(i)]))));
     }
     for (int i = 0; i < kFrames; ++i)
-      sends.push_back(t.isend(kv_block_header(c.shape, 9, static_cast<std::uint64_t>(i), 2048),
+      sends.push_back(t.isend(t.successor(), kv_block_header(DType::f32, 1024, 9, static_cast<std::uint64_t>(i), 2048),
                               bytes_of(out[static_cast<std::size_t>(i)], elems)));
     std::vector<float> expect(elems);
     for (int i = 0; i < kFrames; ++i) {
@@ -124,7 +124,7 @@ TEST_CASE("ring: large blocks, several sends in flight, in order") {
 TEST_CASE("ring: misuse is refused up front") {
   auto t = make_tcp_transport(make_config(0, 2));
   std::vector<std::byte> buf(1024);
-  CHECK_THROWS_AS(t->irecv(buf), InvalidArgument);  // before connect()
+  CHECK_THROWS_AS(t->irecv(t->predecessor(), buf), InvalidArgument);  // before connect()
   CHECK_THROWS_AS(t->connect({{"127.0.0.1", 1}}), InvalidArgument);  // one address for two ranks
   TransportConfig bad = make_config(0, 2);
   bad.secret.clear();
@@ -136,15 +136,15 @@ TEST_CASE("ring: misuse is refused up front") {
   CHECK_THROWS_AS(make_tcp_transport(bad), InvalidArgument);
 
   Ring ring = make_ring(2);
-  FrameHeader h = kv_block_header(small_shape(), 0, 0, 4);
-  std::vector<std::byte> payload(kv_block_bytes(small_shape(), 4));
-  CHECK_THROWS_WITH_AS(ring[0]->isend(h, std::span(payload).first(10)), doctest::Contains("payload_bytes"), InvalidArgument);
+  FrameHeader h = kv_header(0, 0, 4);
+  std::vector<std::byte> payload(kv_bytes(4));
+  CHECK_THROWS_WITH_AS(ring[0]->isend(ring[0]->successor(), h, std::span(payload).first(10)), doctest::Contains("payload_bytes"), InvalidArgument);
   h.kind = FrameKind::bye;
-  CHECK_THROWS_WITH_AS(ring[0]->isend(h, payload), doctest::Contains("data frames only"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(ring[0]->isend(ring[0]->successor(), h, payload), doctest::Contains("data frames only"), InvalidArgument);
   Request empty;
   CHECK_THROWS_AS(ring[0]->wait(empty), InvalidArgument);
   close_all(ring);
   // After close every request fails at once.
-  Request q = ring[0]->irecv(buf);
+  Request q = ring[0]->irecv(ring[0]->predecessor(), buf);
   CHECK_THROWS_WITH_AS(ring[0]->wait(q), doctest::Contains("closed"), NetworkError);
 }

@@ -13,20 +13,20 @@ using namespace ringattn::net;
 
 namespace {
 
-JobShape shape() {
-  JobShape s;
-  s.heads = 8;
-  s.kv_heads = 2;
-  s.head_dim = 64;
+LinkLimits shape() {
+  LinkLimits s;
+  s.max_heads = 8;
+  s.max_kv_heads = 2;
+  s.max_head_dim = 64;
   s.max_block_rows = 128;
-  s.dtype = DType::bf16;
   return s;
 }
 
-FrameHeader kv(std::uint32_t rows = 128) { return kv_block_header(shape(), 7, 3, rows); }
+// A bf16 block of 2 KV heads of 64: prefix 32 + tags 8/row + K and V 2*128*2 bytes/row.
+FrameHeader kv(std::uint32_t rows = 128) { return kv_block_header(DType::bf16, 128, 7, 3, rows); }
 
 // Decoding `h` (after `patch` edits its bytes) fails with a message containing each of `words`.
-void refused(FrameHeader h, std::initializer_list<std::string> words, const FrameLimits& limits = FrameLimits::for_job(shape()),
+void refused(FrameHeader h, std::initializer_list<std::string> words, const FrameLimits& limits = FrameLimits::for_limits(shape()),
              void (*patch)(HeaderBytes&) = nullptr) {
   HeaderBytes b = encode_header(h);
   if (patch) patch(b);
@@ -56,13 +56,13 @@ TEST_CASE("wire: the header layout is pinned byte by byte") {
   CHECK(get_le<std::uint64_t>(&b[16]) == 3);
   CHECK(get_le<std::uint32_t>(&b[24]) == 5);
   CHECK(get_le<std::uint32_t>(&b[28]) == 128);
-  CHECK(get_le<std::uint64_t>(&b[32]) == 2ull * 5 * 128 * 2);
+  CHECK(get_le<std::uint64_t>(&b[32]) == 32 + 5 * 8 + 2ull * 5 * 128 * 2);
   CHECK(b[40] == std::byte{0xD4});  // little-endian
   CHECK(get_le<std::uint32_t>(&b[44]) == 0);
 }
 
 TEST_CASE("wire: round trip of every kind") {
-  const FrameLimits limits = FrameLimits::for_job(shape());
+  const FrameLimits limits = FrameLimits::for_limits(shape());
   FrameHeader st;
   st.kind = FrameKind::state;
   st.rows = 3;
@@ -87,7 +87,7 @@ TEST_CASE("wire: round trip of every kind") {
 }
 
 TEST_CASE("wire: every rejected field is named with its value") {
-  const FrameLimits limits = FrameLimits::for_job(shape());
+  const FrameLimits limits = FrameLimits::for_limits(shape());
   SUBCASE("length") {
     const HeaderBytes b = encode_header(kv());
     FrameHeader out;
@@ -135,15 +135,19 @@ TEST_CASE("wire: every rejected field is named with its value") {
   }
   SUBCASE("cols of a KV block") {
     FrameHeader h = kv();
-    h.cols = 96;
-    h.payload_bytes = 2ull * 128 * 96 * 2;
-    refused(h, {"'cols' = 96", "kv_heads*head_dim = 128"});
+    h.cols = 129;
+    h.payload_bytes = kv_block_bytes(DType::bf16, 129, 128);
+    refused(h, {"'cols' = 129", "1..128", "max_kv_heads*max_head_dim"});
   }
-  SUBCASE("dtype of a KV block") {
-    FrameHeader h = kv();
-    h.dtype = DType::f32;
-    h.payload_bytes *= 2;
-    refused(h, {"'dtype' = 0", "bf16"});
+  SUBCASE("a KV block's size says whether it carries groups, nothing else") {
+    FrameHeader h = kv(10);
+    CHECK(try_decode_header(encode_header(h), limits, h).empty());
+    h.payload_bytes = kv_block_bytes(DType::bf16, 128, 10, true);  // + 4 bytes a row
+    FrameHeader out;
+    CHECK(try_decode_header(encode_header(h), limits, out).empty());
+    h.payload_bytes += 4;
+    refused(h, {"'payload_bytes'", std::to_string(kv_block_bytes(DType::bf16, 128, 10)) + " or " +
+                                       std::to_string(kv_block_bytes(DType::bf16, 128, 10, true))});
   }
   SUBCASE("state cols and dtype") {
     FrameHeader h;
@@ -160,7 +164,8 @@ TEST_CASE("wire: every rejected field is named with its value") {
   SUBCASE("payload length that disagrees with rows*cols") {
     FrameHeader h = kv();
     h.payload_bytes += 1;
-    refused(h, {"'payload_bytes' = 65537", "= 65536"});
+    refused(h, {"'payload_bytes' = " + std::to_string(kv_block_bytes(DType::bf16, 128, 128) + 1),
+                std::to_string(kv_block_bytes(DType::bf16, 128, 128)) + " or "});
   }
   SUBCASE("oversized length field") {
     FrameHeader h = kv();
@@ -173,50 +178,50 @@ TEST_CASE("wire: every rejected field is named with its value") {
 
 TEST_CASE("wire: payload size arithmetic is overflow-safe") {
   bool ok = true;
-  CHECK(data_payload_bytes(FrameKind::kv_block, DType::f32, 0xFFFFFFFFu, 0xFFFFFFFFu, ok) == 0);
+  CHECK(data_payload_bytes(FrameKind::kv_block, DType::f32, 0xFFFFFFFFu, 0xFFFFFFFFu, false, ok) == 0);
   CHECK_FALSE(ok);
-  CHECK(data_payload_bytes(FrameKind::state, DType::f32, 0xFFFFFFFFu, 0xFFFFFFFFu, ok) == 0);
+  CHECK(data_payload_bytes(FrameKind::state, DType::f32, 0xFFFFFFFFu, 0xFFFFFFFFu, false, ok) == 0);
   CHECK_FALSE(ok);  // 2^64 - 2^33 + 1 times 4 overflows
-  CHECK(data_payload_bytes(FrameKind::kv_block, DType::bf16, 3, 5, ok) == 60);
+  CHECK(data_payload_bytes(FrameKind::kv_block, DType::bf16, 3, 5, false, ok) == 32 + 3 * 8 + 60);
   CHECK(ok);
-  CHECK(data_payload_bytes(FrameKind::bye, DType::f32, 1, 1, ok) == 0);
+  CHECK(data_payload_bytes(FrameKind::kv_block, DType::bf16, 3, 5, true, ok) == 32 + 3 * 12 + 60);
+  CHECK(data_payload_bytes(FrameKind::bye, DType::f32, 1, 1, false, ok) == 0);
   CHECK_FALSE(ok);
-  CHECK(kv_block_bytes(shape(), 100) == 2ull * 100 * 128 * 2);
-  CHECK(kv_block_header(shape(), 1, 2, 100).payload_bytes == kv_block_bytes(shape(), 100));
+  CHECK(kv_block_header(DType::bf16, 128, 1, 2, 100).payload_bytes == kv_block_bytes(DType::bf16, 128, 100));
 }
 
-TEST_CASE("wire: limits follow from the job shape, bad shapes are refused by field") {
-  const FrameLimits l = FrameLimits::for_job(shape());
+TEST_CASE("wire: frame limits follow from the ring's limits, bad limits are refused by field") {
+  const FrameLimits l = FrameLimits::for_limits(shape());
   CHECK(l.max_rows == 128);
-  CHECK(l.kv_cols == 128);
+  CHECK(l.max_kv_cols == 128);
   CHECK(l.max_state_cols == 8 * 66);
   CHECK(l.max_payload == 128ull * 8 * 66 * 4);  // STATE rows are the widest here
-  auto refused_shape = [](JobShape s, const std::string& word) {
+  auto refused_shape = [](LinkLimits s, const std::string& word) {
     try {
-      FrameLimits::for_job(s);
+      FrameLimits::for_limits(s);
       FAIL("accepted a bad shape");
     } catch (const InvalidArgument& e) {
       CHECK(std::string(e.what()).find(word) != std::string::npos);
     }
   };
-  JobShape s = shape();
-  s.heads = 0;
-  refused_shape(s, "'heads' = 0");
+  LinkLimits s = shape();
+  s.max_heads = 0;
+  refused_shape(s, "'max_heads' = 0");
   s = shape();
-  s.kv_heads = 3;
-  refused_shape(s, "'kv_heads' = 3");
+  s.max_kv_heads = 0;
+  refused_shape(s, "'max_kv_heads' = 0");
   s = shape();
-  s.head_dim = 0;
-  refused_shape(s, "'head_dim' = 0");
+  s.max_head_dim = 0;
+  refused_shape(s, "'max_head_dim' = 0");
   s = shape();
   s.max_block_rows = 0;
   refused_shape(s, "'max_block_rows' = 0");
   s = shape();
   s.max_block_rows = 0xFFFFFFFFu;
-  s.head_dim = 1u << 20;
+  s.max_head_dim = 1u << 20;
   refused_shape(s, "GiB");
   s = shape();
-  s.head_dim = 0xFFFFFFFFu;
+  s.max_head_dim = 0xFFFFFFFFu;
   refused_shape(s, "overflow");
 }
 

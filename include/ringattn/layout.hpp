@@ -1,5 +1,6 @@
 // ringattn — how the token axis is cut into P shards, and which global positions and
-// rows each shard holds.
+// rows each shard holds. A ring takes any strictly increasing positions per rank; these
+// are the layouts the CLI offers and an embedding job can use as they are.
 //
 //   contiguous  shard i holds one run of tokens; sizes differ by at most one when P does
 //               not divide N (the first N mod P shards hold one more). Causal load is
@@ -19,7 +20,7 @@
 
 #include "ringattn/positions.hpp"
 
-namespace ringattn::ring {
+namespace ringattn {
 
 enum class Layout : std::uint8_t { contiguous = 0, zigzag = 1, striped = 2 };
 
@@ -42,4 +43,4 @@ struct RowRun {
 };
 std::vector<RowRun> shard_row_runs(const Positions& p);
 
-}  // namespace ringattn::ring
+}  // namespace ringattn

@@ -1,0 +1,144 @@
+// ringattn — the ring as a communicator: connect once, then one call per layer and batch.
+//
+//   auto ring = ringattn::Ring::connect(ringattn::RingOptions::from_env());
+//   for (each layer of each batch)                       // on this rank's rows only
+//     ring.forward(spec, q, k, v, positions, o, lse);
+//
+// Exact attention for this rank's queries over every rank's keys: the K/V blocks of all
+// ranks travel once around the ring (double-buffered: the next block arrives while the
+// kernel folds this one), each visiting block carrying the global positions of its rows,
+// and folds into an online-softmax state. Any sharding works as long as every rank
+// passes strictly increasing global positions (layout.hpp has the usual ones); the
+// causal mask and sliding windows are evaluated on them.
+//
+// Every rank must make the same calls in the same order, each with the same spec (its
+// own number of rows). A call's spec travels with its blocks, and a rank that calls with
+// another spec fails the call on every rank with an error naming both. Rows per call
+// and heads are bounded by the limits agreed when the ring connected, before anything
+// is allocated. Buffers are pooled: repeated calls of one shape allocate nothing.
+//
+// Errors: InvalidArgument for a bad call, found before anything was sent (the ring stays
+// usable; the other ranks, if they made the call, will time out waiting). NetworkError
+// for everything else — a peer that died, stalled or fell silent for `timeout`, a
+// disagreement, a corrupt frame: the ring is broken from then on (broken() is true and
+// every later call throws); connect a new one. Nothing blocks past its deadline.
+//
+// Thread safety: one call at a time per Ring. The kernel uses `threads` OpenMP threads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ringattn/types.hpp"
+
+namespace ringattn {
+
+// What every rank agrees on when the ring connects: the largest call it will make.
+struct RingLimits {
+  std::int64_t max_rows = 1 << 16;  // most rows any rank passes to one call
+  std::int64_t max_heads = 128;
+  std::int64_t max_kv_heads = 128;
+  std::int64_t max_head_dim = 256;
+};
+
+struct RingOptions {
+  int rank = -1;
+  int world_size = 0;
+  // How the ranks find each other: every rank's "host:port" (peers[rank] is where this
+  // rank listens), or the address of a rendezvous ("host:port"): rank 0 serves it there,
+  // collects every rank's address and hands out the list, authenticated with the token.
+  std::vector<std::string> peers;
+  std::string master;
+  bool master_is_external = false;  // the rendezvous is served by a launcher, not rank 0
+  // Where this rank listens with a rendezvous: "host" or "host:port". Default: the
+  // address of the interface this rank reaches the rendezvous through, any free port.
+  std::string listen;
+  // The shared secret (at least 16 bytes), or a file holding it (mode 0600).
+  std::string token;
+  std::string token_file;
+  std::uint64_t ring_id = 0;     // rings with another id are refused
+  std::uint64_t job_digest = 0;  // anything else the ranks must agree on (a launcher's job)
+  bool tls = false;              // TLS 1.3 on every connection, keyed by the token
+  int threads = 0;               // kernel threads per call (0: all cores)
+  std::optional<Isa> isa;        // force a kernel path (default: the best, or RINGATTN_ISA)
+  double connect_timeout = 60;   // seconds for the whole connect, rendezvous included
+  double timeout = 30;           // seconds a peer may stay silent or stall during a call
+  RingLimits limits;
+
+  // From the environment, so that the usual launchers work unchanged:
+  //   rank        RINGATTN_RANK, else SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK, RANK
+  //   world size  RINGATTN_WORLD_SIZE, else SLURM_NTASKS, OMPI_COMM_WORLD_SIZE, PMI_SIZE, WORLD_SIZE
+  //   peers       RINGATTN_PEERS=h:p,h:p,...   or the rendezvous
+  //               RINGATTN_MASTER=host:port, else MASTER_ADDR and MASTER_PORT
+  //   token       RINGATTN_TOKEN, else RINGATTN_TOKEN_FILE
+  //   also        RINGATTN_LISTEN, RINGATTN_RING_ID, RINGATTN_TLS (0/1), RINGATTN_THREADS,
+  //               RINGATTN_ISA, RINGATTN_TIMEOUT, RINGATTN_CONNECT_TIMEOUT (seconds),
+  //               RINGATTN_MAX_ROWS, RINGATTN_MAX_HEADS, RINGATTN_MAX_KV_HEADS,
+  //               RINGATTN_MAX_HEAD_DIM
+  // Throws InvalidArgument naming the variable that is missing or malformed.
+  static RingOptions from_env();
+};
+
+// One call's shape. Every rank passes the same spec.
+struct AttentionSpec {
+  std::int64_t heads = 0;
+  std::int64_t kv_heads = 0;  // divides heads (GQA/MQA); == heads for MHA
+  std::int64_t head_dim = 0;
+  DType dtype = DType::f32;   // kernel inputs and K/V on the wire; bf16 halves the traffic
+  Mask mask = Mask::none();
+  float scale = 0;            // 0: 1/sqrt(head_dim)
+};
+
+struct ForwardStats {
+  double seconds = 0;          // the whole call
+  double compute_seconds = 0;  // in the kernel
+  double wait_seconds = 0;     // blocked on the network after the kernel (exposed transfer)
+  double useful_flops = 0;     // 4 * visible (query, key) pairs * head_dim * heads
+  int steps = 0;               // blocks folded (= world size)
+  int steps_skipped = 0;       // blocks the mask hid completely
+  std::uint64_t bytes_sent = 0;
+};
+
+class Ring {
+ public:
+  // Forms the ring (rendezvous, authenticated connections to both neighbours). Throws
+  // InvalidArgument for bad options, NetworkError if the ring cannot form in time.
+  static Ring connect(const RingOptions& options);
+
+  Ring(Ring&&) noexcept;
+  Ring& operator=(Ring&&) noexcept;
+  ~Ring();  // closes
+
+  int rank() const;
+  int world_size() const;
+  const RingLimits& limits() const;
+
+  // Attention for this rank's rows. All fp32, row-major: q [rows, heads, head_dim],
+  // k and v [rows, kv_heads, head_dim], positions [rows] (strictly increasing global
+  // positions of these rows), o [rows, heads, head_dim], lse [rows, heads] or empty.
+  // rows = positions.size() may differ between ranks and calls (0 included), up to
+  // limits().max_rows. Rows that see no key get O = 0 and lse = -inf.
+  ForwardStats forward(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
+                       std::span<const float> v, std::span<const std::int64_t> positions, std::span<float> o,
+                       std::span<float> lse = {});
+
+  // True once a call failed for a network reason; the cause is broken_reason().
+  bool broken() const;
+  std::string broken_reason() const;
+
+  // Says goodbye to the peers and releases the connections. Idempotent.
+  void close();
+
+  struct Impl;
+
+ private:
+  friend struct RingInternals;  // the library's own tools (src/ring/internals.hpp)
+  explicit Ring(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ringattn

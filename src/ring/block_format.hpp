@@ -1,0 +1,50 @@
+// ringattn — what a K/V block says about itself on the wire, beyond net's frame header:
+// the 32-byte prefix of a KV_BLOCK payload (net/wire.hpp) describes the call it belongs
+// to and the rank whose rows it holds; the tags that follow are those rows' global
+// positions. A receiver checks both before the block reaches the kernel, so a rank that
+// calls with another spec, or a peer that sends positions out of order, fails the call
+// with a message naming both sides instead of computing garbage.
+//
+// Prefix (little-endian, byte by byte):
+//   0 heads u32 | 4 kv_heads u32 | 8 head_dim u32 | 12 mask u8 | 13 dtype u8 | 14 flags u8
+//   15 reserved u8 | 16 window i64 | 24 scale f32 (bits) | 28 origin rank u32
+// flags bit 0: the block carries a group (document id) per row after the positions.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "net/wire.hpp"
+#include "ringattn/types.hpp"
+
+namespace ringattn::ring {
+
+// The part of a call every rank must pass identically.
+struct CallSpec {
+  std::uint32_t heads = 0, kv_heads = 0, head_dim = 0;
+  Mask mask;
+  DType dtype = DType::f32;
+  float scale = 0;  // resolved: never 0
+
+  friend bool operator==(const CallSpec&, const CallSpec&) = default;
+  std::string describe() const;  // "heads 8/2, head_dim 128, bf16, causal, scale 0.0884"
+};
+
+struct BlockPrefix {
+  CallSpec spec;
+  int origin = 0;        // the rank whose rows these are
+  bool groups = false;   // a group per row follows the positions
+};
+
+std::array<std::byte, net::kBlockPrefixBytes> encode_prefix(const BlockPrefix& p);
+// "" or what is wrong with the bytes (unknown mask or dtype, reserved not 0).
+std::string decode_prefix(std::span<const std::byte> bytes, BlockPrefix& out);
+
+// "" if the specs agree, else one line naming the field and both ranks' values, e.g.
+// "rank 1 calls with head_dim 64 but rank 0 (whose block this is) called with 128".
+std::string compare_specs(const CallSpec& ours, int self, const CallSpec& theirs, int origin);
+
+}  // namespace ringattn::ring

@@ -1,0 +1,304 @@
+// ringattn::Ring (include/ringattn/ring.hpp): connect once, then forward() per call.
+#include "ringattn/ring.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "core/logger.hpp"
+#include "net/secret.hpp"
+#include "net/tcp/rendezvous.hpp"
+#include "net/transport.hpp"
+#include "ringattn/block_attention.hpp"
+#include "ringattn/error.hpp"
+#include "src/ring/internals.hpp"
+#include "src/ring/ring_step.hpp"
+
+namespace ringattn {
+
+namespace {
+
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+milliseconds ms(double seconds) { return milliseconds(static_cast<std::int64_t>(seconds * 1000)); }
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+void check_limit(const char* what, std::int64_t v, std::int64_t most) {
+  if (v < 1 || v > most)
+    throw InvalidArgument("ring limits: " + std::string(what) + " = " + std::to_string(v) + " must be in 1.." +
+                          std::to_string(most));
+}
+
+}  // namespace
+
+net::LinkLimits RingInternals::link_limits(const RingOptions& o) {
+  const auto& l = o.limits;
+  check_limit("max_rows", l.max_rows, std::int64_t{1} << 30);
+  check_limit("max_heads", l.max_heads, 1 << 16);
+  check_limit("max_kv_heads", l.max_kv_heads, 1 << 16);
+  check_limit("max_head_dim", l.max_head_dim, 1 << 16);
+  net::LinkLimits n;
+  n.max_heads = static_cast<std::uint32_t>(l.max_heads);
+  n.max_kv_heads = static_cast<std::uint32_t>(l.max_kv_heads);
+  n.max_head_dim = static_cast<std::uint32_t>(l.max_head_dim);
+  n.max_block_rows = static_cast<std::uint32_t>(l.max_rows);
+  n.options_digest = o.job_digest;
+  return n;
+}
+
+namespace {
+
+std::string load_token(const RingOptions& o) {
+  if (!o.token.empty()) return net::checked_secret(o.token, "RingOptions::token");
+  if (!o.token_file.empty()) return net::load_secret(o.token_file);
+  return net::load_secret("");  // RINGATTN_TOKEN, or a clear error
+}
+
+// Where this rank listens: `listen` ("host" or "host:port"), else `fallback_host`:0.
+net::PeerAddress listen_address(const std::string& listen, const std::string& fallback_host) {
+  if (listen.empty()) return {fallback_host, 0};
+  if (listen.find(':') == std::string::npos || (listen.front() == '[' && listen.back() == ']'))
+    return {listen.front() == '[' ? listen.substr(1, listen.size() - 2) : listen, 0};
+  return net::parse_peer_address(listen, "RingOptions::listen");
+}
+
+using KernelKey = std::tuple<std::int64_t, std::int64_t, std::int64_t, int, int, std::int64_t, float>;
+
+}  // namespace
+
+struct Ring::Impl {
+  RingOptions options;
+  std::unique_ptr<net::Transport> transport;
+  std::unique_ptr<ring::RingStep> step;
+  std::map<KernelKey, std::unique_ptr<BlockAttention>> kernels;  // one per call shape: primitives kept
+  OnlineSoftmaxState state;                                      // pooled
+  std::vector<std::uint16_t> q_bf16;                              // pooled
+  std::uint64_t calls = 0;
+  mutable std::mutex mu;
+  std::string broken;  // why, once a call failed on the network
+  RingInternals::StepHook hook;  // tests only
+
+  BlockAttention& kernel_for(const AttentionSpec& s) {
+    const KernelKey key{s.heads, s.kv_heads, s.head_dim, static_cast<int>(s.dtype), static_cast<int>(s.mask.kind),
+                        s.mask.window, s.scale};
+    auto it = kernels.find(key);
+    if (it != kernels.end()) return *it->second;
+    AttentionConfig c;
+    c.heads = s.heads;
+    c.kv_heads = s.kv_heads;
+    c.head_dim = s.head_dim;
+    c.dtype = s.dtype;
+    c.mask = s.mask;
+    c.scale = s.scale;
+    c.threads = options.threads;
+    c.isa = options.isa;
+    return *kernels.emplace(key, std::make_unique<BlockAttention>(c)).first->second;  // validates
+  }
+};
+
+Ring::Ring(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Ring::Ring(Ring&&) noexcept = default;
+Ring& Ring::operator=(Ring&&) noexcept = default;
+Ring::~Ring() {
+  try {
+    close();
+  } catch (...) {  // never from a destructor
+  }
+}
+
+Ring Ring::connect(const RingOptions& o) {
+  if (o.world_size < 1) throw InvalidArgument("RingOptions: world_size = " + std::to_string(o.world_size) + " must be >= 1");
+  if (o.rank < 0 || o.rank >= o.world_size)
+    throw InvalidArgument("RingOptions: rank = " + std::to_string(o.rank) + " is outside 0.." + std::to_string(o.world_size - 1));
+  if (!(o.timeout > 0) || !(o.connect_timeout > 0))
+    throw InvalidArgument("RingOptions: timeout and connect_timeout must be positive seconds");
+  auto impl = std::make_unique<Impl>();
+  impl->options = o;
+  set_log_rank(o.rank);
+  net::TransportConfig tc;
+  tc.rank = o.rank;
+  tc.world = o.world_size;
+  tc.ring_id = o.ring_id;
+  tc.limits = RingInternals::link_limits(o);
+  tc.tls = o.tls;
+  tc.connect_timeout = ms(o.connect_timeout);
+  tc.io_timeout = ms(o.timeout);
+  if (o.world_size == 1) {
+    impl->transport = net::make_tcp_transport(tc);
+    impl->step = std::make_unique<ring::RingStep>(*impl->transport);
+    return Ring(std::move(impl));
+  }
+  tc.secret = load_token(o);
+  const auto deadline = Clock::now() + tc.connect_timeout;
+  std::vector<net::PeerAddress> peers;
+  std::unique_ptr<net::tcp::RendezvousServer> server;
+  if (!o.peers.empty()) {
+    if (static_cast<int>(o.peers.size()) != o.world_size)
+      throw InvalidArgument("RingOptions: " + std::to_string(o.peers.size()) + " peers for world size " +
+                            std::to_string(o.world_size));
+    for (std::size_t r = 0; r < o.peers.size(); ++r)
+      peers.push_back(net::parse_peer_address(o.peers[r], "RingOptions::peers[" + std::to_string(r) + "]"));
+    const auto own = peers[static_cast<std::size_t>(o.rank)];
+    const auto listen = o.listen.empty() ? own : listen_address(o.listen, own.host);
+    tc.listen_host = listen.host;
+    tc.listen_port = listen.port != 0 ? listen.port : own.port;
+    impl->transport = net::make_tcp_transport(tc);
+  } else if (!o.master.empty()) {
+    const auto master = net::parse_peer_address(o.master, "RingOptions::master");
+    net::tcp::RendezvousConfig rc;
+    rc.world = o.world_size;
+    rc.ring_id = o.ring_id;
+    rc.limits = tc.limits;
+    rc.secret = tc.secret;
+    rc.timeout = tc.connect_timeout;
+    rc.handshake_timeout = std::min(milliseconds(5000), tc.connect_timeout);
+    // Rank 0 serves the rendezvous on the master address unless a launcher does.
+    if (o.rank == 0 && !o.master_is_external) server = std::make_unique<net::tcp::RendezvousServer>(master, rc);
+    // Listen where the others can reach us: the interface this rank reaches the master by.
+    const auto listen = listen_address(o.listen, net::tcp::local_address_towards(master));
+    tc.listen_host = listen.host;
+    tc.listen_port = listen.port;
+    impl->transport = net::make_tcp_transport(tc);
+    const net::PeerAddress self{listen.host, impl->transport->listen_port()};
+    rc.timeout = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+    peers = net::tcp::rendezvous(master, o.rank, self, rc);
+  } else {
+    throw InvalidArgument("RingOptions: no peers and no master: set peers (every rank's host:port) or master "
+                          "(host:port of the rendezvous), e.g. RINGATTN_PEERS or RINGATTN_MASTER");
+  }
+  impl->transport->connect(peers);
+  if (server) {
+    const std::string why = server->wait();
+    if (!why.empty()) throw NetworkError("rank 0: " + why, FailureCause::peer_silent);
+  }
+  impl->step = std::make_unique<ring::RingStep>(*impl->transport);
+  logger("ring")->info("ring of {} connected{}", o.world_size, o.tls ? " (TLS)" : "");
+  return Ring(std::move(impl));
+}
+
+void RingInternals::set_step_hook(Ring& ring, StepHook hook) { ring.impl_->hook = std::move(hook); }
+
+net::Transport& RingInternals::transport(Ring& ring) { return *ring.impl_->transport; }
+
+std::uint64_t RingInternals::progress(const Ring& ring) { return ring.impl_->transport->liveness().snapshot().progress; }
+
+net::TransportStats RingInternals::transport_stats(const Ring& ring) { return ring.impl_->transport->stats(); }
+
+Isa RingInternals::isa(Ring& ring, const AttentionSpec& spec) { return ring.impl_->kernel_for(spec).isa(); }
+
+int Ring::rank() const { return impl_->options.rank; }
+int Ring::world_size() const { return impl_->options.world_size; }
+const RingLimits& Ring::limits() const { return impl_->options.limits; }
+
+bool Ring::broken() const {
+  std::lock_guard lock(impl_->mu);
+  return !impl_->broken.empty();
+}
+
+std::string Ring::broken_reason() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->broken;
+}
+
+void Ring::close() {
+  if (impl_ && impl_->transport) impl_->transport->close();
+}
+
+ForwardStats Ring::forward(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
+                           std::span<const float> v, std::span<const std::int64_t> positions, std::span<float> o,
+                           std::span<float> lse) {
+  auto& im = *impl_;
+  const auto start = Clock::now();
+  {
+    std::lock_guard lock(im.mu);
+    if (!im.broken.empty())
+      throw NetworkError("rank " + std::to_string(rank()) + ": this ring is broken (" + im.broken +
+                         "); connect a new one");
+  }
+  // Everything is checked before anything is sent: a bad call leaves the ring usable.
+  const auto& lim = im.options.limits;
+  const auto rows = static_cast<std::int64_t>(positions.size());
+  auto bad = [&](const std::string& what) { throw InvalidArgument("rank " + std::to_string(rank()) + ": forward: " + what); };
+  if (rows > lim.max_rows)
+    bad(std::to_string(rows) + " rows exceed the ring's max_rows = " + std::to_string(lim.max_rows) +
+        " (set RingLimits when connecting)");
+  if (spec.heads > lim.max_heads || spec.kv_heads > lim.max_kv_heads || spec.head_dim > lim.max_head_dim)
+    bad("heads " + std::to_string(spec.heads) + "/" + std::to_string(spec.kv_heads) + ", head_dim " +
+        std::to_string(spec.head_dim) + " exceed the ring's limits (" + std::to_string(lim.max_heads) + "/" +
+        std::to_string(lim.max_kv_heads) + ", " + std::to_string(lim.max_head_dim) + ")");
+  BlockAttention& kernel = im.kernel_for(spec);  // validates heads, kv_heads, head_dim, mask, scale
+  const std::int64_t H = spec.heads, KH = spec.kv_heads, D = spec.head_dim;
+  auto size_is = [&](const char* name, std::size_t got, std::int64_t want) {
+    if (static_cast<std::int64_t>(got) != want)
+      bad(std::string(name) + " has " + std::to_string(got) + " elements, expected " + std::to_string(want) + " (" +
+          std::to_string(rows) + " rows)");
+  };
+  size_is("q", q.size(), rows * H * D);
+  size_is("k", k.size(), rows * KH * D);
+  size_is("v", v.size(), rows * KH * D);
+  size_is("o", o.size(), rows * H * D);
+  if (!lse.empty()) size_is("lse", lse.size(), rows * H);
+  const Positions qpos = Positions::from_sorted(positions.data(), rows);  // strictly increasing, or InvalidArgument
+
+  ring::CallSpec cs;
+  cs.heads = static_cast<std::uint32_t>(H);
+  cs.kv_heads = static_cast<std::uint32_t>(KH);
+  cs.head_dim = static_cast<std::uint32_t>(D);
+  cs.mask = spec.mask;
+  cs.dtype = spec.dtype;
+  cs.scale = kernel.config().scale;  // resolved, so every rank compares the same number
+  const void* qp = q.data();
+  if (spec.dtype == DType::bf16) {
+    im.q_bf16.resize(q.size());
+    to_bf16(q.data(), im.q_bf16.data(), static_cast<std::int64_t>(q.size()));
+    qp = im.q_bf16.data();
+  }
+  im.state.reset(rows, H, D);
+
+  ForwardStats st;
+  net::Transport& t = *im.transport;
+  ring::RingStep& step = *im.step;
+  try {
+    step.begin(cs, ++im.calls, positions, k.data(), v.data());
+    // Busy while folding, the kernel ticking the keep-alive counter per tile; wait() marks
+    // the waits itself.
+    const auto busy = t.liveness().enter(net::PeerState::busy);
+    kernel.set_progress_counter(&t.liveness().counter());
+    struct Unhook {
+      BlockAttention& a;
+      ~Unhook() { a.set_progress_counter(nullptr); }
+    } unhook{kernel};
+    const int P = world_size();
+    for (int s = 0; s < P; ++s) {
+      if (im.hook) im.hook(s, step.block(), t.liveness().counter());
+      const auto& blk = step.current();
+      if (s + 1 < P) step.post(s);
+      const auto t0 = Clock::now();
+      const FoldStats fs = kernel.fold(qp, qpos, blk.k, blk.v, *blk.positions, im.state);
+      st.compute_seconds += since(t0);
+      st.useful_flops += fs.useful_flops;
+      ++st.steps;
+      if (fs.tiles_computed == 0) ++st.steps_skipped;
+      if (s + 1 < P) {
+        const auto t1 = Clock::now();
+        step.finish(s);
+        st.wait_seconds += since(t1);
+      }
+    }
+  } catch (const NetworkError& e) {
+    std::lock_guard lock(im.mu);
+    im.broken = e.what();
+    throw;
+  }
+  finalize(im.state, o.data(), lse.empty() ? nullptr : lse.data());
+  st.bytes_sent = step.payload_bytes_sent();
+  st.seconds = since(start);
+  return st;
+}
+
+}  // namespace ringattn

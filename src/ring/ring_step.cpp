@@ -1,0 +1,112 @@
+#include "src/ring/ring_step.hpp"
+
+#include <cstring>
+
+#include "net/byte_order.hpp"
+#include "ringattn/block_attention.hpp"
+#include "ringattn/error.hpp"
+
+namespace ringattn::ring {
+
+namespace {
+
+constexpr std::size_t kTagBytes = 8;
+
+}  // namespace
+
+std::size_t RingStep::kv_bytes(std::int64_t rows) const {
+  return static_cast<std::size_t>(rows) * spec_.kv_heads * spec_.head_dim * dtype_size(spec_.dtype);
+}
+
+void RingStep::set_view(int origin, std::int64_t rows) {
+  const std::byte* base = a_.data() + net::kBlockPrefixBytes + static_cast<std::size_t>(rows) * kTagBytes;
+  view_.origin = origin;
+  view_.rows = rows;
+  view_.positions = &positions_;
+  view_.k = base;
+  view_.v = base + kv_bytes(rows);
+}
+
+void RingStep::begin_raw(const CallSpec& spec, std::uint64_t call, std::span<const std::int64_t> positions,
+                         const void* k, const void* v) {
+  spec_ = spec;
+  call_ = call;
+  crc_.reset();
+  sent_ = 0;
+  const auto rows = static_cast<std::int64_t>(positions.size());
+  positions_ = Positions::from_sorted(positions.data(), rows);
+  a_bytes_ = net::kv_block_bytes(spec.dtype, spec.kv_heads * spec.head_dim, static_cast<std::uint32_t>(rows));
+  if (a_.size() < a_bytes_) a_.resize(a_bytes_);
+  const auto prefix = encode_prefix({spec, t_.rank(), false});
+  std::memcpy(a_.data(), prefix.data(), prefix.size());
+  std::byte* tags = a_.data() + net::kBlockPrefixBytes;
+  for (std::int64_t i = 0; i < rows; ++i) net::put_le<std::uint64_t>(tags + i * kTagBytes, static_cast<std::uint64_t>(positions[static_cast<std::size_t>(i)]));
+  set_view(t_.rank(), rows);
+  if (k && rows > 0) std::memcpy(const_cast<void*>(view_.k), k, kv_bytes(rows));
+  if (v && rows > 0) std::memcpy(const_cast<void*>(view_.v), v, kv_bytes(rows));
+}
+
+void RingStep::begin(const CallSpec& spec, std::uint64_t call, std::span<const std::int64_t> positions, const float* k,
+                     const float* v) {
+  if (spec.dtype == DType::f32) return begin_raw(spec, call, positions, k, v);
+  begin_raw(spec, call, positions, nullptr, nullptr);
+  const std::int64_t n = static_cast<std::int64_t>(positions.size()) * spec.kv_heads * spec.head_dim;
+  to_bf16(k, static_cast<std::uint16_t*>(const_cast<void*>(view_.k)), n);
+  to_bf16(v, static_cast<std::uint16_t*>(const_cast<void*>(view_.v)), n);
+}
+
+void RingStep::post(int step) {
+  const auto header = net::kv_block_header(spec_.dtype, spec_.kv_heads * spec_.head_dim, call_,
+                                           static_cast<std::uint64_t>(step), static_cast<std::uint32_t>(view_.rows));
+  send_ = t_.isend(t_.successor(), header, std::span<const std::byte>(a_.data(), a_bytes_), crc_);
+  sent_ += a_bytes_;
+  // B is sized to the frame that comes: other ranks may hold more rows than this one.
+  recv_ = t_.irecv(t_.predecessor(), [this](const net::FrameHeader& h) {
+    if (b_.size() < h.payload_bytes) b_.resize(static_cast<std::size_t>(h.payload_bytes));
+    return std::span<std::byte>(b_.data(), static_cast<std::size_t>(h.payload_bytes));
+  });
+}
+
+void RingStep::finish(int step) {
+  t_.wait(send_);
+  const net::FrameHeader h = t_.wait(recv_);
+  const int world = t_.world(), self = t_.rank(), pred = t_.predecessor();
+  const int expect = ((self - step - 1) % world + world) % world;  // whose block comes now
+  const std::string at = "rank " + std::to_string(self) + ": ring step " + std::to_string(step) + " of call " +
+                         std::to_string(call_) + ": the block from predecessor rank " + std::to_string(pred);
+  auto refuse = [&](FailureCause cause, int origin, const std::string& why) {
+    const std::string msg = at + " " + why;
+    t_.abort(cause, origin, msg.substr(("rank " + std::to_string(self) + ": ").size()));
+    throw NetworkError(msg, cause, origin);
+  };
+  if (h.kind != net::FrameKind::kv_block)
+    refuse(FailureCause::protocol, pred, "is a " + std::string(net::to_string(h.kind)) + " frame, not a K/V block");
+  if (h.job_id != call_ || h.step != static_cast<std::uint64_t>(step))
+    refuse(FailureCause::mismatch, pred,
+           "belongs to call " + std::to_string(h.job_id) + " step " + std::to_string(h.step) +
+               " (the ranks are not making the same calls in the same order)");
+  BlockPrefix p;
+  if (std::string err = decode_prefix(std::span<const std::byte>(b_.data(), h.payload_bytes), p); !err.empty())
+    refuse(FailureCause::protocol, pred, "has a bad prefix: " + err);
+  if (std::string err = compare_specs(spec_, self, p.spec, p.origin); !err.empty()) refuse(FailureCause::mismatch, p.origin, err);
+  if (p.origin != expect)
+    refuse(FailureCause::protocol, pred, "holds rank " + std::to_string(p.origin) + "'s rows, expected rank " + std::to_string(expect) + "'s");
+  if (h.dtype != spec_.dtype || h.cols != spec_.kv_heads * spec_.head_dim || p.groups ||
+      h.payload_bytes != net::kv_block_bytes(spec_.dtype, h.cols, h.rows))
+    refuse(FailureCause::protocol, pred, "has a frame that does not match its own description");
+  // Positions: decoded into a scratch array, checked strictly increasing.
+  tags_.resize(h.rows);
+  const std::byte* tags = b_.data() + net::kBlockPrefixBytes;
+  for (std::uint32_t i = 0; i < h.rows; ++i) tags_[i] = static_cast<std::int64_t>(net::get_le<std::uint64_t>(tags + i * kTagBytes));
+  try {
+    positions_ = Positions::from_sorted(tags_.data(), static_cast<std::int64_t>(h.rows));
+  } catch (const InvalidArgument& e) {
+    refuse(FailureCause::protocol, p.origin, std::string("carries rank ") + std::to_string(p.origin) + "'s " + e.what());
+  }
+  crc_ = h.payload_crc;  // relay it next step without recomputing
+  std::swap(a_, b_);
+  a_bytes_ = static_cast<std::size_t>(h.payload_bytes);
+  set_view(p.origin, h.rows);
+}
+
+}  // namespace ringattn::ring

@@ -1,0 +1,79 @@
+// ringattn — one rank's side of the ring schedule for one call: its own block first,
+// then the blocks of the other ranks as they come around, double-buffered.
+//
+//   begin(spec, call, positions, K, V)      A <- this rank's block (prefix, positions, K, V)
+//   for step s = 0 .. P-1:
+//     current()                             the block in A: whose, its positions, K, V
+//     if s < P-1: post(s)                   send A -> successor, receive B <- predecessor
+//     ... fold current() ...                -- overlaps both transfers
+//     if s < P-1: finish(s)                 wait both; check B; A <-> B
+//
+// At step s the kernel reads A while the transport sends A and fills B; the two buffers
+// are never written while read. A block is relayed with the CRC it arrived with, so the
+// CRC is computed once per block, by its owner. The receive buffer is sized when the
+// frame's header arrives (within the ring's limits), and both buffers only grow, so a
+// run of calls of one shape allocates nothing after the first.
+//
+// finish() checks what arrived before anyone reads it: the frame (call number, step,
+// dtype, columns), the prefix (the same spec as this rank's, from the rank whose turn
+// it is) and the positions (strictly increasing). Anything else fails the transport,
+// and so the call on every rank, with a message naming both sides.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "net/transport.hpp"
+#include "ringattn/positions.hpp"
+#include "src/ring/block_format.hpp"
+
+namespace ringattn::ring {
+
+class RingStep {
+ public:
+  explicit RingStep(net::Transport& transport) : t_(transport) {}
+
+  // Starts call number `call`: this rank's block into A. k and v are [rows, kv_heads,
+  // head_dim] fp32, converted to spec.dtype on the way in.
+  void begin(const CallSpec& spec, std::uint64_t call, std::span<const std::int64_t> positions, const float* k,
+             const float* v);
+  // The same with K and V already in spec.dtype (raw bytes, rows * kv_heads * head_dim
+  // elements each).
+  void begin_raw(const CallSpec& spec, std::uint64_t call, std::span<const std::int64_t> positions, const void* k,
+                 const void* v);
+
+  struct View {
+    int origin = 0;           // the rank whose rows these are
+    std::int64_t rows = 0;
+    const Positions* positions = nullptr;
+    const void* k = nullptr;  // [rows, kv_heads, head_dim] in spec.dtype
+    const void* v = nullptr;
+  };
+  const View& current() const { return view_; }
+
+  void post(int step);
+  void finish(int step);
+
+  std::uint64_t payload_bytes_sent() const { return sent_; }
+  // The bytes of the block in A, as they go on the wire (fault injection only).
+  std::span<std::byte> block() { return {a_.data(), a_bytes_}; }
+
+ private:
+  std::size_t kv_bytes(std::int64_t rows) const;
+  void set_view(int origin, std::int64_t rows);
+
+  net::Transport& t_;
+  CallSpec spec_;
+  std::uint64_t call_ = 0;
+  std::vector<std::byte> a_, b_;
+  std::size_t a_bytes_ = 0;  // of a_ in use
+  std::optional<std::uint32_t> crc_;  // A's CRC once it arrived from a peer
+  Positions positions_;               // of the block in A
+  std::vector<std::int64_t> tags_;    // scratch for decoding positions
+  View view_;
+  net::Request send_, recv_;
+  std::uint64_t sent_ = 0;
+};
+
+}  // namespace ringattn::ring
