@@ -14,6 +14,7 @@
 #include "net/secret.hpp"
 #include "net/tcp/control_io.hpp"
 #include "net/tcp/coroutines.hpp"
+#include "net/tcp/stream_deadline.hpp"
 
 namespace ringattn::net::tcp {
 namespace {
@@ -159,22 +160,16 @@ asio::awaitable<HandshakeResult> handshake_steps(Stream& s, HandshakeParams& p) 
 
 asio::awaitable<HandshakeResult> run_handshake(Stream& s, HandshakeParams p) {
   // The deadline closes the stream, which ends whatever read or write is pending.
-  auto timed_out = std::make_shared<bool>(false);
-  asio::steady_timer timer(co_await asio::this_coro::executor, p.deadline);
-  timer.async_wait([&s, timed_out](std::error_code ec) {
-    if (ec) return;  // cancelled: the handshake ended first (s may be gone by now)
-    *timed_out = true;
-    s.close();
-  });
+  StreamDeadline deadline(s, p.deadline);
   HandshakeResult r = co_await handshake_steps(s, p);
-  if (!r.ok() && p.abort && *p.abort && !*timed_out && s.is_open()) {
+  if (!r.ok() && p.abort && *p.abort && !deadline.fired() && s.is_open()) {
     // This rank gave up meanwhile: tell the peer the real cause, not just a closed socket.
     const ErrorInfo& e = **p.abort;
     co_await send_error(s, e.cause, e.origin, e.text);
     r = ended(HandshakeEnd::io, "this rank gave up: " + e.text);
   }
-  timer.cancel();
-  if (*timed_out && !r.ok())
+  deadline.disarm();
+  if (deadline.fired() && !r.ok())
     r = ended(HandshakeEnd::timeout,
               "the handshake did not complete within " + std::to_string(p.deadline.count()) + " ms (" + r.error + ")");
   co_return r;

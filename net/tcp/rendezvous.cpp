@@ -20,6 +20,7 @@
 #include "core/logger.hpp"
 #include "net/tcp/control_io.hpp"
 #include "net/tcp/coroutines.hpp"
+#include "net/tcp/stream_deadline.hpp"
 #include "net/tcp/handshake_io.hpp"
 #include "ringattn/error.hpp"
 
@@ -254,10 +255,7 @@ std::vector<PeerAddress> rendezvous(const PeerAddress& master, int rank, const P
     }
     set_no_delay(socket);
     Stream stream(std::move(socket));
-    asio::steady_timer guard(io, deadline);  // everything below ends by the deadline
-    guard.async_wait([&stream](std::error_code e) {
-      if (!e) stream.close();
-    });
+    StreamDeadline guard(stream, deadline);  // everything below ends by the deadline
     HandshakeParams p;
     p.ours = rendezvous_hello(config, rank);
     p.role = Role::initiator;
@@ -276,7 +274,7 @@ std::vector<PeerAddress> rendezvous(const PeerAddress& master, int rank, const P
       co_return;
     }
     ControlFrame f = co_await read_control(stream);
-    guard.cancel();
+    guard.disarm();
     if (!f.error.empty())
       error = where + " did not answer with the ranks' addresses within " + seconds_text(config.timeout) + " (" + f.error + ")";
     else if (f.header.kind == FrameKind::error) {

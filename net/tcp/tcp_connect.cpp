@@ -9,6 +9,7 @@
 
 #include "core/logger.hpp"
 #include "net/tcp/coroutines.hpp"
+#include "net/tcp/stream_deadline.hpp"
 #include "net/tcp/tcp_transport.hpp"
 #include "ringattn/error.hpp"
 
@@ -251,12 +252,9 @@ asio::awaitable<void> TcpTransport::dial(int peer, LinkKind kind, Clock::time_po
       Stream stream(std::move(socket));
       handshaking_[&stream] = Handshaking{target, nullptr};
       // The connect attempt is bounded by the handshake deadline too (a black-holed SYN).
-      asio::steady_timer guard(io_, config_.handshake_timeout);
-      guard.async_wait([&stream](std::error_code e) {
-        if (!e) stream.close();
-      });
+      StreamDeadline guard(stream, config_.handshake_timeout);
       if (!ec) co_await stream.socket().async_connect(ep, asio::redirect_error(kAwait, ec));
-      guard.cancel();
+      guard.disarm();
       if (dial_aborted_) {
         handshaking_.erase(&stream);
         co_return;

@@ -1,6 +1,6 @@
 // libFuzzer target for everything a peer can make a node parse: the 48-byte frame
 // header (under the handshake limits and under a job's limits), the HELLO payload, the
-// CRC of whatever payload follows, and job shapes themselves (a HELLO carries one).
+// CRC of whatever payload follows, and the ring's limits themselves (a HELLO carries them).
 //
 // Beyond "no crash, no UB", it checks properties: an accepted header re-encodes to the
 // same bytes and never claims a payload above the negotiated limit; an accepted HELLO
@@ -31,13 +31,12 @@ void require(bool ok) {
 
 const FrameLimits& job_limits() {
   static const FrameLimits limits = [] {
-    JobShape s;
-    s.heads = 8;
-    s.kv_heads = 2;
-    s.head_dim = 64;
+    LinkLimits s;
+    s.max_heads = 8;
+    s.max_kv_heads = 2;
+    s.max_head_dim = 64;
     s.max_block_rows = 256;
-    s.dtype = DType::bf16;
-    return FrameLimits::for_job(s);
+    return FrameLimits::for_limits(s);
   }();
   return limits;
 }
@@ -51,7 +50,7 @@ void fuzz_header(std::span<const std::byte> in) {
     if (!try_decode_header(header, limits, h).empty()) continue;
     const HeaderBytes again = encode_header(h);
     require(std::equal(again.begin(), again.end(), header.begin()));
-    require(h.payload_bytes <= std::max<std::uint64_t>(limits.max_payload, kMaxErrorBytes));
+    require(h.payload_bytes <= std::max<std::uint64_t>(limits.max_payload, kMaxPeersBytes));
     require(check_header(h, limits).empty());
     const auto payload = rest.first(static_cast<std::size_t>(std::min<std::uint64_t>(rest.size(), h.payload_bytes)));
     require(crc32c(payload) == crc32c_generic(0, payload));
@@ -74,14 +73,14 @@ void fuzz_hello(std::span<const std::byte> in) {
 
 void fuzz_shape(std::span<const std::byte> in) {
   if (in.size() < 17) return;
-  JobShape s;
-  s.heads = get_le<std::uint32_t>(in.data());
-  s.kv_heads = get_le<std::uint32_t>(in.data() + 4);
-  s.head_dim = get_le<std::uint32_t>(in.data() + 8);
+  LinkLimits s;
+  s.max_heads = get_le<std::uint32_t>(in.data());
+  s.max_kv_heads = get_le<std::uint32_t>(in.data() + 4);
+  s.max_head_dim = get_le<std::uint32_t>(in.data() + 8);
   s.max_block_rows = get_le<std::uint32_t>(in.data() + 12);
-  s.dtype = static_cast<DType>(get_le<std::uint8_t>(in.data() + 16));
+  s.options_digest = get_le<std::uint8_t>(in.data() + 16);
   try {
-    const FrameLimits l = FrameLimits::for_job(s);
+    const FrameLimits l = FrameLimits::for_limits(s);
     require(l.max_payload <= kMaxPayloadBytes);
     require(l.max_rows == s.max_block_rows);
   } catch (const InvalidArgument&) {
