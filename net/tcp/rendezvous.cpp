@@ -190,15 +190,13 @@ RendezvousServer::RendezvousServer(const PeerAddress& listen, const RendezvousCo
 }
 
 RendezvousServer::~RendezvousServer() {
-  asio::post(impl_->io, [im = impl_.get()] { im->finish("the rendezvous was stopped"); });
-  // The last writes are bounded by the members' own deadlines; give them a moment.
-  std::thread stopper([im = impl_.get()] {
-    std::this_thread::sleep_for(std::chrono::seconds(2));
-    im->io.stop();
-  });
-  impl_->thread.join();
-  impl_->io.stop();
-  stopper.detach();  // it only stops an io_context that is already done
+  auto& im = *impl_;
+  asio::post(im.io, [p = &im] { p->finish("the rendezvous was stopped"); });
+  // The last writes (the list, or an ERROR) are small; give them a moment, then stop.
+  const auto until = Clock::now() + std::chrono::seconds(2);
+  while (!im.io.stopped() && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  im.io.stop();
+  im.thread.join();
 }
 
 std::uint16_t RendezvousServer::port() const { return impl_->port; }

@@ -1,0 +1,385 @@
+// The public Ring (include/ringattn/ring.hpp) as an embedding job uses it: ranks as
+// threads of this process, each with its own Ring on loopback (rank 0 serves the
+// rendezvous on a free port), against float64 dense attention.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <new>
+#include <random>
+#include <thread>
+
+#include "ringattn/error.hpp"
+#include "ringattn/layout.hpp"
+#include "ringattn/log.hpp"
+#include "ringattn/ring.hpp"
+#include "src/oracle/random_inputs.hpp"
+#include "src/oracle/reference.hpp"
+#include "tests/ring/free_port.hpp"
+
+using namespace ringattn;
+
+// GCC 12 pairs the replaced operator new's malloc with the library's deletes and warns
+// about a mismatch that is not one (both sides are replaced here).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
+// Large allocations (>= 16 KiB), counted process-wide when armed: the pooled buffers of
+// a call must not be allocated again by the next call of the same shape.
+namespace {
+std::atomic<bool> g_count_large{false};
+std::atomic<long> g_large_allocations{0};
+std::atomic<std::size_t> g_large_sizes[16];
+constexpr std::size_t kLarge = 16 << 10;
+}  // namespace
+
+void* operator new(std::size_t n) {
+  if (g_count_large.load(std::memory_order_relaxed) && n >= kLarge) {
+    const long i = g_large_allocations.fetch_add(1);
+    if (i < 16) g_large_sizes[i] = n;
+  }
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace {
+
+const std::string kToken = "ring-api-test-token-0123456789";
+
+// Runs fn(rank) on one thread per rank; returns each rank's error message ("" if none).
+std::vector<std::string> on_ranks(int world, const std::function<void(int)>& fn) {
+  std::vector<std::string> errors(static_cast<std::size_t>(world));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        fn(r);
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(r)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+RingOptions options(int rank, int world, const std::string& master, double timeout = 20) {
+  RingOptions o;
+  o.rank = rank;
+  o.world_size = world;
+  o.master = master;
+  o.token = kToken;
+  o.threads = 1;
+  o.timeout = timeout;
+  o.connect_timeout = 30;
+  o.limits.max_rows = 1024;
+  o.limits.max_heads = 8;
+  o.limits.max_kv_heads = 8;
+  o.limits.max_head_dim = 128;
+  return o;
+}
+
+// One problem over the whole sequence, and each rank's rows of it.
+struct Problem {
+  std::int64_t tokens, heads, kv_heads, head_dim;
+  AttentionSpec spec;
+  std::vector<float> q, k, v;
+  std::vector<double> ref_o, ref_lse;
+
+  Problem(std::int64_t n, std::int64_t h, std::int64_t kvh, std::int64_t d, Mask mask, DType dtype, unsigned seed)
+      : tokens(n), heads(h), kv_heads(kvh), head_dim(d) {
+    spec = {h, kvh, d, dtype, mask, 0};
+    q = oracle::random_normal(static_cast<std::size_t>(n * h * d), seed);
+    k = oracle::random_normal(static_cast<std::size_t>(n * kvh * d), seed + 1);
+    v = oracle::random_normal(static_cast<std::size_t>(n * kvh * d), seed + 2);
+    if (dtype == DType::bf16) {  // the reference sees what the ring sees
+      oracle::round_to_bf16(q);
+      oracle::round_to_bf16(k);
+      oracle::round_to_bf16(v);
+    }
+    ref_o.resize(q.size());
+    ref_lse.resize(static_cast<std::size_t>(n * h));
+    const auto all = Positions::contiguous(0, n);
+    oracle::dense_attention_f64({h, kvh, d, mask, 0.0}, q.data(), all, k.data(), v.data(), all, ref_o.data(),
+                                ref_lse.data());
+  }
+
+  // The rows at `pos` of a [tokens, width] tensor.
+  static std::vector<float> rows(const std::vector<float>& t, const std::vector<std::int64_t>& pos, std::int64_t width) {
+    std::vector<float> out;
+    for (auto p : pos) out.insert(out.end(), t.begin() + p * width, t.begin() + (p + 1) * width);
+    return out;
+  }
+
+  // Calls forward for these rows and returns max |O - ref| and max |lse - ref|.
+  std::pair<double, double> run(Ring& ring, const std::vector<std::int64_t>& pos) const {
+    const auto qr = rows(q, pos, heads * head_dim), kr = rows(k, pos, kv_heads * head_dim),
+               vr = rows(v, pos, kv_heads * head_dim);
+    std::vector<float> o(qr.size()), lse(pos.size() * static_cast<std::size_t>(heads));
+    ring.forward(spec, qr, kr, vr, pos, o, lse);
+    double eo = 0, el = 0;
+    for (std::size_t i = 0; i < pos.size(); ++i)
+      for (std::int64_t h = 0; h < heads; ++h) {
+        const std::size_t g = static_cast<std::size_t>(pos[i] * heads + h), l = i * static_cast<std::size_t>(heads) + static_cast<std::size_t>(h);
+        if (!(std::isinf(ref_lse[g]) && std::isinf(lse[l]))) el = std::max(el, std::fabs(lse[l] - ref_lse[g]));
+        for (std::int64_t d = 0; d < head_dim; ++d)
+          eo = std::max(eo, std::fabs(o[l * static_cast<std::size_t>(head_dim) + static_cast<std::size_t>(d)] -
+                                      ref_o[g * static_cast<std::size_t>(head_dim) + static_cast<std::size_t>(d)]));
+      }
+    return {eo, el};
+  }
+};
+
+double tolerance(const Problem& p) { return p.spec.dtype == DType::bf16 ? 1e-2 : 2e-5; }
+
+}  // namespace
+
+TEST_CASE("ring api: exact for every world size, layout, mask and dtype, with uneven shards") {
+  for (int world : {1, 2, 3, 4}) {
+    const std::string master = "127.0.0.1:" + std::to_string(test::free_port());
+    for (Layout layout : {Layout::contiguous, Layout::zigzag, Layout::striped})
+      for (Mask mask : {Mask::none(), Mask::causal(), Mask::sliding_window(37)})
+        for (DType dtype : {DType::f32, DType::bf16}) {
+          const Problem p(211, 4, 2, 64, mask, dtype, 5);
+          INFO("P=" << world << " " << to_string(layout) << " " << to_string(mask) << " " << to_string(dtype));
+          std::vector<std::pair<double, double>> err(static_cast<std::size_t>(world));
+          // A fresh ring each time keeps the cases independent; the reuse of one ring is below.
+          const std::string m = "127.0.0.1:" + std::to_string(test::free_port());
+          const auto errors = on_ranks(world, [&](int r) {
+            Ring ring = Ring::connect(options(r, world, m));
+            err[static_cast<std::size_t>(r)] = p.run(ring, shard_positions(layout, p.tokens, world, r).materialize());
+          });
+          for (int r = 0; r < world; ++r) {
+            CHECK(errors[static_cast<std::size_t>(r)] == "");
+            CHECK(err[static_cast<std::size_t>(r)].first <= tolerance(p));
+            CHECK(err[static_cast<std::size_t>(r)].second <= 2e-5);
+          }
+        }
+    (void)master;
+  }
+}
+
+TEST_CASE("ring api: one ring, many calls: rows, heads, head_dim, dtype and mask change from call to call") {
+  const int world = 3;
+  const std::string master = "127.0.0.1:" + std::to_string(test::free_port());
+  const std::vector<Problem> layers = {
+      Problem(300, 8, 2, 128, Mask::causal(), DType::f32, 11),   // GQA
+      Problem(96, 4, 4, 64, Mask::none(), DType::bf16, 12),       // MHA, bf16, fewer rows
+      Problem(500, 2, 1, 32, Mask::sliding_window(64), DType::f32, 13),  // MQA, window
+      Problem(300, 8, 2, 128, Mask::causal(), DType::f32, 14),   // the first shape again
+  };
+  std::vector<std::vector<std::pair<double, double>>> err(layers.size(), std::vector<std::pair<double, double>>(world));
+  const auto errors = on_ranks(world, [&](int r) {
+    Ring ring = Ring::connect(options(r, world, master));
+    for (std::size_t i = 0; i < layers.size(); ++i)
+      err[i][static_cast<std::size_t>(r)] =
+          layers[i].run(ring, shard_positions(Layout::zigzag, layers[i].tokens, world, r).materialize());
+  });
+  for (const auto& e : errors) CHECK(e == "");
+  for (std::size_t i = 0; i < layers.size(); ++i)
+    for (int r = 0; r < world; ++r) {
+      INFO("layer " << i << " rank " << r);
+      CHECK(err[i][static_cast<std::size_t>(r)].first <= tolerance(layers[i]));
+    }
+}
+
+TEST_CASE("ring api: any increasing positions work: each block carries its own") {
+  // Tokens dealt to 3 ranks at random: no layout, just strictly increasing per rank.
+  const int world = 3;
+  const Problem p(400, 4, 2, 64, Mask::causal(), DType::f32, 21);
+  std::vector<std::vector<std::int64_t>> mine(world);
+  std::mt19937 rng(7);
+  for (std::int64_t t = 0; t < p.tokens; ++t) mine[rng() % world].push_back(t);
+  const std::string master = "127.0.0.1:" + std::to_string(test::free_port());
+  std::vector<std::pair<double, double>> err(world);
+  const auto errors = on_ranks(world, [&](int r) {
+    Ring ring = Ring::connect(options(r, world, master));
+    err[static_cast<std::size_t>(r)] = p.run(ring, mine[static_cast<std::size_t>(r)]);
+  });
+  for (int r = 0; r < world; ++r) {
+    CHECK(errors[static_cast<std::size_t>(r)] == "");
+    CHECK(err[static_cast<std::size_t>(r)].first <= 2e-5);
+  }
+}
+
+TEST_CASE("ring api: a rank that calls with another shape fails the call on every rank, naming both") {
+  const int world = 3;
+  const std::string master = "127.0.0.1:" + std::to_string(test::free_port());
+  const Problem right(120, 4, 2, 64, Mask::causal(), DType::f32, 31);
+  const Problem wrong(120, 4, 2, 32, Mask::causal(), DType::f32, 31);
+  std::vector<int> broken(world);
+  const auto errors = on_ranks(world, [&](int r) {
+    Ring ring = Ring::connect(options(r, world, master, 5));
+    const auto pos = shard_positions(Layout::zigzag, right.tokens, world, r).materialize();
+    try {
+      (r == 1 ? wrong : right).run(ring, pos);
+    } catch (...) {
+      broken[static_cast<std::size_t>(r)] = ring.broken();
+      throw;
+    }
+  });
+  for (int r = 0; r < world; ++r) {
+    const std::string& e = errors[static_cast<std::size_t>(r)];
+    INFO("rank " << r << ": " << e);
+    CHECK(e.find("head_dim") != std::string::npos);
+    CHECK(e.find("32") != std::string::npos);
+    CHECK(e.find("64") != std::string::npos);
+    CHECK(broken[static_cast<std::size_t>(r)]);
+  }
+}
+
+TEST_CASE("ring api: a call refused before sending (bad sizes, limits, positions) leaves the ring usable") {
+  const int world = 2;
+  const std::string master = "127.0.0.1:" + std::to_string(test::free_port());
+  const Problem p(100, 4, 2, 64, Mask::none(), DType::f32, 41);
+  std::vector<std::string> first(world), second(world);
+  std::vector<double> err(world);
+  const auto errors = on_ranks(world, [&](int r) {
+    Ring ring = Ring::connect(options(r, world, master));
+    const auto pos = shard_positions(Layout::contiguous, p.tokens, world, r).materialize();
+    std::vector<float> q(pos.size() * 4 * 64), kv(pos.size() * 2 * 64), o(q.size());
+    try {  // o too small
+      ring.forward(p.spec, q, kv, kv, pos, std::span<float>(o).first(o.size() - 1));
+    } catch (const InvalidArgument& e) {
+      first[static_cast<std::size_t>(r)] = e.what();
+    }
+    std::vector<std::int64_t> backwards(pos.rbegin(), pos.rend());
+    try {  // positions out of order
+      ring.forward(p.spec, q, kv, kv, backwards, o);
+    } catch (const InvalidArgument& e) {
+      second[static_cast<std::size_t>(r)] = e.what();
+    }
+    CHECK_FALSE(ring.broken());
+    err[static_cast<std::size_t>(r)] = p.run(ring, pos).first;  // and it still works
+  });
+  for (int r = 0; r < world; ++r) {
+    CHECK(errors[static_cast<std::size_t>(r)] == "");
+    CHECK(first[static_cast<std::size_t>(r)].find("o has") != std::string::npos);
+    CHECK(second[static_cast<std::size_t>(r)].find("strictly increase") != std::string::npos);
+    CHECK(err[static_cast<std::size_t>(r)] <= 2e-5);
+  }
+}
+
+TEST_CASE("ring api: 32 calls of one shape allocate no buffer after the first") {
+  const int world = 2;
+  const std::string master = "127.0.0.1:" + std::to_string(test::free_port());
+  const Problem p(512, 8, 2, 128, Mask::causal(), DType::bf16, 51);
+  std::vector<std::vector<float>> qr(world), kr(world), vr(world), o(world), lse(world);
+  std::vector<std::vector<std::int64_t>> pos(world);
+  for (int r = 0; r < world; ++r) {
+    pos[r] = shard_positions(Layout::zigzag, p.tokens, world, r).materialize();
+    qr[r] = Problem::rows(p.q, pos[r], 8 * 128);
+    kr[r] = Problem::rows(p.k, pos[r], 2 * 128);
+    vr[r] = Problem::rows(p.v, pos[r], 2 * 128);
+    o[r].resize(qr[r].size());
+    lse[r].resize(pos[r].size() * 8);
+  }
+  std::atomic<int> first_done{0}, all_done{0};
+  std::atomic<bool> armed{false};
+  const auto errors = on_ranks(world, [&](int r) {
+    Ring ring = Ring::connect(options(r, world, master));
+    for (int call = 0; call < 32; ++call) {
+      if (call == 1) {  // every rank finished its first call: count from here on
+        ++first_done;
+        while (first_done.load() < world) std::this_thread::yield();
+        bool expected = false;
+        if (armed.compare_exchange_strong(expected, true)) g_count_large = true;
+      }
+      ring.forward(p.spec, qr[r], kr[r], vr[r], pos[r], o[r], lse[r]);
+    }
+    // Stop counting before the rings close (closing frees and drains, which is not a call).
+    ++all_done;
+    while (all_done.load() < world) std::this_thread::yield();
+    g_count_large = false;
+  });
+  for (const auto& e : errors) CHECK(e == "");
+  std::string sizes;
+  for (long i = 0; i < std::min(16L, g_large_allocations.load()); ++i) sizes += std::to_string(g_large_sizes[i]) + " ";
+  INFO("sizes: " << sizes);
+  CHECK(g_large_allocations.load() == 0);
+}
+
+TEST_CASE("ring api: a peer that leaves breaks the ring on the others, naming it; a new ring connects") {
+  const int world = 3;
+  const Problem p(150, 4, 2, 64, Mask::none(), DType::f32, 61);
+  std::vector<int> broken(world);
+  std::string master = "127.0.0.1:" + std::to_string(test::free_port());
+  auto errors = on_ranks(world, [&](int r) {
+    Ring ring = Ring::connect(options(r, world, master, 5));
+    if (r == 1) {
+      ring.close();  // leaves instead of calling
+      return;
+    }
+    try {
+      p.run(ring, shard_positions(Layout::contiguous, p.tokens, world, r).materialize());
+    } catch (const NetworkError&) {
+      broken[static_cast<std::size_t>(r)] = ring.broken();
+      // Every later call says the ring is broken, and why.
+      std::vector<float> none;
+      std::vector<std::int64_t> nopos;
+      try {
+        ring.forward(p.spec, none, none, none, nopos, none);
+      } catch (const NetworkError& e) {
+        CHECK(std::string(e.what()).find("this ring is broken") != std::string::npos);
+      }
+      throw;
+    }
+  });
+  for (int r : {0, 2}) {
+    INFO("rank " << r << ": " << errors[static_cast<std::size_t>(r)]);
+    CHECK(errors[static_cast<std::size_t>(r)].find("rank 1") != std::string::npos);
+    CHECK(broken[static_cast<std::size_t>(r)]);
+  }
+  master = "127.0.0.1:" + std::to_string(test::free_port());
+  std::vector<double> err(world);
+  errors = on_ranks(world, [&](int r) {
+    Ring ring = Ring::connect(options(r, world, master));
+    err[static_cast<std::size_t>(r)] = p.run(ring, shard_positions(Layout::contiguous, p.tokens, world, r).materialize()).first;
+  });
+  for (int r = 0; r < world; ++r) {
+    CHECK(errors[static_cast<std::size_t>(r)] == "");
+    CHECK(err[static_cast<std::size_t>(r)] <= 2e-5);
+  }
+}
+
+TEST_CASE("ring api: explicit peers instead of a rendezvous") {
+  const int world = 2;
+  const std::vector<std::string> peers = {"127.0.0.1:" + std::to_string(test::free_port()),
+                                          "127.0.0.1:" + std::to_string(test::free_port())};
+  const Problem p(64, 2, 1, 32, Mask::causal(), DType::f32, 71);
+  std::vector<double> err(world);
+  const auto errors = on_ranks(world, [&](int r) {
+    RingOptions o = options(r, world, "");
+    o.peers = peers;
+    Ring ring = Ring::connect(o);
+    err[static_cast<std::size_t>(r)] = p.run(ring, shard_positions(Layout::striped, p.tokens, world, r).materialize()).first;
+  });
+  for (int r = 0; r < world; ++r) {
+    CHECK(errors[static_cast<std::size_t>(r)] == "");
+    CHECK(err[static_cast<std::size_t>(r)] <= 2e-5);
+  }
+}
+
+TEST_CASE("ring api: the library logs through the caller's sink, at the caller's level") {
+  std::vector<std::string> lines;
+  std::mutex mu;
+  set_log_sink([&](LogLevel level, std::string_view logger, std::string_view message) {
+    std::lock_guard lock(mu);
+    lines.push_back(std::string(to_string(level)) + " " + std::string(logger) + " " + std::string(message));
+  });
+  set_log_level(LogLevel::info);
+  const int world = 2;
+  const std::string master = "127.0.0.1:" + std::to_string(test::free_port());
+  const auto errors = on_ranks(world, [&](int r) { Ring ring = Ring::connect(options(r, world, master)); });
+  set_log_sink({});
+  set_log_level(LogLevel::warn);
+  for (const auto& e : errors) CHECK(e == "");
+  bool connected = false;
+  for (const auto& l : lines) connected |= l.find("info net connected") == 0;
+  CHECK(connected);
+}
