@@ -12,6 +12,7 @@ int bench_kernel_main(const std::vector<std::string>& args);
 int bench_transport_main(const std::vector<std::string>& args);
 int bench_ring_main(const std::vector<std::string>& args);
 int bench_overlap_main(const std::vector<std::string>& args);
+int bench_api_main(const std::vector<std::string>& args);
 int plan_main(const std::vector<std::string>& args);
 int run_main(const std::vector<std::string>& args);
 int node_main(const std::vector<std::string>& args);
@@ -28,6 +29,7 @@ inline constexpr Command kCommands[] = {
     {"bench transport", "K/V block stream between two transports vs iperf3 (JSON lines)", bench_transport_main},
     {"bench ring", "ring forward on P processes vs one process with as many threads (JSON lines)", bench_ring_main},
     {"bench overlap", "ring step vs block size: compute, transfer, overlap, crossover b* (CSV, JSON, SVG)", bench_overlap_main},
+    {"bench api", "the Ring as a library: per-call overhead on warm connections, 32 layers (JSON lines)", bench_api_main},
     {"version", "print the version", version_main},
 };
 
