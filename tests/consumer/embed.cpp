@@ -25,7 +25,8 @@ struct Layer {
   ringattn::Mask mask;
 };
 
-// The whole sequence's tensor [tokens, heads, dim], the same on every rank (same seed).
+// The whole sequence's tensor [tokens, heads, dim], the same on every rank: same seed and
+// same standard library (std::normal_distribution's algorithm is the library's choice).
 std::vector<float> random_tensor(std::int64_t tokens, std::int64_t heads, std::int64_t dim, unsigned seed) {
   std::mt19937 gen(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
