@@ -14,7 +14,7 @@
 # stopped however it ends. Ends with "embedding: N passed, N failed" (checks + pytest's).
 #   deploy/test_embedding.sh [BUILDDIR]
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 build=$(realpath "${1:-build}")
 PY=/usr/bin/python3  # Debian's: the module, numpy and pytest are built for it
 
@@ -56,7 +56,10 @@ inc=$dest$prefix/$includedir
 
 install_tree() {
   meson install -C "$build" --destdir "$dest" --quiet || return 1
-  readelf -d "$lib/libringattn.so" | grep -q 'SONAME.*\[libringattn\.so\.0\]' || { echo "no SONAME libringattn.so.0"; return 1; }
+  # Outputs are matched whole, never piped into grep -q: under pipefail the writer it stops
+  # early (SIGPIPE) would fail the check.
+  [[ $(readelf -d "$lib/libringattn.so") == *"Library soname: [libringattn.so.0]"* ]] ||
+    { echo "no SONAME libringattn.so.0"; return 1; }
   local flags
   read -r -a flags < <(PKG_CONFIG_SYSROOT_DIR=$dest PKG_CONFIG_PATH=$lib/pkgconfig pkg-config --cflags --libs ringattn)
   [[ "${flags[*]}" == "-I$inc -L$lib -lringattn" ]] || { echo "pkg-config gives '${flags[*]}'"; return 1; }
@@ -83,7 +86,7 @@ build_consumer() {
   PKG_CONFIG_SYSROOT_DIR=$dest meson setup "$consumer" tests/consumer --pkg-config-path "$lib/pkgconfig" \
     --buildtype=release -Dwerror=true || return 1
   ninja -C "$consumer" || return 1
-  ldd "$consumer/embed" | grep -q "libringattn.so.0 => $lib/" || { ldd "$consumer/embed"; return 1; }
+  [[ $(ldd "$consumer/embed") == *"libringattn.so.0 => $lib/"* ]] || { ldd "$consumer/embed"; return 1; }
 }
 
 # Runs `world` ranks of CMD as background processes with RINGATTN_RANK/WORLD_SIZE set, plus
@@ -98,12 +101,12 @@ ranks() {  # ranks WORLD VAR=VALUE... -- CMD...
     env "${vars[@]}" RINGATTN_RANK=$r RINGATTN_WORLD_SIZE="$world" timeout 120 "$@" &
     pids+=($!)
   done
-  local left=("${pids[@]}") done status pid
+  local left=("${pids[@]}") finished status pid
   while ((${#left[@]})); do
-    wait -n -p done "${left[@]}"
+    wait -n -p finished "${left[@]}"
     status=$?
     local still=()
-    for pid in "${left[@]}"; do [[ $pid == "$done" ]] || still+=("$pid"); done
+    for pid in "${left[@]}"; do [[ $pid == "$finished" ]] || still+=("$pid"); done
     left=("${still[@]}")
     if ((status != 0)); then
       rc=1
@@ -166,8 +169,8 @@ pytest_installed() {
   module=$(find "$dest" -name 'ringattn.cpython-*.so' -print -quit)
   [[ -n $module ]] || { echo "the Python module was not installed (-Dpython, pybind11-dev?)"; return 1; }
   # The installed module, finding libringattn through its rpath alone.
-  env -u LD_LIBRARY_PATH PYTHONPATH="${module%/*}" $PY -c 'import ringattn; print(ringattn.__file__)' |
-    grep -q "^$dest/" || { echo "python3 imports another ringattn"; return 1; }
+  [[ $(env -u LD_LIBRARY_PATH PYTHONPATH="${module%/*}" $PY -c 'import ringattn; print(ringattn.__file__)') == "$dest/"* ]] ||
+    { echo "python3 imports another ringattn"; return 1; }
   env -u LD_LIBRARY_PATH PYTHONPATH="${module%/*}" timeout 300 $PY -m pytest -q -p no:cacheprovider tests/python |
     tee "$work/pytest"
   local rc=${PIPESTATUS[0]}
