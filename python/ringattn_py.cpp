@@ -89,10 +89,12 @@ ringattn::Mask mask_of(bool causal, const std::optional<std::int64_t>& window) {
 
 // Ring on the Python side: one call at a time (the C++ Ring's rule, enforced here since
 // threads may call with the GIL released), and closed for good once close() returns.
+// call_mu_ is held for a whole call (close waits for it); ring_mu_ only while the pointer
+// is read or taken, so that broken and closed answer while another thread computes.
 class PyRing {
  public:
   explicit PyRing(ringattn::Ring ring)
-      : ring_(std::make_unique<ringattn::Ring>(std::move(ring))), rank_(ring_->rank()), world_(ring_->world_size()) {}
+      : ring_(std::make_shared<ringattn::Ring>(std::move(ring))), rank_(ring_->rank()), world_(ring_->world_size()) {}
 
   ~PyRing();
 
@@ -143,40 +145,36 @@ class PyRing {
     ringattn::ForwardStats st;
     {
       py::gil_scoped_release nogil;
-      std::lock_guard lock(mu_);
-      if (!ring_) throw ringattn::Error("rank " + std::to_string(rank_) + ": this ring is closed");
-      st = ring_->forward(spec, qs, ks, vs, ps, os, ls);
+      std::lock_guard call(call_mu_);
+      const auto ring = get();
+      if (!ring) throw ringattn::Error("rank " + std::to_string(rank_) + ": this ring is closed");
+      st = ring->forward(spec, qs, ks, vs, ps, os, ls);
     }
     stats_ = st;
     return py::make_tuple(o, lse);
   }
 
   void close() {
-    std::unique_ptr<ringattn::Ring> ring;
     py::gil_scoped_release nogil;
+    std::lock_guard call(call_mu_);  // after a call on another thread
+    std::shared_ptr<ringattn::Ring> ring;
     {
-      std::lock_guard lock(mu_);
-      ring = std::move(ring_);
+      std::lock_guard lock(ring_mu_);
+      ring.swap(ring_);
     }
-    if (ring) ring->close();  // and its destructor frees the pooled buffers, GIL still released
+    if (ring) ring->close();  // and the last reference frees the pooled buffers, GIL still released
   }
 
   int rank() const { return rank_; }
   int world_size() const { return world_; }
-  bool closed() {
-    py::gil_scoped_release nogil;  // waits for a call on another thread
-    std::lock_guard lock(mu_);
-    return !ring_;
-  }
+  bool closed() { return !get(); }
   bool broken() {
-    py::gil_scoped_release nogil;  // waits for a call on another thread
-    std::lock_guard lock(mu_);
-    return ring_ && ring_->broken();
+    const auto ring = get();
+    return ring && ring->broken();
   }
   std::string broken_reason() {
-    py::gil_scoped_release nogil;
-    std::lock_guard lock(mu_);
-    return ring_ ? ring_->broken_reason() : std::string();
+    const auto ring = get();
+    return ring ? ring->broken_reason() : std::string();
   }
   py::dict last_stats() const {
     using namespace py::literals;
@@ -187,8 +185,13 @@ class PyRing {
   }
 
  private:
-  std::mutex mu_;
-  std::unique_ptr<ringattn::Ring> ring_;
+  std::shared_ptr<ringattn::Ring> get() {
+    std::lock_guard lock(ring_mu_);
+    return ring_;
+  }
+
+  std::mutex call_mu_, ring_mu_;
+  std::shared_ptr<ringattn::Ring> ring_;
   int rank_, world_;
   ringattn::ForwardStats stats_;
 };
