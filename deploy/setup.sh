@@ -15,6 +15,8 @@ PACKAGES=(
   clang libclang-rt-14-dev libfuzzer-14-dev
   g++-aarch64-linux-gnu qemu-user
   iproute2 procps
+  # the Python module (built for Debian's python3) and its tests; mpirun for the embedding test
+  python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest openmpi-bin
   # benchmarks: iperf3 baseline, peak RSS
   iperf3 time
 )

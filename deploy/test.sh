@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (the README's test command):
 #   1. release build (-Werror), every suite: unit, kernels, net, integration
+#   1b. the installed library as an embedding job meets it (deploy/test_embedding.sh):
+#      headers and pkg-config, an out-of-tree C++ consumer at P 1, 2 and 3 (mpirun),
+#      the Python module's pytest suite, the README's examples equal to the tested files
 #   2. the integration and net suites five times in a row, two tests at a time, beside a
 #      CPU burner: the multi-process tests must hold under load (causes, not timings)
 #   3. the unit, kernels and net suites again under AddressSanitizer + UBSan
@@ -59,6 +62,17 @@ meson_suites() {  # meson_suites BUILDDIR [--suite S]...   (JOBS=n: n tests at a
 }
 
 step "release: all suites" meson_suites build
+
+embedding() {  # deploy/test_embedding.sh on the release build; its checks and pytest's count as tests
+  local log rc=0
+  log=$(mktemp)
+  deploy/test_embedding.sh build 2>&1 | tee "$log" || rc=$?
+  tests_ok=$((tests_ok + $(awk '/^embedding: [0-9]+ passed/ {n = $2} END {print n + 0}' "$log")))
+  tests_failed=$((tests_failed + $(awk '/^embedding: [0-9]+ passed/ {n = $4} END {print n + 0}' "$log")))
+  rm -f "$log"
+  return $rc
+}
+step "embedding: install, C++ consumer at P 1/2/3 (mpirun), Python module (pytest)" embedding
 
 under_load() {
   local burner rc=0

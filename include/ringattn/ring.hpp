@@ -39,7 +39,9 @@ namespace ringattn {
 
 // What every rank agrees on when the ring connects: the largest call it will make.
 struct RingLimits {
-  std::int64_t max_rows = 1 << 16;  // most rows any rank passes to one call
+  // Most rows any rank passes to one call. With the other three at their defaults a
+  // block of K and V is then 8 GiB; 1 << 16 would exceed the 16 GiB frame ceiling.
+  std::int64_t max_rows = 1 << 15;
   std::int64_t max_heads = 128;
   std::int64_t max_kv_heads = 128;
   std::int64_t max_head_dim = 256;
@@ -72,7 +74,7 @@ struct RingOptions {
   // From the environment, so that the usual launchers work unchanged:
   //   rank        RINGATTN_RANK, else SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK, RANK
   //   world size  RINGATTN_WORLD_SIZE, else SLURM_NTASKS, OMPI_COMM_WORLD_SIZE, PMI_SIZE, WORLD_SIZE
-  //   peers       RINGATTN_PEERS=h:p,h:p,...   or the rendezvous
+  //   peers       RINGATTN_PEERS=h:p,h:p,...   or the rendezvous (neither at world size 1)
   //               RINGATTN_MASTER=host:port, else MASTER_ADDR and MASTER_PORT
   //   token       RINGATTN_TOKEN, else RINGATTN_TOKEN_FILE
   //   also        RINGATTN_LISTEN, RINGATTN_RING_ID, RINGATTN_TLS (0/1), RINGATTN_THREADS,

@@ -73,7 +73,7 @@ RingOptions RingOptions::from_env() {
     integer("MASTER_PORT", port, 1, 65535);
     const std::string a = addr;
     o.master = (a.find(':') != std::string::npos ? "[" + a + "]" : a) + ":" + port;
-  } else {
+  } else if (o.world_size > 1) {  // a world of one has no others to find
     throw InvalidArgument("no way to find the other ranks: set RINGATTN_MASTER=host:port (rank 0 serves a rendezvous "
                           "there), MASTER_ADDR and MASTER_PORT, or RINGATTN_PEERS=h:p,h:p,...");
   }

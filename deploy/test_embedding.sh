@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# The library as an embedding job meets it, from a release build tree (default ./build):
+#   install   `meson install --destdir` into a temporary directory: the .so with its SONAME,
+#             ringattn.pc asking for nothing but -lringattn, every public header installed,
+#             compiling alone and free of Asio, oneDNN and spdlog, the CLI running from there
+#   consumer  tests/consumer, an out-of-tree Meson project, configured through that
+#             ringattn.pc and built with -Werror; run at P = 1, at P = 2 (two processes,
+#             explicit peers on loopback) and at P = 3 under mpirun (rank and world from
+#             Open MPI, the others found through RINGATTN_MASTER); each rank checks its
+#             rows against float64 attention
+#   readme    the README's Embedding code blocks are these files, byte for byte
+#   python    tests/python (pytest) against the installed Python module
+# One line per check on success, the log of whatever failed otherwise; every process it starts is
+# stopped however it ends. Ends with "embedding: N passed, N failed" (checks + pytest's).
+#   deploy/test_embedding.sh [BUILDDIR]
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+build=$(realpath "${1:-build}")
+PY=/usr/bin/python3  # Debian's: the module, numpy and pytest are built for it
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  ((${#pids[@]})) && kill "${pids[@]}" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+passed=0
+failed=0
+check() {  # check NAME CMD... : one line on success, the last 40 lines of output on failure
+  local name=$1 log=$work/log start=$SECONDS
+  shift
+  if "$@" >"$log" 2>&1; then
+    passed=$((passed + 1))
+    echo "embedding: $name: ok ($((SECONDS - start)) s)"
+  else
+    failed=$((failed + 1))
+    echo "embedding: $name FAILED"
+    tail -n 40 "$log"
+    return 1
+  fi
+}
+
+free_port() { $PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+token() { head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
+
+read -r prefix libdir includedir bindir < <(meson introspect "$build" --buildoptions | $PY -c '
+import json, sys
+o = {x["name"]: x["value"] for x in json.load(sys.stdin)}
+print(o["prefix"], o["libdir"], o["includedir"], o["bindir"])')
+dest=$work/dest
+lib=$dest$prefix/$libdir
+inc=$dest$prefix/$includedir
+
+install_tree() {
+  meson install -C "$build" --destdir "$dest" --quiet || return 1
+  # Outputs are matched whole, never piped into grep -q: under pipefail the writer it stops
+  # early (SIGPIPE) would fail the check.
+  [[ $(readelf -d "$lib/libringattn.so") == *"Library soname: [libringattn.so.0]"* ]] ||
+    { echo "no SONAME libringattn.so.0"; return 1; }
+  local flags
+  read -r -a flags < <(PKG_CONFIG_SYSROOT_DIR=$dest PKG_CONFIG_PATH=$lib/pkgconfig pkg-config --cflags --libs ringattn)
+  [[ "${flags[*]}" == "-I$inc -L$lib -lringattn" ]] || { echo "pkg-config gives '${flags[*]}'"; return 1; }
+  env -u LD_LIBRARY_PATH "$dest$prefix/$bindir/ringattn" verify --nodes 2 --seq 256 --threads 1
+}
+
+public_headers() {
+  local h ok=0
+  for h in include/ringattn/*.hpp; do
+    [[ -f $inc/ringattn/${h##*/} ]] || { echo "$h is not installed"; ok=1; }
+  done
+  for h in "$inc"/ringattn/*.hpp; do
+    if grep -En '#include [<"](asio|oneapi|dnnl|spdlog|fmt)' "$h"; then
+      echo "${h##*/} includes a private dependency"
+      ok=1
+    fi
+    echo "#include <ringattn/${h##*/}>" | c++ -std=c++20 -Wall -Wextra -Werror -fsyntax-only -I"$inc" -x c++ - || ok=1
+  done
+  return $ok
+}
+
+consumer=$work/consumer
+build_consumer() {
+  PKG_CONFIG_SYSROOT_DIR=$dest meson setup "$consumer" tests/consumer --pkg-config-path "$lib/pkgconfig" \
+    --buildtype=release -Dwerror=true || return 1
+  ninja -C "$consumer" || return 1
+  [[ $(ldd "$consumer/embed") == *"libringattn.so.0 => $lib/"* ]] || { ldd "$consumer/embed"; return 1; }
+}
+
+# Runs `world` ranks of CMD as background processes with RINGATTN_RANK/WORLD_SIZE set, plus
+# the VAR=VALUE words before `--`; waits for all, and stops the rest as soon as one fails.
+ranks() {  # ranks WORLD VAR=VALUE... -- CMD...
+  local world=$1 vars=() r rc=0
+  shift
+  while [[ $1 != -- ]]; do vars+=("$1"); shift; done
+  shift
+  pids=()
+  for ((r = 0; r < world; r++)); do
+    env "${vars[@]}" RINGATTN_RANK=$r RINGATTN_WORLD_SIZE="$world" timeout 120 "$@" &
+    pids+=($!)
+  done
+  local left=("${pids[@]}") finished status pid
+  while ((${#left[@]})); do
+    wait -n -p finished "${left[@]}"
+    status=$?
+    local still=()
+    for pid in "${left[@]}"; do [[ $pid == "$finished" ]] || still+=("$pid"); done
+    left=("${still[@]}")
+    if ((status != 0)); then
+      rc=1
+      ((${#left[@]})) && kill "${left[@]}" 2>/dev/null
+      break
+    fi
+  done
+  wait "${pids[@]}" 2>/dev/null
+  pids=()
+  return $rc
+}
+
+errors_ok() {  # errors_ok N: the output has N "max error" lines (the program checks each itself)
+  local n
+  n=$(grep -c "max error" "$work/out")
+  cat "$work/out"
+  [[ $n -eq $1 ]] || { echo "expected $1 'max error' lines, got $n"; return 1; }
+}
+
+consumer_p1() {
+  env RINGATTN_RANK=0 RINGATTN_WORLD_SIZE=1 RINGATTN_THREADS=1 timeout 120 "$consumer/embed" >"$work/out" &&
+    errors_ok 3
+}
+
+consumer_p2_peers() {
+  local peers
+  peers=127.0.0.1:$(free_port),127.0.0.1:$(free_port)
+  ranks 2 RINGATTN_PEERS="$peers" RINGATTN_TOKEN="$(token)" RINGATTN_THREADS=1 -- "$consumer/embed" >"$work/out" &&
+    errors_ok 6
+}
+
+# Open MPI names the rank and world (OMPI_COMM_WORLD_*); the processes are told nothing
+# else but where rank 0 serves the rendezvous and the secret.
+consumer_p3_mpirun() {
+  env -i PATH="$PATH" HOME="$HOME" RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" \
+    timeout 120 mpirun -n 3 --oversubscribe --allow-run-as-root -x RINGATTN_MASTER -x RINGATTN_TOKEN \
+    "$consumer/embed" >"$work/out" && errors_ok 9
+}
+
+# Each `<!-- file: PATH -->` in README.md is followed by a fenced block holding PATH exactly.
+readme_blocks() {
+  $PY - <<'EOF'
+import re, sys
+text = open("README.md").read()
+found = re.findall(r"<!-- file: (\S+) -->\n```[a-z]*\n(.*?)```\n", text, re.S)
+bad = [path for path, block in found if open(path).read() != block]
+for path in bad:
+    print(f"README.md: the block marked {path} differs from the file")
+names = {path for path, _ in found}
+for path in ("tests/consumer/embed.cpp", "tests/python/embed_example.py"):
+    if path not in names:
+        print(f"README.md: no block marked <!-- file: {path} -->")
+        bad.append(path)
+sys.exit(1 if bad else 0)
+EOF
+}
+
+pytest_installed() {
+  local module
+  module=$(find "$dest" -name 'ringattn.cpython-*.so' -print -quit)
+  [[ -n $module ]] || { echo "the Python module was not installed (-Dpython, pybind11-dev?)"; return 1; }
+  # The installed module, finding libringattn through its rpath alone.
+  [[ $(env -u LD_LIBRARY_PATH PYTHONPATH="${module%/*}" $PY -c 'import ringattn; print(ringattn.__file__)') == "$dest/"* ]] ||
+    { echo "python3 imports another ringattn"; return 1; }
+  env -u LD_LIBRARY_PATH PYTHONPATH="${module%/*}" timeout 300 $PY -m pytest -q -p no:cacheprovider tests/python |
+    tee "$work/pytest"
+  local rc=${PIPESTATUS[0]}
+  local summary
+  summary=$(tail -n 1 "$work/pytest")
+  [[ $summary =~ ([0-9]+)\ passed ]] && pytest_passed=${BASH_REMATCH[1]}
+  [[ $summary =~ ([0-9]+)\ failed ]] && pytest_failed=${BASH_REMATCH[1]}
+  [[ $summary =~ ([0-9]+)\ error ]] && pytest_failed=$((pytest_failed + BASH_REMATCH[1]))
+  return "$rc"
+}
+
+pytest_passed=0
+pytest_failed=0
+check "install (--destdir): SONAME, ringattn.pc, the CLI" install_tree
+check "public headers: installed, self-contained, no private dependency" public_headers
+if check "consumer: configure through ringattn.pc, build -Werror" build_consumer; then
+  check "consumer: P = 1" consumer_p1
+  check "consumer: P = 2, explicit peers" consumer_p2_peers
+  check "consumer: P = 3 under mpirun, rendezvous" consumer_p3_mpirun
+fi
+check "README: Embedding blocks are tests/consumer/embed.cpp and tests/python/embed_example.py" readme_blocks
+check "python: pytest against the installed module" pytest_installed
+rc=$?
+if ((rc == 0 || pytest_failed > 0)); then  # pytest's tests count one by one, in place of the check
+  ((rc == 0)) && passed=$((passed - 1)) || failed=$((failed - 1))
+  passed=$((passed + pytest_passed))
+  failed=$((failed + pytest_failed))
+fi
+echo "embedding: $passed passed, $failed failed"
+[[ $failed -eq 0 ]]

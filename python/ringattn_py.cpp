@@ -1,0 +1,385 @@
+// The Python module `ringattn` (pybind11): the library's Ring on numpy arrays.
+//
+//   ring = ringattn.Ring.from_env()            # or Ring(rank=, world_size=, master=/peers=, token=)
+//   o, lse = ring.forward(q, k, v, positions=pos, causal=True)
+//
+// Only the public C++ API is used (include/ringattn/). Inputs are borrowed, never
+// copied: q, k, v must already be float32 and C-contiguous, and anything else is refused
+// with a message naming the array and what to do, before the ring hears of the call.
+//
+// The GIL is released while the ring connects, computes, waits and closes, so other
+// Python threads run meanwhile. The library may log from its own threads and a Python
+// log sink has to take the GIL for that, so every call into the library that can log
+// runs with the GIL released: otherwise an I/O thread holding the sink's lock could wait
+// for the GIL forever while this thread waits for that lock.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ringattn/error.hpp"
+#include "ringattn/layout.hpp"
+#include "ringattn/log.hpp"
+#include "ringattn/ring.hpp"
+
+namespace py = pybind11;
+
+namespace {
+
+// The module's exception classes, created once and never freed.
+struct Exceptions {
+  PyObject* error = nullptr;             // ringattn.Error(RuntimeError)
+  PyObject* invalid_argument = nullptr;  // ringattn.InvalidArgument(Error, ValueError)
+  PyObject* network_error = nullptr;     // ringattn.NetworkError(Error)
+  PyObject* file_error = nullptr;        // ringattn.FileError(Error, OSError)
+};
+Exceptions g_exc;
+
+[[noreturn]] void bad(const std::string& what) { throw ringattn::InvalidArgument(what); }
+
+std::string shape_of(const py::array& a) {
+  std::string s = "(";
+  for (py::ssize_t i = 0; i < a.ndim(); ++i) s += (i ? ", " : "") + std::to_string(a.shape(i));
+  return s + (a.ndim() == 1 ? ",)" : ")");
+}
+
+std::string type_name(const py::handle& obj) { return py::str(py::type::handle_of(obj).attr("__name__")); }
+
+// A float32, C-contiguous, 3-D numpy array, or InvalidArgument naming what is wrong.
+py::array tensor(const py::object& obj, const std::string& name, const char* layout) {
+  const std::string where = "forward: " + name;
+  if (!py::isinstance<py::array>(obj)) bad(where + " must be a numpy array " + layout + ", not " + type_name(obj));
+  auto a = py::reinterpret_borrow<py::array>(obj);
+  if (!a.dtype().equal(py::dtype::of<float>()))
+    bad(where + " has dtype " + std::string(py::str(a.dtype())) + "; expected float32 (" + name +
+        ".astype(numpy.float32))");
+  if (a.ndim() != 3) bad(where + " has shape " + shape_of(a) + "; expected " + layout);
+  if (!(a.flags() & py::array::c_style))
+    bad(where + " is not C-contiguous; pass numpy.ascontiguousarray(" + name + ")");
+  return a;
+}
+
+// The rows' global positions as int64 (converted from any integer array or sequence).
+py::array_t<std::int64_t> positions_of(const py::object& obj, py::ssize_t rows) {
+  auto a = py::reinterpret_borrow<py::array>(py::module_::import("numpy").attr("asarray")(obj));
+  const char kind = a.dtype().kind();
+  if (kind != 'i' && kind != 'u')
+    bad("forward: positions has dtype " + std::string(py::str(a.dtype())) + "; expected integers (int64)");
+  if (a.ndim() != 1 || a.shape(0) != rows)
+    bad("forward: positions has shape " + shape_of(a) + "; expected (" + std::to_string(rows) +
+        ",), one global position per row of q");
+  return py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(a);
+}
+
+ringattn::Mask mask_of(bool causal, const std::optional<std::int64_t>& window) {
+  if (!window) return causal ? ringattn::Mask::causal() : ringattn::Mask::none();
+  if (*window < 1) bad("forward: window = " + std::to_string(*window) + " must be >= 1 (tokens, the query included)");
+  return ringattn::Mask::sliding_window(*window);  // causal by definition
+}
+
+// Ring on the Python side: one call at a time (the C++ Ring's rule, enforced here since
+// threads may call with the GIL released), and closed for good once close() returns.
+// call_mu_ is held for a whole call (close waits for it); ring_mu_ only while the pointer
+// is read or taken, so that broken and closed answer while another thread computes.
+class PyRing {
+ public:
+  explicit PyRing(ringattn::Ring ring)
+      : ring_(std::make_shared<ringattn::Ring>(std::move(ring))), rank_(ring_->rank()), world_(ring_->world_size()) {}
+
+  ~PyRing();
+
+  static std::unique_ptr<PyRing> connect(const ringattn::RingOptions& options) {
+    py::gil_scoped_release nogil;
+    return std::make_unique<PyRing>(ringattn::Ring::connect(options));
+  }
+
+  py::tuple forward(const py::object& q_obj, const py::object& k_obj, const py::object& v_obj,
+                    const py::object& positions, bool causal, std::optional<std::int64_t> window,
+                    const std::string& dtype, std::optional<double> scale) {
+    const py::array q = tensor(q_obj, "q", "[tokens, heads, head_dim]");
+    const py::array k = tensor(k_obj, "k", "[tokens, kv_heads, head_dim]");
+    const py::array v = tensor(v_obj, "v", "[tokens, kv_heads, head_dim]");
+    const py::ssize_t rows = q.shape(0), heads = q.shape(1), head_dim = q.shape(2);
+    if (k.shape(0) != rows || k.shape(2) != head_dim)
+      bad("forward: k has shape " + shape_of(k) + " but q has " + shape_of(q) +
+          ": k must be [tokens, kv_heads, head_dim] with q's tokens and head_dim");
+    if (v.ndim() != k.ndim() || v.shape(0) != k.shape(0) || v.shape(1) != k.shape(1) || v.shape(2) != k.shape(2))
+      bad("forward: v has shape " + shape_of(v) + " but k has " + shape_of(k) + "; they must match");
+    py::array_t<std::int64_t> pos;
+    if (!positions.is_none()) {
+      pos = positions_of(positions, rows);
+    } else if (world_ == 1) {
+      pos = py::array_t<std::int64_t>(rows);
+      std::iota(pos.mutable_data(), pos.mutable_data() + rows, std::int64_t{0});
+    } else {
+      bad("forward: positions are required when world_size > 1: the global positions of this rank's rows, "
+          "e.g. ringattn.shard_positions(\"zigzag\", tokens, world_size, rank)");
+    }
+    ringattn::AttentionSpec spec;
+    spec.heads = heads;
+    spec.kv_heads = k.shape(1);
+    spec.head_dim = head_dim;
+    spec.mask = mask_of(causal, window);
+    spec.dtype = ringattn::parse_dtype(dtype);
+    if (scale) {
+      if (!(*scale > 0) || *scale > 3.4e38) bad("forward: scale = " + std::to_string(*scale) + " must be positive");
+      spec.scale = static_cast<float>(*scale);
+    }
+    py::array_t<float> o({rows, heads, head_dim});
+    py::array_t<float> lse({rows, heads});
+    const auto n = [](const py::array& a) { return static_cast<std::size_t>(a.size()); };
+    const std::span<const float> qs(static_cast<const float*>(q.data()), n(q)), ks(static_cast<const float*>(k.data()), n(k)),
+        vs(static_cast<const float*>(v.data()), n(v));
+    const std::span<const std::int64_t> ps(pos.data(), n(pos));
+    const std::span<float> os(o.mutable_data(), n(o)), ls(lse.mutable_data(), n(lse));
+    ringattn::ForwardStats st;
+    {
+      py::gil_scoped_release nogil;
+      std::lock_guard call(call_mu_);
+      const auto ring = get();
+      if (!ring) throw ringattn::Error("rank " + std::to_string(rank_) + ": this ring is closed");
+      st = ring->forward(spec, qs, ks, vs, ps, os, ls);
+    }
+    stats_ = st;
+    return py::make_tuple(o, lse);
+  }
+
+  void close() {
+    py::gil_scoped_release nogil;
+    std::lock_guard call(call_mu_);  // after a call on another thread
+    std::shared_ptr<ringattn::Ring> ring;
+    {
+      std::lock_guard lock(ring_mu_);
+      ring.swap(ring_);
+    }
+    if (ring) ring->close();  // and the last reference frees the pooled buffers, GIL still released
+  }
+
+  int rank() const { return rank_; }
+  int world_size() const { return world_; }
+  bool closed() { return !get(); }
+  bool broken() {
+    const auto ring = get();
+    return ring && ring->broken();
+  }
+  std::string broken_reason() {
+    const auto ring = get();
+    return ring ? ring->broken_reason() : std::string();
+  }
+  py::dict last_stats() const {
+    using namespace py::literals;
+    return py::dict("seconds"_a = stats_.seconds, "compute_seconds"_a = stats_.compute_seconds,
+                    "wait_seconds"_a = stats_.wait_seconds, "useful_flops"_a = stats_.useful_flops,
+                    "steps"_a = stats_.steps, "steps_skipped"_a = stats_.steps_skipped,
+                    "bytes_sent"_a = stats_.bytes_sent);
+  }
+
+ private:
+  std::shared_ptr<ringattn::Ring> get() {
+    std::lock_guard lock(ring_mu_);
+    return ring_;
+  }
+
+  std::mutex call_mu_, ring_mu_;
+  std::shared_ptr<ringattn::Ring> ring_;
+  int rank_, world_;
+  ringattn::ForwardStats stats_;
+};
+
+// --- logging -----------------------------------------------------------------------
+// The Python callable lives here (touched only with the GIL held); the C++ sink installed
+// once looks it up per line, so replacing it never destroys a Python object without the GIL.
+py::object* g_sink_fn = nullptr;
+std::atomic<bool> g_sink_installed{false};
+
+void python_sink(ringattn::LogLevel level, std::string_view logger, std::string_view message) {
+  if (!Py_IsInitialized()) return;
+  py::gil_scoped_acquire gil;
+  if (!g_sink_fn || g_sink_fn->is_none()) return;
+  try {
+    (*g_sink_fn)(std::string(ringattn::to_string(level)), std::string(logger), std::string(message));
+  } catch (py::error_already_set& e) {
+    e.discard_as_unraisable("ringattn log sink");
+  }
+}
+
+void set_log_sink(const py::object& fn) {
+  if (!fn.is_none() && !PyCallable_Check(fn.ptr()))
+    bad("set_log_sink: expected a callable (level, logger, message) or None, not " + type_name(fn));
+  if (fn.is_none()) {
+    {
+      py::gil_scoped_release nogil;
+      ringattn::set_log_sink({});
+    }
+    g_sink_installed = false;
+    *g_sink_fn = py::none();
+    return;
+  }
+  *g_sink_fn = fn;
+  if (!g_sink_installed.exchange(true)) {
+    py::gil_scoped_release nogil;
+    ringattn::set_log_sink(python_sink);
+  }
+}
+
+PyRing::~PyRing() {
+  // Closing may log; with a Python sink installed the line needs the GIL.
+  if (g_sink_installed) {
+    py::gil_scoped_release nogil;
+    ring_.reset();
+  }
+}
+
+std::unique_ptr<PyRing> make_ring(int rank, int world_size, std::optional<std::vector<std::string>> peers,
+                              std::optional<std::string> master, std::optional<std::string> token,
+                              std::optional<std::string> token_file, std::optional<std::string> listen, int threads,
+                              double timeout, double connect_timeout, bool tls, std::uint64_t ring_id,
+                              std::int64_t max_rows, std::int64_t max_heads, std::int64_t max_kv_heads,
+                              std::int64_t max_head_dim, std::optional<std::string> isa) {
+  ringattn::RingOptions o;
+  o.rank = rank;
+  o.world_size = world_size;
+  if (peers) o.peers = *peers;
+  if (master) o.master = *master;
+  if (token) o.token = *token;
+  if (token_file) o.token_file = *token_file;
+  if (listen) o.listen = *listen;
+  if (threads < 0) bad("Ring: threads = " + std::to_string(threads) + " must be >= 0 (0: all cores)");
+  o.threads = threads;
+  o.timeout = timeout;
+  o.connect_timeout = connect_timeout;
+  o.tls = tls;
+  o.ring_id = ring_id;
+  o.limits.max_rows = max_rows;
+  o.limits.max_heads = max_heads;
+  o.limits.max_kv_heads = max_kv_heads;
+  o.limits.max_head_dim = max_head_dim;
+  if (isa) o.isa = ringattn::parse_isa(*isa);
+  return PyRing::connect(o);
+}
+
+PyObject* new_exception(py::module_& m, const char* name, const char* doc, py::tuple bases) {
+  const std::string full = std::string("ringattn.") + name;
+  PyObject* e = PyErr_NewExceptionWithDoc(full.c_str(), doc, bases.ptr(), nullptr);
+  if (!e) throw py::error_already_set();
+  m.add_object(name, py::handle(e));  // the module holds one reference; ours is never released
+  return e;
+}
+
+void translate(std::exception_ptr p) {
+  try {
+    if (p) std::rethrow_exception(p);
+  } catch (const ringattn::NetworkError& e) {
+    py::object exc = py::reinterpret_borrow<py::object>(g_exc.network_error)(e.what());
+    exc.attr("cause") = std::string(ringattn::to_string(e.cause()));
+    exc.attr("origin_rank") = e.origin_rank();
+    PyErr_SetObject(g_exc.network_error, exc.ptr());
+  } catch (const ringattn::InvalidArgument& e) {
+    PyErr_SetString(g_exc.invalid_argument, e.what());
+  } catch (const ringattn::FileError& e) {
+    PyErr_SetString(g_exc.file_error, e.what());
+  } catch (const ringattn::Error& e) {
+    PyErr_SetString(g_exc.error, e.what());
+  }
+}
+
+}  // namespace
+
+PYBIND11_MODULE(ringattn, m) {
+  using namespace py::literals;
+  m.doc() =
+      "Exact ring attention across processes and servers over TCP.\n\n"
+      "ring = ringattn.Ring.from_env()  # or Ring(rank=, world_size=, master= or peers=, token=)\n"
+      "o, lse = ring.forward(q, k, v, positions=ringattn.shard_positions('zigzag', n, ring.world_size, "
+      "ring.rank), causal=True)";
+  m.attr("__version__") = RINGATTN_VERSION;
+
+  g_exc.error = new_exception(m, "Error", "Any failure of the ring library.", py::make_tuple(py::handle(PyExc_RuntimeError)));
+  g_exc.invalid_argument = new_exception(
+      m, "InvalidArgument",
+      "A bad argument or option, found before anything was sent: the ring stays usable (the other ranks, "
+      "if they made the call, time out). Also a ValueError.",
+      py::make_tuple(py::handle(g_exc.error), py::handle(PyExc_ValueError)));
+  g_exc.network_error = new_exception(
+      m, "NetworkError",
+      "A peer died, stalled, fell silent for `timeout`, disagreed or sent a corrupt frame: the ring is broken "
+      "(ring.broken is True, every later call raises). Attributes: cause (str: local, peer_silent, peer_stalled, "
+      "peer_closed, mismatch, auth, protocol, unknown) and origin_rank (int, -1 if unknown).",
+      py::make_tuple(py::handle(g_exc.error)));
+  g_exc.file_error = new_exception(m, "FileError", "A file (e.g. token_file) is missing, unreadable or unsafe.",
+                                   py::make_tuple(py::handle(g_exc.error), py::handle(PyExc_OSError)));
+  py::register_exception_translator(translate);
+
+  py::class_<PyRing>(m, "Ring",
+                     "A connected ring: connect once (the constructor or from_env), then forward() per call on "
+                     "every rank, in the same order with the same shapes. One call at a time per Ring.")
+      .def(py::init(&make_ring), py::kw_only(), "rank"_a, "world_size"_a, "peers"_a = py::none(), "master"_a = py::none(),
+           "token"_a = py::none(), "token_file"_a = py::none(), "listen"_a = py::none(), "threads"_a = 0,
+           "timeout"_a = 30.0, "connect_timeout"_a = 60.0, "tls"_a = false, "ring_id"_a = 0,
+           "max_rows"_a = ringattn::RingLimits{}.max_rows, "max_heads"_a = ringattn::RingLimits{}.max_heads,
+           "max_kv_heads"_a = ringattn::RingLimits{}.max_kv_heads, "max_head_dim"_a = ringattn::RingLimits{}.max_head_dim,
+           "isa"_a = py::none())
+      .def_static("from_env", [] { return PyRing::connect(ringattn::RingOptions::from_env()); },
+                  "Connects with the options of the environment (RINGATTN_*, Slurm, Open MPI, PMI, torchrun "
+                  "variables; see the C++ RingOptions::from_env).")
+      .def("forward", &PyRing::forward, "q"_a, "k"_a, "v"_a, py::kw_only(), "positions"_a = py::none(),
+           "causal"_a = false, "window"_a = py::none(), "dtype"_a = "fp32", "scale"_a = py::none(),
+           "Attention of this rank's rows over every rank's keys. q [rows, heads, head_dim], k and v "
+           "[rows, kv_heads, head_dim]: float32, C-contiguous. positions: the rows' strictly increasing global "
+           "positions (default 0..rows-1, only at world_size 1). window=W: causal sliding window of W tokens. "
+           "dtype 'fp32' or 'bf16' (bf16 K/V on the wire, fp32 state). Returns (o [rows, heads, head_dim], "
+           "lse [rows, heads]) float32; a row that sees no key gets o = 0 and lse = -inf.")
+      .def("close", &PyRing::close, "Says goodbye to the peers and releases the ring. Idempotent.")
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__", [](PyRing& r, const py::args&) { r.close(); return false; })
+      .def_property_readonly("rank", &PyRing::rank)
+      .def_property_readonly("world_size", &PyRing::world_size)
+      .def_property_readonly("closed", &PyRing::closed)
+      .def_property_readonly("broken", &PyRing::broken, "True once a call failed for a network reason.")
+      .def_property_readonly("broken_reason", &PyRing::broken_reason)
+      .def_property_readonly("last_stats", &PyRing::last_stats, "Timings and bytes of the last forward().")
+      .def("__repr__", [](PyRing& r) {
+        return "<ringattn.Ring rank " + std::to_string(r.rank()) + " of " + std::to_string(r.world_size()) +
+               (r.closed() ? ", closed>" : r.broken() ? ", broken>" : ">");
+      });
+  m.def(
+      "shard_positions",
+      [](const std::string& layout, std::int64_t tokens, int world, int rank) {
+        std::vector<std::int64_t> p =
+            ringattn::shard_positions(ringattn::parse_layout(layout), tokens, world, rank).materialize();
+        py::array_t<std::int64_t> out(static_cast<py::ssize_t>(p.size()));
+        std::copy(p.begin(), p.end(), out.mutable_data());
+        return out;
+      },
+      "layout"_a, "tokens"_a, "world"_a, "rank"_a,
+      "The global positions (= row indices of the whole sequence) that `rank` of `world` holds under "
+      "layout 'contiguous', 'zigzag' or 'striped', as an int64 array.");
+
+  g_sink_fn = new py::object(py::none());
+  m.def("set_log_sink", &set_log_sink, "sink"_a,
+        "Sends the library's log lines to sink(level: str, logger: str, message: str) instead of stderr "
+        "(called from the library's threads, with the GIL); None restores stderr.");
+  m.def(
+      "set_log_level",
+      [](const std::string& level, std::optional<std::string> logger) {
+        const auto l = ringattn::parse_log_level(level);
+        if (logger) ringattn::set_log_level(*logger, l);
+        else ringattn::set_log_level(l);
+      },
+      "level"_a, "logger"_a = py::none(),
+      "Level (trace, debug, info, warn, error, off) of every logger, or of one ('net', 'ring', 'kern').");
+  m.def("set_log_levels", [](const std::string& spec) { ringattn::set_log_levels(spec); }, "spec"_a,
+        "spdlog's syntax: 'warn' or 'warn,net=debug,kern=off'.");
+  // Before the interpreter goes, so that no library thread calls into a dead one.
+  py::module_::import("atexit").attr("register")(py::cpp_function([] { set_log_sink(py::none()); }));
+}
