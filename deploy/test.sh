@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (the README's test command):
-#   1. release build (-Werror), every suite: unit, kernels, net, integration
+#   1. release build (-Werror), every suite: unit, kernels, net, ring, integration
 #   1b. the installed library as an embedding job meets it (deploy/test_embedding.sh):
 #      headers and pkg-config, an out-of-tree C++ consumer at P 1, 2 and 3 (mpirun),
 #      the Python module's pytest suite, the README's examples equal to the tested files
-#   2. the integration and net suites five times in a row, two tests at a time, beside a
+#   2. the integration, net and ring suites five times in a row, two tests at a time, beside a
 #      CPU burner: the multi-process tests must hold under load (causes, not timings)
-#   3. the unit, kernels and net suites again under AddressSanitizer + UBSan
+#   3. the unit, kernels, net and ring suites again under AddressSanitizer + UBSan
 #   4. libFuzzer targets (frame decoder, .npy reader), about a minute each
 #   5. the NEON path's ISA tests, cross-compiled for aarch64 and run under qemu
 # Ends with "tests: N passed, N failed" (meson tests over all steps; a failed step that
@@ -80,28 +80,28 @@ under_load() {
   burner=$!
   for run in 1 2 3 4 5; do
     echo "under load: run $run of 5"
-    JOBS=2 meson_suites build --suite integration --suite net || { rc=1; break; }
+    JOBS=2 meson_suites build --suite integration --suite net --suite ring || { rc=1; break; }
   done
   kill "$burner" 2>/dev/null
   wait "$burner" 2>/dev/null || true
   return $rc
 }
-step "integration + net x5 under load (2 at a time, CPU burner)" under_load
+step "integration + net + ring x5 under load (2 at a time, CPU burner)" under_load
 
 asan() {
   if [[ ! -f build-asan/build.ninja ]]; then
     meson setup build-asan --buildtype=debugoptimized -Db_sanitize=address,undefined \
-      -Db_lundef=false -Dwerror=true >/dev/null || return 1
+      -Db_lundef=false -Dwerror=true -Dpython=disabled >/dev/null || return 1
   fi
   build build-asan || return 1
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    meson_suites build-asan --suite unit --suite kernels --suite net
+    meson_suites build-asan --suite unit --suite kernels --suite net --suite ring
 }
-step "asan+ubsan: unit, kernels, net" asan
+step "asan+ubsan: unit, kernels, net, ring" asan
 
 fuzz() {
   if [[ ! -f build-fuzz/build.ninja ]]; then
-    CXX=clang++ meson setup build-fuzz --buildtype=debugoptimized -Dfuzzers=true >/dev/null || return 1
+    CXX=clang++ meson setup build-fuzz --buildtype=debugoptimized -Dfuzzers=true -Dpython=disabled >/dev/null || return 1
   fi
   local ok=0
   for target in $(meson introspect build-fuzz --targets | python3 -c \

@@ -88,7 +88,8 @@ void RingStep::finish(int step) {
   BlockPrefix p;
   if (std::string err = decode_prefix(std::span<const std::byte>(b_.data(), h.payload_bytes), p); !err.empty())
     refuse(FailureCause::protocol, pred, "has a bad prefix: " + err);
-  if (std::string err = compare_specs(spec_, self, p.spec, p.origin); !err.empty()) refuse(FailureCause::mismatch, p.origin, err);
+  if (std::string err = compare_specs(spec_, self, p.spec, p.origin); !err.empty())
+    refuse(FailureCause::mismatch, p.origin, "does not match this call: " + err);
   if (p.origin != expect)
     refuse(FailureCause::protocol, pred, "holds rank " + std::to_string(p.origin) + "'s rows, expected rank " + std::to_string(expect) + "'s");
   if (h.dtype != spec_.dtype || h.cols != spec_.kv_heads * spec_.head_dim || p.groups ||
