@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "core/logger.hpp"
+#include "core/split.hpp"
 #include "ringattn/error.hpp"
 
 namespace ringattn {
@@ -150,12 +151,8 @@ void set_log_levels(std::string_view spec) {
   // Parse everything first: a bad spec changes nothing.
   LogLevel all = log_level();
   std::vector<std::pair<std::string, LogLevel>> each;
-  std::size_t start = 0;
-  while (start <= spec.size()) {
-    std::size_t comma = spec.find(',', start);
-    if (comma == std::string_view::npos) comma = spec.size();
-    const std::string_view item = spec.substr(start, comma - start);
-    start = comma + 1;
+  for (const std::string& s : split_commas(spec)) {
+    const std::string_view item = s;
     if (item.empty()) continue;
     const std::size_t eq = item.find('=');
     if (eq == std::string_view::npos) all = parse_log_level(item, "SPDLOG_LEVEL");

@@ -32,7 +32,7 @@ class PendingOp final : public RequestState {
 
   // Progress side. `header` is the frame as sent/received; set it before complete().
   FrameHeader header;
-  std::span<const std::byte> payload;  // send
+  Payload payload;                     // send
   std::span<std::byte> buffer;         // recv
   Transport::BufferFor buffer_for;     // recv: asked for the buffer once the header is known
   bool crc_pending = false;            // send: header.payload_crc still to be computed

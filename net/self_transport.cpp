@@ -16,13 +16,16 @@ SelfTransport::SelfTransport(const TransportConfig& config) : config_(config), l
 
 void SelfTransport::connect(const std::vector<PeerAddress>&) {}
 
-Request SelfTransport::isend(int to, FrameHeader header, std::span<const std::byte> payload, std::optional<std::uint32_t> crc) {
+Request SelfTransport::isend(int to, FrameHeader header, Payload payload, std::optional<std::uint32_t> crc) {
   if (to != 0) throw InvalidArgument("rank 0: isend to rank " + std::to_string(to) + " in a world of one");
   header.payload_bytes = payload.size();
   if (is_control(header.kind))
     throw InvalidArgument("rank 0: isend of a " + std::string(to_string(header.kind)) + " frame (data frames only)");
   if (std::string err = check_header(header, limits_); !err.empty()) throw InvalidArgument("rank 0: isend: " + err);
-  header.payload_crc = crc ? *crc : crc32c(payload);
+  std::vector<std::byte> bytes;
+  bytes.reserve(payload.size());
+  for (const auto& part : payload.parts) bytes.insert(bytes.end(), part.begin(), part.end());
+  header.payload_crc = crc ? *crc : crc32c(bytes);
   auto op = std::make_shared<PendingOp>(PendingOp::Dir::send, this);
   op->header = header;
   std::lock_guard lock(mu_);
@@ -30,7 +33,7 @@ Request SelfTransport::isend(int to, FrameHeader header, std::span<const std::by
     op->complete("rank 0: isend after close()");
     return Request(op);
   }
-  frames_.push_back(Frame{header, std::vector<std::byte>(payload.begin(), payload.end())});
+  frames_.push_back(Frame{header, std::move(bytes)});
   stats_.frames_sent++;
   stats_.bytes_sent += kHeaderBytes + payload.size();
   op->complete();

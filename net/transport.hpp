@@ -40,6 +40,8 @@
 // and its origin, so the whole ring reports the first cause, not the reactions to it.
 #pragma once
 
+#include <array>
+#include <concepts>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -92,6 +94,23 @@ struct TransportStats {
                                      // including CRC32C: the CPU cost of moving the bytes
 };
 
+// A send's payload: one span, or up to three laid end to end on the wire (a block's
+// description from one buffer and its K and V straight from the caller's arrays, so a
+// rank's own block is sent without first being copied together). Converts from a span.
+struct Payload {
+  static constexpr std::size_t kMaxParts = 3;
+  std::array<std::span<const std::byte>, kMaxParts> parts{};
+
+  Payload() = default;
+  Payload(std::span<const std::byte> one) : parts{one} {}  // NOLINT: implicit on purpose
+  template <class Bytes>  // a std::vector<std::byte>, std::array, ...: as its span
+    requires std::convertible_to<const Bytes&, std::span<const std::byte>>
+  Payload(const Bytes& bytes) : parts{std::span<const std::byte>(bytes)} {}  // NOLINT
+  Payload(std::span<const std::byte> a, std::span<const std::byte> b, std::span<const std::byte> c = {})
+      : parts{a, b, c} {}
+  std::size_t size() const { return parts[0].size() + parts[1].size() + parts[2].size(); }
+};
+
 // Backends derive their per-request state from this.
 struct RequestState {
   virtual ~RequestState() = default;
@@ -138,7 +157,7 @@ class Transport {
   // payload_crc: pass `crc` when the payload's CRC32C is already known (e.g. relaying a
   // received block: wait(recv).payload_crc), otherwise it is computed on the I/O thread.
   // Throws InvalidArgument if the header does not fit the limits.
-  virtual Request isend(int to, FrameHeader header, std::span<const std::byte> payload,
+  virtual Request isend(int to, FrameHeader header, Payload payload,
                         std::optional<std::uint32_t> crc = {}) = 0;
 
   // Posts the receive of the next data frame from rank `from` into `buffer`. The header

@@ -18,6 +18,7 @@
 
 #include "bench/common/shell_command.hpp"
 #include "bench/common/timing.hpp"
+#include "core/split.hpp"
 #include "kernels/matmul_cache.hpp"
 #include "src/oracle/random_inputs.hpp"
 #include "ringattn/block_attention.hpp"
@@ -33,18 +34,6 @@ int bench_kernel_main(const std::vector<std::string>& argv);
 namespace {
 
 using namespace ringattn;
-
-std::vector<std::string> split(const std::string& list) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (start <= list.size()) {
-    auto comma = list.find(',', start);
-    if (comma == std::string::npos) comma = list.size();
-    out.push_back(list.substr(start, comma - start));
-    start = comma + 1;
-  }
-  return out;
-}
 
 struct Case {
   std::int64_t b, heads, kv_heads, head_dim;
@@ -212,7 +201,7 @@ int ringattn::cli::bench_kernel_main(const std::vector<std::string>& argv) {
       .flag("no-naive", "skip the naive baseline");
   if (!a.parse(argv)) return 0;
   std::vector<DType> dtypes;
-  for (const auto& d : split(a.str("dtype"))) dtypes.push_back(parse_dtype(d));
+  for (const auto& d : split_commas(a.str("dtype"))) dtypes.push_back(parse_dtype(d));
   std::vector<Mask> masks;
   if (a.str("mask").find("none") != std::string::npos) masks.push_back(Mask::none());
   if (a.str("mask").find("causal") != std::string::npos) masks.push_back(Mask::causal());

@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "bench/overlap/overlap_model.hpp"
+#include "core/split.hpp"
 #include "net/crc32c.hpp"
 #include "net/secret.hpp"
 #include "net/transport.hpp"
@@ -121,7 +122,7 @@ class BlockSweep {
     row_.mask = mask;
     row_.rank = rank_;
     row_.b = b;
-    row_.block_bytes = static_cast<double>(step_.block().size());
+    row_.block_bytes = static_cast<double>(step_.block_bytes());
   }
 
   // Rounds of the four step kinds, interleaved, so that a slow drift of the machine
@@ -312,12 +313,7 @@ void run_member(const SweepSpec& spec, const MemberNet& mn) {
     o.master = mn.listen;
     o.master_is_external = true;
   } else {
-    std::size_t start = 0;
-    while (start <= mn.peers.size()) {
-      const std::size_t comma = std::min(mn.peers.find(',', start), mn.peers.size());
-      o.peers.push_back(mn.peers.substr(start, comma - start));
-      start = comma + 1;
-    }
+    o.peers = split_commas(mn.peers);
     o.listen = mn.listen;
   }
   Ring ring = Ring::connect(o);

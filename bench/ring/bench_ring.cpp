@@ -49,6 +49,7 @@
 
 #include "bench/common/shell_command.hpp"
 #include "bench/ring/single_process_baseline.hpp"
+#include "core/split.hpp"
 #include "ringattn/error.hpp"
 #include "core/logger.hpp"
 #include "src/cli/args.hpp"
@@ -65,18 +66,6 @@ namespace {
 
 using namespace ringattn;
 namespace fs = std::filesystem;
-
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (start <= s.size()) {
-    auto comma = s.find(',', start);
-    if (comma == std::string::npos) comma = s.size();
-    if (comma > start) out.push_back(s.substr(start, comma - start));
-    start = comma + 1;
-  }
-  return out;
-}
 
 template <class T>
 std::string json_list(const std::vector<T>& v, const char* fmt) {
@@ -243,9 +232,9 @@ int ringattn::cli::bench_ring_main(const std::vector<std::string>& argv) {
   if (!a.parse(argv)) return 0;
   Params p;
   p.nodes = parse_int_list(a.str("nodes"), "--nodes");
-  p.layouts = split_list(a.str("layout"));
-  p.masks = split_list(a.str("mask"));
-  p.dtypes = split_list(a.str("dtype"));
+  p.layouts = split_commas(a.str("layout"));
+  p.masks = split_commas(a.str("mask"));
+  p.dtypes = split_commas(a.str("dtype"));
   p.threads = static_cast<int>(a.int64("threads"));
   p.reps = static_cast<int>(a.int64("reps"));
   p.timeout = a.real("timeout");

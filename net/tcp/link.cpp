@@ -83,7 +83,7 @@ void Link::spawn(asio::awaitable<void> coroutine) {
 
 // ---- writing ----------------------------------------------------------------------------------
 
-asio::awaitable<bool> Link::write_frame(const FrameHeader& h, std::span<const std::byte> payload) {
+asio::awaitable<bool> Link::write_frame(const FrameHeader& h, const Payload& payload) {
   // An in link only reads data: if its peer is gone, the frames it sent are still in our
   // receive buffer, and the reader reports the end when it gets there. So a keep-alive
   // that cannot be written back on it is no failure; on an out link it is.
@@ -93,16 +93,25 @@ asio::awaitable<bool> Link::write_frame(const FrameHeader& h, std::span<const st
   frame_total_ = kHeaderBytes + payload.size();
   frame_written_ = 0;
   while (frame_written_ < frame_total_) {
-    // Header and the first chunk go out in one gathered write.
-    std::array<asio::const_buffer, 2> bufs;
-    if (frame_written_ < kHeaderBytes) {
-      bufs[0] = asio::buffer(hb.data() + frame_written_, kHeaderBytes - frame_written_);
-      bufs[1] = asio::buffer(payload.data(), std::min(payload.size(), kIoChunkBytes));
-    } else {
-      const std::size_t off = frame_written_ - kHeaderBytes;
-      bufs[0] = asio::buffer(payload.data() + off, std::min(payload.size() - off, kIoChunkBytes));
+    // One gathered write of what is left of the header and the payload's parts, at most
+    // kIoChunkBytes of payload at a time.
+    std::array<asio::const_buffer, 1 + Payload::kMaxParts> bufs;
+    std::size_t nbufs = 0;
+    if (frame_written_ < kHeaderBytes) bufs[nbufs++] = asio::buffer(hb.data() + frame_written_, kHeaderBytes - frame_written_);
+    std::size_t skip = frame_written_ > kHeaderBytes ? frame_written_ - kHeaderBytes : 0, room = kIoChunkBytes;
+    for (const auto& part : payload.parts) {
+      if (skip >= part.size()) {
+        skip -= part.size();
+        continue;
+      }
+      const std::size_t n = std::min(part.size() - skip, room);
+      if (n == 0) break;
+      bufs[nbufs++] = asio::buffer(part.data() + skip, n);
+      skip = 0;
+      room -= n;
     }
-    const std::size_t n = co_await stream_.async_write_some(bufs, asio::redirect_error(kAwait, ec));
+    const std::size_t n = co_await stream_.async_write_some(std::span<const asio::const_buffer>(bufs.data(), nbufs),
+                                                            asio::redirect_error(kAwait, ec));
     if (state_ != State::open) co_return false;
     if (ec) {
       if (fatal) report("while sending", ec);
@@ -122,7 +131,9 @@ asio::awaitable<void> Link::writer() {
     if (dir_ == Dir::out && !ops_.empty()) {
       std::shared_ptr<PendingOp> op = ops_.front();
       if (op->crc_pending) {
-        op->header.payload_crc = crc32c(op->payload);
+        std::uint32_t crc = 0;
+        for (const auto& part : op->payload.parts) crc = crc32c(crc, part);
+        op->header.payload_crc = crc;
         op->crc_pending = false;
       }
       if (!co_await write_frame(op->header, op->payload)) co_return;
@@ -139,7 +150,7 @@ asio::awaitable<void> Link::writer() {
       h.kind = FrameKind::ping;
       h.payload_bytes = payload.size();
       h.payload_crc = crc32c(payload);
-      if (!co_await write_frame(h, payload)) co_return;
+      if (!co_await write_frame(h, Payload(std::span<const std::byte>(payload)))) co_return;
       continue;
     }
     writer_wake_.expires_at(due);

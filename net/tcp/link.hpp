@@ -81,7 +81,7 @@ class Link {
   enum class State : std::uint8_t { open, closing };
 
   asio::awaitable<void> writer();
-  asio::awaitable<bool> write_frame(const FrameHeader& h, std::span<const std::byte> payload);
+  asio::awaitable<bool> write_frame(const FrameHeader& h, const Payload& payload);
   asio::awaitable<void> reader();
   asio::awaitable<bool> read_payload(const FrameHeader& h, PendingOp& op);
   asio::awaitable<bool> read_small(std::span<std::byte> into, const FrameHeader& h);

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "core/logger.hpp"
+#include "core/split.hpp"
 #include "net/tcp/control_io.hpp"
 #include "net/tcp/coroutines.hpp"
 #include "net/tcp/stream_deadline.hpp"
@@ -291,13 +292,8 @@ std::vector<PeerAddress> rendezvous(const PeerAddress& master, int rank, const P
                        refused.origin);
   if (list.empty()) throw NetworkError(who + where + " did not answer in time", FailureCause::peer_silent, 0);
   std::vector<PeerAddress> out;
-  std::size_t start = 0;
-  while (start <= list.size()) {
-    std::size_t comma = list.find(',', start);
-    if (comma == std::string::npos) comma = list.size();
-    out.push_back(parse_peer_address(list.substr(start, comma - start), who + "an address from " + where));
-    start = comma + 1;
-  }
+  for (const std::string& item : split_commas(list))
+    out.push_back(parse_peer_address(item, who + "an address from " + where));
   if (static_cast<int>(out.size()) != config.world)
     throw NetworkError(who + where + " sent " + std::to_string(out.size()) + " addresses for " + std::to_string(config.world) + " ranks",
                        FailureCause::protocol, 0);

@@ -230,7 +230,7 @@ void TcpTransport::route(std::shared_ptr<PendingOp> op) {
   }
 }
 
-Request TcpTransport::isend(int to, FrameHeader header, std::span<const std::byte> payload, std::optional<std::uint32_t> crc) {
+Request TcpTransport::isend(int to, FrameHeader header, Payload payload, std::optional<std::uint32_t> crc) {
   header.payload_bytes = payload.size();
   if (is_control(header.kind))
     throw InvalidArgument(prefix() + "isend of a " + std::string(to_string(header.kind)) + " frame (data frames only)");

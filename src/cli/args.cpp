@@ -6,6 +6,7 @@
 #include <limits>
 #include <sstream>
 
+#include "core/split.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/log.hpp"
 
@@ -244,13 +245,7 @@ std::int64_t parse_count(std::string_view text, std::string_view what) {
 
 std::vector<std::int64_t> parse_int_list(std::string_view text, std::string_view what) {
   std::vector<std::int64_t> out;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    std::size_t comma = text.find(',', start);
-    if (comma == std::string_view::npos) comma = text.size();
-    out.push_back(parse_count(text.substr(start, comma - start), what));
-    start = comma + 1;
-  }
+  for (const std::string& item : split_commas(text)) out.push_back(parse_count(item, what));
   return out;
 }
 

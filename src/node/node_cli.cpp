@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/split.hpp"
 #include "net/secret.hpp"
 #include "net/transport.hpp"
 #include "ringattn/error.hpp"
@@ -49,18 +50,6 @@ int node_main(const std::vector<std::string>& argv);
 
 namespace ringattn::node {
 namespace {
-
-std::vector<std::string> split_list(const std::string& list) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (start <= list.size()) {
-    auto comma = list.find(',', start);
-    if (comma == std::string::npos) comma = list.size();
-    out.push_back(list.substr(start, comma - start));
-    start = comma + 1;
-  }
-  return out;
-}
 
 // The numeric address to bind for `host` (a name is resolved: a rank listens where its
 // peers will dial it).
@@ -244,7 +233,7 @@ int run_node(const cli::Args& a, int rank) {
     ro.master = *master;
     ro.master_is_external = true;
   } else if (auto peers = a.maybe("peers")) {
-    ro.peers = split_list(*peers);
+    ro.peers = split_commas(*peers);
     if (static_cast<int>(ro.peers.size()) != job.nodes)
       throw InvalidArgument("--peers lists " + std::to_string(ro.peers.size()) + " addresses but --nodes is " +
                             std::to_string(job.nodes));

@@ -264,7 +264,9 @@ ForwardStats Ring::forward(const AttentionSpec& spec, std::span<const float> q, 
   net::Transport& t = *im.transport;
   ring::RingStep& step = *im.step;
   try {
-    step.begin(cs, ++im.calls, positions, k.data(), v.data());
+    // fp32 K and V go out from the caller's arrays (no copy), unless a fault hook wants
+    // to change the block's bytes.
+    step.begin(cs, ++im.calls, positions, k.data(), v.data(), /*borrow=*/!im.hook);
     // Busy while folding, the kernel ticking the keep-alive counter per tile; wait() marks
     // the waits itself.
     const auto busy = t.liveness().enter(net::PeerState::busy);
@@ -291,8 +293,20 @@ ForwardStats Ring::forward(const AttentionSpec& spec, std::span<const float> q, 
       }
     }
   } catch (const NetworkError& e) {
-    std::lock_guard lock(im.mu);
-    im.broken = e.what();
+    {
+      std::lock_guard lock(im.mu);
+      im.broken = e.what();
+    }
+    if (step.sending_borrowed()) t.close();  // nothing may read the caller's K and V after we return
+    throw;
+  } catch (const std::exception& e) {
+    if (step.sending_borrowed()) {  // the send still reads the caller's arrays: end it, and the ring with it
+      {
+        std::lock_guard lock(im.mu);
+        im.broken = std::string("a call failed while its block was being sent: ") + e.what();
+      }
+      t.close();
+    }
     throw;
   }
   finalize(im.state, o.data(), lse.empty() ? nullptr : lse.data());

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/split.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/ring.hpp"
 
@@ -57,14 +58,7 @@ RingOptions RingOptions::from_env() {
   o.rank = static_cast<int>(integer(rank_name, rank, 0, o.world_size - 1));
 
   if (const char* peers = env("RINGATTN_PEERS")) {
-    std::string list = peers;
-    std::size_t start = 0;
-    while (start <= list.size()) {
-      std::size_t comma = list.find(',', start);
-      if (comma == std::string::npos) comma = list.size();
-      o.peers.push_back(list.substr(start, comma - start));
-      start = comma + 1;
-    }
+    o.peers = split_commas(peers);
   } else if (const char* master = env("RINGATTN_MASTER")) {
     o.master = master;
   } else if (const char* addr = env("MASTER_ADDR")) {

@@ -33,9 +33,11 @@ void RingStep::begin_raw(const CallSpec& spec, std::uint64_t call, std::span<con
   call_ = call;
   crc_.reset();
   sent_ = 0;
+  borrowed_ = false;
   const auto rows = static_cast<std::int64_t>(positions.size());
   positions_ = Positions::from_sorted(positions.data(), rows);
   a_bytes_ = net::kv_block_bytes(spec.dtype, spec.kv_heads * spec.head_dim, static_cast<std::uint32_t>(rows));
+  head_bytes_ = net::kBlockPrefixBytes + static_cast<std::size_t>(rows) * kTagBytes;
   if (a_.size() < a_bytes_) a_.resize(a_bytes_);
   const auto prefix = encode_prefix({spec, t_.rank(), false});
   std::memcpy(a_.data(), prefix.data(), prefix.size());
@@ -47,7 +49,14 @@ void RingStep::begin_raw(const CallSpec& spec, std::uint64_t call, std::span<con
 }
 
 void RingStep::begin(const CallSpec& spec, std::uint64_t call, std::span<const std::int64_t> positions, const float* k,
-                     const float* v) {
+                     const float* v, bool borrow) {
+  if (spec.dtype == DType::f32 && borrow) {
+    begin_raw(spec, call, positions, nullptr, nullptr);  // prefix and positions
+    view_.k = k;
+    view_.v = v;
+    borrowed_ = true;
+    return;
+  }
   if (spec.dtype == DType::f32) return begin_raw(spec, call, positions, k, v);
   begin_raw(spec, call, positions, nullptr, nullptr);
   const std::int64_t n = static_cast<std::int64_t>(positions.size()) * spec.kv_heads * spec.head_dim;
@@ -55,10 +64,26 @@ void RingStep::begin(const CallSpec& spec, std::uint64_t call, std::span<const s
   to_bf16(v, static_cast<std::uint16_t*>(const_cast<void*>(view_.v)), n);
 }
 
+std::span<std::byte> RingStep::block() {
+  if (borrowed_) throw InvalidArgument("RingStep::block(): the block's K and V are the caller's (begin with borrow = false)");
+  return {a_.data(), a_bytes_};
+}
+
+bool RingStep::sending_borrowed() const { return borrowed_ && send_.valid() && !t_.test(send_); }
+
 void RingStep::post(int step) {
   const auto header = net::kv_block_header(spec_.dtype, spec_.kv_heads * spec_.head_dim, call_,
                                            static_cast<std::uint64_t>(step), static_cast<std::uint32_t>(view_.rows));
-  send_ = t_.isend(t_.successor(), header, std::span<const std::byte>(a_.data(), a_bytes_), crc_);
+  if (borrowed_) {
+    const std::size_t kv = kv_bytes(view_.rows);
+    send_ = t_.isend(t_.successor(), header,
+                     net::Payload(std::span<const std::byte>(a_.data(), head_bytes_),
+                                  std::span<const std::byte>(static_cast<const std::byte*>(view_.k), kv),
+                                  std::span<const std::byte>(static_cast<const std::byte*>(view_.v), kv)),
+                     crc_);
+  } else {
+    send_ = t_.isend(t_.successor(), header, std::span<const std::byte>(a_.data(), a_bytes_), crc_);
+  }
   sent_ += a_bytes_;
   // B is sized to the frame that comes: other ranks may hold more rows than this one.
   recv_ = t_.irecv(t_.predecessor(), [this](const net::FrameHeader& h) {
@@ -106,6 +131,7 @@ void RingStep::finish(int step) {
   }
   crc_ = h.payload_crc;  // relay it next step without recomputing
   std::swap(a_, b_);
+  borrowed_ = false;
   a_bytes_ = static_cast<std::size_t>(h.payload_bytes);
   set_view(p.origin, h.rows);
 }

@@ -9,7 +9,11 @@
 //     if s < P-1: finish(s)                 wait both; check B; A <-> B
 //
 // At step s the kernel reads A while the transport sends A and fills B; the two buffers
-// are never written while read. A block is relayed with the CRC it arrived with, so the
+// are never written while read. begin() may borrow the caller's K and V instead of
+// copying them into A (fp32 only: bf16 is converted into A): step 0 then sends A's
+// description and positions followed by the caller's arrays in one gathered frame, and
+// the caller's arrays must stay untouched until finish(0) — or, if the call fails,
+// until the transport is closed (sending_borrowed() says whether that is needed). A block is relayed with the CRC it arrived with, so the
 // CRC is computed once per block, by its owner. The receive buffer is sized when the
 // frame's header arrives (within the ring's limits), and both buffers only grow, so a
 // run of calls of one shape allocates nothing after the first.
@@ -35,9 +39,10 @@ class RingStep {
   explicit RingStep(net::Transport& transport) : t_(transport) {}
 
   // Starts call number `call`: this rank's block into A. k and v are [rows, kv_heads,
-  // head_dim] fp32, converted to spec.dtype on the way in.
+  // head_dim] fp32, converted to spec.dtype on the way in; with `borrow` and fp32, not
+  // copied but sent from where they are (see above).
   void begin(const CallSpec& spec, std::uint64_t call, std::span<const std::int64_t> positions, const float* k,
-             const float* v);
+             const float* v, bool borrow = false);
   // The same with K and V already in spec.dtype (raw bytes, rows * kv_heads * head_dim
   // elements each).
   void begin_raw(const CallSpec& spec, std::uint64_t call, std::span<const std::int64_t> positions, const void* k,
@@ -56,8 +61,12 @@ class RingStep {
   void finish(int step);
 
   std::uint64_t payload_bytes_sent() const { return sent_; }
-  // The bytes of the block in A, as they go on the wire (fault injection only).
-  std::span<std::byte> block() { return {a_.data(), a_bytes_}; }
+  // Bytes of the block in A as they go on the wire (prefix, positions, K, V).
+  std::size_t block_bytes() const { return a_bytes_; }
+  // The block's bytes to change in place (fault injection only; not while borrowing).
+  std::span<std::byte> block();
+  // True while step 0's send may still read the caller's K and V.
+  bool sending_borrowed() const;
 
  private:
   std::size_t kv_bytes(std::int64_t rows) const;
@@ -67,7 +76,9 @@ class RingStep {
   CallSpec spec_;
   std::uint64_t call_ = 0;
   std::vector<std::byte> a_, b_;
-  std::size_t a_bytes_ = 0;  // of a_ in use
+  std::size_t a_bytes_ = 0;  // of the block in A (with borrowed K and V: their bytes too)
+  std::size_t head_bytes_ = 0;  // prefix and positions: what A holds of a borrowed block
+  bool borrowed_ = false;       // A's K and V are the caller's arrays (step 0 only)
   std::optional<std::uint32_t> crc_;  // A's CRC once it arrived from a peer
   Positions positions_;               // of the block in A
   std::vector<std::int64_t> tags_;    // scratch for decoding positions

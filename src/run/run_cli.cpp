@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/split.hpp"
 #include "src/oracle/random_inputs.hpp"
 #include "src/oracle/reference.hpp"
 #include "ringattn/error.hpp"
@@ -24,18 +25,6 @@ int verify_main(const std::vector<std::string>& argv);
 
 namespace ringattn::run {
 namespace {
-
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (start <= s.size()) {
-    auto comma = s.find(',', start);
-    if (comma == std::string::npos) comma = s.size();
-    out.push_back(s.substr(start, comma - start));
-    start = comma + 1;
-  }
-  return out;
-}
 
 struct Totals {
   double flops = 0, max_compute = 0, sum_compute = 0;
@@ -136,7 +125,7 @@ void declare_run_options(cli::Args& a) {
 
 RunOptions read_run_options(const cli::Args& a) {
   RunOptions o;
-  if (auto h = a.maybe("hosts")) o.hosts = split_list(*h);
+  if (auto h = a.maybe("hosts")) o.hosts = split_commas(*h);
   o.launch_prefix = a.maybe("launch").value_or("");
   o.tls = a.has("tls");
   o.quiet = a.quiet();  // the nodes run at --log-level error then; nothing of theirs to forward

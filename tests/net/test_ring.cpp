@@ -5,6 +5,7 @@
 
 #include <atomic>
 
+#include "net/crc32c.hpp"
 #include "net/wire.hpp"
 #include "ring_fixture.hpp"
 #include "ringattn/error.hpp"
@@ -147,4 +148,44 @@ TEST_CASE("ring: misuse is refused up front") {
   // After close every request fails at once.
   Request q = ring[0]->irecv(ring[0]->predecessor(), buf);
   CHECK_THROWS_WITH_AS(ring[0]->wait(q), doctest::Contains("closed"), NetworkError);
+}
+
+TEST_CASE("ring: a payload gathered from three arrays arrives as one, with the CRC of the whole") {
+  // A rank's own block goes out as [prefix + positions][K][V] from three places; the parts
+  // here straddle the 2 MiB write chunks, and one is empty. World of one too (the copy path).
+  auto tweak = [](TransportConfig& c) {
+    c.limits.max_heads = c.limits.max_kv_heads = 8;
+    c.limits.max_head_dim = 128;
+    c.limits.max_block_rows = 2048;
+  };
+  const std::size_t total = kv_block_bytes(DType::f32, 1024, 2000);  // prefix + tags + K + V bytes
+  std::vector<std::byte> whole(total);
+  for (std::size_t i = 0; i < total; ++i) whole[i] = static_cast<std::byte>((i * 2654435761u) >> 13);
+  const std::span<const std::byte> all(whole);
+  const std::size_t head = kBlockPrefixBytes + 8 * 2000;
+  const std::size_t cuts[][2] = {{head, head + (total - head) / 2},                           // as a block
+                                 {3, (2u << 20) + 5},                                         // across a chunk
+                                 {0, total}};                                                 // empty parts
+  for (const auto& cut : cuts) {
+    const Payload gathered(all.subspan(0, cut[0]), all.subspan(cut[0], cut[1] - cut[0]), all.subspan(cut[1]));
+    REQUIRE(gathered.size() == total);
+    for (int world : {1, 2}) {
+      CAPTURE(world);
+      CAPTURE(cut[0]);
+      Ring ring = make_ring(world, tweak);
+      const auto errors = run_ranks(world, [&](int r) {
+        Transport& t = *ring[static_cast<std::size_t>(r)];
+        std::vector<std::byte> in(total);
+        Request q = t.irecv(t.predecessor(), in);
+        Request s = t.isend(t.successor(), kv_block_header(DType::f32, 1024, 5, 0, 2000), gathered);
+        t.wait(s);
+        const FrameHeader h = t.wait(q);
+        REQUIRE(h.payload_bytes == total);
+        CHECK(h.payload_crc == crc32c(all));
+        CHECK(in == whole);
+      });
+      for (const auto& e : errors) CHECK(message_of(e) == "");
+      close_all(ring);
+    }
+  }
 }
