@@ -27,8 +27,7 @@ void RingStep::set_view(int origin, std::int64_t rows) {
   view_.v = base + kv_bytes(rows);
 }
 
-void RingStep::begin_raw(const CallSpec& spec, std::uint64_t call, std::span<const std::int64_t> positions,
-                         const void* k, const void* v) {
+void RingStep::start(const CallSpec& spec, std::uint64_t call, std::span<const std::int64_t> positions, bool borrow) {
   spec_ = spec;
   call_ = call;
   crc_.reset();
@@ -38,27 +37,40 @@ void RingStep::begin_raw(const CallSpec& spec, std::uint64_t call, std::span<con
   positions_ = Positions::from_sorted(positions.data(), rows);
   a_bytes_ = net::kv_block_bytes(spec.dtype, spec.kv_heads * spec.head_dim, static_cast<std::uint32_t>(rows));
   head_bytes_ = net::kBlockPrefixBytes + static_cast<std::size_t>(rows) * kTagBytes;
-  if (a_.size() < a_bytes_) a_.resize(a_bytes_);
+  // Borrowing, A holds only the description and positions (K and V stay where they are),
+  // so the smaller buffer will do and the larger one is kept for what comes in.
+  if (borrow && a_.size() > b_.size()) std::swap(a_, b_);
+  if (const std::size_t need = borrow ? head_bytes_ : a_bytes_; a_.size() < need) a_.resize(need);
   const auto prefix = encode_prefix({spec, t_.rank(), false});
   std::memcpy(a_.data(), prefix.data(), prefix.size());
   std::byte* tags = a_.data() + net::kBlockPrefixBytes;
   for (std::int64_t i = 0; i < rows; ++i) net::put_le<std::uint64_t>(tags + i * kTagBytes, static_cast<std::uint64_t>(positions[static_cast<std::size_t>(i)]));
-  set_view(t_.rank(), rows);
-  if (k && rows > 0) std::memcpy(const_cast<void*>(view_.k), k, kv_bytes(rows));
-  if (v && rows > 0) std::memcpy(const_cast<void*>(view_.v), v, kv_bytes(rows));
+  if (borrow) {
+    view_ = View{t_.rank(), rows, &positions_, nullptr, nullptr};
+    borrowed_ = true;
+  } else {
+    set_view(t_.rank(), rows);
+  }
+}
+
+void RingStep::begin_raw(const CallSpec& spec, std::uint64_t call, std::span<const std::int64_t> positions,
+                         const void* k, const void* v) {
+  start(spec, call, positions, false);
+  const std::size_t bytes = kv_bytes(view_.rows);
+  if (k && bytes) std::memcpy(const_cast<void*>(view_.k), k, bytes);
+  if (v && bytes) std::memcpy(const_cast<void*>(view_.v), v, bytes);
 }
 
 void RingStep::begin(const CallSpec& spec, std::uint64_t call, std::span<const std::int64_t> positions, const float* k,
                      const float* v, bool borrow) {
   if (spec.dtype == DType::f32 && borrow) {
-    begin_raw(spec, call, positions, nullptr, nullptr);  // prefix and positions
+    start(spec, call, positions, true);  // description and positions in A
     view_.k = k;
     view_.v = v;
-    borrowed_ = true;
     return;
   }
   if (spec.dtype == DType::f32) return begin_raw(spec, call, positions, k, v);
-  begin_raw(spec, call, positions, nullptr, nullptr);
+  start(spec, call, positions, false);
   const std::int64_t n = static_cast<std::int64_t>(positions.size()) * spec.kv_heads * spec.head_dim;
   to_bf16(k, static_cast<std::uint16_t*>(const_cast<void*>(view_.k)), n);
   to_bf16(v, static_cast<std::uint16_t*>(const_cast<void*>(view_.v)), n);

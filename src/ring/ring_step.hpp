@@ -69,6 +69,7 @@ class RingStep {
   bool sending_borrowed() const;
 
  private:
+  void start(const CallSpec& spec, std::uint64_t call, std::span<const std::int64_t> positions, bool borrow);
   std::size_t kv_bytes(std::int64_t rows) const;
   void set_view(int origin, std::int64_t rows);
 
