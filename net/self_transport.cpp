@@ -42,23 +42,19 @@ Request SelfTransport::isend(int to, FrameHeader header, Payload payload, std::o
 }
 
 Request SelfTransport::irecv(int from, std::span<std::byte> buffer) {
-  if (from != 0) throw InvalidArgument("rank 0: irecv from rank " + std::to_string(from) + " in a world of one");
   auto op = std::make_shared<PendingOp>(PendingOp::Dir::recv, this);
   op->buffer = buffer;
-  std::lock_guard lock(mu_);
-  if (closed_) {
-    op->complete("rank 0: irecv after close()");
-    return Request(op);
-  }
-  recvs_.push_back(op);
-  match_locked();
-  return Request(op);
+  return post_recv(from, std::move(op));
 }
 
 Request SelfTransport::irecv(int from, BufferFor buffer_for) {
-  if (from != 0) throw InvalidArgument("rank 0: irecv from rank " + std::to_string(from) + " in a world of one");
   auto op = std::make_shared<PendingOp>(PendingOp::Dir::recv, this);
   op->buffer_for = std::move(buffer_for);
+  return post_recv(from, std::move(op));
+}
+
+Request SelfTransport::post_recv(int from, std::shared_ptr<PendingOp> op) {
+  if (from != 0) throw InvalidArgument("rank 0: irecv from rank " + std::to_string(from) + " in a world of one");
   std::lock_guard lock(mu_);
   if (closed_) {
     op->complete("rank 0: irecv after close()");

@@ -40,6 +40,7 @@ class SelfTransport final : public Transport {
     std::vector<std::byte> payload;
   };
   void match_locked();  // pairs queued frames with posted receives
+  Request post_recv(int from, std::shared_ptr<PendingOp> op);
 
   TransportConfig config_;
   FrameLimits limits_;

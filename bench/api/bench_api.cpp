@@ -37,6 +37,7 @@
 #include "src/node/report.hpp"
 #include "src/ring/internals.hpp"
 #include "src/run/launcher.hpp"
+#include "src/run/local_rendezvous.hpp"
 
 namespace ringattn::cli {
 int bench_api_main(const std::vector<std::string>& argv);
@@ -175,17 +176,8 @@ CallRow parse_call(const std::string& json) {
 
 int front(const Plan& p, const std::string& command) {
   const std::string token = net::generate_secret();
-  std::uint64_t ring_id = 0;
-  net::fill_random(std::span<std::byte>(reinterpret_cast<std::byte*>(&ring_id), sizeof ring_id));
-  ring_id >>= 1;
-  const RingOptions ro = ring_options(p, 0);
-  net::tcp::RendezvousConfig rc;
-  rc.world = p.nodes;
-  rc.ring_id = ring_id;
-  rc.limits = RingInternals::link_limits(ro);
-  rc.secret = token;
-  rc.timeout = std::chrono::seconds(60);
-  net::tcp::RendezvousServer rendezvous({"127.0.0.1", 0}, rc);
+  const std::uint64_t ring_id = run::new_ring_id();
+  const auto rendezvous = run::serve_local_rendezvous(ring_options(p, 0), p.nodes, ring_id, token, 60);
   std::vector<CallRow> calls, layers;
   run::LaunchSpec ls;
   ls.ranks = p.nodes;
@@ -195,7 +187,7 @@ int front(const Plan& p, const std::string& command) {
   ls.expected = {"", ""};
   ls.arguments = [&](int r) {
     std::vector<std::string> a = {"bench", "api", "--member", std::to_string(r), "--master",
-                                  "127.0.0.1:" + std::to_string(rendezvous.port()), "--ring-id", std::to_string(ring_id)};
+                                  "127.0.0.1:" + std::to_string(rendezvous->port()), "--ring-id", std::to_string(ring_id)};
     const auto pa = plan_args(p);
     a.insert(a.end(), pa.begin(), pa.end());
     return a;

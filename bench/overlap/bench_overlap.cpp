@@ -39,6 +39,7 @@
 #include "src/node/report.hpp"
 #include "src/ring/internals.hpp"
 #include "src/run/launcher.hpp"
+#include "src/run/local_rendezvous.hpp"
 
 namespace ringattn::cli {
 int bench_overlap_main(const std::vector<std::string>& argv);
@@ -162,20 +163,10 @@ std::vector<StepRow> run_members(const SweepSpec& spec, const std::vector<std::s
   const char* env = std::getenv(net::kTokenEnv);
   const std::string token = env && *env ? net::checked_secret(env, std::string("environment variable ") + net::kTokenEnv)
                                         : net::generate_secret();
-  std::uint64_t ring_id = 0;
-  net::fill_random(std::span<std::byte>(reinterpret_cast<std::byte*>(&ring_id), sizeof ring_id));
-  ring_id >>= 1;
+  const std::uint64_t ring_id = run::new_ring_id();
   const RingOptions ro = member_options(spec, 0);
   std::unique_ptr<net::tcp::RendezvousServer> rendezvous;
-  if (hosts.empty()) {
-    net::tcp::RendezvousConfig rc;
-    rc.world = spec.nodes;
-    rc.ring_id = ring_id;
-    rc.limits = RingInternals::link_limits(ro);
-    rc.secret = token;
-    rc.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(ro.connect_timeout * 1000));
-    rendezvous = std::make_unique<net::tcp::RendezvousServer>(net::PeerAddress{"127.0.0.1", 0}, rc);
-  }
+  if (hosts.empty()) rendezvous = run::serve_local_rendezvous(ro, spec.nodes, ring_id, token, ro.connect_timeout);
   std::vector<StepRow> rows;
   run::LaunchSpec ls;
   ls.ranks = spec.nodes;

@@ -23,6 +23,7 @@
 #include "src/node/report.hpp"
 #include "src/ring/internals.hpp"
 #include "src/run/launcher.hpp"
+#include "src/run/local_rendezvous.hpp"
 #include "src/run/output_paths.hpp"
 #include "src/run/work_dir.hpp"
 
@@ -88,24 +89,14 @@ RunResult run_ring(const node::JobSpec& job, const RunOptions& opts) {
     token = env && *env ? net::checked_secret(env, std::string("environment variable ") + net::kTokenEnv)
                         : net::generate_secret();
   }
-  std::uint64_t ring_id = 0;
-  net::fill_random(std::span<std::byte>(reinterpret_cast<std::byte*>(&ring_id), sizeof ring_id));
-  ring_id >>= 1;  // keep it positive for the CLI parser
+  const std::uint64_t ring_id = new_ring_id();
   const RingOptions ring = node::ring_options(job, 0);
   const node::Ident expected{net::limits_fingerprint(RingInternals::link_limits(ring)),
                              token.empty() ? "" : net::secret_fingerprint(token)};
   // Without --hosts the nodes find each other through a rendezvous served here.
   std::unique_ptr<net::tcp::RendezvousServer> rendezvous;
-  if (opts.hosts.empty() && job.nodes > 1) {
-    net::tcp::RendezvousConfig rc;
-    rc.world = job.nodes;
-    rc.ring_id = ring_id;
-    rc.limits = RingInternals::link_limits(ring);
-    rc.secret = token;
-    rc.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(job.timeout_seconds * 1000));
-    rc.handshake_timeout = std::min(std::chrono::milliseconds(5000), rc.timeout);
-    rendezvous = std::make_unique<net::tcp::RendezvousServer>(net::PeerAddress{"127.0.0.1", 0}, rc);
-  }
+  if (opts.hosts.empty() && job.nodes > 1)
+    rendezvous = serve_local_rendezvous(ring, job.nodes, ring_id, token, job.timeout_seconds);
 
   ::signal(SIGXFSZ, SIG_IGN);  // a file size limit is an error to report (EFBIG), not a crash
   WorkDir work(opts.out_path);

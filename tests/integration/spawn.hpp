@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "tests/free_port.hpp"
+
 namespace ringattn::itest {
 
 struct Outcome {
@@ -70,7 +72,6 @@ std::vector<std::pair<pid_t, int>> node_processes(pid_t run_pid);
 // True while `pid` exists and is not a zombie.
 bool process_alive(pid_t pid);
 
-// A TCP port on 127.0.0.1 that was free a moment ago.
-int free_port();
+using test::free_port;  // a TCP port on 127.0.0.1 that was free a moment ago
 
 }  // namespace ringattn::itest

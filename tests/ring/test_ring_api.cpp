@@ -18,7 +18,7 @@
 #include "ringattn/ring.hpp"
 #include "src/oracle/random_inputs.hpp"
 #include "src/oracle/reference.hpp"
-#include "tests/ring/free_port.hpp"
+#include "tests/free_port.hpp"
 
 using namespace ringattn;
 
