@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "bench/common/shell_command.hpp"
+#include "bench/common/stats.hpp"
 #include "core/logger.hpp"
 #include "net/secret.hpp"
 #include "net/tcp/rendezvous.hpp"
@@ -46,6 +47,8 @@ int bench_api_main(const std::vector<std::string>& argv);
 namespace {
 
 using namespace ringattn;
+using bench::median;
+using bench::percentile;
 
 struct Plan {
   int nodes = 2;
@@ -146,19 +149,6 @@ void member(const Plan& p, int rank, const std::string& master, std::uint64_t ri
     for (int c = 0; c < p.layers; ++c) line("LAYER", c, ring.forward(spec, q, k, v, pos, out, lse));
   }
   ring.close();
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[static_cast<std::size_t>(q * static_cast<double>(v.size() - 1))];
 }
 
 struct CallRow {

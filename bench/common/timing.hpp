@@ -2,9 +2,11 @@
 // a minimum time has passed, and report the median.
 #pragma once
 
-#include <algorithm>
 #include <chrono>
+#include <utility>
 #include <vector>
+
+#include "bench/common/stats.hpp"
 
 namespace ringattn::bench {
 
@@ -25,9 +27,7 @@ double median_seconds(Fn&& fn, int warmup = 1, int min_reps = 3, double min_seco
     t.push_back(now_seconds() - t0);
     total += t.back();
   }
-  std::sort(t.begin(), t.end());
-  const std::size_t n = t.size();
-  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+  return median(std::move(t));
 }
 
 }  // namespace ringattn::bench

@@ -188,13 +188,6 @@ double loglog_at(const std::vector<double>& x, const std::vector<double>& y, dou
   return std::exp(std::log(y[i - 1]) + t * (std::log(y[i]) - std::log(y[i - 1])));
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 double overlap_step_model(double t_compute, double t_transfer, double cpu_per_byte, double block_bytes, double cores) {
   return std::max(t_transfer, t_compute + cpu_per_byte * block_bytes / cores);
 }

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "bench/common/shell_command.hpp"
+#include "bench/common/stats.hpp"
 #include "bench/transport/iperf3.hpp"
 #include "bench/transport/raw_tcp.hpp"
 #include "net/crc32c.hpp"
@@ -41,18 +42,12 @@ int bench_transport_main(const std::vector<std::string>& argv);
 namespace {
 
 using namespace ringattn;
+using bench::median;
 using Clock = std::chrono::steady_clock;
 
 constexpr std::uint32_t kHeadDim = 128;                      // the bench's block: rows x (1 kv head x 128) fp32
 constexpr std::uint64_t kRowBytes = 2ull * kHeadDim * 4;     // K and V of one token
 constexpr std::uint64_t kLastOfRep = 1;                      // job_id marking a repetition's last frame
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 std::string json_list(const std::vector<double>& v) {
   std::string s = "[";

@@ -9,7 +9,7 @@
 
 namespace ringattn::cli {
 
-std::string json_quote(std::string_view s);  // "..." with \" \\ and \uXXXX for control characters
+std::string json_quote(std::string_view s);  // s as a JSON string literal: quoted, with \" \\ and \uXXXX for control characters
 
 class JsonObject {
  public:
