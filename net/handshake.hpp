@@ -78,6 +78,17 @@ struct Hello {
   std::array<std::byte, kNonceBytes> nonce{};
 };
 
+// This side's HELLO (the nonce is drawn when the handshake runs).
+inline Hello make_hello(std::uint64_t ring_id, int rank, int world, LinkKind link, const LinkLimits& limits) {
+  Hello h;
+  h.ring_id = ring_id;
+  h.rank = static_cast<std::uint32_t>(rank);
+  h.world = static_cast<std::uint32_t>(world);
+  h.link = link;
+  h.limits = limits;
+  return h;
+}
+
 using HelloBytes = std::array<std::byte, kHelloBytes>;
 
 HelloBytes encode_hello(const Hello& h);

@@ -12,6 +12,7 @@
 #include "net/liveness.hpp"
 #include "net/transport.hpp"
 #include "net/wire.hpp"
+#include "ringattn/error.hpp"
 
 namespace ringattn::net {
 
@@ -72,5 +73,22 @@ class PendingOp final : public RequestState {
   bool done_ = false;
   std::string error_;
 };
+
+// What every backend's isend checks before posting: a data frame (not a control kind)
+// whose header, with payload_bytes set here, fits the limits. `prefix` ("rank R: ")
+// starts the InvalidArgument's message.
+inline void check_data_send(FrameHeader& header, std::size_t payload_bytes, const FrameLimits& limits,
+                            const std::string& prefix) {
+  header.payload_bytes = payload_bytes;
+  if (is_control(header.kind))
+    throw InvalidArgument(prefix + "isend of a " + std::string(to_string(header.kind)) + " frame (data frames only)");
+  if (std::string err = check_header(header, limits); !err.empty()) throw InvalidArgument(prefix + "isend: " + err);
+}
+
+// Transport::test for the backends built on PendingOp.
+inline bool request_done(const Request& request) {
+  const auto* op = dynamic_cast<const PendingOp*>(request.state());
+  return op != nullptr && op->done();
+}
 
 }  // namespace ringattn::net

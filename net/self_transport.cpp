@@ -18,10 +18,7 @@ void SelfTransport::connect(const std::vector<PeerAddress>&) {}
 
 Request SelfTransport::isend(int to, FrameHeader header, Payload payload, std::optional<std::uint32_t> crc) {
   if (to != 0) throw InvalidArgument("rank 0: isend to rank " + std::to_string(to) + " in a world of one");
-  header.payload_bytes = payload.size();
-  if (is_control(header.kind))
-    throw InvalidArgument("rank 0: isend of a " + std::string(to_string(header.kind)) + " frame (data frames only)");
-  if (std::string err = check_header(header, limits_); !err.empty()) throw InvalidArgument("rank 0: isend: " + err);
+  check_data_send(header, payload.size(), limits_, "rank 0: ");
   std::vector<std::byte> bytes;
   bytes.reserve(payload.size());
   for (const auto& part : payload.parts) bytes.insert(bytes.end(), part.begin(), part.end());
@@ -115,10 +112,7 @@ FrameHeader SelfTransport::wait(Request& request) {
   return op->header;
 }
 
-bool SelfTransport::test(const Request& request) const {
-  auto* op = dynamic_cast<PendingOp*>(request.state());
-  return op != nullptr && op->done();
-}
+bool SelfTransport::test(const Request& request) const { return request_done(request); }
 
 TransportStats SelfTransport::stats() const {
   std::lock_guard lock(mu_);

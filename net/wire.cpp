@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "net/byte_order.hpp"
+#include "net/crc32c.hpp"
 #include "ringattn/error.hpp"
 
 namespace ringattn::net {
@@ -186,6 +187,14 @@ std::uint64_t data_payload_bytes(FrameKind kind, DType dtype, std::uint32_t rows
   n = kBlockPrefixBytes + std::uint64_t{rows} * (with_groups ? 12 : 8);
   ok = ok && !__builtin_add_overflow(n, kv, &n);
   return ok ? n : 0;
+}
+
+FrameHeader control_header(FrameKind kind, std::span<const std::byte> payload) {
+  FrameHeader h;
+  h.kind = kind;
+  h.payload_bytes = payload.size();
+  h.payload_crc = crc32c(payload);
+  return h;
 }
 
 HeaderBytes encode_header(const FrameHeader& h) {

@@ -134,6 +134,9 @@ using HeaderBytes = std::array<std::byte, kHeaderBytes>;
 
 HeaderBytes encode_header(const FrameHeader& h);
 
+// The header of a control frame (PING, BYE, ERROR, ADDRESS, PEERS) carrying `payload`.
+FrameHeader control_header(FrameKind kind, std::span<const std::byte> payload);
+
 // Decodes and validates. On success returns an empty string and sets `out`; otherwise
 // returns a message naming the first bad field and its value, e.g.
 // "frame field 'cols' = 96 but a KV_BLOCK has kv_heads*head_dim = 128 columns".

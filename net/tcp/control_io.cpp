@@ -14,11 +14,7 @@ constexpr auto kAwait = asio::use_awaitable;
 }  // namespace
 
 asio::awaitable<std::error_code> write_control(Stream& s, FrameKind kind, std::span<const std::byte> payload) {
-  FrameHeader h;
-  h.kind = kind;
-  h.payload_bytes = payload.size();
-  h.payload_crc = crc32c(payload);
-  const HeaderBytes hb = encode_header(h);
+  const HeaderBytes hb = encode_header(control_header(kind, payload));
   const std::array<asio::const_buffer, 2> frame{asio::buffer(hb), asio::buffer(payload.data(), payload.size())};
   std::error_code ec;
   co_await asio::async_write(s, frame, asio::redirect_error(kAwait, ec));

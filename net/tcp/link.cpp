@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "net/crc32c.hpp"
+#include "net/tcp/control_io.hpp"
 #include "net/tcp/coroutines.hpp"
+#include "net/tcp/stream_deadline.hpp"
 #include "net/tcp/tls.hpp"
 
 namespace ringattn::net::tcp {
@@ -146,11 +148,7 @@ asio::awaitable<void> Link::writer() {
     const auto due = last_write_ + env_.keepalive;
     if (Clock::now() >= due) {  // quiet for a keep-alive interval: tell the peer we live
       const auto payload = encode_ping(env_.liveness->snapshot());
-      FrameHeader h;
-      h.kind = FrameKind::ping;
-      h.payload_bytes = payload.size();
-      h.payload_crc = crc32c(payload);
-      if (!co_await write_frame(h, Payload(std::span<const std::byte>(payload)))) co_return;
+      if (!co_await write_frame(control_header(FrameKind::ping, payload), payload)) co_return;
       continue;
     }
     writer_wake_.expires_at(due);
@@ -317,20 +315,11 @@ void Link::shutdown(const std::string& cause, const std::optional<ErrorInfo>& er
 }
 
 asio::awaitable<void> Link::linger_close(std::optional<ErrorInfo> error) {
-  // Bounded: the timer closes the socket if the peer never answers.
-  asio::steady_timer deadline(stream_.get_executor(), env_.linger);
-  deadline.async_wait([this](std::error_code ec) {
-    if (!ec) stream_.close();
-  });
-  std::error_code ec;
+  // Bounded: the deadline closes the socket if the peer never answers.
+  StreamDeadline deadline(stream_, env_.linger);
   const std::string payload = error ? encode_error(*error) : std::string();
-  FrameHeader h;
-  h.kind = error ? FrameKind::error : FrameKind::bye;
-  h.payload_bytes = payload.size();
-  h.payload_crc = crc32c(payload);
-  const HeaderBytes hb = encode_header(h);
-  const std::array<asio::const_buffer, 2> frame{asio::buffer(hb), asio::buffer(payload)};
-  co_await asio::async_write(stream_, frame, asio::redirect_error(kAwait, ec));
+  const std::error_code ec =
+      co_await write_control(stream_, error ? FrameKind::error : FrameKind::bye, std::as_bytes(std::span(payload)));
   if (!ec) {
     env_.counters->bytes_sent += kHeaderBytes + payload.size();
     env_.counters->frames_sent += 1;
@@ -345,7 +334,7 @@ asio::awaitable<void> Link::linger_close(std::optional<ErrorInfo> error) {
   sock.non_blocking(true, drain_ec);
   std::vector<std::byte> scratch(64 * 1024);
   for (int i = 0; i < 64 && !drain_ec; ++i) sock.read_some(asio::buffer(scratch), drain_ec);  // bounded
-  deadline.cancel();
+  deadline.disarm();
   stream_.close();
   closed_ = true;
 }

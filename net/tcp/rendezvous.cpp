@@ -21,6 +21,7 @@
 #include "core/split.hpp"
 #include "net/tcp/control_io.hpp"
 #include "net/tcp/coroutines.hpp"
+#include "net/tcp/resolve.hpp"
 #include "net/tcp/stream_deadline.hpp"
 #include "net/tcp/handshake_io.hpp"
 #include "ringattn/error.hpp"
@@ -32,13 +33,7 @@ constexpr auto kAwait = asio::use_awaitable;
 using Clock = std::chrono::steady_clock;
 
 Hello rendezvous_hello(const RendezvousConfig& c, int rank) {
-  Hello h;
-  h.ring_id = c.ring_id;
-  h.rank = static_cast<std::uint32_t>(rank);
-  h.world = static_cast<std::uint32_t>(c.world);
-  h.link = LinkKind::rendezvous;
-  h.limits = c.limits;
-  return h;
+  return make_hello(c.ring_id, rank, c.world, LinkKind::rendezvous, c.limits);
 }
 
 std::span<const std::byte> bytes(const std::string& s) { return std::as_bytes(std::span(s.data(), s.size())); }
@@ -80,9 +75,7 @@ struct RendezvousServer::Impl {
   }
 
   asio::awaitable<void> serve(Socket socket) {
-    std::error_code ec;
-    const auto ep = socket.remote_endpoint(ec);
-    const std::string from = ec ? std::string("?") : ep.address().to_string() + ":" + std::to_string(ep.port());
+    const std::string from = endpoint_text(socket, true);
     set_no_delay(socket);
     auto stream = std::make_shared<Stream>(std::move(socket));
     HandshakeParams p;
@@ -101,12 +94,9 @@ struct RendezvousServer::Impl {
       co_return;
     }
     // The ADDRESS, under the rest of the handshake's deadline.
-    asio::steady_timer guard(io, cfg.handshake_timeout);
-    guard.async_wait([stream](std::error_code e) {
-      if (!e) stream->close();
-    });
+    StreamDeadline guard(*stream, cfg.handshake_timeout);
     ControlFrame f = co_await read_control(*stream);
-    guard.cancel();
+    guard.disarm();
     if (ended) co_return;
     const int rank = static_cast<int>(r.peer.rank);
     if (!f.error.empty() || f.header.kind != FrameKind::address) {
@@ -166,10 +156,7 @@ RendezvousServer::RendezvousServer(const PeerAddress& listen, const RendezvousCo
     addr = results.begin()->endpoint().address();
   }
   const asio::ip::tcp::endpoint ep(addr, listen.port);
-  im.acceptor.open(ep.protocol(), ec);
-  if (!ec) im.acceptor.set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) im.acceptor.bind(ep, ec);
-  if (!ec) im.acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  open_acceptor(im.acceptor, ep, /*large_buffers=*/false, ec);
   if (ec) throw NetworkError("rendezvous: cannot listen on " + listen.text() + ": " + ec.message());
   im.port = im.acceptor.local_endpoint().port();
   im.deadline.expires_after(config.timeout);
@@ -220,23 +207,16 @@ std::vector<PeerAddress> rendezvous(const PeerAddress& master, int rank, const P
   ErrorInfo refused{0, FailureCause::peer_silent, ""};  // what the server said, if it refused
   asio::co_spawn(io, [&]() -> asio::awaitable<void> {
     std::error_code ec;
-    std::vector<asio::ip::tcp::endpoint> endpoints;
-    if (const auto ip = asio::ip::make_address(master.host, ec); !ec) {
-      endpoints.emplace_back(ip, master.port);
-    } else {
-      asio::ip::tcp::resolver resolver(io);
-      const auto results = co_await resolver.async_resolve(master.host, std::to_string(master.port), asio::redirect_error(kAwait, ec));
-      if (ec) {
-        error = "cannot resolve " + where + ": " + ec.message();
-        co_return;
-      }
-      for (const auto& r : results) endpoints.push_back(r.endpoint());
+    const auto endpoints = co_await resolve_endpoints(master, ec);
+    if (ec) {
+      error = "cannot resolve " + where + ": " + ec.message();
+      co_return;
     }
     // The master may not listen yet (rank 0 starting up): retry until the deadline.
     Socket socket(io);
     std::string last = "none";
     asio::steady_timer pause(io);
-    for (auto backoff = std::chrono::milliseconds(10); Clock::now() < deadline; backoff = std::min(backoff * 2, std::chrono::milliseconds(500))) {
+    for (auto backoff = kFirstBackoff; Clock::now() < deadline; backoff = std::min(backoff * 2, kMaxBackoff)) {
       for (const auto& ep : endpoints) {
         socket = Socket(io);
         co_await socket.async_connect(ep, asio::redirect_error(kAwait, ec));

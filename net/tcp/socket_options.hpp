@@ -2,6 +2,8 @@
 #pragma once
 
 #include <asio/ip/tcp.hpp>
+#include <chrono>
+#include <string>
 
 namespace ringattn::net::tcp {
 
@@ -32,6 +34,26 @@ inline void set_buffer_sizes(Acceptor& a) {  // inherited by accepted sockets
   std::error_code ignored;
   a.set_option(asio::socket_base::send_buffer_size(kSocketBufferBytes), ignored);
   a.set_option(asio::socket_base::receive_buffer_size(kSocketBufferBytes), ignored);
+}
+
+// A peer may not be listening yet: dials retry, backing off from the first pause to the
+// longest.
+inline constexpr std::chrono::milliseconds kFirstBackoff{10}, kMaxBackoff{500};
+
+// open, reuse_address, (large buffers,) bind, listen: the first error in `ec`.
+inline void open_acceptor(Acceptor& a, const asio::ip::tcp::endpoint& ep, bool large_buffers, std::error_code& ec) {
+  a.open(ep.protocol(), ec);
+  if (!ec) a.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec && large_buffers) set_buffer_sizes(a);
+  if (!ec) a.bind(ep, ec);
+  if (!ec) a.listen(asio::socket_base::max_listen_connections, ec);
+}
+
+// "a:p" of either end of a socket, "?" if it has none (closed, not connected).
+inline std::string endpoint_text(const Socket& s, bool remote) {
+  std::error_code ec;
+  const auto ep = remote ? s.remote_endpoint(ec) : s.local_endpoint(ec);
+  return ec ? std::string("?") : ep.address().to_string() + ":" + std::to_string(ep.port());
 }
 
 // Frames are written whole; Nagle would only delay the last segment of each frame.

@@ -72,12 +72,7 @@ class Stream {
   bool is_open() const { return socket().is_open(); }
 
   // "a:p" of either end, "?" if the socket is closed.
-  std::string endpoint_text(bool remote) const {
-    std::error_code ec;
-    const auto ep = remote ? socket().remote_endpoint(ec) : socket().local_endpoint(ec);
-    if (ec) return "?";
-    return ep.address().to_string() + ":" + std::to_string(ep.port());
-  }
+  std::string endpoint_text(bool remote) const { return tcp::endpoint_text(socket(), remote); }
 
  private:
   Socket socket_;  // unused (closed) under TLS

@@ -9,6 +9,7 @@
 
 #include "core/logger.hpp"
 #include "net/tcp/coroutines.hpp"
+#include "net/tcp/resolve.hpp"
 #include "net/tcp/stream_deadline.hpp"
 #include "net/tcp/tcp_transport.hpp"
 #include "ringattn/error.hpp"
@@ -17,25 +18,11 @@ namespace ringattn::net::tcp {
 namespace {
 
 constexpr auto kAwait = asio::use_awaitable;
-// A peer may not be listening yet; retries back off up to kMaxBackoff.
-constexpr std::chrono::milliseconds kFirstBackoff{10}, kMaxBackoff{500};
-
-std::string remote_text(const Socket& s) {
-  std::error_code ec;
-  const auto ep = s.remote_endpoint(ec);
-  return ec ? std::string("?") : ep.address().to_string() + ":" + std::to_string(ep.port());
-}
 
 }  // namespace
 
 Hello TcpTransport::hello_template(LinkKind kind) const {
-  Hello h;
-  h.ring_id = config_.ring_id;
-  h.rank = static_cast<std::uint32_t>(config_.rank);
-  h.world = static_cast<std::uint32_t>(config_.world);
-  h.link = kind;
-  h.limits = config_.limits;
-  return h;
+  return make_hello(config_.ring_id, config_.rank, config_.world, kind, config_.limits);
 }
 
 std::string TcpTransport::peer_name(int peer, bool receiving) const {
@@ -180,7 +167,7 @@ asio::awaitable<void> TcpTransport::accept_loop() {
     }
     if (handshaking_.size() >= kMaxPendingHandshakes) {
       ++dropped_connections_;
-      last_dropped_ = remote_text(socket) + ": too many handshakes in progress";
+      last_dropped_ = endpoint_text(socket, true) + ": too many handshakes in progress";
       logger("net")->warn("{}dropped a connection from {}", prefix(), last_dropped_);
       continue;  // the socket closes here
     }
@@ -189,7 +176,7 @@ asio::awaitable<void> TcpTransport::accept_loop() {
 }
 
 asio::awaitable<void> TcpTransport::serve_incoming(Socket socket) {
-  const std::string from = remote_text(socket);
+  const std::string from = endpoint_text(socket, true);
   Stream stream = make_stream(std::move(socket), Role::acceptor);
   HandshakeResult r =
       co_await run_handshake(stream, handshake_params(Role::acceptor, predecessor(), LinkKind::ring, stream, from));
@@ -222,18 +209,11 @@ asio::awaitable<void> TcpTransport::dial(int peer, LinkKind kind, Clock::time_po
   const PeerAddress addr = addresses_[static_cast<std::size_t>(peer)];
   const std::string target = peer_name(peer, false) + " at " + addr.text();
   std::error_code ec;
-  std::vector<asio::ip::tcp::endpoint> endpoints;
-  if (const auto ip = asio::ip::make_address(addr.host, ec); !ec) {
-    endpoints.emplace_back(ip, addr.port);
-  } else {
-    asio::ip::tcp::resolver resolver(io_);
-    const auto results = co_await resolver.async_resolve(addr.host, std::to_string(addr.port), asio::redirect_error(kAwait, ec));
-    if (dial_aborted_) co_return;
-    if (ec) {
-      fail(FailureCause::local, config_.rank, "cannot resolve " + target + ": " + ec.message());
-      co_return;
-    }
-    for (const auto& r : results) endpoints.push_back(r.endpoint());
+  const auto endpoints = co_await resolve_endpoints(addr, ec);
+  if (dial_aborted_) co_return;
+  if (ec) {
+    fail(FailureCause::local, config_.rank, "cannot resolve " + target + ": " + ec.message());
+    co_return;
   }
   std::string last_error = "none";
   int attempts = 0;

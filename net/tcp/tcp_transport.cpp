@@ -57,7 +57,6 @@ std::string ms_text(milliseconds ms) { return std::to_string(ms.count()) + " ms"
 
 TcpTransport::TcpTransport(const TransportConfig& config)
     : config_(checked(config)),
-      limits_(FrameLimits::for_limits(config_.limits)),
       ms_connect_(ms_text(config_.connect_timeout)),
       ms_io_(ms_text(config_.io_timeout)),
       work_(io_.get_executor()),
@@ -68,7 +67,7 @@ TcpTransport::TcpTransport(const TransportConfig& config)
     tls_client_ = make_tls_context(config_.secret, TlsRole::client);
     tls_server_ = make_tls_context(config_.secret, TlsRole::server);
   }
-  env_.limits = limits_;
+  env_.limits = FrameLimits::for_limits(config_.limits);
   env_.linger = std::min<milliseconds>(config_.io_timeout, kMaxLinger);
   env_.keepalive = config_.keepalive;
   env_.fail = [this](FailureCause cause, int origin, const std::string& message) { fail(cause, origin, message); };
@@ -79,11 +78,7 @@ TcpTransport::TcpTransport(const TransportConfig& config)
   const auto addr = asio::ip::make_address(config_.listen_host, ec);
   if (ec) throw InvalidArgument(prefix() + "listen_host '" + config_.listen_host + "' is not a numeric address");
   const asio::ip::tcp::endpoint ep(addr, config_.listen_port);
-  acceptor_.open(ep.protocol(), ec);
-  if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) set_buffer_sizes(acceptor_);
-  if (!ec) acceptor_.bind(ep, ec);
-  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  open_acceptor(acceptor_, ep, /*large_buffers=*/true, ec);
   if (ec)
     throw NetworkError(prefix() + "cannot listen on " + config_.listen_host + ":" + std::to_string(config_.listen_port) +
                        ": " + ec.message());
@@ -231,10 +226,7 @@ void TcpTransport::route(std::shared_ptr<PendingOp> op) {
 }
 
 Request TcpTransport::isend(int to, FrameHeader header, Payload payload, std::optional<std::uint32_t> crc) {
-  header.payload_bytes = payload.size();
-  if (is_control(header.kind))
-    throw InvalidArgument(prefix() + "isend of a " + std::string(to_string(header.kind)) + " frame (data frames only)");
-  if (std::string err = check_header(header, limits_); !err.empty()) throw InvalidArgument(prefix() + "isend: " + err);
+  check_data_send(header, payload.size(), env_.limits, prefix());
   auto op = std::make_shared<PendingOp>(PendingOp::Dir::send, this);
   op->peer = to;
   op->header = header;
@@ -329,10 +321,7 @@ std::string TcpTransport::failure() const {
   return phase_ == Phase::failed ? failure_ : std::string();
 }
 
-bool TcpTransport::test(const Request& request) const {
-  auto* op = dynamic_cast<PendingOp*>(request.state());
-  return op != nullptr && op->done();
-}
+bool TcpTransport::test(const Request& request) const { return request_done(request); }
 
 TransportStats TcpTransport::stats() const {
   TransportStats s;

@@ -110,7 +110,6 @@ class TcpTransport final : public Transport {
   void stop_io_thread();
 
   TransportConfig config_;
-  FrameLimits limits_;
   std::string ms_connect_, ms_io_;  // timeouts as text for messages
   std::shared_ptr<asio::ssl::context> tls_client_, tls_server_;  // when config_.tls
 
