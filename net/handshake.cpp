@@ -22,6 +22,7 @@ std::string_view to_string(LinkKind k) {
     case LinkKind::ring: return "ring";
     case LinkKind::p2p: return "p2p";
     case LinkKind::rendezvous: return "rendezvous";
+    case LinkKind::control: return "control";
   }
   return "?";
 }
@@ -56,8 +57,8 @@ std::string try_decode_hello(std::span<const std::byte> b, Hello& out) {
   std::copy(b.begin() + 56, b.begin() + 56 + kNonceBytes, h.nonce.begin());
   if (h.world == 0) return bad("world", h.world, "must be >= 1");
   if (h.rank >= h.world) return bad("rank", h.rank, "must be below world = " + std::to_string(h.world));
-  if (link > static_cast<std::uint8_t>(LinkKind::rendezvous))
-    return bad("link", link, "is not a known link kind (0 ring, 1 p2p, 2 rendezvous)");
+  if (link > static_cast<std::uint8_t>(LinkKind::control))
+    return bad("link", link, "is not a known link kind (0 ring, 1 p2p, 2 rendezvous, 3 control)");
   if (const auto r = get_le<std::uint8_t>(b.data() + 17); r != 0) return bad("reserved@17", r, "must be 0");
   if (const auto r = get_le<std::uint16_t>(b.data() + 18); r != 0) return bad("reserved@18", r, "must be 0");
   if (const auto r = get_le<std::uint32_t>(b.data() + 36); r != 0) return bad("reserved@36", r, "must be 0");

@@ -57,6 +57,7 @@ enum class LinkKind : std::uint8_t {
   ring = 0,        // from a rank to its ring successor, made when the ring forms
   p2p = 1,         // from a rank to any other rank, made on its first send there
   rendezvous = 2,  // from a rank to the rendezvous (which speaks as rank 0)
+  control = 3,     // from a client (ringattn submit/status) to a daemon's control port
 };
 std::string_view to_string(LinkKind k);
 
@@ -87,6 +88,13 @@ inline Hello make_hello(std::uint64_t ring_id, int rank, int world, LinkKind lin
   h.link = link;
   h.limits = limits;
   return h;
+}
+
+// The HELLO of a control connection: no ring, job or limits to agree on, only the token.
+// The client speaks as rank 1 of 2, the daemon as rank 0 (constants: the proofs bind the
+// nonces and the roles, which is all a control connection needs).
+inline Hello control_hello(bool client) {
+  return make_hello(0, client ? 1 : 0, 2, LinkKind::control, LinkLimits{1, 1, 1, 1, 0});
 }
 
 using HelloBytes = std::array<std::byte, kHelloBytes>;

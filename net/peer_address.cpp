@@ -1,4 +1,7 @@
 // "host:port" addresses of the transport's peers.
+#include <netdb.h>
+#include <sys/socket.h>
+
 #include <charconv>
 
 #include "net/transport.hpp"
@@ -24,6 +27,20 @@ PeerAddress parse_peer_address(const std::string& text, const std::string& what)
   if (ec != std::errc() || p != e || port > 65535)
     throw InvalidArgument(what + ": port '" + std::string(b, e) + "' in '" + text + "' is not a number in 0..65535");
   return {host, static_cast<std::uint16_t>(port)};
+}
+
+std::string numeric_host(const std::string& host, const std::string& what) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res); rc != 0 || res == nullptr)
+    throw InvalidArgument(what + ": cannot resolve '" + host + "': " + ::gai_strerror(rc));
+  char buf[NI_MAXHOST];
+  const int rc = ::getnameinfo(res->ai_addr, res->ai_addrlen, buf, sizeof buf, nullptr, 0, NI_NUMERICHOST);
+  ::freeaddrinfo(res);
+  if (rc != 0) throw InvalidArgument(what + ": cannot resolve '" + host + "': " + ::gai_strerror(rc));
+  return buf;
 }
 
 }  // namespace ringattn::net

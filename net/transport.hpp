@@ -64,6 +64,9 @@ struct PeerAddress {
 };
 // "host:port" or "[v6]:port"; throws InvalidArgument naming `what`.
 PeerAddress parse_peer_address(const std::string& text, const std::string& what);
+// The numeric address of `host` (a name is resolved, first answer): where a rank binds so
+// that it listens where its peers will dial it. Throws InvalidArgument naming `what`.
+std::string numeric_host(const std::string& host, const std::string& what);
 
 struct TransportConfig {
   int rank = 0;

@@ -17,12 +17,18 @@ int plan_main(const std::vector<std::string>& args);
 int run_main(const std::vector<std::string>& args);
 int node_main(const std::vector<std::string>& args);
 int verify_main(const std::vector<std::string>& args);
+int serve_main(const std::vector<std::string>& args);
+int submit_main(const std::vector<std::string>& args);
+int status_main(const std::vector<std::string>& args);
 
 
 inline constexpr Command kCommands[] = {
     {"run", "exact attention on a ring of P processes: .npy in, O and lse out", run_main},
     {"verify", "generate inputs, run the ring, check against dense float64 attention", verify_main},
     {"node", "one ring member (started by run, or by hand/systemd/Slurm on a rack)", node_main},
+    {"serve", "a ring-node daemon: keeps the ring up between jobs, metrics and /healthz (systemd, Slurm, k8s)", serve_main},
+    {"submit", "send a job to the daemons: .npy in, O and lse out, with progress", submit_main},
+    {"status", "every daemon's version, ISA, threads, state, uptime and last job", status_main},
     {"demo", "single-process kernel check against dense float64 attention", demo_main},
     {"plan", "cost model: memory, compute vs transfer, b* for overlap", plan_main},
     {"bench kernel", "block-attention kernel vs oneDNN roofline and naive (JSON lines)", bench_kernel_main},

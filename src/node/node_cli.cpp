@@ -11,7 +11,6 @@
 // launcher's lines, it stays open, and its end stops the node (launcher_channel.hpp).
 // Lines on stdout are the report of report.hpp: IDENT, PORT, ALIVE, then STATS on
 // success or FAIL on failure, with a one-line error on stderr and a non-zero exit.
-#include <netdb.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -50,22 +49,6 @@ int node_main(const std::vector<std::string>& argv);
 
 namespace ringattn::node {
 namespace {
-
-// The numeric address to bind for `host` (a name is resolved: a rank listens where its
-// peers will dial it).
-std::string numeric_host(const std::string& host, const std::string& what) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  if (const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res); rc != 0 || res == nullptr)
-    throw InvalidArgument(what + ": cannot resolve '" + host + "': " + ::gai_strerror(rc));
-  char buf[NI_MAXHOST];
-  const int rc = ::getnameinfo(res->ai_addr, res->ai_addrlen, buf, sizeof buf, nullptr, 0, NI_NUMERICHOST);
-  ::freeaddrinfo(res);
-  if (rc != 0) throw InvalidArgument(what + ": cannot resolve '" + host + "': " + ::gai_strerror(rc));
-  return buf;
-}
 
 // Work done outside the transport (reading inputs, writing outputs), for the heartbeat.
 std::atomic<std::uint64_t> g_io_progress{0};
@@ -238,10 +221,8 @@ int run_node(const cli::Args& a, int rank) {
       throw InvalidArgument("--peers lists " + std::to_string(ro.peers.size()) + " addresses but --nodes is " +
                             std::to_string(job.nodes));
     // Listen where the peers will dial this rank (its own entry), unless told otherwise.
-    const auto own = net::parse_peer_address(ro.peers[static_cast<std::size_t>(rank)], "--peers entry " + std::to_string(rank));
-    const auto listen = a.has("listen") ? net::parse_peer_address(a.str("listen"), "--listen") : own;
-    ro.listen = net::PeerAddress{numeric_host(listen.host, a.has("listen") ? "--listen" : "--peers entry " + std::to_string(rank)),
-                                 listen.port}.text();
+    // The library listens on this rank's own entry (resolved), unless told otherwise.
+    if (a.has("listen")) ro.listen = a.str("listen");
   } else if (job.nodes > 1) {
     throw InvalidArgument("--peers (every rank's host:port) or --master (a rendezvous) is required with --nodes > 1");
   }

@@ -61,10 +61,13 @@ std::string load_token(const RingOptions& o) {
 
 // Where this rank listens: `listen` ("host" or "host:port"), else `fallback_host`:0.
 net::PeerAddress listen_address(const std::string& listen, const std::string& fallback_host) {
-  if (listen.empty()) return {fallback_host, 0};
-  if (listen.find(':') == std::string::npos || (listen.front() == '[' && listen.back() == ']'))
-    return {listen.front() == '[' ? listen.substr(1, listen.size() - 2) : listen, 0};
-  return net::parse_peer_address(listen, "RingOptions::listen");
+  net::PeerAddress a;
+  if (listen.empty()) a = {fallback_host, 0};
+  else if (listen.find(':') == std::string::npos || (listen.front() == '[' && listen.back() == ']'))
+    a = {listen.front() == '[' ? listen.substr(1, listen.size() - 2) : listen, 0};
+  else a = net::parse_peer_address(listen, "RingOptions::listen");
+  a.host = net::numeric_host(a.host, listen.empty() ? "the listen address" : "RingOptions::listen");
+  return a;
 }
 
 using KernelKey = std::tuple<std::int64_t, std::int64_t, std::int64_t, int, int, std::int64_t, float>;
@@ -144,7 +147,7 @@ Ring Ring::connect(const RingOptions& o) {
     for (std::size_t r = 0; r < o.peers.size(); ++r)
       peers.push_back(net::parse_peer_address(o.peers[r], "RingOptions::peers[" + std::to_string(r) + "]"));
     const auto own = peers[static_cast<std::size_t>(o.rank)];
-    const auto listen = o.listen.empty() ? own : listen_address(o.listen, own.host);
+    const auto listen = listen_address(o.listen.empty() ? own.text() : o.listen, own.host);
     tc.listen_host = listen.host;
     tc.listen_port = listen.port != 0 ? listen.port : own.port;
     impl->transport = net::make_tcp_transport(tc);
@@ -158,7 +161,8 @@ Ring Ring::connect(const RingOptions& o) {
     rc.timeout = tc.connect_timeout;
     rc.handshake_timeout = std::min(milliseconds(5000), tc.connect_timeout);
     // Rank 0 serves the rendezvous on the master address unless a launcher does.
-    if (o.rank == 0 && !o.master_is_external) server = std::make_unique<net::tcp::RendezvousServer>(master, rc);
+    if (o.rank == 0 && !o.master_is_external) server = std::make_unique<net::tcp::RendezvousServer>(
+        net::PeerAddress{net::numeric_host(master.host, "RingOptions::master"), master.port}, rc);
     // Listen where the others can reach us: the interface this rank reaches the master by.
     const auto listen = listen_address(o.listen, net::tcp::local_address_towards(master));
     tc.listen_host = listen.host;

@@ -13,6 +13,7 @@
 #include "src/oracle/reference.hpp"
 #include "ringattn/error.hpp"
 #include "src/cli/json_object.hpp"
+#include "src/cli/json_on_failure.hpp"
 #include "src/io/npy_reader.hpp"
 #include "src/io/npy_writer.hpp"
 #include "src/node/job.hpp"
@@ -99,21 +100,6 @@ cli::JsonObject result_json(const char* command, bool ok, const node::JobSpec& j
       .add("compute_max_over_mean", t.compute_max_over_mean(r.nodes.size()))
       .add("per_node", nodes);
   return j;
-}
-
-// With --json, a command that fails still prints its one object, {"ok":false,...,
-// "error":...}, on stdout; the error goes on to main for the message on stderr and
-// the exit code.
-template <class Body>
-int json_on_failure(const std::vector<std::string>& argv, const char* command, Body&& body) {
-  if (std::find(argv.begin(), argv.end(), "--json") == argv.end()) return body();
-  try {
-    return body();
-  } catch (const std::exception& e) {
-    std::printf("%s\n", cli::JsonObject().add("ok", false).add("command", command).add("error", e.what()).str().c_str());
-    std::fflush(stdout);
-    throw;
-  }
 }
 
 void declare_run_options(cli::Args& a) {
@@ -223,7 +209,7 @@ int ringattn::cli::run_main(const std::vector<std::string>& argv) {
   a.option("out", "FILE", "output O (.npy)").option("lse", "FILE", "output lse (.npy)");
   run::declare_run_options(a);
   a.epilogue(run::kJsonHelp);
-  return run::json_on_failure(argv, "run", [&] {
+  return cli::json_on_failure(argv, "run", [&] {
     if (!a.parse(argv)) return 0;
     node::JobSpec job;
     job.q_path = a.str("q");
@@ -261,5 +247,5 @@ int ringattn::cli::verify_main(const std::vector<std::string>& argv) {
       .option("work-dir", "DIR", "where to put the generated inputs (default: a fresh temporary directory)");
   run::declare_run_options(a);
   a.epilogue(std::string(run::kJsonHelp) + "\nverify adds max_abs_error_o/_lse, tolerance_o/_lse and verdict; \"ok\" is false on a mismatch.");
-  return run::json_on_failure(argv, "verify", [&] { return run::verify(a, argv); });
+  return cli::json_on_failure(argv, "verify", [&] { return run::verify(a, argv); });
 }

@@ -1,0 +1,252 @@
+#include "src/serve/control_server.hpp"
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/ssl/context.hpp>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include "core/logger.hpp"
+#include "net/tcp/coroutines.hpp"
+#include "net/tcp/handshake_io.hpp"
+#include "net/tcp/resolve.hpp"
+#include "net/tcp/socket_options.hpp"
+#include "net/tcp/tls.hpp"
+#include "ringattn/error.hpp"
+#include "src/cli/json_object.hpp"
+#include "src/cli/json_value.hpp"
+#include "src/node/memory_budget.hpp"
+#include "src/serve/control_wire.hpp"
+
+namespace ringattn::serve {
+
+using net::tcp::Stream;
+
+struct ControlServer::Impl {
+  asio::io_context io;
+  net::tcp::Acceptor acceptor{io};
+  std::string secret;
+  std::shared_ptr<asio::ssl::context> tls;
+  Millis idle{30000};
+  RingService& service;
+  Metrics& metrics;
+  int connections = 0;
+  std::atomic<int> active_jobs{0};  // submissions not yet answered in full
+  std::thread thread;
+
+  Impl(RingService& s, Metrics& m) : service(s), metrics(m) {}
+
+  asio::awaitable<void> accept_loop() {
+    for (;;) {
+      net::tcp::Socket socket(io);
+      std::error_code ec;
+      co_await acceptor.async_accept(socket, asio::redirect_error(asio::use_awaitable, ec));
+      if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
+      if (ec) continue;
+      if (connections >= kMaxConnections) {
+        metrics.add("ringattn_control_refused_total", {{"reason", "too_many"}});
+        socket.close(ec);
+        continue;
+      }
+      asio::co_spawn(io, serve(std::move(socket)), asio::detached);
+    }
+  }
+
+  asio::awaitable<void> serve(net::tcp::Socket socket) {
+    ++connections;
+    struct Count {
+      int& n;
+      ~Count() { --n; }
+    } count{connections};
+    net::tcp::set_no_delay(socket);
+    const std::string who = "client " + net::tcp::endpoint_text(socket, true);
+    auto stream = tls ? std::make_shared<Stream>(std::make_unique<net::tcp::TlsStream>(std::move(socket), *tls))
+                      : std::make_shared<Stream>(std::move(socket));
+    net::tcp::HandshakeParams p;
+    p.ours = net::control_hello(false);
+    p.role = net::Role::acceptor;
+    p.expected_rank = 1;
+    p.secret = secret;
+    p.peer_name = who;
+    p.accept = [](net::LinkKind k) { return k == net::LinkKind::control ? std::optional<std::uint32_t>(1) : std::nullopt; };
+    p.deadline = std::min(idle, Millis(5000));
+    const auto r = co_await net::tcp::run_handshake(*stream, p);
+    if (!r.ok()) {
+      metrics.add("ringattn_control_refused_total", {{"reason", "handshake"}});
+      logger("serve")->info("control: dropped {}: {}", who, r.error);
+      co_return;
+    }
+    try {
+      co_await converse(stream, who);
+    } catch (const std::exception& e) {
+      logger("serve")->info("control: {}: {}", who, e.what());
+    }
+    stream->close();
+  }
+
+  static std::string error_event(const std::string& message, const char* cause = "local") {
+    cli::JsonObject d;
+    d.add("result", "failed").add("message", message).add("cause", cause).add("rank", -1);
+    cli::JsonObject o;
+    o.add("event", "error").add("data", d);
+    return o.str();
+  }
+
+  asio::awaitable<void> converse(std::shared_ptr<Stream> stream, const std::string& who) {
+    const std::string text = co_await read_json(*stream, idle, who);
+    cli::JsonValue v;
+    std::string op;
+    try {
+      v = cli::parse_json(text);
+      if (const auto* o = v.get("op"); o && o->kind == cli::JsonValue::Kind::string) op = o->string;
+    } catch (const std::exception&) {
+    }
+    if (op == "status") {
+      co_await write_json(*stream, "{\"event\":\"status\",\"data\":" + service.status_json() + "}", idle, who);
+    } else if (op == "nodes") {
+      co_await write_json(*stream, "{\"event\":\"nodes\",\"data\":" + service.nodes_json() + "}", idle, who);
+    } else if (op == "submit") {
+      co_await submit(stream, who, text);
+    } else {
+      co_await write_json(*stream, error_event("unknown request (expected op submit, status or nodes)"), idle, who);
+    }
+  }
+
+  asio::awaitable<void> submit(std::shared_ptr<Stream> stream, const std::string& who, const std::string& text) {
+    if (service.rank() != 0) {
+      const std::string to = service.coordinator_address();
+      cli::JsonObject d;
+      d.add("to", to).add("rank", service.rank());
+      cli::JsonObject o;
+      o.add("event", "redirect").add("data", d);
+      // (The answer goes into a variable first: GCC 12 miscompiles temporaries of a ?:
+      // inside a co_await expression — a double free.)
+      std::string answer = o.str();
+      if (to.empty())
+        answer = error_event("this daemon is rank " + std::to_string(service.rank()) +
+                             " and does not know rank 0's address yet; submit to rank 0");
+      co_await write_json(*stream, answer, idle, who);
+      co_return;
+    }
+    auto job = std::make_shared<Job>();
+    std::string refused;
+    try {
+      const double avail = node::available_memory_bytes().value_or(4.0 * (1ull << 30));
+      job->request = parse_job_request(text, service.world(), service.limits(), static_cast<std::uint64_t>(avail * 0.8));
+    } catch (const Error& e) {
+      refused = e.what();
+    }
+    if (!refused.empty()) {
+      co_await write_json(*stream, error_event(refused), idle, who);
+      co_return;
+    }
+    co_await write_json(*stream, "{\"event\":\"accepted\",\"data\":{}}", idle, who);
+    const JobRequest& q = job->request;
+    job->q.resize(q.q_bytes() / 4);
+    job->k.resize(q.kv_bytes() / 4);
+    job->v.resize(q.kv_bytes() / 4);
+    co_await read_tensor(*stream, std::as_writable_bytes(std::span(job->q)), idle, who);
+    co_await read_tensor(*stream, std::as_writable_bytes(std::span(job->k)), idle, who);
+    co_await read_tensor(*stream, std::as_writable_bytes(std::span(job->v)), idle, who);
+    if (std::string bad = first_non_finite(*job); !bad.empty()) {
+      co_await write_json(*stream, error_event(bad), idle, who);
+      co_return;
+    }
+    ++active_jobs;
+    struct Active {
+      std::atomic<int>& n;
+      ~Active() { --n; }
+    } active{active_jobs};
+    job->id = service.next_job_id();
+    job->events = std::make_shared<EventQueue>(io.get_executor());
+    try {
+      service.submit(job);
+    } catch (const Error& e) {
+      refused = e.what();
+    }
+    if (!refused.empty()) {
+      co_await write_json(*stream, error_event(refused), idle, who);
+      co_return;
+    }
+    logger("serve")->info("job {} from {}: {}", job->id, who, q.describe());
+    // The client sends nothing more: a read that ends means it went away.
+    auto done = std::make_shared<bool>(false);
+    asio::co_spawn(io, watch(stream, job->id, done), asio::detached);
+    for (;;) {
+      auto e = co_await job->events->next(Millis(1000));
+      if (!e) break;
+      if (e->empty()) *e = "{\"event\":\"alive\",\"data\":{}}";
+      co_await write_json(*stream, *e, idle, who);
+    }
+    if (job->result == JobResult::ok) {
+      co_await write_tensor(*stream, std::as_bytes(std::span(job->o)), idle, who);
+      if (q.want_lse) co_await write_tensor(*stream, std::as_bytes(std::span(job->lse)), idle, who);
+    }
+    *done = true;
+  }
+
+  asio::awaitable<void> watch(std::shared_ptr<Stream> stream, std::uint64_t id, std::shared_ptr<bool> done) {
+    std::byte b[1];
+    std::error_code ec;
+    co_await stream->async_read_some(asio::buffer(b), asio::redirect_error(asio::use_awaitable, ec));
+    if (*done) co_return;
+    logger("serve")->warn("job {}: the client went away ({}); aborting the job", id, ec ? ec.message() : "it sent data");
+    service.abort_job(id, "its client disconnected");
+  }
+
+  static std::string first_non_finite(const Job& job) {
+    const JobRequest& q = job.request;
+    auto scan = [](const std::vector<float>& t, std::int64_t heads, std::int64_t d, const char* name) -> std::string {
+      for (std::size_t i = 0; i < t.size(); ++i)
+        if (!std::isfinite(t[i])) {
+          const auto row = static_cast<std::int64_t>(i) / (heads * d);
+          const auto head = static_cast<std::int64_t>(i) / d % heads;
+          return std::string(name) + " has a non-finite value at token " + std::to_string(row) + ", head " +
+                 std::to_string(head) + ": refused before the ring started";
+        }
+      return {};
+    };
+    if (auto s = scan(job.q, q.heads, q.head_dim, "Q"); !s.empty()) return s;
+    if (auto s = scan(job.k, q.kv_heads, q.head_dim, "K"); !s.empty()) return s;
+    return scan(job.v, q.kv_heads, q.head_dim, "V");
+  }
+};
+
+ControlServer::ControlServer(const std::string& listen, std::string secret, bool tls, double timeout_seconds,
+                             RingService& service, Metrics& metrics)
+    : impl_(std::make_unique<Impl>(service, metrics)) {
+  auto& im = *impl_;
+  im.secret = std::move(secret);
+  im.idle = Millis(static_cast<std::int64_t>(timeout_seconds * 1000));
+  if (tls) im.tls = net::tcp::make_tls_context(im.secret, net::tcp::TlsRole::server);
+  const auto addr = net::parse_peer_address(listen, "--control");
+  std::error_code ec;
+  const asio::ip::tcp::endpoint ep(asio::ip::make_address(net::numeric_host(addr.host, "--control"), ec), addr.port);
+  if (!ec) net::tcp::open_acceptor(im.acceptor, ep, /*large_buffers=*/false, ec);
+  if (ec)
+    throw NetworkError("cannot listen for clients on " + listen + " (--control): " + ec.message() +
+                       " (is another daemon using that port? give each daemon on a host its own --control port)");
+  asio::co_spawn(im.io, im.accept_loop(), asio::detached);
+  im.thread = std::thread([&im] { im.io.run(); });
+}
+
+ControlServer::~ControlServer() {
+  // A drained job's client still gets its result: wait (bounded) for the answers in flight.
+  const auto until = std::chrono::steady_clock::now() + impl_->idle;
+  while (impl_->active_jobs.load() > 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  asio::post(impl_->io, [im = impl_.get()] {
+    std::error_code ignored;
+    im->acceptor.close(ignored);
+    im->io.stop();
+  });
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+std::uint16_t ControlServer::port() const { return impl_->acceptor.local_endpoint().port(); }
+
+}  // namespace ringattn::serve

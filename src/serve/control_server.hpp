@@ -1,0 +1,32 @@
+// ringattn serve — the control port: clients (submit, status) connect here, prove the
+// token (control_wire.hpp), and ask. One Asio thread; each connection is a coroutine
+// with deadlines; at most kMaxConnections at once (more are closed at once).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "src/serve/metrics.hpp"
+#include "src/serve/ring_service.hpp"
+
+namespace ringattn::serve {
+
+class ControlServer {
+ public:
+  static constexpr int kMaxConnections = 16;
+  // Binds `listen` ("host:port"); throws NetworkError naming it if it cannot.
+  ControlServer(const std::string& listen, std::string secret, bool tls, double timeout_seconds, RingService& service,
+                Metrics& metrics);
+  ~ControlServer();
+  ControlServer(const ControlServer&) = delete;
+  ControlServer& operator=(const ControlServer&) = delete;
+  std::uint16_t port() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ringattn::serve

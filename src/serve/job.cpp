@@ -1,0 +1,154 @@
+#include "src/serve/job.hpp"
+
+#include <asio/post.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include "ringattn/error.hpp"
+#include "src/cli/json_object.hpp"
+#include "src/cli/json_value.hpp"
+
+namespace ringattn::serve {
+
+std::string_view to_string(JobResult r) {
+  switch (r) {
+    case JobResult::ok: return "ok";
+    case JobResult::failed: return "failed";
+    case JobResult::aborted: return "aborted";
+  }
+  return "?";
+}
+
+AttentionSpec JobRequest::spec() const {
+  AttentionSpec s;
+  s.heads = heads;
+  s.kv_heads = kv_heads;
+  s.head_dim = head_dim;
+  s.dtype = dtype;
+  s.mask = mask;
+  return s;
+}
+
+std::string JobRequest::describe() const {
+  return "N " + std::to_string(tokens) + ", H " + std::to_string(heads) + "/" + std::to_string(kv_heads) + ", D " +
+         std::to_string(head_dim) + ", " + std::string(to_string(dtype)) + ", " + to_string(mask) + ", " +
+         std::string(to_string(layout));
+}
+
+namespace {
+
+std::int64_t field(const cli::JsonValue& v, const char* key, std::int64_t lo, std::int64_t hi, const std::string& why) {
+  const cli::JsonValue* f = v.get(key);
+  if (f == nullptr || f->kind != cli::JsonValue::Kind::number)
+    throw InvalidArgument("job request: '" + std::string(key) + "' is missing or not a number");
+  const double x = f->number;
+  if (!(x >= static_cast<double>(lo) && x <= static_cast<double>(hi)) || x != static_cast<double>(static_cast<std::int64_t>(x)))
+    throw InvalidArgument("job request: " + std::string(key) + " = " + std::to_string(x) + " is outside " +
+                          std::to_string(lo) + ".." + std::to_string(hi) + why);
+  return static_cast<std::int64_t>(x);
+}
+
+std::string text(const cli::JsonValue& v, const char* key, const std::string& def) {
+  const cli::JsonValue* f = v.get(key);
+  if (f == nullptr) return def;
+  if (f->kind != cli::JsonValue::Kind::string) throw InvalidArgument("job request: '" + std::string(key) + "' is not a string");
+  return f->string;
+}
+
+}  // namespace
+
+JobRequest parse_job_request(const std::string& json, int world, const RingLimits& limits, std::uint64_t max_job_bytes) {
+  cli::JsonValue v;
+  try {
+    v = cli::parse_json(json);
+  } catch (const std::exception& e) {
+    throw InvalidArgument(std::string("job request is not valid JSON: ") + e.what());
+  }
+  if (v.kind != cli::JsonValue::Kind::object) throw InvalidArgument("job request is not a JSON object");
+  JobRequest r;
+  r.layout = parse_layout(text(v, "layout", "contiguous"));
+  r.dtype = parse_dtype(text(v, "dtype", "fp32"));
+  const std::string ring_limit = " (the ring's limit: raise the daemons' max_* settings)";
+  r.heads = field(v, "heads", 1, limits.max_heads, ring_limit);
+  r.kv_heads = field(v, "kv_heads", 1, std::min(limits.max_kv_heads, r.heads), ring_limit);
+  r.head_dim = field(v, "head_dim", 1, limits.max_head_dim, ring_limit);
+  if (r.heads % r.kv_heads != 0)
+    throw InvalidArgument("job request: kv_heads = " + std::to_string(r.kv_heads) + " does not divide heads = " +
+                          std::to_string(r.heads));
+  const std::int64_t min_tokens = r.layout == Layout::zigzag ? 2 * world : world;
+  r.tokens = field(v, "tokens", min_tokens, limits.max_rows * world,
+                   " (a ring of " + std::to_string(world) + " with max_rows " + std::to_string(limits.max_rows) +
+                       " per rank, and the layout needs " + std::to_string(min_tokens) + " or more)");
+  if (max_shard_rows(r.layout, r.tokens, world) > limits.max_rows)
+    throw InvalidArgument("job request: the largest " + std::string(to_string(r.layout)) + " shard of " +
+                          std::to_string(r.tokens) + " tokens over " + std::to_string(world) + " ranks has " +
+                          std::to_string(max_shard_rows(r.layout, r.tokens, world)) + " rows, over max_rows " +
+                          std::to_string(limits.max_rows));
+  const std::string mask = text(v, "mask", "none");
+  if (mask == "none") r.mask = Mask::none();
+  else if (mask == "causal") r.mask = Mask::causal();
+  else if (mask == "window") r.mask = Mask::sliding_window(field(v, "window", 1, r.tokens, ""));
+  else throw InvalidArgument("job request: mask '" + mask + "' is not none, causal or window");
+  const cli::JsonValue* lse = v.get("lse");
+  r.want_lse = lse != nullptr && lse->kind == cli::JsonValue::Kind::boolean && lse->boolean;
+  // Inputs and outputs held at once by the coordinating daemon (and a copy for the shards).
+  const std::uint64_t bytes = 2 * (2 * r.q_bytes() + 2 * r.kv_bytes()) + r.lse_bytes();
+  if (bytes > max_job_bytes)
+    throw InvalidArgument("job request: the job needs about " + std::to_string(bytes >> 20) + " MiB on the coordinating "
+                          "daemon, over its limit of " + std::to_string(max_job_bytes >> 20) + " MiB");
+  return r;
+}
+
+std::string job_request_json(const JobRequest& r) {
+  cli::JsonObject o;
+  o.add("op", "submit").add("tokens", r.tokens).add("heads", r.heads).add("kv_heads", r.kv_heads);
+  o.add("head_dim", r.head_dim).add("layout", to_string(r.layout)).add("dtype", to_string(r.dtype));
+  o.add("mask", r.mask.kind == MaskKind::none ? "none" : r.mask.kind == MaskKind::causal ? "causal" : "window");
+  if (r.mask.kind == MaskKind::window) o.add("window", r.mask.window);
+  o.add("lse", r.want_lse);
+  return o.str();
+}
+
+EventQueue::EventQueue(const asio::any_io_executor& ex)
+    : ex_(ex), timer_(std::make_shared<asio::steady_timer>(ex)) {}
+
+void EventQueue::wake() {
+  asio::post(ex_, [t = timer_] { t->cancel(); });
+}
+
+void EventQueue::push(std::string event) {
+  {
+    std::lock_guard lock(mu_);
+    events_.push_back(std::move(event));
+  }
+  wake();
+}
+
+void EventQueue::close() {
+  {
+    std::lock_guard lock(mu_);
+    closed_ = true;
+  }
+  wake();
+}
+
+asio::awaitable<std::optional<std::string>> EventQueue::next(std::chrono::milliseconds idle) {
+  const auto until = std::chrono::steady_clock::now() + idle;
+  for (;;) {
+    {
+      std::lock_guard lock(mu_);
+      if (!events_.empty()) {
+        std::string e = std::move(events_.front());
+        events_.pop_front();
+        co_return e;
+      }
+      if (closed_) co_return std::nullopt;
+    }
+    if (std::chrono::steady_clock::now() >= until) co_return std::string();
+    timer_->expires_at(until);
+    std::error_code ec;
+    co_await timer_->async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+}
+
+}  // namespace ringattn::serve

@@ -1,0 +1,95 @@
+// ringattn serve — one submitted job: what the client asked for (validated against the
+// ring's limits before anything is allocated), its tensors, and the events that travel
+// back to the client's connection from the ring thread.
+#pragma once
+
+#include <asio/any_io_executor.hpp>
+#include <asio/awaitable.hpp>
+#include <asio/steady_timer.hpp>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ringattn/error.hpp"
+#include "ringattn/layout.hpp"
+#include "ringattn/ring.hpp"
+
+namespace ringattn::serve {
+
+struct JobRequest {
+  std::int64_t tokens = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  Layout layout = Layout::contiguous;
+  Mask mask = Mask::none();
+  DType dtype = DType::f32;
+  bool want_lse = false;
+
+  std::uint64_t q_bytes() const { return static_cast<std::uint64_t>(tokens * heads * head_dim) * 4; }
+  std::uint64_t kv_bytes() const { return static_cast<std::uint64_t>(tokens * kv_heads * head_dim) * 4; }
+  std::uint64_t lse_bytes() const { return static_cast<std::uint64_t>(tokens * heads) * 4; }
+  AttentionSpec spec() const;
+  std::string describe() const;  // "N 2048, H 8/8, D 128, fp32, causal, zigzag"
+};
+
+// The request's JSON as the client sends it, checked field by field against the ring
+// (world size: the layout needs enough tokens; limits: the largest shard, heads, head
+// dim) and against `max_job_bytes` (the daemon's memory for one job). Throws
+// InvalidArgument naming the field.
+JobRequest parse_job_request(const std::string& json, int world, const RingLimits& limits, std::uint64_t max_job_bytes);
+std::string job_request_json(const JobRequest& r);  // what submit sends
+
+// Events from any thread to a coroutine on one executor, in order.
+class EventQueue {
+ public:
+  explicit EventQueue(const asio::any_io_executor& ex);
+  void push(std::string event);  // any thread
+  void close();                  // any thread: no more events after those queued
+  // On the executor: the next event; nullopt once closed and drained; "" after `idle`
+  // passed without one.
+  asio::awaitable<std::optional<std::string>> next(std::chrono::milliseconds idle);
+
+ private:
+  void wake();
+  asio::any_io_executor ex_;
+  std::shared_ptr<asio::steady_timer> timer_;
+  std::mutex mu_;
+  std::deque<std::string> events_;
+  bool closed_ = false;
+};
+
+enum class JobResult { ok, failed, aborted };
+
+struct NodeResult {
+  int rank = 0;
+  std::int64_t rows = 0;
+  double seconds = 0, compute_seconds = 0, wait_seconds = 0, useful_flops = 0;
+  int steps = 0, steps_skipped = 0;
+  std::uint64_t bytes_sent = 0;
+};
+
+struct Job {
+  std::uint64_t id = 0;
+  JobRequest request;
+  std::vector<float> q, k, v;  // the whole tensors, [tokens, heads or kv_heads, head_dim]
+  std::vector<float> o, lse;   // filled by the ring thread
+  std::shared_ptr<EventQueue> events;
+  std::atomic<bool> cancelled{false};  // the client went away
+  std::chrono::steady_clock::time_point queued_at = std::chrono::steady_clock::now();
+
+  // Set by the ring thread before the final event.
+  JobResult result = JobResult::failed;
+  std::string error;
+  FailureCause cause = FailureCause::unknown;
+  int origin_rank = -1;
+  std::vector<NodeResult> nodes;
+  double ring_seconds = 0, job_seconds = 0;
+};
+
+std::string_view to_string(JobResult r);
+
+}  // namespace ringattn::serve

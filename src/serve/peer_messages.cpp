@@ -1,0 +1,167 @@
+#include "src/serve/peer_messages.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "net/byte_order.hpp"
+#include "ringattn/error.hpp"
+#include "ringattn/layout.hpp"
+
+namespace ringattn::serve::peer {
+namespace {
+
+constexpr std::size_t kPrefix = net::kBlockPrefixBytes;  // 32 bytes: the job's description
+
+net::FrameHeader state_header(Tag tag, std::uint64_t job, std::uint32_t rows, std::uint32_t cols) {
+  net::FrameHeader h;
+  h.kind = net::FrameKind::state;
+  h.dtype = DType::f32;
+  h.job_id = job;
+  h.step = tag;
+  h.rows = rows;
+  h.cols = cols;
+  return h;
+}
+
+[[noreturn]] void bad(const std::string& what) {
+  throw NetworkError("rank 0 sent a job shard that " + what, FailureCause::protocol, 0);
+}
+
+}  // namespace
+
+Frame text_frame(const std::string& text, Tag tag, const RingLimits& limits) {
+  const std::size_t floats = std::max<std::size_t>(1, (text.size() + 3) / 4);
+  const std::size_t max_cols = static_cast<std::size_t>(limits.max_heads * (limits.max_head_dim + 2));
+  const std::size_t cols = std::min(floats, max_cols);
+  const std::size_t rows = (floats + cols - 1) / cols;
+  if (rows > static_cast<std::size_t>(limits.max_rows)) throw Error("internal: node info does not fit the ring's limits");
+  Frame f{state_header(tag, 0, static_cast<std::uint32_t>(rows), static_cast<std::uint32_t>(cols)), {}};
+  f.payload.assign(rows * cols * 4, std::byte{' '});
+  std::memcpy(f.payload.data(), text.data(), text.size());
+  return f;
+}
+
+std::string frame_text(std::span<const std::byte> payload) {
+  std::string s(reinterpret_cast<const char*>(payload.data()), payload.size());
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s;
+}
+
+void gather_rows(std::span<const float> all, std::int64_t width, const Positions& pos, std::span<float> rows) {
+  std::size_t out = 0;
+  for (const auto& run : shard_row_runs(pos)) {
+    const std::size_t n = static_cast<std::size_t>((run.end - run.begin) * width);
+    std::memcpy(rows.data() + out, all.data() + run.begin * width, n * 4);
+    out += n;
+  }
+}
+
+void scatter_rows(std::span<const float> rows, std::int64_t row_width, std::int64_t offset, std::int64_t width,
+                  const Positions& pos, std::span<float> all) {
+  std::int64_t r = 0;
+  for (const auto& run : shard_row_runs(pos))
+    for (std::int64_t t = run.begin; t < run.end; ++t, ++r)
+      std::memcpy(all.data() + t * width, rows.data() + r * row_width + offset, static_cast<std::size_t>(width) * 4);
+}
+
+Frame shard_frame(const Job& job, const Positions& pos) {
+  const JobRequest& q = job.request;
+  const std::int64_t rows = pos.size();
+  const std::int64_t cols = q.kv_heads * q.head_dim;
+  Frame f{net::kv_block_header(DType::f32, static_cast<std::uint32_t>(cols), job.id, kShard,
+                               static_cast<std::uint32_t>(rows)),
+          {}};
+  f.payload.resize(net::kv_block_bytes(DType::f32, static_cast<std::uint32_t>(cols), static_cast<std::uint32_t>(rows)));
+  std::byte* p = f.payload.data();
+  net::put_le<std::uint32_t>(p + 0, static_cast<std::uint32_t>(q.heads));
+  net::put_le<std::uint32_t>(p + 4, static_cast<std::uint32_t>(q.head_dim));
+  net::put_le<std::uint8_t>(p + 8, static_cast<std::uint8_t>(q.mask.kind));
+  net::put_le<std::uint8_t>(p + 9, static_cast<std::uint8_t>(q.dtype));
+  net::put_le<std::uint8_t>(p + 10, q.want_lse ? 1 : 0);
+  net::put_le<std::uint8_t>(p + 11, static_cast<std::uint8_t>(q.layout));
+  net::put_le<std::uint64_t>(p + 12, static_cast<std::uint64_t>(q.mask.window));
+  net::put_le<std::uint64_t>(p + 20, static_cast<std::uint64_t>(q.tokens));
+  std::byte* tags = p + kPrefix;
+  std::vector<std::int64_t> positions;
+  pos.materialize_into(positions);
+  for (std::int64_t r = 0; r < rows; ++r) net::put_le<std::uint64_t>(tags + r * 8, static_cast<std::uint64_t>(positions[static_cast<std::size_t>(r)]));
+  auto* k = reinterpret_cast<float*>(tags + rows * 8);
+  gather_rows(job.k, cols, pos, {k, static_cast<std::size_t>(rows * cols)});
+  gather_rows(job.v, cols, pos, {k + rows * cols, static_cast<std::size_t>(rows * cols)});
+  return f;
+}
+
+Frame query_frame(const Job& job, const Positions& pos) {
+  const std::int64_t cols = job.request.heads * job.request.head_dim;
+  Frame f{state_header(kQuery, job.id, static_cast<std::uint32_t>(pos.size()), static_cast<std::uint32_t>(cols)), {}};
+  f.payload.resize(static_cast<std::size_t>(pos.size() * cols) * 4);
+  gather_rows(job.q, cols, pos, {reinterpret_cast<float*>(f.payload.data()), static_cast<std::size_t>(pos.size() * cols)});
+  return f;
+}
+
+Shard decode_shard(const net::FrameHeader& h, std::span<const std::byte> payload, int world, const RingLimits& limits) {
+  if (h.kind != net::FrameKind::kv_block || h.step != kShard || h.dtype != DType::f32) bad("is not a SHARD frame");
+  if (payload.size() != net::kv_block_bytes(DType::f32, h.cols, h.rows)) bad("has the wrong size");
+  const std::byte* p = payload.data();
+  Shard s;
+  JobRequest& q = s.request;
+  q.heads = net::get_le<std::uint32_t>(p + 0);
+  q.head_dim = net::get_le<std::uint32_t>(p + 4);
+  const auto mask = net::get_le<std::uint8_t>(p + 8);
+  const auto dtype = net::get_le<std::uint8_t>(p + 9);
+  q.want_lse = net::get_le<std::uint8_t>(p + 10) != 0;
+  const auto layout = net::get_le<std::uint8_t>(p + 11);
+  const auto window = static_cast<std::int64_t>(net::get_le<std::uint64_t>(p + 12));
+  q.tokens = static_cast<std::int64_t>(net::get_le<std::uint64_t>(p + 20));
+  if (q.heads < 1 || q.heads > limits.max_heads || q.head_dim < 1 || q.head_dim > limits.max_head_dim ||
+      h.cols % q.head_dim != 0)
+    bad("has heads " + std::to_string(q.heads) + ", head_dim " + std::to_string(q.head_dim) + " for " +
+        std::to_string(h.cols) + " columns");
+  q.kv_heads = h.cols / q.head_dim;
+  if (q.kv_heads < 1 || q.heads % q.kv_heads != 0) bad("has kv_heads that do not divide heads");
+  if (mask > 2 || dtype > 1 || layout > 2) bad("has an unknown mask, dtype or layout");
+  q.mask = mask == 0 ? Mask::none() : mask == 1 ? Mask::causal() : Mask::sliding_window(window);
+  if (q.mask.kind == MaskKind::window && window < 1) bad("has a window < 1");
+  q.dtype = static_cast<DType>(dtype);
+  q.layout = static_cast<Layout>(layout);
+  if (q.tokens < world || q.tokens > limits.max_rows * world) bad("has " + std::to_string(q.tokens) + " tokens");
+  const std::int64_t rows = h.rows;
+  s.positions.resize(static_cast<std::size_t>(rows));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    s.positions[static_cast<std::size_t>(r)] = static_cast<std::int64_t>(net::get_le<std::uint64_t>(p + kPrefix + r * 8));
+    if (s.positions[static_cast<std::size_t>(r)] < 0 || s.positions[static_cast<std::size_t>(r)] >= q.tokens ||
+        (r > 0 && s.positions[static_cast<std::size_t>(r)] <= s.positions[static_cast<std::size_t>(r - 1)]))
+      bad("has positions that are not increasing within 0..tokens-1");
+  }
+  const std::size_t n = static_cast<std::size_t>(rows) * h.cols;
+  const auto* kv = reinterpret_cast<const float*>(p + kPrefix + rows * 8);
+  s.k.assign(kv, kv + n);
+  s.v.assign(kv + n, kv + 2 * n);
+  return s;
+}
+
+std::vector<std::byte> encode_stats(const NodeResult& r) {
+  const double d[8] = {r.seconds, r.compute_seconds, r.wait_seconds, r.useful_flops, static_cast<double>(r.steps),
+                       static_cast<double>(r.steps_skipped), static_cast<double>(r.bytes_sent), static_cast<double>(r.rows)};
+  std::vector<std::byte> out(64);
+  std::memcpy(out.data(), d, 64);
+  return out;
+}
+
+NodeResult decode_stats(std::span<const std::byte> payload, int rank) {
+  double d[8] = {};
+  if (payload.size() == 64) std::memcpy(d, payload.data(), 64);
+  NodeResult r;
+  r.rank = rank;
+  r.seconds = d[0];
+  r.compute_seconds = d[1];
+  r.wait_seconds = d[2];
+  r.useful_flops = d[3];
+  r.steps = static_cast<int>(d[4]);
+  r.steps_skipped = static_cast<int>(d[5]);
+  r.bytes_sent = static_cast<std::uint64_t>(d[6]);
+  r.rows = static_cast<std::int64_t>(d[7]);
+  return r;
+}
+
+}  // namespace ringattn::serve::peer

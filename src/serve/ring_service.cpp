@@ -1,0 +1,571 @@
+#include "src/serve/ring_service.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "core/logger.hpp"
+#include "net/transport.hpp"
+#include "ringattn/block_attention.hpp"
+#include "ringattn/error.hpp"
+#include "ringattn/layout.hpp"
+#include "ringattn_config.h"
+#include "src/cli/json_object.hpp"
+#include "src/cli/json_value.hpp"
+#include "src/ring/internals.hpp"
+#include "src/serve/peer_messages.hpp"
+
+namespace ringattn::serve {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string hostname() {
+  char buf[256] = {};
+  ::gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+cli::JsonObject node_json(const NodeResult& n) {
+  cli::JsonObject o;
+  o.add("rank", n.rank).add("rows", n.rows).add("seconds", n.seconds).add("compute_seconds", n.compute_seconds);
+  o.add("wait_seconds", n.wait_seconds).add("useful_flops", n.useful_flops).add("steps", n.steps);
+  o.add("steps_skipped", n.steps_skipped).add("bytes_sent", n.bytes_sent);
+  return o;
+}
+
+// Events to the client: one JSON object each.
+std::string event(const char* name, cli::JsonObject body = {}) {
+  cli::JsonObject o;
+  o.add("event", name).add("data", body);
+  return o.str();
+}
+
+}  // namespace
+
+std::string_view to_string(RingState s) {
+  switch (s) {
+    case RingState::forming: return "forming";
+    case RingState::ready: return "ready";
+    case RingState::running: return "running";
+    case RingState::draining: return "draining";
+    case RingState::stopped: return "stopped";
+  }
+  return "?";
+}
+
+RingService::RingService(ServeConfig config, Metrics& metrics, std::string control_address, std::string metrics_address,
+                         std::function<void(const std::string&)> notify)
+    : config_(std::move(config)),
+      metrics_(metrics),
+      control_address_(std::move(control_address)),
+      metrics_address_(std::move(metrics_address)),
+      notify_(std::move(notify)) {
+  if (rank() == 0) coordinator_ = control_address_;
+  set_state(RingState::forming);
+}
+
+RingService::~RingService() = default;
+
+void RingService::set_state(RingState s) {
+  state_ = s;
+  for (RingState x : {RingState::forming, RingState::ready, RingState::running, RingState::draining, RingState::stopped})
+    metrics_.set("ringattn_ring_state", {{"state", std::string(to_string(x))}}, x == s ? 1 : 0);
+}
+
+std::string RingService::info_json() const {
+  cli::JsonObject o;
+  o.add("rank", rank()).add("host", hostname()).add("control", control_address_).add("metrics", metrics_address_);
+  o.add("version", RINGATTN_VERSION).add("isa", to_string(config_.ring.isa.value_or(default_isa())));
+  o.add("threads", config_.ring.threads);
+  return o.str();
+}
+
+void RingService::stop() {
+  if (stopping_.exchange(true)) return;
+  logger("serve")->info("draining: {}", running_ ? "the running job may finish within the grace period" : "no job running");
+  if (notify_) notify_("STOPPING=1");
+  {
+    std::lock_guard lock(mu_);
+    drain_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(config_.grace));
+  }
+  cv_.notify_all();
+  // The grace period: a job still running when it ends is aborted (its client is told).
+  std::thread([this, grace = config_.grace] {
+    std::this_thread::sleep_for(std::chrono::duration<double>(grace));
+    std::lock_guard lock(mu_);
+    if (ring_ && (running_ || running_id_ != 0) && state_ != RingState::stopped)
+      RingInternals::transport(*ring_).abort(FailureCause::local, rank(),
+                                             "rank " + std::to_string(rank()) + " is shutting down: the job was aborted "
+                                             "after the grace period of " + std::to_string(grace).substr(0, 5) + " s");
+  }).detach();
+}
+
+void RingService::abort_job(std::uint64_t job_id, const std::string& why) {
+  std::lock_guard lock(mu_);
+  for (auto it = queue_.begin(); it != queue_.end(); ++it)
+    if ((*it)->id == job_id) {  // not started: just drop it
+      (*it)->cancelled = true;
+      return;
+    }
+  if (running_ && running_->id == job_id && ring_) {
+    running_->cancelled = true;
+    RingInternals::transport(*ring_).abort(FailureCause::local, 0, "job " + std::to_string(job_id) + " aborted: " + why);
+  }
+}
+
+void RingService::submit(std::shared_ptr<Job> job) {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) throw Error("rank 0 is shutting down and takes no more jobs; submit again once it is back");
+    queue_.push_back(job);
+    metrics_.set("ringattn_jobs_queued", {}, static_cast<double>(queue_.size()));
+    // Queued before the ring thread can start it: the client sees the events in order.
+    cli::JsonObject e;
+    e.add("job", job->id).add("position", static_cast<std::int64_t>(queue_.size() + (running_ ? 1 : 0)));
+    e.add("ring", to_string(state()));
+    job->events->push(event("queued", e));
+  }
+  cv_.notify_all();
+}
+
+std::string RingService::coordinator_address() const {
+  std::lock_guard lock(mu_);
+  return coordinator_;
+}
+
+std::string RingService::nodes_json() const {
+  std::lock_guard lock(mu_);
+  if (nodes_json_ == "[]") return "[" + info_json() + "]";
+  return nodes_json_;
+}
+
+std::string RingService::status_json() const {
+  std::lock_guard lock(mu_);
+  cli::JsonObject o;
+  o.add("rank", rank()).add("world_size", world()).add("version", RINGATTN_VERSION);
+  o.add("isa", to_string(config_.ring.isa.value_or(default_isa()))).add("threads", config_.ring.threads);
+  o.add("host", hostname()).add("state", to_string(state())).add("uptime_seconds", since(started_));
+  o.add("control", control_address_).add("metrics", metrics_address_);
+  o.add("ring", config_.ring.master.empty() ? "peers" : "master " + config_.ring.master);
+  o.add("formations", formations_).add("last_ring_error", last_ring_error_);
+  o.add("jobs_ok", jobs_ok_).add("jobs_failed", jobs_failed_).add("jobs_aborted", jobs_aborted_);
+  o.add("queued", static_cast<std::int64_t>(queue_.size()));
+  std::string s = o.str();
+  s.pop_back();
+  return s + ",\"nodes\":" + (nodes_json_ == "[]" ? "[" + info_json() + "]" : nodes_json_) + ",\"last_job\":" + last_job_ + "}";
+}
+
+// ---- forming ----------------------------------------------------------------------
+
+bool RingService::form() {
+  set_state(stopping_ ? RingState::draining : RingState::forming);
+  auto log = logger("serve");
+  std::string last;
+  double backoff = 0.2;
+  while (!stopping_) {
+    if (notify_) notify_("STATUS=forming the ring (" + std::to_string(world()) + " daemons)");
+    try {
+      auto ring = std::make_unique<Ring>(Ring::connect(config_.ring));
+      {
+        std::lock_guard lock(mu_);
+        ring_ = std::move(ring);
+        seen_sent_ = seen_received_ = 0;
+      }
+      exchange_info();
+      ++formations_;
+      metrics_.add("ringattn_ring_formations_total");
+      log->info("ring formed: {} daemons{}", world(), formations_ > 1 ? " (re-formed)" : "");
+      set_state(RingState::ready);
+      if (notify_) {
+        notify_(notified_ready_ ? "STATUS=ring ready" : "READY=1\nSTATUS=ring ready");
+        notified_ready_ = true;
+      }
+      return true;
+    } catch (const Error& e) {
+      std::lock_guard lock(mu_);
+      if (ring_) ring_->close();
+      ring_.reset();
+      last_ring_error_ = e.what();
+      if (last != e.what()) log->warn("ring not formed yet: {} (retrying)", e.what());
+      last = e.what();
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(backoff));
+    backoff = std::min(2.0, backoff * 2);
+  }
+  return false;
+}
+
+// Every worker tells rank 0 who it is; rank 0 tells everyone the table (for `status`
+// and for redirecting clients to rank 0).
+void RingService::exchange_info() {
+  if (world() == 1) return;
+  auto& t = RingInternals::transport(*ring_);
+  const RingLimits& l = ring_->limits();
+  auto recv_text = [&](int from) {
+    std::vector<std::byte> buf;
+    net::Request r = t.irecv(from, [&](const net::FrameHeader& h) -> std::span<std::byte> {
+      if (h.kind != net::FrameKind::state) return {};
+      buf.resize(h.payload_bytes);
+      return buf;
+    });
+    const auto h = t.wait(r);
+    if (h.step != (rank() == 0 ? peer::kInfo : peer::kTable))
+      throw NetworkError("rank " + std::to_string(from) + " sent something else than its node info", FailureCause::protocol, from);
+    return peer::frame_text(buf);
+  };
+  if (rank() == 0) {
+    std::string table = "[" + info_json();
+    for (int r = 1; r < world(); ++r) table += "," + recv_text(r);
+    table += "]";
+    cli::parse_json(table);  // each worker's text must be JSON
+    auto f = peer::text_frame(table, peer::kTable, l);
+    std::vector<net::Request> sends;
+    for (int r = 1; r < world(); ++r) sends.push_back(t.isend(r, f.header, f.payload));
+    for (auto& s : sends) t.wait(s);
+    std::lock_guard lock(mu_);
+    nodes_json_ = table;
+  } else {
+    auto f = peer::text_frame(info_json(), peer::kInfo, l);
+    net::Request s = t.isend(0, f.header, f.payload);
+    t.wait(s);
+    const std::string table = recv_text(0);
+    const cli::JsonValue v = cli::parse_json(table);
+    std::lock_guard lock(mu_);
+    nodes_json_ = table;
+    if (v.kind == cli::JsonValue::Kind::array && !v.items.empty())
+      if (const auto* c = v.items[0].get("control"); c && c->kind == cli::JsonValue::Kind::string) coordinator_ = c->string;
+  }
+}
+
+// ---- serving ----------------------------------------------------------------------
+
+void RingService::run() {
+  while (!stopping_) {
+    if (!form()) break;
+    const Leave why = rank() == 0 ? coordinate() : work();
+    std::lock_guard lock(mu_);
+    record_transport();
+    if (ring_ && why == Leave::stop && world() > 1 && !ring_->broken())  // tell the others now, not at their next job
+      RingInternals::transport(*ring_).abort(FailureCause::peer_closed, rank(),
+                                             "rank " + std::to_string(rank()) + " is shutting down");
+    if (ring_) ring_->close();
+    ring_.reset();
+    if (why == Leave::broken) {
+      metrics_.add("ringattn_ring_failures_total");
+      logger("serve")->warn("the ring broke{}; re-forming", last_ring_error_.empty() ? "" : ": " + last_ring_error_);
+    }
+  }
+  set_state(RingState::stopped);
+  std::deque<std::shared_ptr<Job>> left;
+  {
+    std::lock_guard lock(mu_);
+    left.swap(queue_);
+  }
+  for (auto& j : left) {
+    j->error = "rank 0 shut down before the job started; submit it again once the daemons are back";
+    j->cause = FailureCause::local;
+    finish_job(*j, JobResult::aborted, 0);
+  }
+}
+
+void RingService::record_transport() {
+  if (!ring_) return;
+  const auto s = RingInternals::transport_stats(*ring_);
+  metrics_.add("ringattn_bytes_sent_total", {}, static_cast<double>(s.bytes_sent - seen_sent_));
+  metrics_.add("ringattn_bytes_received_total", {}, static_cast<double>(s.bytes_received - seen_received_));
+  seen_sent_ = s.bytes_sent;
+  seen_received_ = s.bytes_received;
+}
+
+RingService::Leave RingService::coordinate() {
+  for (;;) {
+    std::shared_ptr<Job> job;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return !queue_.empty() || stopping_; });
+      if (stopping_) return Leave::stop;
+      if (world() > 1) {
+        if (std::string f = RingInternals::transport(*ring_).failure(); !f.empty()) {
+          last_ring_error_ = f;
+          return Leave::broken;
+        }
+      }
+      if (queue_.empty()) continue;
+      job = queue_.front();
+      queue_.pop_front();
+      metrics_.set("ringattn_jobs_queued", {}, static_cast<double>(queue_.size()));
+      if (job->cancelled) {
+        lock.unlock();
+        job->error = "aborted: the client went away before the job started";
+        finish_job(*job, JobResult::aborted, 0);
+        continue;
+      }
+      running_ = job;
+    }
+    set_state(RingState::running);
+    const auto t0 = Clock::now();
+    bool broken = false;
+    try {
+      run_job(*job);
+      finish_job(*job, JobResult::ok, since(t0));
+    } catch (const Error& e) {
+      const auto* n = dynamic_cast<const NetworkError*>(&e);
+      job->error = e.what();
+      job->cause = n ? n->cause() : FailureCause::local;
+      job->origin_rank = n ? n->origin_rank() : 0;
+      broken = ring_->broken() || n != nullptr;
+      if (broken) last_ring_error_ = e.what();
+      finish_job(*job, job->cancelled ? JobResult::aborted : JobResult::failed, since(t0));
+    }
+    {
+      std::lock_guard lock(mu_);
+      running_.reset();
+      record_transport();
+    }
+    if (broken) return Leave::broken;
+    set_state(stopping_ ? RingState::draining : RingState::ready);
+  }
+}
+
+void RingService::run_job(Job& job) {
+  const JobRequest& q = job.request;
+  const int P = world();
+  auto& t = RingInternals::transport(*ring_);
+  // The shards go out first, all at once; the workers start as soon as theirs arrives.
+  std::vector<peer::Frame> frames;
+  std::vector<net::Request> sends;
+  frames.reserve(static_cast<std::size_t>(2 * P));
+  for (int r = 1; r < P; ++r) {
+    const Positions pos = shard_positions(q.layout, q.tokens, P, r);
+    frames.push_back(peer::shard_frame(job, pos));
+    sends.push_back(t.isend(r, frames.back().header, frames.back().payload));
+    frames.push_back(peer::query_frame(job, pos));
+    sends.push_back(t.isend(r, frames.back().header, frames.back().payload));
+  }
+  const Positions pos = shard_positions(q.layout, q.tokens, P, 0);
+  const auto rows = static_cast<std::size_t>(pos.size());
+  const std::int64_t qw = q.heads * q.head_dim, kw = q.kv_heads * q.head_dim;
+  std::vector<float> q0(rows * static_cast<std::size_t>(qw)), k0(rows * static_cast<std::size_t>(kw)), v0(k0.size());
+  peer::gather_rows(job.q, qw, pos, q0);
+  peer::gather_rows(job.k, kw, pos, k0);
+  peer::gather_rows(job.v, kw, pos, v0);
+  std::vector<float> o0(q0.size()), lse0(rows * static_cast<std::size_t>(q.heads));
+  const auto positions = pos.materialize();
+
+  {
+    cli::JsonObject e;
+    e.add("job", job.id).add("ranks", P).add("shape", q.describe());
+    job.events->push(event("started", e));
+  }
+  auto last_step = Clock::now();
+  RingInternals::set_step_hook(*ring_, [&](int step, std::span<std::byte>, std::atomic<std::uint64_t>&) {
+    const auto now = Clock::now();
+    if (step > 0) metrics_.observe("ringattn_step_seconds", {}, std::chrono::duration<double>(now - last_step).count());
+    last_step = now;
+    cli::JsonObject e;
+    e.add("rank", 0).add("step", step + 1).add("of", P);
+    job.events->push(event("step", e));
+  });
+  ForwardStats st;
+  try {
+    st = ring_->forward(q.spec(), q0, k0, v0, positions, o0, lse0);
+  } catch (const InvalidArgument& e) {  // the others are already running: tell them
+    t.abort(FailureCause::local, 0, std::string("rank 0 refused the job: ") + e.what());
+    RingInternals::set_step_hook(*ring_, {});
+    throw;
+  } catch (...) {
+    RingInternals::set_step_hook(*ring_, {});
+    throw;
+  }
+  RingInternals::set_step_hook(*ring_, {});
+  metrics_.observe("ringattn_step_seconds", {}, std::chrono::duration<double>(Clock::now() - last_step).count());
+  for (auto& s : sends) t.wait(s);
+  frames.clear();
+
+  job.o.assign(static_cast<std::size_t>(q.tokens * qw), 0.0f);
+  if (q.want_lse) job.lse.assign(static_cast<std::size_t>(q.tokens * q.heads), 0.0f);
+  peer::scatter_rows(o0, qw, 0, qw, pos, job.o);
+  if (q.want_lse) peer::scatter_rows(lse0, q.heads, 0, q.heads, pos, job.lse);
+  NodeResult me{0, pos.size(), st.seconds, st.compute_seconds, st.wait_seconds, st.useful_flops, st.steps, st.steps_skipped,
+                st.bytes_sent};
+  job.nodes = {me};
+  job.events->push(event("node_done", node_json(me)));
+  for (int r = 1; r < P; ++r) {
+    const Positions pr = shard_positions(q.layout, q.tokens, P, r);
+    const std::int64_t w = qw + q.heads;
+    std::vector<float> res(static_cast<std::size_t>(pr.size() * w));
+    std::vector<std::byte> stats(64);
+    net::Request a = t.irecv(r, std::as_writable_bytes(std::span(res)));
+    net::Request b = t.irecv(r, stats);
+    const auto ha = t.wait(a);
+    const auto hb = t.wait(b);
+    if (ha.step != peer::kResult || hb.step != peer::kStats || ha.job_id != job.id || ha.cols != static_cast<std::uint32_t>(w))
+      throw NetworkError("rank " + std::to_string(r) + " sent a result that is not job " + std::to_string(job.id) + "'s",
+                         FailureCause::protocol, r);
+    peer::scatter_rows(res, w, 0, qw, pr, job.o);
+    if (q.want_lse) peer::scatter_rows(res, w, qw, q.heads, pr, job.lse);
+    NodeResult n = peer::decode_stats(stats, r);
+    job.nodes.push_back(n);
+    job.events->push(event("node_done", node_json(n)));
+  }
+  job.ring_seconds = 0;
+  for (const auto& n : job.nodes) {
+    job.ring_seconds = std::max(job.ring_seconds, n.seconds);
+    metrics_.add("ringattn_useful_flops_total", {}, n.useful_flops);
+  }
+  metrics_.add("ringattn_exposed_wait_seconds_total", {}, st.wait_seconds);
+  metrics_.add("ringattn_compute_seconds_total", {}, st.compute_seconds);
+}
+
+void RingService::finish_job(Job& job, JobResult result, double seconds) {
+  job.result = result;
+  job.job_seconds = seconds;
+  metrics_.add("ringattn_jobs_total", {{"result", std::string(to_string(result))}});
+  if (result != JobResult::ok) metrics_.add("ringattn_job_failures_total", {{"cause", std::string(to_string(job.cause))}});
+  if (result == JobResult::ok) metrics_.observe("ringattn_job_seconds", {}, seconds);
+  cli::JsonObject last;
+  last.add("id", job.id).add("result", to_string(result)).add("seconds", seconds).add("shape", job.request.describe());
+  if (!job.error.empty()) last.add("error", job.error);
+  {
+    std::lock_guard lock(mu_);
+    last_job_ = last.str();
+    (result == JobResult::ok ? jobs_ok_ : result == JobResult::failed ? jobs_failed_ : jobs_aborted_)++;
+  }
+  if (result == JobResult::ok) {
+    logger("serve")->info("job {} done: {} in {:.3f} s (ring {:.3f} s)", job.id, job.request.describe(), seconds,
+                          job.ring_seconds);
+    cli::JsonObject e;
+    e.add("job", job.id).add("seconds", seconds).add("ring_seconds", job.ring_seconds).add("nodes", [&] {
+      std::vector<cli::JsonObject> v;
+      for (const auto& n : job.nodes) v.push_back(node_json(n));
+      return v;
+    }());
+    job.events->push(event("done", e));
+  } else {
+    logger("serve")->warn("job {} {}: {}", job.id, to_string(result), job.error);
+    cli::JsonObject e;
+    e.add("job", job.id).add("result", to_string(result)).add("message", job.error);
+    e.add("cause", to_string(job.cause)).add("rank", job.origin_rank);
+    job.events->push(event("error", e));
+  }
+  job.events->close();
+}
+
+// A worker: wait for shards from rank 0 (polling, so that an idle ring is not mistaken
+// for a stalled one and a drain is noticed), run them, send the rows back.
+RingService::Leave RingService::work() {
+  auto& t = RingInternals::transport(*ring_);
+  for (;;) {
+    std::vector<std::byte> buf;
+    net::Request req = t.irecv(0, [&](const net::FrameHeader& h) -> std::span<std::byte> {
+      if (h.kind != net::FrameKind::kv_block || h.step != peer::kShard) return {};
+      buf.resize(h.payload_bytes);
+      return buf;
+    });
+    while (!t.test(req)) {
+      if (stopping_) return Leave::stop;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    std::uint64_t id = 0;
+    try {
+      const net::FrameHeader h = t.wait(req);
+      id = h.job_id;
+      peer::Shard s = peer::decode_shard(h, buf, world(), ring_->limits());
+      buf = {};
+      const JobRequest& q = s.request;
+      const std::int64_t rows = static_cast<std::int64_t>(s.positions.size());
+      const std::int64_t qw = q.heads * q.head_dim;
+      std::vector<float> qrows(static_cast<std::size_t>(rows * qw));
+      net::Request rq = t.irecv(0, std::as_writable_bytes(std::span(qrows)));
+      const auto hq = t.wait(rq);
+      if (hq.step != peer::kQuery || hq.job_id != id)
+        throw NetworkError("rank 0 sent job " + std::to_string(hq.job_id) + "'s queries for job " + std::to_string(id),
+                           FailureCause::protocol, 0);
+      {
+        std::lock_guard lock(mu_);
+        running_id_ = id;
+      }
+      set_state(RingState::running);
+      std::vector<float> o(qrows.size()), lse(static_cast<std::size_t>(rows * q.heads));
+      ForwardStats st;
+      auto last_step = Clock::now();
+      RingInternals::set_step_hook(*ring_, [&](int step, std::span<std::byte>, std::atomic<std::uint64_t>&) {
+        const auto now = Clock::now();
+        if (step > 0) metrics_.observe("ringattn_step_seconds", {}, std::chrono::duration<double>(now - last_step).count());
+        last_step = now;
+      });
+      try {
+        st = ring_->forward(q.spec(), qrows, s.k, s.v, s.positions, o, lse);
+        RingInternals::set_step_hook(*ring_, {});
+      } catch (const InvalidArgument& e) {
+        RingInternals::set_step_hook(*ring_, {});
+        t.abort(FailureCause::local, rank(), "rank " + std::to_string(rank()) + " refused job " + std::to_string(id) + ": " + e.what());
+        throw;
+      } catch (...) {
+        RingInternals::set_step_hook(*ring_, {});
+        throw;
+      }
+      metrics_.observe("ringattn_step_seconds", {}, std::chrono::duration<double>(Clock::now() - last_step).count());
+      // O and lse side by side per row, then the stats.
+      const std::int64_t w = qw + q.heads;
+      std::vector<float> res(static_cast<std::size_t>(rows * w));
+      for (std::int64_t r = 0; r < rows; ++r) {
+        std::copy_n(o.data() + r * qw, qw, res.data() + r * w);
+        std::copy_n(lse.data() + r * q.heads, q.heads, res.data() + r * w + qw);
+      }
+      net::FrameHeader hr;
+      hr.kind = net::FrameKind::state;
+      hr.job_id = id;
+      hr.step = peer::kResult;
+      hr.rows = static_cast<std::uint32_t>(rows);
+      hr.cols = static_cast<std::uint32_t>(w);
+      NodeResult me{rank(), rows, st.seconds, st.compute_seconds, st.wait_seconds, st.useful_flops, st.steps, st.steps_skipped,
+                    st.bytes_sent};
+      const auto stats = peer::encode_stats(me);
+      net::FrameHeader hs = hr;
+      hs.step = peer::kStats;
+      hs.rows = 1;
+      hs.cols = 16;
+      net::Request a = t.isend(0, hr, std::as_bytes(std::span(res)));
+      net::Request b = t.isend(0, hs, stats);
+      t.wait(a);
+      t.wait(b);
+      metrics_.add("ringattn_exposed_wait_seconds_total", {}, st.wait_seconds);
+      metrics_.add("ringattn_compute_seconds_total", {}, st.compute_seconds);
+      metrics_.add("ringattn_useful_flops_total", {}, st.useful_flops);
+      metrics_.add("ringattn_jobs_total", {{"result", "ok"}});
+      metrics_.observe("ringattn_job_seconds", {}, st.seconds);
+      {
+        std::lock_guard lock(mu_);
+        running_id_ = 0;
+        ++jobs_ok_;
+        cli::JsonObject last;
+        last.add("id", id).add("result", "ok").add("seconds", st.seconds).add("shape", q.describe());
+        last_job_ = last.str();
+        record_transport();
+      }
+      logger("serve")->info("job {}: my {} rows in {:.3f} s", id, rows, st.seconds);
+      set_state(stopping_ ? RingState::draining : RingState::ready);
+      if (stopping_) return Leave::stop;
+    } catch (const Error& e) {
+      std::lock_guard lock(mu_);
+      last_ring_error_ = e.what();
+      if (id != 0) {
+        ++jobs_failed_;
+        running_id_ = 0;
+        cli::JsonObject last;
+        last.add("id", id).add("result", "failed").add("error", e.what());
+        last_job_ = last.str();
+        metrics_.add("ringattn_jobs_total", {{"result", "failed"}});
+        const auto* n = dynamic_cast<const NetworkError*>(&e);
+        metrics_.add("ringattn_job_failures_total", {{"cause", std::string(to_string(n ? n->cause() : FailureCause::local))}});
+      }
+      return Leave::broken;
+    }
+  }
+}
+
+}  // namespace ringattn::serve

@@ -1,0 +1,100 @@
+// ringattn serve — the daemon's ring: formed through the library at start, kept up between
+// jobs, re-formed whenever a peer dies or restarts, and drained on SIGTERM.
+//
+// Rank 0 coordinates: jobs submitted to it queue in order; for each, it sends every
+// worker its shard over the ring's links (peer_messages.hpp), runs its own shard, and
+// gathers O and lse. Workers wait for shards, run them and send back their rows. Every
+// rank makes exactly one Ring::forward call per job, in the same order, so the ring's
+// own checks (shapes on the wire, liveness, first cause) hold as in any embedding job.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "ringattn/ring.hpp"
+#include "src/serve/job.hpp"
+#include "src/serve/metrics.hpp"
+#include "src/serve/serve_config.hpp"
+
+namespace ringattn::serve {
+
+enum class RingState { forming, ready, running, draining, stopped };
+std::string_view to_string(RingState s);
+
+class RingService {
+ public:
+  // `control_address` and `metrics_address` are where clients reach this daemon (told to
+  // the other daemons, for status and redirects). `notify` gets systemd's READY=1,
+  // STATUS=... and STOPPING=1 lines.
+  RingService(ServeConfig config, Metrics& metrics, std::string control_address, std::string metrics_address,
+              std::function<void(const std::string&)> notify);
+  ~RingService();
+
+  // Forms the ring and serves until stop() and the running job are done.
+  void run();
+  // Begins the drain (any thread, e.g. the signal thread): queued jobs are refused, the
+  // running one finishes; after `grace` seconds it is aborted.
+  void stop();
+  // Aborts the running job `job_id` (its client went away): the ring breaks and re-forms.
+  void abort_job(std::uint64_t job_id, const std::string& why);
+
+  int rank() const { return config_.ring.rank; }
+  int world() const { return config_.ring.world_size; }
+  const RingLimits& limits() const { return config_.ring.limits; }
+  RingState state() const { return state_.load(); }
+
+  // Rank 0: queue a job (events go to job->events). Throws Error while draining.
+  void submit(std::shared_ptr<Job> job);
+  std::uint64_t next_job_id() { return ++job_ids_; }
+
+  std::string status_json() const;  // this node, for `ringattn status`
+  std::string nodes_json() const;   // every node's info as rank 0 collected it
+  std::string coordinator_address() const;  // rank 0's control address, once known
+
+ private:
+  enum class Leave { stop, broken };
+  bool form();
+  void exchange_info();
+  Leave coordinate();
+  Leave work();
+  void run_job(Job& job);
+  void finish_job(Job& job, JobResult result, double seconds);
+  void record_transport();
+  void set_state(RingState s);
+  std::string info_json() const;
+
+  ServeConfig config_;
+  Metrics& metrics_;
+  std::string control_address_, metrics_address_;
+  std::function<void(const std::string&)> notify_;
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+
+  std::atomic<RingState> state_{RingState::forming};
+  std::atomic<bool> stopping_{false};
+  std::atomic<std::uint64_t> job_ids_{0};
+  bool notified_ready_ = false;
+  int formations_ = 0;
+
+  mutable std::mutex mu_;  // guards everything below
+  std::condition_variable cv_;
+  std::unique_ptr<Ring> ring_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  std::shared_ptr<Job> running_;
+  std::uint64_t running_id_ = 0;  // the job a worker runs (0: none)
+  std::optional<std::chrono::steady_clock::time_point> drain_deadline_;
+  std::string nodes_json_ = "[]";
+  std::string coordinator_;
+  std::string last_job_ = "null";
+  std::uint64_t jobs_ok_ = 0, jobs_failed_ = 0, jobs_aborted_ = 0;
+  std::string last_ring_error_;
+  std::uint64_t seen_sent_ = 0, seen_received_ = 0;  // transport counters already recorded
+};
+
+}  // namespace ringattn::serve

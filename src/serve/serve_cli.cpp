@@ -1,0 +1,181 @@
+// `ringattn serve` — one ring-node daemon: forms the ring with its peers through the
+// library, keeps it up between jobs, takes jobs and status requests on its control port,
+// serves /metrics and /healthz over HTTP, reports readiness to systemd, and drains on
+// SIGTERM (the running job finishes, or is aborted after --grace), exiting 0.
+#include <pthread.h>
+#include <signal.h>
+#include <systemd/sd-daemon.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "core/logger.hpp"
+#include "net/secret.hpp"
+#include "net/tcp/rendezvous.hpp"
+#include "net/transport.hpp"
+#include "ringattn/block_attention.hpp"
+#include "ringattn/error.hpp"
+#include "ringattn/log.hpp"
+#include "src/cli/args.hpp"
+#include "src/cli/json_object.hpp"
+#include "src/serve/control_server.hpp"
+#include "src/serve/http_endpoint.hpp"
+#include "src/serve/metrics.hpp"
+#include "src/serve/ring_service.hpp"
+#include "src/serve/serve_config.hpp"
+#include "ringattn_config.h"
+
+namespace ringattn::cli {
+int serve_main(const std::vector<std::string>& argv);
+}
+
+namespace ringattn::serve {
+namespace {
+
+// JSON lines on stderr: {"ts":..., "level":..., "rank":R, "logger":..., "msg":...}.
+void use_json_logs(int rank) {
+  static std::mutex mu;
+  set_log_sink([rank](LogLevel level, std::string_view name, std::string_view message) {
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    tm t{};
+    gmtime_r(&ts.tv_sec, &t);
+    char when[64];
+    std::snprintf(when, sizeof when, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday,
+                  t.tm_hour, t.tm_min, t.tm_sec, static_cast<int>(ts.tv_nsec / 1000000) % 1000);
+    cli::JsonObject o;
+    o.add("ts", when).add("level", to_string(level)).add("rank", rank).add("logger", name).add("msg", message);
+    const std::string line = o.str() + "\n";
+    std::lock_guard lock(mu);
+    std::fwrite(line.data(), 1, line.size(), stderr);
+  });
+}
+
+void describe_metrics(Metrics& m) {
+  using T = Metrics::Type;
+  m.describe("ringattn_up", T::gauge, "1 while the daemon runs");
+  m.describe("ringattn_info", T::gauge, "the daemon's version, rank and kernel path (value 1)");
+  m.describe("ringattn_uptime_seconds", T::gauge, "seconds since the daemon started");
+  m.describe("ringattn_ring_state", T::gauge, "1 for the ring's current state");
+  m.describe("ringattn_ring_formations_total", T::counter, "times the ring formed (re-formed after a failure)");
+  m.describe("ringattn_ring_failures_total", T::counter, "times the ring broke");
+  m.describe("ringattn_jobs_total", T::counter, "jobs finished on this rank, by result");
+  m.describe("ringattn_job_failures_total", T::counter, "jobs failed or aborted, by cause");
+  m.describe("ringattn_jobs_queued", T::gauge, "jobs waiting for the ring (rank 0)");
+  m.describe("ringattn_bytes_sent_total", T::counter, "bytes this rank sent on the ring's links");
+  m.describe("ringattn_bytes_received_total", T::counter, "bytes this rank received on the ring's links");
+  m.describe("ringattn_compute_seconds_total", T::counter, "seconds in the attention kernel");
+  m.describe("ringattn_exposed_wait_seconds_total", T::counter,
+             "seconds the kernel waited on the network after its fold (transfer not hidden by compute)");
+  m.describe("ringattn_useful_flops_total", T::counter, "useful attention FLOPs (visible pairs only)");
+  m.describe("ringattn_control_refused_total", T::counter, "control connections dropped, by reason");
+  m.describe_histogram("ringattn_job_seconds", "job time (rank 0: whole job; workers: their forward pass)",
+                       {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60, 300});
+  m.describe_histogram("ringattn_step_seconds", "one ring step on this rank (fold plus exposed wait)",
+                       {0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5});
+}
+
+bool wildcard(const std::string& host) { return host == "0.0.0.0" || host == "::" || host.empty(); }
+
+// Where the other daemons and clients reach `listen` (a wildcard bind is advertised as
+// the address this host reaches the ring by).
+std::string advertised(const std::string& listen, const ServeConfig& c, const char* what) {
+  auto a = net::parse_peer_address(listen, what);
+  if (wildcard(a.host)) {
+    if (!c.ring.master.empty()) a.host = net::tcp::local_address_towards(net::parse_peer_address(c.ring.master, "--master"));
+    else if (!c.ring.peers.empty())
+      a.host = net::parse_peer_address(c.ring.peers[static_cast<std::size_t>(c.ring.rank)], "--peers").host;
+    else a.host = "127.0.0.1";
+  }
+  return a.text();
+}
+
+int run_serve(const cli::Args& a) {
+  ServeConfig c = load_serve_config(a);
+  if (!c.log_level.empty()) cli::set_log_level(c.log_level, c.sources.count("log_level") ? c.sources["log_level"] : "--log-level");
+  set_log_rank(c.ring.rank);
+  if (c.log_format == LogFormat::json) use_json_logs(c.ring.rank);
+  if (!c.sources.count("connect_timeout")) c.ring.connect_timeout = 10;  // one attempt; the daemon retries forever
+  const std::string secret = c.ring.token.empty() ? net::load_secret(c.ring.token_file)
+                                                  : net::checked_secret(c.ring.token, "RINGATTN_TOKEN");
+  c.ring.token = secret;
+  c.ring.token_file.clear();
+
+  // Signals go to one thread; every other thread starts with them blocked.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  Metrics metrics;
+  describe_metrics(metrics);
+  metrics.set("ringattn_up", {}, 1);
+  metrics.set("ringattn_info",
+              Labels{{"version", RINGATTN_VERSION},
+                     {"rank", std::to_string(c.ring.rank)},
+                     {"world_size", std::to_string(c.ring.world_size)},
+                     {"isa", std::string(to_string(c.ring.isa.value_or(default_isa())))}},
+              1);
+  auto notify = [](const std::string& line) { sd_notify(0, line.c_str()); };
+  const std::string control = advertised(c.control, c, "--control");
+  const bool metrics_on = c.metrics != "off";
+  RingService service(c, metrics, control, metrics_on ? advertised(c.metrics, c, "--metrics") : "off", notify);
+  ControlServer server(c.control, secret, c.ring.tls, c.ring.timeout, service, metrics);
+  const auto started = std::chrono::steady_clock::now();
+  std::unique_ptr<HttpEndpoint> http;
+  if (metrics_on)
+    http = std::make_unique<HttpEndpoint>(c.metrics, [&](const std::string& path) -> HttpResponse {
+      if (path == "/healthz") {
+        const RingState s = service.state();
+        const bool ok = s == RingState::ready || s == RingState::running;
+        return {ok ? 200 : 503, "text/plain; charset=utf-8", std::string(ok ? "ok" : to_string(s)) + "\n"};
+      }
+      if (path == "/metrics") {
+        metrics.set("ringattn_uptime_seconds", {},
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+        return {200, "text/plain; version=0.0.4; charset=utf-8", metrics.render()};
+      }
+      return {404, "text/plain; charset=utf-8", "not found: try /metrics or /healthz\n"};
+    });
+  logger("serve")->info("rank {} of {}: control on {}{}{}", c.ring.rank, c.ring.world_size, control,
+                        metrics_on ? ", metrics on " : "", metrics_on ? c.metrics : "");
+
+  std::thread signal_thread([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (sig == 0) return;
+    logger("serve")->info("{}: draining (grace {:.0f} s)", sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "SIGHUP",
+                          c.grace);
+    service.stop();
+  });
+  service.run();
+  if (service.state() == RingState::stopped) {
+    // run() returns only after stop(): the signal thread has its signal.
+  }
+  signal_thread.join();
+  logger("serve")->info("stopped");
+  return 0;
+}
+
+}  // namespace
+}  // namespace ringattn::serve
+
+int ringattn::cli::serve_main(const std::vector<std::string>& argv) {
+  Args a("serve", "A ring-node daemon: forms the ring with its peers and keeps it up; takes attention jobs\n"
+                  "(ringattn submit) and status requests (ringattn status) on its control port; serves\n"
+                  "Prometheus metrics and /healthz over HTTP. SIGTERM drains and exits 0.");
+  serve::declare_serve_options(a);
+  a.epilogue("Every option can also come from a TOML file (--config, or RINGATTN_CONFIG) under the key named in\n"
+             "brackets, or from the environment variable named there; flags win over the environment, which\n"
+             "wins over the file. Rank and world size also come from Slurm, mpirun, PMI or torchrun.\n"
+             "The token (--token-file or RINGATTN_TOKEN) authenticates the ring and every client.");
+  if (!a.parse(argv)) return 0;
+  return serve::run_serve(a);
+}

@@ -1,0 +1,249 @@
+#include "src/serve/serve_config.hpp"
+
+#include <cstdlib>
+#include <optional>
+
+#include <toml++/toml.h>
+
+#include "core/split.hpp"
+#include "ringattn/error.hpp"
+
+namespace ringattn::serve {
+namespace {
+
+enum class Kind { integer, real, boolean, text, list };
+
+struct Key {
+  const char* name;   // TOML key; the flag is the same with '-' for '_'
+  Kind kind;
+  const char* value;  // placeholder in --help
+  const char* help;
+  std::vector<const char*> env;  // variables, first set wins
+};
+
+const std::vector<Key>& keys() {
+  static const std::vector<Key> k = {
+      {"rank", Kind::integer, "R", "this daemon's rank, 0..world_size-1",
+       {"RINGATTN_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "RANK"}},
+      {"world_size", Kind::integer, "P", "number of daemons in the ring",
+       {"RINGATTN_WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "WORLD_SIZE"}},
+      {"peers", Kind::list, "LIST", "every rank's ring address host:port, comma-separated (or master)", {"RINGATTN_PEERS"}},
+      {"master", Kind::text, "HOST:PORT", "rendezvous address: rank 0 serves it, the others register there",
+       {"RINGATTN_MASTER"}},
+      {"listen", Kind::text, "HOST[:PORT]", "where this rank's ring links listen (default: its --peers entry, or the "
+                                            "interface towards the master, any port)", {"RINGATTN_LISTEN"}},
+      {"control", Kind::text, "HOST:PORT", "where clients submit jobs and ask for status", {"RINGATTN_CONTROL"}},
+      {"metrics", Kind::text, "HOST:PORT", "HTTP /metrics and /healthz ('off': none)", {"RINGATTN_METRICS"}},
+      {"token_file", Kind::text, "FILE", "the ring's shared secret, mode 0600 (default: RINGATTN_TOKEN)",
+       {"RINGATTN_TOKEN_FILE"}},
+      {"tls", Kind::boolean, "", "TLS 1.3 on every ring and control connection, keyed by the token", {"RINGATTN_TLS"}},
+      {"threads", Kind::integer, "N", "kernel threads per job (0: all cores)", {"RINGATTN_THREADS"}},
+      {"isa", Kind::text, "ISA", "force a kernel path: generic, avx2, avx512, neon", {"RINGATTN_ISA"}},
+      {"wire_dtype", Kind::text, "DTYPE", "dtype of jobs that do not ask for one: fp32 or bf16", {"RINGATTN_WIRE_DTYPE"}},
+      {"max_rows", Kind::integer, "N", "largest shard (rows per rank) of a job", {"RINGATTN_MAX_ROWS"}},
+      {"max_heads", Kind::integer, "N", "most query heads of a job", {"RINGATTN_MAX_HEADS"}},
+      {"max_kv_heads", Kind::integer, "N", "most K/V heads of a job", {"RINGATTN_MAX_KV_HEADS"}},
+      {"max_head_dim", Kind::integer, "N", "largest head dimension of a job", {"RINGATTN_MAX_HEAD_DIM"}},
+      {"timeout", Kind::real, "S", "seconds a peer may stay silent or stall during a job", {"RINGATTN_TIMEOUT"}},
+      {"connect_timeout", Kind::real, "S", "seconds one attempt to form the ring may take", {"RINGATTN_CONNECT_TIMEOUT"}},
+      {"grace", Kind::real, "S", "after SIGTERM, seconds the running job may take before it is aborted",
+       {"RINGATTN_GRACE"}},
+      {"ring_id", Kind::integer, "N", "id shared by the ring's daemons; daemons of another ring are refused",
+       {"RINGATTN_RING_ID"}},
+      {"log_level", Kind::text, "LEVEL", "trace, debug, info, warn, error (the common --log-level)", {"RINGATTN_LOG_LEVEL"}},
+      {"log_format", Kind::text, "FORMAT", "text, or json (one object per line, with the rank)", {"RINGATTN_LOG_FORMAT"}},
+  };
+  return k;
+}
+
+std::string flag_name(const char* key) {
+  std::string f = key;
+  for (char& c : f)
+    if (c == '_') c = '-';
+  return f;
+}
+
+struct Value {
+  std::string text;
+  std::string source;
+};
+
+// A TOML value as the same text a flag would give; throws naming the key on a wrong type.
+std::string toml_text(const toml::node& n, const Key& k, const std::string& where) {
+  const std::string name = where + ": " + k.name;
+  switch (k.kind) {
+    case Kind::integer:
+      if (auto v = n.value<std::int64_t>()) return std::to_string(*v);
+      break;
+    case Kind::real:
+      if (auto v = n.value<double>()) return std::to_string(*v);
+      break;
+    case Kind::boolean:
+      if (auto v = n.value<bool>()) return *v ? "1" : "0";
+      break;
+    case Kind::text:
+      if (auto v = n.value<std::string>()) return *v;
+      break;
+    case Kind::list:
+      if (const auto* arr = n.as_array()) {
+        std::string out;
+        for (const auto& e : *arr) {
+          auto s = e.value<std::string>();
+          if (!s) throw InvalidArgument(name + " must be an array of \"host:port\" strings");
+          out += (out.empty() ? "" : ",") + *s;
+        }
+        return out;
+      }
+      if (auto v = n.value<std::string>()) return *v;
+      break;
+  }
+  static const char* what[] = {"a whole number", "a number", "true or false", "a string", "an array of strings"};
+  throw InvalidArgument(name + " must be " + what[static_cast<int>(k.kind)]);
+}
+
+std::map<std::string, Value> from_file(const std::string& path) {
+  toml::table t;
+  try {
+    t = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    const auto& r = e.source().begin;
+    throw InvalidArgument(path + ":" + std::to_string(r.line) + ":" + std::to_string(r.column) + ": " +
+                          std::string(e.description()));
+  }
+  std::map<std::string, Value> out;
+  for (const auto& [name, node] : t) {
+    const std::string key(name.str());
+    const Key* k = nullptr;
+    for (const auto& c : keys())
+      if (key == c.name) k = &c;
+    if (k == nullptr)
+      throw InvalidArgument(path + ": unknown key '" + key + "' (the keys are serve's long options with '_' for '-'; "
+                            "see ringattn serve --help)");
+    out[key] = {toml_text(node, *k, path), path + ": " + key};
+  }
+  return out;
+}
+
+std::optional<Value> from_env(const Key& k) {
+  for (const char* name : k.env)
+    if (const char* v = std::getenv(name); v && *v) return Value{v, name};
+  if (std::string(k.name) == "master") {  // torchrun's pair
+    const char* addr = std::getenv("MASTER_ADDR");
+    const char* port = std::getenv("MASTER_PORT");
+    if (addr && *addr && port && *port) {
+      const std::string a = addr;
+      return Value{(a.find(':') != std::string::npos ? "[" + a + "]" : a) + ":" + port, "MASTER_ADDR/MASTER_PORT"};
+    }
+  }
+  return std::nullopt;
+}
+
+std::int64_t whole(const Value& v, std::int64_t lo, std::int64_t hi) {
+  const std::int64_t x = cli::parse_integer(v.text, v.source);
+  if (x < lo || x > hi)
+    throw InvalidArgument(v.source + " = " + v.text + " is outside " + std::to_string(lo) + ".." + std::to_string(hi));
+  return x;
+}
+
+double seconds(const Value& v, double lo) {
+  char* end = nullptr;
+  const double x = std::strtod(v.text.c_str(), &end);
+  if (end == v.text.c_str() || *end != '\0' || !(x >= lo) || x > 1e6)
+    throw InvalidArgument(v.source + " = '" + v.text + "' is not a number of seconds >= " + std::to_string(lo).substr(0, 4));
+  return x;
+}
+
+bool boolean(const Value& v) {
+  if (v.text == "1" || v.text == "true" || v.text == "yes" || v.text == "on") return true;
+  if (v.text == "0" || v.text == "false" || v.text == "no" || v.text == "off") return false;
+  throw InvalidArgument(v.source + " = '" + v.text + "' is not a boolean (1/0, true/false)");
+}
+
+}  // namespace
+
+const std::vector<std::string>& serve_config_keys() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (const auto& k : keys()) n.push_back(k.name);
+    return n;
+  }();
+  return names;
+}
+
+void declare_serve_options(cli::Args& a) {
+  a.option("config", "FILE", "TOML file with any of the keys below (flags and RINGATTN_* variables win over it)");
+  for (const auto& k : keys()) {
+    if (std::string(k.name) == "log_level") continue;  // every command's --log-level
+    std::string help = k.help;
+    help += " [" + std::string(k.name) + ", " + k.env.front() + "]";
+    if (k.kind == Kind::boolean) a.flag(flag_name(k.name), help);
+    else a.option(flag_name(k.name), k.value, help);
+  }
+}
+
+ServeConfig load_serve_config(const cli::Args& a) {
+  std::map<std::string, Value> v;
+  ServeConfig c;
+  if (auto f = a.maybe("config")) c.config_file = *f;
+  else if (const char* e = std::getenv("RINGATTN_CONFIG"); e && *e) c.config_file = e;
+  if (!c.config_file.empty()) v = from_file(c.config_file);
+  for (const auto& k : keys()) {
+    if (auto e = from_env(k)) v[k.name] = *e;
+    const std::string flag = flag_name(k.name);
+    if (flag == "log-level") continue;
+    if (k.kind == Kind::boolean ? a.has(flag) : a.maybe(flag).has_value())
+      v[k.name] = {k.kind == Kind::boolean ? "1" : a.str(flag), "--" + flag};
+  }
+  auto get = [&](const char* key) -> const Value* {
+    auto it = v.find(key);
+    return it == v.end() ? nullptr : &it->second;
+  };
+  for (const auto& [key, val] : v) c.sources[key] = val.source;
+
+  RingOptions& r = c.ring;
+  const Value* world = get("world_size");
+  const Value* rank = get("rank");
+  if (!world)
+    throw InvalidArgument("no world size: give --world-size, world_size in the config, or RINGATTN_WORLD_SIZE "
+                          "(Slurm, mpirun and torchrun set theirs)");
+  if (!rank) throw InvalidArgument("no rank: give --rank, rank in the config, or RINGATTN_RANK (or SLURM_PROCID...)");
+  r.world_size = static_cast<int>(whole(*world, 1, 4096));
+  r.rank = static_cast<int>(whole(*rank, 0, r.world_size - 1));
+  if (const Value* p = get("peers")) {
+    r.peers = split_commas(p->text);
+    if (static_cast<int>(r.peers.size()) != r.world_size)
+      throw InvalidArgument(p->source + " lists " + std::to_string(r.peers.size()) + " addresses for a world of " +
+                            std::to_string(r.world_size));
+  } else if (const Value* m = get("master")) {
+    r.master = m->text;
+  } else if (r.world_size > 1) {
+    throw InvalidArgument("no way to find the other daemons: give --master HOST:PORT (rank 0 serves a rendezvous "
+                          "there) or --peers h:p,h:p,...");
+  }
+  if (const Value* x = get("listen")) r.listen = x->text;
+  if (const Value* x = get("token_file")) r.token_file = x->text;
+  else if (const char* t = std::getenv("RINGATTN_TOKEN"); t && *t) r.token = t;
+  if (const Value* x = get("tls")) r.tls = boolean(*x);
+  if (const Value* x = get("threads")) r.threads = static_cast<int>(whole(*x, 0, 4096));
+  if (const Value* x = get("isa")) r.isa = parse_isa(x->text);
+  if (const Value* x = get("max_rows")) r.limits.max_rows = whole(*x, 1, 1 << 24);
+  if (const Value* x = get("max_heads")) r.limits.max_heads = whole(*x, 1, 4096);
+  if (const Value* x = get("max_kv_heads")) r.limits.max_kv_heads = whole(*x, 1, 4096);
+  if (const Value* x = get("max_head_dim")) r.limits.max_head_dim = whole(*x, 1, 4096);
+  if (const Value* x = get("timeout")) r.timeout = seconds(*x, 0.05);
+  if (const Value* x = get("connect_timeout")) r.connect_timeout = seconds(*x, 0.05);
+  if (const Value* x = get("ring_id")) r.ring_id = static_cast<std::uint64_t>(whole(*x, 0, INT64_MAX));
+  if (const Value* x = get("control")) c.control = x->text;
+  if (const Value* x = get("metrics")) c.metrics = x->text;
+  if (const Value* x = get("grace")) c.grace = seconds(*x, 0);
+  if (const Value* x = get("wire_dtype")) c.wire_dtype = parse_dtype(x->text);
+  if (const Value* x = get("log_format")) {
+    if (x->text == "json") c.log_format = LogFormat::json;
+    else if (x->text != "text") throw InvalidArgument(x->source + " = '" + x->text + "': expected text or json");
+  }
+  if (auto l = a.log_level()) c.log_level = *l;
+  else if (const Value* x = get("log_level")) c.log_level = x->text;
+  return c;
+}
+
+}  // namespace ringattn::serve

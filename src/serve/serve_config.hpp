@@ -1,0 +1,40 @@
+// ringattn serve — the daemon's configuration: a TOML file, RINGATTN_* variables (and the
+// launchers' own: Slurm, Open MPI, PMI, torchrun) and flags, in rising precedence. Every
+// value is checked once, and an error names where the bad value came from
+// ("--threads", "RINGATTN_THREADS" or "ring.toml: threads").
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ringattn/ring.hpp"
+#include "src/cli/args.hpp"
+
+namespace ringattn::serve {
+
+enum class LogFormat { text, json };
+
+struct ServeConfig {
+  RingOptions ring;                 // rank, world, peers or master, token, limits, timeouts...
+  std::string control = "0.0.0.0:7700";   // where clients submit jobs and ask for status
+  std::string metrics = "0.0.0.0:9464";   // HTTP /metrics and /healthz; "off": none
+  DType wire_dtype = DType::f32;    // the dtype of jobs that do not ask for one
+  double grace = 30;                // seconds a running job may finish after SIGTERM
+  LogFormat log_format = LogFormat::text;
+  std::string log_level;            // empty: the default (info)
+  std::string config_file;          // where the file values came from, if any
+  std::map<std::string, std::string> sources;  // key -> where its value came from
+};
+
+// Declares serve's options (one per configuration key, plus --config).
+void declare_serve_options(cli::Args& a);
+
+// The configuration of this daemon: defaults < TOML file (--config or RINGATTN_CONFIG) <
+// environment < flags. Throws InvalidArgument naming the source of a bad or missing value.
+ServeConfig load_serve_config(const cli::Args& a);
+
+// The configuration keys, in the order of `ringattn serve --help` (for docs and tests).
+const std::vector<std::string>& serve_config_keys();
+
+}  // namespace ringattn::serve

@@ -1,0 +1,178 @@
+// `ringattn status` — asks a daemon for the ring's nodes, then every node for its own
+// state: version, ISA, threads, state, uptime, jobs, last job. --wait S polls until every
+// node of the ring reports the ring ready (for scripts that start daemons).
+#include <asio/co_spawn.hpp>
+#include <asio/io_context.hpp>
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <thread>
+
+#include "net/secret.hpp"
+#include "net/tcp/coroutines.hpp"
+#include "ringattn/error.hpp"
+#include "src/cli/args.hpp"
+#include "src/cli/json_object.hpp"
+#include "src/cli/json_on_failure.hpp"
+#include "src/cli/json_value.hpp"
+#include "src/serve/control_wire.hpp"
+
+namespace ringattn::cli {
+int status_main(const std::vector<std::string>& argv);
+}
+
+namespace ringattn::serve {
+namespace {
+
+struct NodeReport {
+  std::string control;
+  std::string json;   // the node's status object, or empty
+  std::string error;  // why it could not be asked
+  cli::JsonValue value;
+};
+
+// One request on a fresh connection; returns the "data" member's text.
+std::string ask(const std::string& to, const std::string& op, const std::string& secret, bool tls, Millis timeout) {
+  asio::io_context io;
+  std::string reply;
+  std::exception_ptr failure;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        auto c = co_await connect_control(to, secret, tls, timeout);
+        co_await write_json(*c.stream, "{\"op\":\"" + op + "\"}", timeout, c.peer);
+        reply = co_await read_json(*c.stream, timeout, c.peer);
+        c.stream->close();
+      },
+      [&](std::exception_ptr e) { failure = e; });
+  io.run();
+  if (failure) std::rethrow_exception(failure);
+  const std::string prefix = "{\"event\":\"" + op + "\",\"data\":";
+  if (reply.rfind(prefix, 0) != 0 || reply.back() != '}') {
+    const cli::JsonValue v = cli::parse_json(reply);
+    const auto* d = v.get("data");
+    const auto* m = d ? d->get("message") : nullptr;
+    throw Error("daemon at " + to + ": " + (m ? m->string : "unexpected answer to '" + op + "'"));
+  }
+  return reply.substr(prefix.size(), reply.size() - prefix.size() - 1);
+}
+
+std::string field(const cli::JsonValue& v, const char* key) {
+  const auto* f = v.get(key);
+  if (!f) return "-";
+  if (f->kind == cli::JsonValue::Kind::string) return f->string;
+  if (f->kind == cli::JsonValue::Kind::number) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%g", f->number);
+    return b;
+  }
+  return "-";
+}
+
+std::vector<NodeReport> survey(const std::string& to, const std::string& secret, bool tls, Millis timeout) {
+  const cli::JsonValue nodes = cli::parse_json(ask(to, "nodes", secret, tls, timeout));
+  std::vector<NodeReport> out;
+  for (const auto& n : nodes.items) {
+    NodeReport r;
+    r.control = field(n, "control");
+    try {
+      r.json = ask(r.control, "status", secret, tls, timeout);
+      r.value = cli::parse_json(r.json);
+    } catch (const std::exception& e) {
+      r.error = e.what();
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+bool all_ready(const std::vector<NodeReport>& nodes) {
+  if (nodes.empty()) return false;
+  const cli::JsonValue& first = nodes.front().value;
+  const auto* w = first.get("world_size");
+  if (!w || static_cast<std::size_t>(w->number) != nodes.size()) return false;
+  for (const auto& n : nodes) {
+    const std::string s = n.error.empty() ? field(n.value, "state") : "";
+    if (s != "ready" && s != "running") return false;
+  }
+  return true;
+}
+
+int run_status(const cli::Args& a) {
+  const std::string to = a.str("to");
+  const std::string secret = net::load_secret(a.maybe("token-file").value_or(""));
+  const bool tls = a.has("tls");
+  const Millis timeout(static_cast<std::int64_t>(a.real("timeout") * 1000));
+  const double wait = a.has("wait") ? a.real("wait") : 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait);
+  std::vector<NodeReport> nodes;
+  std::string last_error;
+  for (;;) {
+    try {
+      nodes = survey(to, secret, tls, timeout);
+      last_error.clear();
+      if (wait == 0 || all_ready(nodes)) break;
+    } catch (const Error& e) {
+      last_error = e.what();
+      if (wait == 0) throw;
+    }
+    if (std::chrono::steady_clock::now() >= until) {
+      if (!last_error.empty()) throw NetworkError("the ring did not answer within --wait " + a.str("wait") + " s: " + last_error);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  const bool ready = all_ready(nodes);
+  if (a.has("json")) {
+    std::string list;
+    for (const auto& n : nodes)
+      list += (list.empty() ? "" : ",") +
+              (n.error.empty() ? n.json : cli::JsonObject().add("control", n.control).add("error", n.error).str());
+    std::printf("{\"ok\":%s,\"command\":\"status\",\"ready\":%s,\"nodes\":[%s]}\n", ready ? "true" : "false",
+                ready ? "true" : "false", list.c_str());
+  } else {
+    std::printf("%-4s %-16s %-22s %-9s %-9s %-8s %-7s %-12s %s\n", "rank", "host", "control", "state", "uptime", "isa",
+                "threads", "jobs ok/bad", "last job");
+    for (const auto& n : nodes) {
+      if (!n.error.empty()) {
+        std::printf("%-4s %-16s %-22s unreachable: %s\n", "?", "-", n.control.c_str(), n.error.c_str());
+        continue;
+      }
+      const cli::JsonValue& v = n.value;
+      std::string last = "-";
+      if (const auto* j = v.get("last_job"); j && j->kind == cli::JsonValue::Kind::object)
+        last = "#" + field(*j, "id") + " " + field(*j, "result") + " " + field(*j, "seconds") + " s";
+      char uptime[32];
+      std::snprintf(uptime, sizeof uptime, "%.0f s", v.get("uptime_seconds") ? v.get("uptime_seconds")->number : 0.0);
+      const std::string jobs = field(v, "jobs_ok") + "/" +
+                               std::to_string(static_cast<long long>((v.get("jobs_failed") ? v.get("jobs_failed")->number : 0) +
+                                                                     (v.get("jobs_aborted") ? v.get("jobs_aborted")->number : 0)));
+      std::printf("%-4s %-16s %-22s %-9s %-9s %-8s %-7s %-12s %s\n", field(v, "rank").c_str(), field(v, "host").c_str(),
+                  n.control.c_str(), field(v, "state").c_str(), uptime, field(v, "isa").c_str(),
+                  field(v, "threads").c_str(), jobs.c_str(), last.c_str());
+    }
+    std::size_t answered = 0;
+    for (const auto& n : nodes) answered += n.error.empty() ? 1 : 0;
+    if (!nodes.empty() && nodes.front().error.empty())
+      std::printf("ringattn %s, %zu of %s daemons answered, ring %s\n", field(nodes.front().value, "version").c_str(),
+                  answered, field(nodes.front().value, "world_size").c_str(), ready ? "ready" : "not ready");
+  }
+  if (wait > 0 && !ready) throw NetworkError("the ring was not ready within --wait " + a.str("wait") + " s");
+  return 0;
+}
+
+}  // namespace
+}  // namespace ringattn::serve
+
+int ringattn::cli::status_main(const std::vector<std::string>& argv) {
+  Args a("status", "Asks a daemon (ringattn serve) for the ring's nodes and each node for its state: version,\n"
+                   "ISA, threads, state, uptime, jobs and the last job.");
+  a.option("to", "HOST:PORT", "any daemon's control address")
+      .option("token-file", "FILE", "the daemons' shared secret, mode 0600 (default: RINGATTN_TOKEN)")
+      .flag("tls", "TLS 1.3 to the daemons (they must run with --tls)")
+      .option("timeout", "S", "seconds to wait for each daemon's answer", "10")
+      .option("wait", "S", "poll until every daemon of the ring reports it ready, at most S seconds (exit 1 if not)")
+      .flag("json", "print one JSON object on stdout and nothing else (also on failure: \"ok\": false)");
+  if (!a.parse(argv)) return 0;
+  return json_on_failure(argv, "status", [&] { return serve::run_status(a); });
+}

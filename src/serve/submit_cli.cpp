@@ -1,0 +1,269 @@
+// `ringattn submit` — sends one attention job to a ring of daemons (`ringattn serve`):
+// streams Q, K and V to the daemon, which coordinates the ring (another rank redirects
+// to rank 0), shows the job's progress, and writes O (and lse) all-or-nothing.
+#include <unistd.h>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/io_context.hpp>
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <optional>
+
+#include "net/secret.hpp"
+#include "net/tcp/coroutines.hpp"
+#include "ringattn/error.hpp"
+#include "src/cli/args.hpp"
+#include "src/cli/json_object.hpp"
+#include "src/cli/json_on_failure.hpp"
+#include "src/cli/json_value.hpp"
+#include "src/io/finite_check.hpp"
+#include "src/io/npy_reader.hpp"
+#include "src/io/npy_writer.hpp"
+#include "src/node/job.hpp"
+#include "src/run/output_paths.hpp"
+#include "src/serve/control_wire.hpp"
+#include "src/serve/job.hpp"
+
+namespace ringattn::cli {
+int submit_main(const std::vector<std::string>& argv);
+}
+
+namespace ringattn::serve {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+struct Outcome {
+  std::uint64_t job = 0;
+  std::vector<cli::JsonObject> nodes;
+  double seconds = 0, ring_seconds = 0, upload_seconds = 0, download_seconds = 0;
+  std::string daemon;
+};
+
+// A one-line progress display on stderr (overwritten on a terminal, one line per event
+// otherwise).
+struct Progress {
+  bool on = true;
+  bool tty = ::isatty(2) != 0;
+  void line(const std::string& s, bool final = false) const {
+    if (!on) return;
+    if (tty) std::fprintf(stderr, "\r\033[K%s%s", s.c_str(), final ? "\n" : "");
+    else if (!s.empty()) std::fprintf(stderr, "%s\n", s.c_str());
+  }
+};
+
+std::string mib(std::uint64_t bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return b;
+}
+
+double number(const cli::JsonValue& v, const char* key) {
+  const auto* f = v.get(key);
+  return f && f->kind == cli::JsonValue::Kind::number ? f->number : 0;
+}
+std::string text(const cli::JsonValue& v, const char* key) {
+  const auto* f = v.get(key);
+  return f && f->kind == cli::JsonValue::Kind::string ? f->string : "";
+}
+
+cli::JsonObject to_object(const cli::JsonValue& v) {  // a node's stats, as received
+  cli::JsonObject o;
+  for (const auto& [k, f] : v.fields)
+    if (f.kind == cli::JsonValue::Kind::number) o.add(k, f.number);
+  return o;
+}
+
+asio::awaitable<void> converse(std::string to, const std::string& secret, bool tls, Millis idle, const JobRequest& req,
+                               const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
+                               std::vector<float>& o, std::vector<float>& lse, const Progress& progress, Outcome& out) {
+  for (int hops = 0;; ++hops) {
+    auto c = co_await connect_control(to, secret, tls, idle);
+    out.daemon = to;
+    const auto t0 = Clock::now();
+    co_await write_json(*c.stream, job_request_json(req), idle, c.peer);
+    const std::uint64_t total = req.q_bytes() + 2 * req.kv_bytes();
+    std::uint64_t before = 0;
+    auto show = [&](std::uint64_t done) {
+      static auto last = Clock::now();
+      if (Clock::now() - last < std::chrono::milliseconds(200) && before + done != total) return;
+      last = Clock::now();
+      progress.line("submit: sending Q, K, V to " + to + ": " + mib(before + done) + " of " + mib(total));
+    };
+    // The daemon answers the request before any tensor moves: accepted, a redirect to
+    // rank 0, or why not (limits, memory, draining).
+    {
+      const cli::JsonValue e = cli::parse_json(co_await read_json(*c.stream, idle, c.peer));
+      const std::string name = text(e, "event");
+      static const cli::JsonValue none;
+      const cli::JsonValue& data = e.get("data") ? *e.get("data") : none;
+      if (name == "redirect") {
+        const std::string next = text(data, "to");
+        if (hops >= 2 || next.empty()) throw NetworkError("the daemons redirect in a loop; submit to rank 0", FailureCause::protocol);
+        progress.line("submit: " + to + " is rank " + std::to_string(static_cast<int>(number(data, "rank"))) +
+                      ", not rank 0; sending to rank 0 at " + next);
+        to = next;
+        continue;
+      }
+      if (name != "accepted") throw Error(c.peer + " refused the job: " + text(data, "message"));
+    }
+    co_await write_tensor(*c.stream, std::as_bytes(std::span(q)), idle, c.peer, show);
+    before += req.q_bytes();
+    co_await write_tensor(*c.stream, std::as_bytes(std::span(k)), idle, c.peer, show);
+    before += req.kv_bytes();
+    co_await write_tensor(*c.stream, std::as_bytes(std::span(v)), idle, c.peer, show);
+    out.upload_seconds = since(t0);
+    for (;;) {
+      const cli::JsonValue e = cli::parse_json(co_await read_json(*c.stream, idle, c.peer));
+      const std::string name = text(e, "event");
+      const cli::JsonValue* d = e.get("data");
+      static const cli::JsonValue empty;
+      const cli::JsonValue& data = d ? *d : empty;
+      if (name == "queued") {
+        out.job = static_cast<std::uint64_t>(number(data, "job"));
+        progress.line("submit: job " + std::to_string(out.job) + " queued at position " +
+                      std::to_string(static_cast<int>(number(data, "position"))) + " (ring " + text(data, "ring") + ")");
+      } else if (name == "started") {
+        progress.line("submit: job " + std::to_string(out.job) + " running on " +
+                      std::to_string(static_cast<int>(number(data, "ranks"))) + " ranks: " + text(data, "shape"));
+      } else if (name == "step") {
+        progress.line("submit: job " + std::to_string(out.job) + ": ring step " +
+                      std::to_string(static_cast<int>(number(data, "step"))) + "/" +
+                      std::to_string(static_cast<int>(number(data, "of"))) + " on rank 0");
+      } else if (name == "node_done") {
+        out.nodes.push_back(to_object(data));
+        char b[160];
+        std::snprintf(b, sizeof b, "submit: job %llu: rank %d done, %d steps in %.3f s (%.3f s exposed wait)",
+                      static_cast<unsigned long long>(out.job), static_cast<int>(number(data, "rank")),
+                      static_cast<int>(number(data, "steps")), number(data, "seconds"), number(data, "wait_seconds"));
+        progress.line(b);
+      } else if (name == "done") {
+        out.seconds = number(data, "seconds");
+        out.ring_seconds = number(data, "ring_seconds");
+        break;
+      } else if (name == "error") {
+        const int rank = static_cast<int>(number(data, "rank"));
+        const std::string cause = text(data, "cause");
+        FailureCause fc = FailureCause::unknown;
+        for (int i = 0; i <= 7; ++i)
+          if (to_string(static_cast<FailureCause>(i)) == cause) fc = static_cast<FailureCause>(i);
+        progress.line("", true);
+        throw NetworkError("job " + std::to_string(out.job) + " " + text(data, "result") +
+                               (rank >= 0 ? " on rank " + std::to_string(rank) : std::string()) + " (" + cause +
+                               "): " + text(data, "message"),
+                           fc, rank);
+      }  // "alive": the daemon is there; nothing to show
+    }
+    const auto t1 = Clock::now();
+    co_await read_tensor(*c.stream, std::as_writable_bytes(std::span(o)), idle, c.peer);
+    if (req.want_lse) co_await read_tensor(*c.stream, std::as_writable_bytes(std::span(lse)), idle, c.peer);
+    out.download_seconds = since(t1);
+    progress.line("", true);
+    co_return;
+  }
+}
+
+int run_submit(const cli::Args& a) {
+  const Progress progress{!a.quiet() && !a.has("json")};
+  node::JobSpec spec;
+  spec.q_path = a.str("q");
+  spec.k_path = a.str("k");
+  spec.v_path = a.str("v");
+  node::inspect_inputs(spec);  // shapes agree, before anything is read or sent
+  const std::string out_path = a.str("out");
+  const std::string lse_path = a.maybe("lse").value_or("");
+  run::check_output_paths(out_path, lse_path, {spec.q_path, spec.k_path, spec.v_path});
+
+  JobRequest req;
+  req.tokens = spec.tokens;
+  req.heads = spec.attention.heads;
+  req.kv_heads = spec.attention.kv_heads;
+  req.head_dim = spec.attention.head_dim;
+  req.layout = parse_layout(a.str("layout"));
+  req.dtype = parse_dtype(a.str("dtype"));
+  if (a.has("window")) req.mask = Mask::sliding_window(a.int64("window"));
+  else if (a.has("causal")) req.mask = Mask::causal();
+  req.want_lse = !lse_path.empty();
+
+  auto read = [&](const std::string& path, const char* heads) {
+    io::NpyReader r(path);
+    std::vector<float> t = r.read_all();
+    const io::RowRange all{0, r.info().shape[0]};
+    io::check_finite(path, t, std::span(&all, 1), r.info(), heads);
+    return t;
+  };
+  const std::vector<float> q = read(spec.q_path, "head"), k = read(spec.k_path, "kv head"), v = read(spec.v_path, "kv head");
+  std::vector<float> o(static_cast<std::size_t>(req.tokens * req.heads * req.head_dim));
+  std::vector<float> lse(req.want_lse ? static_cast<std::size_t>(req.tokens * req.heads) : 0);
+
+  const std::string secret = net::load_secret(a.maybe("token-file").value_or(""));
+  const Millis idle(static_cast<std::int64_t>(a.real("timeout") * 1000));
+  Outcome out;
+  const auto t0 = Clock::now();
+  asio::io_context io;
+  std::exception_ptr failure;
+  asio::co_spawn(io, converse(a.str("to"), secret, a.has("tls"), idle, req, q, k, v, o, lse, progress, out),
+                 [&](std::exception_ptr e) { failure = e; });
+  io.run();
+  if (failure) std::rethrow_exception(failure);
+  const double total = since(t0);
+
+  // All or nothing: both files are finished before either is published.
+  io::NpyAtomicWriter wo(out_path, {req.tokens, req.heads, req.head_dim});
+  wo.write_rows(io::RowRange{0, req.tokens}, o);
+  std::optional<io::NpyAtomicWriter> wl;
+  if (req.want_lse) {
+    wl.emplace(lse_path, std::vector<std::int64_t>{req.tokens, req.heads});
+    wl->write_rows(io::RowRange{0, req.tokens}, lse);
+    wl->finish();
+  }
+  wo.finish();
+  wo.commit();
+  if (wl) wl->commit();
+
+  if (a.has("json")) {
+    cli::JsonObject j;
+    j.add("ok", true).add("command", "submit").add("daemon", out.daemon).add("job", out.job).add("tokens", req.tokens);
+    j.add("heads", req.heads).add("kv_heads", req.kv_heads).add("head_dim", req.head_dim);
+    j.add("layout", to_string(req.layout)).add("mask", to_string(req.mask)).add("dtype", to_string(req.dtype));
+    j.add("total_seconds", total).add("upload_seconds", out.upload_seconds).add("job_seconds", out.seconds);
+    j.add("ring_seconds", out.ring_seconds).add("download_seconds", out.download_seconds);
+    j.add("out", out_path).add("lse", lse_path).add("nodes", out.nodes);
+    std::printf("%s\n", j.str().c_str());
+  } else if (!a.quiet()) {
+    std::printf("job %llu: %s -> %s%s\n  %.3f s total: upload %.3f s, job %.3f s (ring %.3f s on %zu ranks), download %.3f s\n",
+                static_cast<unsigned long long>(out.job), req.describe().c_str(), out_path.c_str(),
+                lse_path.empty() ? "" : (", " + lse_path).c_str(), total, out.upload_seconds, out.seconds,
+                out.ring_seconds, out.nodes.size(), out.download_seconds);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace ringattn::serve
+
+int ringattn::cli::submit_main(const std::vector<std::string>& argv) {
+  Args a("submit", "Sends one attention job to a ring of daemons (ringattn serve) and writes its output:\n"
+                   "Q, K, V stream to the daemon, the ring computes exact attention, O (and lse) come back.");
+  a.option("to", "HOST:PORT", "a daemon's control address (rank 0's, or any: the others redirect)")
+      .option("q", "FILE", "queries, .npy [tokens, heads, head_dim]")
+      .option("k", "FILE", "keys, .npy [tokens, kv_heads, head_dim]")
+      .option("v", "FILE", "values, .npy [tokens, kv_heads, head_dim]")
+      .option("out", "FILE", "O, written all-or-nothing: .npy [tokens, heads, head_dim]")
+      .option("lse", "FILE", "also write the log-sum-exp, .npy [tokens, heads]")
+      .flag("causal", "causal mask on the global token positions")
+      .option("window", "W", "sliding window of W tokens (causal)")
+      .option("layout", "L", "sharding of the token axis: contiguous, zigzag, striped", "zigzag")
+      .option("dtype", "DTYPE", "kernel inputs and K/V on the wire: fp32 or bf16", "fp32")
+      .option("token-file", "FILE", "the daemons' shared secret, mode 0600 (default: RINGATTN_TOKEN)")
+      .flag("tls", "TLS 1.3 to the daemon (the daemons must run with --tls)")
+      .option("timeout", "S", "seconds the daemon may stay silent before the job counts as lost", "60")
+      .flag("json", "print one JSON object on stdout and nothing else (also on failure: \"ok\": false)");
+  a.epilogue("Progress goes to stderr: the upload, the queue position, ring steps on rank 0, each rank's finish.\n"
+             "Errors name the rank and the cause; O and lse are written only when the whole job succeeded.");
+  if (!a.parse(argv)) return 0;
+  return json_on_failure(argv, "submit", [&] { return serve::run_submit(a); });
+}
