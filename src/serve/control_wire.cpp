@@ -5,8 +5,10 @@
 #include <asio/write.hpp>
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 
 #include "net/byte_order.hpp"
+#include "net/secret.hpp"
 #include "net/tcp/coroutines.hpp"
 #include "net/tcp/handshake_io.hpp"
 #include "net/tcp/resolve.hpp"
@@ -133,6 +135,12 @@ asio::awaitable<void> read_tensor(Stream& s, std::span<std::byte> into, Millis i
                                   const std::function<void(std::uint64_t)>& progress) {
   const MessageHead h = co_await read_head(s, idle, peer);
   co_await read_tensor_body(s, h, into, idle, peer, progress);
+}
+
+std::string client_secret(const std::optional<std::string>& token_file) {
+  if (token_file) return net::load_secret(*token_file);
+  if (const char* f = std::getenv("RINGATTN_TOKEN_FILE"); f && *f && !std::getenv("RINGATTN_TOKEN")) return net::load_secret(f);
+  return net::load_secret("");
 }
 
 asio::awaitable<ClientConnection> connect_control(std::string address, std::string secret, bool tls, Millis timeout) {

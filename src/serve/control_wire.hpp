@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -62,6 +63,10 @@ asio::awaitable<void> read_tensor(net::tcp::Stream& s, std::span<std::byte> into
                                   const std::function<void(std::uint64_t done)>& progress = {});
 asio::awaitable<void> read_tensor_body(net::tcp::Stream& s, const MessageHead& h, std::span<std::byte> into, Millis idle,
                                        const std::string& peer, const std::function<void(std::uint64_t)>& progress = {});
+
+// A client's token: --token-file, else RINGATTN_TOKEN_FILE, else RINGATTN_TOKEN (the
+// same as the daemons').
+std::string client_secret(const std::optional<std::string>& token_file);
 
 // The client's side: connects to `address` ("host:port"), TLS if asked, and proves the
 // token. Throws NetworkError naming the address and what to do.

@@ -43,7 +43,7 @@ std::int64_t field(const cli::JsonValue& v, const char* key, std::int64_t lo, st
     throw InvalidArgument("job request: '" + std::string(key) + "' is missing or not a number");
   const double x = f->number;
   if (!(x >= static_cast<double>(lo) && x <= static_cast<double>(hi)) || x != static_cast<double>(static_cast<std::int64_t>(x)))
-    throw InvalidArgument("job request: " + std::string(key) + " = " + std::to_string(x) + " is outside " +
+    throw InvalidArgument("job request: " + std::string(key) + " = " + std::to_string(static_cast<long long>(x)) + " is outside " +
                           std::to_string(lo) + ".." + std::to_string(hi) + why);
   return static_cast<std::int64_t>(x);
 }

@@ -100,7 +100,7 @@ bool all_ready(const std::vector<NodeReport>& nodes) {
 
 int run_status(const cli::Args& a) {
   const std::string to = a.str("to");
-  const std::string secret = net::load_secret(a.maybe("token-file").value_or(""));
+  const std::string secret = client_secret(a.maybe("token-file"));
   const bool tls = a.has("tls");
   const Millis timeout(static_cast<std::int64_t>(a.real("timeout") * 1000));
   const double wait = a.has("wait") ? a.real("wait") : 0;
@@ -168,7 +168,7 @@ int ringattn::cli::status_main(const std::vector<std::string>& argv) {
   Args a("status", "Asks a daemon (ringattn serve) for the ring's nodes and each node for its state: version,\n"
                    "ISA, threads, state, uptime, jobs and the last job.");
   a.option("to", "HOST:PORT", "any daemon's control address")
-      .option("token-file", "FILE", "the daemons' shared secret, mode 0600 (default: RINGATTN_TOKEN)")
+      .option("token-file", "FILE", "the daemons' shared secret, mode 0600 (default: RINGATTN_TOKEN_FILE or RINGATTN_TOKEN)")
       .flag("tls", "TLS 1.3 to the daemons (they must run with --tls)")
       .option("timeout", "S", "seconds to wait for each daemon's answer", "10")
       .option("wait", "S", "poll until every daemon of the ring reports it ready, at most S seconds (exit 1 if not)")

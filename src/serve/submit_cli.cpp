@@ -199,7 +199,7 @@ int run_submit(const cli::Args& a) {
   std::vector<float> o(static_cast<std::size_t>(req.tokens * req.heads * req.head_dim));
   std::vector<float> lse(req.want_lse ? static_cast<std::size_t>(req.tokens * req.heads) : 0);
 
-  const std::string secret = net::load_secret(a.maybe("token-file").value_or(""));
+  const std::string secret = client_secret(a.maybe("token-file"));
   const Millis idle(static_cast<std::int64_t>(a.real("timeout") * 1000));
   Outcome out;
   const auto t0 = Clock::now();
@@ -258,7 +258,7 @@ int ringattn::cli::submit_main(const std::vector<std::string>& argv) {
       .option("window", "W", "sliding window of W tokens (causal)")
       .option("layout", "L", "sharding of the token axis: contiguous, zigzag, striped", "zigzag")
       .option("dtype", "DTYPE", "kernel inputs and K/V on the wire: fp32 or bf16", "fp32")
-      .option("token-file", "FILE", "the daemons' shared secret, mode 0600 (default: RINGATTN_TOKEN)")
+      .option("token-file", "FILE", "the daemons' shared secret, mode 0600 (default: RINGATTN_TOKEN_FILE or RINGATTN_TOKEN)")
       .flag("tls", "TLS 1.3 to the daemon (the daemons must run with --tls)")
       .option("timeout", "S", "seconds the daemon may stay silent before the job counts as lost", "60")
       .flag("json", "print one JSON object on stdout and nothing else (also on failure: \"ok\": false)");

@@ -1,0 +1,128 @@
+// `ringattn serve`'s configuration: TOML file < environment < flags, and errors that
+// name where a bad value came from.
+#include <doctest/doctest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "ringattn/error.hpp"
+#include "src/serve/serve_config.hpp"
+
+namespace ringattn::serve {
+namespace {
+
+struct TempToml {
+  std::string path = (std::filesystem::temp_directory_path() / ("ringattn-test-" + std::to_string(::getpid()) + ".toml")).string();
+  explicit TempToml(const std::string& text) { std::ofstream(path) << text; }
+  ~TempToml() { std::filesystem::remove(path); }
+};
+
+struct Env {  // sets variables for the scope
+  std::vector<std::string> names;
+  Env(std::initializer_list<std::pair<const char*, const char*>> kv) {
+    for (auto [k, v] : kv) {
+      ::setenv(k, v, 1);
+      names.emplace_back(k);
+    }
+  }
+  ~Env() {
+    for (auto& n : names) ::unsetenv(n.c_str());
+  }
+};
+
+ServeConfig load(std::vector<std::string> argv) {
+  cli::Args a("serve", "test");
+  declare_serve_options(a);
+  REQUIRE(a.parse(argv));
+  return load_serve_config(a);
+}
+
+std::string error_of(std::vector<std::string> argv) {
+  try {
+    load(std::move(argv));
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("serve config: the file, then the environment, then flags") {
+  TempToml f(R"(world_size = 3
+rank = 1
+master = "10.0.0.1:7600"
+control = "0.0.0.0:7701"
+threads = 4
+timeout = 12.5
+tls = true
+max_rows = 4096
+log_format = "json"
+wire_dtype = "bf16"
+)");
+  ServeConfig c = load({"--config", f.path});
+  CHECK(c.ring.world_size == 3);
+  CHECK(c.ring.rank == 1);
+  CHECK(c.ring.master == "10.0.0.1:7600");
+  CHECK(c.control == "0.0.0.0:7701");
+  CHECK(c.ring.threads == 4);
+  CHECK(c.ring.timeout == doctest::Approx(12.5));
+  CHECK(c.ring.tls);
+  CHECK(c.ring.limits.max_rows == 4096);
+  CHECK(c.log_format == LogFormat::json);
+  CHECK(c.wire_dtype == DType::bf16);
+  CHECK(c.sources["threads"] == f.path + ": threads");
+  {
+    Env e({{"RINGATTN_THREADS", "2"}, {"SLURM_PROCID", "2"}});
+    c = load({"--config", f.path});
+    CHECK(c.ring.threads == 2);
+    CHECK(c.ring.rank == 2);  // Slurm's rank beats the file
+    CHECK(c.sources["threads"] == "RINGATTN_THREADS");
+    c = load({"--config", f.path, "--threads", "1", "--rank", "0"});
+    CHECK(c.ring.threads == 1);
+    CHECK(c.ring.rank == 0);
+    CHECK(c.sources["threads"] == "--threads");
+  }
+  {
+    Env e({{"RINGATTN_CONFIG", f.path.c_str()}});
+    CHECK(load({}).ring.world_size == 3);
+  }
+}
+
+TEST_CASE("serve config: errors name the source of the bad value") {
+  TempToml typo("world_size = 2\nrank = 0\nmaster = \"h:1\"\nthreds = 4\n");
+  CHECK(error_of({"--config", typo.path}).find("unknown key 'threds'") != std::string::npos);
+  TempToml type("world_size = \"two\"\n");
+  CHECK(error_of({"--config", type.path}).find(": world_size must be a whole number") != std::string::npos);
+  TempToml syntax("world_size = = 2\n");
+  CHECK(error_of({"--config", syntax.path}).find(syntax.path + ":1:") != std::string::npos);
+  CHECK(error_of({"--world-size", "2", "--rank", "2", "--master", "h:1"}).find("--rank = 2 is outside 0..1") !=
+        std::string::npos);
+  CHECK(error_of({"--world-size", "3", "--rank", "0"}).find("--master") != std::string::npos);
+  CHECK(error_of({"--world-size", "3", "--rank", "0", "--peers", "a:1,b:2"}).find("--peers lists 2 addresses") !=
+        std::string::npos);
+  {
+    Env e({{"RINGATTN_TIMEOUT", "soon"}});
+    CHECK(error_of({"--world-size", "1", "--rank", "0"}).find("RINGATTN_TIMEOUT") != std::string::npos);
+  }
+  CHECK(error_of({"--world-size", "1", "--rank", "0", "--log-format", "xml"}).find("--log-format") != std::string::npos);
+}
+
+TEST_CASE("serve config: every key is a flag, and a world of one needs no peers") {
+  cli::Args a("serve", "test");
+  declare_serve_options(a);
+  const std::string help = a.help();
+  for (const auto& k : serve_config_keys()) {
+    if (k == "log_level") continue;  // the common --log-level
+    std::string flag = "--" + k;
+    for (char& ch : flag)
+      if (ch == '_') ch = '-';
+    CHECK_MESSAGE(help.find(flag) != std::string::npos, flag);
+  }
+  const ServeConfig c = load({"--world-size", "1", "--rank", "0"});
+  CHECK(c.ring.peers.empty());
+  CHECK(c.ring.master.empty());
+}
+
+}  // namespace ringattn::serve

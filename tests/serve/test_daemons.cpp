@@ -1,0 +1,248 @@
+// The daemons as an operator meets them: a ring of `ringattn serve` processes on
+// loopback, jobs through `ringattn submit`, state through `ringattn status` and HTTP.
+// Faults: a daemon killed or stopped mid-job, a client that goes away, SIGTERM. The
+// assertions are about causes (which rank, which result); time bounds are hang guards
+// that hold on a loaded 2-core machine.
+#include <doctest/doctest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "tests/serve/daemon_ring.hpp"
+
+namespace ringattn::stest {
+namespace {
+
+using itest::Inputs;
+using itest::Shape;
+
+constexpr double kTolF32 = 2e-5;
+constexpr double kTolBf16 = 1e-2;
+
+struct Checked {
+  Outcome outcome;
+  double err_o = 1e9, err_lse = 1e9;
+};
+
+// Submits `in` (written to a fresh directory) and compares O and lse with float64 attention.
+Checked submit_and_check(DaemonRing& ring, int to, const Inputs& in, Mask mask, const std::vector<std::string>& extra) {
+  ScratchDir d;
+  in.write(d);
+  Checked c;
+  c.outcome = itest::run_ringattn(ring.submit_args(to, d.path().string(), extra), ring.env(), 180);
+  if (c.outcome.exit_code != 0) return c;
+  const auto ref = itest::dense_reference(in, mask);
+  c.err_o = itest::max_abs_error(itest::read_npy_floats(d.file("o.npy")), ref.o);
+  c.err_lse = itest::max_abs_error(itest::read_npy_floats(d.file("lse.npy")), ref.lse);
+  return c;
+}
+
+bool contains(const std::string& s, const std::string& w) { return s.find(w) != std::string::npos; }
+
+// Waits until `pred` or `seconds` pass; returns pred().
+template <class Pred>
+bool eventually(double seconds, Pred pred) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return true;
+}
+
+// A job long enough on one thread per daemon that a fault lands in the middle of it.
+Shape long_shape() { return Shape{16384, 8, 8, 128}; }
+
+}  // namespace
+
+TEST_CASE("serve: a ring of 3 daemons is exact for every layout, mask and dtype, and redirects clients to rank 0") {
+  DaemonRing ring({});
+  REQUIRE(ring.wait_ready(60));
+  struct Case {
+    const char* layout;
+    Mask mask;
+    DType dtype;
+    int to;
+  };
+  const Case cases[] = {{"contiguous", Mask::none(), DType::f32, 0},
+                        {"zigzag", Mask::causal(), DType::f32, 1},
+                        {"striped", Mask::sliding_window(37), DType::f32, 2},
+                        {"zigzag", Mask::causal(), DType::bf16, 0}};
+  unsigned seed = 10;
+  for (const auto& c : cases) {
+    const Inputs in(Shape{301, 8, 2, 64}, seed++, c.dtype);
+    std::vector<std::string> extra = {"--layout", c.layout, "--dtype", std::string(to_string(c.dtype))};
+    if (c.mask.kind == MaskKind::causal) extra.push_back("--causal");
+    if (c.mask.kind == MaskKind::window) extra.insert(extra.end(), {"--window", std::to_string(c.mask.window)});
+    const Checked r = submit_and_check(ring, c.to, in, c.mask, extra);
+    INFO(c.layout << " " << to_string(c.mask) << " " << to_string(c.dtype) << " via rank " << c.to << ": " << r.outcome.err);
+    REQUIRE(r.outcome.exit_code == 0);
+    CHECK(r.err_o <= (c.dtype == DType::bf16 ? kTolBf16 : kTolF32));
+    CHECK(r.err_lse <= (c.dtype == DType::bf16 ? kTolBf16 : kTolF32));
+    if (c.to != 0) CHECK(contains(r.outcome.err, "not rank 0"));
+  }
+  // status names every node, ready, with its last job.
+  const auto s = itest::run_ringattn({"status", "--to", ring.control(2), "--json"}, ring.env(), 30);
+  INFO(s.out << s.err);
+  CHECK(s.exit_code == 0);
+  CHECK(contains(s.out, "\"ready\":true"));
+  for (int r = 0; r < 3; ++r) CHECK(contains(s.out, "\"control\":\"" + ring.control(r) + "\""));
+  CHECK(contains(s.out, "\"last_job\":{\"id\":4"));
+}
+
+TEST_CASE("serve: four clients at once all get exact results") {
+  DaemonRing ring({});
+  REQUIRE(ring.wait_ready(60));
+  std::vector<std::unique_ptr<ScratchDir>> dirs;
+  std::vector<Inputs> inputs;
+  std::vector<std::unique_ptr<itest::Spawned>> clients;
+  for (int i = 0; i < 4; ++i) {
+    dirs.push_back(std::make_unique<ScratchDir>());
+    inputs.emplace_back(Shape{256 + 64 * i, 4, 4, 32}, 100 + i, DType::f32);
+    inputs.back().write(*dirs.back());
+  }
+  for (int i = 0; i < 4; ++i)
+    clients.push_back(std::make_unique<itest::Spawned>(ring.submit_args(i % 3, dirs[static_cast<std::size_t>(i)]->path().string(), {"--causal"}), ring.env()));
+  for (int i = 0; i < 4; ++i) {
+    const Outcome o = clients[static_cast<std::size_t>(i)]->wait(180);
+    INFO("client " << i << ": " << o.err);
+    REQUIRE(o.exit_code == 0);
+    const auto ref = itest::dense_reference(inputs[static_cast<std::size_t>(i)], Mask::causal());
+    CHECK(itest::max_abs_error(itest::read_npy_floats(dirs[static_cast<std::size_t>(i)]->file("o.npy")), ref.o) <= kTolF32);
+  }
+}
+
+TEST_CASE("serve: a daemon killed mid-job is named in the client's one line; the others stay up; it rejoins; the next job is exact") {
+  DaemonRing ring({});
+  REQUIRE(ring.wait_ready(60));
+  ScratchDir d;
+  Inputs(long_shape(), 7, DType::f32).write(d);
+  itest::Spawned client(ring.submit_args(0, d.path().string(), {}), ring.env());
+  REQUIRE(eventually(60, [&] { client.pump(); return contains(client.err(), "running on 3 ranks"); }));
+  ring.signal(1, SIGKILL);
+  const Outcome o = client.wait(60);
+  INFO(o.err);
+  CHECK(o.exit_code == 1);
+  const auto lines = o.error_lines();
+  REQUIRE(!lines.empty());
+  CHECK(contains(lines.back(), "rank 1"));
+  CHECK(!std::filesystem::exists(d.file("o.npy")));
+  CHECK(ring.running(0));
+  CHECK(ring.running(2));
+  ring.start(1);
+  REQUIRE(ring.wait_ready(60));
+  const Inputs in(Shape{300, 8, 8, 64}, 8, DType::f32);
+  const Checked r = submit_and_check(ring, 0, in, Mask::causal(), {"--causal"});
+  INFO(r.outcome.err);
+  REQUIRE(r.outcome.exit_code == 0);
+  CHECK(r.err_o <= kTolF32);
+}
+
+TEST_CASE("serve: a stopped daemon (SIGSTOP) is named within about the timeout; after SIGCONT the ring re-forms") {
+  DaemonRing ring({});
+  REQUIRE(ring.wait_ready(60));
+  ScratchDir d;
+  Inputs(long_shape(), 9, DType::f32).write(d);
+  itest::Spawned client(ring.submit_args(0, d.path().string(), {}), ring.env());
+  REQUIRE(eventually(60, [&] { client.pump(); return contains(client.err(), "running on 3 ranks"); }));
+  ring.signal(2, SIGSTOP);
+  const auto t0 = std::chrono::steady_clock::now();
+  const Outcome o = client.wait(90);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ring.signal(2, SIGCONT);
+  INFO(o.err);
+  CHECK(o.exit_code == 1);
+  REQUIRE(!o.error_lines().empty());
+  CHECK(contains(o.error_lines().back(), "rank 2"));
+  CHECK(took < 60);  // a hang guard: the daemons' timeout is 3 s, the rest is load
+  REQUIRE(ring.wait_ready(60));
+  const Checked r = submit_and_check(ring, 0, Inputs(Shape{200, 4, 4, 32}, 10, DType::f32), Mask::none(), {});
+  CHECK(r.outcome.exit_code == 0);
+  CHECK(r.err_o <= kTolF32);
+}
+
+TEST_CASE("serve: a client that disconnects mid-job aborts it, and the daemons serve the next job") {
+  DaemonRing ring({});
+  REQUIRE(ring.wait_ready(60));
+  ScratchDir d;
+  Inputs(long_shape(), 11, DType::f32).write(d);
+  {
+    itest::Spawned client(ring.submit_args(0, d.path().string(), {}), ring.env());
+    REQUIRE(eventually(60, [&] { client.pump(); return contains(client.err(), "running on 3 ranks"); }));
+  }  // the client's group is SIGKILLed here
+  CHECK(eventually(60, [&] { return contains(ring.log(0), "aborted: its client disconnected"); }));
+  const Checked r = submit_and_check(ring, 0, Inputs(Shape{200, 4, 4, 32}, 12, DType::f32), Mask::causal(), {"--causal"});
+  INFO(r.outcome.err);
+  CHECK(r.outcome.exit_code == 0);
+  CHECK(r.err_o <= kTolF32);
+  for (int k = 0; k < 3; ++k) CHECK(ring.running(k));
+}
+
+TEST_CASE("serve: SIGTERM drains: the running job finishes and the daemon exits 0") {
+  DaemonRing ring({});
+  REQUIRE(ring.wait_ready(60));
+  ScratchDir d;
+  const Inputs in(Shape{4096, 8, 8, 128}, 13, DType::f32);
+  in.write(d);
+  itest::Spawned client(ring.submit_args(0, d.path().string(), {}), ring.env());
+  REQUIRE(eventually(60, [&] { client.pump(); return contains(client.err(), "running on 3 ranks"); }));
+  ring.signal(0, SIGTERM);
+  const Outcome o = client.wait(120);
+  INFO(o.err);
+  CHECK(o.exit_code == 0);
+  const Outcome daemon = ring.stop(0, 60);
+  CHECK(daemon.exit_code == 0);
+  CHECK(contains(ring.log(0), "draining"));
+  const auto ref = itest::dense_reference(in, Mask::none());
+  CHECK(itest::max_abs_error(itest::read_npy_floats(d.file("o.npy")), ref.o) <= kTolF32);
+  // The others noticed at once and wait for rank 0 to come back.
+  CHECK(eventually(30, [&] { return http_get(ring.metrics(1), "/healthz").first == 503; }));
+}
+
+TEST_CASE("serve: /healthz and /metrics report the ring and its jobs; nothing without the token gets in") {
+  RingConfig two;
+  two.world = 2;
+  two.extra = {"--max-head-dim", "64"};
+  DaemonRing ring(two);
+  REQUIRE(ring.wait_ready(60));
+  auto [code, body] = http_get(ring.metrics(0), "/healthz");
+  CHECK(code == 200);
+  CHECK(body == "ok\n");
+  const Checked r = submit_and_check(ring, 0, Inputs(Shape{128, 4, 4, 32}, 14, DType::f32), Mask::none(), {});
+  REQUIRE(r.outcome.exit_code == 0);
+  for (int k = 0; k < 2; ++k) {
+    auto [c, m] = http_get(ring.metrics(k), "/metrics");
+    INFO(m);
+    CHECK(c == 200);
+    CHECK(contains(m, "ringattn_jobs_total{result=\"ok\"} 1"));
+    CHECK(contains(m, "ringattn_ring_state{state=\"ready\"} 1"));
+    CHECK(contains(m, "# TYPE ringattn_job_seconds histogram"));
+    CHECK(contains(m, "ringattn_bytes_sent_total "));
+  }
+  CHECK(http_get(ring.metrics(0), "/nothing").first == 404);
+  // A client with another token is refused at the handshake, and says what to do.
+  ScratchDir d;
+  const std::string bad = d.file("token");
+  {
+    std::ofstream f(bad);
+    f << "another-token-that-is-long-enough\n";
+  }
+  std::filesystem::permissions(bad, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  const auto s = itest::run_ringattn({"status", "--to", ring.control(0), "--token-file", bad}, {}, 30);
+  CHECK(s.exit_code == 1);
+  CHECK(contains(s.err, "token"));
+  // A job over the ring's limits is refused before any tensor moves.
+  const Inputs big(Shape{64, 4, 4, 128}, 15, DType::f32);
+  ScratchDir bd;
+  big.write(bd);
+  const auto o = itest::run_ringattn(ring.submit_args(0, bd.path().string(), {}), ring.env(), 60);
+  INFO(o.err);
+  CHECK(o.exit_code == 1);
+  CHECK(contains(o.err, "head_dim = 128 is outside 1..64"));
+  CHECK(!std::filesystem::exists(bd.file("o.npy")));
+}
+
+}  // namespace ringattn::stest
