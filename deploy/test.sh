@@ -4,9 +4,9 @@
 #   1b. the installed library as an embedding job meets it (deploy/test_embedding.sh):
 #      headers and pkg-config, an out-of-tree C++ consumer at P 1, 2 and 3 (mpirun),
 #      the Python module's pytest suite, the README's examples equal to the tested files
-#   2. the integration, net and ring suites five times in a row, two tests at a time, beside a
+#   2. the integration, net, ring and serve (daemon) suites five times in a row, two tests at a time, beside a
 #      CPU burner: the multi-process tests must hold under load (causes, not timings)
-#   3. the unit, kernels, net and ring suites again under AddressSanitizer + UBSan
+#   3. the unit, kernels, net, ring and serve suites again under AddressSanitizer + UBSan
 #   4. libFuzzer targets (frame decoder, .npy reader), about a minute each
 #   5. the NEON path's ISA tests, cross-compiled for aarch64 and run under qemu
 # Ends with "tests: N passed, N failed" (meson tests over all steps; a failed step that
@@ -80,13 +80,13 @@ under_load() {
   burner=$!
   for run in 1 2 3 4 5; do
     echo "under load: run $run of 5"
-    JOBS=2 meson_suites build --suite integration --suite net --suite ring || { rc=1; break; }
+    JOBS=2 meson_suites build --suite integration --suite net --suite ring --suite serve || { rc=1; break; }
   done
   kill "$burner" 2>/dev/null
   wait "$burner" 2>/dev/null || true
   return $rc
 }
-step "integration + net + ring x5 under load (2 at a time, CPU burner)" under_load
+step "integration + net + ring + serve x5 under load (2 at a time, CPU burner)" under_load
 
 asan() {
   if [[ ! -f build-asan/build.ninja ]]; then
@@ -95,9 +95,9 @@ asan() {
   fi
   build build-asan || return 1
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    meson_suites build-asan --suite unit --suite kernels --suite net --suite ring
+    meson_suites build-asan --suite unit --suite kernels --suite net --suite ring --suite serve
 }
-step "asan+ubsan: unit, kernels, net, ring" asan
+step "asan+ubsan: unit, kernels, net, ring, serve (the daemons too)" asan
 
 fuzz() {
   if [[ ! -f build-fuzz/build.ninja ]]; then
