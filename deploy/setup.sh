@@ -8,9 +8,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(
-  # build
+  # build (the daemon: TOML configuration, sd_notify)
   build-essential g++ pkg-config meson ninja-build
   libasio-dev libdnnl-dev libspdlog-dev doctest-dev libomp-dev libssl-dev
+  libtomlplusplus-dev libsystemd-dev
   # tests: sanitizers and libFuzzer (clang), aarch64 NEON under qemu, netns testbed
   clang libclang-rt-14-dev libfuzzer-14-dev
   g++-aarch64-linux-gnu qemu-user
@@ -19,7 +20,13 @@ PACKAGES=(
   python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest openmpi-bin
   # benchmarks: iperf3 baseline, peak RSS
   iperf3 time
+  # deploy/ tests: systemd-analyze (systemd), a single-node Slurm cluster, the manifests'
+  # schema check (the Kubernetes API's Python models)
+  systemd slurmd slurmctld slurm-client munge python3-yaml python3-kubernetes
 )
+# kubectl (deploy/k8s/test_k8s.sh makes the Secret with it): Debian's, unless one is installed
+# already (another kubectl package conflicts with kubernetes-client)
+command -v kubectl >/dev/null || PACKAGES+=(kubernetes-client)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -4,6 +4,8 @@
 #   1b. the installed library as an embedding job meets it (deploy/test_embedding.sh):
 #      headers and pkg-config, an out-of-tree C++ consumer at P 1, 2 and 3 (mpirun),
 #      the Python module's pytest suite, the README's examples equal to the tested files
+#   1c. the deployment files: systemd-analyze verify of the unit, the Kubernetes manifest against
+#      the API's models, the Slurm batch script on a single-node Slurm cluster started here
 #   2. the integration, net, ring and serve (daemon) suites five times in a row, two tests at a time, beside a
 #      CPU burner: the multi-process tests must hold under load (causes, not timings)
 #   3. the unit, kernels, net, ring and serve suites again under AddressSanitizer + UBSan
@@ -73,6 +75,19 @@ embedding() {  # deploy/test_embedding.sh on the release build; its checks and p
   return $rc
 }
 step "embedding: install, C++ consumer at P 1/2/3 (mpirun), Python module (pytest)" embedding
+
+deploy_files() {  # the systemd unit, the Kubernetes manifest, the Slurm batch script; checks count as tests
+  local log rc=0 t
+  for t in deploy/systemd/test_systemd.sh deploy/k8s/test_k8s.sh deploy/slurm/test_slurm.sh; do
+    log=$(mktemp)
+    bash "$t" 2>&1 | tee "$log" || rc=1
+    tests_ok=$((tests_ok + $(awk '/^test_[a-z0-9]+: [0-9]+ passed/ {n = $2} END {print n + 0}' "$log")))
+    tests_failed=$((tests_failed + $(awk '/^test_[a-z0-9]+: [0-9]+ passed/ {n = $4} END {print n + 0}' "$log")))
+    rm -f "$log"
+  done
+  return $rc
+}
+step "deploy: systemd unit (systemd-analyze), k8s manifest (API models), Slurm batch on a one-node cluster" deploy_files
 
 under_load() {
   local burner rc=0
