@@ -67,7 +67,14 @@ RingService::RingService(ServeConfig config, Metrics& metrics, std::string contr
   set_state(RingState::forming);
 }
 
-RingService::~RingService() = default;
+RingService::~RingService() {
+  {
+    std::lock_guard lock(mu_);
+    finished_ = true;
+  }
+  grace_cv_.notify_all();
+  if (grace_thread_.joinable()) grace_thread_.join();
+}
 
 void RingService::set_state(RingState s) {
   state_ = s;
@@ -85,22 +92,19 @@ std::string RingService::info_json() const {
 
 void RingService::stop() {
   if (stopping_.exchange(true)) return;
-  logger("serve")->info("draining: {}", running_ ? "the running job may finish within the grace period" : "no job running");
   if (notify_) notify_("STOPPING=1");
-  {
-    std::lock_guard lock(mu_);
-    drain_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(config_.grace));
-  }
   cv_.notify_all();
   // The grace period: a job still running when it ends is aborted (its client is told).
-  std::thread([this, grace = config_.grace] {
-    std::this_thread::sleep_for(std::chrono::duration<double>(grace));
-    std::lock_guard lock(mu_);
-    if (ring_ && (running_ || running_id_ != 0) && state_ != RingState::stopped)
+  grace_thread_ = std::thread([this] {
+    std::unique_lock lock(mu_);
+    if (grace_cv_.wait_for(lock, std::chrono::duration<double>(config_.grace), [&] { return finished_; })) return;
+    if (ring_ && (running_ || running_id_ != 0)) {
+      logger("serve")->warn("grace period of {:.0f} s over: aborting the running job", config_.grace);
       RingInternals::transport(*ring_).abort(FailureCause::local, rank(),
                                              "rank " + std::to_string(rank()) + " is shutting down: the job was aborted "
-                                             "after the grace period of " + std::to_string(grace).substr(0, 5) + " s");
-  }).detach();
+                                             "after the grace period");
+    }
+  });
 }
 
 void RingService::abort_job(std::uint64_t job_id, const std::string& why) {
@@ -259,6 +263,11 @@ void RingService::run() {
     }
   }
   set_state(RingState::stopped);
+  {
+    std::lock_guard lock(mu_);
+    finished_ = true;
+  }
+  grace_cv_.notify_all();
   std::deque<std::shared_ptr<Job>> left;
   {
     std::lock_guard lock(mu_);

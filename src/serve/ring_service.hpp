@@ -17,6 +17,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "ringattn/ring.hpp"
 #include "src/serve/job.hpp"
@@ -88,7 +89,9 @@ class RingService {
   std::deque<std::shared_ptr<Job>> queue_;
   std::shared_ptr<Job> running_;
   std::uint64_t running_id_ = 0;  // the job a worker runs (0: none)
-  std::optional<std::chrono::steady_clock::time_point> drain_deadline_;
+  std::condition_variable grace_cv_;
+  std::thread grace_thread_;
+  bool finished_ = false;  // run() returned: the grace thread has nothing to abort
   std::string nodes_json_ = "[]";
   std::string coordinator_;
   std::string last_job_ = "null";

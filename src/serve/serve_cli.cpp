@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <memory>
 #include <mutex>
@@ -154,6 +155,15 @@ int run_serve(const cli::Args& a) {
     logger("serve")->info("{}: draining (grace {:.0f} s)", sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "SIGHUP",
                           c.grace);
     service.stop();
+    // While the ring forms there is no job to drain, but an attempt to connect cannot be
+    // interrupted and may last connect_timeout: do not make the operator wait for it.
+    for (int i = 0; i < 20 && service.state() == RingState::forming; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (service.state() == RingState::forming) {
+      logger("serve")->info("stopped while the ring was forming");
+      std::fflush(stderr);
+      std::_Exit(0);
+    }
   });
   service.run();
   if (service.state() == RingState::stopped) {

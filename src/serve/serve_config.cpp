@@ -6,6 +6,7 @@
 #include <toml++/toml.h>
 
 #include "core/split.hpp"
+#include "net/transport.hpp"
 #include "ringattn/error.hpp"
 
 namespace ringattn::serve {
@@ -233,7 +234,12 @@ ServeConfig load_serve_config(const cli::Args& a) {
   if (const Value* x = get("timeout")) r.timeout = seconds(*x, 0.05);
   if (const Value* x = get("connect_timeout")) r.connect_timeout = seconds(*x, 0.05);
   if (const Value* x = get("ring_id")) r.ring_id = static_cast<std::uint64_t>(whole(*x, 0, INT64_MAX));
-  if (const Value* x = get("control")) c.control = x->text;
+  if (const Value* x = get("control")) {
+    c.control = x->text;
+    if (net::parse_peer_address(c.control, x->source).port == 0)
+      throw InvalidArgument(x->source + " = '" + c.control + "': give a fixed port (clients and the other daemons "
+                            "find this daemon there)");
+  }
   if (const Value* x = get("metrics")) c.metrics = x->text;
   if (const Value* x = get("grace")) c.grace = seconds(*x, 0);
   if (const Value* x = get("wire_dtype")) c.wire_dtype = parse_dtype(x->text);
