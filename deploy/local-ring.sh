@@ -39,7 +39,7 @@ start() {
   for ((r = 0; r < P; r++)); do
     "$RA" serve --rank "$r" --world-size "$P" --master "127.0.0.1:$master" --listen 127.0.0.1 \
       --control "127.0.0.1:${controls[$r]}" --metrics "127.0.0.1:${metrics[$r]}" \
-      --token-file "$DIR/token" --threads 1 >"$DIR/rank$r.log" 2>&1 &
+      --token-file "$DIR/token" --threads 1 ${RINGATTN_SERVE_ARGS:-} >"$DIR/rank$r.log" 2>&1 &
     echo $! >"$DIR/rank$r.pid"
   done
   {

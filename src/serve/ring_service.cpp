@@ -340,6 +340,7 @@ RingService::Leave RingService::coordinate() {
 }
 
 void RingService::run_job(Job& job) {
+  const auto t_begin = Clock::now();
   const JobRequest& q = job.request;
   const int P = world();
   auto& t = RingInternals::transport(*ring_);
@@ -354,6 +355,7 @@ void RingService::run_job(Job& job) {
     frames.push_back(peer::query_frame(job, pos));
     sends.push_back(t.isend(r, frames.back().header, frames.back().payload));
   }
+  const auto t_sent = Clock::now();
   const Positions pos = shard_positions(q.layout, q.tokens, P, 0);
   const auto rows = static_cast<std::size_t>(pos.size());
   const std::int64_t qw = q.heads * q.head_dim, kw = q.kv_heads * q.head_dim;
@@ -391,6 +393,7 @@ void RingService::run_job(Job& job) {
   }
   RingInternals::set_step_hook(*ring_, {});
   metrics_.observe("ringattn_step_seconds", {}, std::chrono::duration<double>(Clock::now() - last_step).count());
+  const auto t_forward = Clock::now();
   for (auto& s : sends) t.wait(s);
   frames.clear();
 
@@ -420,6 +423,11 @@ void RingService::run_job(Job& job) {
     job.nodes.push_back(n);
     job.events->push(event("node_done", node_json(n)));
   }
+  logger("serve")->debug("job {} phases: shards posted {:.1f} ms, own rows + forward {:.1f} ms (forward {:.1f}), "
+                          "sends done + results gathered {:.1f} ms",
+                          job.id, std::chrono::duration<double, std::milli>(t_sent - t_begin).count(),
+                          std::chrono::duration<double, std::milli>(t_forward - t_sent).count(), st.seconds * 1e3,
+                          std::chrono::duration<double, std::milli>(Clock::now() - t_forward).count());
   job.ring_seconds = 0;
   for (const auto& n : job.nodes) {
     job.ring_seconds = std::max(job.ring_seconds, n.seconds);
