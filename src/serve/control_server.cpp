@@ -21,6 +21,7 @@
 #include "src/cli/json_value.hpp"
 #include "src/node/memory_budget.hpp"
 #include "src/serve/control_wire.hpp"
+#include "src/serve/peer_messages.hpp"
 
 namespace ringattn::serve {
 
@@ -144,23 +145,8 @@ struct ControlServer::Impl {
       co_await write_json(*stream, error_event(refused), idle, who);
       co_return;
     }
-    co_await write_json(*stream, "{\"event\":\"accepted\",\"data\":{}}", idle, who);
-    const JobRequest& q = job->request;
-    job->q.resize(q.q_bytes() / 4);
-    job->k.resize(q.kv_bytes() / 4);
-    job->v.resize(q.kv_bytes() / 4);
-    co_await read_tensor(*stream, std::as_writable_bytes(std::span(job->q)), idle, who);
-    co_await read_tensor(*stream, std::as_writable_bytes(std::span(job->k)), idle, who);
-    co_await read_tensor(*stream, std::as_writable_bytes(std::span(job->v)), idle, who);
-    if (std::string bad = first_non_finite(*job); !bad.empty()) {
-      co_await write_json(*stream, error_event(bad), idle, who);
-      co_return;
-    }
-    ++active_jobs;
-    struct Active {
-      std::atomic<int>& n;
-      ~Active() { --n; }
-    } active{active_jobs};
+    // Queued now; the tensors come when the ring is free for this job (the "upload"
+    // event), shard by shard, straight into the buffers rank 0 forwards.
     job->id = service.next_job_id();
     job->events = std::make_shared<EventQueue>(io.get_executor());
     try {
@@ -172,21 +158,60 @@ struct ControlServer::Impl {
       co_await write_json(*stream, error_event(refused), idle, who);
       co_return;
     }
-    logger("serve")->info("job {} from {}: {}", job->id, who, q.describe());
-    // The client sends nothing more: a read that ends means it went away.
+    ++active_jobs;
+    struct Active {  // whatever happens, the ring thread never waits for an upload that ended
+      std::atomic<int>& n;
+      Job& job;
+      ~Active() {
+        job.fail_upload();
+        --n;
+      }
+    } active{active_jobs, *job};
+    logger("serve")->info("job {} from {}: {}", job->id, who, job->request.describe());
     auto done = std::make_shared<bool>(false);
-    asio::co_spawn(io, watch(stream, job->id, done), asio::detached);
     for (;;) {
       auto e = co_await job->events->next(Millis(1000));
       if (!e) break;
       if (e->empty()) *e = "{\"event\":\"alive\",\"data\":{}}";
+      const bool upload = e->rfind("{\"event\":\"upload\"", 0) == 0;
       co_await write_json(*stream, *e, idle, who);
+      if (!upload) continue;
+      std::string bad;
+      try {
+        co_await receive_shards(*stream, who, *job);
+      } catch (const InvalidArgument& x) {
+        bad = x.what();
+      }
+      if (!bad.empty()) {  // the ring thread aborts the job once the upload ends
+        co_await write_json(*stream, error_event(bad), idle, who);
+        co_return;
+      }
+      // The client sends nothing more: a read that ends means it went away.
+      asio::co_spawn(io, watch(stream, job->id, done), asio::detached);
     }
-    if (job->result == JobResult::ok) {
-      co_await write_tensor(*stream, std::as_bytes(std::span(job->o)), idle, who);
-      if (q.want_lse) co_await write_tensor(*stream, std::as_bytes(std::span(job->lse)), idle, who);
-    }
+    if (job->result == JobResult::ok)
+      for (const auto& rows : job->results) co_await write_tensor(*stream, std::as_bytes(std::span(rows)), idle, who);
     *done = true;
+  }
+
+  // Ranks 1..P-1, then 0: for each, K and V into its SHARD payload, Q into its QUERY.
+  asio::awaitable<void> receive_shards(Stream& stream, const std::string& who, Job& job) {
+    const JobRequest& q = job.request;
+    const int P = service.world();
+    for (int i = 1; i <= P; ++i) {
+      const int rank = i % P;
+      const Positions pos = shard_positions(q.layout, q.tokens, P, rank);
+      ShardUpload u{rank, peer::shard_payload(q, pos), peer::query_payload(q, pos)};
+      peer::Shard view = peer::shard_view(u.kv, q, pos.size());
+      co_await read_tensor(stream, std::as_writable_bytes(view.k), idle, who);
+      co_await read_tensor(stream, std::as_writable_bytes(view.v), idle, who);
+      co_await read_tensor(stream, std::as_writable_bytes(peer::query_rows(u.q)), idle, who);
+      std::string bad = first_non_finite(view.k, q.kv_heads, q.head_dim, "K", pos);
+      if (bad.empty()) bad = first_non_finite(view.v, q.kv_heads, q.head_dim, "V", pos);
+      if (bad.empty()) bad = first_non_finite(peer::query_rows(u.q), q.heads, q.head_dim, "Q", pos);
+      if (!bad.empty()) throw InvalidArgument(bad);
+      job.push_upload(std::move(u));
+    }
   }
 
   asio::awaitable<void> watch(std::shared_ptr<Stream> stream, std::uint64_t id, std::shared_ptr<bool> done) {
@@ -198,21 +223,21 @@ struct ControlServer::Impl {
     service.abort_job(id, "its client disconnected");
   }
 
-  static std::string first_non_finite(const Job& job) {
-    const JobRequest& q = job.request;
-    auto scan = [](const std::vector<float>& t, std::int64_t heads, std::int64_t d, const char* name) -> std::string {
-      for (std::size_t i = 0; i < t.size(); ++i)
-        if (!std::isfinite(t[i])) {
-          const auto row = static_cast<std::int64_t>(i) / (heads * d);
-          const auto head = static_cast<std::int64_t>(i) / d % heads;
-          return std::string(name) + " has a non-finite value at token " + std::to_string(row) + ", head " +
-                 std::to_string(head) + ": refused before the ring started";
-        }
-      return {};
-    };
-    if (auto s = scan(job.q, q.heads, q.head_dim, "Q"); !s.empty()) return s;
-    if (auto s = scan(job.k, q.kv_heads, q.head_dim, "K"); !s.empty()) return s;
-    return scan(job.v, q.kv_heads, q.head_dim, "V");
+  static std::string first_non_finite(std::span<const float> t, std::int64_t heads, std::int64_t d, const char* name,
+                                      const Positions& pos) {
+    // Fast path: an exponent of all ones anywhere (OR of the masked bits vectorizes).
+    const auto* bits = reinterpret_cast<const std::uint32_t*>(t.data());
+    std::uint32_t any = 0;
+    for (std::size_t i = 0; i < t.size(); ++i) any |= ((bits[i] & 0x7f800000u) == 0x7f800000u) ? 1u : 0u;
+    if (any == 0) return {};
+    for (std::size_t i = 0; i < t.size(); ++i)
+      if (!std::isfinite(t[i])) {
+        const auto row = static_cast<std::int64_t>(i) / (heads * d);
+        const auto head = static_cast<std::int64_t>(i) / d % heads;
+        return std::string(name) + " has a non-finite value at token " + std::to_string(pos.at(row)) + ", head " +
+               std::to_string(head) + ": refused, the job is aborted";
+      }
+    return {};
   }
 };
 

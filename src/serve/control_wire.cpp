@@ -81,6 +81,21 @@ asio::awaitable<void> write_json(Stream& s, const std::string& json, Millis idle
   co_await write_all(s, std::as_bytes(std::span(json.data(), json.size())), idle, peer, "sending a message");
 }
 
+asio::awaitable<void> write_tensor_parts(Stream& s, std::vector<std::span<const std::byte>> parts, Millis idle,
+                                         const std::string& peer, const std::function<void(std::uint64_t)>& progress) {
+  std::uint64_t total = 0;
+  for (const auto& p : parts) total += p.size();
+  const auto head = encode_head(MessageType::tensor, total);
+  co_await write_all(s, head, idle, peer, "sending a tensor");
+  std::uint64_t before = 0;
+  for (const auto& p : parts) {
+    co_await write_all(s, p, idle, peer, "sending a tensor", [&](std::uint64_t done) {
+      if (progress) progress(before + done);
+    });
+    before += p.size();
+  }
+}
+
 asio::awaitable<void> write_tensor(Stream& s, std::span<const std::byte> bytes, Millis idle, const std::string& peer,
                                    const std::function<void(std::uint64_t)>& progress) {
   const auto head = encode_head(MessageType::tensor, bytes.size());

@@ -16,11 +16,18 @@
 // for `idle` fails the connection (long tensors move in chunks, each under the deadline).
 //
 // Conversation (client -> daemon, daemon -> client):
-//   {"op":"submit", shape, mask, layout, dtype, lse}  TENSOR q, TENSOR k, TENSOR v
-//        {"event":"queued"...} {"event":"progress"...}...  then {"event":"done"...} TENSOR o
-//        [TENSOR lse], or {"event":"error","message":...} — or {"event":"redirect","to":...}
+//   {"op":"submit", shape, mask, layout, dtype, lse}
+//        {"event":"redirect","to":rank 0} (a daemon that is not rank 0), or {"event":"error"}
+//        (limits, memory, draining), or {"event":"queued"}, then "alive" every second while
+//        it waits; {"event":"upload","world":P} once the ring is free for it:
+//   per rank 1..P-1, then 0 (layout order): TENSOR K rows, TENSOR V rows, TENSOR Q rows
+//        (rank 0 forwards each worker's shard as it arrives: the workers start while rank
+//        0's own rows still come) {"event":"started"} {"event":"step"}... {"event":
+//        "node_done"} per rank, then {"event":"done"} and per rank 0..P-1 TENSOR rows x
+//        (heads*head_dim + heads): O then lse of each row; or {"event":"error"} naming
+//        the rank and the cause
 //   {"op":"status"}   {"event":"status", ...this node...}
-//   {"op":"nodes"}    {"event":"nodes", "nodes":[{rank, control}...]}
+//   {"op":"nodes"}    {"event":"nodes", [{rank, control, ...} per node]}
 #pragma once
 
 #include <asio/awaitable.hpp>
@@ -32,6 +39,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "net/tcp/stream.hpp"
 
@@ -51,6 +59,10 @@ using Millis = std::chrono::milliseconds;
 // Throw NetworkError naming `peer` on a broken connection, a deadline, a bad header, an
 // oversized JSON or a tensor of the wrong length.
 asio::awaitable<void> write_json(net::tcp::Stream& s, const std::string& json, Millis idle, const std::string& peer);
+// One TENSOR made of `parts` laid end to end (e.g. a shard's row runs, straight from the
+// whole tensor: no gathering copy).
+asio::awaitable<void> write_tensor_parts(net::tcp::Stream& s, std::vector<std::span<const std::byte>> parts, Millis idle,
+                                         const std::string& peer, const std::function<void(std::uint64_t done)>& progress = {});
 asio::awaitable<void> write_tensor(net::tcp::Stream& s, std::span<const std::byte> bytes, Millis idle,
                                    const std::string& peer, const std::function<void(std::uint64_t done)>& progress = {});
 asio::awaitable<MessageHead> read_head(net::tcp::Stream& s, Millis idle, const std::string& peer);

@@ -4,6 +4,8 @@
 #include <asio/redirect_error.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include <cstring>
+
 #include "ringattn/error.hpp"
 #include "src/cli/json_object.hpp"
 #include "src/cli/json_value.hpp"
@@ -107,6 +109,48 @@ std::string job_request_json(const JobRequest& r) {
   if (r.mask.kind == MaskKind::window) o.add("window", r.mask.window);
   o.add("lse", r.want_lse);
   return o.str();
+}
+
+void gather_rows(std::span<const float> all, std::int64_t width, const Positions& pos, std::span<float> rows) {
+  std::size_t out = 0;
+  for (const auto& run : shard_row_runs(pos)) {
+    const std::size_t n = static_cast<std::size_t>((run.end - run.begin) * width);
+    std::memcpy(rows.data() + out, all.data() + run.begin * width, n * 4);
+    out += n;
+  }
+}
+
+void scatter_rows(std::span<const float> rows, std::int64_t row_width, std::int64_t offset, std::int64_t width,
+                  const Positions& pos, std::span<float> all) {
+  std::int64_t r = 0;
+  for (const auto& run : shard_row_runs(pos))
+    for (std::int64_t t = run.begin; t < run.end; ++t, ++r)
+      std::memcpy(all.data() + t * width, rows.data() + r * row_width + offset, static_cast<std::size_t>(width) * 4);
+}
+
+void Job::push_upload(ShardUpload u) {
+  {
+    std::lock_guard lock(upload_mu_);
+    uploads_.push_back(std::move(u));
+  }
+  upload_cv_.notify_all();
+}
+
+void Job::fail_upload() {
+  {
+    std::lock_guard lock(upload_mu_);
+    upload_failed_ = true;
+  }
+  upload_cv_.notify_all();
+}
+
+std::optional<ShardUpload> Job::next_upload() {
+  std::unique_lock lock(upload_mu_);
+  upload_cv_.wait(lock, [&] { return !uploads_.empty() || upload_failed_; });
+  if (uploads_.empty()) return std::nullopt;
+  ShardUpload u = std::move(uploads_.front());
+  uploads_.pop_front();
+  return u;
 }
 
 EventQueue::EventQueue(const asio::any_io_executor& ex)

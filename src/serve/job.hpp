@@ -8,6 +8,8 @@
 #include <asio/steady_timer.hpp>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <span>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -18,6 +20,7 @@
 
 #include "ringattn/error.hpp"
 #include "ringattn/layout.hpp"
+#include "ringattn/positions.hpp"
 #include "ringattn/ring.hpp"
 
 namespace ringattn::serve {
@@ -72,12 +75,33 @@ struct NodeResult {
   std::uint64_t bytes_sent = 0;
 };
 
+// Copies the rows of a shard out of / into a whole [tokens, width] tensor (rows in the
+// order of `pos`; scatter takes `width` columns at `offset` of rows `row_width` wide).
+void gather_rows(std::span<const float> all, std::int64_t width, const Positions& pos, std::span<float> rows);
+void scatter_rows(std::span<const float> rows, std::int64_t row_width, std::int64_t offset, std::int64_t width,
+                  const Positions& pos, std::span<float> all);
+
+// One rank's shard of a job as its client uploaded it (peer_messages.hpp's SHARD and QUERY
+// payloads), from the connection to the ring thread.
+struct ShardUpload {
+  int rank = 0;
+  std::vector<std::byte> kv, q;
+};
+
 struct Job {
   std::uint64_t id = 0;
   JobRequest request;
-  std::vector<float> q, k, v;  // the whole tensors, [tokens, heads or kv_heads, head_dim]
-  std::vector<float> o, lse;   // filled by the ring thread
   std::shared_ptr<EventQueue> events;
+
+  // The upload, rank by rank (1..P-1, then 0: the workers start while rank 0's rows still
+  // arrive). The connection pushes, the ring thread takes; a failed upload (the client
+  // went away or fell silent) ends it.
+  void push_upload(ShardUpload u);
+  void fail_upload();
+  std::optional<ShardUpload> next_upload();  // nullopt once the upload failed
+  // Per rank, its rows x (heads*head_dim + heads): O then lse of each row (the ring thread
+  // fills them before "done"; the connection sends them to the client).
+  std::vector<std::vector<float>> results;
   std::atomic<bool> cancelled{false};  // the client went away
   std::chrono::steady_clock::time_point queued_at = std::chrono::steady_clock::now();
 
@@ -88,6 +112,12 @@ struct Job {
   int origin_rank = -1;
   std::vector<NodeResult> nodes;
   double ring_seconds = 0, job_seconds = 0;
+
+ private:
+  std::mutex upload_mu_;
+  std::condition_variable upload_cv_;
+  std::deque<ShardUpload> uploads_;
+  bool upload_failed_ = false;
 };
 
 std::string_view to_string(JobResult r);

@@ -47,32 +47,11 @@ std::string frame_text(std::span<const std::byte> payload) {
   return s;
 }
 
-void gather_rows(std::span<const float> all, std::int64_t width, const Positions& pos, std::span<float> rows) {
-  std::size_t out = 0;
-  for (const auto& run : shard_row_runs(pos)) {
-    const std::size_t n = static_cast<std::size_t>((run.end - run.begin) * width);
-    std::memcpy(rows.data() + out, all.data() + run.begin * width, n * 4);
-    out += n;
-  }
-}
-
-void scatter_rows(std::span<const float> rows, std::int64_t row_width, std::int64_t offset, std::int64_t width,
-                  const Positions& pos, std::span<float> all) {
-  std::int64_t r = 0;
-  for (const auto& run : shard_row_runs(pos))
-    for (std::int64_t t = run.begin; t < run.end; ++t, ++r)
-      std::memcpy(all.data() + t * width, rows.data() + r * row_width + offset, static_cast<std::size_t>(width) * 4);
-}
-
-Frame shard_frame(const Job& job, const Positions& pos) {
-  const JobRequest& q = job.request;
+std::vector<std::byte> shard_payload(const JobRequest& q, const Positions& pos) {
   const std::int64_t rows = pos.size();
-  const std::int64_t cols = q.kv_heads * q.head_dim;
-  Frame f{net::kv_block_header(DType::f32, static_cast<std::uint32_t>(cols), job.id, kShard,
-                               static_cast<std::uint32_t>(rows)),
-          {}};
-  f.payload.resize(net::kv_block_bytes(DType::f32, static_cast<std::uint32_t>(cols), static_cast<std::uint32_t>(rows)));
-  std::byte* p = f.payload.data();
+  const auto cols = static_cast<std::uint32_t>(q.kv_heads * q.head_dim);
+  std::vector<std::byte> out(net::kv_block_bytes(DType::f32, cols, static_cast<std::uint32_t>(rows)));
+  std::byte* p = out.data();
   net::put_le<std::uint32_t>(p + 0, static_cast<std::uint32_t>(q.heads));
   net::put_le<std::uint32_t>(p + 4, static_cast<std::uint32_t>(q.head_dim));
   net::put_le<std::uint8_t>(p + 8, static_cast<std::uint8_t>(q.mask.kind));
@@ -81,30 +60,48 @@ Frame shard_frame(const Job& job, const Positions& pos) {
   net::put_le<std::uint8_t>(p + 11, static_cast<std::uint8_t>(q.layout));
   net::put_le<std::uint64_t>(p + 12, static_cast<std::uint64_t>(q.mask.window));
   net::put_le<std::uint64_t>(p + 20, static_cast<std::uint64_t>(q.tokens));
-  std::byte* tags = p + kPrefix;
   std::vector<std::int64_t> positions;
   pos.materialize_into(positions);
-  for (std::int64_t r = 0; r < rows; ++r) net::put_le<std::uint64_t>(tags + r * 8, static_cast<std::uint64_t>(positions[static_cast<std::size_t>(r)]));
-  auto* k = reinterpret_cast<float*>(tags + rows * 8);
-  gather_rows(job.k, cols, pos, {k, static_cast<std::size_t>(rows * cols)});
-  gather_rows(job.v, cols, pos, {k + rows * cols, static_cast<std::size_t>(rows * cols)});
-  return f;
+  for (std::int64_t r = 0; r < rows; ++r)
+    net::put_le<std::uint64_t>(p + kPrefix + r * 8, static_cast<std::uint64_t>(positions[static_cast<std::size_t>(r)]));
+  return out;
 }
 
-Frame query_frame(const Job& job, const Positions& pos) {
-  const std::int64_t cols = job.request.heads * job.request.head_dim;
-  Frame f{state_header(kQuery, job.id, static_cast<std::uint32_t>(pos.size()), static_cast<std::uint32_t>(cols)), {}};
-  f.payload.resize(static_cast<std::size_t>(pos.size() * cols) * 4);
-  gather_rows(job.q, cols, pos, {reinterpret_cast<float*>(f.payload.data()), static_cast<std::size_t>(pos.size() * cols)});
-  return f;
+std::vector<std::byte> query_payload(const JobRequest& q, const Positions& pos) {
+  return std::vector<std::byte>(static_cast<std::size_t>(pos.size() * q.heads * q.head_dim) * 4);
 }
 
-Shard decode_shard(const net::FrameHeader& h, std::span<const std::byte> payload, int world, const RingLimits& limits) {
+net::FrameHeader shard_header(std::uint64_t job_id, const JobRequest& q, std::int64_t rows) {
+  return net::kv_block_header(DType::f32, static_cast<std::uint32_t>(q.kv_heads * q.head_dim), job_id, kShard,
+                              static_cast<std::uint32_t>(rows));
+}
+
+net::FrameHeader query_header(std::uint64_t job_id, const JobRequest& q, std::int64_t rows) {
+  return state_header(kQuery, job_id, static_cast<std::uint32_t>(rows), static_cast<std::uint32_t>(q.heads * q.head_dim));
+}
+
+std::span<float> query_rows(std::vector<std::byte>& payload) {
+  return {reinterpret_cast<float*>(payload.data()), payload.size() / 4};
+}
+
+Shard shard_view(std::vector<std::byte>& payload, const JobRequest& q, std::int64_t rows) {
+  Shard s;
+  s.request = q;
+  s.positions.resize(static_cast<std::size_t>(rows));
+  for (std::int64_t r = 0; r < rows; ++r)
+    s.positions[static_cast<std::size_t>(r)] = static_cast<std::int64_t>(net::get_le<std::uint64_t>(payload.data() + kPrefix + r * 8));
+  const std::size_t n = static_cast<std::size_t>(rows * q.kv_heads * q.head_dim);
+  auto* kv = reinterpret_cast<float*>(payload.data() + kPrefix + rows * 8);
+  s.k = {kv, n};
+  s.v = {kv + n, n};
+  return s;
+}
+
+Shard decode_shard(const net::FrameHeader& h, std::vector<std::byte>& payload, int world, const RingLimits& limits) {
   if (h.kind != net::FrameKind::kv_block || h.step != kShard || h.dtype != DType::f32) bad("is not a SHARD frame");
   if (payload.size() != net::kv_block_bytes(DType::f32, h.cols, h.rows)) bad("has the wrong size");
   const std::byte* p = payload.data();
-  Shard s;
-  JobRequest& q = s.request;
+  JobRequest q;
   q.heads = net::get_le<std::uint32_t>(p + 0);
   q.head_dim = net::get_le<std::uint32_t>(p + 4);
   const auto mask = net::get_le<std::uint8_t>(p + 8);
@@ -125,18 +122,10 @@ Shard decode_shard(const net::FrameHeader& h, std::span<const std::byte> payload
   q.dtype = static_cast<DType>(dtype);
   q.layout = static_cast<Layout>(layout);
   if (q.tokens < world || q.tokens > limits.max_rows * world) bad("has " + std::to_string(q.tokens) + " tokens");
-  const std::int64_t rows = h.rows;
-  s.positions.resize(static_cast<std::size_t>(rows));
-  for (std::int64_t r = 0; r < rows; ++r) {
-    s.positions[static_cast<std::size_t>(r)] = static_cast<std::int64_t>(net::get_le<std::uint64_t>(p + kPrefix + r * 8));
-    if (s.positions[static_cast<std::size_t>(r)] < 0 || s.positions[static_cast<std::size_t>(r)] >= q.tokens ||
-        (r > 0 && s.positions[static_cast<std::size_t>(r)] <= s.positions[static_cast<std::size_t>(r - 1)]))
+  Shard s = shard_view(payload, q, h.rows);
+  for (std::size_t r = 0; r < s.positions.size(); ++r)
+    if (s.positions[r] < 0 || s.positions[r] >= q.tokens || (r > 0 && s.positions[r] <= s.positions[r - 1]))
       bad("has positions that are not increasing within 0..tokens-1");
-  }
-  const std::size_t n = static_cast<std::size_t>(rows) * h.cols;
-  const auto* kv = reinterpret_cast<const float*>(p + kPrefix + rows * 8);
-  s.k.assign(kv, kv + n);
-  s.v.assign(kv + n, kv + 2 * n);
   return s;
 }
 

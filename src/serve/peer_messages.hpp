@@ -44,23 +44,25 @@ struct Frame {
 Frame text_frame(const std::string& text, Tag tag, const RingLimits& limits);
 std::string frame_text(std::span<const std::byte> payload);
 
-// rank `shard`'s SHARD and QUERY frames of `job` (its rows gathered from the tensors).
-Frame shard_frame(const Job& job, const Positions& pos);
-Frame query_frame(const Job& job, const Positions& pos);
+// A shard of a job, as the client uploads it and as rank 0 forwards it: the SHARD payload
+// (description, the rows' global positions, K rows, V rows) and the QUERY payload (Q rows).
+// shard_payload() sizes one and fills in description and positions; K, V and Q are read
+// straight into the spans of shard_view()/query_rows(), with no copy on rank 0.
+std::vector<std::byte> shard_payload(const JobRequest& q, const Positions& pos);
+std::vector<std::byte> query_payload(const JobRequest& q, const Positions& pos);
+net::FrameHeader shard_header(std::uint64_t job_id, const JobRequest& q, std::int64_t rows);
+net::FrameHeader query_header(std::uint64_t job_id, const JobRequest& q, std::int64_t rows);
+std::span<float> query_rows(std::vector<std::byte>& payload);
 
-// A worker's decoded SHARD: the request and its rows (throws NetworkError, protocol, on a
-// description that contradicts the frame).
+// A SHARD payload's parts (spans into it). decode_shard checks every field against the
+// frame and the ring (throws NetworkError, protocol, naming what is wrong).
 struct Shard {
   JobRequest request;
   std::vector<std::int64_t> positions;
-  std::vector<float> k, v;
+  std::span<float> k, v;
 };
-Shard decode_shard(const net::FrameHeader& h, std::span<const std::byte> payload, int world, const RingLimits& limits);
-
-// Copies rows of a [tokens, width] tensor into / out of a shard's [rows, width] rows.
-void gather_rows(std::span<const float> all, std::int64_t width, const Positions& pos, std::span<float> rows);
-void scatter_rows(std::span<const float> rows, std::int64_t row_width, std::int64_t offset, std::int64_t width,
-                  const Positions& pos, std::span<float> all);
+Shard shard_view(std::vector<std::byte>& payload, const JobRequest& q, std::int64_t rows);
+Shard decode_shard(const net::FrameHeader& h, std::vector<std::byte>& payload, int world, const RingLimits& limits);
 
 // Eight doubles: seconds, compute, wait, flops, steps, skipped, bytes sent, rows.
 std::vector<std::byte> encode_stats(const NodeResult& r);

@@ -339,33 +339,45 @@ RingService::Leave RingService::coordinate() {
   }
 }
 
+// One job on rank 0: ask the client for the shards (workers' first), forward each worker's
+// as it arrives, run rank 0's own, gather every rank's rows of O and lse.
 void RingService::run_job(Job& job) {
-  const auto t_begin = Clock::now();
   const JobRequest& q = job.request;
   const int P = world();
   auto& t = RingInternals::transport(*ring_);
-  // The shards go out first, all at once; the workers start as soon as theirs arrives.
-  std::vector<peer::Frame> frames;
-  std::vector<net::Request> sends;
-  frames.reserve(static_cast<std::size_t>(2 * P));
-  for (int r = 1; r < P; ++r) {
-    const Positions pos = shard_positions(q.layout, q.tokens, P, r);
-    frames.push_back(peer::shard_frame(job, pos));
-    sends.push_back(t.isend(r, frames.back().header, frames.back().payload));
-    frames.push_back(peer::query_frame(job, pos));
-    sends.push_back(t.isend(r, frames.back().header, frames.back().payload));
+  const auto t_begin = Clock::now();
+  {
+    cli::JsonObject e;
+    e.add("job", job.id).add("world", P).add("layout", to_string(q.layout));
+    job.events->push(event("upload", e));
   }
-  const auto t_sent = Clock::now();
-  const Positions pos = shard_positions(q.layout, q.tokens, P, 0);
-  const auto rows = static_cast<std::size_t>(pos.size());
-  const std::int64_t qw = q.heads * q.head_dim, kw = q.kv_heads * q.head_dim;
-  std::vector<float> q0(rows * static_cast<std::size_t>(qw)), k0(rows * static_cast<std::size_t>(kw)), v0(k0.size());
-  peer::gather_rows(job.q, qw, pos, q0);
-  peer::gather_rows(job.k, kw, pos, k0);
-  peer::gather_rows(job.v, kw, pos, v0);
-  std::vector<float> o0(q0.size()), lse0(rows * static_cast<std::size_t>(q.heads));
-  const auto positions = pos.materialize();
-
+  std::vector<ShardUpload> sent;  // alive until their sends complete
+  std::vector<net::Request> sends;
+  sent.reserve(static_cast<std::size_t>(P));
+  std::optional<ShardUpload> own;
+  for (int i = 0; i < P; ++i) {
+    std::optional<ShardUpload> u = job.next_upload();
+    if (!u) {
+      const std::string why = "job " + std::to_string(job.id) + " aborted: its client went away during the upload";
+      if (!sends.empty()) t.abort(FailureCause::local, 0, why);  // workers hold half a job: start over
+      job.cancelled = true;
+      throw Error(why);
+    }
+    if (u->rank == 0) {
+      own = std::move(u);
+      continue;
+    }
+    const std::int64_t rows = shard_positions(q.layout, q.tokens, P, u->rank).size();
+    sent.push_back(std::move(*u));
+    sends.push_back(t.isend(sent.back().rank, peer::shard_header(job.id, q, rows), sent.back().kv));
+    sends.push_back(t.isend(sent.back().rank, peer::query_header(job.id, q, rows), sent.back().q));
+  }
+  const auto t_uploaded = Clock::now();
+  const std::int64_t rows = static_cast<std::int64_t>(own->q.size() / 4 / static_cast<std::size_t>(q.heads * q.head_dim));
+  const peer::Shard mine = peer::shard_view(own->kv, q, rows);
+  const auto q0 = peer::query_rows(own->q);
+  const std::int64_t qw = q.heads * q.head_dim, w = qw + q.heads;
+  std::vector<float> o0(q0.size()), lse0(static_cast<std::size_t>(rows * q.heads));
   {
     cli::JsonObject e;
     e.add("job", job.id).add("ranks", P).add("shape", q.describe());
@@ -382,10 +394,10 @@ void RingService::run_job(Job& job) {
   });
   ForwardStats st;
   try {
-    st = ring_->forward(q.spec(), q0, k0, v0, positions, o0, lse0);
+    st = ring_->forward(q.spec(), q0, mine.k, mine.v, mine.positions, o0, lse0);
   } catch (const InvalidArgument& e) {  // the others are already running: tell them
-    t.abort(FailureCause::local, 0, std::string("rank 0 refused the job: ") + e.what());
     RingInternals::set_step_hook(*ring_, {});
+    t.abort(FailureCause::local, 0, std::string("rank 0 refused the job: ") + e.what());
     throw;
   } catch (...) {
     RingInternals::set_step_hook(*ring_, {});
@@ -394,21 +406,23 @@ void RingService::run_job(Job& job) {
   RingInternals::set_step_hook(*ring_, {});
   metrics_.observe("ringattn_step_seconds", {}, std::chrono::duration<double>(Clock::now() - last_step).count());
   const auto t_forward = Clock::now();
-  for (auto& s : sends) t.wait(s);
-  frames.clear();
 
-  job.o.assign(static_cast<std::size_t>(q.tokens * qw), 0.0f);
-  if (q.want_lse) job.lse.assign(static_cast<std::size_t>(q.tokens * q.heads), 0.0f);
-  peer::scatter_rows(o0, qw, 0, qw, pos, job.o);
-  if (q.want_lse) peer::scatter_rows(lse0, q.heads, 0, q.heads, pos, job.lse);
-  NodeResult me{0, pos.size(), st.seconds, st.compute_seconds, st.wait_seconds, st.useful_flops, st.steps, st.steps_skipped,
+  job.results.assign(static_cast<std::size_t>(P), {});
+  auto& r0 = job.results[0];
+  r0.resize(static_cast<std::size_t>(rows * w));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::copy_n(o0.data() + r * qw, qw, r0.data() + r * w);
+    std::copy_n(lse0.data() + r * q.heads, q.heads, r0.data() + r * w + qw);
+  }
+  NodeResult me{0, rows, st.seconds, st.compute_seconds, st.wait_seconds, st.useful_flops, st.steps, st.steps_skipped,
                 st.bytes_sent};
   job.nodes = {me};
   job.events->push(event("node_done", node_json(me)));
+  for (auto& s : sends) t.wait(s);
+  sent.clear();
   for (int r = 1; r < P; ++r) {
-    const Positions pr = shard_positions(q.layout, q.tokens, P, r);
-    const std::int64_t w = qw + q.heads;
-    std::vector<float> res(static_cast<std::size_t>(pr.size() * w));
+    auto& res = job.results[static_cast<std::size_t>(r)];
+    res.resize(static_cast<std::size_t>(shard_positions(q.layout, q.tokens, P, r).size() * w));
     std::vector<std::byte> stats(64);
     net::Request a = t.irecv(r, std::as_writable_bytes(std::span(res)));
     net::Request b = t.irecv(r, stats);
@@ -417,17 +431,14 @@ void RingService::run_job(Job& job) {
     if (ha.step != peer::kResult || hb.step != peer::kStats || ha.job_id != job.id || ha.cols != static_cast<std::uint32_t>(w))
       throw NetworkError("rank " + std::to_string(r) + " sent a result that is not job " + std::to_string(job.id) + "'s",
                          FailureCause::protocol, r);
-    peer::scatter_rows(res, w, 0, qw, pr, job.o);
-    if (q.want_lse) peer::scatter_rows(res, w, qw, q.heads, pr, job.lse);
     NodeResult n = peer::decode_stats(stats, r);
     job.nodes.push_back(n);
     job.events->push(event("node_done", node_json(n)));
   }
-  logger("serve")->debug("job {} phases: shards posted {:.1f} ms, own rows + forward {:.1f} ms (forward {:.1f}), "
-                          "sends done + results gathered {:.1f} ms",
-                          job.id, std::chrono::duration<double, std::milli>(t_sent - t_begin).count(),
-                          std::chrono::duration<double, std::milli>(t_forward - t_sent).count(), st.seconds * 1e3,
-                          std::chrono::duration<double, std::milli>(Clock::now() - t_forward).count());
+  logger("serve")->debug("job {} phases: upload {:.1f} ms, rank 0's forward {:.1f} ms, the workers' results {:.1f} ms later",
+                         job.id, std::chrono::duration<double, std::milli>(t_uploaded - t_begin).count(),
+                         std::chrono::duration<double, std::milli>(t_forward - t_uploaded).count(),
+                         std::chrono::duration<double, std::milli>(Clock::now() - t_forward).count());
   job.ring_seconds = 0;
   for (const auto& n : job.nodes) {
     job.ring_seconds = std::max(job.ring_seconds, n.seconds);
@@ -482,16 +493,18 @@ RingService::Leave RingService::work() {
       buf.resize(h.payload_bytes);
       return buf;
     });
-    while (!t.test(req)) {
+    // The transport has no timed wait; poll, quickly at first (a job's shard is usually
+    // on its way when the last job ends), backing off to 5 ms when idle.
+    for (auto nap = std::chrono::microseconds(200); !t.test(req);
+         nap = std::min<std::chrono::microseconds>(nap * 2, std::chrono::milliseconds(5))) {
       if (stopping_) return Leave::stop;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      std::this_thread::sleep_for(nap);
     }
     std::uint64_t id = 0;
     try {
       const net::FrameHeader h = t.wait(req);
       id = h.job_id;
-      peer::Shard s = peer::decode_shard(h, buf, world(), ring_->limits());
-      buf = {};
+      peer::Shard s = peer::decode_shard(h, buf, world(), ring_->limits());  // spans into buf
       const JobRequest& q = s.request;
       const std::int64_t rows = static_cast<std::int64_t>(s.positions.size());
       const std::int64_t qw = q.heads * q.head_dim;

@@ -78,55 +78,70 @@ cli::JsonObject to_object(const cli::JsonValue& v) {  // a node's stats, as rece
   return o;
 }
 
+// Sends each rank's rows (ranks 1..P-1, then 0) as rank 0 asks for them: K, V, Q.
+asio::awaitable<void> upload(net::tcp::Stream& s, const std::string& peer, Millis idle, const JobRequest& req, int world,
+                             const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
+                             const Progress& progress, const std::string& to) {
+  const std::uint64_t total = req.q_bytes() + 2 * req.kv_bytes();
+  std::uint64_t sent = 0;
+  auto last = Clock::now();
+  for (int i = 1; i <= world; ++i) {
+    const Positions pos = shard_positions(req.layout, req.tokens, world, i % world);
+    const auto runs = shard_row_runs(pos);
+    for (int part = 0; part < 3; ++part) {
+      const std::int64_t width = (part == 2 ? req.heads : req.kv_heads) * req.head_dim;
+      const std::vector<float>& all = part == 0 ? k : part == 1 ? v : q;
+      std::vector<std::span<const std::byte>> pieces;  // the shard's row runs, in place
+      std::uint64_t bytes = 0;
+      for (const auto& run : runs) {
+        pieces.push_back(std::as_bytes(std::span(all.data() + run.begin * width, static_cast<std::size_t>((run.end - run.begin) * width))));
+        bytes += pieces.back().size();
+      }
+      co_await write_tensor_parts(s, std::move(pieces), idle, peer, [&](std::uint64_t done) {
+        if (Clock::now() - last < std::chrono::milliseconds(200)) return;
+        last = Clock::now();
+        progress.line("submit: sending Q, K, V to " + to + ": " + mib(sent + done) + " of " + mib(total));
+      });
+      sent += bytes;
+    }
+  }
+  progress.line("submit: sent Q, K, V to " + to + ": " + mib(total));
+}
+
 asio::awaitable<void> converse(std::string to, const std::string& secret, bool tls, Millis idle, const JobRequest& req,
                                const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
                                std::vector<float>& o, std::vector<float>& lse, const Progress& progress, Outcome& out) {
   for (int hops = 0;; ++hops) {
     auto c = co_await connect_control(to, secret, tls, idle);
     out.daemon = to;
-    const auto t0 = Clock::now();
     co_await write_json(*c.stream, job_request_json(req), idle, c.peer);
-    const std::uint64_t total = req.q_bytes() + 2 * req.kv_bytes();
-    std::uint64_t before = 0;
-    auto show = [&](std::uint64_t done) {
-      static auto last = Clock::now();
-      if (Clock::now() - last < std::chrono::milliseconds(200) && before + done != total) return;
-      last = Clock::now();
-      progress.line("submit: sending Q, K, V to " + to + ": " + mib(before + done) + " of " + mib(total));
-    };
-    // The daemon answers the request before any tensor moves: accepted, a redirect to
-    // rank 0, or why not (limits, memory, draining).
-    {
-      const cli::JsonValue e = cli::parse_json(co_await read_json(*c.stream, idle, c.peer));
-      const std::string name = text(e, "event");
-      static const cli::JsonValue none;
-      const cli::JsonValue& data = e.get("data") ? *e.get("data") : none;
-      if (name == "redirect") {
-        const std::string next = text(data, "to");
-        if (hops >= 2 || next.empty()) throw NetworkError("the daemons redirect in a loop; submit to rank 0", FailureCause::protocol);
-        progress.line("submit: " + to + " is rank " + std::to_string(static_cast<int>(number(data, "rank"))) +
-                      ", not rank 0; sending to rank 0 at " + next);
-        to = next;
-        continue;
-      }
-      if (name != "accepted") throw Error(c.peer + " refused the job: " + text(data, "message"));
-    }
-    co_await write_tensor(*c.stream, std::as_bytes(std::span(q)), idle, c.peer, show);
-    before += req.q_bytes();
-    co_await write_tensor(*c.stream, std::as_bytes(std::span(k)), idle, c.peer, show);
-    before += req.kv_bytes();
-    co_await write_tensor(*c.stream, std::as_bytes(std::span(v)), idle, c.peer, show);
-    out.upload_seconds = since(t0);
+    int world = 0;
+    bool redirected = false;
     for (;;) {
       const cli::JsonValue e = cli::parse_json(co_await read_json(*c.stream, idle, c.peer));
       const std::string name = text(e, "event");
       const cli::JsonValue* d = e.get("data");
       static const cli::JsonValue empty;
       const cli::JsonValue& data = d ? *d : empty;
+      if (name == "redirect") {  // before anything is queued or sent
+        const std::string next = text(data, "to");
+        if (hops >= 2 || next.empty()) throw NetworkError("the daemons redirect in a loop; submit to rank 0", FailureCause::protocol);
+        progress.line("submit: " + to + " is rank " + std::to_string(static_cast<int>(number(data, "rank"))) +
+                      ", not rank 0; sending to rank 0 at " + next);
+        to = next;
+        redirected = true;
+        break;
+      }
       if (name == "queued") {
         out.job = static_cast<std::uint64_t>(number(data, "job"));
         progress.line("submit: job " + std::to_string(out.job) + " queued at position " +
                       std::to_string(static_cast<int>(number(data, "position"))) + " (ring " + text(data, "ring") + ")");
+      } else if (name == "upload") {  // the ring is ours: the shards, workers' first
+        world = static_cast<int>(number(data, "world"));
+        if (world < 1 || world > 4096) throw NetworkError(c.peer + ": bad world size in its upload request", FailureCause::protocol);
+        const auto t = Clock::now();
+        co_await upload(*c.stream, c.peer, idle, req, world, q, k, v, progress, to);
+        out.upload_seconds = since(t);
       } else if (name == "started") {
         progress.line("submit: job " + std::to_string(out.job) + " running on " +
                       std::to_string(static_cast<int>(number(data, "ranks"))) + " ranks: " + text(data, "shape"));
@@ -152,15 +167,25 @@ asio::awaitable<void> converse(std::string to, const std::string& secret, bool t
         for (int i = 0; i <= 7; ++i)
           if (to_string(static_cast<FailureCause>(i)) == cause) fc = static_cast<FailureCause>(i);
         progress.line("", true);
-        throw NetworkError("job " + std::to_string(out.job) + " " + text(data, "result") +
-                               (rank >= 0 ? " on rank " + std::to_string(rank) : std::string()) + " (" + cause +
+        const std::string what = out.job ? "job " + std::to_string(out.job) + " " + text(data, "result") : c.peer + " refused the job";
+        throw NetworkError(what + (rank >= 0 ? " on rank " + std::to_string(rank) : std::string()) + " (" + cause +
                                "): " + text(data, "message"),
                            fc, rank);
       }  // "alive": the daemon is there; nothing to show
     }
+    if (redirected) continue;
+    if (world == 0) throw NetworkError(c.peer + ": the job ended without asking for its inputs", FailureCause::protocol);
+    // Every rank's rows of O and lse, in rank order.
     const auto t1 = Clock::now();
-    co_await read_tensor(*c.stream, std::as_writable_bytes(std::span(o)), idle, c.peer);
-    if (req.want_lse) co_await read_tensor(*c.stream, std::as_writable_bytes(std::span(lse)), idle, c.peer);
+    const std::int64_t qw = req.heads * req.head_dim, w = qw + req.heads;
+    std::vector<float> rows;
+    for (int r = 0; r < world; ++r) {
+      const Positions pos = shard_positions(req.layout, req.tokens, world, r);
+      rows.resize(static_cast<std::size_t>(pos.size() * w));
+      co_await read_tensor(*c.stream, std::as_writable_bytes(std::span(rows)), idle, c.peer);
+      scatter_rows(rows, w, 0, qw, pos, o);
+      if (req.want_lse) scatter_rows(rows, w, qw, req.heads, pos, lse);
+    }
     out.download_seconds = since(t1);
     progress.line("", true);
     co_return;
