@@ -205,7 +205,7 @@ asio::awaitable<ClientConnection> connect_control(std::string address, std::stri
     throw NetworkError(c.peer + ": " + r.error +
                            (r.end == net::tcp::HandshakeEnd::unauthenticated
                                 ? " (the client needs the daemons' token: --token-file or RINGATTN_TOKEN)"
-                                : r.end == net::tcp::HandshakeEnd::not_a_peer ? " (is --tls the same on both sides?)" : ""),
+                                : " (a daemon with --tls needs clients with --tls, and one without, clients without)"),
                        FailureCause::auth);
   co_return c;
 }

@@ -65,7 +65,9 @@ std::string DaemonRing::log(int rank) {
 }
 
 bool DaemonRing::wait_ready(double seconds) {
-  auto o = itest::run_ringattn({"status", "--to", control(0), "--wait", std::to_string(seconds)}, env(), seconds + 30);
+  std::vector<std::string> args = {"status", "--to", control(0), "--wait", std::to_string(seconds)};
+  args.insert(args.end(), config_.client.begin(), config_.client.end());
+  auto o = itest::run_ringattn(args, env(), seconds + 30);
   for (auto& d : daemons_) d->pump();
   if (o.exit_code != 0) {
     std::fprintf(stderr, "status --wait failed: %s\n", o.err.c_str());
@@ -79,6 +81,7 @@ std::vector<std::string> DaemonRing::submit_args(int to_rank, const std::string&
   std::vector<std::string> a = {"submit", "--to", control(to_rank), "--q", in_dir + "/q.npy", "--k", in_dir + "/k.npy",
                                 "--v", in_dir + "/v.npy", "--out", in_dir + "/o.npy", "--lse", in_dir + "/lse.npy",
                                 "--timeout", "30"};
+  a.insert(a.end(), config_.client.begin(), config_.client.end());
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
 }

@@ -22,7 +22,8 @@ struct RingConfig {
   int world = 3;
   double timeout = 3;  // the daemons' --timeout: silence or stall of a peer mid-job
   double grace = 30;
-  std::vector<std::string> extra;  // more serve options, for every daemon
+  std::vector<std::string> extra;   // more serve options, for every daemon
+  std::vector<std::string> client;  // more options for every submit and status (e.g. --tls)
 };
 
 class DaemonRing {

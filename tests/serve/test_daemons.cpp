@@ -245,4 +245,33 @@ TEST_CASE("serve: /healthz and /metrics report the ring and its jobs; nothing wi
   CHECK(!std::filesystem::exists(bd.file("o.npy")));
 }
 
+TEST_CASE("serve: with --tls every connection is encrypted, a plain client is refused; --log-format json is one object per line") {
+  RingConfig c;
+  c.world = 2;
+  c.extra = {"--tls", "--log-format", "json"};
+  c.client = {"--tls"};
+  DaemonRing ring(c);
+  REQUIRE(ring.wait_ready(60));
+  const Checked r = submit_and_check(ring, 1, Inputs(Shape{257, 4, 2, 32}, 16, DType::f32), Mask::causal(), {"--causal"});
+  INFO(r.outcome.err);
+  REQUIRE(r.outcome.exit_code == 0);
+  CHECK(r.err_o <= kTolF32);
+  const auto plain = itest::run_ringattn({"status", "--to", ring.control(0)}, ring.env(), 30);
+  CHECK(plain.exit_code == 1);
+  CHECK(contains(plain.err, "--tls"));
+  // Every line of the daemons' logs is a JSON object with the rank.
+  for (int k = 0; k < 2; ++k) {
+    const std::string log = ring.log(k);
+    std::size_t lines = 0, start = 0;
+    for (std::size_t nl; (nl = log.find('\n', start)) != std::string::npos; start = nl + 1, ++lines) {
+      const std::string line = log.substr(start, nl - start);
+      INFO(line);
+      CHECK(line.rfind("{\"ts\":\"", 0) == 0);
+      CHECK(contains(line, "\"rank\":" + std::to_string(k) + ","));
+      CHECK(line.back() == '}');
+    }
+    CHECK(lines >= 2);
+  }
+}
+
 }  // namespace ringattn::stest
