@@ -137,7 +137,8 @@ struct ControlServer::Impl {
     std::string refused;
     try {
       const double avail = node::available_memory_bytes().value_or(4.0 * (1ull << 30));
-      job->request = parse_job_request(text, service.world(), service.limits(), static_cast<std::uint64_t>(avail * 0.8));
+      job->request = parse_job_request(text, service.world(), service.limits(), static_cast<std::uint64_t>(avail * 0.8),
+                                       service.wire_dtype());
     } catch (const Error& e) {
       refused = e.what();
     }

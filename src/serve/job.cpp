@@ -59,7 +59,8 @@ std::string text(const cli::JsonValue& v, const char* key, const std::string& de
 
 }  // namespace
 
-JobRequest parse_job_request(const std::string& json, int world, const RingLimits& limits, std::uint64_t max_job_bytes) {
+JobRequest parse_job_request(const std::string& json, int world, const RingLimits& limits, std::uint64_t max_job_bytes,
+                             DType default_dtype) {
   cli::JsonValue v;
   try {
     v = cli::parse_json(json);
@@ -69,7 +70,7 @@ JobRequest parse_job_request(const std::string& json, int world, const RingLimit
   if (v.kind != cli::JsonValue::Kind::object) throw InvalidArgument("job request is not a JSON object");
   JobRequest r;
   r.layout = parse_layout(text(v, "layout", "contiguous"));
-  r.dtype = parse_dtype(text(v, "dtype", "fp32"));
+  r.dtype = v.get("dtype") ? parse_dtype(text(v, "dtype", "fp32")) : default_dtype;
   const std::string ring_limit = " (the ring's limit: raise the daemons' max_* settings)";
   r.heads = field(v, "heads", 1, limits.max_heads, ring_limit);
   r.kv_heads = field(v, "kv_heads", 1, std::min(limits.max_kv_heads, r.heads), ring_limit);
@@ -104,7 +105,8 @@ JobRequest parse_job_request(const std::string& json, int world, const RingLimit
 std::string job_request_json(const JobRequest& r) {
   cli::JsonObject o;
   o.add("op", "submit").add("tokens", r.tokens).add("heads", r.heads).add("kv_heads", r.kv_heads);
-  o.add("head_dim", r.head_dim).add("layout", to_string(r.layout)).add("dtype", to_string(r.dtype));
+  o.add("head_dim", r.head_dim).add("layout", to_string(r.layout));
+  if (r.dtype_given) o.add("dtype", to_string(r.dtype));
   o.add("mask", r.mask.kind == MaskKind::none ? "none" : r.mask.kind == MaskKind::causal ? "causal" : "window");
   if (r.mask.kind == MaskKind::window) o.add("window", r.mask.window);
   o.add("lse", r.want_lse);

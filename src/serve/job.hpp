@@ -30,6 +30,7 @@ struct JobRequest {
   Layout layout = Layout::contiguous;
   Mask mask = Mask::none();
   DType dtype = DType::f32;
+  bool dtype_given = true;  // false: the daemons' wire_dtype decides (not sent)
   bool want_lse = false;
 
   std::uint64_t q_bytes() const { return static_cast<std::uint64_t>(tokens * heads * head_dim) * 4; }
@@ -43,7 +44,9 @@ struct JobRequest {
 // (world size: the layout needs enough tokens; limits: the largest shard, heads, head
 // dim) and against `max_job_bytes` (the daemon's memory for one job). Throws
 // InvalidArgument naming the field.
-JobRequest parse_job_request(const std::string& json, int world, const RingLimits& limits, std::uint64_t max_job_bytes);
+// A request without a dtype gets `default_dtype` (the daemons' wire_dtype).
+JobRequest parse_job_request(const std::string& json, int world, const RingLimits& limits, std::uint64_t max_job_bytes,
+                             DType default_dtype = DType::f32);
 std::string job_request_json(const JobRequest& r);  // what submit sends
 
 // Events from any thread to a coroutine on one executor, in order.

@@ -129,7 +129,7 @@ void RingService::submit(std::shared_ptr<Job> job) {
     // Queued before the ring thread can start it: the client sees the events in order.
     cli::JsonObject e;
     e.add("job", job->id).add("position", static_cast<std::int64_t>(queue_.size() + (running_ ? 1 : 0)));
-    e.add("ring", to_string(state()));
+    e.add("ring", to_string(state())).add("dtype", to_string(job->request.dtype));
     job->events->push(event("queued", e));
   }
   cv_.notify_all();

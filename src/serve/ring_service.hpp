@@ -49,6 +49,7 @@ class RingService {
   int rank() const { return config_.ring.rank; }
   int world() const { return config_.ring.world_size; }
   const RingLimits& limits() const { return config_.ring.limits; }
+  DType wire_dtype() const { return config_.wire_dtype; }
   RingState state() const { return state_.load(); }
 
   // Rank 0: queue a job (events go to job->events). Throws Error while draining.

@@ -42,6 +42,7 @@ struct Outcome {
   std::vector<cli::JsonObject> nodes;
   double seconds = 0, ring_seconds = 0, upload_seconds = 0, download_seconds = 0;
   std::string daemon;
+  std::string dtype;  // what the daemons run the job in (their wire_dtype unless asked)
 };
 
 // A one-line progress display on stderr (overwritten on a terminal, one line per event
@@ -134,6 +135,7 @@ asio::awaitable<void> converse(std::string to, const std::string& secret, bool t
       }
       if (name == "queued") {
         out.job = static_cast<std::uint64_t>(number(data, "job"));
+        out.dtype = text(data, "dtype");
         progress.line("submit: job " + std::to_string(out.job) + " queued at position " +
                       std::to_string(static_cast<int>(number(data, "position"))) + " (ring " + text(data, "ring") + ")");
       } else if (name == "upload") {  // the ring is ours: the shards, workers' first
@@ -212,7 +214,8 @@ int run_submit(const cli::Args& a) {
   req.kv_heads = spec.attention.kv_heads;
   req.head_dim = spec.attention.head_dim;
   req.layout = parse_layout(a.str("layout"));
-  req.dtype = parse_dtype(a.str("dtype"));
+  req.dtype_given = a.has("dtype");
+  if (req.dtype_given) req.dtype = parse_dtype(a.str("dtype"));
   if (a.has("window")) req.mask = Mask::sliding_window(a.int64("window"));
   else if (a.has("causal")) req.mask = Mask::causal();
   req.want_lse = !lse_path.empty();
@@ -239,6 +242,7 @@ int run_submit(const cli::Args& a) {
   io.run();
   if (failure) std::rethrow_exception(failure);
   const double total = since(t0);
+  if (!out.dtype.empty()) req.dtype = parse_dtype(out.dtype);
 
   // All or nothing: both files are finished before either is published.
   io::NpyAtomicWriter wo(out_path, {req.tokens, req.heads, req.head_dim});
@@ -286,7 +290,7 @@ int ringattn::cli::submit_main(const std::vector<std::string>& argv) {
       .flag("causal", "causal mask on the global token positions")
       .option("window", "W", "sliding window of W tokens (causal)")
       .option("layout", "L", "sharding of the token axis: contiguous, zigzag, striped", "zigzag")
-      .option("dtype", "DTYPE", "kernel inputs and K/V on the wire: fp32 or bf16", "fp32")
+      .option("dtype", "DTYPE", "kernel inputs and K/V on the wire: fp32 or bf16 (default: the daemons' wire_dtype)")
       .option("token-file", "FILE", "the daemons' shared secret, mode 0600 (default: RINGATTN_TOKEN_FILE or RINGATTN_TOKEN)")
       .flag("tls", "TLS 1.3 to the daemon (the daemons must run with --tls)")
       .option("timeout", "S", "seconds the daemon may stay silent before the job counts as lost", "60")

@@ -245,17 +245,18 @@ TEST_CASE("serve: /healthz and /metrics report the ring and its jobs; nothing wi
   CHECK(!std::filesystem::exists(bd.file("o.npy")));
 }
 
-TEST_CASE("serve: with --tls every connection is encrypted, a plain client is refused; --log-format json is one object per line") {
+TEST_CASE("serve: with --tls every connection is encrypted, a plain client is refused; --log-format json is one object per line; --wire-dtype is the jobs' default") {
   RingConfig c;
   c.world = 2;
-  c.extra = {"--tls", "--log-format", "json"};
+  c.extra = {"--tls", "--log-format", "json", "--wire-dtype", "bf16"};
   c.client = {"--tls"};
   DaemonRing ring(c);
   REQUIRE(ring.wait_ready(60));
-  const Checked r = submit_and_check(ring, 1, Inputs(Shape{257, 4, 2, 32}, 16, DType::f32), Mask::causal(), {"--causal"});
+  const Checked r = submit_and_check(ring, 1, Inputs(Shape{257, 4, 2, 32}, 16, DType::bf16), Mask::causal(), {"--causal", "--json"});
   INFO(r.outcome.err);
   REQUIRE(r.outcome.exit_code == 0);
-  CHECK(r.err_o <= kTolF32);
+  CHECK(r.err_o <= kTolBf16);
+  CHECK(contains(r.outcome.out, "\"dtype\":\"bf16\""));
   const auto plain = itest::run_ringattn({"status", "--to", ring.control(0)}, ring.env(), 30);
   CHECK(plain.exit_code == 1);
   CHECK(contains(plain.err, "--tls"));
