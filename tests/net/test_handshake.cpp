@@ -50,7 +50,7 @@ TEST_CASE("hello: round trip and field checks") {
   };
   refused(8, std::byte{4}, "'rank' = 4");       // rank == world
   refused(12, std::byte{0}, "'world'");         // low byte 0 -> world 0
-  refused(16, std::byte{3}, "'link' = 3");
+  refused(16, std::byte{4}, "'link' = 4");  // 3 is the control link of `ringattn serve`
   refused(17, std::byte{2}, "reserved@17");
   refused(18, std::byte{1}, "reserved");
   refused(36, std::byte{1}, "reserved");
