@@ -177,6 +177,38 @@ KvFinite pack_kv(const T* k, const T* v, T* kt, T* kr, T* vp, std::int64_t nk, s
   return {!k_bad, !v_bad};
 }
 
+// The key columns a strip of query rows (positions qp, documents qd, nr rows) computes
+// against a key tile (kp, kd, tk columns), as windows [cl, ch) rounded out to kStrip:
+// one per run of rows of one document (bounded by its first row's lo and its last row's
+// hi, kernels/visible_range.hpp), overlapping or touching windows merged. A document
+// that sees nothing in the tile adds none, so a strip whose documents have no keys here
+// is skipped however far apart its first and last documents' keys lie, and the columns
+// between two documents' windows are not computed.
+template <class Emit>
+void strip_windows(const Mask& mask, const std::int64_t* qp, const std::int32_t* qd, std::int64_t nr,
+                   const std::int64_t* kp, const std::int32_t* kd, std::int64_t tk, Emit emit) {
+  std::int64_t wl = 0, wh = -1;  // the open window; none while wh < 0
+  for (std::int64_t r = 0; r < nr;) {
+    std::int64_t re = r + 1;
+    while (re < nr && qd[re] == qd[r]) ++re;
+    std::int64_t lo_first, hi_first, lo_last, hi_last;
+    visible_range(mask, qp[r], qd[r], kp, kd, tk, &lo_first, &hi_first);
+    visible_range(mask, qp[re - 1], qd[r], kp, kd, tk, &lo_last, &hi_last);
+    r = re;
+    if (hi_last <= lo_first) continue;  // this document sees none of these keys
+    const std::int64_t cl = (lo_first / kStrip) * kStrip;
+    const std::int64_t ch = std::min(tk, ((hi_last + kStrip - 1) / kStrip) * kStrip);
+    if (wh >= 0 && cl <= wh) {  // windows only move right (lo and hi never decrease)
+      wh = std::max(wh, ch);
+      continue;
+    }
+    if (wh >= 0) emit(wl, wh);
+    wl = cl;
+    wh = ch;
+  }
+  if (wh >= 0) emit(wl, wh);
+}
+
 }  // namespace
 
 // One matmul-sized piece of a (query tile, key tile) pair: rows [i0, i0+nr) of the query
@@ -351,17 +383,18 @@ FoldStats BlockAttention::Impl::fold_chunk(const void* q, const std::vector<std:
         pieces.push_back({kt, 0, tq, 0, tk, false});
         continue;
       }
+      const std::int32_t* kd = kdocs ? kdocs + c0 : nullptr;
       for (std::int64_t i0 = 0; i0 < tq; i0 += kStrip) {
         const std::int64_t nr = std::min(kStrip, tq - i0);
+        if (kd) {
+          strip_windows(cfg.mask, qpos.data() + r0 + i0, qdocs + r0 + i0, nr, kp, kd, tk,
+                        [&](std::int64_t cl, std::int64_t ch) { pieces.push_back({kt, i0, nr, cl, ch - cl, true}); });
+          continue;
+        }
         std::int64_t lo_first, hi_first, lo_last, hi_last;
-        const std::int32_t* kd = kdocs ? kdocs + c0 : nullptr;
-        const std::int64_t first = r0 + i0, last = r0 + i0 + nr - 1;
-        visible_range(cfg.mask, qpos[static_cast<std::size_t>(first)], qdocs ? qdocs[first] : 0, kp, kd, tk, &lo_first,
-                      &hi_first);
-        visible_range(cfg.mask, qpos[static_cast<std::size_t>(last)], qdocs ? qdocs[last] : 0, kp, kd, tk, &lo_last,
-                      &hi_last);
-        // Positions (and documents) increase, so the first row has the smallest lo, the
-        // last the largest hi (kernels/visible_range.hpp).
+        visible_range(cfg.mask, qpos[static_cast<std::size_t>(r0 + i0)], kp, tk, &lo_first, &hi_first);
+        visible_range(cfg.mask, qpos[static_cast<std::size_t>(r0 + i0 + nr - 1)], kp, tk, &lo_last, &hi_last);
+        // Positions increase, so the first row has the smallest lo, the last the largest hi.
         if (hi_last <= lo_first) continue;
         const std::int64_t cl = (lo_first / kStrip) * kStrip;
         const std::int64_t ch = std::min(tk, ((hi_last + kStrip - 1) / kStrip) * kStrip);

@@ -10,12 +10,15 @@
 // are bounded by its first and last row).
 //
 // shard_documents() balances the causal-within-document work over P ranks:
-//   - a document of at least 2P tokens is cut into 2P chunks (sizes differ by at most
-//     one) and dealt as zigzag pairs (chunk i with chunk 2P-1-i), so each pair carries
-//     the same causal work up to rounding; the heaviest pair goes to the least-loaded
-//     rank, so the rounding does not always favour the same rank;
-//   - a document shorter than 2P goes whole to the least-loaded rank, the heaviest of
-//     them first (longest-processing-time order).
+//   - a heavy document (of at least 2P tokens and more than 1/16 of a rank's share of
+//     the work) is cut into 2P chunks (sizes differ by at most one) and dealt as zigzag
+//     pairs (chunk i with chunk 2P-1-i), so each pair carries the same causal work up to
+//     rounding; the heaviest pair goes to the least-loaded rank, so the rounding does not
+//     always favour the same rank;
+//   - every other document goes whole to the least-loaded rank, the heaviest first
+//     (longest-processing-time order: it adds at most 1/16 of a share of imbalance).
+//     Whole documents keep their rows together, which the kernel computes faster than
+//     2P scattered chunks of a few tokens each.
 // Each rank's positions are then sorted, so they strictly increase.
 #pragma once
 

@@ -33,6 +33,8 @@ void check_tokens(const char* what, std::span<const std::int64_t> cu, int shards
                           "empty blocks)");
 }
 
+constexpr double kWholeShare = 16;
+
 int least_loaded(const std::vector<double>& load) {
   return static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
 }
@@ -79,7 +81,13 @@ std::vector<PackedShard> shard_documents(std::span<const std::int64_t> cu, int s
   const std::int64_t P = shards, docs = static_cast<std::int64_t>(cu.size()) - 1;
   std::vector<PackedShard> out(static_cast<std::size_t>(P));
   std::vector<double> load(static_cast<std::size_t>(P), 0.0);
-  std::vector<std::int64_t> tiny;
+  // Whole documents: shorter than 2P, or light enough (at most 1/kWholeShare of a rank's
+  // share of the causal work) that placing them whole, heaviest first on the least-loaded
+  // rank, costs at most that much balance.
+  double total = 0;
+  for (std::int64_t d = 0; d < docs; ++d) total += causal_pairs(0, cu[d + 1] - cu[d]);
+  const double whole_limit = total / static_cast<double>(P) / kWholeShare;
+  std::vector<std::int64_t> whole;
   struct Pair {
     double work;
     std::int64_t first[2], count[2];
@@ -88,8 +96,8 @@ std::vector<PackedShard> shard_documents(std::span<const std::int64_t> cu, int s
   std::vector<int> ranks(static_cast<std::size_t>(P));
   for (std::int64_t d = 0; d < docs; ++d) {
     const std::int64_t start = cu[d], len = cu[d + 1] - cu[d];
-    if (len < 2 * P) {
-      if (len > 0) tiny.push_back(d);
+    if (len < 2 * P || causal_pairs(0, len) <= whole_limit) {
+      if (len > 0) whole.push_back(d);
       continue;
     }
     for (std::int64_t i = 0; i < P; ++i) {
@@ -110,8 +118,8 @@ std::vector<PackedShard> shard_documents(std::span<const std::int64_t> cu, int s
     }
   }
   // Longest first onto the least-loaded rank.
-  std::stable_sort(tiny.begin(), tiny.end(), [&](std::int64_t a, std::int64_t b) { return cu[a + 1] - cu[a] > cu[b + 1] - cu[b]; });
-  for (const std::int64_t d : tiny) {
+  std::stable_sort(whole.begin(), whole.end(), [&](std::int64_t a, std::int64_t b) { return cu[a + 1] - cu[a] > cu[b + 1] - cu[b]; });
+  for (const std::int64_t d : whole) {
     const auto r = static_cast<std::size_t>(least_loaded(load));
     for (std::int64_t p = cu[d]; p < cu[d + 1]; ++p) out[r].positions.push_back(p);
     load[r] += causal_pairs(0, cu[d + 1] - cu[d]);

@@ -117,6 +117,22 @@ TEST_CASE("documents: kernel matches float64 per-document attention on every ISA
       {"keys from another part of the batch", {200, 200, 200, 200}, range(150, 420), range(380, 800), 2},
       {"keys past one 4096-key chunk", {2000, 1, 2600, 10}, two_runs(1990, 2010, 4560, 4611), range(0, 4611), 1},
       {"no common document", {100, 100, 100}, range(0, 100), range(200, 300), 1},
+      // Whole documents on two ranks sharing one: the queries' strips span documents 0-4,
+      // whose keys here are documents 1, 2, 3 and 5 (only 2 in common).
+      {"whole documents of two ranks", {30, 30, 30, 30, 30, 30},
+       [] {
+         auto r = two_runs(0, 30, 60, 90);
+         const auto s = range(120, 150);
+         r.insert(r.end(), s.begin(), s.end());
+         return r;
+       }(),
+       [] {
+         auto r = range(30, 120);
+         const auto s = range(150, 180);
+         r.insert(r.end(), s.begin(), s.end());
+         return r;
+       }(),
+       1},
   };
   for (Isa isa : available_isas())
     for (DType dt : {DType::f32, DType::bf16})
