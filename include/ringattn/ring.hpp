@@ -134,8 +134,8 @@ class Ring {
   // own document, with the spec's mask inside it. The ids travel with the K/V blocks; a
   // ring step whose block shares no document with this rank's queries (or that the mask
   // hides) is relayed without being folded. Every rank of the call must use this
-  // overload (a rank with no rows passes an empty span); a rank calling the other one
-  // fails the call on every rank with an error naming both.
+  // overload; a rank calling the other one fails the call on every rank with an error
+  // naming both.
   ForwardStats forward(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
                        std::span<const float> v, std::span<const std::int64_t> positions,
                        std::span<const std::int32_t> documents, std::span<float> o, std::span<float> lse = {});
@@ -152,11 +152,6 @@ class Ring {
  private:
   friend struct RingInternals;  // the library's own tools (src/ring/internals.hpp)
   explicit Ring(std::unique_ptr<Impl> impl);
-  static ForwardStats forward_call(Impl& im, const AttentionSpec& spec, std::span<const float> q,
-                                   std::span<const float> k, std::span<const float> v,
-                                   std::span<const std::int64_t> positions,
-                                   std::optional<std::span<const std::int32_t>> documents, std::span<float> o,
-                                   std::span<float> lse);
   std::unique_ptr<Impl> impl_;
 };
 

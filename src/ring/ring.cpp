@@ -227,25 +227,11 @@ bool step_hidden(const Mask& mask, std::span<const std::int64_t> qpos, std::span
   return mask.kind == MaskKind::window && blk.positions->at(blk.rows - 1) <= qpos.front() - mask.window;
 }
 
-}  // namespace
-
-ForwardStats Ring::forward(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
-                           std::span<const float> v, std::span<const std::int64_t> positions, std::span<float> o,
-                           std::span<float> lse) {
-  return forward_call(*impl_, spec, q, k, v, positions, std::nullopt, o, lse);
-}
-
-ForwardStats Ring::forward(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
-                           std::span<const float> v, std::span<const std::int64_t> positions,
-                           std::span<const std::int32_t> documents, std::span<float> o, std::span<float> lse) {
-  return forward_call(*impl_, spec, q, k, v, positions, documents, o, lse);
-}
-
-ForwardStats Ring::forward_call(Impl& im, const AttentionSpec& spec, std::span<const float> q,
-                                std::span<const float> k, std::span<const float> v,
-                                std::span<const std::int64_t> positions,
-                                std::optional<std::span<const std::int32_t>> documents, std::span<float> o,
-                                std::span<float> lse) {
+// Both forward()s: `documents` unset for a call without them.
+ForwardStats forward_call(Ring::Impl& im, const AttentionSpec& spec, std::span<const float> q,
+                          std::span<const float> k, std::span<const float> v, std::span<const std::int64_t> positions,
+                          std::optional<std::span<const std::int32_t>> documents, std::span<float> o,
+                          std::span<float> lse) {
   auto rank = [&] { return im.options.rank; };
   auto world_size = [&] { return im.options.world_size; };
   const auto start = Clock::now();
@@ -362,6 +348,20 @@ ForwardStats Ring::forward_call(Impl& im, const AttentionSpec& spec, std::span<c
   st.bytes_sent = step.payload_bytes_sent();
   st.seconds = since(start);
   return st;
+}
+
+}  // namespace
+
+ForwardStats Ring::forward(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
+                           std::span<const float> v, std::span<const std::int64_t> positions, std::span<float> o,
+                           std::span<float> lse) {
+  return forward_call(*impl_, spec, q, k, v, positions, std::nullopt, o, lse);
+}
+
+ForwardStats Ring::forward(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
+                           std::span<const float> v, std::span<const std::int64_t> positions,
+                           std::span<const std::int32_t> documents, std::span<float> o, std::span<float> lse) {
+  return forward_call(*impl_, spec, q, k, v, positions, documents, o, lse);
 }
 
 }  // namespace ringattn
