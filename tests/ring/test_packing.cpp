@@ -11,27 +11,11 @@
 
 #include "ringattn/error.hpp"
 #include "ringattn/packing.hpp"
+#include "src/oracle/random_inputs.hpp"
 
 using namespace ringattn;
 
 namespace {
-
-// 64 prompt lengths from a bounded Pareto distribution on [16, 8192] (shape 0.8): most
-// are short, a few are thousands of tokens. Fixed seed.
-std::vector<std::int64_t> mixed_batch_cu_seqlens(int prompts, unsigned seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> u(0.0, 1.0);
-  const double lo = 16, hi = 8192, a = 0.8;
-  std::vector<std::int64_t> cu = {0};
-  for (int i = 0; i < prompts; ++i) {
-    const double x = u(rng);
-    const double len = std::pow(-(x * std::pow(hi, a) - x * std::pow(lo, a) - std::pow(hi, a)) /
-                                    (std::pow(hi, a) * std::pow(lo, a)),
-                                -1.0 / a);
-    cu.push_back(cu.back() + std::clamp<std::int64_t>(std::llround(len), 16, 8192));
-  }
-  return cu;
-}
 
 void check_partition(std::span<const std::int64_t> cu, const std::vector<PackedShard>& shards) {
   std::vector<int> seen(static_cast<std::size_t>(cu.back()), 0);
@@ -97,7 +81,7 @@ TEST_CASE("packing: visible pairs per rank count each document's causal triangle
 }
 
 TEST_CASE("packing: a mixed batch of 64 prompts (16..8192 tokens, long-tailed) at P = 4 is balanced to 1.1") {
-  const auto cu = mixed_batch_cu_seqlens(64, 20261130);
+  const auto cu = oracle::mixed_batch_cu_seqlens(64, 16, 8192, 20261130);
   const int P = 4;
   const auto balanced = visible_pairs(cu, shard_documents(cu, P), Mask::causal());
   const auto naive = visible_pairs(cu, shard_documents_contiguous(cu, P), Mask::causal());
