@@ -3,12 +3,14 @@
 // float64 dense attention within each document. Tolerances as test_ring_api.cpp.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cmath>
 
 #include "ringattn/error.hpp"
 #include "ringattn/packing.hpp"
 #include "ringattn/ring.hpp"
 #include "src/oracle/random_inputs.hpp"
+#include "src/ring/internals.hpp"
 #include "src/oracle/reference.hpp"
 #include "tests/free_port.hpp"
 #include "tests/ring/ranks_as_threads.hpp"
@@ -214,4 +216,28 @@ TEST_CASE("ring documents: decreasing or missing ids are refused before sending;
     CHECK(second[static_cast<std::size_t>(r)].find("documents has 1 elements") != std::string::npos);
     CHECK(res[static_cast<std::size_t>(r)].err_o <= 2e-5);
   }
+}
+
+TEST_CASE("ring documents: a block whose ids arrive out of order is refused by the receiver, naming the sender") {
+  const int world = 2;
+  const auto cu = cumulative({40, 50});
+  const PackedBatch b(cu, Mask::causal(), DType::f32, 17);
+  const auto shards = shard_documents(cu, world);
+  const std::string m = fresh_master();
+  const auto errors = on_ranks(world, [&](int r) {
+    Ring ring = Ring::connect(options(r, world, m, 5));
+    const auto rows = shards[static_cast<std::size_t>(r)].positions.size();
+    if (r == 0)  // rank 0's own block, as it leaves: its first row's document id made the largest
+      RingInternals::set_step_hook(ring, [rows](int step, std::span<std::byte> block, std::atomic<std::uint64_t>&) {
+        if (step != 0) return;
+        std::byte* groups = block.data() + net::kBlockPrefixBytes + rows * 8;
+        groups[0] = std::byte{0xff};
+        groups[1] = std::byte{0x7f};
+      });
+    b.run(ring, shards[static_cast<std::size_t>(r)]);
+  });
+  INFO(errors[0] << " | " << errors[1]);
+  CHECK(errors[1].find("rank 0's document ids decreasing at row 1") != std::string::npos);
+  // Rank 0 may have finished this call before the abort reached it; its ring is broken
+  // from then on, like any ring whose peer refused a frame.
 }
