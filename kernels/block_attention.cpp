@@ -5,6 +5,7 @@
 //     for each key tile:
 //       skip it if the mask hides every (q, k) pair    (positions increase, so a tile's
 //                                                       first/last rows bound it)
+//       or if its queries and keys share no document   (ids never decrease: likewise)
 //       S = Q_t K_t^T                 oneDNN matmul, Q and K read in place (strided)
 //       per row: visible column range [lo, hi) from the global positions; online
 //       softmax update of (m, l), probabilities P (fp32, or bf16 for the bf16 path)
@@ -49,7 +50,7 @@ using kernels::visible_range;
 
 constexpr std::int64_t kTileQ = 256;
 constexpr std::int64_t kTileK = 512;
-// Partially masked tiles (the causal diagonal, window edges) are cut into strips of
+// Partially masked tiles (the causal diagonal, window edges, document boundaries) are cut into strips of
 // kStrip query rows, each computed only over its visible key columns rounded out to
 // kStrip, so causal costs about half of non-causal instead of wasting the diagonal.
 constexpr std::int64_t kStrip = 64;
@@ -96,6 +97,28 @@ TileVis classify(const Mask& mask, std::int64_t qmin, std::int64_t qmax, std::in
       return (kmax <= qmin && kmin > qmax - mask.window) ? TileVis::full : TileVis::partial;
   }
   return TileVis::partial;
+}
+
+// The same when the rows carry documents, ids [qd0, qd1] and [kd0, kd1] (non-decreasing,
+// so the first and last rows bound them): no common document hides the tile; a tile the
+// mask shows fully is still partial unless its rows all belong to one document.
+TileVis classify_docs(TileVis vis, std::int32_t qd0, std::int32_t qd1, std::int32_t kd0, std::int32_t kd1) {
+  if (qd1 < kd0 || kd1 < qd0) return TileVis::hidden;
+  if (vis == TileVis::full && !(qd0 == qd1 && kd0 == kd1 && qd0 == kd0)) return TileVis::partial;
+  return vis;
+}
+
+// "" or what is wrong with one side's documents.
+std::string check_docs(const char* side, std::span<const std::int32_t> docs, std::int64_t rows) {
+  if (static_cast<std::int64_t>(docs.size()) != rows)
+    return std::string(side) + " has " + std::to_string(docs.size()) + " document ids for " + std::to_string(rows) +
+           " rows";
+  for (std::size_t i = 1; i < docs.size(); ++i)
+    if (docs[i] < docs[i - 1])
+      return std::string(side) + " document ids decrease at row " + std::to_string(i) + " (" +
+             std::to_string(docs[i - 1]) + " then " + std::to_string(docs[i]) +
+             "): each document must be one contiguous run of increasing positions";
+  return {};
 }
 
 void check_ptr(const void* p, std::size_t align, const char* name) {
@@ -154,6 +177,38 @@ KvFinite pack_kv(const T* k, const T* v, T* kt, T* kr, T* vp, std::int64_t nk, s
   return {!k_bad, !v_bad};
 }
 
+// The key columns a strip of query rows (positions qp, documents qd, nr rows) computes
+// against a key tile (kp, kd, tk columns), as windows [cl, ch) rounded out to kStrip:
+// one per run of rows of one document (bounded by its first row's lo and its last row's
+// hi, kernels/visible_range.hpp), overlapping or touching windows merged. A document
+// that sees nothing in the tile adds none, so a strip whose documents have no keys here
+// is skipped however far apart its first and last documents' keys lie, and the columns
+// between two documents' windows are not computed.
+template <class Emit>
+void strip_windows(const Mask& mask, const std::int64_t* qp, const std::int32_t* qd, std::int64_t nr,
+                   const std::int64_t* kp, const std::int32_t* kd, std::int64_t tk, Emit emit) {
+  std::int64_t wl = 0, wh = -1;  // the open window; none while wh < 0
+  for (std::int64_t r = 0; r < nr;) {
+    std::int64_t re = r + 1;
+    while (re < nr && qd[re] == qd[r]) ++re;
+    std::int64_t lo_first, hi_first, lo_last, hi_last;
+    visible_range(mask, qp[r], qd[r], kp, kd, tk, &lo_first, &hi_first);
+    visible_range(mask, qp[re - 1], qd[r], kp, kd, tk, &lo_last, &hi_last);
+    r = re;
+    if (hi_last <= lo_first) continue;  // this document sees none of these keys
+    const std::int64_t cl = (lo_first / kStrip) * kStrip;
+    const std::int64_t ch = std::min(tk, ((hi_last + kStrip - 1) / kStrip) * kStrip);
+    if (wh >= 0 && cl <= wh) {  // windows only move right (lo and hi never decrease)
+      wh = std::max(wh, ch);
+      continue;
+    }
+    if (wh >= 0) emit(wl, wh);
+    wl = cl;
+    wh = ch;
+  }
+  if (wh >= 0) emit(wl, wh);
+}
+
 }  // namespace
 
 // One matmul-sized piece of a (query tile, key tile) pair: rows [i0, i0+nr) of the query
@@ -171,8 +226,10 @@ struct BlockAttention::Impl {
   const kernels::SoftmaxOps* ops;
 
   // One chunk of at most kChunkKeys keys of a fold; arguments as in fold().
-  FoldStats fold_chunk(const void* q, const std::vector<std::int64_t>& qpos, const void* k, const void* v,
-                       const std::int64_t* kpos, std::int64_t nk, OnlineSoftmaxState& state);
+  // qdocs (all query rows) and kdocs (the chunk's keys) are both null without documents.
+  FoldStats fold_chunk(const void* q, const std::vector<std::int64_t>& qpos, const std::int32_t* qdocs, const void* k,
+                       const void* v, const std::int64_t* kpos, const std::int32_t* kdocs, std::int64_t nk,
+                       OnlineSoftmaxState& state);
   kernels::MatmulCache matmuls;
   std::vector<Scratch> scratch;
   std::vector<std::uint8_t> q_bad;  // [rows, heads]: the q row holds a NaN or inf
@@ -233,6 +290,12 @@ Isa BlockAttention::isa() const { return impl_->isa; }
 
 FoldStats BlockAttention::fold(const void* q, const Positions& q_pos, const void* k, const void* v,
                                const Positions& k_pos, OnlineSoftmaxState& state) {
+  return fold(q, q_pos, {}, k, v, k_pos, {}, state);
+}
+
+FoldStats BlockAttention::fold(const void* q, const Positions& q_pos, std::span<const std::int32_t> q_docs,
+                               const void* k, const void* v, const Positions& k_pos,
+                               std::span<const std::int32_t> k_docs, OnlineSoftmaxState& state) {
   auto& im = *impl_;
   const auto& cfg = im.cfg;
   const std::int64_t nq = q_pos.size(), nk = k_pos.size();
@@ -242,6 +305,12 @@ FoldStats BlockAttention::fold(const void* q, const Positions& q_pos, const void
                           std::to_string(state.heads) + ", " + std::to_string(state.head_dim) +
                           "] but the queries are [" + std::to_string(nq) + ", " + std::to_string(H) +
                           ", " + std::to_string(D) + "]");
+  const bool docs = !q_docs.empty() || !k_docs.empty();
+  if (docs) {
+    std::string err = check_docs("the queries'", q_docs, nq);
+    if (err.empty()) err = check_docs("the keys'", k_docs, nk);
+    if (!err.empty()) throw InvalidArgument("block attention: " + err);
+  }
   FoldStats st;
   if (nq == 0 || nk == 0) return st;
   const std::size_t esz = dtype_size(cfg.dtype);
@@ -259,8 +328,10 @@ FoldStats BlockAttention::fold(const void* q, const Positions& q_pos, const void
   for (std::int64_t c0 = 0; c0 < nk; c0 += kChunkKeys) {
     const std::int64_t n = std::min(kChunkKeys, nk - c0);
     const std::size_t off = static_cast<std::size_t>(c0 * cfg.kv_heads * D) * esz;
-    const FoldStats part = im.fold_chunk(q, qpos, static_cast<const char*>(k) + off, static_cast<const char*>(v) + off,
-                                      kpos_all.data() + c0, n, state);
+    const FoldStats part =
+        im.fold_chunk(q, qpos, docs ? q_docs.data() : nullptr, static_cast<const char*>(k) + off,
+                      static_cast<const char*>(v) + off, kpos_all.data() + c0, docs ? k_docs.data() + c0 : nullptr, n,
+                      state);
     st.tiles_computed += part.tiles_computed;
     st.tiles_skipped += part.tiles_skipped;
     st.useful_flops += part.useful_flops;
@@ -268,8 +339,9 @@ FoldStats BlockAttention::fold(const void* q, const Positions& q_pos, const void
   return st;
 }
 
-FoldStats BlockAttention::Impl::fold_chunk(const void* q, const std::vector<std::int64_t>& qpos, const void* k,
-                                           const void* v, const std::int64_t* kpos, std::int64_t nk,
+FoldStats BlockAttention::Impl::fold_chunk(const void* q, const std::vector<std::int64_t>& qpos,
+                                           const std::int32_t* qdocs, const void* k, const void* v,
+                                           const std::int64_t* kpos, const std::int32_t* kdocs, std::int64_t nk,
                                            OnlineSoftmaxState& state) {
   auto& im = *this;
   const std::int64_t nq = static_cast<std::int64_t>(qpos.size());
@@ -282,7 +354,7 @@ FoldStats BlockAttention::Impl::fold_chunk(const void* q, const std::vector<std:
   double pairs = 0;
   for (std::int64_t i = 0; i < nq; ++i) {
     std::int64_t lo, hi;
-    visible_range(cfg.mask, qpos[static_cast<std::size_t>(i)], kpos, nk, &lo, &hi);
+    visible_range(cfg.mask, qpos[static_cast<std::size_t>(i)], qdocs ? qdocs[i] : 0, kpos, kdocs, nk, &lo, &hi);
     pairs += static_cast<double>(hi - lo);
   }
   st.useful_flops = pairs * 4.0 * static_cast<double>(D * H);
@@ -297,8 +369,10 @@ FoldStats BlockAttention::Impl::fold_chunk(const void* q, const std::vector<std:
     for (std::int64_t kt = 0; kt < nkt; ++kt) {
       const std::int64_t c0 = kt * kTileK, tk = std::min(kTileK, nk - c0);
       const std::int64_t* kp = kpos + c0;
-      const TileVis vis = classify(cfg.mask, qpos[static_cast<std::size_t>(r0)],
-                                   qpos[static_cast<std::size_t>(r0 + tq - 1)], kp[0], kp[tk - 1]);
+      TileVis vis = classify(cfg.mask, qpos[static_cast<std::size_t>(r0)], qpos[static_cast<std::size_t>(r0 + tq - 1)],
+                             kp[0], kp[tk - 1]);
+      if (kdocs && vis != TileVis::hidden)
+        vis = classify_docs(vis, qdocs[r0], qdocs[r0 + tq - 1], kdocs[c0], kdocs[c0 + tk - 1]);
       if (vis == TileVis::hidden) {
         st.tiles_skipped += H;
         continue;
@@ -309,8 +383,14 @@ FoldStats BlockAttention::Impl::fold_chunk(const void* q, const std::vector<std:
         pieces.push_back({kt, 0, tq, 0, tk, false});
         continue;
       }
+      const std::int32_t* kd = kdocs ? kdocs + c0 : nullptr;
       for (std::int64_t i0 = 0; i0 < tq; i0 += kStrip) {
         const std::int64_t nr = std::min(kStrip, tq - i0);
+        if (kd) {
+          strip_windows(cfg.mask, qpos.data() + r0 + i0, qdocs + r0 + i0, nr, kp, kd, tk,
+                        [&](std::int64_t cl, std::int64_t ch) { pieces.push_back({kt, i0, nr, cl, ch - cl, true}); });
+          continue;
+        }
         std::int64_t lo_first, hi_first, lo_last, hi_last;
         visible_range(cfg.mask, qpos[static_cast<std::size_t>(r0 + i0)], kp, tk, &lo_first, &hi_first);
         visible_range(cfg.mask, qpos[static_cast<std::size_t>(r0 + i0 + nr - 1)], kp, tk, &lo_last, &hi_last);
@@ -417,6 +497,7 @@ FoldStats BlockAttention::Impl::fold_chunk(const void* q, const std::vector<std:
     for (const Piece& pc : pieces) {
       const std::int64_t c0 = pc.kt * kTileK, tk = tile_width(pc.kt);
       const std::int64_t* kp = kpos + c0 + pc.cl;
+      const std::int32_t* kd = kdocs ? kdocs + c0 + pc.cl : nullptr;
       const std::size_t rows_off = static_cast<std::size_t>((g * nk + c0 + pc.cl) * D) * esz;
       const void* k_operand = pc.partial ? krb + rows_off : kb + static_cast<std::size_t>((g * nk + c0) * D + pc.cl) * esz;
       const void* q_rows = sc.q_tile.data + static_cast<std::size_t>(pc.i0) * row_bytes;
@@ -424,7 +505,9 @@ FoldStats BlockAttention::Impl::fold_chunk(const void* q, const std::vector<std:
       for (std::int64_t i = 0; i < pc.nr; ++i) {
         const std::int64_t row = pc.i0 + i;
         std::int64_t lo = 0, hi = pc.w;
-        if (pc.partial) visible_range(mask, qpos[static_cast<std::size_t>(r0 + row)], kp, pc.w, &lo, &hi);
+        if (pc.partial)
+          visible_range(mask, qpos[static_cast<std::size_t>(r0 + row)], qdocs ? qdocs[r0 + row] : 0, kp, kd, pc.w, &lo,
+                        &hi);
         alpha[row] = ops->online_row(sc.scores.data + i * pc.w, static_cast<int>(pc.w), static_cast<int>(lo),
                                      static_cast<int>(hi), scale, &m[row], &l[row],
                                      bf16 ? nullptr : sc.scores.data + i * pc.w,
@@ -444,7 +527,7 @@ FoldStats BlockAttention::Impl::fold_chunk(const void* q, const std::vector<std:
   }
   if (any_q_bad || bad_keys)
     kernels::poison_non_finite(mask, qpos, any_q_bad ? q_bad : nullptr, kpos, nk, bad_keys ? &*bad_keys : nullptr, G,
-                               state);
+                               state, qdocs, kdocs);
   return st;
 }
 

@@ -63,12 +63,12 @@ BadKeys::BadKeys(const void* k, bool k_bad, const void* v, bool v_bad, std::int6
 
 void poison_non_finite(const Mask& mask, const std::vector<std::int64_t>& qpos, const std::uint8_t* q_bad,
                        const std::int64_t* kpos, std::int64_t nk, const BadKeys* keys, std::int64_t group,
-                       OnlineSoftmaxState& state) {
+                       OnlineSoftmaxState& state, const std::int32_t* qdocs, const std::int32_t* kdocs) {
   constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
   const std::int64_t nq = static_cast<std::int64_t>(qpos.size()), H = state.heads, D = state.head_dim;
   for (std::int64_t i = 0; i < nq; ++i) {
     std::int64_t lo, hi;
-    visible_range(mask, qpos[static_cast<std::size_t>(i)], kpos, nk, &lo, &hi);
+    visible_range(mask, qpos[static_cast<std::size_t>(i)], qdocs ? qdocs[i] : 0, kpos, kdocs, nk, &lo, &hi);
     if (lo == hi) continue;
     for (std::int64_t h = 0; h < H; ++h) {
       const std::int64_t g = h / group;

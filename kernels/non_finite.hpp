@@ -76,9 +76,11 @@ class BadKeys {
 // (positions qpos) that sees at least one of its keys: m, l, o all NaN for (row, head)
 // with q_bad[row * heads + head] set (q_bad may be null) or a bad k row of its kv head in
 // view; else o[e] NaN for every element e with a bad v in view. Rows that see nothing
-// are left alone: a query that meets no key uses none of its values.
+// are left alone: a query that meets no key uses none of its values. With documents
+// (qdocs and kdocs both non-null), a row sees only the keys of its own document.
 void poison_non_finite(const Mask& mask, const std::vector<std::int64_t>& qpos, const std::uint8_t* q_bad,
                        const std::int64_t* kpos, std::int64_t nk, const BadKeys* keys, std::int64_t group,
-                       OnlineSoftmaxState& state);
+                       OnlineSoftmaxState& state, const std::int32_t* qdocs = nullptr,
+                       const std::int32_t* kdocs = nullptr);
 
 }  // namespace ringattn::kernels

@@ -30,6 +30,7 @@
 #include "ringattn/error.hpp"
 #include "ringattn/layout.hpp"
 #include "ringattn/log.hpp"
+#include "ringattn/packing.hpp"
 #include "ringattn/ring.hpp"
 
 namespace py = pybind11;
@@ -81,6 +82,36 @@ py::array_t<std::int64_t> positions_of(const py::object& obj, py::ssize_t rows) 
   return py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(a);
 }
 
+// Document ids of a packed batch's rows: integers [rows], as int32.
+py::array_t<std::int32_t> documents_of(const py::object& obj, py::ssize_t rows) {
+  auto a = py::reinterpret_borrow<py::array>(py::module_::import("numpy").attr("asarray")(obj));
+  const char kind = a.dtype().kind();
+  if (kind != 'i' && kind != 'u')
+    bad("forward: documents has dtype " + std::string(py::str(a.dtype())) + "; expected integers (int32)");
+  if (a.ndim() != 1 || a.shape(0) != rows)
+    bad("forward: documents has shape " + shape_of(a) + "; expected (" + std::to_string(rows) +
+        ",), one document id per row of q");
+  return py::array_t<std::int32_t, py::array::c_style | py::array::forcecast>::ensure(a);
+}
+
+// cu_seqlens as int64 (a sequence or an array of integers).
+std::vector<std::int64_t> cu_seqlens_of(const py::object& obj) {
+  auto a = py::reinterpret_borrow<py::array>(py::module_::import("numpy").attr("asarray")(obj));
+  const char kind = a.dtype().kind();
+  if ((kind != 'i' && kind != 'u') || a.ndim() != 1)
+    bad("cu_seqlens: expected a 1-d sequence of integers (cumulative lengths from 0), got dtype " +
+        std::string(py::str(a.dtype())) + " shape " + shape_of(a));
+  const auto c = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(a);
+  return {c.data(), c.data() + c.size()};
+}
+
+template <class T>
+py::array_t<T> to_array(const std::vector<T>& v) {
+  py::array_t<T> out(static_cast<py::ssize_t>(v.size()));
+  std::copy(v.begin(), v.end(), out.mutable_data());
+  return out;
+}
+
 ringattn::Mask mask_of(bool causal, const std::optional<std::int64_t>& window) {
   if (!window) return causal ? ringattn::Mask::causal() : ringattn::Mask::none();
   if (*window < 1) bad("forward: window = " + std::to_string(*window) + " must be >= 1 (tokens, the query included)");
@@ -104,8 +135,8 @@ class PyRing {
   }
 
   py::tuple forward(const py::object& q_obj, const py::object& k_obj, const py::object& v_obj,
-                    const py::object& positions, bool causal, std::optional<std::int64_t> window,
-                    const std::string& dtype, std::optional<double> scale) {
+                    const py::object& positions, const py::object& documents, bool causal,
+                    std::optional<std::int64_t> window, const std::string& dtype, std::optional<double> scale) {
     const py::array q = tensor(q_obj, "q", "[tokens, heads, head_dim]");
     const py::array k = tensor(k_obj, "k", "[tokens, kv_heads, head_dim]");
     const py::array v = tensor(v_obj, "v", "[tokens, kv_heads, head_dim]");
@@ -125,6 +156,8 @@ class PyRing {
       bad("forward: positions are required when world_size > 1: the global positions of this rank's rows, "
           "e.g. ringattn.shard_positions(\"zigzag\", tokens, world_size, rank)");
     }
+    std::optional<py::array_t<std::int32_t>> docs;
+    if (!documents.is_none()) docs = documents_of(documents, rows);
     ringattn::AttentionSpec spec;
     spec.heads = heads;
     spec.kv_heads = k.shape(1);
@@ -148,7 +181,8 @@ class PyRing {
       std::lock_guard call(call_mu_);
       const auto ring = get();
       if (!ring) throw ringattn::Error("rank " + std::to_string(rank_) + ": this ring is closed");
-      st = ring->forward(spec, qs, ks, vs, ps, os, ls);
+      st = docs ? ring->forward(spec, qs, ks, vs, ps, std::span<const std::int32_t>(docs->data(), n(*docs)), os, ls)
+                : ring->forward(spec, qs, ks, vs, ps, os, ls);
     }
     stats_ = st;
     return py::make_tuple(o, lse);
@@ -333,10 +367,12 @@ PYBIND11_MODULE(ringattn, m) {
                   "Connects with the options of the environment (RINGATTN_*, Slurm, Open MPI, PMI, torchrun "
                   "variables; see the C++ RingOptions::from_env).")
       .def("forward", &PyRing::forward, "q"_a, "k"_a, "v"_a, py::kw_only(), "positions"_a = py::none(),
-           "causal"_a = false, "window"_a = py::none(), "dtype"_a = "fp32", "scale"_a = py::none(),
+           "documents"_a = py::none(), "causal"_a = false, "window"_a = py::none(), "dtype"_a = "fp32", "scale"_a = py::none(),
            "Attention of this rank's rows over every rank's keys. q [rows, heads, head_dim], k and v "
            "[rows, kv_heads, head_dim]: float32, C-contiguous. positions: the rows' strictly increasing global "
            "positions (default 0..rows-1, only at world_size 1). window=W: causal sliding window of W tokens. "
+           "documents: a packed batch's document id per row (non-decreasing; every rank passes them or none): "
+           "a query sees only keys of its own document, e.g. from ringattn.shard_documents(). "
            "dtype 'fp32' or 'bf16' (bf16 K/V on the wire, fp32 state). Returns (o [rows, heads, head_dim], "
            "lse [rows, heads]) float32; a row that sees no key gets o = 0 and lse = -inf.")
       .def("close", &PyRing::close, "Says goodbye to the peers and releases the ring. Idempotent.")
@@ -364,6 +400,35 @@ PYBIND11_MODULE(ringattn, m) {
       "layout"_a, "tokens"_a, "world"_a, "rank"_a,
       "The global positions (= row indices of the whole sequence) that `rank` of `world` holds under "
       "layout 'contiguous', 'zigzag' or 'striped', as an int64 array.");
+
+  m.def(
+      "shard_documents",
+      [](const py::object& cu_seqlens, int world) {
+        const auto shards = ringattn::shard_documents(cu_seqlens_of(cu_seqlens), world);
+        py::list out;
+        for (const auto& s : shards) out.append(py::make_tuple(to_array(s.positions), to_array(s.documents)));
+        return out;
+      },
+      "cu_seqlens"_a, "world"_a,
+      "A packed batch (cumulative lengths from 0, flash-attn's cu_seqlens) balanced over `world` ranks: a list of "
+      "(positions int64, documents int32) per rank, for forward(positions=, documents=). Documents of at least "
+      "2*world tokens are dealt as zigzag chunk pairs, shorter ones whole to the least-loaded rank.");
+  m.def(
+      "visible_pairs",
+      [](const py::object& cu_seqlens, const py::list& shards, bool causal, std::optional<std::int64_t> window) {
+        std::vector<ringattn::PackedShard> ss;
+        for (const auto& item : shards) {
+          const auto t = item.cast<py::tuple>();
+          if (t.size() != 2) bad("visible_pairs: every shard must be a (positions, documents) pair");
+          const auto p = positions_of(t[0], py::len(t[0]));
+          const auto d = documents_of(t[1], py::len(t[0]));
+          ss.push_back({{p.data(), p.data() + p.size()}, {d.data(), d.data() + d.size()}});
+        }
+        return ringattn::visible_pairs(cu_seqlens_of(cu_seqlens), ss, mask_of(causal, window));
+      },
+      "cu_seqlens"_a, "shards"_a, py::kw_only(), "causal"_a = false, "window"_a = py::none(),
+      "Useful work per shard: the (query, key) pairs its rows see within their documents; max/mean measures "
+      "the balance of a sharding.");
 
   g_sink_fn = new py::object(py::none());
   m.def("set_log_sink", &set_log_sink, "sink"_a,

@@ -124,7 +124,7 @@ bench::DenseInputs write_inputs(const Sizes& s, const std::string& dir) {
 double rss_model_bytes(const node::JobSpec& job, std::int64_t rows) {
   const auto& c = job.attention;
   const double s = static_cast<double>(dtype_size(c.dtype));
-  const double most = static_cast<double>(max_shard_rows(job.layout, job.tokens, job.nodes));
+  const double most = static_cast<double>(node::max_job_rows(job));
   const double r = static_cast<double>(rows);
   return r * static_cast<double>(c.heads * c.head_dim) * (s + 4) + 2 * r * static_cast<double>(c.kv_heads * c.head_dim) * s +
          2 * 2 * most * static_cast<double>(c.kv_heads * c.head_dim) * s;

@@ -13,6 +13,14 @@
 // oneDNN matmul primitives created once per tile shape, and runs the softmax pieces on
 // the best SIMD path of the CPU. Tiles that the mask hides completely are skipped.
 //
+// Documents (packed variable-length batches, packing.hpp). A fold may carry an int32
+// document id per query row and per key row; a query then sees a key only if both are
+// in the same document and the mask allows the pair. Invariant: within one block the ids
+// never decrease in row order (each document is one contiguous run of positions, so a
+// rank's rows sorted by position have sorted documents); fold() checks it. A tile whose
+// query rows and key rows share no document (their [first, last] id ranges do not
+// intersect) is skipped like a tile the mask hides.
+//
 // Layout: Q and O are [rows, heads, head_dim], K and V are [rows, kv_heads, head_dim],
 // row-major and dense. Query head h reads KV head h / (heads / kv_heads); K and V are
 // never duplicated for GQA/MQA.
@@ -43,6 +51,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "ringattn/positions.hpp"
@@ -115,6 +124,12 @@ class BlockAttention {
   // Not re-entrant on one instance; different instances may run concurrently.
   FoldStats fold(const void* q, const Positions& q_pos, const void* k, const void* v,
                  const Positions& k_pos, OnlineSoftmaxState& state);
+  // The same within documents: q_docs [q_pos.size()] and k_docs [k_pos.size()] are the
+  // rows' document ids, each non-decreasing. Both empty: no documents (as above).
+  // Throws InvalidArgument if only one is given, a size differs or an id decreases.
+  FoldStats fold(const void* q, const Positions& q_pos, std::span<const std::int32_t> q_docs, const void* k,
+                 const void* v, const Positions& k_pos, std::span<const std::int32_t> k_docs,
+                 OnlineSoftmaxState& state);
 
  private:
   struct Impl;

@@ -101,7 +101,7 @@ struct ForwardStats {
   double wait_seconds = 0;     // blocked on the network after the kernel (exposed transfer)
   double useful_flops = 0;     // 4 * visible (query, key) pairs * head_dim * heads
   int steps = 0;               // blocks folded (= world size)
-  int steps_skipped = 0;       // blocks the mask hid completely
+  int steps_skipped = 0;       // blocks the mask or the documents hid completely (relayed, not folded)
   std::uint64_t bytes_sent = 0;
 };
 
@@ -127,6 +127,18 @@ class Ring {
   ForwardStats forward(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
                        std::span<const float> v, std::span<const std::int64_t> positions, std::span<float> o,
                        std::span<float> lse = {});
+
+  // The same for a packed batch of documents (packing.hpp): documents [rows] holds the
+  // document id of each row, non-decreasing (documents are contiguous runs of positions:
+  // shard_documents() returns positions and ids that fit). A query sees only keys of its
+  // own document, with the spec's mask inside it. The ids travel with the K/V blocks; a
+  // ring step whose block shares no document with this rank's queries (or that the mask
+  // hides) is relayed without being folded. Every rank of the call must use this
+  // overload; a rank calling the other one fails the call on every rank with an error
+  // naming both.
+  ForwardStats forward(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
+                       std::span<const float> v, std::span<const std::int64_t> positions,
+                       std::span<const std::int32_t> documents, std::span<float> o, std::span<float> lse = {});
 
   // True once a call failed for a network reason; the cause is broken_reason().
   bool broken() const;

@@ -13,6 +13,7 @@ int bench_transport_main(const std::vector<std::string>& args);
 int bench_ring_main(const std::vector<std::string>& args);
 int bench_overlap_main(const std::vector<std::string>& args);
 int bench_api_main(const std::vector<std::string>& args);
+int bench_packed_main(const std::vector<std::string>& args);
 int plan_main(const std::vector<std::string>& args);
 int run_main(const std::vector<std::string>& args);
 int node_main(const std::vector<std::string>& args);
@@ -36,6 +37,7 @@ inline constexpr Command kCommands[] = {
     {"bench ring", "ring forward on P processes vs one process with as many threads (JSON lines)", bench_ring_main},
     {"bench overlap", "ring step vs block size: compute, transfer, overlap, crossover b* (CSV, JSON, SVG)", bench_overlap_main},
     {"bench api", "the Ring as a library: per-call overhead on warm connections, 32 layers (JSON lines)", bench_api_main},
+    {"bench packed", "packed batch of documents: work balance per rank and kernel speed vs one sequence (JSON lines)", bench_packed_main},
     {"version", "print the version", version_main},
 };
 

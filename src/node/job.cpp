@@ -1,9 +1,12 @@
 #include "src/node/job.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <sstream>
 
 #include "ringattn/error.hpp"
+#include "ringattn/packing.hpp"
 #include "src/io/npy_reader.hpp"
 
 namespace ringattn::node {
@@ -16,6 +19,9 @@ void declare_job_options(cli::Args& a, bool with_files) {
   }
   a.option("nodes", "P", "ring size", "2")
       .option("layout", "L", "contiguous, zigzag or striped", "contiguous")
+      .option("cu-seqlens", "FILE",
+              "a packed batch: cumulative document lengths, comma-separated text (e.g. 0,100,137,1037); "
+              "attention stays within each document, rows are balanced by document (--layout unused)")
       .flag("causal", "causal mask (key position <= query position)")
       .option("window", "W", "sliding window: query i sees keys i-W < j <= i")
       .option("dtype", "T", "fp32 or bf16: kernel inputs and the K/V wire format", "fp32")
@@ -29,6 +35,10 @@ void read_job_options(const cli::Args& a, JobSpec& job) {
   if (nodes < 1 || nodes > 4096) throw InvalidArgument("--nodes = " + std::to_string(nodes) + " must be between 1 and 4096");
   job.nodes = static_cast<int>(nodes);
   job.layout = parse_layout(a.str("layout"));
+  if (auto f = a.maybe("cu-seqlens")) {
+    job.cu_seqlens_path = *f;
+    job.cu_seqlens = read_cu_seqlens(*f);
+  }
   auto& c = job.attention;
   c.dtype = parse_dtype(a.str("dtype"));
   const std::int64_t threads = a.int64("threads");
@@ -70,7 +80,57 @@ void inspect_inputs(JobSpec& job) {
   job.attention.kv_heads = k.shape[1];
   job.attention.head_dim = q.shape[2];
   BlockAttention check(job.attention);  // heads/kv_heads/head_dim/mask/isa, with names and values
-  shard_positions(job.layout, job.tokens, job.nodes, 0);  // enough tokens for the layout
+  if (!job.cu_seqlens.empty() && job.cu_seqlens.back() != job.tokens)
+    throw InvalidArgument("--cu-seqlens " + job.cu_seqlens_path + " covers " + std::to_string(job.cu_seqlens.back()) +
+                          " tokens but Q (" + job.q_path + ") has " + std::to_string(job.tokens));
+  job_shard(job, 0);  // enough tokens for the layout, or for the documents
+}
+
+std::vector<std::int64_t> read_cu_seqlens(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw FileError(path + ": cannot open the --cu-seqlens file");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string all = text.str();
+  for (char& c : all)
+    if (c == ',' || c == '\n' || c == '\r' || c == '\t') c = ' ';
+  std::vector<std::int64_t> cu;
+  std::istringstream words(all);
+  for (std::string w; words >> w;) {
+    std::size_t used = 0;
+    long long v = -1;
+    try {
+      v = std::stoll(w, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != w.size() || v < 0)
+      throw FileError(path + ": entry " + std::to_string(cu.size()) + " = '" + w +
+                      "' is not a non-negative integer (expected comma-separated cumulative lengths, e.g. 0,100,137)");
+    cu.push_back(v);
+  }
+  try {
+    check_cu_seqlens(cu);
+  } catch (const InvalidArgument& e) {
+    throw FileError(path + ": " + e.what());
+  }
+  return cu;
+}
+
+JobShard job_shard(const JobSpec& job, int rank) {
+  if (job.cu_seqlens.empty()) return {shard_positions(job.layout, job.tokens, job.nodes, rank), {}};
+  auto shards = shard_documents(job.cu_seqlens, job.nodes);
+  auto& s = shards.at(static_cast<std::size_t>(rank));
+  return {Positions::from_sorted(s.positions.data(), static_cast<std::int64_t>(s.positions.size())),
+          std::move(s.documents)};
+}
+
+std::int64_t max_job_rows(const JobSpec& job) {
+  if (job.cu_seqlens.empty()) return max_shard_rows(job.layout, job.tokens, job.nodes);
+  std::int64_t most = 0;
+  for (const auto& s : shard_documents(job.cu_seqlens, job.nodes))
+    most = std::max(most, static_cast<std::int64_t>(s.positions.size()));
+  return most;
 }
 
 std::vector<std::string> job_arguments(const JobSpec& job) {
@@ -85,6 +145,7 @@ std::vector<std::string> job_arguments(const JobSpec& job) {
   std::ostringstream t;
   t << job.timeout_seconds;
   out.insert(out.end(), {"--timeout", t.str()});
+  if (!job.cu_seqlens_path.empty()) out.insert(out.end(), {"--cu-seqlens", job.cu_seqlens_path});
   if (c.mask.kind == MaskKind::causal) out.push_back("--causal");
   if (c.mask.kind == MaskKind::window) out.insert(out.end(), {"--window", std::to_string(c.mask.window)});
   if (c.isa) out.insert(out.end(), {"--isa", std::string(to_string(*c.isa))});
@@ -111,6 +172,8 @@ std::uint64_t job_digest(const JobSpec& job) {
   mix(static_cast<std::uint64_t>(c.dtype));
   mix(static_cast<std::uint64_t>(c.mask.kind));
   mix(static_cast<std::uint64_t>(c.mask.window));
+  mix(job.cu_seqlens.size());  // a packed batch: its documents too
+  for (auto x : job.cu_seqlens) mix(static_cast<std::uint64_t>(x));
   return h;
 }
 
@@ -123,7 +186,7 @@ RingOptions ring_options(const JobSpec& job, int rank) {
   o.isa = job.attention.isa;
   o.timeout = job.timeout_seconds;
   o.connect_timeout = job.timeout_seconds;
-  o.limits.max_rows = max_shard_rows(job.layout, job.tokens, job.nodes);
+  o.limits.max_rows = max_job_rows(job);
   o.limits.max_heads = job.attention.heads;
   o.limits.max_kv_heads = job.attention.kv_heads;
   o.limits.max_head_dim = job.attention.head_dim;

@@ -21,12 +21,34 @@ struct JobSpec {
   int nodes = 1;
   double timeout_seconds = 30;
   std::string log_level;  // passed on to the nodes as --log-level; empty: not passed
+  // A packed batch (--cu-seqlens FILE): the documents' cumulative lengths, flash-attn's
+  // cu_seqlens. Empty: one sequence, sharded by `layout`. Given: the rows are sharded
+  // by shard_documents() (packing.hpp; `layout` is not used) and every query sees only
+  // the keys of its own document.
+  std::string cu_seqlens_path;
+  std::vector<std::int64_t> cu_seqlens;
 };
+
+// One rank's rows of a job: their global positions (rows of the input and output
+// files) and, for a packed batch, their document ids (else empty). The node reads and
+// forwards these rows and the coordinator writes them back: one definition for both.
+struct JobShard {
+  Positions positions;
+  std::vector<std::int32_t> documents;
+};
+JobShard job_shard(const JobSpec& job, int rank);
+// The most rows any rank of the job holds.
+std::int64_t max_job_rows(const JobSpec& job);
+
+// A --cu-seqlens file: a text file of cumulative lengths separated by commas (spaces
+// and newlines allowed), starting at 0, e.g. "0,100,137,1037" for documents of 100, 37
+// and 900 tokens. Throws FileError naming the file and the bad entry.
+std::vector<std::int64_t> read_cu_seqlens(const std::string& path);
 
 // Declares the job options shared by `run`, `node`, `verify` and `bench ring`.
 void declare_job_options(cli::Args& a, bool with_files);
-// Reads them back (dtype, mask, layout, threads, isa, timeout, nodes, and the command
-// line's log level).
+// Reads them back (dtype, mask, layout, threads, isa, timeout, nodes, cu_seqlens (the
+// file is read), and the command line's log level).
 void read_job_options(const cli::Args& a, JobSpec& job);
 
 // Reads the .npy headers and checks that Q is [N, H, D], K and V are [N, KV, D] with

@@ -25,7 +25,7 @@ std::string MemoryEstimate::breakdown() const {
 
 MemoryEstimate estimate_node_memory(const JobSpec& job) {
   const auto& c = job.attention;
-  const double b = static_cast<double>(max_shard_rows(job.layout, job.tokens, job.nodes));
+  const double b = static_cast<double>(max_job_rows(job));
   const double h = static_cast<double>(c.heads), kvh = static_cast<double>(c.kv_heads), d = static_cast<double>(c.head_dim);
   const double elem = static_cast<double>(dtype_size(c.dtype));
   const double threads = c.threads > 0 ? c.threads : std::max(1u, std::thread::hardware_concurrency());

@@ -236,7 +236,8 @@ int run_node(const cli::Args& a, int rank) {
     });
 
   // Inputs first: a bad file must fail before this rank makes its peers wait.
-  const Positions pos = shard_positions(job.layout, job.tokens, job.nodes, rank);
+  const JobShard shard = job_shard(job, rank);
+  const Positions& pos = shard.positions;
   const auto& c = job.attention;
   const std::size_t rows = static_cast<std::size_t>(pos.size());
   std::vector<float> q(rows * static_cast<std::size_t>(c.heads * c.head_dim));
@@ -254,7 +255,9 @@ int run_node(const cli::Args& a, int rank) {
 
   const auto positions = pos.materialize();
   std::vector<float> o(rows * static_cast<std::size_t>(c.heads * c.head_dim)), lse(rows * static_cast<std::size_t>(c.heads));
-  const ForwardStats stats = ring.forward(attention_spec(job), q, k, v, positions, o, lse);
+  const ForwardStats stats = job.cu_seqlens.empty()
+                                 ? ring.forward(attention_spec(job), q, k, v, positions, o, lse)
+                                 : ring.forward(attention_spec(job), q, k, v, positions, shard.documents, o, lse);
   const auto tstats = RingInternals::transport_stats(ring);
   live_ring = nullptr;
   ring.close();

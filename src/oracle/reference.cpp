@@ -10,7 +10,8 @@
 namespace ringattn::oracle {
 
 void dense_attention_f64(const DenseShape& sh, const float* q, const Positions& q_pos, const float* k,
-                         const float* v, const Positions& k_pos, double* out, double* lse) {
+                         const float* v, const Positions& k_pos, double* out, double* lse, const std::int32_t* q_docs,
+                         const std::int32_t* k_docs) {
   constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
   constexpr double kNegInf = -std::numeric_limits<double>::infinity();
   const std::int64_t nq = q_pos.size(), nk = k_pos.size(), H = sh.heads, D = sh.head_dim;
@@ -19,6 +20,10 @@ void dense_attention_f64(const DenseShape& sh, const float* q, const Positions& 
   const auto qp = q_pos.materialize(), kp = k_pos.materialize();
   std::vector<double> s(static_cast<std::size_t>(nk));
   std::vector<double> acc(static_cast<std::size_t>(D));
+  auto visible = [&](std::int64_t i, std::int64_t j) {
+    return sh.mask.visible(qp[static_cast<std::size_t>(i)], kp[static_cast<std::size_t>(j)]) &&
+           (!q_docs || q_docs[i] == k_docs[j]);
+  };
 #pragma omp parallel for collapse(2) firstprivate(s, acc) schedule(static)
   for (std::int64_t i = 0; i < nq; ++i) {
     for (std::int64_t h = 0; h < H; ++h) {
@@ -28,7 +33,7 @@ void dense_attention_f64(const DenseShape& sh, const float* q, const Positions& 
       bool seen = false, poisoned = false;
       for (std::int64_t j = 0; j < nk; ++j) {
         s[static_cast<std::size_t>(j)] = kNegInf;  // hidden: weight exactly 0, value never read
-        if (!sh.mask.visible(qp[static_cast<std::size_t>(i)], kp[static_cast<std::size_t>(j)])) continue;
+        if (!visible(i, j)) continue;
         const float* kr = k + (j * KH + g) * D;
         double dot = 0;
         for (std::int64_t t = 0; t < D; ++t) dot += static_cast<double>(qr[t]) * kr[t];
@@ -47,7 +52,7 @@ void dense_attention_f64(const DenseShape& sh, const float* q, const Positions& 
       double sum = 0;
       if (seen && !poisoned) {
         for (std::int64_t j = 0; j < nk; ++j) {
-          if (!sh.mask.visible(qp[static_cast<std::size_t>(i)], kp[static_cast<std::size_t>(j)])) continue;
+          if (!visible(i, j)) continue;
           const double p = std::exp(s[static_cast<std::size_t>(j)] - mx);
           sum += p;
           const float* vr = v + (j * KH + g) * D;

@@ -23,7 +23,11 @@ struct DenseShape {
 // a (row, head) that sees a key whose score q·k is not finite (a NaN or inf in its q row
 // or in that key's k row) gets O and lse all NaN; otherwise a NaN or inf at element e of
 // a visible key's v row makes O[e] NaN. Only visible keys are ever read.
+// Documents: with q_docs [nq] and k_docs [nk] (both or neither), a query sees a key only
+// if they are in the same document and the mask allows the pair — attention within each
+// document of a packed batch, with no assumption on the order of the ids.
 void dense_attention_f64(const DenseShape& shape, const float* q, const Positions& q_pos, const float* k,
-                         const float* v, const Positions& k_pos, double* out, double* lse);
+                         const float* v, const Positions& k_pos, double* out, double* lse,
+                         const std::int32_t* q_docs = nullptr, const std::int32_t* k_docs = nullptr);
 
 }  // namespace ringattn::oracle

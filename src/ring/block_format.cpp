@@ -12,8 +12,9 @@ using net::put_le;
 
 std::string CallSpec::describe() const {
   char buf[160];
-  std::snprintf(buf, sizeof buf, "heads %u/%u, head_dim %u, %s, %s, scale %g", heads, kv_heads, head_dim,
-                std::string(to_string(dtype)).c_str(), to_string(mask).c_str(), static_cast<double>(scale));
+  std::snprintf(buf, sizeof buf, "heads %u/%u, head_dim %u, %s, %s, scale %g%s", heads, kv_heads, head_dim,
+                std::string(to_string(dtype)).c_str(), to_string(mask).c_str(), static_cast<double>(scale),
+                documents ? ", documents" : "");
   return buf;
 }
 
@@ -24,7 +25,7 @@ std::array<std::byte, net::kBlockPrefixBytes> encode_prefix(const BlockPrefix& p
   put_le<std::uint32_t>(b.data() + 8, p.spec.head_dim);
   put_le<std::uint8_t>(b.data() + 12, static_cast<std::uint8_t>(p.spec.mask.kind));
   put_le<std::uint8_t>(b.data() + 13, static_cast<std::uint8_t>(p.spec.dtype));
-  put_le<std::uint8_t>(b.data() + 14, p.groups ? 1 : 0);
+  put_le<std::uint8_t>(b.data() + 14, p.spec.documents ? 1 : 0);
   put_le<std::uint64_t>(b.data() + 16, static_cast<std::uint64_t>(p.spec.mask.window));
   std::uint32_t scale_bits;
   std::memcpy(&scale_bits, &p.spec.scale, 4);
@@ -52,7 +53,7 @@ std::string decode_prefix(std::span<const std::byte> b, BlockPrefix& out) {
   const std::uint32_t scale_bits = get_le<std::uint32_t>(b.data() + 24);
   std::memcpy(&p.spec.scale, &scale_bits, 4);
   p.origin = static_cast<int>(get_le<std::uint32_t>(b.data() + 28));
-  p.groups = flags & 1;
+  p.spec.documents = flags & 1;
   out = p;
   return {};
 }
@@ -68,6 +69,10 @@ std::string compare_specs(const CallSpec& a, int self, const CallSpec& b, int or
     return me + "dtype " + std::string(to_string(a.dtype)) + them + std::string(to_string(b.dtype));
   if (a.mask.kind != b.mask.kind || (a.mask.kind == MaskKind::window && a.mask.window != b.mask.window))
     return me + "mask " + to_string(a.mask) + them + to_string(b.mask);
+  if (a.documents != b.documents) {
+    auto docs = [](bool d) { return std::string(d ? "documents" : "no documents"); };
+    return me + docs(a.documents) + them + docs(b.documents);
+  }
   if (a.scale != b.scale) {
     char buf[96];
     std::snprintf(buf, sizeof buf, "scale %.9g%s%.9g", static_cast<double>(a.scale), them.c_str(), static_cast<double>(b.scale));

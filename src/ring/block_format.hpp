@@ -8,7 +8,9 @@
 // Prefix (little-endian, byte by byte):
 //   0 heads u32 | 4 kv_heads u32 | 8 head_dim u32 | 12 mask u8 | 13 dtype u8 | 14 flags u8
 //   15 reserved u8 | 16 window i64 | 24 scale f32 (bits) | 28 origin rank u32
-// flags bit 0: the block carries a group (document id) per row after the positions.
+// flags bit 0: the block carries a group (document id, i32) per row after the positions:
+// the call has documents (packed batches). Every rank must agree, so it is part of the
+// call's spec, compared like the others.
 #pragma once
 
 #include <array>
@@ -28,15 +30,15 @@ struct CallSpec {
   Mask mask;
   DType dtype = DType::f32;
   float scale = 0;  // resolved: never 0
+  bool documents = false;  // the rows carry document ids (the blocks' groups column)
 
   friend bool operator==(const CallSpec&, const CallSpec&) = default;
   std::string describe() const;  // "heads 8/2, head_dim 128, bf16, causal, scale 0.0884"
 };
 
 struct BlockPrefix {
-  CallSpec spec;
-  int origin = 0;        // the rank whose rows these are
-  bool groups = false;   // a group per row follows the positions
+  CallSpec spec;   // spec.documents: a group per row follows the positions
+  int origin = 0;  // the rank whose rows these are
 };
 
 std::array<std::byte, net::kBlockPrefixBytes> encode_prefix(const BlockPrefix& p);

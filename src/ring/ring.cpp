@@ -213,10 +213,27 @@ void Ring::close() {
   if (impl_ && impl_->transport) impl_->transport->close();
 }
 
-ForwardStats Ring::forward(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
-                           std::span<const float> v, std::span<const std::int64_t> positions, std::span<float> o,
-                           std::span<float> lse) {
-  auto& im = *impl_;
+namespace {
+
+// Whether the block can hold no pair this rank's queries see, from the ends of both
+// sides' positions (increasing) and documents (non-decreasing): then the step is
+// relayed and not folded.
+bool step_hidden(const Mask& mask, std::span<const std::int64_t> qpos, std::span<const std::int32_t> qdocs,
+                 const ring::RingStep::View& blk) {
+  if (qpos.empty() || blk.rows == 0) return true;
+  if (!qdocs.empty() && (qdocs.back() < blk.documents.front() || blk.documents.back() < qdocs.front())) return true;
+  const std::int64_t kmin = blk.positions->at(0);
+  if (mask.kind != MaskKind::none && kmin > qpos.back()) return true;  // every key after every query
+  return mask.kind == MaskKind::window && blk.positions->at(blk.rows - 1) <= qpos.front() - mask.window;
+}
+
+// Both forward()s: `documents` unset for a call without them.
+ForwardStats forward_call(Ring::Impl& im, const AttentionSpec& spec, std::span<const float> q,
+                          std::span<const float> k, std::span<const float> v, std::span<const std::int64_t> positions,
+                          std::optional<std::span<const std::int32_t>> documents, std::span<float> o,
+                          std::span<float> lse) {
+  auto rank = [&] { return im.options.rank; };
+  auto world_size = [&] { return im.options.world_size; };
   const auto start = Clock::now();
   {
     std::lock_guard lock(im.mu);
@@ -248,6 +265,15 @@ ForwardStats Ring::forward(const AttentionSpec& spec, std::span<const float> q, 
   size_is("o", o.size(), rows * H * D);
   if (!lse.empty()) size_is("lse", lse.size(), rows * H);
   const Positions qpos = Positions::from_sorted(positions.data(), rows);  // strictly increasing, or InvalidArgument
+  std::span<const std::int32_t> docs;
+  if (documents) {
+    docs = *documents;
+    size_is("documents", docs.size(), rows);
+    for (std::size_t i = 1; i < docs.size(); ++i)
+      if (docs[i] < docs[i - 1])
+        bad("document ids decrease at row " + std::to_string(i) + " (" + std::to_string(docs[i - 1]) + " then " +
+            std::to_string(docs[i]) + "): each document must be a contiguous run of positions, its rows in order");
+  }
 
   ring::CallSpec cs;
   cs.heads = static_cast<std::uint32_t>(H);
@@ -256,6 +282,7 @@ ForwardStats Ring::forward(const AttentionSpec& spec, std::span<const float> q, 
   cs.mask = spec.mask;
   cs.dtype = spec.dtype;
   cs.scale = kernel.config().scale;  // resolved, so every rank compares the same number
+  cs.documents = documents.has_value();
   const void* qp = q.data();
   if (spec.dtype == DType::bf16) {
     im.q_bf16.resize(q.size());
@@ -270,7 +297,7 @@ ForwardStats Ring::forward(const AttentionSpec& spec, std::span<const float> q, 
   try {
     // fp32 K and V go out from the caller's arrays (no copy), unless a fault hook wants
     // to change the block's bytes.
-    step.begin(cs, ++im.calls, positions, k.data(), v.data(), /*borrow=*/!im.hook);
+    step.begin(cs, ++im.calls, positions, k.data(), v.data(), /*borrow=*/!im.hook, docs);
     // Busy while folding, the kernel ticking the keep-alive counter per tile; wait() marks
     // the waits itself.
     const auto busy = t.liveness().enter(net::PeerState::busy);
@@ -284,12 +311,16 @@ ForwardStats Ring::forward(const AttentionSpec& spec, std::span<const float> q, 
       if (im.hook) im.hook(s, step.block(), t.liveness().counter());
       const auto& blk = step.current();
       if (s + 1 < P) step.post(s);
-      const auto t0 = Clock::now();
-      const FoldStats fs = kernel.fold(qp, qpos, blk.k, blk.v, *blk.positions, im.state);
-      st.compute_seconds += since(t0);
-      st.useful_flops += fs.useful_flops;
       ++st.steps;
-      if (fs.tiles_computed == 0) ++st.steps_skipped;
+      if (step_hidden(spec.mask, positions, docs, blk)) {
+        ++st.steps_skipped;
+      } else {
+        const auto t0 = Clock::now();
+        const FoldStats fs = kernel.fold(qp, qpos, docs, blk.k, blk.v, *blk.positions, blk.documents, im.state);
+        st.compute_seconds += since(t0);
+        st.useful_flops += fs.useful_flops;
+        if (fs.tiles_computed == 0) ++st.steps_skipped;
+      }
       if (s + 1 < P) {
         const auto t1 = Clock::now();
         step.finish(s);
@@ -317,6 +348,20 @@ ForwardStats Ring::forward(const AttentionSpec& spec, std::span<const float> q, 
   st.bytes_sent = step.payload_bytes_sent();
   st.seconds = since(start);
   return st;
+}
+
+}  // namespace
+
+ForwardStats Ring::forward(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
+                           std::span<const float> v, std::span<const std::int64_t> positions, std::span<float> o,
+                           std::span<float> lse) {
+  return forward_call(*impl_, spec, q, k, v, positions, std::nullopt, o, lse);
+}
+
+ForwardStats Ring::forward(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
+                           std::span<const float> v, std::span<const std::int64_t> positions,
+                           std::span<const std::int32_t> documents, std::span<float> o, std::span<float> lse) {
+  return forward_call(*impl_, spec, q, k, v, positions, documents, o, lse);
 }
 
 }  // namespace ringattn

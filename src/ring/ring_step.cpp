@@ -11,6 +11,7 @@ namespace ringattn::ring {
 namespace {
 
 constexpr std::size_t kTagBytes = 8;
+constexpr std::size_t kGroupBytes = 4;
 
 }  // namespace
 
@@ -18,16 +19,22 @@ std::size_t RingStep::kv_bytes(std::int64_t rows) const {
   return static_cast<std::size_t>(rows) * spec_.kv_heads * spec_.head_dim * dtype_size(spec_.dtype);
 }
 
+std::size_t RingStep::head_bytes(std::int64_t rows) const {
+  return net::kBlockPrefixBytes + static_cast<std::size_t>(rows) * (kTagBytes + (spec_.documents ? kGroupBytes : 0));
+}
+
 void RingStep::set_view(int origin, std::int64_t rows) {
-  const std::byte* base = a_.data() + net::kBlockPrefixBytes + static_cast<std::size_t>(rows) * kTagBytes;
+  const std::byte* base = a_.data() + head_bytes(rows);
   view_.origin = origin;
   view_.rows = rows;
   view_.positions = &positions_;
+  view_.documents = docs_;
   view_.k = base;
   view_.v = base + kv_bytes(rows);
 }
 
-void RingStep::start(const CallSpec& spec, std::uint64_t call, std::span<const std::int64_t> positions, bool borrow) {
+void RingStep::start(const CallSpec& spec, std::uint64_t call, std::span<const std::int64_t> positions, bool borrow,
+                     std::span<const std::int32_t> documents) {
   spec_ = spec;
   call_ = call;
   crc_.reset();
@@ -35,18 +42,26 @@ void RingStep::start(const CallSpec& spec, std::uint64_t call, std::span<const s
   borrowed_ = false;
   const auto rows = static_cast<std::int64_t>(positions.size());
   positions_ = Positions::from_sorted(positions.data(), rows);
-  a_bytes_ = net::kv_block_bytes(spec.dtype, spec.kv_heads * spec.head_dim, static_cast<std::uint32_t>(rows));
-  head_bytes_ = net::kBlockPrefixBytes + static_cast<std::size_t>(rows) * kTagBytes;
+  if (spec.documents ? documents.size() != positions.size() : !documents.empty())
+    throw InvalidArgument("RingStep: " + std::to_string(documents.size()) + " document ids for " +
+                          std::to_string(positions.size()) + " rows");
+  a_bytes_ = net::kv_block_bytes(spec.dtype, spec.kv_heads * spec.head_dim, static_cast<std::uint32_t>(rows),
+                                 spec.documents);
+  head_bytes_ = head_bytes(rows);
   // Borrowing, A holds only the description and positions (K and V stay where they are),
   // so the smaller buffer will do and the larger one is kept for what comes in.
   if (borrow && a_.size() > b_.size()) std::swap(a_, b_);
   if (const std::size_t need = borrow ? head_bytes_ : a_bytes_; a_.size() < need) a_.resize(need);
-  const auto prefix = encode_prefix({spec, t_.rank(), false});
+  const auto prefix = encode_prefix({spec, t_.rank()});
   std::memcpy(a_.data(), prefix.data(), prefix.size());
   std::byte* tags = a_.data() + net::kBlockPrefixBytes;
   for (std::int64_t i = 0; i < rows; ++i) net::put_le<std::uint64_t>(tags + i * kTagBytes, static_cast<std::uint64_t>(positions[static_cast<std::size_t>(i)]));
+  docs_.assign(documents.begin(), documents.end());
+  std::byte* groups = tags + static_cast<std::size_t>(rows) * kTagBytes;
+  for (std::size_t i = 0; i < documents.size(); ++i)
+    net::put_le<std::uint32_t>(groups + i * kGroupBytes, static_cast<std::uint32_t>(documents[i]));
   if (borrow) {
-    view_ = View{t_.rank(), rows, &positions_, nullptr, nullptr};
+    view_ = View{t_.rank(), rows, &positions_, docs_, nullptr, nullptr};
     borrowed_ = true;
   } else {
     set_view(t_.rank(), rows);
@@ -54,23 +69,23 @@ void RingStep::start(const CallSpec& spec, std::uint64_t call, std::span<const s
 }
 
 void RingStep::begin_raw(const CallSpec& spec, std::uint64_t call, std::span<const std::int64_t> positions,
-                         const void* k, const void* v) {
-  start(spec, call, positions, false);
+                         const void* k, const void* v, std::span<const std::int32_t> documents) {
+  start(spec, call, positions, false, documents);
   const std::size_t bytes = kv_bytes(view_.rows);
   if (k && bytes) std::memcpy(const_cast<void*>(view_.k), k, bytes);
   if (v && bytes) std::memcpy(const_cast<void*>(view_.v), v, bytes);
 }
 
 void RingStep::begin(const CallSpec& spec, std::uint64_t call, std::span<const std::int64_t> positions, const float* k,
-                     const float* v, bool borrow) {
+                     const float* v, bool borrow, std::span<const std::int32_t> documents) {
   if (spec.dtype == DType::f32 && borrow) {
-    start(spec, call, positions, true);  // description and positions in A
+    start(spec, call, positions, true, documents);  // description, positions and documents in A
     view_.k = k;
     view_.v = v;
     return;
   }
-  if (spec.dtype == DType::f32) return begin_raw(spec, call, positions, k, v);
-  start(spec, call, positions, false);
+  if (spec.dtype == DType::f32) return begin_raw(spec, call, positions, k, v, documents);
+  start(spec, call, positions, false, documents);
   const std::int64_t n = static_cast<std::int64_t>(positions.size()) * spec.kv_heads * spec.head_dim;
   to_bf16(k, static_cast<std::uint16_t*>(const_cast<void*>(view_.k)), n);
   to_bf16(v, static_cast<std::uint16_t*>(const_cast<void*>(view_.v)), n);
@@ -85,7 +100,8 @@ bool RingStep::sending_borrowed() const { return borrowed_ && send_.valid() && !
 
 void RingStep::post(int step) {
   const auto header = net::kv_block_header(spec_.dtype, spec_.kv_heads * spec_.head_dim, call_,
-                                           static_cast<std::uint64_t>(step), static_cast<std::uint32_t>(view_.rows));
+                                           static_cast<std::uint64_t>(step), static_cast<std::uint32_t>(view_.rows),
+                                           spec_.documents);
   if (borrowed_) {
     const std::size_t kv = kv_bytes(view_.rows);
     send_ = t_.isend(t_.successor(), header,
@@ -129,8 +145,8 @@ void RingStep::finish(int step) {
     refuse(FailureCause::mismatch, p.origin, "does not match this call: " + err);
   if (p.origin != expect)
     refuse(FailureCause::protocol, pred, "holds rank " + std::to_string(p.origin) + "'s rows, expected rank " + std::to_string(expect) + "'s");
-  if (h.dtype != spec_.dtype || h.cols != spec_.kv_heads * spec_.head_dim || p.groups ||
-      h.payload_bytes != net::kv_block_bytes(spec_.dtype, h.cols, h.rows))
+  if (h.dtype != spec_.dtype || h.cols != spec_.kv_heads * spec_.head_dim ||
+      h.payload_bytes != net::kv_block_bytes(spec_.dtype, h.cols, h.rows, spec_.documents))
     refuse(FailureCause::protocol, pred, "has a frame that does not match its own description");
   // Positions: decoded into a scratch array, checked strictly increasing.
   tags_.resize(h.rows);
@@ -141,6 +157,17 @@ void RingStep::finish(int step) {
   } catch (const InvalidArgument& e) {
     refuse(FailureCause::protocol, p.origin, std::string("carries rank ") + std::to_string(p.origin) + "'s " + e.what());
   }
+  // Documents: decoded likewise, checked non-decreasing (the kernel's invariant).
+  groups_.resize(spec_.documents ? h.rows : 0);
+  const std::byte* groups = tags + static_cast<std::size_t>(h.rows) * kTagBytes;
+  for (std::size_t i = 0; i < groups_.size(); ++i) {
+    groups_[i] = static_cast<std::int32_t>(net::get_le<std::uint32_t>(groups + i * kGroupBytes));
+    if (i && groups_[i] < groups_[i - 1])
+      refuse(FailureCause::protocol, p.origin,
+             "carries rank " + std::to_string(p.origin) + "'s document ids decreasing at row " + std::to_string(i) +
+                 " (" + std::to_string(groups_[i - 1]) + " then " + std::to_string(groups_[i]) + ")");
+  }
+  std::swap(docs_, groups_);
   crc_ = h.payload_crc;  // relay it next step without recomputing
   std::swap(a_, b_);
   borrowed_ = false;

@@ -1,7 +1,8 @@
 // ringattn — one rank's side of the ring schedule for one call: its own block first,
 // then the blocks of the other ranks as they come around, double-buffered.
 //
-//   begin(spec, call, positions, K, V)      A <- this rank's block (prefix, positions, K, V)
+//   begin(spec, call, positions, K, V)      A <- this rank's block (prefix, positions,
+//                                                [document ids,] K, V)
 //   for step s = 0 .. P-1:
 //     current()                             the block in A: whose, its positions, K, V
 //     if s < P-1: post(s)                   send A -> successor, receive B <- predecessor
@@ -19,8 +20,9 @@
 // run of calls of one shape allocates nothing after the first.
 //
 // finish() checks what arrived before anyone reads it: the frame (call number, step,
-// dtype, columns), the prefix (the same spec as this rank's, from the rank whose turn
-// it is) and the positions (strictly increasing). Anything else fails the transport,
+// dtype, columns), the prefix (the same spec as this rank's, documents or not included,
+// from the rank whose turn it is), the positions (strictly increasing) and the document
+// ids (non-decreasing). Anything else fails the transport,
 // and so the call on every rank, with a message naming both sides.
 #pragma once
 
@@ -40,18 +42,20 @@ class RingStep {
 
   // Starts call number `call`: this rank's block into A. k and v are [rows, kv_heads,
   // head_dim] fp32, converted to spec.dtype on the way in; with `borrow` and fp32, not
-  // copied but sent from where they are (see above).
+  // copied but sent from where they are (see above). `documents`: one id per row when
+  // spec.documents (checked by the caller), else empty.
   void begin(const CallSpec& spec, std::uint64_t call, std::span<const std::int64_t> positions, const float* k,
-             const float* v, bool borrow = false);
+             const float* v, bool borrow = false, std::span<const std::int32_t> documents = {});
   // The same with K and V already in spec.dtype (raw bytes, rows * kv_heads * head_dim
   // elements each).
   void begin_raw(const CallSpec& spec, std::uint64_t call, std::span<const std::int64_t> positions, const void* k,
-                 const void* v);
+                 const void* v, std::span<const std::int32_t> documents = {});
 
   struct View {
     int origin = 0;           // the rank whose rows these are
     std::int64_t rows = 0;
     const Positions* positions = nullptr;
+    std::span<const std::int32_t> documents;  // empty unless the call has documents
     const void* k = nullptr;  // [rows, kv_heads, head_dim] in spec.dtype
     const void* v = nullptr;
   };
@@ -69,7 +73,9 @@ class RingStep {
   bool sending_borrowed() const;
 
  private:
-  void start(const CallSpec& spec, std::uint64_t call, std::span<const std::int64_t> positions, bool borrow);
+  void start(const CallSpec& spec, std::uint64_t call, std::span<const std::int64_t> positions, bool borrow,
+             std::span<const std::int32_t> documents);
+  std::size_t head_bytes(std::int64_t rows) const;  // prefix, positions and documents
   std::size_t kv_bytes(std::int64_t rows) const;
   void set_view(int origin, std::int64_t rows);
 
@@ -83,6 +89,7 @@ class RingStep {
   std::optional<std::uint32_t> crc_;  // A's CRC once it arrived from a peer
   Positions positions_;               // of the block in A
   std::vector<std::int64_t> tags_;    // scratch for decoding positions
+  std::vector<std::int32_t> docs_, groups_;  // of the block in A; scratch for decoding them
   View view_;
   net::Request send_, recv_;
   std::uint64_t sent_ = 0;

@@ -63,7 +63,7 @@ std::unique_ptr<io::NpyAtomicWriter> assemble(const node::JobSpec& job, const st
   auto w = std::make_unique<io::NpyAtomicWriter>(path, std::move(shape), dir);  // a crash leaves it in the work dir
   for (int r = 0; r < job.nodes; ++r) {
     const auto shard = io::read_npy(dir + "/rank" + std::to_string(r) + "." + part + ".npy");
-    const auto rows = shard_positions(job.layout, job.tokens, job.nodes, r).materialize();
+    const auto rows = node::job_shard(job, r).positions.materialize();
     w->write_rows(rows, shard.data);
   }
   w->finish();

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "src/oracle/random_inputs.hpp"
 #include "src/oracle/reference.hpp"
 #include "ringattn/error.hpp"
+#include "ringattn/packing.hpp"
 #include "src/cli/json_object.hpp"
 #include "src/cli/json_on_failure.hpp"
 #include "src/io/npy_reader.hpp"
@@ -41,10 +43,16 @@ struct Totals {
   }
 };
 
+// "zigzag layout", or "packed: 3 documents" for a packed batch.
+std::string layout_text(const node::JobSpec& job) {
+  if (job.cu_seqlens.empty()) return std::string(to_string(job.layout)) + " layout";
+  return "packed: " + std::to_string(job.cu_seqlens.size() - 1) + " documents";
+}
+
 void print_summary(const node::JobSpec& job, const RunResult& r) {
   const Totals t(r);
-  std::printf("ring: %d nodes, %s layout, %s mask, %lld tokens, heads %lld/%lld, head_dim %lld, %s\n", job.nodes,
-              std::string(to_string(job.layout)).c_str(), to_string(job.attention.mask).c_str(),
+  std::printf("ring: %d nodes, %s, %s mask, %lld tokens, heads %lld/%lld, head_dim %lld, %s\n", job.nodes,
+              layout_text(job).c_str(), to_string(job.attention.mask).c_str(),
               static_cast<long long>(job.tokens), static_cast<long long>(job.attention.heads),
               static_cast<long long>(job.attention.kv_heads), static_cast<long long>(job.attention.head_dim),
               std::string(to_string(job.attention.dtype)).c_str());
@@ -56,7 +64,8 @@ void print_summary(const node::JobSpec& job, const RunResult& r) {
 }
 
 constexpr const char* kJsonHelp =
-    "--json prints {\"ok\", \"command\", the job (nodes, layout, mask, dtype, tokens, heads, kv_heads, head_dim,\n"
+    "--json prints {\"ok\", \"command\", the job (nodes, layout (\"packed\" with --cu-seqlens), documents (0 unless\n"
+    "packed), mask, dtype, tokens, heads, kv_heads, head_dim,\n"
     "threads_per_node), ring_seconds, wall_seconds, useful_flops, gflops, compute_max_over_mean, per_node: [{rank,\n"
     "rows, total/compute/wait_seconds, useful_flops, gflops, bytes_sent, payload_bytes_sent, io_cpu_seconds,\n"
     "steps_skipped, max_rss_kib}]}; a failed command prints {\"ok\": false, \"command\", \"error\"}.";
@@ -85,7 +94,8 @@ cli::JsonObject result_json(const char* command, bool ok, const node::JobSpec& j
   j.add("ok", ok)
       .add("command", command)
       .add("nodes", job.nodes)
-      .add("layout", to_string(job.layout))
+      .add("layout", job.cu_seqlens.empty() ? std::string(to_string(job.layout)) : std::string("packed"))
+      .add("documents", static_cast<std::int64_t>(job.cu_seqlens.empty() ? 0 : job.cu_seqlens.size() - 1))
       .add("mask", to_string(job.attention.mask))
       .add("dtype", to_string(job.attention.dtype))
       .add("tokens", job.tokens)
@@ -124,7 +134,8 @@ int verify(cli::Args& a, const std::vector<std::string>& argv) {
   namespace fs = std::filesystem;
   node::JobSpec job;
   node::read_job_options(a, job);
-  const std::int64_t n = a.int64("seq"), h = a.int64("heads"), kvh = a.int64("kv-heads"), d = a.int64("head-dim");
+  std::int64_t n = a.int64("seq");
+  const std::int64_t h = a.int64("heads"), kvh = a.int64("kv-heads"), d = a.int64("head-dim");
   if (n < 1 || h < 1 || kvh < 1 || d < 1) throw InvalidArgument("verify: --seq, --heads, --kv-heads, --head-dim must be >= 1");
   std::string dir;
   bool remove_dir = false;
@@ -145,6 +156,24 @@ int verify(cli::Args& a, const std::vector<std::string>& argv) {
       if (on) fs::remove_all(d, ec);
     }
   } cleanup{dir, remove_dir};
+  // --docs: a packed batch of documents of these lengths, through a --cu-seqlens file
+  // like any run's (the nodes read it).
+  if (auto docs = a.maybe("docs")) {
+    if (!job.cu_seqlens.empty()) throw InvalidArgument("verify: give --docs or --cu-seqlens, not both");
+    std::string text = "0";
+    std::int64_t total = 0;
+    for (const auto& len : split_commas(*docs)) {
+      const std::int64_t l = cli::parse_count(len, "--docs");
+      if (l < 1) throw InvalidArgument("--docs: every document needs at least one token, got '" + len + "'");
+      total += l;
+      text.push_back(',');
+      text.append(std::to_string(total));
+    }
+    job.cu_seqlens_path = dir + "/cu_seqlens.txt";
+    std::ofstream(job.cu_seqlens_path) << text << "\n";
+    job.cu_seqlens = node::read_cu_seqlens(job.cu_seqlens_path);
+  }
+  if (!job.cu_seqlens.empty()) n = job.cu_seqlens.back();  // the documents decide the length
 
   const auto seed = static_cast<unsigned>(a.int64("seed"));
   auto make = [&](std::int64_t heads, unsigned salt) {
@@ -168,8 +197,9 @@ int verify(cli::Args& a, const std::vector<std::string>& argv) {
   const auto o = io::read_npy(opts.out_path).data, lse = io::read_npy(opts.lse_path).data;
   std::vector<double> ref(o.size()), ref_lse(lse.size());
   const auto all = Positions::contiguous(0, n);
+  const auto ids = job.cu_seqlens.empty() ? std::vector<std::int32_t>{} : document_ids(job.cu_seqlens);
   oracle::dense_attention_f64({h, kvh, d, job.attention.mask, 0.0}, q.data(), all, k.data(), v.data(), all, ref.data(),
-                               ref_lse.data());
+                               ref_lse.data(), ids.empty() ? nullptr : ids.data(), ids.empty() ? nullptr : ids.data());
   double err = 0, err_lse = 0;
   auto worst = [](double& e, double d) {  // a NaN difference is the worst, not skipped as by fmax
     if (!(d <= e)) e = d;
@@ -240,6 +270,8 @@ int ringattn::cli::verify_main(const std::vector<std::string>& argv) {
                    "fp32, \"within bf16 tolerance\" for bf16, else \"MISMATCH\".");
   node::declare_job_options(a, false);
   a.option("seq", "N", "tokens", "4096")
+      .option("docs", "LENGTHS", "a packed batch of documents of these lengths (e.g. 100,37,900; replaces --seq), "
+                                 "checked against dense attention within each document")
       .option("heads", "N", "query heads", "8")
       .option("kv-heads", "N", "key/value heads", "2")
       .option("head-dim", "N", "head dimension", "128")

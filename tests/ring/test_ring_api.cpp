@@ -19,6 +19,7 @@
 #include "src/oracle/random_inputs.hpp"
 #include "src/oracle/reference.hpp"
 #include "tests/free_port.hpp"
+#include "tests/ring/ranks_as_threads.hpp"
 
 using namespace ringattn;
 
@@ -50,39 +51,8 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 
-const std::string kToken = "ring-api-test-token-0123456789";
-
-// Runs fn(rank) on one thread per rank; returns each rank's error message ("" if none).
-std::vector<std::string> on_ranks(int world, const std::function<void(int)>& fn) {
-  std::vector<std::string> errors(static_cast<std::size_t>(world));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        fn(r);
-      } catch (const std::exception& e) {
-        errors[static_cast<std::size_t>(r)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  return errors;
-}
-
-RingOptions options(int rank, int world, const std::string& master, double timeout = 20) {
-  RingOptions o;
-  o.rank = rank;
-  o.world_size = world;
-  o.master = master;
-  o.token = kToken;
-  o.threads = 1;
-  o.timeout = timeout;
-  o.connect_timeout = 30;
-  o.limits.max_rows = 1024;
-  o.limits.max_heads = 8;
-  o.limits.max_kv_heads = 8;
-  o.limits.max_head_dim = 128;
-  return o;
-}
+using test::on_ranks;
+using test::options;
 
 // One problem over the whole sequence, and each rank's rows of it.
 struct Problem {

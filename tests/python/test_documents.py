@@ -1,0 +1,108 @@
+"""Packed variable-length batches from Python: ringattn.shard_documents, visible_pairs and
+forward(documents=...) against dense float64 attention within each document (numpy), with
+P = 2 ranks as threads of one process and a world of one.
+
+    PYTHONPATH=build/python /usr/bin/python3 -m pytest -q tests/python
+"""
+import secrets
+import socket
+import threading
+
+import numpy as np
+import pytest
+
+import ringattn
+
+CU = [0, 100, 137, 1037, 1038, 1040, 1203]  # long documents, tiny ones (1 and 2 tokens)
+
+
+def free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def dense_documents(q, k, v, ids, causal=False, window=None):
+    """O and lse in float64 where query i sees key j only in the same document (and the mask)."""
+    n, heads, d = q.shape
+    k, v = (np.repeat(x.astype(np.float64), heads // x.shape[1], axis=1) for x in (k, v))
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    visible = ids[:, None] == ids[None, :]
+    if causal or window:
+        visible &= j <= i
+    if window:
+        visible &= j > i - window
+    s = np.where(visible, np.einsum("ihd,jhd->hij", q.astype(np.float64), k) / np.sqrt(d), -np.inf)
+    m = s.max(axis=2, keepdims=True)
+    p = np.exp(s - m)
+    l = p.sum(axis=2, keepdims=True)
+    return np.einsum("hij,jhd->ihd", p / l, v), (m + np.log(l))[:, :, 0].T
+
+
+def inputs(n, heads=4, kv_heads=2, d=64, seed=3):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((n, heads, d), dtype=np.float32),
+            rng.standard_normal((n, kv_heads, d), dtype=np.float32),
+            rng.standard_normal((n, kv_heads, d), dtype=np.float32))
+
+
+def ids_of(cu):
+    return np.repeat(np.arange(len(cu) - 1, dtype=np.int32), np.diff(cu))
+
+
+def test_shard_documents_partitions_and_balances():
+    shards = ringattn.shard_documents(CU, 3)
+    assert len(shards) == 3
+    allpos = np.concatenate([p for p, _ in shards])
+    assert sorted(allpos.tolist()) == list(range(CU[-1]))
+    for pos, docs in shards:
+        assert pos.dtype == np.int64 and docs.dtype == np.int32
+        assert np.all(np.diff(pos) > 0) and np.all(np.diff(docs) >= 0)
+        assert np.array_equal(docs, ids_of(CU)[pos])
+    work = ringattn.visible_pairs(CU, shards, causal=True)
+    assert sum(work) == sum(n * (n + 1) // 2 for n in np.diff(CU))
+    assert max(work) / (sum(work) / 3) <= 1.1
+    with pytest.raises(ringattn.InvalidArgument, match="entry 2"):
+        ringattn.shard_documents([0, 10, 5], 2)
+
+
+def test_packed_batch_on_two_ranks_as_threads():
+    ports, token = free_ports(2), secrets.token_hex(16)
+    q, k, v = inputs(CU[-1])
+    shards = ringattn.shard_documents(CU, 2)
+    results, errors = {}, []
+
+    def rank(r):
+        try:
+            with ringattn.Ring(rank=r, world_size=2, peers=[f"127.0.0.1:{p}" for p in ports], token=token,
+                               threads=1, timeout=10, connect_timeout=20) as ring:
+                pos, docs = shards[r]
+                with pytest.raises(ringattn.InvalidArgument, match="documents has shape"):
+                    ring.forward(q[pos], k[pos], v[pos], positions=pos, documents=docs[1:], causal=True)
+                results[r] = (pos, *ring.forward(q[pos], k[pos], v[pos], positions=pos, documents=docs, causal=True))
+        except BaseException as e:  # reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=rank, args=(r,), daemon=True) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads), "a rank hung"
+    assert not errors, errors
+    o_ref, lse_ref = dense_documents(q, k, v, ids_of(CU), causal=True)
+    for pos, o, lse in results.values():
+        assert np.max(np.abs(o - o_ref[pos])) <= 2e-5 and np.max(np.abs(lse - lse_ref[pos])) <= 2e-5
+
+
+def test_world_of_one_with_documents_and_a_window():
+    q, k, v = inputs(CU[-1], seed=5)
+    with ringattn.Ring(rank=0, world_size=1, threads=1) as ring:
+        o, lse = ring.forward(q, k, v, documents=ids_of(CU), window=50)
+    o_ref, lse_ref = dense_documents(q, k, v, ids_of(CU), window=50)
+    assert np.max(np.abs(o - o_ref)) <= 2e-5 and np.max(np.abs(lse - lse_ref)) <= 2e-5
