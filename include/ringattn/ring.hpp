@@ -122,8 +122,9 @@ class Ring {
   // Attention for this rank's rows. All fp32, row-major: q [rows, heads, head_dim],
   // k and v [rows, kv_heads, head_dim], positions [rows] (strictly increasing global
   // positions of these rows), o [rows, heads, head_dim], lse [rows, heads] or empty.
-  // rows = positions.size() may differ between ranks and calls (0 included), up to
-  // limits().max_rows. Rows that see no key get O = 0 and lse = -inf.
+  // rows = positions.size() may differ between ranks and calls, from 1 (a call with no
+  // rows is refused: the wire carries no empty blocks) up to limits().max_rows. Rows
+  // that see no key get O = 0 and lse = -inf.
   ForwardStats forward(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
                        std::span<const float> v, std::span<const std::int64_t> positions, std::span<float> o,
                        std::span<float> lse = {});

@@ -245,6 +245,9 @@ ForwardStats forward_call(Ring::Impl& im, const AttentionSpec& spec, std::span<c
   const auto& lim = im.options.limits;
   const auto rows = static_cast<std::int64_t>(positions.size());
   auto bad = [&](const std::string& what) { throw InvalidArgument("rank " + std::to_string(rank()) + ": forward: " + what); };
+  if (rows < 1)
+    bad("0 rows: every rank passes at least one row to every call (the wire carries no empty blocks); shard so "
+        "that each rank has one, as the layouts and shard_documents do");
   if (rows > lim.max_rows)
     bad(std::to_string(rows) + " rows exceed the ring's max_rows = " + std::to_string(lim.max_rows) +
         " (set RingLimits when connecting)");

@@ -207,11 +207,11 @@ TEST_CASE("ring api: a rank that calls with another shape fails the call on ever
   }
 }
 
-TEST_CASE("ring api: a call refused before sending (bad sizes, limits, positions) leaves the ring usable") {
+TEST_CASE("ring api: a call refused before sending (bad sizes, limits, positions, no rows) leaves the ring usable") {
   const int world = 2;
   const std::string master = "127.0.0.1:" + std::to_string(test::free_port());
   const Problem p(100, 4, 2, 64, Mask::none(), DType::f32, 41);
-  std::vector<std::string> first(world), second(world);
+  std::vector<std::string> first(world), second(world), third(world);
   std::vector<double> err(world);
   const auto errors = on_ranks(world, [&](int r) {
     Ring ring = Ring::connect(options(r, world, master));
@@ -228,6 +228,11 @@ TEST_CASE("ring api: a call refused before sending (bad sizes, limits, positions
     } catch (const InvalidArgument& e) {
       second[static_cast<std::size_t>(r)] = e.what();
     }
+    try {  // no rows: the wire carries no empty blocks
+      ring.forward(p.spec, {}, {}, {}, {}, {});
+    } catch (const InvalidArgument& e) {
+      third[static_cast<std::size_t>(r)] = e.what();
+    }
     CHECK_FALSE(ring.broken());
     err[static_cast<std::size_t>(r)] = p.run(ring, pos).first;  // and it still works
   });
@@ -235,6 +240,7 @@ TEST_CASE("ring api: a call refused before sending (bad sizes, limits, positions
     CHECK(errors[static_cast<std::size_t>(r)] == "");
     CHECK(first[static_cast<std::size_t>(r)].find("o has") != std::string::npos);
     CHECK(second[static_cast<std::size_t>(r)].find("strictly increase") != std::string::npos);
+    CHECK(third[static_cast<std::size_t>(r)].find("0 rows") != std::string::npos);
     CHECK(err[static_cast<std::size_t>(r)] <= 2e-5);
   }
 }
