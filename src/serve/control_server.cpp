@@ -19,6 +19,7 @@
 #include "ringattn/error.hpp"
 #include "src/cli/json_object.hpp"
 #include "src/cli/json_value.hpp"
+#include "src/io/finite_check.hpp"
 #include "src/node/memory_budget.hpp"
 #include "src/serve/control_wire.hpp"
 #include "src/serve/peer_messages.hpp"
@@ -207,10 +208,19 @@ struct ControlServer::Impl {
       co_await read_tensor(stream, std::as_writable_bytes(view.k), idle, who);
       co_await read_tensor(stream, std::as_writable_bytes(view.v), idle, who);
       co_await read_tensor(stream, std::as_writable_bytes(peer::query_rows(u.q)), idle, who);
-      std::string bad = first_non_finite(view.k, q.kv_heads, q.head_dim, "K", pos);
-      if (bad.empty()) bad = first_non_finite(view.v, q.kv_heads, q.head_dim, "V", pos);
-      if (bad.empty()) bad = first_non_finite(peer::query_rows(u.q), q.heads, q.head_dim, "Q", pos);
-      if (!bad.empty()) throw InvalidArgument(bad);
+      // The same check as `run`'s nodes, naming the tensor, token, head and value.
+      io::NpyInfo info;
+      std::vector<io::RowRange> ranges;
+      for (const auto& run : shard_row_runs(pos)) ranges.push_back({run.begin, run.end});
+      try {
+        info.shape = {q.tokens, q.kv_heads, q.head_dim};
+        io::check_finite("K", view.k, ranges, info, "kv head");
+        io::check_finite("V", view.v, ranges, info, "kv head");
+        info.shape = {q.tokens, q.heads, q.head_dim};
+        io::check_finite("Q", peer::query_rows(u.q), ranges, info, "head");
+      } catch (const FileError& e) {
+        throw InvalidArgument(e.what());
+      }
       job.push_upload(std::move(u));
     }
   }
@@ -224,22 +234,6 @@ struct ControlServer::Impl {
     service.abort_job(id, "its client disconnected");
   }
 
-  static std::string first_non_finite(std::span<const float> t, std::int64_t heads, std::int64_t d, const char* name,
-                                      const Positions& pos) {
-    // Fast path: an exponent of all ones anywhere (OR of the masked bits vectorizes).
-    const auto* bits = reinterpret_cast<const std::uint32_t*>(t.data());
-    std::uint32_t any = 0;
-    for (std::size_t i = 0; i < t.size(); ++i) any |= ((bits[i] & 0x7f800000u) == 0x7f800000u) ? 1u : 0u;
-    if (any == 0) return {};
-    for (std::size_t i = 0; i < t.size(); ++i)
-      if (!std::isfinite(t[i])) {
-        const auto row = static_cast<std::int64_t>(i) / (heads * d);
-        const auto head = static_cast<std::int64_t>(i) / d % heads;
-        return std::string(name) + " has a non-finite value at token " + std::to_string(pos.at(row)) + ", head " +
-               std::to_string(head) + ": refused, the job is aborted";
-      }
-    return {};
-  }
 };
 
 ControlServer::ControlServer(const std::string& listen, std::string secret, bool tls, double timeout_seconds,

@@ -142,8 +142,11 @@ std::string RingService::coordinator_address() const {
 
 std::string RingService::nodes_json() const {
   std::lock_guard lock(mu_);
-  if (nodes_json_ == "[]") return "[" + info_json() + "]";
-  return nodes_json_;
+  return nodes_locked();
+}
+
+std::string RingService::nodes_locked() const {
+  return nodes_json_ == "[]" ? "[" + info_json() + "]" : nodes_json_;  // before the ring formed: this node
 }
 
 std::string RingService::status_json() const {
@@ -159,7 +162,7 @@ std::string RingService::status_json() const {
   o.add("queued", static_cast<std::int64_t>(queue_.size()));
   std::string s = o.str();
   s.pop_back();
-  return s + ",\"nodes\":" + (nodes_json_ == "[]" ? "[" + info_json() + "]" : nodes_json_) + ",\"last_job\":" + last_job_ + "}";
+  return s + ",\"nodes\":" + nodes_locked() + ",\"last_job\":" + last_job_ + "}";
 }
 
 // ---- forming ----------------------------------------------------------------------
@@ -448,20 +451,25 @@ void RingService::run_job(Job& job) {
   metrics_.add("ringattn_compute_seconds_total", {}, st.compute_seconds);
 }
 
+// A job's end on this rank, in the metrics and in what `status` shows (rank 0 and workers).
+void RingService::record_job(std::uint64_t id, JobResult result, double seconds, const std::string& shape,
+                             const std::string& error, FailureCause cause) {
+  metrics_.add("ringattn_jobs_total", {{"result", std::string(to_string(result))}});
+  if (result != JobResult::ok) metrics_.add("ringattn_job_failures_total", {{"cause", std::string(to_string(cause))}});
+  if (result == JobResult::ok) metrics_.observe("ringattn_job_seconds", {}, seconds);
+  cli::JsonObject last;
+  last.add("id", id).add("result", to_string(result)).add("seconds", seconds);
+  if (!shape.empty()) last.add("shape", shape);
+  if (!error.empty()) last.add("error", error);
+  std::lock_guard lock(mu_);
+  last_job_ = last.str();
+  (result == JobResult::ok ? jobs_ok_ : result == JobResult::failed ? jobs_failed_ : jobs_aborted_)++;
+}
+
 void RingService::finish_job(Job& job, JobResult result, double seconds) {
   job.result = result;
   job.job_seconds = seconds;
-  metrics_.add("ringattn_jobs_total", {{"result", std::string(to_string(result))}});
-  if (result != JobResult::ok) metrics_.add("ringattn_job_failures_total", {{"cause", std::string(to_string(job.cause))}});
-  if (result == JobResult::ok) metrics_.observe("ringattn_job_seconds", {}, seconds);
-  cli::JsonObject last;
-  last.add("id", job.id).add("result", to_string(result)).add("seconds", seconds).add("shape", job.request.describe());
-  if (!job.error.empty()) last.add("error", job.error);
-  {
-    std::lock_guard lock(mu_);
-    last_job_ = last.str();
-    (result == JobResult::ok ? jobs_ok_ : result == JobResult::failed ? jobs_failed_ : jobs_aborted_)++;
-  }
+  record_job(job.id, result, seconds, job.request.describe(), job.error, job.cause);
   if (result == JobResult::ok) {
     logger("serve")->info("job {} done: {} in {:.3f} s (ring {:.3f} s)", job.id, job.request.describe(), seconds,
                           job.ring_seconds);
@@ -566,32 +574,24 @@ RingService::Leave RingService::work() {
       metrics_.add("ringattn_exposed_wait_seconds_total", {}, st.wait_seconds);
       metrics_.add("ringattn_compute_seconds_total", {}, st.compute_seconds);
       metrics_.add("ringattn_useful_flops_total", {}, st.useful_flops);
-      metrics_.add("ringattn_jobs_total", {{"result", "ok"}});
-      metrics_.observe("ringattn_job_seconds", {}, st.seconds);
+      record_job(id, JobResult::ok, st.seconds, q.describe(), "", FailureCause::unknown);
       {
         std::lock_guard lock(mu_);
         running_id_ = 0;
-        ++jobs_ok_;
-        cli::JsonObject last;
-        last.add("id", id).add("result", "ok").add("seconds", st.seconds).add("shape", q.describe());
-        last_job_ = last.str();
         record_transport();
       }
       logger("serve")->info("job {}: my {} rows in {:.3f} s", id, rows, st.seconds);
       set_state(stopping_ ? RingState::draining : RingState::ready);
       if (stopping_) return Leave::stop;
     } catch (const Error& e) {
-      std::lock_guard lock(mu_);
-      last_ring_error_ = e.what();
-      if (id != 0) {
-        ++jobs_failed_;
+      {
+        std::lock_guard lock(mu_);
+        last_ring_error_ = e.what();
         running_id_ = 0;
-        cli::JsonObject last;
-        last.add("id", id).add("result", "failed").add("error", e.what());
-        last_job_ = last.str();
-        metrics_.add("ringattn_jobs_total", {{"result", "failed"}});
+      }
+      if (id != 0) {
         const auto* n = dynamic_cast<const NetworkError*>(&e);
-        metrics_.add("ringattn_job_failures_total", {{"cause", std::string(to_string(n ? n->cause() : FailureCause::local))}});
+        record_job(id, JobResult::failed, 0, "", e.what(), n ? n->cause() : FailureCause::local);
       }
       return Leave::broken;
     }

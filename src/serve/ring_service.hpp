@@ -68,9 +68,12 @@ class RingService {
   Leave work();
   void run_job(Job& job);
   void finish_job(Job& job, JobResult result, double seconds);
+  void record_job(std::uint64_t id, JobResult result, double seconds, const std::string& shape, const std::string& error,
+                  FailureCause cause);
   void record_transport();
   void set_state(RingState s);
   std::string info_json() const;
+  std::string nodes_locked() const;  // nodes_json() with mu_ held
 
   ServeConfig config_;
   Metrics& metrics_;
