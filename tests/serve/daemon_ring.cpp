@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sys/stat.h>
@@ -18,10 +19,22 @@ DaemonRing::DaemonRing(const RingConfig& c) : config_(c) {
     f << "daemon-test-token-0123456789abcdef\n";
   }
   ::chmod(token_file_.c_str(), 0600);
-  master_ = itest::free_port();
+  // free_port() only says a port was free a moment ago, and may say so of the same port
+  // twice: the ring's ports must at least differ from each other.
+  std::vector<int> taken;
+  auto distinct_port = [&] {
+    for (;;) {
+      const int p = itest::free_port();
+      if (std::find(taken.begin(), taken.end(), p) == taken.end()) {
+        taken.push_back(p);
+        return p;
+      }
+    }
+  };
+  master_ = distinct_port();
   for (int r = 0; r < c.world; ++r) {
-    control_.push_back(itest::free_port());
-    metrics_.push_back(itest::free_port());
+    control_.push_back(distinct_port());
+    metrics_.push_back(distinct_port());
   }
   daemons_.resize(static_cast<std::size_t>(c.world));
   for (int r = 0; r < c.world; ++r) start(r);
