@@ -3,6 +3,8 @@
 //   auto ring = ringattn::Ring::connect(ringattn::RingOptions::from_env());
 //   for (each layer of each batch)                       // on this rank's rows only
 //     ring.forward(spec, q, k, v, positions, o, lse);
+//   ... and for generation, per layer and token batch (kv_cache.hpp):
+//     ring.decode(spec, cache, sequences, positions, q, k, v, o, lse);
 //
 // Exact attention for this rank's queries over every rank's keys: the K/V blocks of all
 // ranks travel once around the ring (double-buffered: the next block arrives while the
@@ -33,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "ringattn/kv_cache.hpp"
 #include "ringattn/types.hpp"
 
 namespace ringattn {
@@ -105,6 +108,15 @@ struct ForwardStats {
   std::uint64_t bytes_sent = 0;
 };
 
+struct DecodeStats {
+  double seconds = 0;          // the whole call
+  double compute_seconds = 0;  // partial states over this rank's cache
+  double wait_seconds = 0;     // blocked on the network (gather and reduce)
+  std::int64_t tokens = 0;     // queries of the step over all ranks
+  std::int64_t cache_rows = 0; // cache rows this rank read for them (its share of the context)
+  std::uint64_t bytes_sent = 0;  // this rank's payload bytes for the call
+};
+
 class Ring {
  public:
   // Forms the ring (rendezvous, authenticated connections to both neighbours). Throws
@@ -140,6 +152,33 @@ class Ring {
   ForwardStats forward(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
                        std::span<const float> v, std::span<const std::int64_t> positions,
                        std::span<const std::int32_t> documents, std::span<float> o, std::span<float> lse = {});
+
+  // One decode step on stationary KV shards (kv_cache.hpp). Each rank passes the new
+  // tokens it owns (the ones whose hidden state it computed; any number, 0 included, up
+  // to limits().max_rows, and at most max_rows over all ranks): sequences [n] (ids >= 0),
+  // positions [n] (each above every cached position of its sequence), q [n, heads,
+  // head_dim], k and v [n, kv_heads, head_dim], fp32 and finite. Then:
+  //   1. every rank's queries, with their K/V, travel once around the ring (an
+  //      all-gather: P-1 neighbour steps of a few KiB per token);
+  //   2. each token's K/V is appended to the `cache` of rank decode_store_rank(sequence,
+  //      position), so a query sees its own token;
+  //   3. every rank computes the partial (m, l, o) of every query over its own cache rows
+  //      of that query's sequence (the spec's mask on the positions), streaming its cache
+  //      once, in parallel with the other ranks;
+  //   4. the partials are merged on their way back to the owning rank (a ring
+  //      reduce-scatter: P-1 steps, each moving one rank's (m, l, o) rows).
+  // o [n, heads, head_dim] and lse [n, heads] (or empty) then hold exact attention of each
+  // query over every cached row of its sequence on every rank. The cache never moves:
+  // per token the ring carries its q, k, v and (m, l, o), not the cache.
+  // spec.dtype is the cache's dtype and that of q, k, v on the wire; `cache` must have the
+  // spec's kv_heads, head_dim and dtype. Every rank makes the same calls with the same spec
+  // (the spec travels with the queries and is compared, as in forward()). Errors as in
+  // forward(): InvalidArgument before anything is sent, else NetworkError and the ring is
+  // broken — also when a token's position does not continue its sequence on the rank that
+  // stores it (the cache of that rank is then left without it).
+  DecodeStats decode(const AttentionSpec& spec, KVCache& cache, std::span<const std::int32_t> sequences,
+                     std::span<const std::int64_t> positions, std::span<const float> q, std::span<const float> k,
+                     std::span<const float> v, std::span<float> o, std::span<float> lse = {});
 
   // True once a call failed for a network reason; the cause is broken_reason().
   bool broken() const;
