@@ -158,17 +158,10 @@ DecodeStats Ring::decode(const AttentionSpec& spec, KVCache& cache, std::span<co
   const auto start = Clock::now();
   im.check_usable();
   const int R = rank(), P = world_size();
-  const auto& lim = im.options.limits;
   const auto n = static_cast<std::int64_t>(positions.size());
   auto bad = [&](const std::string& what) { throw InvalidArgument("rank " + std::to_string(R) + ": decode: " + what); };
   // Everything is checked before anything is sent: a bad call leaves the ring usable.
-  if (n > lim.max_rows)
-    bad(std::to_string(n) + " tokens exceed the ring's max_rows = " + std::to_string(lim.max_rows) +
-        " (set RingLimits when connecting)");
-  if (spec.heads > lim.max_heads || spec.kv_heads > lim.max_kv_heads || spec.head_dim > lim.max_head_dim)
-    bad("heads " + std::to_string(spec.heads) + "/" + std::to_string(spec.kv_heads) + ", head_dim " +
-        std::to_string(spec.head_dim) + " exceed the ring's limits (" + std::to_string(lim.max_heads) + "/" +
-        std::to_string(lim.max_kv_heads) + ", " + std::to_string(lim.max_head_dim) + ")");
+  im.check_limits(spec, n, "tokens", bad);
   kernels::CacheAttention& kernel = im.cache_kernel_for(spec);  // validates heads, kv_heads, head_dim, mask, scale
   const std::int64_t H = spec.heads, KH = spec.kv_heads, D = spec.head_dim;
   if (cache.kv_heads() != KH || cache.head_dim() != D || cache.dtype() != spec.dtype)

@@ -205,26 +205,14 @@ ForwardStats forward_call(Ring::Impl& im, const AttentionSpec& spec, std::span<c
   auto rank = [&] { return im.options.rank; };
   auto world_size = [&] { return im.options.world_size; };
   const auto start = Clock::now();
-  {
-    std::lock_guard lock(im.mu);
-    if (!im.broken.empty())
-      throw NetworkError("rank " + std::to_string(rank()) + ": this ring is broken (" + im.broken +
-                         "); connect a new one");
-  }
+  im.check_usable();
   // Everything is checked before anything is sent: a bad call leaves the ring usable.
-  const auto& lim = im.options.limits;
   const auto rows = static_cast<std::int64_t>(positions.size());
   auto bad = [&](const std::string& what) { throw InvalidArgument("rank " + std::to_string(rank()) + ": forward: " + what); };
   if (rows < 1)
     bad("0 rows: every rank passes at least one row to every call (the wire carries no empty blocks); shard so "
         "that each rank has one, as the layouts and shard_documents do");
-  if (rows > lim.max_rows)
-    bad(std::to_string(rows) + " rows exceed the ring's max_rows = " + std::to_string(lim.max_rows) +
-        " (set RingLimits when connecting)");
-  if (spec.heads > lim.max_heads || spec.kv_heads > lim.max_kv_heads || spec.head_dim > lim.max_head_dim)
-    bad("heads " + std::to_string(spec.heads) + "/" + std::to_string(spec.kv_heads) + ", head_dim " +
-        std::to_string(spec.head_dim) + " exceed the ring's limits (" + std::to_string(lim.max_heads) + "/" +
-        std::to_string(lim.max_kv_heads) + ", " + std::to_string(lim.max_head_dim) + ")");
+  im.check_limits(spec, rows, "rows", bad);
   BlockAttention& kernel = im.kernel_for(spec);  // validates heads, kv_heads, head_dim, mask, scale
   const std::int64_t H = spec.heads, KH = spec.kv_heads, D = spec.head_dim;
   auto size_is = [&](const char* name, std::size_t got, std::int64_t want) {

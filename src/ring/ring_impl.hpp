@@ -78,6 +78,20 @@ struct Ring::Impl {
     return *cache_kernels.emplace(key, std::make_unique<kernels::CacheAttention>(config_for(s))).first->second;
   }
 
+  // Throws InvalidArgument (via `bad`) if a call of `rows` rows and this spec exceeds the
+  // limits the ring agreed on: checked before anything is sent, so the ring stays usable.
+  template <class Bad>
+  void check_limits(const AttentionSpec& spec, std::int64_t rows, const char* what, Bad&& bad) const {
+    const auto& lim = options.limits;
+    if (rows > lim.max_rows)
+      bad(std::to_string(rows) + " " + what + " exceed the ring's max_rows = " + std::to_string(lim.max_rows) +
+          " (set RingLimits when connecting)");
+    if (spec.heads > lim.max_heads || spec.kv_heads > lim.max_kv_heads || spec.head_dim > lim.max_head_dim)
+      bad("heads " + std::to_string(spec.heads) + "/" + std::to_string(spec.kv_heads) + ", head_dim " +
+          std::to_string(spec.head_dim) + " exceed the ring's limits (" + std::to_string(lim.max_heads) + "/" +
+          std::to_string(lim.max_kv_heads) + ", " + std::to_string(lim.max_head_dim) + ")");
+  }
+
   // Throws NetworkError if an earlier call broke the ring.
   void check_usable() const {
     std::lock_guard lock(mu);
