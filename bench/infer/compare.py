@@ -39,7 +39,7 @@ def main():
     if ref.keys() != other.keys():
         problems.append(f"prompts differ: only in reference {sorted(ref.keys() - other.keys())}, "
                         f"only in other {sorted(other.keys() - ref.keys())}")
-    worst, where, tokens_differ = 0.0, None, 0
+    worst, where, tokens_differ = 0.0, "everywhere", 0
     for key in sorted(ref.keys() & other.keys()):
         r, o = ref[key], other[key]
         if r["tokens"] != o["tokens"]:

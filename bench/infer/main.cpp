@@ -28,6 +28,8 @@ constexpr std::int64_t kMaxBatchTokens = std::int64_t{1} << 31;
 
 int g_rank = -1;  // for error messages, once known
 
+std::string who() { return g_rank < 0 ? std::string() : "rank " + std::to_string(g_rank) + ": "; }
+
 int run(int argc, char** argv) {
   infer::JobOptions opt;
   if (!infer::parse_args(argc, argv, opt)) {
@@ -74,10 +76,10 @@ int main(int argc, char** argv) {
   try {
     return run(argc, argv);
   } catch (const ringattn::NetworkError& e) {  // a peer died, stalled or disagreed
-    std::fprintf(stderr, "infer: rank %d: ring failed: %s\n", g_rank, e.what());
+    std::fprintf(stderr, "infer: %sring failed: %s\n", who().c_str(), e.what());
     return 2;
   } catch (const ringattn::Error& e) {  // bad options, arguments or files
-    std::fprintf(stderr, "infer: rank %d: error: %s\n", g_rank, e.what());
+    std::fprintf(stderr, "infer: %serror: %s\n", who().c_str(), e.what());
     return 3;
   }
 }

@@ -94,7 +94,7 @@ std::vector<float> SafetensorsFile::take(const std::string& name, std::span<cons
   const auto it = entries_.find(name);
   if (it == entries_.end())
     throw ringattn::FileError("weights " + path_ + ": no tensor \"" + name + "\" (expected shape " +
-                              shape_text(shape) + "; does the file match --layers, --tied?)");
+                              shape_text(shape) + "; does the file match --layers and --untied?)");
   Entry& e = it->second;
   if (!std::equal(e.shape.begin(), e.shape.end(), shape.begin(), shape.end()))
     throw ringattn::FileError("weights " + path_ + ": tensor \"" + name + "\" has shape " + shape_text(e.shape) +
