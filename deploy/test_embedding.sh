@@ -11,7 +11,8 @@
 #   infer     bench/infer, the example batch job (a Llama-style decoder over the ring),
 #             built the same way; a batch of 8 prompts (5..200 tokens) prefilled and 4
 #             tokens greedy-decoded at P = 1, 2 and 3 (mpirun): tokens equal and logits
-#             within 1e-4 of P = 1; the same from a numpy-written safetensors file; and the
+#             within 1e-4 of P = 1, and P = 1 within 1e-4 of a float64 numpy model
+#             (bench/infer/reference.py); the same from a numpy-written safetensors file; and the
 #             positions trap (RoPE at the rank's row index, P = 2) caught by the comparison
 #   readme    the README's Embedding code blocks are these files, byte for byte
 #   python    tests/python (pytest) against the installed Python module
@@ -154,7 +155,7 @@ consumer_p3_mpirun() {
 # The example batch job: a small model, prompts of mixed lengths, the runs compared with
 # P = 1 by bench/infer/compare.py (tokens exactly, logits to 1e-4).
 infer=$work/infer
-infer_model=(--vocab 256 --dim 128 --layers 3 --heads 4 --kv-heads 2 --head-dim 32 --ffn 256 --tokens 4 --threads 1)
+infer_model=(--vocab 256 --dim 128 --layers 3 --heads 4 --kv-heads 2 --head-dim 32 --ffn 256 --tokens 4)
 build_infer() {
   PKG_CONFIG_SYSROOT_DIR=$dest meson setup "$infer" bench/infer --pkg-config-path "$lib/pkgconfig" \
     --buildtype=release -Dwerror=true || return 1
@@ -165,7 +166,14 @@ build_infer() {
 
 infer_p1() {
   env RINGATTN_RANK=0 RINGATTN_WORLD_SIZE=1 timeout 120 "$infer/infer" --prompts "$work/prompts.jsonl" \
-    "${infer_model[@]}" --out "$work/infer-p1" && [[ -s $work/infer-p1/rank-0.jsonl ]]
+    "${infer_model[@]}" --threads 1 --out "$work/infer-p1" && [[ -s $work/infer-p1/rank-0.jsonl ]]
+}
+
+# P = 1 itself against bench/infer/reference.py: each prompt alone through a float64 numpy
+# model (no packing, no cache, RoPE at 0, 1, ...), so an error every P shares shows too.
+infer_reference() {
+  $PY bench/infer/reference.py "$work/infer-p1" --prompts "$work/prompts.jsonl" --seed 1 \
+    "${infer_model[@]}" --tol 1e-4
 }
 
 # infer_p2 OUT [ARGS...]: two processes found through a rendezvous, then compared with P = 1.
@@ -174,14 +182,14 @@ infer_p2() {
   local out=$1
   shift
   ranks 2 RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" \
-    --prompts "$work/prompts.jsonl" "${infer_model[@]}" --out "$out" "$@" || return 2
+    --prompts "$work/prompts.jsonl" "${infer_model[@]}" --threads 1 --out "$out" "$@" || return 2
   $PY bench/infer/compare.py "$work/infer-p1" "$out" --tol 1e-4
 }
 
 infer_p3_mpirun() {
   env -i PATH="$PATH" HOME="$HOME" RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" \
     timeout 120 mpirun -n 3 --oversubscribe --allow-run-as-root -x RINGATTN_MASTER -x RINGATTN_TOKEN \
-    "$infer/infer" --prompts "$work/prompts.jsonl" "${infer_model[@]}" --out "$work/infer-p3" || return 1
+    "$infer/infer" --prompts "$work/prompts.jsonl" "${infer_model[@]}" --threads 1 --out "$work/infer-p3" || return 1
   $PY bench/infer/compare.py "$work/infer-p1" "$work/infer-p3" --tol 1e-4
 }
 
@@ -251,6 +259,7 @@ if check "consumer: configure through ringattn.pc, build -Werror" build_consumer
 fi
 if check "infer: configure bench/infer through ringattn.pc, build -Werror" build_infer; then
   if check "infer: P = 1 (the reference)" infer_p1; then
+    check "infer: P = 1 against float64 numpy, prompt by prompt: tokens equal, logits within 1e-4" infer_reference
     check "infer: P = 2, rendezvous: tokens equal, logits within 1e-4 of P = 1" infer_p2 "$work/infer-p2"
     check "infer: P = 3 under mpirun: tokens equal, logits within 1e-4 of P = 1" infer_p3_mpirun
     check "infer: weights from a numpy-written safetensors file, P = 2, match P = 1 from the seed" infer_safetensors
