@@ -40,6 +40,17 @@ using Exp2Fn = void (*)(const float* x, float* y, int n);
 using HasNonFiniteF32Fn = bool (*)(const float* x, std::int64_t n);
 using HasNonFiniteBf16Fn = bool (*)(const std::uint16_t* x, std::int64_t n);
 
+// Decode over a KV cache (kernels/cache_loops.hpp, the same source compiled per path):
+// scores s[g*n + j] = q_g . k_j for the G query heads of one KV head against n cached
+// keys k_j = k + j*ld; and o[g*d + e] = sum_j p[g*n + j] * v_j[e]. q, p, s, o fp32
+// dense; K and V fp32 or bf16 rows read in place. d is a multiple of 16, at most 256.
+using CacheScoresF32Fn = void (*)(const float* q, int G, const float* k, std::int64_t ld, int n, int d, float* s);
+using CacheScoresBf16Fn = void (*)(const float* q, int G, const std::uint16_t* k, std::int64_t ld, int n, int d,
+                                   float* s);
+using CachePvF32Fn = void (*)(const float* p, int G, const float* v, std::int64_t ld, int n, int d, float* o);
+using CachePvBf16Fn = void (*)(const float* p, int G, const std::uint16_t* v, std::int64_t ld, int n, int d,
+                               float* o);
+
 struct SoftmaxOps {
   const char* name;
   OnlineRowFn online_row;
@@ -49,6 +60,10 @@ struct SoftmaxOps {
   Exp2Fn exp2;
   HasNonFiniteF32Fn has_non_finite_f32;
   HasNonFiniteBf16Fn has_non_finite_bf16;
+  CacheScoresF32Fn cache_scores_f32;
+  CacheScoresBf16Fn cache_scores_bf16;
+  CachePvF32Fn cache_pv_f32;
+  CachePvBf16Fn cache_pv_bf16;
 };
 
 // Each path's table; only those compiled for this target exist (see dispatch.cpp).

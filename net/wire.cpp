@@ -26,7 +26,8 @@ bool known_kind(std::uint8_t k) {
     case FrameKind::address:
     case FrameKind::peers:
     case FrameKind::kv_block:
-    case FrameKind::state: return true;
+    case FrameKind::state:
+    case FrameKind::query: return true;
   }
   return false;
 }
@@ -52,6 +53,7 @@ std::string_view to_string(FrameKind k) {
     case FrameKind::peers: return "PEERS";
     case FrameKind::kv_block: return "KV_BLOCK";
     case FrameKind::state: return "STATE";
+    case FrameKind::query: return "QUERY";
   }
   return "KIND(unknown)";
 }
@@ -152,21 +154,26 @@ FrameLimits FrameLimits::for_limits(const LinkLimits& s) {
   if (s.max_block_rows == 0) bad("max_block_rows", s.max_block_rows, "must be >= 1");
   FrameLimits l;
   l.max_rows = s.max_block_rows;
-  std::uint64_t kv_cols = 0, state_cols = 0;
+  std::uint64_t kv_cols = 0, state_cols = 0, query_cols = 0;
   if (!mul_ok(s.max_kv_heads, s.max_head_dim, kv_cols) || kv_cols > std::numeric_limits<std::uint32_t>::max())
     bad("max_head_dim", s.max_head_dim, "makes max_kv_heads*max_head_dim overflow 32 bits");
   if (!mul_ok(s.max_heads, std::uint64_t{s.max_head_dim} + 2, state_cols) ||
       state_cols > std::numeric_limits<std::uint32_t>::max())
     bad("max_head_dim", s.max_head_dim, "makes max_heads*(max_head_dim+2) overflow 32 bits");
+  if (!mul_ok(std::uint64_t{s.max_heads} + 2 * std::uint64_t{s.max_kv_heads}, s.max_head_dim, query_cols) ||
+      query_cols > std::numeric_limits<std::uint32_t>::max())
+    bad("max_head_dim", s.max_head_dim, "makes (max_heads+2*max_kv_heads)*max_head_dim overflow 32 bits");
   l.max_kv_cols = static_cast<std::uint32_t>(kv_cols);
+  l.max_query_cols = static_cast<std::uint32_t>(query_cols);
   l.max_state_cols = static_cast<std::uint32_t>(state_cols);
-  bool ok_kv = false, ok_state = false;
+  bool ok_kv = false, ok_state = false, ok_query = false;
   const std::uint64_t kv = data_payload_bytes(FrameKind::kv_block, DType::f32, l.max_rows, l.max_kv_cols, true, ok_kv);
   const std::uint64_t st = data_payload_bytes(FrameKind::state, DType::f32, l.max_rows, l.max_state_cols, false, ok_state);
-  if (!ok_kv || !ok_state || kv > kMaxPayloadBytes || st > kMaxPayloadBytes)
+  const std::uint64_t qu = data_payload_bytes(FrameKind::query, DType::f32, l.max_rows, l.max_query_cols, true, ok_query);
+  if (!ok_kv || !ok_state || !ok_query || kv > kMaxPayloadBytes || st > kMaxPayloadBytes || qu > kMaxPayloadBytes)
     bad("max_block_rows", s.max_block_rows,
         "makes a block larger than the " + std::to_string(kMaxPayloadBytes >> 30) + " GiB frame ceiling");
-  l.max_payload = std::max(kv, st);
+  l.max_payload = std::max({kv, st, qu});
   return l;
 }
 
@@ -175,6 +182,13 @@ std::uint64_t data_payload_bytes(FrameKind kind, DType dtype, std::uint32_t rows
   std::uint64_t n = 0;
   if (kind == FrameKind::state) {
     ok = mul_ok(rows, cols, n) && mul_ok(n, 4, n);
+    return ok ? n : 0;
+  }
+  if (kind == FrameKind::query) {  // prefix + tags (i64) + groups (i32) + rows x cols
+    std::uint64_t body = 0;
+    ok = mul_ok(rows, cols, body) && mul_ok(body, dtype_size(dtype), body);
+    n = kBlockPrefixBytes + std::uint64_t{rows} * 12;
+    ok = ok && !__builtin_add_overflow(n, body, &n);
     return ok ? n : 0;
   }
   if (kind != FrameKind::kv_block) {
@@ -240,9 +254,20 @@ std::string check_header(const FrameHeader& h, const FrameLimits& l) {
     return {};
   }
   if (l.max_payload == 0) return field("kind", kind, "(" + k + ") before the handshake completed");
-  if (h.rows == 0 || h.rows > l.max_rows)
+  if (h.kind == FrameKind::query) {  // the only data frame that may have 0 rows
+    if (h.rows > l.max_rows)
+      return field("rows", h.rows, "is outside 0.." + std::to_string(l.max_rows) + " (max_block_rows)");
+    if (h.cols == 0 || h.cols > l.max_query_cols)
+      return field("cols", h.cols,
+                   "is outside 1.." + std::to_string(l.max_query_cols) + " ((max_heads+2*max_kv_heads)*max_head_dim)");
+    bool ok = false;
+    const std::uint64_t want = data_payload_bytes(h.kind, h.dtype, h.rows, h.cols, true, ok);
+    if (!ok || want != h.payload_bytes)
+      return field("payload_bytes", h.payload_bytes,
+                   "but a QUERY of these rows and cols has " + (ok ? std::to_string(want) : std::string("overflow")));
+  } else if (h.rows == 0 || h.rows > l.max_rows) {
     return field("rows", h.rows, "is outside 1.." + std::to_string(l.max_rows) + " (max_block_rows)");
-  if (h.kind == FrameKind::kv_block) {
+  } else if (h.kind == FrameKind::kv_block) {
     if (h.cols == 0 || h.cols > l.max_kv_cols)
       return field("cols", h.cols, "is outside 1.." + std::to_string(l.max_kv_cols) + " (max_kv_heads*max_head_dim)");
     bool ok = false, ok_g = false;

@@ -1,4 +1,4 @@
-// The ringattn wire format (protocol version 2).
+// The ringattn wire format (protocol version 3).
 //
 // A connection carries a stream of frames. A frame is a fixed 48-byte header followed
 // by `payload_bytes` bytes of payload. Every integer is little-endian and is encoded and
@@ -41,6 +41,13 @@
 //                 cols <= max_kv_heads * max_head_dim
 //   STATE    (17) one rows x cols fp32 matrix (e.g. online-softmax (o, m, l) rows), the
 //                 row layout is the caller's; cols <= max_heads * (max_head_dim + 2)
+//   QUERY    (18) decode tokens travelling to every rank (protocol 3):
+//                   prefix   kBlockPrefixBytes, opaque to net (as for KV_BLOCK)
+//                   tags     rows x i64 (the tokens' positions)
+//                   groups   rows x i32 (the tokens' sequences)
+//                   rows     rows x cols elements of dtype (each token's q, k, v)
+//                 rows may be 0 (a rank with no token this step: the prefix alone);
+//                 cols <= (max_heads + 2 * max_kv_heads) * max_head_dim
 //
 // Validation. A receiver decodes a header with the FrameLimits that follow from the
 // limits agreed in the HELLO (before the HELLO: control frames only). Every field is
@@ -63,7 +70,7 @@
 namespace ringattn::net {
 
 inline constexpr std::uint32_t kMagic = 0x4E544152;  // "RATN" in little-endian bytes
-inline constexpr std::uint16_t kProtocolVersion = 2;
+inline constexpr std::uint16_t kProtocolVersion = 3;  // 3: QUERY frames (decode)
 inline constexpr std::size_t kHeaderBytes = 48;
 inline constexpr std::size_t kHelloBytes = 88;  // HELLO payload, laid out in handshake.hpp
 inline constexpr std::size_t kAuthBytes = 32;   // AUTH payload: one HMAC-SHA256
@@ -78,7 +85,7 @@ inline constexpr std::size_t kBlockPrefixBytes = 32;
 inline constexpr std::uint64_t kMaxPayloadBytes = std::uint64_t{16} << 30;
 
 enum class FrameKind : std::uint8_t {
-  hello = 1, auth = 2, bye = 3, error = 4, ping = 5, address = 6, peers = 7, kv_block = 16, state = 17
+  hello = 1, auth = 2, bye = 3, error = 4, ping = 5, address = 6, peers = 7, kv_block = 16, state = 17, query = 18
 };
 
 std::string_view to_string(FrameKind k);  // "HELLO", ..., "KIND(n)" for unknown values
@@ -122,6 +129,7 @@ struct FrameLimits {
   std::uint32_t max_rows = 0;
   std::uint32_t max_kv_cols = 0;     // most cols of a KV_BLOCK
   std::uint32_t max_state_cols = 0;  // most cols of a STATE
+  std::uint32_t max_query_cols = 0;  // most cols of a QUERY
   std::uint64_t max_payload = 0;     // largest data payload the limits allow
 
   // Before the HELLO: control frames only, every data frame is refused.
@@ -150,7 +158,8 @@ FrameHeader decode_header(std::span<const std::byte> bytes, const FrameLimits& l
 std::string check_header(const FrameHeader& h, const FrameLimits& limits);
 
 // Payload size of a data frame, or 0 with `ok` false on overflow or a control kind. A
-// KV_BLOCK has two valid sizes: without and (`with_groups`) with the group column.
+// KV_BLOCK has two valid sizes: without and (`with_groups`) with the group column; a
+// QUERY always has its group column (with_groups is ignored).
 std::uint64_t data_payload_bytes(FrameKind kind, DType dtype, std::uint32_t rows, std::uint32_t cols, bool with_groups,
                                  bool& ok);
 

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/cache_loops.hpp"
 #include "kernels/softmax_ops.hpp"
 
 namespace ringattn::kernels {
@@ -85,10 +86,13 @@ bool has_non_finite_bf16_generic(const std::uint16_t* x, std::int64_t n) {
   return (bits >> 15) != 0;
 }
 
+RINGATTN_CACHE_LOOPS(generic)
+
 }  // namespace
 
 const SoftmaxOps kOpsGeneric = {"generic",          online_row_generic,     rescale_add_generic,
                                 to_bf16_generic,    from_bf16_generic,      exp2_generic,
-                                has_non_finite_f32_generic, has_non_finite_bf16_generic};
+                                has_non_finite_f32_generic, has_non_finite_bf16_generic,
+    cache_scores_f32_generic, cache_scores_bf16_generic, cache_pv_f32_generic, cache_pv_bf16_generic};
 
 }  // namespace ringattn::kernels

@@ -263,7 +263,8 @@ asio::awaitable<void> Link::reader() {
                                          " after the handshake");
         co_return;
       case FrameKind::kv_block:
-      case FrameKind::state: break;
+      case FrameKind::state:
+      case FrameKind::query: break;
     }
     if (dir_ == Dir::out) {
       fail(FailureCause::protocol, peer() + " sent a " + std::string(to_string(h.kind)) + " frame on the link this rank sends on");

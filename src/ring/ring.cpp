@@ -15,6 +15,7 @@
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
 #include "src/ring/internals.hpp"
+#include "src/ring/ring_impl.hpp"
 #include "src/ring/ring_step.hpp"
 
 namespace ringattn {
@@ -70,39 +71,8 @@ net::PeerAddress listen_address(const std::string& listen, const std::string& fa
   return a;
 }
 
-using KernelKey = std::tuple<std::int64_t, std::int64_t, std::int64_t, int, int, std::int64_t, float>;
-
 }  // namespace
 
-struct Ring::Impl {
-  RingOptions options;
-  std::unique_ptr<net::Transport> transport;
-  std::unique_ptr<ring::RingStep> step;
-  std::map<KernelKey, std::unique_ptr<BlockAttention>> kernels;  // one per call shape: primitives kept
-  OnlineSoftmaxState state;                                      // pooled
-  std::vector<std::uint16_t> q_bf16;                              // pooled
-  std::uint64_t calls = 0;
-  mutable std::mutex mu;
-  std::string broken;  // why, once a call failed on the network
-  RingInternals::StepHook hook;  // tests only
-
-  BlockAttention& kernel_for(const AttentionSpec& s) {
-    const KernelKey key{s.heads, s.kv_heads, s.head_dim, static_cast<int>(s.dtype), static_cast<int>(s.mask.kind),
-                        s.mask.window, s.scale};
-    auto it = kernels.find(key);
-    if (it != kernels.end()) return *it->second;
-    AttentionConfig c;
-    c.heads = s.heads;
-    c.kv_heads = s.kv_heads;
-    c.head_dim = s.head_dim;
-    c.dtype = s.dtype;
-    c.mask = s.mask;
-    c.scale = s.scale;
-    c.threads = options.threads;
-    c.isa = options.isa;
-    return *kernels.emplace(key, std::make_unique<BlockAttention>(c)).first->second;  // validates
-  }
-};
 
 Ring::Ring(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Ring::Ring(Ring&&) noexcept = default;

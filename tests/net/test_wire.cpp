@@ -94,7 +94,7 @@ TEST_CASE("wire: every rejected field is named with its value") {
     CHECK(try_decode_header(std::span(b).first(47), limits, out).find("47 bytes") != std::string::npos);
   }
   SUBCASE("magic") { refused(kv(), {"'magic'", std::to_string(0x4E544153)}, limits, [](HeaderBytes& b) { b[0] = std::byte{'S'}; }); }
-  SUBCASE("version") { refused(kv(), {"'version' = 1", "version 2"}, limits, [](HeaderBytes& b) { b[4] = std::byte{1}; }); }
+  SUBCASE("version") { refused(kv(), {"'version' = 1", "version 3"}, limits, [](HeaderBytes& b) { b[4] = std::byte{1}; }); }
   SUBCASE("reserved") { refused(kv(), {"'reserved' = 1"}, limits, [](HeaderBytes& b) { b[44] = std::byte{1}; }); }
   SUBCASE("kind") { refused(kv(), {"'kind' = 99"}, limits, [](HeaderBytes& b) { b[6] = std::byte{99}; }); }
   SUBCASE("dtype") { refused(kv(), {"'dtype' = 7"}, limits, [](HeaderBytes& b) { b[7] = std::byte{7}; }); }
@@ -161,6 +161,26 @@ TEST_CASE("wire: every rejected field is named with its value") {
     h.payload_bytes = 2ull * 10 * 2;
     refused(h, {"'dtype' = 1", "STATE"});
   }
+  SUBCASE("a QUERY may have 0 rows; its cols and size are bounded like the others") {
+    FrameHeader h;
+    h.kind = FrameKind::query;
+    h.dtype = DType::bf16;
+    h.cols = (8 + 2 * 2) * 64;
+    h.rows = 0;
+    h.payload_bytes = 32;  // the prefix alone: a rank with no token this step
+    FrameHeader out;
+    CHECK(try_decode_header(encode_header(h), limits, out).empty());
+    h.rows = 3;
+    h.payload_bytes = 32 + 3 * 12 + 3ull * h.cols * 2;
+    CHECK(try_decode_header(encode_header(h), limits, out).empty());
+    h.payload_bytes += 2;
+    refused(h, {"'payload_bytes'", "QUERY"});
+    h.rows = 129;
+    refused(h, {"'rows' = 129", "0..128"});
+    h.rows = 3;
+    h.cols = (8 + 2 * 2) * 64 + 1;
+    refused(h, {"'cols' = 769", "1..768"});
+  }
   SUBCASE("payload length that disagrees with rows*cols") {
     FrameHeader h = kv();
     h.payload_bytes += 1;
@@ -185,6 +205,10 @@ TEST_CASE("wire: payload size arithmetic is overflow-safe") {
   CHECK(data_payload_bytes(FrameKind::kv_block, DType::bf16, 3, 5, false, ok) == 32 + 3 * 8 + 60);
   CHECK(ok);
   CHECK(data_payload_bytes(FrameKind::kv_block, DType::bf16, 3, 5, true, ok) == 32 + 3 * 12 + 60);
+  CHECK(data_payload_bytes(FrameKind::query, DType::bf16, 3, 5, false, ok) == 32 + 3 * 12 + 30);
+  CHECK(ok);
+  CHECK(data_payload_bytes(FrameKind::query, DType::f32, 0xFFFFFFFFu, 0xFFFFFFFFu, true, ok) == 0);
+  CHECK_FALSE(ok);
   CHECK(data_payload_bytes(FrameKind::bye, DType::f32, 1, 1, false, ok) == 0);
   CHECK_FALSE(ok);
   CHECK(kv_block_header(DType::bf16, 128, 1, 2, 100).payload_bytes == kv_block_bytes(DType::bf16, 128, 100));
@@ -195,7 +219,9 @@ TEST_CASE("wire: frame limits follow from the ring's limits, bad limits are refu
   CHECK(l.max_rows == 128);
   CHECK(l.max_kv_cols == 128);
   CHECK(l.max_state_cols == 8 * 66);
-  CHECK(l.max_payload == 128ull * 8 * 66 * 4);  // STATE rows are the widest here
+  CHECK(l.max_query_cols == (8 + 2 * 2) * 64);
+  // QUERY rows (q, k and v of a token, with its position and sequence) are the widest here
+  CHECK(l.max_payload == 32 + 128ull * (12 + (8 + 2 * 2) * 64 * 4));
   auto refused_shape = [](LinkLimits s, const std::string& word) {
     try {
       FrameLimits::for_limits(s);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/cache_loops.hpp"
 #include "kernels/softmax_ops.hpp"
 
 namespace ringattn::kernels {
@@ -143,10 +144,13 @@ bool has_non_finite_bf16_neon(const std::uint16_t* x, std::int64_t n) {
   return (vmaxvq_u16(acc) >> 15) != 0 || kOpsGeneric.has_non_finite_bf16(x + i, n - i);
 }
 
+RINGATTN_CACHE_LOOPS(neon)
+
 }  // namespace
 
 const SoftmaxOps kOpsNeon = {"neon",          online_row_neon,     rescale_add_neon,
                              to_bf16_neon,    from_bf16_neon,      exp2_neon,
-                             has_non_finite_f32_neon, has_non_finite_bf16_neon};
+                             has_non_finite_f32_neon, has_non_finite_bf16_neon,
+    cache_scores_f32_neon, cache_scores_bf16_neon, cache_pv_f32_neon, cache_pv_bf16_neon};
 
 }  // namespace ringattn::kernels

@@ -1,0 +1,191 @@
+// ringattn kernels — decode attention over a KV cache (kernels/cache_attention.hpp).
+#include "kernels/cache_attention.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kernels/dispatch.hpp"
+#include "kernels/visible_range.hpp"
+#include "ringattn/error.hpp"
+
+namespace ringattn::kernels {
+
+namespace {
+
+constexpr std::int64_t kTileKeys = 256;     // keys per score tile: [G*rows x 256] fp32 stays in L1/L2
+constexpr std::int64_t kChunkKeys = 4096;   // keys per work item: enough items for the threads, few partials
+constexpr std::int64_t kRowsPerItem = 8;    // query rows of one sequence computed together
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// One work item: query rows [r0, r1) of a segment, KV head g, keys [c0, c1).
+struct Item {
+  std::int64_t seg, r0, r1, g, c0, c1;
+  std::size_t slot;  // offset of its partial (m, l, o) in the slots
+};
+
+}  // namespace
+
+struct CacheAttention::Impl {
+  AttentionConfig cfg;
+  Isa isa = Isa::generic;
+  const SoftmaxOps* ops = nullptr;
+  int threads = 1;
+  std::vector<Item> items;
+  std::vector<float> slots;  // per item: m [rows*G], l [rows*G], o [rows*G*D]
+  struct Scratch {
+    std::vector<float> scores, pv;
+  };
+  std::vector<Scratch> scratch;
+};
+
+CacheAttention::CacheAttention(const AttentionConfig& cfg) : impl_(std::make_unique<Impl>()) {
+  BlockAttention check(cfg);  // one definition of a valid config (and of the resolved scale)
+  if (cfg.heads / cfg.kv_heads > 256)
+    throw InvalidArgument("cache attention: " + std::to_string(cfg.heads / cfg.kv_heads) +
+                          " query heads per KV head; decode supports at most 256");
+  auto& im = *impl_;
+  im.cfg = check.config();
+  im.isa = check.isa();
+  im.ops = &ops_for(im.isa);
+  im.threads = cfg.threads > 0 ? cfg.threads : omp_get_max_threads();
+  im.scratch.resize(static_cast<std::size_t>(im.threads));
+}
+
+CacheAttention::~CacheAttention() = default;
+CacheAttention::CacheAttention(CacheAttention&&) noexcept = default;
+CacheAttention& CacheAttention::operator=(CacheAttention&&) noexcept = default;
+const AttentionConfig& CacheAttention::config() const { return impl_->cfg; }
+Isa CacheAttention::isa() const { return impl_->isa; }
+
+CacheFoldStats CacheAttention::fold(const float* q, const std::int64_t* q_pos, std::span<const CacheSegment> segments,
+                                    OnlineSoftmaxState& state, std::atomic<std::uint64_t>* progress) {
+  auto& im = *impl_;
+  const auto& cfg = im.cfg;
+  const std::int64_t H = cfg.heads, KH = cfg.kv_heads, G = H / KH, D = cfg.head_dim;
+  const std::int64_t ld = KH * D;
+  const bool bf16 = cfg.dtype == DType::bf16;
+  const std::size_t esz = dtype_size(cfg.dtype);
+  if (state.heads != H || state.head_dim != D)
+    throw InvalidArgument("cache attention: the state has " + std::to_string(state.heads) + " heads of " +
+                          std::to_string(state.head_dim) + " but the config " + std::to_string(H) + " of " +
+                          std::to_string(D));
+  CacheFoldStats st;
+
+  // Items: per segment, the keys its rows can see (positions increase, so one range per
+  // row; the union of a group of rows is [min lo, max hi)), cut into chunks.
+  im.items.clear();
+  std::size_t slot = 0;
+  for (std::size_t s = 0; s < segments.size(); ++s) {
+    const auto& sg = segments[s];
+    if (sg.q_begin < 0 || sg.q_end > state.rows || sg.q_begin > sg.q_end)
+      throw InvalidArgument("cache attention: segment rows [" + std::to_string(sg.q_begin) + ", " +
+                            std::to_string(sg.q_end) + ") outside the state's " + std::to_string(state.rows));
+    if (sg.nk == 0) continue;
+    for (std::int64_t r0 = sg.q_begin; r0 < sg.q_end; r0 += kRowsPerItem) {
+      const std::int64_t r1 = std::min(sg.q_end, r0 + kRowsPerItem);
+      std::int64_t lo = sg.nk, hi = 0;
+      for (std::int64_t r = r0; r < r1; ++r) {
+        std::int64_t a, b;
+        visible_range(cfg.mask, q_pos[r], sg.k_pos, sg.nk, &a, &b);
+        if (a < b) {
+          lo = std::min(lo, a);
+          hi = std::max(hi, b);
+          st.useful_flops += static_cast<double>(b - a) * 4.0 * static_cast<double>(D * H);
+        }
+      }
+      if (lo >= hi) continue;
+      st.keys_read += hi - lo;
+      for (std::int64_t g = 0; g < KH; ++g)
+        for (std::int64_t c0 = lo; c0 < hi; c0 += kChunkKeys) {
+          im.items.push_back({static_cast<std::int64_t>(s), r0, r1, g, c0, std::min(hi, c0 + kChunkKeys), slot});
+          slot += static_cast<std::size_t>((r1 - r0) * G * (D + 2));
+        }
+    }
+  }
+  if (im.items.empty()) return st;
+  im.slots.resize(slot);
+
+  const auto* ops = im.ops;
+  const Mask mask = cfg.mask;
+  const float scale = cfg.scale;
+  const auto n_items = static_cast<std::int64_t>(im.items.size());
+#pragma omp parallel for schedule(dynamic, 1) num_threads(im.threads)
+  for (std::int64_t it = 0; it < n_items; ++it) {
+    const Item& item = im.items[static_cast<std::size_t>(it)];
+    const CacheSegment& sg = segments[static_cast<std::size_t>(item.seg)];
+    auto& sc = im.scratch[static_cast<std::size_t>(omp_get_thread_num())];
+    const std::int64_t rows = item.r1 - item.r0, M = rows * G;
+    sc.scores.resize(static_cast<std::size_t>(M * kTileKeys));
+    sc.pv.resize(static_cast<std::size_t>(G * D));
+    float* m = im.slots.data() + item.slot;
+    float* l = m + M;
+    float* o = l + M;
+    std::fill(m, m + M, kNegInf);
+    std::fill(l, l + M, 0.0f);
+    std::fill(o, o + M * D, 0.0f);
+    for (std::int64_t t0 = item.c0; t0 < item.c1; t0 += kTileKeys) {
+      const int w = static_cast<int>(std::min(kTileKeys, item.c1 - t0));
+      const char* kb = static_cast<const char*>(sg.k) + static_cast<std::size_t>((t0 * KH + item.g) * D) * esz;
+      const char* vb = static_cast<const char*>(sg.v) + static_cast<std::size_t>((t0 * KH + item.g) * D) * esz;
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const std::int64_t row = item.r0 + r;
+        std::int64_t lo, hi;
+        visible_range(mask, q_pos[row], sg.k_pos + t0, w, &lo, &hi);
+        if (lo >= hi) continue;
+        const float* qg = q + (row * H + item.g * G) * D;
+        float* s = sc.scores.data() + r * G * w;
+        if (bf16)
+          ops->cache_scores_bf16(qg, static_cast<int>(G), reinterpret_cast<const std::uint16_t*>(kb), ld, w,
+                                 static_cast<int>(D), s);
+        else
+          ops->cache_scores_f32(qg, static_cast<int>(G), reinterpret_cast<const float*>(kb), ld, w,
+                                static_cast<int>(D), s);
+        float alpha[256];  // G <= heads; a KV group wider than 256 heads is not a model we know
+        for (std::int64_t gg = 0; gg < G; ++gg) {
+          const std::int64_t i = r * G + gg;
+          alpha[gg] = ops->online_row(s + gg * w, w, static_cast<int>(lo), static_cast<int>(hi), scale, &m[i], &l[i],
+                                      s + gg * w, nullptr);
+        }
+        if (bf16)
+          ops->cache_pv_bf16(s, static_cast<int>(G), reinterpret_cast<const std::uint16_t*>(vb), ld, w,
+                             static_cast<int>(D), sc.pv.data());
+        else
+          ops->cache_pv_f32(s, static_cast<int>(G), reinterpret_cast<const float*>(vb), ld, w, static_cast<int>(D),
+                            sc.pv.data());
+        for (std::int64_t gg = 0; gg < G; ++gg)
+          ops->rescale_add(o + (r * G + gg) * D, sc.pv.data() + gg * D, alpha[gg], static_cast<int>(D));
+      }
+    }
+    if (progress) progress->fetch_add(1, std::memory_order_relaxed);
+  }
+
+  // Merge the partials into the state, item by item (the order is fixed: deterministic).
+  for (const Item& item : im.items) {
+    const std::int64_t rows = item.r1 - item.r0, M = rows * G;
+    const float* m = im.slots.data() + item.slot;
+    const float* l = m + M;
+    const float* o = l + M;
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t gg = 0; gg < G; ++gg) {
+        const std::int64_t i = r * G + gg;
+        if (m[i] == kNegInf) continue;  // this chunk showed the row nothing
+        const auto si = static_cast<std::size_t>((item.r0 + r) * H + item.g * G + gg);
+        const float ma = state.m[si];
+        const float mn = std::fmax(ma, m[i]);
+        const float a = ma == kNegInf ? 0.0f : std::exp(ma - mn), b = std::exp(m[i] - mn);
+        state.m[si] = mn;
+        state.l[si] = state.l[si] * a + l[i] * b;
+        float* so = state.o.data() + si * static_cast<std::size_t>(D);
+        const float* io = o + i * D;
+        for (std::int64_t e = 0; e < D; ++e) so[e] = so[e] * a + io[e] * b;
+      }
+  }
+  return st;
+}
+
+}  // namespace ringattn::kernels

@@ -1,0 +1,94 @@
+// ringattn — the Ring's private state, shared by its calls (ring.cpp: connect and
+// forward; decode.cpp: decode). Not installed.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "kernels/cache_attention.hpp"
+#include "net/transport.hpp"
+#include "ringattn/block_attention.hpp"
+#include "ringattn/ring.hpp"
+#include "src/ring/internals.hpp"
+#include "src/ring/ring_step.hpp"
+
+namespace ringattn {
+
+using KernelKey = std::tuple<std::int64_t, std::int64_t, std::int64_t, int, int, std::int64_t, float>;
+
+inline KernelKey kernel_key(const AttentionSpec& s) {
+  return {s.heads, s.kv_heads, s.head_dim, static_cast<int>(s.dtype), static_cast<int>(s.mask.kind), s.mask.window,
+          s.scale};
+}
+
+struct Ring::Impl {
+  RingOptions options;
+  std::unique_ptr<net::Transport> transport;
+  std::unique_ptr<ring::RingStep> step;
+  std::map<KernelKey, std::unique_ptr<BlockAttention>> kernels;  // one per call shape: primitives kept
+  OnlineSoftmaxState state;                                      // pooled
+  std::vector<std::uint16_t> q_bf16;                              // pooled
+  std::uint64_t calls = 0;
+  mutable std::mutex mu;
+  std::string broken;  // why, once a call failed on the network
+  RingInternals::StepHook hook;  // tests only
+
+  // decode's: its kernels and pooled buffers (decode.cpp)
+  std::map<KernelKey, std::unique_ptr<kernels::CacheAttention>> cache_kernels;
+  struct DecodeBuffers {
+    std::vector<std::byte> own, relay;            // this rank's QUERY payload; the one being relayed
+    std::vector<std::vector<std::byte>> gathered;  // every rank's QUERY payload, by origin
+    std::vector<float> q;                          // every token's q, fp32, rows by origin
+    std::vector<std::int64_t> positions;
+    std::vector<std::int32_t> sequences;
+    std::vector<OnlineSoftmaxState> partial;       // by origin
+    std::vector<std::byte> state_out, state_in;    // STATE payloads of the reduce-scatter
+    std::vector<std::uint16_t> bf16;               // conversion scratch
+    std::vector<float> f32;
+  } decode;
+
+  AttentionConfig config_for(const AttentionSpec& s) const {
+    AttentionConfig c;
+    c.heads = s.heads;
+    c.kv_heads = s.kv_heads;
+    c.head_dim = s.head_dim;
+    c.dtype = s.dtype;
+    c.mask = s.mask;
+    c.scale = s.scale;
+    c.threads = options.threads;
+    c.isa = options.isa;
+    return c;
+  }
+
+  BlockAttention& kernel_for(const AttentionSpec& s) {
+    const KernelKey key = kernel_key(s);
+    auto it = kernels.find(key);
+    if (it != kernels.end()) return *it->second;
+    return *kernels.emplace(key, std::make_unique<BlockAttention>(config_for(s))).first->second;  // validates
+  }
+
+  kernels::CacheAttention& cache_kernel_for(const AttentionSpec& s) {
+    const KernelKey key = kernel_key(s);
+    auto it = cache_kernels.find(key);
+    if (it != cache_kernels.end()) return *it->second;
+    return *cache_kernels.emplace(key, std::make_unique<kernels::CacheAttention>(config_for(s))).first->second;
+  }
+
+  // Throws NetworkError if an earlier call broke the ring.
+  void check_usable() const {
+    std::lock_guard lock(mu);
+    if (!broken.empty())
+      throw NetworkError("rank " + std::to_string(options.rank) + ": this ring is broken (" + broken +
+                         "); connect a new one");
+  }
+  void mark_broken(const std::string& why) {
+    std::lock_guard lock(mu);
+    if (broken.empty()) broken = why;
+  }
+};
+
+}  // namespace ringattn
