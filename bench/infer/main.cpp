@@ -15,6 +15,8 @@
 #include <cstdio>
 #include <string>
 
+#include <sys/resource.h>
+
 #include "job.hpp"
 #include "model.hpp"
 #include "options.hpp"
@@ -52,13 +54,17 @@ int run(int argc, char** argv) {
   if (!opt.out_dir.empty()) infer::write_results(opt.out_dir, rank, prompts, results, opt.model.vocab);
 
   const std::int64_t prompt_tokens = infer::cu_seqlens(prompts).back();
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);  // all threads: the kernel's and the ring's I/O
+  const double cpu_seconds = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+                             1e-6 * static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
   const double decoded = static_cast<double>(prompts.size()) * static_cast<double>(st.decode_steps);
   std::printf(
       "{\"bench\":\"infer\",\"rank\":%d,\"world\":%d,\"threads\":%d,\"prompts\":%zu,\"prompt_tokens\":%lld,"
       "\"rows\":%lld,\"generated_per_prompt\":%d,\"layers\":%lld,\"dim\":%lld,\"heads\":%lld,\"kv_heads\":%lld,"
       "\"head_dim\":%lld,\"ffn\":%lld,\"rope_positions\":\"%s\",\"prefill_seconds\":%.6f,"
       "\"prefill_attention_seconds\":%.6f,\"prefill_tokens_per_s\":%.1f,\"decode_steps\":%lld,"
-      "\"decode_seconds\":%.6f,\"decode_attention_seconds\":%.6f,\"decode_tokens_per_s\":%.1f}\n",
+      "\"decode_seconds\":%.6f,\"decode_attention_seconds\":%.6f,\"decode_tokens_per_s\":%.1f,\"cpu_seconds\":%.3f}\n",
       rank, ring_options.world_size, ring_options.threads, prompts.size(), static_cast<long long>(prompt_tokens),
       static_cast<long long>(st.rows), opt.tokens, static_cast<long long>(opt.model.layers),
       static_cast<long long>(opt.model.dim), static_cast<long long>(opt.model.heads),
@@ -66,7 +72,7 @@ int run(int argc, char** argv) {
       static_cast<long long>(opt.model.ffn), opt.rope == infer::RopePositions::global ? "global" : "local",
       st.prefill_seconds, st.prefill_attention_seconds, static_cast<double>(prompt_tokens) / st.prefill_seconds,
       static_cast<long long>(st.decode_steps), st.decode_seconds, st.decode_attention_seconds,
-      st.decode_seconds > 0 ? decoded / st.decode_seconds : 0.0);
+      st.decode_seconds > 0 ? decoded / st.decode_seconds : 0.0, cpu_seconds);
   return 0;
 }
 
