@@ -7,7 +7,7 @@
 # (seconds: the slowest rank's; tokens/s from them), and a summary on stdout. The machine is
 # shared: each line also records the CPU seconds that processes other than the job's ranks
 # used while it ran (busy time from /proc/stat minus the ranks' own), so a disturbed run
-# can be told from a slow one.
+# can be told from a slow one; each run starts after a quiet second (up to 30 s of waiting).
 # The summary gives each P's median over the repetitions.
 #   bench/infer/run.sh [BUILDDIR] [REPS]   (default build, 3)
 set -euo pipefail
@@ -45,11 +45,22 @@ busy() {  # CPU jiffies spent busy since boot, all CPUs (user, nice, system, irq
   echo $((user + nice + system + irq + softirq + steal))
 }
 
+quiet() {  # waits (up to 30 s) for a second in which other processes use under 0.1 CPU s
+  local t before
+  for ((t = 0; t < 30; t++)); do
+    before=$(busy)
+    sleep 1
+    (($(busy) - before < $(getconf CLK_TCK) / 10)) && return 0
+  done
+  echo "run.sh: the machine stayed busy for 30 s; running anyway" >&2
+}
+
 run() {  # run P REP: P processes through a rendezvous; one aggregated line appended to $out
   local world=$1 rep=$2 r port load
   port=$($PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   load=$(cut -d' ' -f1 /proc/loadavg)
   rm -f "$work"/rank-*
+  quiet
   busy0=$(busy)
   pids=()
   for ((r = 0; r < world; r++)); do
@@ -100,9 +111,13 @@ for r in rows:
           f"others used {r['others_cpu_seconds']:.2f} CPU s")
 for world in sorted({r["nodes"] for r in rows}):
     mine = [r for r in rows if r["nodes"] == world]
+    calm = [r for r in mine if r["others_cpu_seconds"] < 0.5]
     median = lambda key: sorted(r[key] for r in mine)[len(mine) // 2]
     speedup = sorted(r["prefill_tokens_per_s"] / base[r["rep"]] for r in mine)[len(mine) // 2]
     print(f"P={world} median: prefill {median('prefill_tokens_per_s'):.0f} tok/s ({speedup:.2f}x P=1 of the same rep), "
           f"decode {median('decode_tokens_per_s'):.0f} tok/s; best: prefill "
-          f"{max(r['prefill_tokens_per_s'] for r in mine):.0f}, decode {max(r['decode_tokens_per_s'] for r in mine):.0f}")
+          f"{max(r['prefill_tokens_per_s'] for r in mine):.0f}, decode {max(r['decode_tokens_per_s'] for r in mine):.0f}; "
+          f"undisturbed (others < 0.5 CPU s): {len(calm)} runs"
+          + (f", median prefill {sorted(r['prefill_tokens_per_s'] for r in calm)[len(calm) // 2]:.0f}, "
+             f"decode {sorted(r['decode_tokens_per_s'] for r in calm)[len(calm) // 2]:.0f}" if calm else ""))
 EOF2
