@@ -32,19 +32,27 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
   const int rank = ring.rank(), world = ring.world_size();
   const std::vector<std::int64_t> cu = cu_seqlens(prompts);
   const std::int64_t tokens = cu.back();
+  // Checked alike on every rank (from the batch and the limits all share), before any call,
+  // so that all fail together rather than some waiting on the others.
   if (tokens < world)
-    throw ringattn::InvalidArgument("rank " + std::to_string(rank) + ": the batch has " + std::to_string(tokens) +
-                                    " tokens, fewer than the " + std::to_string(world) + " ranks");
-
-  const ringattn::PackedShard shard = ringattn::shard_documents(cu, world)[static_cast<std::size_t>(rank)];
+    throw ringattn::InvalidArgument("the batch has " + std::to_string(tokens) + " tokens, fewer than the " +
+                                    std::to_string(world) + " ranks");
+  const std::int64_t max_rows = ring.limits().max_rows;
+  if (static_cast<std::int64_t>(prompts.size()) > max_rows)
+    throw ringattn::InvalidArgument(std::to_string(prompts.size()) + " prompts, but a decode step carries at most " +
+                                    std::to_string(max_rows) +
+                                    " tokens over all ranks (max_rows): split the batch or raise RINGATTN_MAX_ROWS");
+  const std::vector<ringattn::PackedShard> shards = ringattn::shard_documents(cu, world);
+  for (std::size_t r = 0; r < shards.size(); ++r)
+    if (static_cast<std::int64_t>(shards[r].positions.size()) > max_rows)
+      throw ringattn::InvalidArgument("rank " + std::to_string(r) + " would hold " +
+                                      std::to_string(shards[r].positions.size()) +
+                                      " rows of the packed batch, above the ring's max_rows " +
+                                      std::to_string(max_rows) + ": raise RINGATTN_MAX_ROWS or run more ranks");
+  const ringattn::PackedShard& shard = shards[static_cast<std::size_t>(rank)];
   const std::vector<std::int64_t>& positions = shard.positions;
   const std::vector<std::int32_t>& documents = shard.documents;
   const std::int64_t rows = static_cast<std::int64_t>(positions.size());
-  if (rows > ring.limits().max_rows)
-    throw ringattn::InvalidArgument("rank " + std::to_string(rank) + " holds " + std::to_string(rows) +
-                                    " rows of the packed batch, above the ring's max_rows " +
-                                    std::to_string(ring.limits().max_rows) +
-                                    ": raise RINGATTN_MAX_ROWS or run more ranks");
   stats.rows = rows;
 
   std::vector<std::int32_t> token_ids(static_cast<std::size_t>(rows));
@@ -70,7 +78,8 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
   model.embed(token_ids, h);
   std::vector<float> q(static_cast<std::size_t>(rows * qd)), k(static_cast<std::size_t>(rows * kd)), v(k.size()),
       o(q.size());
-  std::vector<ringattn::KVCache> caches;
+  std::vector<ringattn::KVCache> caches;  // one per layer: this rank's K/V rows, then its share of decode's
+  caches.reserve(static_cast<std::size_t>(c.layers));
   for (std::int64_t l = 0; l < c.layers; ++l) {
     const double tl = now();
     model.attention_inputs(static_cast<int>(l), h, rope_pos, q, k, v);

@@ -92,7 +92,34 @@ class Parser {
     return v;
   }
 
-  // Escapes other than \uXXXX are decoded; \u is kept as text (names here are ASCII).
+  unsigned hex4() {
+    if (i_ + 4 > s_.size()) fail("short \\u escape");
+    unsigned x = 0;
+    const auto [p, ec] = std::from_chars(s_.data() + i_, s_.data() + i_ + 4, x, 16);
+    if (ec != std::errc() || p != s_.data() + i_ + 4) fail("bad \\u escape");
+    i_ += 4;
+    return x;
+  }
+
+  static void append_utf8(std::string& out, unsigned cp) {
+    if (cp < 0x80) {
+      out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      out += static_cast<char>(0xC0 | (cp >> 6));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      out += static_cast<char>(0xE0 | (cp >> 12));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+      out += static_cast<char>(0xF0 | (cp >> 18));
+      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+  }
+
+  // The string's value, escapes decoded (\uXXXX and surrogate pairs to UTF-8).
   std::string string() {
     ++i_;  // the opening quote
     std::string out;
@@ -114,7 +141,20 @@ class Parser {
         case 'n': out += '\n'; break;
         case 'r': out += '\r'; break;
         case 't': out += '\t'; break;
-        case 'u': out += "\\u"; break;
+        case 'u': {
+          unsigned cp = hex4();
+          if (cp >= 0xD800 && cp < 0xDC00) {  // a high surrogate: its low half must follow
+            if (s_.substr(i_, 2) != "\\u") fail("lone surrogate in \\u escape");
+            i_ += 2;
+            const unsigned low = hex4();
+            if (low < 0xDC00 || low >= 0xE000) fail("bad surrogate pair");
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+          } else if (cp >= 0xDC00 && cp < 0xE000) {
+            fail("lone surrogate in \\u escape");
+          }
+          append_utf8(out, cp);
+          break;
+        }
         default: fail("bad escape");
       }
     }

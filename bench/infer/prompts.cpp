@@ -3,6 +3,7 @@
 
 #include <ringattn/error.hpp>
 
+#include <cstdio>
 #include <fstream>
 
 #include "json.hpp"
@@ -11,9 +12,21 @@ namespace infer {
 
 namespace {
 
+// The id as a JSON string again (the output is one line per prompt: control characters escaped).
 std::string quoted(const std::string& s) {
   std::string out = "\"";
-  for (char c : s) out += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+  for (const char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\u%04x", static_cast<unsigned>(c));
+      out += hex;
+    } else {
+      out += c;
+    }
+  }
   return out + "\"";
 }
 
