@@ -193,10 +193,38 @@ infer_p3_mpirun() {
   $PY bench/infer/compare.py "$work/infer-p1" "$work/infer-p3" --tol 1e-4
 }
 
-infer_safetensors() {  # numpy writes the seed's weights; read back at P = 2 they must give P = 1's results
-  $PY bench/infer/write_weights.py --seed 1 --vocab 256 --dim 128 --layers 3 --heads 4 --kv-heads 2 \
-    --head-dim 32 --ffn 256 --out "$work/model.safetensors" || return 1
+write_model() {  # numpy writes the seed's weights (once)
+  [[ -f $work/model.safetensors ]] || $PY bench/infer/write_weights.py --seed 1 --vocab 256 --dim 128 --layers 3 \
+    --heads 4 --kv-heads 2 --head-dim 32 --ffn 256 --out "$work/model.safetensors"
+}
+
+infer_safetensors() {  # read back at P = 2 the numpy-written weights must give P = 1's results
+  write_model || return 1
   infer_p2 "$work/infer-st" --weights "$work/model.safetensors"
+}
+
+# Bad inputs fail every rank before it connects, with the file and the tensor or line named
+# (exit 3: ringattn::Error). expect_error MESSAGE ARGS...
+infer_bad_inputs() {
+  expect_error() {
+    local want=$1 out rc
+    shift
+    out=$(env RINGATTN_RANK=0 RINGATTN_WORLD_SIZE=1 timeout 60 "$infer/infer" "${infer_model[@]}" "$@" 2>&1)
+    rc=$?
+    echo "$out"
+    ((rc == 3)) && [[ $out == *"$want"* ]] || { echo "expected exit 3 and '$want', got exit $rc"; return 1; }
+  }
+  write_model || return 1
+  head -c 100000 "$work/model.safetensors" >"$work/truncated.safetensors"
+  printf '\377\377\377\377\377\377\377\177' >"$work/huge-header.safetensors"
+  printf '{"id": "x", "tokens": [1, 256]}\n' >"$work/bad-token.jsonl"
+  expect_error 'truncated.safetensors: tensor "model.embed_tokens.weight": data_offsets' --prompts "$work/prompts.jsonl" \
+    --weights "$work/truncated.safetensors" &&
+    expect_error "huge-header.safetensors: header length" --prompts "$work/prompts.jsonl" \
+      --weights "$work/huge-header.safetensors" &&
+    expect_error 'has shape [256, 128], the model' --prompts "$work/prompts.jsonl" \
+      --weights "$work/model.safetensors" --dim 64 --ffn 256 &&
+    expect_error "bad-token.jsonl line 1: token id" --prompts "$work/bad-token.jsonl"
 }
 
 # The seed's trap: RoPE at the rank's row index instead of the token's place in its prompt.
@@ -263,6 +291,7 @@ if check "infer: configure bench/infer through ringattn.pc, build -Werror" build
     check "infer: P = 2, rendezvous: tokens equal, logits within 1e-4 of P = 1" infer_p2 "$work/infer-p2"
     check "infer: P = 3 under mpirun: tokens equal, logits within 1e-4 of P = 1" infer_p3_mpirun
     check "infer: weights from a numpy-written safetensors file, P = 2, match P = 1 from the seed" infer_safetensors
+    check "infer: bad weights and prompts files fail with the file and tensor or line named" infer_bad_inputs
     check "infer: the positions trap (--rope-positions local, P = 2) fails the comparison" infer_positions_trap
   fi
 fi
