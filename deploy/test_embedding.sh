@@ -12,8 +12,9 @@
 #             built the same way; a batch of 8 prompts (5..200 tokens) prefilled and 4
 #             tokens greedy-decoded at P = 1, 2 and 3 (mpirun): tokens equal and logits
 #             within 1e-4 of P = 1, and P = 1 within 1e-4 of a float64 numpy model
-#             (bench/infer/reference.py); the same from a numpy-written safetensors file; and the
-#             positions trap (RoPE at the rank's row index, P = 2) caught by the comparison
+#             (bench/infer/reference.py); the same from a numpy-written safetensors file; bad
+#             weights and prompts refused with the file named; and the positions trap (RoPE
+#             at the rank's row index, P = 2) caught by the comparison
 #   readme    the README's Embedding code blocks are these files, byte for byte
 #   python    tests/python (pytest) against the installed Python module
 # One line per check on success, the log of whatever failed otherwise; every process it starts is
