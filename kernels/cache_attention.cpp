@@ -17,14 +17,20 @@ namespace ringattn::kernels {
 
 namespace {
 
-constexpr std::int64_t kTileKeys = 256;     // keys per score tile: [G*rows x 256] fp32 stays in L1/L2
+// Keys per tile: the tile's K and V rows (every KV head) are read once from memory by the
+// first head's pass and must still be in L2 for the other heads' passes, so a tile holds
+// about kTileBytes of K and V together: 256 keys of one bf16 head of 128, 32 of 8 heads.
+constexpr std::int64_t kTileBytes = 256 << 10;
+constexpr std::int64_t kMaxTileKeys = 256;
 constexpr std::int64_t kChunkKeys = 4096;   // keys per work item: enough items for the threads, few partials
 constexpr std::int64_t kRowsPerItem = 8;    // query rows of one sequence computed together
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// One work item: query rows [r0, r1) of a segment, KV head g, keys [c0, c1).
+// One work item: query rows [r0, r1) of a segment, keys [c0, c1), every head. All KV
+// heads of a key tile are read together: a row's heads share its cache lines (and the
+// hardware prefetcher fetches neighbouring lines anyway), so each byte comes from memory once.
 struct Item {
-  std::int64_t seg, r0, r1, g, c0, c1;
+  std::int64_t seg, r0, r1, c0, c1;
   std::size_t slot;  // offset of its partial (m, l, o) in the slots
 };
 
@@ -36,7 +42,7 @@ struct CacheAttention::Impl {
   const SoftmaxOps* ops = nullptr;
   int threads = 1;
   std::vector<Item> items;
-  std::vector<float> slots;  // per item: m [rows*G], l [rows*G], o [rows*G*D]
+  std::vector<float> slots;  // per item: m [rows*H], l [rows*H], o [rows*H*D]
   struct Scratch {
     std::vector<float> scores, pv;
   };
@@ -100,11 +106,10 @@ CacheFoldStats CacheAttention::fold(const float* q, const std::int64_t* q_pos, s
       }
       if (lo >= hi) continue;
       st.keys_read += hi - lo;
-      for (std::int64_t g = 0; g < KH; ++g)
-        for (std::int64_t c0 = lo; c0 < hi; c0 += kChunkKeys) {
-          im.items.push_back({static_cast<std::int64_t>(s), r0, r1, g, c0, std::min(hi, c0 + kChunkKeys), slot});
-          slot += static_cast<std::size_t>((r1 - r0) * G * (D + 2));
-        }
+      for (std::int64_t c0 = lo; c0 < hi; c0 += kChunkKeys) {
+        im.items.push_back({static_cast<std::int64_t>(s), r0, r1, c0, std::min(hi, c0 + kChunkKeys), slot});
+        slot += static_cast<std::size_t>((r1 - r0) * H * (D + 2));
+      }
     }
   }
   if (im.items.empty()) return st;
@@ -114,13 +119,15 @@ CacheFoldStats CacheAttention::fold(const float* q, const std::int64_t* q_pos, s
   const Mask mask = cfg.mask;
   const float scale = cfg.scale;
   const auto n_items = static_cast<std::int64_t>(im.items.size());
+  const std::int64_t tile_keys =
+      std::clamp<std::int64_t>((kTileBytes / (2 * ld * static_cast<std::int64_t>(esz))) / 16 * 16, 16, kMaxTileKeys);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(im.threads)
   for (std::int64_t it = 0; it < n_items; ++it) {
     const Item& item = im.items[static_cast<std::size_t>(it)];
     const CacheSegment& sg = segments[static_cast<std::size_t>(item.seg)];
     auto& sc = im.scratch[static_cast<std::size_t>(omp_get_thread_num())];
-    const std::int64_t rows = item.r1 - item.r0, M = rows * G;
-    sc.scores.resize(static_cast<std::size_t>(M * kTileKeys));
+    const std::int64_t rows = item.r1 - item.r0, M = rows * H;  // state rows (query row, head) of the item
+    sc.scores.resize(static_cast<std::size_t>(rows * G * tile_keys));
     sc.pv.resize(static_cast<std::size_t>(G * D));
     float* m = im.slots.data() + item.slot;
     float* l = m + M;
@@ -128,37 +135,38 @@ CacheFoldStats CacheAttention::fold(const float* q, const std::int64_t* q_pos, s
     std::fill(m, m + M, kNegInf);
     std::fill(l, l + M, 0.0f);
     std::fill(o, o + M * D, 0.0f);
-    for (std::int64_t t0 = item.c0; t0 < item.c1; t0 += kTileKeys) {
-      const int w = static_cast<int>(std::min(kTileKeys, item.c1 - t0));
-      const char* kb = static_cast<const char*>(sg.k) + static_cast<std::size_t>((t0 * KH + item.g) * D) * esz;
-      const char* vb = static_cast<const char*>(sg.v) + static_cast<std::size_t>((t0 * KH + item.g) * D) * esz;
-      for (std::int64_t r = 0; r < rows; ++r) {
-        const std::int64_t row = item.r0 + r;
-        std::int64_t lo, hi;
-        visible_range(mask, q_pos[row], sg.k_pos + t0, w, &lo, &hi);
-        if (lo >= hi) continue;
-        const float* qg = q + (row * H + item.g * G) * D;
-        float* s = sc.scores.data() + r * G * w;
-        if (bf16)
-          ops->cache_scores_bf16(qg, static_cast<int>(G), reinterpret_cast<const std::uint16_t*>(kb), ld, w,
-                                 static_cast<int>(D), s);
-        else
-          ops->cache_scores_f32(qg, static_cast<int>(G), reinterpret_cast<const float*>(kb), ld, w,
-                                static_cast<int>(D), s);
-        float alpha[256];  // G <= heads; a KV group wider than 256 heads is not a model we know
-        for (std::int64_t gg = 0; gg < G; ++gg) {
-          const std::int64_t i = r * G + gg;
-          alpha[gg] = ops->online_row(s + gg * w, w, static_cast<int>(lo), static_cast<int>(hi), scale, &m[i], &l[i],
-                                      s + gg * w, nullptr);
+    for (std::int64_t t0 = item.c0; t0 < item.c1; t0 += tile_keys) {
+      const int w = static_cast<int>(std::min(tile_keys, item.c1 - t0));
+      for (std::int64_t g = 0; g < KH; ++g) {
+        const char* kb = static_cast<const char*>(sg.k) + static_cast<std::size_t>((t0 * KH + g) * D) * esz;
+        const char* vb = static_cast<const char*>(sg.v) + static_cast<std::size_t>((t0 * KH + g) * D) * esz;
+        for (std::int64_t r = 0; r < rows; ++r) {
+          const std::int64_t row = item.r0 + r;
+          std::int64_t lo, hi;
+          visible_range(mask, q_pos[row], sg.k_pos + t0, w, &lo, &hi);
+          if (lo >= hi) continue;
+          const float* qg = q + (row * H + g * G) * D;
+          float* s = sc.scores.data() + r * G * w;
+          if (bf16)
+            ops->cache_scores_bf16(qg, static_cast<int>(G), reinterpret_cast<const std::uint16_t*>(kb), ld, w,
+                                   static_cast<int>(D), s);
+          else
+            ops->cache_scores_f32(qg, static_cast<int>(G), reinterpret_cast<const float*>(kb), ld, w,
+                                  static_cast<int>(D), s);
+          float alpha[256];  // G <= 256 (checked at construction)
+          const std::int64_t i0 = r * H + g * G;  // the item's state row of (query row, first head of the group)
+          for (std::int64_t gg = 0; gg < G; ++gg)
+            alpha[gg] = ops->online_row(s + gg * w, w, static_cast<int>(lo), static_cast<int>(hi), scale, &m[i0 + gg],
+                                        &l[i0 + gg], s + gg * w, nullptr);
+          if (bf16)
+            ops->cache_pv_bf16(s, static_cast<int>(G), reinterpret_cast<const std::uint16_t*>(vb), ld, w,
+                               static_cast<int>(D), sc.pv.data());
+          else
+            ops->cache_pv_f32(s, static_cast<int>(G), reinterpret_cast<const float*>(vb), ld, w, static_cast<int>(D),
+                              sc.pv.data());
+          for (std::int64_t gg = 0; gg < G; ++gg)
+            ops->rescale_add(o + (i0 + gg) * D, sc.pv.data() + gg * D, alpha[gg], static_cast<int>(D));
         }
-        if (bf16)
-          ops->cache_pv_bf16(s, static_cast<int>(G), reinterpret_cast<const std::uint16_t*>(vb), ld, w,
-                             static_cast<int>(D), sc.pv.data());
-        else
-          ops->cache_pv_f32(s, static_cast<int>(G), reinterpret_cast<const float*>(vb), ld, w, static_cast<int>(D),
-                            sc.pv.data());
-        for (std::int64_t gg = 0; gg < G; ++gg)
-          ops->rescale_add(o + (r * G + gg) * D, sc.pv.data() + gg * D, alpha[gg], static_cast<int>(D));
       }
     }
     if (progress) progress->fetch_add(1, std::memory_order_relaxed);
@@ -166,15 +174,15 @@ CacheFoldStats CacheAttention::fold(const float* q, const std::int64_t* q_pos, s
 
   // Merge the partials into the state, item by item (the order is fixed: deterministic).
   for (const Item& item : im.items) {
-    const std::int64_t rows = item.r1 - item.r0, M = rows * G;
+    const std::int64_t rows = item.r1 - item.r0, M = rows * H;
     const float* m = im.slots.data() + item.slot;
     const float* l = m + M;
     const float* o = l + M;
     for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t gg = 0; gg < G; ++gg) {
-        const std::int64_t i = r * G + gg;
+      for (std::int64_t h = 0; h < H; ++h) {
+        const std::int64_t i = r * H + h;
         if (m[i] == kNegInf) continue;  // this chunk showed the row nothing
-        const auto si = static_cast<std::size_t>((item.r0 + r) * H + item.g * G + gg);
+        const auto si = static_cast<std::size_t>((item.r0 + r) * H + h);
         const float ma = state.m[si];
         const float mn = std::fmax(ma, m[i]);
         const float a = ma == kNegInf ? 0.0f : std::exp(ma - mn), b = std::exp(m[i] - mn);

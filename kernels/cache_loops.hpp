@@ -14,7 +14,11 @@
 #include <cstdint>
 #include <cstring>
 
+// Internal linkage on purpose: every ISA path's translation unit compiles its own copy
+// with its own flags; a shared (inline, external) template would let the linker keep one
+// copy for all paths — the AVX-512 one on a CPU without it, or the generic one for all.
 namespace ringattn::kernels::cache_loops {
+namespace {
 
 inline float widen(float x) { return x; }
 inline float widen(std::uint16_t b) {
@@ -22,6 +26,15 @@ inline float widen(std::uint16_t b) {
   float f;
   std::memcpy(&f, &u, 4);
   return f;
+}
+
+// Rows fetched ahead. Each key row of one KV head is head_dim elements at stride ld; the
+// loops do enough work per row that the out-of-order window alone keeps only a few rows in
+// flight, which leaves decode bound by memory latency rather than bandwidth. A prefetch
+// never faults, so running past the last row is harmless.
+inline constexpr int kAhead = 8;
+inline void prefetch_row(const void* row, int bytes) {
+  for (int b = 0; b < bytes; b += 64) __builtin_prefetch(static_cast<const char*>(row) + b);
 }
 
 inline constexpr int kLanes = 16;  // partial sums per dot product; head_dim is a multiple of 16
@@ -34,15 +47,18 @@ void scores(const float* __restrict q, int G, const KT* __restrict k, std::int64
   alignas(64) float kf[kMaxDim];
   for (int j = 0; j < n; ++j) {
     const KT* kr = k + static_cast<std::int64_t>(j) * ld;
+    prefetch_row(kr + kAhead * ld, d * static_cast<int>(sizeof(KT)));
     for (int e = 0; e < d; ++e) kf[e] = widen(kr[e]);
     for (int g = 0; g < G; ++g) {
       const float* qg = q + static_cast<std::int64_t>(g) * d;
       float acc[kLanes] = {};
       for (int e = 0; e < d; e += kLanes)
         for (int i = 0; i < kLanes; ++i) acc[i] += qg[e + i] * kf[e + i];
-      float t = 0;
-      for (int i = 0; i < kLanes; ++i) t += acc[i];
-      s[static_cast<std::int64_t>(g) * n + j] = t;
+      // A tree of halvings (each one vector add), not 16 dependent scalar adds.
+      for (int i = 0; i < 8; ++i) acc[i] += acc[i + 8];
+      for (int i = 0; i < 4; ++i) acc[i] += acc[i + 4];
+      for (int i = 0; i < 2; ++i) acc[i] += acc[i + 2];
+      s[static_cast<std::int64_t>(g) * n + j] = acc[0] + acc[1];
     }
   }
 }
@@ -55,6 +71,7 @@ void weighted_sum(const float* __restrict p, int G, const VT* __restrict v, std:
   for (int i = 0; i < G * d; ++i) o[i] = 0;
   for (int j = 0; j < n; ++j) {
     const VT* vr = v + static_cast<std::int64_t>(j) * ld;
+    prefetch_row(vr + kAhead * ld, d * static_cast<int>(sizeof(VT)));
     bool any = false;
     for (int g = 0; g < G; ++g) any |= p[static_cast<std::int64_t>(g) * n + j] != 0.0f;
     if (!any) continue;  // a key no query head weighs (masked, or underflowed)
@@ -67,6 +84,7 @@ void weighted_sum(const float* __restrict p, int G, const VT* __restrict v, std:
   }
 }
 
+}  // namespace
 }  // namespace ringattn::kernels::cache_loops
 
 // The four table entries of a path, defined in that path's own translation unit.

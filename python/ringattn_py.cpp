@@ -57,8 +57,8 @@ std::string shape_of(const py::array& a) {
 std::string type_name(const py::handle& obj) { return py::str(py::type::handle_of(obj).attr("__name__")); }
 
 // A float32, C-contiguous, 3-D numpy array, or InvalidArgument naming what is wrong.
-py::array tensor(const py::object& obj, const std::string& name, const char* layout) {
-  const std::string where = "forward: " + name;
+py::array tensor(const py::object& obj, const std::string& name, const char* layout, const char* call = "forward") {
+  const std::string where = std::string(call) + ": " + name;
   if (!py::isinstance<py::array>(obj)) bad(where + " must be a numpy array " + layout + ", not " + type_name(obj));
   auto a = py::reinterpret_borrow<py::array>(obj);
   if (!a.dtype().equal(py::dtype::of<float>()))
@@ -71,26 +71,27 @@ py::array tensor(const py::object& obj, const std::string& name, const char* lay
 }
 
 // The rows' global positions as int64 (converted from any integer array or sequence).
-py::array_t<std::int64_t> positions_of(const py::object& obj, py::ssize_t rows) {
+py::array_t<std::int64_t> positions_of(const py::object& obj, py::ssize_t rows, const std::string& call = "forward") {
   auto a = py::reinterpret_borrow<py::array>(py::module_::import("numpy").attr("asarray")(obj));
   const char kind = a.dtype().kind();
   if (kind != 'i' && kind != 'u')
-    bad("forward: positions has dtype " + std::string(py::str(a.dtype())) + "; expected integers (int64)");
+    bad(call + ": positions has dtype " + std::string(py::str(a.dtype())) + "; expected integers (int64)");
   if (a.ndim() != 1 || a.shape(0) != rows)
-    bad("forward: positions has shape " + shape_of(a) + "; expected (" + std::to_string(rows) +
-        ",), one global position per row of q");
+    bad(call + ": positions has shape " + shape_of(a) + "; expected (" + std::to_string(rows) +
+        ",), one global position per row");
   return py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(a);
 }
 
 // Document ids of a packed batch's rows: integers [rows], as int32.
-py::array_t<std::int32_t> documents_of(const py::object& obj, py::ssize_t rows) {
+py::array_t<std::int32_t> documents_of(const py::object& obj, py::ssize_t rows, const std::string& call = "forward",
+                                       const std::string& name = "documents") {
   auto a = py::reinterpret_borrow<py::array>(py::module_::import("numpy").attr("asarray")(obj));
   const char kind = a.dtype().kind();
   if (kind != 'i' && kind != 'u')
-    bad("forward: documents has dtype " + std::string(py::str(a.dtype())) + "; expected integers (int32)");
+    bad(call + ": " + name + " has dtype " + std::string(py::str(a.dtype())) + "; expected integers (int32)");
   if (a.ndim() != 1 || a.shape(0) != rows)
-    bad("forward: documents has shape " + shape_of(a) + "; expected (" + std::to_string(rows) +
-        ",), one document id per row of q");
+    bad(call + ": " + name + " has shape " + shape_of(a) + "; expected (" + std::to_string(rows) +
+        ",), one id per row");
   return py::array_t<std::int32_t, py::array::c_style | py::array::forcecast>::ensure(a);
 }
 
@@ -188,6 +189,56 @@ class PyRing {
     return py::make_tuple(o, lse);
   }
 
+  py::tuple decode(const py::object& q_obj, const py::object& k_obj, const py::object& v_obj, ringattn::KVCache& cache,
+                   const py::object& sequences, const py::object& positions, bool causal, std::optional<std::int64_t> window,
+                   std::optional<double> scale) {
+    const py::array q = tensor(q_obj, "q", "[tokens, heads, head_dim]", "decode");
+    const py::array k = tensor(k_obj, "k", "[tokens, kv_heads, head_dim]", "decode");
+    const py::array v = tensor(v_obj, "v", "[tokens, kv_heads, head_dim]", "decode");
+    const py::ssize_t rows = q.shape(0), heads = q.shape(1), head_dim = q.shape(2);
+    if (k.shape(0) != rows || k.shape(2) != head_dim || v.shape(0) != rows || v.shape(1) != k.shape(1) ||
+        v.shape(2) != head_dim)
+      bad("decode: q " + shape_of(q) + ", k " + shape_of(k) + " and v " + shape_of(v) +
+          " must be [tokens, heads, head_dim] and [tokens, kv_heads, head_dim] with the same tokens and head_dim");
+    const auto pos = positions_of(positions, rows, "decode");
+    const auto seqs = documents_of(sequences, rows, "decode", "sequences");
+    ringattn::AttentionSpec spec;
+    spec.heads = heads;
+    spec.kv_heads = k.shape(1);
+    spec.head_dim = head_dim;
+    spec.mask = mask_of(causal, window);
+    spec.dtype = cache.dtype();
+    if (scale) {
+      if (!(*scale > 0) || *scale > 3.4e38) bad("decode: scale = " + std::to_string(*scale) + " must be positive");
+      spec.scale = static_cast<float>(*scale);
+    }
+    py::array_t<float> o({rows, heads, head_dim});
+    py::array_t<float> lse({rows, heads});
+    const auto n = [](const py::array& a) { return static_cast<std::size_t>(a.size()); };
+    ringattn::DecodeStats st;
+    {
+      py::gil_scoped_release nogil;
+      std::lock_guard call(call_mu_);
+      const auto ring = get();
+      if (!ring) throw ringattn::Error("rank " + std::to_string(rank_) + ": this ring is closed");
+      st = ring->decode(spec, cache, std::span<const std::int32_t>(seqs.data(), n(seqs)),
+                        std::span<const std::int64_t>(pos.data(), n(pos)),
+                        std::span<const float>(static_cast<const float*>(q.data()), n(q)),
+                        std::span<const float>(static_cast<const float*>(k.data()), n(k)),
+                        std::span<const float>(static_cast<const float*>(v.data()), n(v)),
+                        std::span<float>(o.mutable_data(), n(o)), std::span<float>(lse.mutable_data(), n(lse)));
+    }
+    decode_stats_ = st;
+    return py::make_tuple(o, lse);
+  }
+
+  py::dict last_decode_stats() const {
+    using namespace py::literals;
+    const auto& s = decode_stats_;
+    return py::dict("seconds"_a = s.seconds, "compute_seconds"_a = s.compute_seconds, "wait_seconds"_a = s.wait_seconds,
+                    "tokens"_a = s.tokens, "cache_rows"_a = s.cache_rows, "bytes_sent"_a = s.bytes_sent);
+  }
+
   void close() {
     py::gil_scoped_release nogil;
     std::lock_guard call(call_mu_);  // after a call on another thread
@@ -228,6 +279,7 @@ class PyRing {
   std::shared_ptr<ringattn::Ring> ring_;
   int rank_, world_;
   ringattn::ForwardStats stats_;
+  ringattn::DecodeStats decode_stats_;
 };
 
 // --- logging -----------------------------------------------------------------------
@@ -375,6 +427,15 @@ PYBIND11_MODULE(ringattn, m) {
            "a query sees only keys of its own document, e.g. from ringattn.shard_documents(). "
            "dtype 'fp32' or 'bf16' (bf16 K/V on the wire, fp32 state). Returns (o [rows, heads, head_dim], "
            "lse [rows, heads]) float32; a row that sees no key gets o = 0 and lse = -inf.")
+      .def("decode", &PyRing::decode, "q"_a, "k"_a, "v"_a, py::kw_only(), "cache"_a, "sequences"_a, "positions"_a,
+           "causal"_a = true, "window"_a = py::none(), "scale"_a = py::none(),
+           "One decode step on stationary KV shards: this rank's new tokens (any number, 0 included; every rank "
+           "calls). q [n, heads, head_dim], k and v [n, kv_heads, head_dim] float32; sequences [n] (ids >= 0) and "
+           "positions [n] (each after its sequence's cached positions). Each token's k and v are appended to the "
+           "cache of rank decode_store_rank(sequence, position); every rank's queries visit every rank's cache "
+           "(the cache never moves) and the partial states come back to this rank. cache: this layer's KVCache; "
+           "its dtype is the call's. Returns (o [n, heads, head_dim], lse [n, heads]).")
+      .def_property_readonly("last_decode_stats", &PyRing::last_decode_stats, "Timings and bytes of the last decode().")
       .def("close", &PyRing::close, "Says goodbye to the peers and releases the ring. Idempotent.")
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__", [](PyRing& r, const py::args&) { r.close(); return false; })
@@ -388,6 +449,50 @@ PYBIND11_MODULE(ringattn, m) {
         return "<ringattn.Ring rank " + std::to_string(r.rank()) + " of " + std::to_string(r.world_size()) +
                (r.closed() ? ", closed>" : r.broken() ? ", broken>" : ">");
       });
+  py::class_<ringattn::KVCache>(m, "KVCache",
+                                "One layer's K/V rows on this rank, per sequence, for Ring.decode(): the library "
+                                "owns the memory. dtype 'fp32' or 'bf16' (storage; the decode call's dtype).")
+      .def(py::init([](std::int64_t kv_heads, std::int64_t head_dim, const std::string& dtype) {
+             return ringattn::KVCache(kv_heads, head_dim, ringattn::parse_dtype(dtype));
+           }),
+           "kv_heads"_a, "head_dim"_a, "dtype"_a = "fp32")
+      .def(
+          "append",
+          [](ringattn::KVCache& c, std::int32_t sequence, const py::object& positions, const py::object& k,
+             const py::object& v) {
+            const py::array ka = tensor(k, "k", "[rows, kv_heads, head_dim]", "KVCache.append");
+            const py::array va = tensor(v, "v", "[rows, kv_heads, head_dim]", "KVCache.append");
+            const auto pos = positions_of(positions, ka.shape(0), "KVCache.append");
+            c.append(sequence, std::span<const std::int64_t>(pos.data(), static_cast<std::size_t>(pos.size())),
+                     std::span<const float>(static_cast<const float*>(ka.data()), static_cast<std::size_t>(ka.size())),
+                     std::span<const float>(static_cast<const float*>(va.data()), static_cast<std::size_t>(va.size())));
+          },
+          "sequence"_a, "positions"_a, "k"_a, "v"_a,
+          "Appends rows of one sequence (positions after its cached ones; k, v float32 [rows, kv_heads, head_dim]).")
+      .def(
+          "append_packed",
+          [](ringattn::KVCache& c, const py::object& positions, const py::object& documents, const py::object& k,
+             const py::object& v) {
+            const py::array ka = tensor(k, "k", "[rows, kv_heads, head_dim]", "KVCache.append_packed");
+            const py::array va = tensor(v, "v", "[rows, kv_heads, head_dim]", "KVCache.append_packed");
+            const auto pos = positions_of(positions, ka.shape(0), "KVCache.append_packed");
+            const auto docs = documents_of(documents, ka.shape(0), "KVCache.append_packed");
+            c.append_packed(std::span<const std::int64_t>(pos.data(), static_cast<std::size_t>(pos.size())),
+                            std::span<const std::int32_t>(docs.data(), static_cast<std::size_t>(docs.size())),
+                            std::span<const float>(static_cast<const float*>(ka.data()), static_cast<std::size_t>(ka.size())),
+                            std::span<const float>(static_cast<const float*>(va.data()), static_cast<std::size_t>(va.size())));
+          },
+          "positions"_a, "documents"_a, "k"_a, "v"_a,
+          "Keeps a packed prefill's rows as they were passed to forward(): row i belongs to sequence documents[i].")
+      .def("erase", &ringattn::KVCache::erase, "sequence"_a, "Frees a finished sequence's rows.")
+      .def("clear", &ringattn::KVCache::clear)
+      .def("rows_of", py::overload_cast<std::int32_t>(&ringattn::KVCache::rows, py::const_), "sequence"_a)
+      .def_property_readonly("rows", py::overload_cast<>(&ringattn::KVCache::rows, py::const_))
+      .def_property_readonly("bytes", &ringattn::KVCache::bytes)
+      .def_property_readonly("sequences", &ringattn::KVCache::sequences)
+      .def_property_readonly("dtype", [](const ringattn::KVCache& c) { return std::string(ringattn::to_string(c.dtype())); });
+  m.def("decode_store_rank", &ringattn::decode_store_rank, "sequence"_a, "position"_a, "world_size"_a,
+        "The rank whose cache stores the decode token of `sequence` at `position`: (sequence + position) mod world_size.");
   m.def(
       "shard_positions",
       [](const std::string& layout, std::int64_t tokens, int world, int rank) {

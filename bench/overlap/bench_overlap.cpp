@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/machine.hpp"
 #include "bench/common/shell_command.hpp"
 #include "bench/overlap/overlap_model.hpp"
 #include "bench/overlap/overlap_report.hpp"
@@ -70,20 +71,10 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
-std::string first_line_of(const std::string& path, const std::string& key) {
-  std::ifstream f(path);
-  std::string line;
-  while (std::getline(f, line))
-    if (key.empty() || line.rfind(key, 0) == 0) return key.empty() ? line : line.substr(line.find(':') + 2);
-  return "";
-}
+using bench::first_line_of;
+using bench::machine;
 
 std::string load_1min() { return split(first_line_of("/proc/loadavg", ""), ' ').front(); }
-
-std::string machine() {
-  return first_line_of("/proc/cpuinfo", "model name") + ", " + std::to_string(::sysconf(_SC_NPROCESSORS_ONLN)) +
-         " CPUs";
-}
 
 void declare(cli::Args& a) {
   a.option("b", "LIST|LO:HI", "block sizes, or a range in steps of about x1.41 (even sizes)", "32:8192")

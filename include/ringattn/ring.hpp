@@ -114,6 +114,7 @@ struct DecodeStats {
   double wait_seconds = 0;     // blocked on the network (gather and reduce)
   std::int64_t tokens = 0;     // queries of the step over all ranks
   std::int64_t cache_rows = 0; // cache rows this rank read for them (its share of the context)
+  double useful_flops = 0;     // 4 * visible (query, cached key) pairs on this rank * head_dim * heads
   std::uint64_t bytes_sent = 0;  // this rank's payload bytes for the call
 };
 

@@ -14,6 +14,7 @@ int bench_ring_main(const std::vector<std::string>& args);
 int bench_overlap_main(const std::vector<std::string>& args);
 int bench_api_main(const std::vector<std::string>& args);
 int bench_packed_main(const std::vector<std::string>& args);
+int bench_decode_main(const std::vector<std::string>& args);
 int plan_main(const std::vector<std::string>& args);
 int run_main(const std::vector<std::string>& args);
 int node_main(const std::vector<std::string>& args);
@@ -38,6 +39,7 @@ inline constexpr Command kCommands[] = {
     {"bench overlap", "ring step vs block size: compute, transfer, overlap, crossover b* (CSV, JSON, SVG)", bench_overlap_main},
     {"bench api", "the Ring as a library: per-call overhead on warm connections, 32 layers (JSON lines)", bench_api_main},
     {"bench packed", "packed batch of documents: work balance per rank and kernel speed vs one sequence (JSON lines)", bench_packed_main},
+    {"bench decode", "decode on stationary KV shards: latency vs streaming the cache, bytes per token vs rotating it (JSON lines)", bench_decode_main},
     {"version", "print the version", version_main},
 };
 

@@ -27,7 +27,11 @@ void declare_job_options(cli::Args& a, bool with_files) {
       .option("dtype", "T", "fp32 or bf16: kernel inputs and the K/V wire format", "fp32")
       .option("threads", "T", "OpenMP threads per node (0: all cores)", "1")
       .option("isa", "NAME", "force an ISA path (generic, avx2, avx512, neon)")
-      .option("timeout", "SEC", "deadline for connecting and for every network wait", "30");
+      .option("timeout", "SEC", "deadline for connecting and for every network wait", "30")
+      .option("decode", "K",
+              "generate the last K tokens of every document one step at a time (Ring::decode on the KV cache the "
+              "prefill left on the ranks) instead of in the prefill; needs --causal or --window",
+              "0");
 }
 
 void read_job_options(const cli::Args& a, JobSpec& job) {
@@ -53,6 +57,12 @@ void read_job_options(const cli::Args& a, JobSpec& job) {
   }
   if (auto i = a.maybe("isa")) c.isa = parse_isa(*i);
   job.log_level = a.log_level().value_or("");
+  const std::int64_t decode = a.int64("decode");
+  if (decode < 0 || decode > (1 << 20)) throw InvalidArgument("--decode = " + a.str("decode") + " must be in 0..1048576");
+  job.decode_steps = static_cast<int>(decode);
+  if (decode > 0 && c.mask.kind == MaskKind::none)
+    throw InvalidArgument("--decode " + a.str("decode") + " needs --causal or --window: a generated token sees only "
+                          "the tokens before it");
   job.timeout_seconds = a.real("timeout");
   if (!(job.timeout_seconds > 0) || job.timeout_seconds > 86400)
     throw InvalidArgument("--timeout = " + a.str("timeout") + " must be in (0, 86400] seconds");
@@ -117,7 +127,55 @@ std::vector<std::int64_t> read_cu_seqlens(const std::string& path) {
   return cu;
 }
 
+std::vector<std::int64_t> job_documents(const JobSpec& job) {
+  if (!job.cu_seqlens.empty()) return job.cu_seqlens;
+  return {0, job.tokens};
+}
+
+bool is_decode_row(const JobSpec& job, const std::vector<std::int64_t>& documents, std::int32_t doc, std::int64_t position) {
+  return position >= documents[static_cast<std::size_t>(doc) + 1] - job.decode_steps;
+}
+
+namespace {
+
+// A --decode job's shard: the prefill share and the owned documents' decode tokens, sorted.
+JobShard decode_shard(const JobSpec& job, int rank) {
+  const auto cu = job_documents(job);
+  const auto K = static_cast<std::int64_t>(job.decode_steps);
+  std::vector<std::int64_t> cu_pre = {0};
+  for (std::size_t d = 0; d + 1 < cu.size(); ++d) {
+    const std::int64_t len = cu[d + 1] - cu[d];
+    if (len <= K)
+      throw InvalidArgument("--decode " + std::to_string(K) + ": document " + std::to_string(d) + " has " +
+                            std::to_string(len) + " tokens; every document needs a prompt of at least one token "
+                            "before the K it generates");
+    cu_pre.push_back(cu_pre.back() + len - K);
+  }
+  if (cu_pre.back() < job.nodes)
+    throw InvalidArgument("--decode " + std::to_string(K) + ": the prompts hold " + std::to_string(cu_pre.back()) +
+                          " tokens, fewer than the " + std::to_string(job.nodes) + " nodes");
+  auto pre = shard_documents(cu_pre, job.nodes).at(static_cast<std::size_t>(rank));
+  std::vector<std::pair<std::int64_t, std::int32_t>> rows;
+  for (std::size_t i = 0; i < pre.positions.size(); ++i) {
+    const auto d = static_cast<std::size_t>(pre.documents[i]);
+    rows.emplace_back(pre.positions[i] - cu_pre[d] + cu[d], pre.documents[i]);  // prompt space -> file rows
+  }
+  for (std::size_t d = static_cast<std::size_t>(rank); d + 1 < cu.size(); d += static_cast<std::size_t>(job.nodes))
+    for (std::int64_t p = cu[d + 1] - K; p < cu[d + 1]; ++p) rows.emplace_back(p, static_cast<std::int32_t>(d));
+  std::sort(rows.begin(), rows.end());
+  std::vector<std::int64_t> pos;
+  std::vector<std::int32_t> docs;
+  for (const auto& [p, d] : rows) {
+    pos.push_back(p);
+    docs.push_back(d);
+  }
+  return {Positions::from_sorted(pos.data(), static_cast<std::int64_t>(pos.size())), std::move(docs)};
+}
+
+}  // namespace
+
 JobShard job_shard(const JobSpec& job, int rank) {
+  if (job.decode_steps > 0) return decode_shard(job, rank);
   if (job.cu_seqlens.empty()) return {shard_positions(job.layout, job.tokens, job.nodes, rank), {}};
   auto shards = shard_documents(job.cu_seqlens, job.nodes);
   auto& s = shards.at(static_cast<std::size_t>(rank));
@@ -126,6 +184,11 @@ JobShard job_shard(const JobSpec& job, int rank) {
 }
 
 std::int64_t max_job_rows(const JobSpec& job) {
+  if (job.decode_steps > 0) {
+    std::int64_t most = 0;
+    for (int r = 0; r < job.nodes; ++r) most = std::max(most, job_shard(job, r).positions.size());
+    return most;
+  }
   if (job.cu_seqlens.empty()) return max_shard_rows(job.layout, job.tokens, job.nodes);
   std::int64_t most = 0;
   for (const auto& s : shard_documents(job.cu_seqlens, job.nodes))
@@ -149,6 +212,7 @@ std::vector<std::string> job_arguments(const JobSpec& job) {
   if (c.mask.kind == MaskKind::causal) out.push_back("--causal");
   if (c.mask.kind == MaskKind::window) out.insert(out.end(), {"--window", std::to_string(c.mask.window)});
   if (c.isa) out.insert(out.end(), {"--isa", std::string(to_string(*c.isa))});
+  if (job.decode_steps > 0) out.insert(out.end(), {"--decode", std::to_string(job.decode_steps)});
   if (!job.log_level.empty()) out.insert(out.end(), {"--log-level", job.log_level});
   return out;
 }
@@ -174,6 +238,7 @@ std::uint64_t job_digest(const JobSpec& job) {
   mix(static_cast<std::uint64_t>(c.mask.window));
   mix(job.cu_seqlens.size());  // a packed batch: its documents too
   for (auto x : job.cu_seqlens) mix(static_cast<std::uint64_t>(x));
+  mix(static_cast<std::uint64_t>(job.decode_steps));
   return h;
 }
 

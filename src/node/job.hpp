@@ -27,10 +27,24 @@ struct JobSpec {
   // the keys of its own document.
   std::string cu_seqlens_path;
   std::vector<std::int64_t> cu_seqlens;
+  // --decode K: the last K tokens of every document (of the sequence without
+  // --cu-seqlens) are generated, one per document per step, by Ring::decode over the KV
+  // cache that the prefill of the earlier tokens left on the ranks; document d's tokens
+  // are owned by rank d mod P. O is the same attention as without (the mask must be
+  // causal or a window), computed the way generation computes it.
+  int decode_steps = 0;
 };
 
+// The documents of a job: --cu-seqlens, or the one sequence as one document.
+std::vector<std::int64_t> job_documents(const JobSpec& job);
+// Whether the row at `position` of document `doc` is one of its --decode tokens.
+bool is_decode_row(const JobSpec& job, const std::vector<std::int64_t>& documents, std::int32_t doc, std::int64_t position);
+
 // One rank's rows of a job: their global positions (rows of the input and output
-// files) and, for a packed batch, their document ids (else empty). The node reads and
+// files) and, for a packed batch or a --decode job, their document ids (else empty). A
+// --decode job's rows are the rank's balanced share of the prefill tokens
+// (shard_documents over the documents without their last K tokens) and the decode
+// tokens of the documents it owns. The node reads and
 // forwards these rows and the coordinator writes them back: one definition for both.
 struct JobShard {
   Positions positions;

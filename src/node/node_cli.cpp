@@ -36,6 +36,7 @@
 #include "src/io/npy_reader.hpp"
 #include "src/io/npy_writer.hpp"
 #include "src/node/fault.hpp"
+#include "src/node/decode_job.hpp"
 #include "src/node/job.hpp"
 #include "src/node/launcher_channel.hpp"
 #include "src/node/memory_budget.hpp"
@@ -255,7 +256,8 @@ int run_node(const cli::Args& a, int rank) {
 
   const auto positions = pos.materialize();
   std::vector<float> o(rows * static_cast<std::size_t>(c.heads * c.head_dim)), lse(rows * static_cast<std::size_t>(c.heads));
-  const ForwardStats stats = job.cu_seqlens.empty()
+  const ForwardStats stats = job.decode_steps > 0 ? run_decode_job(ring, job, shard, q, k, v, o, lse)
+                             : job.cu_seqlens.empty()
                                  ? ring.forward(attention_spec(job), q, k, v, positions, o, lse)
                                  : ring.forward(attention_spec(job), q, k, v, positions, shard.documents, o, lse);
   const auto tstats = RingInternals::transport_stats(ring);

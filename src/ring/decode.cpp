@@ -311,6 +311,7 @@ DecodeStats Ring::decode(const AttentionSpec& spec, KVCache& cache, std::span<co
       const auto fs = kernel.fold(b.q.data() + f * static_cast<std::size_t>(H * D), b.positions.data() + f, segs, ps,
                                   &t.liveness().counter());
       st.cache_rows += fs.keys_read;
+      st.useful_flops += fs.useful_flops;
       st.compute_seconds += since(t0);
     };
     compute(mod(R - 1, P));

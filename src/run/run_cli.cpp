@@ -45,8 +45,11 @@ struct Totals {
 
 // "zigzag layout", or "packed: 3 documents" for a packed batch.
 std::string layout_text(const node::JobSpec& job) {
-  if (job.cu_seqlens.empty()) return std::string(to_string(job.layout)) + " layout";
-  return "packed: " + std::to_string(job.cu_seqlens.size() - 1) + " documents";
+  const std::string decode =
+      job.decode_steps > 0 ? ", the last " + std::to_string(job.decode_steps) + " tokens of each decoded" : "";
+  if (job.cu_seqlens.empty())
+    return job.decode_steps > 0 ? "one document" + decode : std::string(to_string(job.layout)) + " layout";
+  return "packed: " + std::to_string(job.cu_seqlens.size() - 1) + " documents" + decode;
 }
 
 void print_summary(const node::JobSpec& job, const RunResult& r) {
@@ -94,8 +97,9 @@ cli::JsonObject result_json(const char* command, bool ok, const node::JobSpec& j
   j.add("ok", ok)
       .add("command", command)
       .add("nodes", job.nodes)
-      .add("layout", job.cu_seqlens.empty() ? std::string(to_string(job.layout)) : std::string("packed"))
+      .add("layout", job.cu_seqlens.empty() && job.decode_steps == 0 ? std::string(to_string(job.layout)) : std::string("packed"))
       .add("documents", static_cast<std::int64_t>(job.cu_seqlens.empty() ? 0 : job.cu_seqlens.size() - 1))
+      .add("decode_steps", job.decode_steps)
       .add("mask", to_string(job.attention.mask))
       .add("dtype", to_string(job.attention.dtype))
       .add("tokens", job.tokens)

@@ -93,4 +93,43 @@ TEST_CASE("documents: run --cu-seqlens writes O and lse equal to per-document fl
   CHECK(has(junk.outcome.err, "entry 2 = 'x7'"));
 }
 
+TEST_CASE("decode: verify --decode K generates the last K tokens of each document exactly at P = 1..4") {
+  // Every document's last K tokens go through Ring::decode on the ranks' KV caches; the
+  // result must still be per-document float64 attention.
+  const std::string docs = "100,37,900,2,260";
+  struct Case {
+    int nodes;
+    std::vector<std::string> more;
+    const char* verdict;
+  };
+  const Case cases[] = {{1, {"--causal", "--decode", "1"}, "-> exact"},
+                        {2, {"--causal", "--decode", "1"}, "-> exact"},
+                        {3, {"--causal", "--decode", "1"}, "-> exact"},
+                        {4, {"--window", "40", "--decode", "1"}, "-> exact"},
+                        {3, {"--causal", "--dtype", "bf16", "--decode", "1"}, "within bf16 tolerance"}};
+  for (const auto& c : cases) {
+    const Outcome o = run_ringattn(verify_docs(docs, c.nodes, c.more));
+    INFO("P=" << c.nodes << " " << c.more[0] << "\n" << o.out << o.err);
+    CHECK(o.exit_code == 0);
+    CHECK(has(o.out, "the last 1 tokens of each decoded"));
+    CHECK(has(o.out, c.verdict));
+  }
+  // More steps than one, and the whole sequence as one document.
+  for (int nodes : {2, 3}) {
+    const Outcome o = run_ringattn({"verify", "--seq", "500", "--decode", "12", "--causal", "--heads", "4", "--kv-heads",
+                                    "1", "--head-dim", "64", "--nodes", std::to_string(nodes), "--timeout", "20", "--quiet"});
+    INFO(o.out << o.err);
+    CHECK(o.exit_code == 0);
+    CHECK(has(o.out, "-> exact"));
+  }
+  // A generated token sees only the tokens before it: no mask is refused, and so is a
+  // document without a prompt.
+  const Outcome none = run_ringattn(verify_docs(docs, 2, {"--decode", "2"}));
+  CHECK(none.exit_code == 2);
+  CHECK(has(none.err, "needs --causal or --window"));
+  const Outcome empty = run_ringattn(verify_docs(docs, 2, {"--causal", "--decode", "2"}));
+  CHECK(empty.exit_code == 2);
+  CHECK(has(empty.err, "document 3 has 2 tokens"));
+}
+
 }  // namespace ringattn::itest

@@ -198,3 +198,49 @@ TEST_CASE("has_non_finite of every path flags exactly NaN and inf, in the body a
     }
   }
 }
+
+TEST_CASE("decode's cache loops of every path match a float64 sum: scores and weighted sums, fp32 and bf16 rows") {
+  // Rows at a stride (as in a cache of several KV heads), head dims with a 16-element tail
+  // (48) and without, 1..5 query heads per KV head, key counts across the 16- and 4-key blocks.
+  for (int d : {32, 48, 128}) {
+    const std::int64_t ld = 3 * d;
+    for (int G : {1, 4, 5})
+      for (int n : {1, 7, 33}) {
+        const auto q = randn(static_cast<std::size_t>(G * d), 3);
+        auto kf = randn(static_cast<std::size_t>(n * ld), 4);
+        std::vector<std::uint16_t> kb(kf.size());
+        for (std::size_t i = 0; i < kf.size(); ++i) {
+          std::uint32_t u;
+          std::memcpy(&u, &kf[i], 4);
+          kb[i] = static_cast<std::uint16_t>(u >> 16);  // truncate: any bf16 will do
+          kf[i] = bf16_to_f(kb[i]);                     // fp32 rows hold the same values
+        }
+        const auto p = randn(static_cast<std::size_t>(G * n), 5);
+        for (Isa isa : available_isas()) {
+          INFO(to_string(isa) << " d " << d << " G " << G << " n " << n);
+          const SoftmaxOps& ops = kernels::ops_for(isa);
+          std::vector<float> s32(static_cast<std::size_t>(G * n)), s16(s32.size()), o32(static_cast<std::size_t>(G * d)),
+              o16(o32.size());
+          ops.cache_scores_f32(q.data(), G, kf.data(), ld, n, d, s32.data());
+          ops.cache_scores_bf16(q.data(), G, kb.data(), ld, n, d, s16.data());
+          ops.cache_pv_f32(p.data(), G, kf.data(), ld, n, d, o32.data());
+          ops.cache_pv_bf16(p.data(), G, kb.data(), ld, n, d, o16.data());
+          double es = 0, eo = 0;
+          for (int g = 0; g < G; ++g) {
+            for (int j = 0; j < n; ++j) {
+              double ref = 0;
+              for (int e = 0; e < d; ++e) ref += double(q[static_cast<std::size_t>(g * d + e)]) * kf[static_cast<std::size_t>(j * ld + e)];
+              es = std::max({es, std::fabs(s32[static_cast<std::size_t>(g * n + j)] - ref), std::fabs(s16[static_cast<std::size_t>(g * n + j)] - ref)});
+            }
+            for (int e = 0; e < d; ++e) {
+              double ref = 0;
+              for (int j = 0; j < n; ++j) ref += double(p[static_cast<std::size_t>(g * n + j)]) * kf[static_cast<std::size_t>(j * ld + e)];
+              eo = std::max({eo, std::fabs(o32[static_cast<std::size_t>(g * d + e)] - ref), std::fabs(o16[static_cast<std::size_t>(g * d + e)] - ref)});
+            }
+          }
+          CHECK(es <= 1e-4);
+          CHECK(eo <= 1e-4);
+        }
+      }
+  }
+}

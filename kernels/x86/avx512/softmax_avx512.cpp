@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "kernels/cache_loops.hpp"
+#include "kernels/x86/avx512/cache_avx512.hpp"
 #include "kernels/softmax_ops.hpp"
 
 namespace ringattn::kernels {
@@ -174,13 +174,11 @@ bool has_non_finite_bf16_avx512(const std::uint16_t* x, std::int64_t n) {
   return _mm512_test_epi16_mask(acc, _mm512_set1_epi16(static_cast<short>(0x8000))) != 0;
 }
 
-RINGATTN_CACHE_LOOPS(avx512)
-
 }  // namespace
 
 const SoftmaxOps kOpsAvx512 = {"avx512",          online_row_avx512,     rescale_add_avx512,
                                to_bf16_avx512,    from_bf16_avx512,      exp2_avx512,
                                has_non_finite_f32_avx512, has_non_finite_bf16_avx512,
-    cache_scores_f32_avx512, cache_scores_bf16_avx512, cache_pv_f32_avx512, cache_pv_bf16_avx512};
+    avx512::cache_scores_f32, avx512::cache_scores_bf16, avx512::cache_pv_f32, avx512::cache_pv_bf16};
 
 }  // namespace ringattn::kernels
