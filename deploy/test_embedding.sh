@@ -8,6 +8,13 @@
 #             explicit peers on loopback) and at P = 3 under mpirun (rank and world from
 #             Open MPI, the others found through RINGATTN_MASTER); each rank checks its
 #             rows against float64 attention
+#   infer     bench/infer, the example batch job (a Llama-style decoder over the ring),
+#             built the same way; a batch of 8 prompts (5..200 tokens) prefilled and 4
+#             tokens greedy-decoded at P = 1, 2 and 3 (mpirun): tokens equal and logits
+#             within 1e-4 of P = 1, and P = 1 within 1e-4 of a float64 numpy model
+#             (bench/infer/reference.py); the same from a numpy-written safetensors file; bad
+#             weights and prompts refused with the file named; and the positions trap (RoPE
+#             at the rank's row index, P = 2) caught by the comparison
 #   readme    the README's Embedding code blocks are these files, byte for byte
 #   python    tests/python (pytest) against the installed Python module
 # One line per check on success, the log of whatever failed otherwise; every process it starts is
@@ -146,6 +153,94 @@ consumer_p3_mpirun() {
     "$consumer/embed" >"$work/out" && errors_ok 9
 }
 
+# The example batch job: a small model, prompts of mixed lengths, the runs compared with
+# P = 1 by bench/infer/compare.py (tokens exactly, logits to 1e-4).
+infer=$work/infer
+infer_model=(--vocab 256 --dim 128 --layers 3 --heads 4 --kv-heads 2 --head-dim 32 --ffn 256 --tokens 4)
+build_infer() {
+  PKG_CONFIG_SYSROOT_DIR=$dest meson setup "$infer" bench/infer --pkg-config-path "$lib/pkgconfig" \
+    --buildtype=release -Dwerror=true || return 1
+  ninja -C "$infer" || return 1
+  [[ $(ldd "$infer/infer") == *"libringattn.so.0 => $lib/"* ]] || { ldd "$infer/infer"; return 1; }
+  $PY bench/infer/make_prompts.py --lengths 5,200,37,12,150,64,9,90 --vocab 256 --seed 7 --out "$work/prompts.jsonl"
+}
+
+infer_p1() {
+  env RINGATTN_RANK=0 RINGATTN_WORLD_SIZE=1 timeout 120 "$infer/infer" --prompts "$work/prompts.jsonl" \
+    "${infer_model[@]}" --threads 1 --out "$work/infer-p1" && [[ -s $work/infer-p1/rank-0.jsonl ]]
+}
+
+# P = 1 itself against bench/infer/reference.py: each prompt alone through a float64 numpy
+# model (no packing, no cache, RoPE at 0, 1, ...), so an error every P shares shows too.
+infer_reference() {
+  $PY bench/infer/reference.py "$work/infer-p1" --prompts "$work/prompts.jsonl" --seed 1 \
+    "${infer_model[@]}" --tol 1e-4
+}
+
+# infer_p2 OUT [ARGS...]: two processes found through a rendezvous, then compared with P = 1.
+# Returns 2 if the job failed, compare.py's status (1: a mismatch) otherwise.
+infer_p2() {
+  local out=$1
+  shift
+  ranks 2 RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" \
+    --prompts "$work/prompts.jsonl" "${infer_model[@]}" --threads 1 --out "$out" "$@" || return 2
+  $PY bench/infer/compare.py "$work/infer-p1" "$out" --tol 1e-4
+}
+
+infer_p3_mpirun() {
+  env -i PATH="$PATH" HOME="$HOME" RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" \
+    timeout 120 mpirun -n 3 --oversubscribe --allow-run-as-root -x RINGATTN_MASTER -x RINGATTN_TOKEN \
+    "$infer/infer" --prompts "$work/prompts.jsonl" "${infer_model[@]}" --threads 1 --out "$work/infer-p3" || return 1
+  $PY bench/infer/compare.py "$work/infer-p1" "$work/infer-p3" --tol 1e-4
+}
+
+write_model() {  # numpy writes the seed's weights (once)
+  [[ -f $work/model.safetensors ]] || $PY bench/infer/write_weights.py --seed 1 --vocab 256 --dim 128 --layers 3 \
+    --heads 4 --kv-heads 2 --head-dim 32 --ffn 256 --out "$work/model.safetensors"
+}
+
+infer_safetensors() {  # read back at P = 2 the numpy-written weights must give P = 1's results
+  write_model || return 1
+  infer_p2 "$work/infer-st" --weights "$work/model.safetensors"
+}
+
+# Bad inputs fail every rank before it connects, with the file and the tensor or line named
+# (exit 3: ringattn::Error). expect_error MESSAGE ARGS...
+infer_bad_inputs() {
+  expect_error() {
+    local want=$1 out rc
+    shift
+    out=$(env RINGATTN_RANK=0 RINGATTN_WORLD_SIZE=1 timeout 60 "$infer/infer" "${infer_model[@]}" "$@" 2>&1)
+    rc=$?
+    echo "$out"
+    ((rc == 3)) && [[ $out == *"$want"* ]] || { echo "expected exit 3 and '$want', got exit $rc"; return 1; }
+  }
+  write_model || return 1
+  head -c 100000 "$work/model.safetensors" >"$work/truncated.safetensors"
+  printf '\377\377\377\377\377\377\377\177' >"$work/huge-header.safetensors"
+  printf '{"id": "x", "tokens": [1, 256]}\n' >"$work/bad-token.jsonl"
+  expect_error 'truncated.safetensors: tensor "model.embed_tokens.weight": data_offsets' --prompts "$work/prompts.jsonl" \
+    --weights "$work/truncated.safetensors" &&
+    expect_error "huge-header.safetensors: header length" --prompts "$work/prompts.jsonl" \
+      --weights "$work/huge-header.safetensors" &&
+    expect_error 'has shape [256, 128], the model' --prompts "$work/prompts.jsonl" \
+      --weights "$work/model.safetensors" --dim 64 --ffn 256 &&
+    expect_error "bad-token.jsonl line 1: token id" --prompts "$work/bad-token.jsonl"
+}
+
+# The seed's trap: RoPE at the rank's row index instead of the token's place in its prompt.
+# At P = 1 that is a shift by the prompt's start, which RoPE's relative scores forgive; at
+# P = 2 the heavy prompts are split in zigzag chunks and it must show.
+infer_positions_trap() {
+  local rc
+  infer_p2 "$work/infer-trap" --rope-positions local >"$work/trap" 2>&1
+  rc=$?
+  cat "$work/trap"
+  ((rc == 1)) || { echo "expected the job to run and the comparison to fail (exit 1), got exit $rc"; return 1; }
+  # The same 8 prompts on both sides: the values differ, not the set.
+  [[ $(<"$work/trap") == *"compare: 8 prompts, "*"MISMATCH"* && $(<"$work/trap") != *"prompts differ"* ]]
+}
+
 # Each `<!-- file: PATH -->` in README.md is followed by a fenced block holding PATH exactly.
 readme_blocks() {
   $PY - <<'EOF'
@@ -190,6 +285,16 @@ if check "consumer: configure through ringattn.pc, build -Werror" build_consumer
   check "consumer: P = 1" consumer_p1
   check "consumer: P = 2, explicit peers" consumer_p2_peers
   check "consumer: P = 3 under mpirun, rendezvous" consumer_p3_mpirun
+fi
+if check "infer: configure bench/infer through ringattn.pc, build -Werror" build_infer; then
+  if check "infer: P = 1 (the reference)" infer_p1; then
+    check "infer: P = 1 against float64 numpy, prompt by prompt: tokens equal, logits within 1e-4" infer_reference
+    check "infer: P = 2, rendezvous: tokens equal, logits within 1e-4 of P = 1" infer_p2 "$work/infer-p2"
+    check "infer: P = 3 under mpirun: tokens equal, logits within 1e-4 of P = 1" infer_p3_mpirun
+    check "infer: weights from a numpy-written safetensors file, P = 2, match P = 1 from the seed" infer_safetensors
+    check "infer: bad weights and prompts files fail with the file and tensor or line named" infer_bad_inputs
+    check "infer: the positions trap (--rope-positions local, P = 2) fails the comparison" infer_positions_trap
+  fi
 fi
 check "README: Embedding blocks are tests/consumer/embed.cpp and tests/python/embed_example.py" readme_blocks
 check "python: pytest against the installed module" pytest_installed

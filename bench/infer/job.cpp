@@ -1,0 +1,158 @@
+// infer — prefill and decode of one batch (the schedule is in job.hpp).
+#include "job.hpp"
+
+#include <ringattn/error.hpp>
+#include <ringattn/kv_cache.hpp>
+#include <ringattn/packing.hpp>
+
+#include <chrono>
+#include <cstdio>
+
+namespace infer {
+
+namespace {
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// The rows of `all` [*, width] at `rows`, in order.
+std::vector<float> gather(const std::vector<float>& all, const std::vector<std::size_t>& rows, std::int64_t width) {
+  std::vector<float> out;
+  out.reserve(rows.size() * static_cast<std::size_t>(width));
+  for (std::size_t r : rows) out.insert(out.end(), all.begin() + r * width, all.begin() + (r + 1) * width);
+  return out;
+}
+
+}  // namespace
+
+std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, const std::vector<Prompt>& prompts,
+                                      const JobOptions& options, JobStats& stats) {
+  const ModelConfig& c = model.config();
+  const int rank = ring.rank(), world = ring.world_size();
+  const std::vector<std::int64_t> cu = cu_seqlens(prompts);
+  const std::int64_t tokens = cu.back();
+  // Checked alike on every rank (from the batch and the limits all share), before any call,
+  // so that all fail together rather than some waiting on the others.
+  if (tokens < world)
+    throw ringattn::InvalidArgument("the batch has " + std::to_string(tokens) + " tokens, fewer than the " +
+                                    std::to_string(world) + " ranks");
+  const std::int64_t max_rows = ring.limits().max_rows;
+  if (static_cast<std::int64_t>(prompts.size()) > max_rows)
+    throw ringattn::InvalidArgument(std::to_string(prompts.size()) + " prompts, but a decode step carries at most " +
+                                    std::to_string(max_rows) +
+                                    " tokens over all ranks (max_rows): split the batch or raise RINGATTN_MAX_ROWS");
+  const std::vector<ringattn::PackedShard> shards = ringattn::shard_documents(cu, world);
+  for (std::size_t r = 0; r < shards.size(); ++r)
+    if (static_cast<std::int64_t>(shards[r].positions.size()) > max_rows)
+      throw ringattn::InvalidArgument("rank " + std::to_string(r) + " would hold " +
+                                      std::to_string(shards[r].positions.size()) +
+                                      " rows of the packed batch, above the ring's max_rows " +
+                                      std::to_string(max_rows) + ": raise RINGATTN_MAX_ROWS or run more ranks");
+  const ringattn::PackedShard& shard = shards[static_cast<std::size_t>(rank)];
+  const std::vector<std::int64_t>& positions = shard.positions;
+  const std::vector<std::int32_t>& documents = shard.documents;
+  const std::int64_t rows = static_cast<std::int64_t>(positions.size());
+  stats.rows = rows;
+
+  std::vector<std::int32_t> token_ids(static_cast<std::size_t>(rows));
+  std::vector<std::int64_t> rope_pos(static_cast<std::size_t>(rows));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int32_t d = documents[r];
+    const std::int64_t in_prompt = positions[r] - cu[d];
+    token_ids[r] = prompts[d].tokens[static_cast<std::size_t>(in_prompt)];
+    rope_pos[r] = options.rope == RopePositions::global ? in_prompt : r;
+  }
+
+  ringattn::AttentionSpec spec;
+  spec.heads = c.heads;
+  spec.kv_heads = c.kv_heads;
+  spec.head_dim = c.head_dim;
+  spec.dtype = ringattn::DType::f32;
+  spec.mask = ringattn::Mask::causal();
+  const std::int64_t qd = c.heads * c.head_dim, kd = c.kv_heads * c.head_dim;
+
+  // ---- prefill
+  const double t0 = now();
+  std::vector<float> h(static_cast<std::size_t>(rows * c.dim));
+  model.embed(token_ids, h);
+  std::vector<float> q(static_cast<std::size_t>(rows * qd)), k(static_cast<std::size_t>(rows * kd)), v(k.size()),
+      o(q.size());
+  std::vector<ringattn::KVCache> caches;  // one per layer: this rank's K/V rows, then its share of decode's
+  caches.reserve(static_cast<std::size_t>(c.layers));
+  for (std::int64_t l = 0; l < c.layers; ++l) {
+    const double tl = now();
+    model.attention_inputs(static_cast<int>(l), h, rope_pos, q, k, v);
+    const ringattn::ForwardStats st = ring.forward(spec, q, k, v, positions, documents, o);
+    stats.prefill_attention_seconds += st.seconds;
+    caches.emplace_back(c.kv_heads, c.head_dim, ringattn::DType::f32);
+    caches.back().append_packed(positions, documents, k, v);
+    model.attention_output_and_mlp(static_cast<int>(l), o, h);
+    std::fprintf(stderr, "infer: rank %d/%d prefill layer %lld/%lld: %lld rows, %.3f s (attention %.3f s)\n", rank,
+                 world, static_cast<long long>(l + 1), static_cast<long long>(c.layers),
+                 static_cast<long long>(rows), now() - tl, st.seconds);
+  }
+
+  // The prompts whose last token is here are this rank's to generate.
+  std::vector<SequenceResult> owned;
+  std::vector<std::size_t> last_rows;
+  for (std::int64_t r = 0; r < rows; ++r)
+    if (positions[r] == cu[documents[r] + 1] - 1) {
+      owned.push_back({documents[r], {}, {}});
+      last_rows.push_back(static_cast<std::size_t>(r));
+    }
+  const std::size_t n = owned.size();
+  std::vector<float> logits(n * static_cast<std::size_t>(c.vocab));
+  auto choose = [&] {
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::span<const float> row(&logits[i * c.vocab], static_cast<std::size_t>(c.vocab));
+      owned[i].tokens.push_back(argmax(row));
+      owned[i].logits.insert(owned[i].logits.end(), row.begin(), row.end());
+    }
+  };
+  model.logits(gather(h, last_rows, c.dim), logits);
+  choose();
+  stats.prefill_seconds = now() - t0;
+
+  // ---- decode: options.tokens - 1 steps (the first token came from the prefill's logits)
+  const double t1 = now();
+  std::vector<std::int32_t> sequences(n);
+  for (std::size_t i = 0; i < n; ++i) sequences[i] = owned[i].prompt;
+  std::vector<std::int64_t> ring_pos(n), rope_dec(n);
+  std::vector<std::int32_t> step_tokens(n);
+  h.resize(n * static_cast<std::size_t>(c.dim));
+  q.resize(n * static_cast<std::size_t>(qd));
+  k.resize(n * static_cast<std::size_t>(kd));
+  v.resize(k.size());
+  o.resize(q.size());
+  for (int s = 0; s + 1 < options.tokens; ++s) {
+    const double ts = now();
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::int32_t d = sequences[i];
+      ring_pos[i] = cu[d + 1] + s;
+      // The trap's decode stays consistent with its prefill at P = 1 (row index = packed
+      // position there), so a single process cannot tell the two apart.
+      rope_dec[i] = options.rope == RopePositions::global ? ring_pos[i] - cu[d] : ring_pos[i];
+      step_tokens[i] = owned[i].tokens.back();
+    }
+    model.embed(step_tokens, h);
+    double attention = 0;
+    for (std::int64_t l = 0; l < c.layers; ++l) {
+      model.attention_inputs(static_cast<int>(l), h, rope_dec, q, k, v);
+      const ringattn::DecodeStats st =
+          ring.decode(spec, caches[static_cast<std::size_t>(l)], sequences, ring_pos, q, k, v, o);
+      attention += st.seconds;
+      model.attention_output_and_mlp(static_cast<int>(l), o, h);
+    }
+    stats.decode_attention_seconds += attention;
+    model.logits(h, logits);
+    choose();
+    ++stats.decode_steps;
+    std::fprintf(stderr, "infer: rank %d/%d decode step %d/%d: %zu tokens here, %.4f s (attention %.4f s)\n", rank,
+                 world, s + 1, options.tokens - 1, n, now() - ts, attention);
+  }
+  stats.decode_seconds = now() - t1;
+  return owned;
+}
+
+}  // namespace infer

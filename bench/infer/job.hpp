@@ -1,0 +1,53 @@
+// infer — one batch through the ring: packed prefill, then greedy decode on stationary
+// KV shards.
+//
+// Prefill. The prompts are packed end to end (cu_seqlens) and shard_documents() gives
+// this rank its rows: strictly increasing global positions and their prompt ids. The
+// rank computes embeddings, norms, projections and MLP for those rows only; per layer
+// one Ring::forward (causal inside each prompt) brings every other rank's K/V past its
+// queries, and the layer's K/V rows stay here as that layer's KVCache.
+//
+// Positions. The ring and the cache get the global packed positions (the mask is
+// evaluated on them, and they must increase along a rank's rows). RoPE gets each token's
+// place inside its prompt: global position - cu_seqlens[prompt], whichever rank holds it.
+//
+// Decode. A prompt's generated tokens belong to the rank holding its last token: that
+// rank computes the first logits, and then, per step, the new token's rows of every
+// layer. A step's token of prompt d continues d's positions: global cu_seqlens[d+1] + s
+// for the ring and the cache, length + s for RoPE. Every rank makes the same calls in
+// the same order (one forward per layer, then one decode per layer per step), with 0
+// tokens of its own if it owns no prompt.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <ringattn/ring.hpp>
+
+#include "model.hpp"
+#include "options.hpp"
+#include "prompts.hpp"
+
+namespace infer {
+
+struct SequenceResult {
+  std::int32_t prompt = 0;            // index in the prompts file
+  std::vector<std::int32_t> tokens;   // generated
+  std::vector<float> logits;          // [tokens, vocab]: the logits each token was chosen from
+};
+
+struct JobStats {
+  std::int64_t rows = 0;              // this rank's prefill rows
+  double prefill_seconds = 0;
+  double prefill_attention_seconds = 0;  // inside Ring::forward
+  double decode_seconds = 0;
+  double decode_attention_seconds = 0;   // inside Ring::decode
+  std::int64_t decode_steps = 0;
+};
+
+// Every rank calls this with the same model, prompts and options.
+std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, const std::vector<Prompt>& prompts,
+                                      const JobOptions& options, JobStats& stats);
+
+}  // namespace infer

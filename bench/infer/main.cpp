@@ -1,0 +1,91 @@
+// infer — a batch inference job that embeds libringattn as a user's job would: only the
+// installed <ringattn/...> headers and -lringattn (pkg-config ringattn).
+//
+// Every rank runs this program with the same arguments; the launcher's environment says
+// who it is (RingOptions::from_env). Each rank reads and checks the prompts and the
+// weights itself, connects the ring, prefills its rows of the packed batch, greedy-decodes
+// --tokens tokens per prompt it owns, writes those results, and prints one JSON line of
+// throughput on stdout. Progress goes to stderr, one line per layer and per step.
+//
+//   export RINGATTN_MASTER=127.0.0.1:29500 RINGATTN_TOKEN=$(openssl rand -hex 16)
+//   mpirun -n 2 -x RINGATTN_MASTER -x RINGATTN_TOKEN ./infer --prompts p.jsonl --out out
+#include <ringattn/error.hpp>
+#include <ringattn/ring.hpp>
+
+#include <cstdio>
+#include <string>
+
+#include <sys/resource.h>
+
+#include "job.hpp"
+#include "model.hpp"
+#include "options.hpp"
+#include "output.hpp"
+#include "prompts.hpp"
+
+namespace {
+
+// A batch's packed length is bounded by what one process may hold (2^31 rows).
+constexpr std::int64_t kMaxBatchTokens = std::int64_t{1} << 31;
+
+int g_rank = -1;  // for error messages, once known
+
+std::string who() { return g_rank < 0 ? std::string() : "rank " + std::to_string(g_rank) + ": "; }
+
+int run(int argc, char** argv) {
+  infer::JobOptions opt;
+  if (!infer::parse_args(argc, argv, opt)) {
+    std::fputs(infer::kUsage, stdout);
+    return 0;
+  }
+  ringattn::RingOptions ring_options = ringattn::RingOptions::from_env();
+  if (opt.threads > 0) ring_options.threads = opt.threads;
+  const int rank = g_rank = ring_options.rank;
+
+  // Inputs first: a bad file fails every rank before any of them waits on the network.
+  const std::vector<infer::Prompt> prompts = infer::read_prompts(opt.prompts, opt.model.vocab, kMaxBatchTokens);
+  const infer::Model model = opt.weights.empty() ? infer::Model::from_seed(opt.model, opt.seed)
+                                                 : infer::Model::from_safetensors(opt.model, opt.weights);
+
+  ringattn::Ring ring = ringattn::Ring::connect(ring_options);
+  infer::JobStats st;
+  const std::vector<infer::SequenceResult> results = infer::run_batch(ring, model, prompts, opt, st);
+  ring.close();
+  if (!opt.out_dir.empty()) infer::write_results(opt.out_dir, rank, prompts, results, opt.model.vocab);
+
+  const std::int64_t prompt_tokens = infer::cu_seqlens(prompts).back();
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);  // all threads: the kernel's and the ring's I/O
+  const double cpu_seconds = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+                             1e-6 * static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
+  const double decoded = static_cast<double>(prompts.size()) * static_cast<double>(st.decode_steps);
+  std::printf(
+      "{\"bench\":\"infer\",\"rank\":%d,\"world\":%d,\"threads\":%d,\"prompts\":%zu,\"prompt_tokens\":%lld,"
+      "\"rows\":%lld,\"generated_per_prompt\":%d,\"layers\":%lld,\"dim\":%lld,\"heads\":%lld,\"kv_heads\":%lld,"
+      "\"head_dim\":%lld,\"ffn\":%lld,\"rope_positions\":\"%s\",\"prefill_seconds\":%.6f,"
+      "\"prefill_attention_seconds\":%.6f,\"prefill_tokens_per_s\":%.1f,\"decode_steps\":%lld,"
+      "\"decode_seconds\":%.6f,\"decode_attention_seconds\":%.6f,\"decode_tokens_per_s\":%.1f,\"cpu_seconds\":%.3f}\n",
+      rank, ring_options.world_size, ring_options.threads, prompts.size(), static_cast<long long>(prompt_tokens),
+      static_cast<long long>(st.rows), opt.tokens, static_cast<long long>(opt.model.layers),
+      static_cast<long long>(opt.model.dim), static_cast<long long>(opt.model.heads),
+      static_cast<long long>(opt.model.kv_heads), static_cast<long long>(opt.model.head_dim),
+      static_cast<long long>(opt.model.ffn), opt.rope == infer::RopePositions::global ? "global" : "local",
+      st.prefill_seconds, st.prefill_attention_seconds, static_cast<double>(prompt_tokens) / st.prefill_seconds,
+      static_cast<long long>(st.decode_steps), st.decode_seconds, st.decode_attention_seconds,
+      st.decode_seconds > 0 ? decoded / st.decode_seconds : 0.0, cpu_seconds);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const ringattn::NetworkError& e) {  // a peer died, stalled or disagreed
+    std::fprintf(stderr, "infer: %sring failed: %s\n", who().c_str(), e.what());
+    return 2;
+  } catch (const ringattn::Error& e) {  // bad options, arguments or files
+    std::fprintf(stderr, "infer: %serror: %s\n", who().c_str(), e.what());
+    return 3;
+  }
+}

@@ -1,0 +1,257 @@
+// infer — the model's weights (seeded or loaded) and its per-token layers.
+#include "model.hpp"
+
+#include <ringattn/error.hpp>
+
+#include <cmath>
+#include <cstring>
+
+#include "safetensors.hpp"
+
+namespace infer {
+
+namespace {
+
+std::uint64_t finalise(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+std::int64_t elements(const TensorSpec& s) {
+  std::int64_t n = 1;
+  for (std::int64_t d : s.shape) n *= d;
+  return n;
+}
+
+// [out, in] -> [in, out]
+std::vector<float> transpose(const std::vector<float>& w, std::int64_t out, std::int64_t in) {
+  std::vector<float> t(w.size());
+  for (std::int64_t o = 0; o < out; ++o)
+    for (std::int64_t i = 0; i < in; ++i) t[i * out + o] = w[o * in + i];
+  return t;
+}
+
+// y [rows, out] = x [rows, in] · wt [in, out]. Each y element sums over `in` in order, so
+// a row's result is the same whatever rows surround it; four rows share each pass over wt.
+void matmul(std::span<const float> x, const std::vector<float>& wt, std::int64_t in, std::int64_t out,
+            std::span<float> y) {
+  const std::int64_t rows = static_cast<std::int64_t>(x.size()) / in;
+  if (y.empty()) return;  // a rank with no decode tokens this step
+  std::memset(y.data(), 0, y.size_bytes());
+  std::int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) {
+    float* y0 = &y[r * out];
+    float* y1 = y0 + out;
+    float* y2 = y1 + out;
+    float* y3 = y2 + out;
+    for (std::int64_t i = 0; i < in; ++i) {
+      const float a0 = x[r * in + i], a1 = x[(r + 1) * in + i], a2 = x[(r + 2) * in + i], a3 = x[(r + 3) * in + i];
+      const float* w = &wt[i * out];
+      for (std::int64_t o = 0; o < out; ++o) {
+        y0[o] += a0 * w[o];
+        y1[o] += a1 * w[o];
+        y2[o] += a2 * w[o];
+        y3[o] += a3 * w[o];
+      }
+    }
+  }
+  for (; r < rows; ++r) {
+    float* y0 = &y[r * out];
+    for (std::int64_t i = 0; i < in; ++i) {
+      const float a0 = x[r * in + i];
+      const float* w = &wt[i * out];
+      for (std::int64_t o = 0; o < out; ++o) y0[o] += a0 * w[o];
+    }
+  }
+}
+
+void rms_norm(std::span<const float> x, const std::vector<float>& gain, float eps, std::span<float> y) {
+  const std::size_t dim = gain.size();
+  for (std::size_t r = 0; r < x.size() / dim; ++r) {
+    const float* xr = &x[r * dim];
+    double ss = 0;
+    for (std::size_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+    const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(dim) + eps));
+    for (std::size_t i = 0; i < dim; ++i) y[r * dim + i] = xr[i] * inv * gain[i];
+  }
+}
+
+// Rotate-half RoPE (Llama's): pairs (i, i + D/2) of each head turn by pos * theta^(-2i/D).
+void rope(std::span<float> x, std::int64_t heads, std::int64_t head_dim, std::span<const std::int64_t> pos,
+          double theta) {
+  const std::int64_t half = head_dim / 2;
+  std::vector<float> c(static_cast<std::size_t>(half)), s(static_cast<std::size_t>(half));
+  for (std::size_t r = 0; r < pos.size(); ++r) {
+    for (std::int64_t i = 0; i < half; ++i) {
+      const double angle = static_cast<double>(pos[r]) * std::pow(theta, -2.0 * static_cast<double>(i) / head_dim);
+      c[i] = static_cast<float>(std::cos(angle));
+      s[i] = static_cast<float>(std::sin(angle));
+    }
+    for (std::int64_t h = 0; h < heads; ++h) {
+      float* v = &x[(r * heads + h) * head_dim];
+      for (std::int64_t i = 0; i < half; ++i) {
+        const float a = v[i], b = v[i + half];
+        v[i] = a * c[i] - b * s[i];
+        v[i + half] = b * c[i] + a * s[i];
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void ModelConfig::check() const {
+  auto need = [](bool ok, const std::string& what) {
+    if (!ok) throw ringattn::InvalidArgument("model: " + what);
+  };
+  need(vocab >= 2 && vocab <= (1 << 24), "--vocab must be in [2, 2^24]");
+  need(dim >= 2 && dim <= 65536, "--dim must be in [2, 65536]");
+  need(layers >= 1 && layers <= 1024, "--layers must be in [1, 1024]");
+  need(heads >= 1 && kv_heads >= 1 && heads % kv_heads == 0, "--kv-heads must divide --heads");
+  need(head_dim >= 2 && head_dim % 2 == 0 && head_dim <= 256, "--head-dim must be even, in [2, 256] (RoPE pairs)");
+  need(ffn >= 1 && ffn <= (1 << 20), "--ffn must be in [1, 2^20]");
+}
+
+std::vector<TensorSpec> tensor_specs(const ModelConfig& c) {
+  std::vector<TensorSpec> t;
+  t.push_back({"model.embed_tokens.weight", {c.vocab, c.dim}});
+  for (std::int64_t l = 0; l < c.layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    t.push_back({p + "input_layernorm.weight", {c.dim}});
+    t.push_back({p + "self_attn.q_proj.weight", {c.heads * c.head_dim, c.dim}});
+    t.push_back({p + "self_attn.k_proj.weight", {c.kv_heads * c.head_dim, c.dim}});
+    t.push_back({p + "self_attn.v_proj.weight", {c.kv_heads * c.head_dim, c.dim}});
+    t.push_back({p + "self_attn.o_proj.weight", {c.dim, c.heads * c.head_dim}});
+    t.push_back({p + "post_attention_layernorm.weight", {c.dim}});
+    t.push_back({p + "mlp.gate_proj.weight", {c.ffn, c.dim}});
+    t.push_back({p + "mlp.up_proj.weight", {c.ffn, c.dim}});
+    t.push_back({p + "mlp.down_proj.weight", {c.dim, c.ffn}});
+  }
+  t.push_back({"model.norm.weight", {c.dim}});
+  if (!c.tied) t.push_back({"lm_head.weight", {c.vocab, c.dim}});
+  return t;
+}
+
+std::vector<float> generate_tensor(std::uint64_t seed, int index, const TensorSpec& spec) {
+  const std::uint64_t key = finalise(seed + static_cast<std::uint64_t>(index + 1) * 0xD1B54A32D192ED03ull);
+  const bool norm = spec.shape.size() == 1;
+  const float scale = norm ? 0.1f : static_cast<float>(1.0 / std::sqrt(static_cast<double>(spec.shape[1])));
+  std::vector<float> w(static_cast<std::size_t>(elements(spec)));
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    const std::uint64_t z = finalise(key + (i + 1) * 0x9E3779B97F4A7C15ull);
+    const float u = static_cast<float>(z >> 40) * 0x1p-24f;
+    const float a = 2.0f * u - 1.0f;
+    w[i] = norm ? 1.0f + scale * a : a * scale;
+  }
+  return w;
+}
+
+namespace {
+
+// Puts tensors (in tensor_specs order, HF layout) into the model's layout.
+template <typename Source>
+void assemble(const ModelConfig& c, Source&& next, std::vector<float>& embedding, std::vector<LayerWeights>& layers,
+              std::vector<float>& final_norm, std::vector<float>& head) {
+  embedding = next();
+  const std::int64_t qd = c.heads * c.head_dim, kd = c.kv_heads * c.head_dim;
+  layers.resize(static_cast<std::size_t>(c.layers));
+  for (LayerWeights& L : layers) {
+    L.attn_norm = next();
+    L.wq = transpose(next(), qd, c.dim);
+    L.wk = transpose(next(), kd, c.dim);
+    L.wv = transpose(next(), kd, c.dim);
+    L.wo = transpose(next(), c.dim, qd);
+    L.mlp_norm = next();
+    L.w_gate = transpose(next(), c.ffn, c.dim);
+    L.w_up = transpose(next(), c.ffn, c.dim);
+    L.w_down = transpose(next(), c.dim, c.ffn);
+  }
+  final_norm = next();
+  head = transpose(c.tied ? embedding : next(), c.vocab, c.dim);
+}
+
+}  // namespace
+
+Model Model::from_seed(const ModelConfig& c, std::uint64_t seed) {
+  c.check();
+  Model m;
+  m.c_ = c;
+  const std::vector<TensorSpec> specs = tensor_specs(c);
+  int t = 0;
+  auto next = [&] {
+    const int index = t++;
+    return generate_tensor(seed, index, specs[static_cast<std::size_t>(index)]);
+  };
+  assemble(c, next, m.embedding_, m.layers_, m.final_norm_, m.head_);
+  return m;
+}
+
+Model Model::from_safetensors(const ModelConfig& c, const std::string& path) {
+  c.check();
+  SafetensorsFile file(path);
+  Model m;
+  m.c_ = c;
+  const std::vector<TensorSpec> specs = tensor_specs(c);
+  std::size_t t = 0;
+  auto next = [&] {
+    const TensorSpec& s = specs[t++];
+    std::vector<float> w = file.take(s.name, s.shape);
+    for (float x : w)
+      if (!std::isfinite(x)) throw ringattn::FileError("weights " + path + ": tensor \"" + s.name + "\" holds NaN or inf");
+    return w;
+  };
+  assemble(c, next, m.embedding_, m.layers_, m.final_norm_, m.head_);
+  if (const auto extra = file.unused(); !extra.empty())
+    throw ringattn::FileError("weights " + path + ": tensor \"" + extra.front() +
+                              "\" is not part of this configuration (another --layers, or --untied?)");
+  return m;
+}
+
+void Model::embed(std::span<const std::int32_t> tokens, std::span<float> x) const {
+  for (std::size_t r = 0; r < tokens.size(); ++r)
+    std::memcpy(&x[r * c_.dim], &embedding_[static_cast<std::size_t>(tokens[r] * c_.dim)],
+                static_cast<std::size_t>(c_.dim) * sizeof(float));
+}
+
+void Model::attention_inputs(int l, std::span<const float> h, std::span<const std::int64_t> rope_positions,
+                             std::span<float> q, std::span<float> k, std::span<float> v) const {
+  const LayerWeights& L = layers_[static_cast<std::size_t>(l)];
+  std::vector<float> n(h.size());
+  rms_norm(h, L.attn_norm, c_.norm_eps, n);
+  matmul(n, L.wq, c_.dim, c_.heads * c_.head_dim, q);
+  matmul(n, L.wk, c_.dim, c_.kv_heads * c_.head_dim, k);
+  matmul(n, L.wv, c_.dim, c_.kv_heads * c_.head_dim, v);
+  rope(q, c_.heads, c_.head_dim, rope_positions, c_.rope_theta);
+  rope(k, c_.kv_heads, c_.head_dim, rope_positions, c_.rope_theta);
+}
+
+void Model::attention_output_and_mlp(int l, std::span<const float> o, std::span<float> h) const {
+  const LayerWeights& L = layers_[static_cast<std::size_t>(l)];
+  const std::size_t rows = h.size() / static_cast<std::size_t>(c_.dim);
+  std::vector<float> t(h.size());
+  matmul(o, L.wo, c_.heads * c_.head_dim, c_.dim, t);
+  for (std::size_t i = 0; i < h.size(); ++i) h[i] += t[i];
+  std::vector<float> n(h.size()), gate(rows * static_cast<std::size_t>(c_.ffn)), up(gate.size());
+  rms_norm(h, L.mlp_norm, c_.norm_eps, n);
+  matmul(n, L.w_gate, c_.dim, c_.ffn, gate);
+  matmul(n, L.w_up, c_.dim, c_.ffn, up);
+  for (std::size_t i = 0; i < gate.size(); ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+  matmul(gate, L.w_down, c_.ffn, c_.dim, t);
+  for (std::size_t i = 0; i < h.size(); ++i) h[i] += t[i];
+}
+
+void Model::logits(std::span<const float> h, std::span<float> out) const {
+  std::vector<float> n(h.size());
+  rms_norm(h, final_norm_, c_.norm_eps, n);
+  matmul(n, head_, c_.dim, c_.vocab, out);
+}
+
+std::int32_t argmax(std::span<const float> x) {
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < x.size(); ++i)
+    if (x[i] > x[best]) best = i;
+  return static_cast<std::int32_t>(best);
+}
+
+}  // namespace infer

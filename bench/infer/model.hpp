@@ -1,0 +1,88 @@
+// infer — a small Llama-style decoder's weights and its per-token math.
+//
+// Per layer: h += Wo · attention(RoPE(Wq · n), RoPE(Wk · n), Wv · n) with n = RMSNorm(h),
+// then h += Wdown · (silu(Wgate · n) * (Wup · n)) with n = RMSNorm(h); logits =
+// head · RMSNorm(h) at the end, the head tied to the embedding or separate. Attention is
+// not here: it is the ring's (main.cpp); everything here works on one token's row at a
+// time, so a rank computes exactly its own rows and the result of a row does not depend
+// on which rank computes it or beside which other rows (the sums run in a fixed order).
+//
+// Tensor names and shapes are Hugging Face Llama's ([out, in], "model.layers.0.mlp.
+// up_proj.weight", ...), so a converted checkpoint of this shape loads unchanged. They
+// are kept transposed ([in, out]) in memory: the matmul then runs along contiguous rows.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace infer {
+
+struct ModelConfig {
+  std::int64_t vocab = 256;
+  std::int64_t dim = 128;
+  std::int64_t layers = 2;
+  std::int64_t heads = 4;
+  std::int64_t kv_heads = 2;
+  std::int64_t head_dim = 32;
+  std::int64_t ffn = 256;
+  bool tied = true;  // the output head is the embedding
+  double rope_theta = 10000;
+  float norm_eps = 1e-5f;
+
+  void check() const;  // throws ringattn::InvalidArgument naming the bad size
+};
+
+// A tensor the model needs, in the order the seed generator draws them.
+struct TensorSpec {
+  std::string name;
+  std::vector<std::int64_t> shape;
+};
+std::vector<TensorSpec> tensor_specs(const ModelConfig& c);
+
+struct LayerWeights {
+  std::vector<float> attn_norm, wq, wk, wv, wo;  // matrices transposed: [in, out]
+  std::vector<float> mlp_norm, w_gate, w_up, w_down;
+};
+
+class Model {
+ public:
+  // Weights drawn from `seed` (generate_tensor below): the same on every machine.
+  static Model from_seed(const ModelConfig& c, std::uint64_t seed);
+  // Weights from a safetensors file (F32, the names of tensor_specs); every tensor of the
+  // configuration must be there with its shape, and nothing else.
+  static Model from_safetensors(const ModelConfig& c, const std::string& path);
+
+  const ModelConfig& config() const { return c_; }
+
+  // x [rows, dim] = embedding rows of the tokens.
+  void embed(std::span<const std::int32_t> tokens, std::span<float> x) const;
+  // q [rows, heads*head_dim], k and v [rows, kv_heads*head_dim] of layer l for hidden rows h,
+  // RoPE applied at rope_positions [rows].
+  void attention_inputs(int l, std::span<const float> h, std::span<const std::int64_t> rope_positions,
+                        std::span<float> q, std::span<float> k, std::span<float> v) const;
+  // h += Wo · o, then the MLP block, in place on h [rows, dim].
+  void attention_output_and_mlp(int l, std::span<const float> o, std::span<float> h) const;
+  // logits [rows, vocab] of the hidden rows h.
+  void logits(std::span<const float> h, std::span<float> out) const;
+
+ private:
+  ModelConfig c_;
+  std::vector<float> embedding_;  // [vocab, dim] (a lookup table: not transposed)
+  std::vector<LayerWeights> layers_;
+  std::vector<float> final_norm_, head_;  // head_ [dim, vocab]
+};
+
+// The seed generator, portable by construction (integer arithmetic mod 2^64 only, then
+// exact float32 steps): element i of tensor number t is splitmix64's finaliser of
+// key_t + (i + 1) * 0x9E3779B97F4A7C15 with key_t = finaliser(seed + (t + 1) * 0xD1B54A32D192ED03),
+// its top 24 bits u in [0, 1), then a = 2u - 1 (exact) and w = a * float(1/sqrt(fan_in))
+// for a matrix [out, in] (fan_in = in), w = 1 + 0.1f * a for a norm's gains.
+// bench/infer/write_weights.py draws the same numbers with numpy.
+std::vector<float> generate_tensor(std::uint64_t seed, int index, const TensorSpec& spec);
+
+// The index of the largest element (the first of equal ones).
+std::int32_t argmax(std::span<const float> x);
+
+}  // namespace infer

@@ -1,0 +1,79 @@
+// infer — parsing the command line.
+#include "options.hpp"
+
+#include <ringattn/error.hpp>
+
+#include <charconv>
+#include <string_view>
+
+namespace infer {
+
+const char* const kUsage = R"(usage: infer --prompts FILE [options]
+Greedy batch inference of a small Llama-style decoder over a ring of processes (rank,
+world size and rendezvous from the environment: RINGATTN_RANK/WORLD_SIZE/MASTER/TOKEN,
+or mpirun's with RINGATTN_MASTER).
+  --prompts FILE          JSON lines {"id": ..., "tokens": [ids]} (required)
+  --tokens K              tokens generated per prompt (default 4)
+  --out DIR               write DIR/rank-R.jsonl: each owned prompt's tokens and logits
+  --weights FILE          safetensors (F32, Hugging Face Llama names), else --seed
+  --seed S                weights drawn from S (default 1; identical on every machine)
+  --vocab N --dim N --layers N --heads N --kv-heads N --head-dim N --ffn N
+                          the model (default 256, 128, 2, 4, 2, 32, 256)
+  --untied                a separate output head (lm_head.weight)
+  --rope-positions global|local
+                          global (default): RoPE at each token's place in its prompt;
+                          local: at the rank's row index (the positions trap, for tests)
+  --threads N             kernel threads per process (default RINGATTN_THREADS, else all)
+)";
+
+namespace {
+
+std::int64_t number(std::string_view flag, std::string_view text, std::int64_t lo, std::int64_t hi) {
+  std::int64_t x = 0;
+  const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), x);
+  if (ec != std::errc() || p != text.data() + text.size() || x < lo || x > hi)
+    throw ringattn::InvalidArgument(std::string(flag) + " takes an integer in [" + std::to_string(lo) + ", " +
+                                    std::to_string(hi) + "], got '" + std::string(text) + "'");
+  return x;
+}
+
+}  // namespace
+
+bool parse_args(int argc, char** argv, JobOptions& o) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view flag = argv[i];
+    if (flag == "--help" || flag == "-h") return false;
+    if (flag == "--untied") {
+      o.model.tied = false;
+      continue;
+    }
+    if (i + 1 >= argc) throw ringattn::InvalidArgument(std::string(flag) + " needs a value (see --help)");
+    const std::string_view v = argv[++i];
+    ModelConfig& m = o.model;
+    if (flag == "--prompts") o.prompts = v;
+    else if (flag == "--out") o.out_dir = v;
+    else if (flag == "--weights") o.weights = v;
+    else if (flag == "--tokens") o.tokens = static_cast<int>(number(flag, v, 1, 1 << 16));
+    else if (flag == "--seed") o.seed = static_cast<std::uint64_t>(number(flag, v, 0, INT64_MAX));
+    else if (flag == "--threads") o.threads = static_cast<int>(number(flag, v, 1, 1024));
+    else if (flag == "--vocab") m.vocab = number(flag, v, 2, 1 << 24);
+    else if (flag == "--dim") m.dim = number(flag, v, 2, 65536);
+    else if (flag == "--layers") m.layers = number(flag, v, 1, 1024);
+    else if (flag == "--heads") m.heads = number(flag, v, 1, 1024);
+    else if (flag == "--kv-heads") m.kv_heads = number(flag, v, 1, 1024);
+    else if (flag == "--head-dim") m.head_dim = number(flag, v, 2, 256);
+    else if (flag == "--ffn") m.ffn = number(flag, v, 1, 1 << 20);
+    else if (flag == "--rope-positions") {
+      if (v == "global") o.rope = RopePositions::global;
+      else if (v == "local") o.rope = RopePositions::local;
+      else throw ringattn::InvalidArgument("--rope-positions takes global or local, got '" + std::string(v) + "'");
+    } else {
+      throw ringattn::InvalidArgument("unknown flag " + std::string(flag) + " (see --help)");
+    }
+  }
+  if (o.prompts.empty()) throw ringattn::InvalidArgument("--prompts FILE is required (see --help)");
+  o.model.check();
+  return true;
+}
+
+}  // namespace infer

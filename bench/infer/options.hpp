@@ -1,0 +1,34 @@
+// infer — the job's command line.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "model.hpp"
+
+namespace infer {
+
+// Which position RoPE rotates a prompt's token by. `global` (right): the token's place in
+// its own prompt, derived from the global packed position shard_documents() returns
+// minus the prompt's start. `local` (the seed's positions trap, kept for the test that
+// must catch it): the row's index on this rank, which is wrong as soon as a prompt is
+// split across ranks.
+enum class RopePositions { global, local };
+
+struct JobOptions {
+  ModelConfig model;
+  std::uint64_t seed = 1;
+  std::string weights;  // safetensors file; empty: weights from the seed
+  std::string prompts;
+  std::string out_dir;  // empty: no result files
+  int tokens = 4;       // generated per prompt (greedy)
+  int threads = 0;      // 0: RINGATTN_THREADS or the library's default
+  RopePositions rope = RopePositions::global;
+};
+
+extern const char* const kUsage;
+
+// Throws ringattn::InvalidArgument naming the flag. Returns false for --help.
+bool parse_args(int argc, char** argv, JobOptions& o);
+
+}  // namespace infer

@@ -1,0 +1,19 @@
+// infer — each rank's results as JSON lines, one per prompt it owns:
+//   {"id": <as in the prompts file>, "prompt": i, "prompt_tokens": n, "rank": r,
+//    "tokens": [generated ids], "logits": [[vocab floats] per generated token]}
+// written to DIR/rank-R.jsonl through a temporary file and a rename, so a reader never
+// sees half a file (floats with 9 significant digits: fp32 round-trips exactly).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "job.hpp"
+
+namespace infer {
+
+// Throws ringattn::FileError naming the file.
+void write_results(const std::string& dir, int rank, const std::vector<Prompt>& prompts,
+                   const std::vector<SequenceResult>& results, std::int64_t vocab);
+
+}  // namespace infer

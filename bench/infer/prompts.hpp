@@ -1,0 +1,24 @@
+// infer — the batch of prompts: a JSON lines file, one {"id": ..., "tokens": [...]} per
+// line (blank lines skipped). The id is a string or an integer, echoed in the output;
+// tokens are integer ids in [0, vocab), at least one per prompt. Every line is checked
+// before anything is sized from it; an error names the file, the line and what to fix.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace infer {
+
+struct Prompt {
+  std::string id;  // as JSON: "\"abc\"" or "17", written back verbatim
+  std::vector<std::int32_t> tokens;
+};
+
+// Throws ringattn::FileError. max_tokens bounds the whole batch (the packed sequence).
+std::vector<Prompt> read_prompts(const std::string& path, std::int64_t vocab, std::int64_t max_tokens);
+
+// {0, n0, n0+n1, ...}: the packed batch's cumulative lengths.
+std::vector<std::int64_t> cu_seqlens(const std::vector<Prompt>& prompts);
+
+}  // namespace infer

@@ -1,0 +1,115 @@
+// infer — the safetensors reader. The header is untrusted input: nothing it says is used
+// before it is checked against the file.
+#include "safetensors.hpp"
+
+#include <ringattn/error.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include "json.hpp"
+
+namespace infer {
+
+static_assert(std::endian::native == std::endian::little, "safetensors data is little-endian");
+
+namespace {
+
+constexpr std::uint64_t kMaxHeader = 100u << 20;  // as the reference implementation
+
+std::string shape_text(std::span<const std::int64_t> shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
+  auto fail = [&](const std::string& what) -> ringattn::FileError {
+    return ringattn::FileError("weights " + path + ": " + what);
+  };
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw fail("cannot open (does it exist and is it readable?)");
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw fail("read error");
+  if (bytes.size() < 8) throw fail("shorter than the 8-byte header length: not a safetensors file");
+  std::uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  if (n > kMaxHeader || n > bytes.size() - 8)
+    throw fail("header length " + std::to_string(n) + " exceeds the file (" + std::to_string(bytes.size()) +
+               " bytes) or 100 MiB: not a safetensors file, or truncated");
+  Json header;
+  try {
+    header = parse_json(std::string_view(bytes.data() + 8, n));
+  } catch (const std::runtime_error& e) {
+    throw fail(std::string("header: ") + e.what());
+  }
+  if (header.kind != Json::Kind::object) throw fail("header is not a JSON object");
+  data_.assign(bytes.begin() + 8 + static_cast<std::ptrdiff_t>(n), bytes.end());
+  const std::uint64_t size = data_.size();
+
+  for (const auto& [name, t] : header.fields) {
+    if (name == "__metadata__") continue;
+    auto bad = [&](const std::string& what) { return fail("tensor \"" + name + "\": " + what); };
+    const Json* dtype = t.find("dtype");
+    const Json* shape = t.find("shape");
+    const Json* offsets = t.find("data_offsets");
+    if (!dtype || !shape || !offsets) throw bad("needs dtype, shape and data_offsets");
+    if (dtype->kind != Json::Kind::string || dtype->text != "F32")
+      throw bad("dtype " + (dtype->kind == Json::Kind::string ? dtype->text : std::string("?")) +
+                ", only F32 is read (convert with numpy: .astype(np.float32))");
+    if (shape->kind != Json::Kind::array || shape->items.size() > 8) throw bad("shape must be an array of at most 8 sizes");
+    if (offsets->kind != Json::Kind::array || offsets->items.size() != 2) throw bad("data_offsets must be [begin, end]");
+    Entry e;
+    std::uint64_t elements = 1;
+    try {
+      for (const Json& d : shape->items) {
+        const std::int64_t x = d.as_int("shape entry", 0, std::int64_t{1} << 40);
+        e.shape.push_back(x);
+        if (x != 0 && elements > (std::uint64_t{1} << 40) / static_cast<std::uint64_t>(x))
+          throw std::runtime_error("shape has more than 2^40 elements");
+        elements *= static_cast<std::uint64_t>(x);
+      }
+      e.begin = static_cast<std::uint64_t>(offsets->items[0].as_int("data_offsets begin", 0, INT64_MAX));
+      e.end = static_cast<std::uint64_t>(offsets->items[1].as_int("data_offsets end", 0, INT64_MAX));
+    } catch (const std::runtime_error& x) {
+      throw bad(x.what());
+    }
+    if (e.begin > e.end || e.end > size)
+      throw bad("data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + ") outside the " +
+                std::to_string(size) + " data bytes (truncated file?)");
+    if (e.end - e.begin != elements * 4)
+      throw bad("holds " + std::to_string(e.end - e.begin) + " bytes, shape " + shape_text(e.shape) + " needs " +
+                std::to_string(elements * 4));
+    entries_.emplace(name, std::move(e));
+  }
+}
+
+std::vector<float> SafetensorsFile::take(const std::string& name, std::span<const std::int64_t> shape) {
+  const auto it = entries_.find(name);
+  if (it == entries_.end())
+    throw ringattn::FileError("weights " + path_ + ": no tensor \"" + name + "\" (expected shape " +
+                              shape_text(shape) + "; does the file match --layers and --untied?)");
+  Entry& e = it->second;
+  if (!std::equal(e.shape.begin(), e.shape.end(), shape.begin(), shape.end()))
+    throw ringattn::FileError("weights " + path_ + ": tensor \"" + name + "\" has shape " + shape_text(e.shape) +
+                              ", the model's configuration needs " + shape_text(shape));
+  std::vector<float> out((e.end - e.begin) / 4);
+  if (!out.empty()) std::memcpy(out.data(), data_.data() + e.begin, e.end - e.begin);
+  e.used = true;
+  return out;
+}
+
+std::vector<std::string> SafetensorsFile::unused() const {
+  std::vector<std::string> names;
+  for (const auto& [name, e] : entries_)
+    if (!e.used) names.push_back(name);
+  return names;
+}
+
+}  // namespace infer
