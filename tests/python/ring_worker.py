@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -70,7 +71,16 @@ def main():
             q = rng.standard_normal((16, 2, 64), dtype=np.float32)
             if a.mode == "die":
                 ring.forward(q, q, q, positions=pos)  # one good call: the ring is up everywhere
+                marker = os.path.join(a.out, "rank0.called")
+                if a.rank == 0:
+                    open(marker, "w").close()
                 if a.rank == 1:
+                    # Leave only once rank 0's good call has returned: leaving earlier can reset
+                    # the connection under rank 0's last frame and fail that call instead.
+                    for _ in range(600):
+                        if os.path.exists(marker):
+                            break
+                        time.sleep(0.05)
                     os._exit(0)  # no goodbye: the others see the connection end
             elif a.rank != 0:
                 q = np.ascontiguousarray(q[:, :, :32])
