@@ -10,7 +10,7 @@ namespace {
 
 constexpr int kBlock = 16;    // keys whose scores are computed and reduced together
 constexpr int kMaxDim = 256;  // head_dim bound (kernels/cache_loops.hpp)
-constexpr int kAhead = 64;    // rows prefetched ahead
+constexpr int kAhead = 64;    // rows prefetched ahead (into L2: the L1 miss buffers stay free for the loads)
 
 inline __m512 load16(const float* x) { return _mm512_loadu_ps(x); }
 inline __m512 load16(const std::uint16_t* x) {
@@ -21,7 +21,7 @@ inline __m512 load16(const std::uint16_t* x) {
 template <class T>
 inline void prefetch_rows(const T* base, std::int64_t ld, int rows, int bytes) {
   for (int r = 0; r < rows; ++r)
-    for (int b = 0; b < bytes; b += 64) _mm_prefetch(reinterpret_cast<const char*>(base + r * ld) + b, _MM_HINT_T0);
+    for (int b = 0; b < bytes; b += 64) _mm_prefetch(reinterpret_cast<const char*>(base + r * ld) + b, _MM_HINT_T1);
 }
 
 // Lane j of the result = the sum of the 16 lanes of v[j].
@@ -165,7 +165,7 @@ void scores_bf16_split(const float* q, int G, const std::uint16_t* k, std::int64
         const std::uint16_t* kr = k + j * ld;
         if (g0 == 0)  // this KV head's part of the row, kAhead rows on (each head's pass fetches its own)
           for (int b = 0; b < slice_bytes; b += 64)
-            _mm_prefetch(reinterpret_cast<const char*>(kr + kAhead * ld) + b, _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(kr + kAhead * ld) + b, _MM_HINT_T1);
         __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
         for (int c = 0; c < chunks; ++c) {
           const __m512i x = (c < pairs) ? _mm512_loadu_si512(kr + 32 * c)
@@ -198,7 +198,7 @@ void pv_bf16_block(const float* p, int n, const std::uint16_t* v, std::int64_t l
     const std::uint16_t* vr = v + j * ld;
     if (g0 == 0 && c0 == 0)
       for (int b = 0; b < slice_bytes; b += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(vr + kAhead * ld) + b, _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(vr + kAhead * ld) + b, _MM_HINT_T1);
     __m512 e[NC], od[NC];
     for (int c = 0; c < NC; ++c) {
       const __m512i x = _mm512_loadu_si512(vr + 32 * (c0 + c));
