@@ -68,7 +68,7 @@ void print_summary(const node::JobSpec& job, const RunResult& r) {
 
 constexpr const char* kJsonHelp =
     "--json prints {\"ok\", \"command\", the job (nodes, layout (\"packed\" with --cu-seqlens), documents (0 unless\n"
-    "packed), mask, dtype, tokens, heads, kv_heads, head_dim,\n"
+    "packed), decode_steps, mask, dtype, tokens, heads, kv_heads, head_dim,\n"
     "threads_per_node), ring_seconds, wall_seconds, useful_flops, gflops, compute_max_over_mean, per_node: [{rank,\n"
     "rows, total/compute/wait_seconds, useful_flops, gflops, bytes_sent, payload_bytes_sent, io_cpu_seconds,\n"
     "steps_skipped, max_rss_kib}]}; a failed command prints {\"ok\": false, \"command\", \"error\"}.";
