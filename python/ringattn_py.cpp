@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <numeric>
@@ -92,6 +93,13 @@ py::array_t<std::int32_t> documents_of(const py::object& obj, py::ssize_t rows, 
   if (a.ndim() != 1 || a.shape(0) != rows)
     bad(call + ": " + name + " has shape " + shape_of(a) + "; expected (" + std::to_string(rows) +
         ",), one id per row");
+  // Checked before the cast to int32, which would wrap 2**32 + 5 to 5 without a word.
+  const auto wide = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(a);
+  for (py::ssize_t i = 0; i < wide.size(); ++i)
+    if (wide.data()[i] < std::numeric_limits<std::int32_t>::min() ||
+        wide.data()[i] > std::numeric_limits<std::int32_t>::max())
+      bad(call + ": " + name + "[" + std::to_string(i) + "] = " + std::to_string(wide.data()[i]) +
+          " does not fit 32 bits");
   return py::array_t<std::int32_t, py::array::c_style | py::array::forcecast>::ensure(a);
 }
 
@@ -434,7 +442,8 @@ PYBIND11_MODULE(ringattn, m) {
            "positions [n] (each after its sequence's cached positions). Each token's k and v are appended to the "
            "cache of rank decode_store_rank(sequence, position); every rank's queries visit every rank's cache "
            "(the cache never moves) and the partial states come back to this rank. cache: this layer's KVCache; "
-           "its dtype is the call's. Returns (o [n, heads, head_dim], lse [n, heads]).")
+           "its dtype is the call's; no other thread may use it during the call. A failed call leaves every rank's "
+           "cache as it was. Returns (o [n, heads, head_dim], lse [n, heads]).")
       .def_property_readonly("last_decode_stats", &PyRing::last_decode_stats, "Timings and bytes of the last decode().")
       .def("close", &PyRing::close, "Says goodbye to the peers and releases the ring. Idempotent.")
       .def("__enter__", [](py::object self) { return self; })
@@ -451,7 +460,8 @@ PYBIND11_MODULE(ringattn, m) {
       });
   py::class_<ringattn::KVCache>(m, "KVCache",
                                 "One layer's K/V rows on this rank, per sequence, for Ring.decode(): the library "
-                                "owns the memory. dtype 'fp32' or 'bf16' (storage; the decode call's dtype).")
+                                "owns the memory. dtype 'fp32' or 'bf16' (storage; the decode call's dtype). Not "
+                                "thread-safe: one thread at a time, also while Ring.decode uses it.")
       .def(py::init([](std::int64_t kv_heads, std::int64_t head_dim, const std::string& dtype) {
              return ringattn::KVCache(kv_heads, head_dim, ringattn::parse_dtype(dtype));
            }),
@@ -485,6 +495,8 @@ PYBIND11_MODULE(ringattn, m) {
           "positions"_a, "documents"_a, "k"_a, "v"_a,
           "Keeps a packed prefill's rows as they were passed to forward(): row i belongs to sequence documents[i].")
       .def("erase", &ringattn::KVCache::erase, "sequence"_a, "Frees a finished sequence's rows.")
+      .def("truncate", &ringattn::KVCache::truncate, "sequence"_a, "rows"_a,
+           "Keeps the first `rows` rows of a sequence (takes back rejected speculative tokens).")
       .def("clear", &ringattn::KVCache::clear)
       .def("rows_of", py::overload_cast<std::int32_t>(&ringattn::KVCache::rows, py::const_), "sequence"_a)
       .def_property_readonly("rows", py::overload_cast<>(&ringattn::KVCache::rows, py::const_))

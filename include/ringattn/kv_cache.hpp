@@ -15,11 +15,14 @@
 // Positions are whatever the prefill passed to the ring (global positions of the packed
 // batch, or positions inside each document): the mask is evaluated on them, so decode
 // tokens of a sequence must continue its positions (strictly greater than every cached
-// position of that sequence, on every rank).
+// position of that sequence). Each rank checks the rows it stores against its own cache;
+// that a position is not cached on another rank too is the caller's part (prefill and
+// decode positions from one numbering, as shard_documents and decode_store_rank give them).
 //
 // Storage: K and V in `dtype` (bf16 halves the memory; accumulation stays fp32), rows of
 // [kv_heads, head_dim]. Appends grow a sequence's arrays like a std::vector (amortised
-// doubling); reserve() first when the final length is known. Not thread-safe.
+// doubling); reserve() first when the final length is known. An append that fails (a bad
+// row, or out of memory) leaves the cache as it was. Not thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -59,6 +62,9 @@ class KVCache {
 
   void reserve(std::int32_t sequence, std::int64_t rows);
   void erase(std::int32_t sequence);  // a finished prompt frees its rows
+  // Keeps the first `rows` rows of a sequence (no-op if it holds fewer): takes back
+  // tokens, e.g. a decode step that failed, or speculative tokens that were rejected.
+  void truncate(std::int32_t sequence, std::int64_t rows);
   void clear();
 
   std::int64_t rows() const;                         // all sequences

@@ -156,9 +156,10 @@ class Ring {
 
   // One decode step on stationary KV shards (kv_cache.hpp). Each rank passes the new
   // tokens it owns (the ones whose hidden state it computed; any number, 0 included, up
-  // to limits().max_rows, and at most max_rows over all ranks): sequences [n] (ids >= 0),
-  // positions [n] (each above every cached position of its sequence), q [n, heads,
-  // head_dim], k and v [n, kv_heads, head_dim], fp32 and finite. Then:
+  // to limits().max_rows): sequences [n] (ids >= 0), positions [n] (each above every
+  // cached position of its sequence; tokens of one sequence in one step in any order),
+  // q [n, heads, head_dim], k and v [n, kv_heads, head_dim], fp32, finite and within
+  // bf16's range for a bf16 call. Then:
   //   1. every rank's queries, with their K/V, travel once around the ring (an
   //      all-gather: P-1 neighbour steps of a few KiB per token);
   //   2. each token's K/V is appended to the `cache` of rank decode_store_rank(sequence,
@@ -176,7 +177,9 @@ class Ring {
   // (the spec travels with the queries and is compared, as in forward()). Errors as in
   // forward(): InvalidArgument before anything is sent, else NetworkError and the ring is
   // broken — also when a token's position does not continue its sequence on the rank that
-  // stores it (the cache of that rank is then left without it).
+  // stores it. A call that fails leaves every rank's cache as it was before the call (the
+  // step's tokens are taken out again), so the step can be retried on a new ring.
+  // The cache is used without a lock: no other thread may touch it during the call.
   DecodeStats decode(const AttentionSpec& spec, KVCache& cache, std::span<const std::int32_t> sequences,
                      std::span<const std::int64_t> positions, std::span<const float> q, std::span<const float> k,
                      std::span<const float> v, std::span<float> o, std::span<float> lse = {});

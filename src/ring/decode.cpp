@@ -14,6 +14,7 @@
 // sends is checked before it is used (frame, prefix and spec, origin, sizes, positions and
 // sequences >= 0); a token whose position does not continue its sequence on the rank that
 // stores it fails the call on every rank.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -202,10 +203,20 @@ DecodeStats Ring::decode(const AttentionSpec& spec, KVCache& cache, std::span<co
   b.partial.resize(static_cast<std::size_t>(P));
   std::vector<std::size_t> count(static_cast<std::size_t>(P), 0);  // tokens per origin
   DecodeStats st;
+  std::vector<std::pair<std::int32_t, std::int64_t>> stored;  // sequences appended to, and their rows before
+  auto take_back = [&] {
+    for (const auto& [seq, rows] : stored) cache.truncate(seq, rows);
+  };
 
   try {
     // 1. Gather: every rank's tokens reach every rank.
     dc.encode(b.gathered[static_cast<std::size_t>(R)], sequences, positions, q, k, v);
+    if (spec.dtype == DType::bf16) {  // a finite fp32 beyond bf16's range rounds to inf
+      const QueryLayout L{static_cast<std::size_t>(n), dc.cols, dc.esz};
+      if (ops.has_non_finite_bf16(reinterpret_cast<const std::uint16_t*>(b.gathered[static_cast<std::size_t>(R)].data() + L.body()),
+                                  static_cast<std::int64_t>(L.rows * L.cols)))
+        bad("q, k or v holds a value beyond bf16's range (about 3.39e38), which bf16 rounds to inf");
+    }
     count[static_cast<std::size_t>(R)] = static_cast<std::size_t>(n);
     std::optional<std::uint32_t> crc;
     for (int s = 0; s + 1 < P; ++s) {
@@ -259,13 +270,18 @@ DecodeStats Ring::decode(const AttentionSpec& spec, KVCache& cache, std::span<co
       }
     }
 
-    // 2. Store: this rank's share of the new tokens, all checked before any is appended.
+    // 2. Store: this rank's share of the new tokens, in (sequence, position) order, all
+    // checked before any is appended; what was appended is taken back if the call fails.
     {
       std::map<std::int32_t, std::int64_t> last;
       std::vector<std::size_t> mine;
-      for (std::size_t tok = 0; tok < T; ++tok) {
+      for (std::size_t tok = 0; tok < T; ++tok)
+        if (decode_store_rank(b.sequences[tok], b.positions[tok], P) == R) mine.push_back(tok);
+      std::stable_sort(mine.begin(), mine.end(), [&](std::size_t x, std::size_t y) {
+        return std::pair(b.sequences[x], b.positions[x]) < std::pair(b.sequences[y], b.positions[y]);
+      });
+      for (std::size_t tok : mine) {
         const std::int32_t seq = b.sequences[tok];
-        if (decode_store_rank(seq, b.positions[tok], P) != R) continue;
         auto it = last.find(seq);
         if (it == last.end()) {
           const auto view = cache.view(seq);
@@ -279,8 +295,8 @@ DecodeStats Ring::decode(const AttentionSpec& spec, KVCache& cache, std::span<co
                         ") does not follow the sequence's last position " + std::to_string(it->second) +
                         " on this rank, which stores it: decode positions must continue each sequence");
         it->second = b.positions[tok];
-        mine.push_back(tok);
       }
+      for (const auto& [seq, unused] : last) stored.emplace_back(seq, cache.rows(seq));
       const std::size_t kv_bytes = static_cast<std::size_t>(KH * D) * dc.esz;
       for (std::size_t tok : mine)
         cache.append_raw(b.sequences[tok], std::span<const std::int64_t>(&b.positions[tok], 1), kv_rows[tok],
@@ -351,9 +367,14 @@ DecodeStats Ring::decode(const AttentionSpec& spec, KVCache& cache, std::span<co
       st.wait_seconds += since(t0);
     }
   } catch (const NetworkError& e) {
+    take_back();
     im.mark_broken(e.what());
     throw;
-  } catch (const std::exception& e) {  // after the first send: the peers cannot be left waiting
+  } catch (const std::exception& e) {
+    // Refused before anything was sent (the bf16 range check): the ring stays usable.
+    if (dynamic_cast<const InvalidArgument*>(&e) && st.bytes_sent == 0 && stored.empty()) throw;
+    // Otherwise the peers are in the call: they cannot be left waiting.
+    take_back();
     const std::string why = std::string("a decode call failed on rank ") + std::to_string(R) + ": " + e.what();
     if (t.failure().empty()) t.abort(FailureCause::local, R, why);
     im.mark_broken(why);

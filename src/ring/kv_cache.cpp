@@ -56,10 +56,17 @@ struct KVCache::Impl {
   }
 
   // Appends checked rows; k and v in the dtype already.
+  // All-or-nothing: the three arrays are grown first (what may throw), then filled.
   void put(std::int32_t seq, std::span<const std::int64_t> pos, const std::byte* k, const std::byte* v) {
     auto& s = seqs[seq];
-    s.positions.insert(s.positions.end(), pos.begin(), pos.end());
     const std::size_t n = pos.size() * row_bytes();
+    auto grow = [](auto& vec, std::size_t more) {
+      if (vec.capacity() - vec.size() < more) vec.reserve(std::max(vec.size() + more, 2 * vec.capacity()));
+    };
+    grow(s.positions, pos.size());
+    grow(s.k, n);
+    grow(s.v, n);
+    s.positions.insert(s.positions.end(), pos.begin(), pos.end());
     s.k.insert(s.k.end(), k, k + n);
     s.v.insert(s.v.end(), v, v + n);
     rows += static_cast<std::int64_t>(pos.size());
@@ -136,8 +143,19 @@ void KVCache::append_packed(std::span<const std::int64_t> positions, std::span<c
   }
   im.check_finite(k.data(), v.data(), n);
   std::vector<std::uint16_t> scratch;
-  for (const auto& [b, e] : runs)
-    im.put_f32(documents[b], positions.subspan(b, e - b), k.data() + b * row, v.data() + b * row, scratch);
+  std::size_t done = 0;
+  try {
+    for (; done < runs.size(); ++done) {
+      const auto [b, e] = runs[done];
+      im.put_f32(documents[b], positions.subspan(b, e - b), k.data() + b * row, v.data() + b * row, scratch);
+    }
+  } catch (...) {  // out of memory part way: take back the runs already appended
+    for (std::size_t i = 0; i < done; ++i) {
+      const auto [b, e] = runs[i];
+      truncate(documents[b], rows(documents[b]) - static_cast<std::int64_t>(e - b));
+    }
+    throw;
+  }
 }
 
 void KVCache::append_raw(std::int32_t sequence, std::span<const std::int64_t> positions, const void* k, const void* v) {
@@ -168,6 +186,17 @@ void KVCache::erase(std::int32_t sequence) {
   if (it == impl_->seqs.end()) return;
   impl_->rows -= static_cast<std::int64_t>(it->second.positions.size());
   impl_->seqs.erase(it);
+}
+
+void KVCache::truncate(std::int32_t sequence, std::int64_t keep) {
+  auto it = impl_->seqs.find(sequence);
+  if (keep < 0) impl_->bad("truncate: rows " + std::to_string(keep) + " < 0");
+  if (it == impl_->seqs.end() || static_cast<std::int64_t>(it->second.positions.size()) <= keep) return;
+  auto& s = it->second;
+  impl_->rows -= static_cast<std::int64_t>(s.positions.size()) - keep;
+  s.positions.resize(static_cast<std::size_t>(keep));
+  s.k.resize(static_cast<std::size_t>(keep) * impl_->row_bytes());
+  s.v.resize(static_cast<std::size_t>(keep) * impl_->row_bytes());
 }
 
 void KVCache::clear() {

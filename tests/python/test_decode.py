@@ -95,6 +95,8 @@ def test_decode_world_of_one_bf16_cache_and_bad_calls():
             ring.decode(q[:1], k[:1, :1], v[:1, :1], cache=cache, sequences=[0], positions=[0])
         with pytest.raises(ringattn.InvalidArgument, match="decode: positions has shape"):
             ring.decode(q[:1], k[:1], v[:1], cache=cache, sequences=[0], positions=[0, 1])
+        with pytest.raises(ringattn.InvalidArgument, match=r"sequences\[0\] = 4294967301"):
+            ring.decode(q[:1], k[:1], v[:1], cache=cache, sequences=[2**32 + 5], positions=[0])
         assert not ring.broken
     check([result], q, k, v, 1e-2)
     assert ringattn.decode_store_rank(3, 10, 4) == 1

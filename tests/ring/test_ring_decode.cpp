@@ -187,7 +187,7 @@ TEST_CASE("ring decode: a token that does not continue its sequence fails on eve
   const int world = 2;
   const Generation g({30, 20}, 1, Mask::causal(), DType::f32, 41);
   std::vector<std::string> refused(world);
-  std::vector<int> broken(world, 1);
+  std::vector<int> broken(world, 1), rows_back(world, 0);
   const std::string m = fresh_master();
   const auto errors = on_ranks(world, [&](int r) {
     Ring ring = Ring::connect(options(r, world, m, 5));
@@ -210,13 +210,31 @@ TEST_CASE("ring decode: a token that does not continue its sequence fails on eve
     } catch (const InvalidArgument& e) {
       refused[static_cast<std::size_t>(r)] = e.what();
     }
-    // Then a position inside the prompt: whichever rank stores it fails the call everywhere.
-    std::vector<std::int64_t> stale = {g.cu_full[static_cast<std::size_t>(r)]};
+    // A value beyond bf16's range in a bf16 call is refused before sending, too.
+    {
+      AttentionSpec spec16 = g.spec;
+      spec16.dtype = DType::bf16;
+      auto q = rows(g.q, dp, g.H * g.D);
+      q[5] = 3.4e38f;  // finite in fp32 (max 3.40282e38), inf in bf16 (max 3.38953e38)
+      try {
+        ring.decode(spec16, wrong, seq, dp, q, rows(g.k, dp, g.KH * g.D), rows(g.v, dp, g.KH * g.D), o);
+      } catch (const InvalidArgument& e) {
+        refused[static_cast<std::size_t>(r)] += std::string(" | ") + e.what();
+      }
+      CHECK_FALSE(ring.broken());
+    }
+    // Then this rank's token of the step, and a position inside the prompt: whichever rank
+    // stores the stale one fails the call everywhere, and every cache is as it was before.
+    const std::int64_t before = cache.rows();
+    std::vector<std::int32_t> two = {r, r};
+    std::vector<std::int64_t> stale = {dp[0], g.cu_full[static_cast<std::size_t>(r)]};
+    std::vector<float> o2(2 * static_cast<std::size_t>(g.H * g.D));
     try {
-      ring.decode(g.spec, cache, seq, stale, rows(g.q, stale, g.H * g.D), rows(g.k, stale, g.KH * g.D),
-                  rows(g.v, stale, g.KH * g.D), o);
+      ring.decode(g.spec, cache, two, stale, rows(g.q, stale, g.H * g.D), rows(g.k, stale, g.KH * g.D),
+                  rows(g.v, stale, g.KH * g.D), o2);
     } catch (...) {
       broken[static_cast<std::size_t>(r)] = ring.broken();
+      rows_back[static_cast<std::size_t>(r)] = cache.rows() == before;
       throw;
     }
     broken[static_cast<std::size_t>(r)] = 0;
@@ -224,6 +242,8 @@ TEST_CASE("ring decode: a token that does not continue its sequence fails on eve
   for (int r = 0; r < world; ++r) {
     INFO("rank " << r << ": " << errors[static_cast<std::size_t>(r)] << " / " << refused[static_cast<std::size_t>(r)]);
     CHECK(refused[static_cast<std::size_t>(r)].find("the cache holds") != std::string::npos);
+    CHECK(refused[static_cast<std::size_t>(r)].find("beyond bf16's range") != std::string::npos);
+    CHECK(rows_back[static_cast<std::size_t>(r)]);
     CHECK(errors[static_cast<std::size_t>(r)].find("does not follow the sequence's last position") != std::string::npos);
     CHECK(broken[static_cast<std::size_t>(r)]);
   }
@@ -248,6 +268,37 @@ TEST_CASE("ring decode: a rank calling forward while the others decode fails the
   }
 }
 
+TEST_CASE("ring decode: tokens of one sequence may come in any order within a step") {
+  // Both decode tokens of the one document in one call, the later first: each is stored
+  // on its rank in position order, and each query still sees exactly its own past.
+  const int world = 2;
+  const Generation g({50}, 2, Mask::causal(), DType::f32, 47);
+  std::vector<double> err(world, 0);
+  const std::string m = fresh_master();
+  const auto errors = on_ranks(world, [&](int r) {
+    Ring ring = Ring::connect(options(r, world, m));
+    auto shard = shard_documents(g.cu_pre, world)[static_cast<std::size_t>(r)];
+    const auto& pos = shard.positions;  // one document: prompt space is the file's rows
+    KVCache cache(g.KH, g.D, DType::f32);
+    std::vector<float> o(pos.size() * static_cast<std::size_t>(g.H * g.D));
+    ring.forward(g.spec, rows(g.q, pos, g.H * g.D), rows(g.k, pos, g.KH * g.D), rows(g.v, pos, g.KH * g.D), pos,
+                 shard.documents, o);
+    cache.append_packed(pos, shard.documents, rows(g.k, pos, g.KH * g.D), rows(g.v, pos, g.KH * g.D));
+    std::vector<std::int32_t> seqs = r == 0 ? std::vector<std::int32_t>{0, 0} : std::vector<std::int32_t>{};
+    std::vector<std::int64_t> dp = r == 0 ? std::vector<std::int64_t>{51, 50} : std::vector<std::int64_t>{};
+    std::vector<float> od(dp.size() * static_cast<std::size_t>(g.H * g.D)), ld(dp.size() * static_cast<std::size_t>(g.H));
+    ring.decode(g.spec, cache, seqs, dp, rows(g.q, dp, g.H * g.D), rows(g.k, dp, g.KH * g.D),
+                rows(g.v, dp, g.KH * g.D), od, ld);
+    Generation::Result res;
+    g.compare(res, dp, od, ld);
+    err[static_cast<std::size_t>(r)] = std::max(res.err_o, res.err_lse);
+  });
+  for (int r = 0; r < world; ++r) {
+    CHECK(errors[static_cast<std::size_t>(r)] == "");
+    CHECK(err[static_cast<std::size_t>(r)] <= 2e-5);
+  }
+}
+
 TEST_CASE("KV cache: appends are checked, all or nothing") {
   KVCache c(2, 32, DType::bf16);
   std::vector<float> kv(3 * 2 * 32, 0.25f);
@@ -263,6 +314,13 @@ TEST_CASE("KV cache: appends are checked, all or nothing") {
   CHECK_THROWS_AS(c.append_packed(std::vector<std::int64_t>{7, 8, 9}, std::vector<std::int32_t>{1, 2, 1}, kv, kv),
                   InvalidArgument);  // document 1 twice, not contiguous
   CHECK(c.rows() == 3);
+  c.truncate(1, 5);  // holds fewer: nothing to take back
+  CHECK(c.rows() == 3);
+  c.truncate(0, 1);
+  CHECK(c.rows() == 2);
+  CHECK(c.view(0).positions.size() == 1);
+  c.append(0, std::vector<std::int64_t>{1}, std::vector<float>(2 * 32, 1.0f), std::vector<float>(2 * 32, 1.0f));
+  CHECK(c.rows(0) == 2);  // position 1 follows again once taken back
   c.erase(0);
   CHECK(c.rows() == 1);
   CHECK(decode_store_rank(3, 10, 4) == 1);
