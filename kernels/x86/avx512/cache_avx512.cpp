@@ -186,6 +186,80 @@ void scores_bf16_split(const float* q, int G, const std::uint16_t* k, std::int64
   }
 }
 
+// The same with AVX512-BF16's vdpbf16ps, on CPUs that have it (Zen 4 and later, Sapphire
+// Rapids and later): one instruction multiplies 32 bf16 pairs and adds them in fp32, so
+// the split of K into even and odd elements disappears. The query goes in as bf16, so this
+// path serves only a q that bf16 holds exactly — which a bf16 call's q is (it travels as
+// bf16); any other q takes the split path above. (vdpbf16ps treats subnormal inputs as 0;
+// a subnormal bf16 is below 1.2e-38.)
+#define RINGATTN_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+
+RINGATTN_BF16_TARGET
+void scores_bf16_dp(const float* q, int G, const std::uint16_t* k, std::int64_t ld, int n, int d, float* s) {
+  const int pairs = d / 32;
+  const int tail = d % 32;  // 0 or 16
+  const int chunks = pairs + (tail ? 1 : 0);
+  alignas(64) __m512bh qb[4][kMaxDim / 32];
+  alignas(64) float r[16];
+  const int slice_bytes = d * 2;
+  for (int g0 = 0; g0 < G; g0 += 4) {
+    const int gn = std::min(4, G - g0);
+    for (int h = 0; h < 4; ++h)
+      for (int c = 0; c < chunks; ++c) {
+        __m512 lo = _mm512_setzero_ps(), hi = _mm512_setzero_ps();
+        if (h < gn) {
+          const float* qh = q + static_cast<std::int64_t>(g0 + h) * d + 32 * c;
+          lo = _mm512_loadu_ps(qh);
+          hi = c < pairs ? _mm512_loadu_ps(qh + 16) : _mm512_setzero_ps();
+        }
+        qb[h][c] = _mm512_cvtne2ps_pbh(hi, lo);  // exact: q is bf16 already
+      }
+    for (int j0 = 0; j0 < n; j0 += 4) {
+      __m512 u[4];
+      for (int jj = 0; jj < 4; ++jj) {
+        const int j = j0 + jj;
+        if (j >= n) {
+          u[jj] = _mm512_setzero_ps();
+          continue;
+        }
+        const std::uint16_t* kr = k + j * ld;
+        if (g0 == 0)
+          for (int b = 0; b < slice_bytes; b += 64)
+            _mm_prefetch(reinterpret_cast<const char*>(kr + kAhead * ld) + b, _MM_HINT_T1);
+        __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+        for (int c = 0; c < chunks; ++c) {
+          const __m512i x = (c < pairs) ? _mm512_loadu_si512(kr + 32 * c)
+                                        : _mm512_maskz_loadu_epi16(0xFFFFu, kr + 32 * c);  // 16 elements
+          const __m512bh kb = reinterpret_cast<const __m512bh&>(x);
+          for (int h = 0; h < 4; ++h) a[h] = _mm512_dpbf16_ps(a[h], kb, qb[h][c]);
+        }
+        u[jj] = reduce4_lanes(a[0], a[1], a[2], a[3]);
+      }
+      _mm512_store_ps(r, reduce4_keys(u[0], u[1], u[2], u[3]));
+      const int jn = std::min(4, n - j0);
+      for (int h = 0; h < gn; ++h)
+        for (int jj = 0; jj < jn; ++jj) s[static_cast<std::int64_t>(g0 + h) * n + j0 + jj] = r[4 * jj + h];
+    }
+  }
+}
+
+// Whether every element of x is a bf16 value (its low 16 bits are 0).
+bool bf16_exact(const float* x, int n) {
+  __m512i low = _mm512_setzero_si512();
+  const __m512i mask = _mm512_set1_epi32(0xFFFF);
+  int i = 0;
+  for (; i + 16 <= n; i += 16) low = _mm512_or_si512(low, _mm512_and_si512(_mm512_loadu_si512(x + i), mask));
+  bool ok = _mm512_test_epi32_mask(low, low) == 0;
+  for (; i < n && ok; ++i) {
+    std::uint32_t u;
+    __builtin_memcpy(&u, x + i, 4);
+    ok = (u & 0xFFFFu) == 0;
+  }
+  return ok;
+}
+
+const bool kHasBf16Dot = __builtin_cpu_supports("avx512bf16");
+
 // o[g0..g0+GN) x elements [32*c0, 32*(c0+NC)) over all n keys: even and odd elements in
 // separate registers, interleaved back once at the end.
 template <int GN, int NC>
@@ -249,7 +323,8 @@ void cache_scores_f32(const float* q, int G, const float* k, std::int64_t ld, in
   scores(q, G, k, ld, n, d, s);
 }
 void cache_scores_bf16(const float* q, int G, const std::uint16_t* k, std::int64_t ld, int n, int d, float* s) {
-  scores_bf16_split(q, G, k, ld, n, d, s);
+  if (kHasBf16Dot && bf16_exact(q, G * d)) scores_bf16_dp(q, G, k, ld, n, d, s);
+  else scores_bf16_split(q, G, k, ld, n, d, s);
 }
 void cache_pv_f32(const float* p, int G, const float* v, std::int64_t ld, int n, int d, float* o) {
   pv(p, G, v, ld, n, d, o);
