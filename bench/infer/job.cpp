@@ -39,9 +39,9 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
                                     std::to_string(world) + " ranks");
   const std::int64_t max_rows = ring.limits().max_rows;
   if (static_cast<std::int64_t>(prompts.size()) > max_rows)
-    throw ringattn::InvalidArgument(std::to_string(prompts.size()) + " prompts, but a decode step carries at most " +
+    throw ringattn::InvalidArgument(std::to_string(prompts.size()) + " prompts, but one rank may own them all and a decode call carries at most " +
                                     std::to_string(max_rows) +
-                                    " tokens over all ranks (max_rows): split the batch or raise RINGATTN_MAX_ROWS");
+                                    " tokens per rank (max_rows): split the batch or raise RINGATTN_MAX_ROWS");
   const std::vector<ringattn::PackedShard> shards = ringattn::shard_documents(cu, world);
   for (std::size_t r = 0; r < shards.size(); ++r)
     if (static_cast<std::int64_t>(shards[r].positions.size()) > max_rows)

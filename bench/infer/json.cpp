@@ -119,7 +119,7 @@ class Parser {
     }
   }
 
-  // The string's value, escapes decoded (\uXXXX and surrogate pairs to UTF-8).
+  // The string's value, escapes decoded (\u and four hex digits, surrogate pairs joined, to UTF-8).
   std::string string() {
     ++i_;  // the opening quote
     std::string out;

@@ -139,8 +139,8 @@ bool is_decode_row(const JobSpec& job, const std::vector<std::int64_t>& document
 namespace {
 
 // A --decode job's shard: the prefill share and the owned documents' decode tokens, sorted.
-JobShard decode_shard(const JobSpec& job, int rank) {
-  const auto cu = job_documents(job);
+// The prompts of a --decode job as cu_seqlens: every document without its last K tokens.
+std::vector<std::int64_t> prompt_cu_seqlens(const JobSpec& job, const std::vector<std::int64_t>& cu) {
   const auto K = static_cast<std::int64_t>(job.decode_steps);
   std::vector<std::int64_t> cu_pre = {0};
   for (std::size_t d = 0; d + 1 < cu.size(); ++d) {
@@ -154,6 +154,20 @@ JobShard decode_shard(const JobSpec& job, int rank) {
   if (cu_pre.back() < job.nodes)
     throw InvalidArgument("--decode " + std::to_string(K) + ": the prompts hold " + std::to_string(cu_pre.back()) +
                           " tokens, fewer than the " + std::to_string(job.nodes) + " nodes");
+  return cu_pre;
+}
+
+// Decode tokens rank `rank` owns: K for each document d with d mod P == rank.
+std::int64_t owned_decode_rows(const JobSpec& job, std::size_t documents, int rank) {
+  const auto P = static_cast<std::size_t>(job.nodes), r = static_cast<std::size_t>(rank);
+  const std::size_t owned = documents > r ? (documents - r + P - 1) / P : 0;
+  return static_cast<std::int64_t>(owned) * job.decode_steps;
+}
+
+JobShard decode_shard(const JobSpec& job, int rank) {
+  const auto cu = job_documents(job);
+  const auto K = static_cast<std::int64_t>(job.decode_steps);
+  const auto cu_pre = prompt_cu_seqlens(job, cu);
   auto pre = shard_documents(cu_pre, job.nodes).at(static_cast<std::size_t>(rank));
   std::vector<std::pair<std::int64_t, std::int32_t>> rows;
   for (std::size_t i = 0; i < pre.positions.size(); ++i) {
@@ -184,9 +198,13 @@ JobShard job_shard(const JobSpec& job, int rank) {
 }
 
 std::int64_t max_job_rows(const JobSpec& job) {
-  if (job.decode_steps > 0) {
+  if (job.decode_steps > 0) {  // one sharding of the prompts, not one per rank
+    const auto cu = job_documents(job);
+    const auto pre = shard_documents(prompt_cu_seqlens(job, cu), job.nodes);
     std::int64_t most = 0;
-    for (int r = 0; r < job.nodes; ++r) most = std::max(most, job_shard(job, r).positions.size());
+    for (int r = 0; r < job.nodes; ++r)
+      most = std::max(most, static_cast<std::int64_t>(pre[static_cast<std::size_t>(r)].positions.size()) +
+                                owned_decode_rows(job, cu.size() - 1, r));
     return most;
   }
   if (job.cu_seqlens.empty()) return max_shard_rows(job.layout, job.tokens, job.nodes);

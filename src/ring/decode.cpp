@@ -16,10 +16,8 @@
 // stores it fails the call on every rank.
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstring>
 #include <map>
-#include <numeric>
 #include <string>
 
 #include "kernels/dispatch.hpp"
@@ -52,7 +50,6 @@ struct QueryLayout {
 
 // One decode call's context: the spec, the sizes and the way to fail on the wire.
 struct DecodeCall {
-  Ring::Impl& im;
   net::Transport& t;
   ring::CallSpec cs;
   std::uint64_t call = 0;
@@ -191,7 +188,7 @@ DecodeStats Ring::decode(const AttentionSpec& spec, KVCache& cache, std::span<co
     bad("q, k or v holds NaN or inf (refused before anything was sent)");
 
   net::Transport& t = *im.transport;
-  DecodeCall dc{im, t, {}, ++im.calls, H, KH, D, static_cast<std::size_t>((H + 2 * KH) * D), dtype_size(spec.dtype)};
+  DecodeCall dc{t, {}, ++im.calls, H, KH, D, static_cast<std::size_t>((H + 2 * KH) * D), dtype_size(spec.dtype)};
   dc.cs.heads = static_cast<std::uint32_t>(H);
   dc.cs.kv_heads = static_cast<std::uint32_t>(KH);
   dc.cs.head_dim = static_cast<std::uint32_t>(D);
@@ -310,15 +307,14 @@ DecodeStats Ring::decode(const AttentionSpec& spec, KVCache& cache, std::span<co
       auto& ps = b.partial[static_cast<std::size_t>(origin)];
       const std::size_t f = first[static_cast<std::size_t>(origin)], c = count[static_cast<std::size_t>(origin)];
       ps.reset(static_cast<std::int64_t>(c), H, D);
-      std::vector<kernels::CacheSegment> segs;
-      segs.reserve(c);
+      b.segments.clear();
       for (std::size_t i = 0; i < c; ++i) {
         const auto view = cache.view(b.sequences[f + i]);
-        segs.push_back({view.k, view.v, view.positions.data(), static_cast<std::int64_t>(view.positions.size()),
-                        static_cast<std::int64_t>(i), static_cast<std::int64_t>(i) + 1});
+        b.segments.push_back({view.k, view.v, view.positions.data(), static_cast<std::int64_t>(view.positions.size()),
+                              static_cast<std::int64_t>(i), static_cast<std::int64_t>(i) + 1});
       }
-      const auto fs = kernel.fold(b.q.data() + f * static_cast<std::size_t>(H * D), b.positions.data() + f, segs, ps,
-                                  &t.liveness().counter());
+      const auto fs = kernel.fold(b.q.data() + f * static_cast<std::size_t>(H * D), b.positions.data() + f,
+                                  b.segments, ps, &t.liveness().counter());
       st.cache_rows += fs.keys_read;
       st.useful_flops += fs.useful_flops;
       st.compute_seconds += since(t0);
@@ -360,9 +356,9 @@ DecodeStats Ring::decode(const AttentionSpec& spec, KVCache& cache, std::span<co
                         std::to_string(recv_c) + "'s tokens this call expects (got a " +
                         std::string(net::to_string(got.kind)) + " of " + std::to_string(got.rows) + " rows, call " +
                         std::to_string(got.job_id) + " step " + std::to_string(got.step) + ")");
-        OnlineSoftmaxState other(static_cast<std::int64_t>(recv_rows), H, D);
-        get_state(b.state_in, other);
-        merge(b.partial[static_cast<std::size_t>(recv_c)], other);
+        b.incoming.reset(static_cast<std::int64_t>(recv_rows), H, D);
+        get_state(b.state_in, b.incoming);
+        merge(b.partial[static_cast<std::size_t>(recv_c)], b.incoming);
       }
       st.wait_seconds += since(t0);
     }

@@ -40,15 +40,14 @@ struct Ring::Impl {
   // decode's: its kernels and pooled buffers (decode.cpp)
   std::map<KernelKey, std::unique_ptr<kernels::CacheAttention>> cache_kernels;
   struct DecodeBuffers {
-    std::vector<std::byte> own, relay;            // this rank's QUERY payload; the one being relayed
     std::vector<std::vector<std::byte>> gathered;  // every rank's QUERY payload, by origin
     std::vector<float> q;                          // every token's q, fp32, rows by origin
     std::vector<std::int64_t> positions;
     std::vector<std::int32_t> sequences;
     std::vector<OnlineSoftmaxState> partial;       // by origin
+    OnlineSoftmaxState incoming;                   // a predecessor's partial, before the merge
     std::vector<std::byte> state_out, state_in;    // STATE payloads of the reduce-scatter
-    std::vector<std::uint16_t> bf16;               // conversion scratch
-    std::vector<float> f32;
+    std::vector<kernels::CacheSegment> segments;   // one origin's tokens against this rank's cache
   } decode;
 
   AttentionConfig config_for(const AttentionSpec& s) const {
