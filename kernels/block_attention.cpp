@@ -8,13 +8,14 @@
 //       or if its queries and keys share no document   (ids never decrease: likewise)
 //       S = Q_t K_t^T                 oneDNN matmul, Q and K read in place (strided)
 //       per row: visible column range [lo, hi) from the global positions; online
-//       softmax update of (m, l), probabilities P (fp32, or bf16 for the bf16 path)
+//       softmax update of (m, l), probabilities P (fp32, or bf16 when the matmuls are)
 //       T = P V_t                     oneDNN matmul
 //       o_row = o_row * alpha + T_row
 //
-// Tiles: kTileQ x kTileK = 256 x 512 measured fastest for oneDNN's brgemm here (the
-// scores tile is 512 KiB and is overwritten in place by P, so L2 holds S, a K^T and a
-// V panel). Partially masked tiles run as 64-row strips (see kStrip). Nothing b x b is ever allocated. Matmul primitives are
+// Tiles: kTileQ x tile_k. 256 x 512 measured fastest for oneDNN's brgemm (AVX-512 and
+// AMX; the scores tile is 512 KiB and is overwritten in place by P, so L2 holds S, a K^T
+// and a V panel); oneDNN's gemm:jit (its only fp32 matmul below AVX-512) runs 256 x 256
+// 10-15 % faster (Zen 4 with both ISA caps at AVX2, b 1024, H 8, D 128: 79 -> 88 GFLOP/s). Partially masked tiles run as 64-row strips (see kStrip). Nothing b x b is ever allocated. Matmul primitives are
 // created before the parallel region (one per tile shape), scratch per thread once per
 // instance. No exception leaves the parallel region: everything that can fail is
 // checked before it.
@@ -29,11 +30,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include "kernels/dispatch.hpp"
 #include "kernels/matmul_cache.hpp"
@@ -49,12 +52,12 @@ namespace {
 using kernels::visible_range;
 
 constexpr std::int64_t kTileQ = 256;
-constexpr std::int64_t kTileK = 512;
+constexpr std::int64_t kTileKBrgemm = 512, kTileKGemm = 256, kMaxTileK = kTileKBrgemm;
 // Partially masked tiles (the causal diagonal, window edges, document boundaries) are cut into strips of
 // kStrip query rows, each computed only over its visible key columns rounded out to
 // kStrip, so causal costs about half of non-causal instead of wasting the diagonal.
 constexpr std::int64_t kStrip = 64;
-constexpr std::int64_t kChunkKeys = 8 * kTileK;
+constexpr std::int64_t kChunkKeys = 8 * kMaxTileK;  // a multiple of every tile_k
 
 template <class T>
 struct AlignedBuffer {
@@ -75,8 +78,8 @@ struct AlignedBuffer {
 };
 
 struct Scratch {
-  AlignedBuffer<float> scores;         // kTileQ x kTileK; fp32 P overwrites it in place
-  AlignedBuffer<std::uint16_t> p_bf16;  // kTileQ x kTileK
+  AlignedBuffer<float> scores;         // kTileQ x tile_k; fp32 P overwrites it in place
+  AlignedBuffer<std::uint16_t> p_bf16;  // kTileQ x tile_k
   AlignedBuffer<float> pv;             // kTileQ x head_dim
   AlignedBuffer<char> q_tile;          // kTileQ x head_dim, dense copy of the query tile
   AlignedBuffer<float> m, l, alpha;    // kTileQ
@@ -140,37 +143,49 @@ void check_ptr(const void* p, std::size_t align, const char* name) {
 struct KvFinite {
   bool k, v;
 };
-template <class T>
-KvFinite pack_kv(const T* k, const T* v, T* kt, T* kr, T* vp, std::int64_t nk, std::int64_t kv_heads, std::int64_t d,
-                 std::int64_t tile, int threads, bool (*has_non_finite)(const T*, std::int64_t)) {
+
+// One element of a packed panel: a copy, or bf16 widened to fp32 (a 16-bit shift: exact)
+// when a bf16 call multiplies fp32 operands.
+template <class D, class S>
+inline D panel_element(S x) {
+  if constexpr (std::is_same_v<D, S>)
+    return x;
+  else
+    return std::bit_cast<float>(static_cast<std::uint32_t>(x) << 16);
+}
+
+// S: the caller's element type (fp32 or bf16); D: the matmuls' (the same, or fp32).
+template <class D, class S>
+KvFinite pack_kv(const S* k, const S* v, D* kt, D* kr, D* vp, std::int64_t nk, std::int64_t kv_heads, std::int64_t d,
+                 std::int64_t tile, int threads, bool (*has_non_finite)(const D*, std::int64_t)) {
   const std::int64_t ntiles = (nk + tile - 1) / tile;
   int k_bad = 0, v_bad = 0;
 #pragma omp parallel for collapse(2) schedule(static) num_threads(threads) reduction(| : k_bad, v_bad)
   for (std::int64_t g = 0; g < kv_heads; ++g)
     for (std::int64_t t = 0; t < ntiles; ++t) {
       const std::int64_t c0 = t * tile, tk = std::min(tile, nk - c0);
-      T* ktile = kt + (g * nk + c0) * d;
-      T* vtile = vp + (g * nk + c0) * d;
-      T* krows = kr + (g * nk + c0) * d;
+      D* ktile = kt + (g * nk + c0) * d;
+      D* vtile = vp + (g * nk + c0) * d;
+      D* krows = kr + (g * nk + c0) * d;
       for (std::int64_t j = 0; j < tk; ++j) {
-        const T* vrow = v + ((c0 + j) * kv_heads + g) * d;
-        const T* krow = k + ((c0 + j) * kv_heads + g) * d;
-        std::copy(vrow, vrow + d, vtile + j * d);
-        std::copy(krow, krow + d, krows + j * d);
+        const S* vrow = v + ((c0 + j) * kv_heads + g) * d;
+        const S* krow = k + ((c0 + j) * kv_heads + g) * d;
+        std::transform(vrow, vrow + d, vtile + j * d, panel_element<D, S>);
+        std::transform(krow, krow + d, krows + j * d, panel_element<D, S>);
       }
       // Checked where they landed: dense and still in cache. (Checking inside the copy
-      // loop measured slower than memcpy on these strided rows.)
+      // loop measured slower than memcpy on these strided rows.) Widening keeps NaN and
+      // inf, so the fp32 panels of a bf16 block are checked as fp32.
       v_bad |= has_non_finite(vtile, tk * d);
       k_bad |= has_non_finite(krows, tk * d);
-      // Transpose K in 16-key strips: 16 source rows stay in L1 while each of the d
-      // destination rows receives 16 contiguous elements.
+      // Transpose K in 16-key strips: 16 dense rows just written stay in L1 while each
+      // of the d destination rows receives 16 contiguous elements.
       for (std::int64_t j0 = 0; j0 < tk; j0 += 16) {
         const std::int64_t jn = std::min<std::int64_t>(16, tk - j0);
-        const T* rows[16];
-        for (std::int64_t jj = 0; jj < jn; ++jj) rows[jj] = k + ((c0 + j0 + jj) * kv_heads + g) * d;
+        const D* rows = krows + j0 * d;
         for (std::int64_t x = 0; x < d; ++x) {
-          T* dst = ktile + x * tk + j0;
-          for (std::int64_t jj = 0; jj < jn; ++jj) dst[jj] = rows[jj][x];
+          D* dst = ktile + x * tk + j0;
+          for (std::int64_t jj = 0; jj < jn; ++jj) dst[jj] = rows[jj * d + x];
         }
       }
     }
@@ -223,6 +238,8 @@ struct BlockAttention::Impl {
   AttentionConfig cfg;
   AlignedBuffer<char> k_packed, k_rows, v_packed;
   Isa isa;
+  DType mm;  // the matmuls' operand type: cfg.dtype, or fp32 for a bf16 call without bf16 units
+  std::int64_t tile_k = kTileKBrgemm;  // keys per tile, by oneDNN's implementation (see the top)
   const kernels::SoftmaxOps* ops;
 
   // One chunk of at most kChunkKeys keys of a fold; arguments as in fold().
@@ -261,13 +278,25 @@ BlockAttention::BlockAttention(const AttentionConfig& cfg) : impl_(std::make_uni
   if (im.cfg.scale == 0.0f) im.cfg.scale = 1.0f / std::sqrt(static_cast<float>(cfg.head_dim));
   im.isa = kernels::resolve_isa(cfg.isa);
   im.ops = &kernels::ops_for(im.isa);  // throws if the CPU lacks it
+  if (cfg.dtype == DType::f32) {
+    if (cfg.matmul_dtype && *cfg.matmul_dtype != DType::f32)
+      bad("matmul_dtype = bf16 for fp32 inputs: an fp32 call multiplies fp32");
+    im.mm = DType::f32;
+  } else {
+    im.mm = cfg.matmul_dtype.value_or(bf16_matmul_dtype());
+    if (im.mm == DType::bf16 && !kernels::bf16_matmul_native())
+      bad("matmul_dtype = bf16, but this CPU has no bf16 matmul units (oneDNN: " +
+          kernels::matmul_implementation(DType::bf16) + "); leave it unset to multiply fp32");
+  }
+  im.cfg.matmul_dtype = im.mm;
+  im.tile_k = kernels::matmul_implementation(im.mm).rfind("brg", 0) == 0 ? kTileKBrgemm : kTileKGemm;
   im.threads = cfg.threads > 0 ? cfg.threads : omp_get_max_threads();
   im.scratch.resize(static_cast<std::size_t>(im.threads));
   for (auto& s : im.scratch) {
-    s.scores.resize(kTileQ * kTileK);
-    if (cfg.dtype == DType::bf16) s.p_bf16.resize(kTileQ * kTileK);
+    s.scores.resize(static_cast<std::size_t>(kTileQ * im.tile_k));
+    if (im.mm == DType::bf16) s.p_bf16.resize(static_cast<std::size_t>(kTileQ * im.tile_k));
     s.pv.resize(static_cast<std::size_t>(kTileQ * cfg.head_dim));
-    s.q_tile.resize(static_cast<std::size_t>(kTileQ * cfg.head_dim) * dtype_size(cfg.dtype));
+    s.q_tile.resize(static_cast<std::size_t>(kTileQ * cfg.head_dim) * dtype_size(im.mm));
     s.m.resize(kTileQ);
     s.l.resize(kTileQ);
     s.alpha.resize(kTileQ);
@@ -276,7 +305,9 @@ BlockAttention::BlockAttention(const AttentionConfig& cfg) : impl_(std::make_uni
   static bool logged = false;
   if (!logged) {
     logged = true;
-    logger("kern")->info("block attention on ISA path '{}' ({} threads)", to_string(im.isa), im.threads);
+    logger("kern")->info("block attention on ISA path '{}' ({} threads), oneDNN ISA {}; fp32 calls: oneDNN {}; {}",
+                         to_string(im.isa), im.threads, kernels::onednn_isa(),
+                         kernels::matmul_implementation(DType::f32), bf16_path());
   }
 }
 
@@ -287,6 +318,24 @@ BlockAttention& BlockAttention::operator=(BlockAttention&&) noexcept = default;
 const AttentionConfig& BlockAttention::config() const { return impl_->cfg; }
 void BlockAttention::set_progress_counter(std::atomic<std::uint64_t>* counter) { impl_->progress = counter; }
 Isa BlockAttention::isa() const { return impl_->isa; }
+DType BlockAttention::matmul_dtype() const { return impl_->mm; }
+std::int64_t BlockAttention::tile_rows() const { return kTileQ; }
+std::int64_t BlockAttention::tile_keys() const { return impl_->tile_k; }
+
+DType bf16_matmul_dtype() { return kernels::bf16_matmul_native() ? DType::bf16 : DType::f32; }
+
+std::string matmul_implementation(DType dtype) {
+  return kernels::matmul_implementation(dtype == DType::bf16 ? bf16_matmul_dtype() : DType::f32);
+}
+
+std::string matmul_isa() { return kernels::onednn_isa(); }
+
+std::string bf16_path() {
+  if (kernels::bf16_matmul_native())
+    return "bf16 calls: bf16 matmuls, oneDNN " + kernels::matmul_implementation(DType::bf16);
+  return "bf16 calls: fp32 matmuls on operands widened from bf16 per tile, oneDNN " +
+         kernels::matmul_implementation(DType::f32) + " (no AVX512-BF16 or AMX here)";
+}
 
 FoldStats BlockAttention::fold(const void* q, const Positions& q_pos, const void* k, const void* v,
                                const Positions& k_pos, OnlineSoftmaxState& state) {
@@ -346,9 +395,10 @@ FoldStats BlockAttention::Impl::fold_chunk(const void* q, const std::vector<std:
   auto& im = *this;
   const std::int64_t nq = static_cast<std::int64_t>(qpos.size());
   const std::int64_t H = cfg.heads, G = cfg.heads / cfg.kv_heads, D = cfg.head_dim;
-  const std::size_t esz = dtype_size(cfg.dtype);
+  const std::size_t in_esz = dtype_size(cfg.dtype);  // the caller's Q, K, V
+  const std::size_t esz = dtype_size(mm);            // the packed tiles the matmuls read
   FoldStats st;
-  const std::int64_t nqt = (nq + kTileQ - 1) / kTileQ, nkt = (nk + kTileK - 1) / kTileK;
+  const std::int64_t nqt = (nq + kTileQ - 1) / kTileQ, nkt = (nk + tile_k - 1) / tile_k;
 
   // Useful FLOPs: visible (q, k) pairs x 4 x head_dim x heads.
   double pairs = 0;
@@ -367,7 +417,7 @@ FoldStats BlockAttention::Impl::fold_chunk(const void* q, const std::vector<std:
   for (std::int64_t qt = 0; qt < nqt; ++qt) {
     const std::int64_t r0 = qt * kTileQ, tq = std::min(kTileQ, nq - r0);
     for (std::int64_t kt = 0; kt < nkt; ++kt) {
-      const std::int64_t c0 = kt * kTileK, tk = std::min(kTileK, nk - c0);
+      const std::int64_t c0 = kt * tile_k, tk = std::min(tile_k, nk - c0);
       const std::int64_t* kp = kpos + c0;
       TileVis vis = classify(cfg.mask, qpos[static_cast<std::size_t>(r0)], qpos[static_cast<std::size_t>(r0 + tq - 1)],
                              kp[0], kp[tk - 1]);
@@ -409,11 +459,11 @@ FoldStats BlockAttention::Impl::fold_chunk(const void* q, const std::vector<std:
   // a piece takes w columns, P [nr x w], V panel rows [w x D]. Every shape the loop will
   // meet gets its primitive now.
   auto score_shape = [&](const Piece& pc, std::int64_t tk) {
-    return pc.partial ? kernels::MatmulShape{pc.nr, pc.w, D, D, 1, D, cfg.dtype}
-                      : kernels::MatmulShape{pc.nr, pc.w, D, D, tk, 1, cfg.dtype};
+    return pc.partial ? kernels::MatmulShape{pc.nr, pc.w, D, D, 1, D, mm}
+                      : kernels::MatmulShape{pc.nr, pc.w, D, D, tk, 1, mm};
   };
-  auto pv_shape = [&](const Piece& pc) { return kernels::MatmulShape{pc.nr, D, pc.w, pc.w, D, 1, cfg.dtype}; };
-  auto tile_width = [&](std::int64_t kt) { return std::min(kTileK, nk - kt * kTileK); };
+  auto pv_shape = [&](const Piece& pc) { return kernels::MatmulShape{pc.nr, D, pc.w, pc.w, D, 1, mm}; };
+  auto tile_width = [&](std::int64_t kt) { return std::min(tile_k, nk - kt * tile_k); };
   for (const auto& pieces : plan)
     for (const auto& pc : pieces) {
       im.matmuls.prepare(score_shape(pc, tile_width(pc.kt)));
@@ -425,15 +475,20 @@ FoldStats BlockAttention::Impl::fold_chunk(const void* q, const std::vector<std:
   im.k_rows.resize(kv_bytes);
   im.v_packed.resize(kv_bytes);
   KvFinite finite;
-  if (cfg.dtype == DType::bf16)
-    finite = pack_kv(static_cast<const std::uint16_t*>(k), static_cast<const std::uint16_t*>(v),
-            reinterpret_cast<std::uint16_t*>(im.k_packed.data), reinterpret_cast<std::uint16_t*>(im.k_rows.data),
-            reinterpret_cast<std::uint16_t*>(im.v_packed.data), nk, cfg.kv_heads, D, kTileK, im.threads,
-            im.ops->has_non_finite_bf16);
+  auto* kp32 = reinterpret_cast<float*>(im.k_packed.data);
+  auto* kr32 = reinterpret_cast<float*>(im.k_rows.data);
+  auto* vp32 = reinterpret_cast<float*>(im.v_packed.data);
+  const auto* k16 = static_cast<const std::uint16_t*>(k);
+  const auto* v16 = static_cast<const std::uint16_t*>(v);
+  if (mm == DType::bf16)
+    finite = pack_kv(k16, v16, reinterpret_cast<std::uint16_t*>(im.k_packed.data),
+                     reinterpret_cast<std::uint16_t*>(im.k_rows.data), reinterpret_cast<std::uint16_t*>(im.v_packed.data),
+                     nk, cfg.kv_heads, D, tile_k, im.threads, im.ops->has_non_finite_bf16);
+  else if (cfg.dtype == DType::bf16)  // widened to fp32 as it is packed
+    finite = pack_kv(k16, v16, kp32, kr32, vp32, nk, cfg.kv_heads, D, tile_k, im.threads, im.ops->has_non_finite_f32);
   else
-    finite = pack_kv(static_cast<const float*>(k), static_cast<const float*>(v), reinterpret_cast<float*>(im.k_packed.data),
-            reinterpret_cast<float*>(im.k_rows.data), reinterpret_cast<float*>(im.v_packed.data), nk, cfg.kv_heads, D,
-            kTileK, im.threads, im.ops->has_non_finite_f32);
+    finite = pack_kv(static_cast<const float*>(k), static_cast<const float*>(v), kp32, kr32, vp32, nk, cfg.kv_heads,
+                     D, tile_k, im.threads, im.ops->has_non_finite_f32);
   // NaN or inf in K or V: note where (from the caller's block), then zero them in the
   // panels so that no product ever sees them; the rows that do see them are poisoned
   // after the tiles.
@@ -442,10 +497,10 @@ FoldStats BlockAttention::Impl::fold_chunk(const void* q, const std::vector<std:
     bad_keys.emplace(k, !finite.k, v, !finite.v, nk, cfg.kv_heads, D, cfg.dtype);
     const std::int64_t elems = nk * cfg.kv_heads * D;
     if (!finite.k) {
-      kernels::zero_non_finite(im.k_packed.data, elems, cfg.dtype);
-      kernels::zero_non_finite(im.k_rows.data, elems, cfg.dtype);
+      kernels::zero_non_finite(im.k_packed.data, elems, mm);
+      kernels::zero_non_finite(im.k_rows.data, elems, mm);
     }
-    if (!finite.v) kernels::zero_non_finite(im.v_packed.data, elems, cfg.dtype);
+    if (!finite.v) kernels::zero_non_finite(im.v_packed.data, elems, mm);
   }
   im.q_bad.assign(static_cast<std::size_t>(nq * H), 0);
   std::uint8_t* q_bad = im.q_bad.data();
@@ -458,7 +513,8 @@ FoldStats BlockAttention::Impl::fold_chunk(const void* q, const std::vector<std:
   const Mask mask = cfg.mask;
   const float scale = cfg.scale;
   const auto* ops = im.ops;
-  const bool bf16 = cfg.dtype == DType::bf16;
+  const bool bf16 = mm == DType::bf16;  // bf16 operands: Q, K, V and P
+  const bool widen_q = cfg.dtype == DType::bf16 && !bf16;
   const std::int64_t items = H * nqt;
   std::atomic<std::uint64_t>* progress = im.progress;
 
@@ -479,9 +535,16 @@ FoldStats BlockAttention::Impl::fold_chunk(const void* q, const std::vector<std:
       l[i] = state.l[static_cast<std::size_t>((r0 + i) * H + h)];
     }
     const std::size_t row_bytes = static_cast<std::size_t>(D) * esz;
-    for (std::int64_t i = 0; i < tq; ++i)
-      std::memcpy(sc.q_tile.data + static_cast<std::size_t>(i) * row_bytes,
-                  qb + static_cast<std::size_t>(((r0 + i) * H + h) * D) * esz, row_bytes);
+    if (widen_q)
+      for (std::int64_t i = 0; i < tq; ++i) {
+        const auto* src = reinterpret_cast<const std::uint16_t*>(qb) + ((r0 + i) * H + h) * D;
+        std::transform(src, src + D, reinterpret_cast<float*>(sc.q_tile.data) + i * D,
+                       panel_element<float, std::uint16_t>);
+      }
+    else
+      for (std::int64_t i = 0; i < tq; ++i)
+        std::memcpy(sc.q_tile.data + static_cast<std::size_t>(i) * row_bytes,
+                    qb + static_cast<std::size_t>(((r0 + i) * H + h) * D) * in_esz, row_bytes);
     // A non-finite q spoils only its own row (rows of Q K^T and P V are independent),
     // which is poisoned after the tiles; it needs no scrubbing, only noting.
     auto has_non_finite = [&](const char* x, std::int64_t n) {
@@ -495,7 +558,7 @@ FoldStats BlockAttention::Impl::fold_chunk(const void* q, const std::vector<std:
           any_q_bad = 1;
         }
     for (const Piece& pc : pieces) {
-      const std::int64_t c0 = pc.kt * kTileK, tk = tile_width(pc.kt);
+      const std::int64_t c0 = pc.kt * tile_k, tk = tile_width(pc.kt);
       const std::int64_t* kp = kpos + c0 + pc.cl;
       const std::int32_t* kd = kdocs ? kdocs + c0 + pc.cl : nullptr;
       const std::size_t rows_off = static_cast<std::size_t>((g * nk + c0 + pc.cl) * D) * esz;

@@ -11,6 +11,56 @@ namespace ringattn::kernels {
 
 using dnnl::memory;
 
+namespace {
+
+dnnl::matmul::primitive_desc tile_matmul(const dnnl::engine& engine, DType operands) {
+  const auto dt = operands == DType::bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+  const memory::desc a({64, 128}, dt, {128, 1}), b({128, 512}, dt, {512, 1});
+  const memory::desc c({64, 512}, memory::data_type::f32, {512, 1});
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), engine);
+}
+
+}  // namespace
+
+std::string matmul_implementation(DType operands) {
+  auto probe = [](DType t) -> std::string {
+    try {
+      return tile_matmul(dnnl::engine(dnnl::engine::kind::cpu, 0), t).impl_info_str();
+    } catch (const dnnl::error& e) {
+      return std::string("none (") + e.what() + ")";
+    }
+  };
+  static const std::string f32 = probe(DType::f32), bf16 = probe(DType::bf16);  // a primitive costs ~0.3 ms
+  return operands == DType::bf16 ? bf16 : f32;
+}
+
+std::string onednn_isa() {
+  using dnnl::cpu_isa;
+  switch (dnnl::get_effective_cpu_isa()) {
+    case cpu_isa::sse41: return "sse41";
+    case cpu_isa::avx: return "avx";
+    case cpu_isa::avx2: return "avx2";
+    case cpu_isa::avx2_vnni: return "avx2_vnni";
+    case cpu_isa::avx512_mic: return "avx512_mic";
+    case cpu_isa::avx512_mic_4ops: return "avx512_mic_4ops";
+    case cpu_isa::avx512_core: return "avx512_core";
+    case cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    case cpu_isa::all: return "all";
+  }
+  return "unknown";
+}
+
+bool bf16_matmul_native() {
+  static const bool native = [] {
+    const auto need = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+    if ((static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & need) != need) return false;
+    return matmul_implementation(DType::bf16).rfind("brg:", 0) == 0;
+  }();
+  return native;
+}
+
 MatmulCache::MatmulCache() : engine_(dnnl::engine::kind::cpu, 0) {}
 
 void MatmulCache::prepare(const MatmulShape& s, int threads) {
@@ -37,7 +87,7 @@ void MatmulCache::prepare(const MatmulShape& s, int threads) {
     throw InvalidArgument("oneDNN cannot create a " + std::string(to_string(s.dtype)) + " matmul " +
                           std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) +
                           " on this CPU (" + err.what() + ")" +
-                          (s.dtype == DType::bf16 ? "; bf16 needs AVX-512 (avx512_core) or newer" : ""));
+                          (s.dtype == DType::bf16 ? "; bf16 matmuls need AVX512-BF16 or AMX: this CPU's bf16 calls multiply fp32 operands" : ""));
   }
   if (e.scratch_md.get_size() > scratch_bytes_) {
     scratch_bytes_ = e.scratch_md.get_size();

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -28,6 +29,21 @@ struct MatmulShape {
   auto tie() const { return std::tie(m, n, k, lda, b_stride_k, b_stride_n, dtype); }
   bool operator<(const MatmulShape& o) const { return tie() < o.tie(); }
 };
+
+// Whether oneDNN may run bf16 matmuls on bf16 units in this process: its effective ISA
+// (the CPU, capped by ONEDNN_MAX_CPU_ISA / DNNL_MAX_CPU_ISA) includes AVX512-BF16 or
+// AMX, and it creates a brgemm bf16 matmul. Without them oneDNN 2.6 either has no bf16
+// matmul at all (AVX2) or emulates one (plain AVX-512) at below its fp32 speed, so a bf16
+// call then multiplies fp32 operands widened from bf16 instead. Decided once.
+bool bf16_matmul_native();
+
+// oneDNN's implementation of a tile matmul (64 x 512 x 128) with `operands`, e.g.
+// "brg:avx512_core", "brg:avx512_core_amx", "gemm:jit"; "none (...)" if it has none.
+std::string matmul_implementation(DType operands);
+
+// oneDNN's effective ISA in this process, by its name in ONEDNN_MAX_CPU_ISA: "avx2",
+// "avx512_core_bf16", "avx512_core_amx", ... (the CPU's, or less where that caps it).
+std::string onednn_isa();
 
 class MatmulCache {
  public:

@@ -52,6 +52,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "ringattn/positions.hpp"
@@ -68,6 +69,11 @@ struct AttentionConfig {
   float scale = 0.0f;           // 0 means 1/sqrt(head_dim)
   int threads = 0;              // OpenMP threads for a fold; 0 means omp_get_max_threads()
   std::optional<Isa> isa;       // force a path; unset: env RINGATTN_ISA, else the best one
+  // The type the matmuls multiply. fp32 calls: fp32. bf16 calls: bf16 where the CPU has
+  // bf16 units (see bf16_matmul_dtype()), else fp32 operands widened from bf16 inside the
+  // copies the kernel makes of each tile anyway (exact, and P stays fp32, so at least as
+  // accurate). Set it to force one; bf16 where the CPU has no bf16 matmul is refused.
+  std::optional<DType> matmul_dtype;
 };
 
 // Head dims the kernel accepts (multiples of 16 that cover the usual models).
@@ -113,6 +119,11 @@ class BlockAttention {
 
   const AttentionConfig& config() const;
   Isa isa() const;  // the path this instance runs
+  DType matmul_dtype() const;  // the type its matmuls multiply
+  // The tile a fold walks, query rows x keys (FoldStats counts these per head): 256 x 512
+  // on oneDNN's brgemm matmuls, 256 x 256 on its gemm:jit (CPUs below AVX-512).
+  std::int64_t tile_rows() const;
+  std::int64_t tile_keys() const;
 
   // A counter fold() increments once per tile it computes (relaxed; null: none). A ring
   // hands its keep-alive counter here, so a fold that takes minutes is seen progressing.
@@ -140,6 +151,20 @@ class BlockAttention {
 std::vector<Isa> available_isas();
 // The path picked when nothing is forced: env RINGATTN_ISA if set, else the best one.
 Isa default_isa();
+
+// The type a bf16 call's matmuls multiply in this process: DType::bf16 where the CPU has
+// bf16 matmul units (AVX512-BF16, AMX) and ONEDNN_MAX_CPU_ISA lets oneDNN use them, else
+// DType::f32. Decided once per process.
+DType bf16_matmul_dtype();
+// oneDNN's implementation of the tile matmuls of a call of `dtype` on this CPU, as its
+// verbose log names it: "brg:avx512_core", "brg:avx512_core_amx", "gemm:jit", ...
+std::string matmul_implementation(DType dtype);
+// The instruction set oneDNN uses in this process, as ONEDNN_MAX_CPU_ISA names it ("avx2",
+// "avx512_core_bf16", ...): the CPU's best, or less where that variable caps it.
+std::string matmul_isa();
+// One line for logs and --help saying how a bf16 call runs here, e.g.
+// "bf16 calls: bf16 matmuls (oneDNN brg:avx512_core_bf16)".
+std::string bf16_path();
 
 // fp32 <-> bf16 (round to nearest even), for callers that keep bf16 buffers.
 void to_bf16(const float* src, std::uint16_t* dst, std::int64_t n);

@@ -128,10 +128,14 @@ TEST_CASE("causal skips hidden tiles and counts only visible pairs as useful FLO
   BlockAttention attn(p.config(std::nullopt));
   OnlineSoftmaxState st(1024, 8, 128);
   auto s = attn.fold(p.qp(), p.q_pos(), p.kp(0), p.vp(0), p.k_pos(0, 1024), st);
-  // 256-row query tiles x 512-key tiles: per head, key tile 1 (keys 512..1023) is
-  // hidden from query tiles 0 and 1; the other 6 pairs are computed.
-  CHECK(s.tiles_computed == 8 * 6);
-  CHECK(s.tiles_skipped == 8 * 2);
+  // Per head, a query tile sees the key tiles that start at or before its last row:
+  // 256-row query tiles x 512-key tiles (brgemm): 6 pairs computed, 2 hidden (key tile
+  // 1 from query tiles 0 and 1); x 256-key tiles (gemm:jit): 10 computed, 6 hidden.
+  REQUIRE(attn.tile_rows() == 256);
+  REQUIRE((attn.tile_keys() == 512 || attn.tile_keys() == 256));
+  const std::int64_t pairs = 4 * (1024 / attn.tile_keys()), computed = attn.tile_keys() == 512 ? 6 : 10;
+  CHECK(s.tiles_computed == 8 * computed);
+  CHECK(s.tiles_skipped == 8 * (pairs - computed));
   CHECK(s.useful_flops == doctest::Approx(4.0 * 128 * 8 * (1024.0 * 1025.0 / 2.0)));
 }
 
