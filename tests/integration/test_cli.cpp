@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "src/cli/json_value.hpp"
+#include "tests/integration/cli_json.hpp"
 #include "tests/integration/ring_case.hpp"
 
 namespace ringattn::itest {
@@ -160,8 +161,8 @@ TEST_CASE("cli: one dtype vocabulary: fp32 and bf16, the same spellings in every
   CHECK(kernel.exit_code == 0);
   const auto rows = lines_of(kernel.out);
   REQUIRE(rows.size() == 2);
-  CHECK(parse_json(rows[0]).get("dtype")->string == "fp32");
-  CHECK(parse_json(rows[1]).get("dtype")->string == "bf16");
+  CHECK(field(parse_json(rows[0]), "dtype").string == "fp32");
+  CHECK(field(parse_json(rows[1]), "dtype").string == "bf16");
   const Outcome v = run_ringattn(small_verify({"--dtype", "float32", "--quiet"}));
   CHECK(v.exit_code == 0);
   CHECK(has(v.out, ", fp32\n"));
@@ -226,18 +227,18 @@ TEST_CASE("cli: verify --json prints one JSON object and nothing else on stdout"
                           "ring_seconds", "wall_seconds", "useful_flops", "gflops", "per_node", "max_abs_error_o",
                           "max_abs_error_lse", "tolerance_o", "verdict"})
     CHECK_MESSAGE(j.get(key), std::string(key));
-  CHECK(j.get("ok")->boolean);
-  CHECK(j.get("command")->string == "verify");
-  CHECK(j.get("dtype")->string == "bf16");
-  CHECK(j.get("tokens")->number == 256);
-  CHECK(j.get("verdict")->string == "within bf16 tolerance");
-  CHECK(j.get("max_abs_error_o")->number <= j.get("tolerance_o")->number);
-  CHECK(j.get("gflops")->number > 0);
-  const JsonValue& nodes = *j.get("per_node");
+  CHECK(field(j, "ok").boolean);
+  CHECK(field(j, "command").string == "verify");
+  CHECK(field(j, "dtype").string == "bf16");
+  CHECK(field(j, "tokens").number == 256);
+  CHECK(field(j, "verdict").string == "within bf16 tolerance");
+  CHECK(field(j, "max_abs_error_o").number <= field(j, "tolerance_o").number);
+  CHECK(field(j, "gflops").number > 0);
+  const JsonValue& nodes = field(j, "per_node");
   REQUIRE(nodes.items.size() == 2);
   for (std::size_t r = 0; r < 2; ++r) {
-    CHECK(nodes.items[r].get("rank")->number == static_cast<double>(r));
-    CHECK(nodes.items[r].get("rows")->number == 128);
+    CHECK(field(nodes.items[r], "rank").number == static_cast<double>(r));
+    CHECK(field(nodes.items[r], "rows").number == 128);
     for (const char* key : {"total_seconds", "compute_seconds", "wait_seconds", "bytes_sent", "max_rss_kib"})
       CHECK_MESSAGE(nodes.items[r].get(key), std::string(key));
   }
@@ -254,10 +255,10 @@ TEST_CASE("cli: run --json, on success and on failure, and the exit codes") {
   CHECK(ok.exit_code == 0);
   REQUIRE(lines_of(ok.out).size() == 1);
   const JsonValue j = parse_json(ok.out);
-  CHECK(j.get("ok")->boolean);
-  CHECK(j.get("command")->string == "run");
-  CHECK(j.get("out")->string == dir.file("o.npy"));
-  CHECK(j.get("per_node")->items.size() == 2);
+  CHECK(field(j, "ok").boolean);
+  CHECK(field(j, "command").string == "run");
+  CHECK(field(j, "out").string == dir.file("o.npy"));
+  CHECK(field(j, "per_node").items.size() == 2);
 
   // A failed run still prints its one object; the error line goes to stderr; exit 1.
   std::filesystem::remove(dir.path() / "k.npy");
@@ -266,14 +267,14 @@ TEST_CASE("cli: run --json, on success and on failure, and the exit codes") {
   CHECK(bad.exit_code == 1);
   REQUIRE(lines_of(bad.out).size() == 1);
   const JsonValue e = parse_json(bad.out);
-  CHECK_FALSE(e.get("ok")->boolean);
-  CHECK(has(e.get("error")->string, "k.npy"));
+  CHECK_FALSE(field(e, "ok").boolean);
+  CHECK(has(field(e, "error").string, "k.npy"));
   CHECK(bad.error_lines().size() == 1);
 
   // A usage error: exit 2, and still one object with --json.
   const Outcome usage = run_ringattn({"run", "--json", "--no-such-option"});
   CHECK(usage.exit_code == 2);
-  CHECK_FALSE(parse_json(usage.out).get("ok")->boolean);
+  CHECK_FALSE(field(parse_json(usage.out), "ok").boolean);
 }
 
 TEST_CASE("cli: bench kernel records the command that made each line") {
@@ -285,7 +286,7 @@ TEST_CASE("cli: bench kernel records the command that made each line") {
   REQUIRE(lines_of(o.out).size() == 1);
   const JsonValue j = parse_json(o.out);
   REQUIRE(j.get("command"));
-  CHECK(j.get("command")->string ==
+  CHECK(field(j, "command").string ==
         "ringattn bench kernel --b 64 --heads 1 --kv-heads 1 --head-dim 32 --dtype fp32 --mask none --threads 1 "
         "--no-naive --quiet");
 }
@@ -300,6 +301,26 @@ TEST_CASE("cli: bench overlap --replot says it re-analysed an existing sweep and
   CHECK(has(o.err, "re-analysed the existing sweep in " + dir.path().string() + " (not re-measured"));
   CHECK(has(o.err, "replot took "));
   for (const auto& line : lines_of(o.out)) CHECK_NOTHROW(parse_json(line));
+}
+
+// The helpers themselves: a command that failed prints {"ok":false,...}; every check on a
+// field it lacks must fail by itself, naming the field, and not take the suite down (the
+// old `j.get(key)->` dereferenced null and killed every later case). should_fail: this
+// case passes only if its checks did fail; the case after it shows the suite went on.
+TEST_CASE("cli json helpers: a failure object fails its checks one by one" * doctest::should_fail()) {
+  const JsonValue e = parse_json(R"({"ok":false,"command":"verify","error":"rank 1: something broke"})");
+  CHECK(field(e, "ok").boolean);                        // false: fails
+  CHECK(field(e, "verdict").string == "exact");         // missing: fails, naming it and the error
+  CHECK(field(e, "per_node").items.size() == 2);        // missing: fails, no crash
+  CHECK(field(field(e, "per_node"), "rank").number == 0);  // inside a missing one: fails, no crash
+  CHECK(field(parse_json("[1, 2]"), "ok").boolean);     // not an object at all
+}
+
+TEST_CASE("cli json helpers: the suite goes on after a failed object") {
+  const JsonValue ok = parse_json(R"({"ok":true,"per_node":[{"rank":0}]})");
+  CHECK(field(ok, "ok").boolean);
+  REQUIRE(field(ok, "per_node").items.size() == 1);
+  CHECK(field(field(ok, "per_node").items[0], "rank").number == 0);
 }
 
 }  // namespace ringattn::itest

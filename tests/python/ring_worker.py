@@ -4,7 +4,8 @@
                    [--mode exact|mismatch|die] [--sink]
 
 exact:    every case of CASES in order on one ring; writes DIR/rank<R>.npz holding
-          o_<case>, lse_<case> and pos_<case> (the rows' global positions).
+          o_<case>, lse_<case> and pos_<case> (the rows' global positions) of the cases
+          that ran, and DIR/errors<R>.json: {case: error} of those that failed.
 mismatch: rank 0 calls with head_dim 64, the others with 32; writes DIR/rank<R>.json with
           the error each rank got.
 die:      after one good call rank 1 leaves; the others call again and report the error.
@@ -58,13 +59,27 @@ def main():
     with ringattn.Ring(rank=a.rank, world_size=a.world, peers=a.peers.split(",") if a.peers else None,
                        master=a.master, token=a.token, threads=1, timeout=10, connect_timeout=60) as ring:
         if a.mode == "exact":
-            out = {}
+            # A case that fails is recorded and the next one runs: one failing case must fail
+            # its own test, not every test that shares this ring. After a failure that broke
+            # the ring the later cases cannot run, and say so.
+            out, errors, broken_by = {}, {}, None
             for name, (layout, n, _, _, _, causal, window, dtype) in CASES.items():
+                if broken_by:
+                    errors[name] = f"not run: the ring was broken by case {broken_by}"
+                    continue
                 q, k, v = inputs(name)
                 pos = ringattn.shard_positions(layout, n, ring.world_size, ring.rank)
-                o, lse = ring.forward(q[pos], k[pos], v[pos], positions=pos, causal=causal, window=window, dtype=dtype)
+                try:
+                    o, lse = ring.forward(q[pos], k[pos], v[pos], positions=pos, causal=causal, window=window,
+                                          dtype=dtype)
+                except ringattn.Error as e:
+                    errors[name] = f"{type(e).__name__}: {e}"
+                    broken_by = name if ring.broken else None
+                    continue
                 out["o_" + name], out["lse_" + name], out["pos_" + name] = o, lse, pos
             np.savez(os.path.join(a.out, f"rank{a.rank}.npz"), **out)
+            with open(os.path.join(a.out, f"errors{a.rank}.json"), "w") as f:
+                json.dump(errors, f)
         else:
             rng = np.random.default_rng(a.rank)
             pos = ringattn.shard_positions("contiguous", 16 * a.world, a.world, a.rank)
