@@ -39,7 +39,9 @@ void print_usage(std::FILE* to) {
   for (const auto& c : kCommands) std::fprintf(to, "  %-16s %s\n", c.name, c.summary);
   std::fprintf(to, "  %-16s %s\n", "help", "this text, or a command's options");
   std::fprintf(to, "\nevery command takes --log-level LEVEL (or SPDLOG_LEVEL in the environment) and --quiet.\n"
-                   "counts take 4096, 64k, 1.5M (binary multiples) or 1e6; dtypes are fp32 and bf16.\n\n");
+                   "counts take 4096, 64k, 1.5M (binary multiples) or 1e6; dtypes are fp32 and bf16.\n");
+  std::fputs(ringattn::cli::cpu_paths_help().c_str(), to);
+  std::fputc('\n', to);
   std::fputs(std::string(ringattn::cli::exit_codes_help()).c_str(), to);
 }
 

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/machine.hpp"
 #include "bench/common/shell_command.hpp"
 #include "bench/common/stats.hpp"
 #include "core/logger.hpp"
@@ -214,8 +215,7 @@ int front(const Plan& p, const std::string& command) {
       waited[c] = std::max(waited[c], r.wait);
       own[c] = std::max(own[c], r.seconds - r.compute - r.wait);
     }
-    std::printf("%s\n", cli::JsonObject()
-                            .add("bench", "api")
+    std::printf("%s\n", bench::add_machine(cli::JsonObject().add("bench", "api"), p.dtype)
                             .add("measure", "overhead")
                             .add("nodes", p.nodes)
                             .add("rows_per_rank", p.rows)
@@ -246,8 +246,7 @@ int front(const Plan& p, const std::string& command) {
       if (r.call == 0) rss_first = std::max(rss_first, r.rss), hwm_first = std::max(hwm_first, r.hwm);
       if (r.call == p.layers - 1) rss_last = std::max(rss_last, r.rss), hwm_last = std::max(hwm_last, r.hwm);
     }
-    std::printf("%s\n", cli::JsonObject()
-                            .add("bench", "api")
+    std::printf("%s\n", bench::add_machine(cli::JsonObject().add("bench", "api"), p.dtype)
                             .add("measure", "layers")
                             .add("nodes", p.nodes)
                             .add("tokens", p.layer_tokens)

@@ -259,8 +259,7 @@ int front(const Plan& p, const std::string& command) {
     const double lat = bench::median(latency), bl = bench::median(base);
     const double per_token = bench::median(bytes) / std::max(tokens, 1.0);
     const double rotate = static_cast<double>(p.nodes - 1) * cache_bytes / std::max(tokens, 1.0);
-    std::printf("%s\n", cli::JsonObject()
-                            .add("bench", "decode")
+    std::printf("%s\n", bench::add_machine(cli::JsonObject().add("bench", "decode"), p.dtype)
                             .add("nodes", p.nodes)
                             .add("context", ctx)
                             .add("batch", p.batch)
@@ -280,7 +279,6 @@ int front(const Plan& p, const std::string& command) {
                             .add("cache_over_bytes_per_token", cache_bytes / per_token)
                             .add("rotate_bytes_per_token", rotate)
                             .add("rows_read_max_over_min", static_cast<double>(max_rows) / static_cast<double>(std::max<std::int64_t>(min_rows, 1)))
-                            .add("machine", bench::machine())
                             .add("command", command)
                             .str()
                             .c_str());

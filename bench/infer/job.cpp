@@ -68,7 +68,7 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
   spec.heads = c.heads;
   spec.kv_heads = c.kv_heads;
   spec.head_dim = c.head_dim;
-  spec.dtype = ringattn::DType::f32;
+  spec.dtype = options.dtype;
   spec.mask = ringattn::Mask::causal();
   const std::int64_t qd = c.heads * c.head_dim, kd = c.kv_heads * c.head_dim;
 
@@ -85,7 +85,7 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
     model.attention_inputs(static_cast<int>(l), h, rope_pos, q, k, v);
     const ringattn::ForwardStats st = ring.forward(spec, q, k, v, positions, documents, o);
     stats.prefill_attention_seconds += st.seconds;
-    caches.emplace_back(c.kv_heads, c.head_dim, ringattn::DType::f32);
+    caches.emplace_back(c.kv_heads, c.head_dim, options.dtype);
     caches.back().append_packed(positions, documents, k, v);
     model.attention_output_and_mlp(static_cast<int>(l), o, h);
     std::fprintf(stderr, "infer: rank %d/%d prefill layer %lld/%lld: %lld rows, %.3f s (attention %.3f s)\n", rank,

@@ -9,6 +9,7 @@
 //
 //   export RINGATTN_MASTER=127.0.0.1:29500 RINGATTN_TOKEN=$(openssl rand -hex 16)
 //   mpirun -n 2 -x RINGATTN_MASTER -x RINGATTN_TOKEN ./infer --prompts p.jsonl --out out
+#include <ringattn/block_attention.hpp>
 #include <ringattn/error.hpp>
 #include <ringattn/ring.hpp>
 
@@ -62,7 +63,8 @@ int run(int argc, char** argv) {
   std::printf(
       "{\"bench\":\"infer\",\"rank\":%d,\"world\":%d,\"threads\":%d,\"prompts\":%zu,\"prompt_tokens\":%lld,"
       "\"rows\":%lld,\"generated_per_prompt\":%d,\"layers\":%lld,\"dim\":%lld,\"heads\":%lld,\"kv_heads\":%lld,"
-      "\"head_dim\":%lld,\"ffn\":%lld,\"rope_positions\":\"%s\",\"prefill_seconds\":%.6f,"
+      "\"head_dim\":%lld,\"ffn\":%lld,\"rope_positions\":\"%s\",\"dtype\":\"%s\",\"isa\":\"%s\","
+      "\"matmul\":\"%s\",\"prefill_seconds\":%.6f,"
       "\"prefill_attention_seconds\":%.6f,\"prefill_tokens_per_s\":%.1f,\"decode_steps\":%lld,"
       "\"decode_seconds\":%.6f,\"decode_attention_seconds\":%.6f,\"decode_tokens_per_s\":%.1f,\"cpu_seconds\":%.3f}\n",
       rank, ring_options.world_size, ring_options.threads, prompts.size(), static_cast<long long>(prompt_tokens),
@@ -70,6 +72,8 @@ int run(int argc, char** argv) {
       static_cast<long long>(opt.model.dim), static_cast<long long>(opt.model.heads),
       static_cast<long long>(opt.model.kv_heads), static_cast<long long>(opt.model.head_dim),
       static_cast<long long>(opt.model.ffn), opt.rope == infer::RopePositions::global ? "global" : "local",
+      std::string(ringattn::to_string(opt.dtype)).c_str(), std::string(ringattn::to_string(ringattn::default_isa())).c_str(),
+      ringattn::matmul_implementation(opt.dtype).c_str(),
       st.prefill_seconds, st.prefill_attention_seconds, static_cast<double>(prompt_tokens) / st.prefill_seconds,
       static_cast<long long>(st.decode_steps), st.decode_seconds, st.decode_attention_seconds,
       st.decode_seconds > 0 ? decoded / st.decode_seconds : 0.0, cpu_seconds);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "model.hpp"
+#include <ringattn/types.hpp>
 
 namespace infer {
 
@@ -24,6 +25,9 @@ struct JobOptions {
   int tokens = 4;       // generated per prompt (greedy)
   int threads = 0;      // 0: RINGATTN_THREADS or the library's default
   RopePositions rope = RopePositions::global;
+  // Attention's storage type: on the wire and in the KV cache. bf16 halves both; the ring
+  // multiplies it in bf16 where the CPU has bf16 units and in fp32 elsewhere.
+  ringattn::DType dtype = ringattn::DType::f32;
 };
 
 extern const char* const kUsage;

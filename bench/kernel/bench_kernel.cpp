@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/machine.hpp"
 #include "bench/common/shell_command.hpp"
 #include "bench/common/timing.hpp"
 #include "core/split.hpp"
@@ -67,22 +68,33 @@ Inputs make_inputs(const Case& c) {
 // Whole-block matmuls per head on dense operands (the layout oneDNN is fastest on):
 // S = Q_h K_g^T (b x b), O_h = S V_g (b x d). Operands are repacked per head before the
 // timed region, so the roofline is the matmul engine alone.
+// The matmuls run in the type the kernel's run in: a bf16 call on a CPU without bf16
+// units multiplies fp32 (its bf16 inputs widened), so its roofline is the fp32 matmul's.
 struct DenseMatmuls {
   kernels::MatmulCache cache;
   kernels::MatmulShape qk, pv;
+  DType mm;
   std::vector<float> s, o;
   std::vector<std::uint16_t> s_bf16;
   std::vector<std::vector<char>> q, kt, v;  // per head / per kv head, dense
-  DenseMatmuls(const Case& c, const Inputs& in) {
-    qk = {c.b, c.b, c.head_dim, c.head_dim, c.b, 1, c.dtype};
-    pv = {c.b, c.head_dim, c.b, c.b, c.head_dim, 1, c.dtype};
+  DenseMatmuls(const Case& c, const Inputs& given) {
+    mm = c.dtype == DType::bf16 ? bf16_matmul_dtype() : DType::f32;
+    Inputs widened;  // a bf16 case multiplied in fp32: the bf16 values, widened
+    if (c.dtype == DType::bf16 && mm == DType::f32)
+      for (auto [from, to] : {std::pair{&given.qh, &widened.q}, {&given.kh, &widened.k}, {&given.vh, &widened.v}}) {
+        to->resize(from->size());
+        from_bf16(from->data(), to->data(), static_cast<std::int64_t>(from->size()));
+      }
+    const Inputs& in = c.dtype == DType::bf16 && mm == DType::f32 ? widened : given;
+    qk = {c.b, c.b, c.head_dim, c.head_dim, c.b, 1, mm};
+    pv = {c.b, c.head_dim, c.b, c.b, c.head_dim, 1, mm};
     cache.prepare(qk, c.threads);
     cache.prepare(pv, c.threads);
     cache.reserve_streams(1);
     s.resize(static_cast<std::size_t>(c.b * c.b));
     o.resize(static_cast<std::size_t>(c.b * c.head_dim));
-    if (c.dtype == DType::bf16) s_bf16.resize(s.size());
-    const std::size_t esz = dtype_size(c.dtype);
+    if (mm == DType::bf16) s_bf16.resize(s.size());
+    const std::size_t esz = dtype_size(mm);
     const std::size_t tile = static_cast<std::size_t>(c.b * c.head_dim) * esz;
     auto gather = [&](const void* src, std::int64_t heads, std::int64_t h, bool transpose) {
       std::vector<char> out(tile);
@@ -95,10 +107,10 @@ struct DenseMatmuls {
         }
       return out;
     };
-    for (std::int64_t h = 0; h < c.heads; ++h) q.push_back(gather(in.qp(c.dtype), c.heads, h, false));
+    for (std::int64_t h = 0; h < c.heads; ++h) q.push_back(gather(in.qp(mm), c.heads, h, false));
     for (std::int64_t g = 0; g < c.kv_heads; ++g) {
-      kt.push_back(gather(in.kp(c.dtype), c.kv_heads, g, true));
-      v.push_back(gather(in.vp(c.dtype), c.kv_heads, g, false));
+      kt.push_back(gather(in.kp(mm), c.kv_heads, g, true));
+      v.push_back(gather(in.vp(mm), c.kv_heads, g, false));
     }
   }
 };
@@ -109,7 +121,7 @@ double roofline_seconds(const Case& c, DenseMatmuls& mm) {
     for (std::int64_t h = 0; h < c.heads; ++h) {
       const auto g = static_cast<std::size_t>(h / G);
       mm.cache.run(mm.qk, mm.q[static_cast<std::size_t>(h)].data(), mm.kt[g].data(), mm.s.data(), 0);
-      const void* p = c.dtype == DType::bf16 ? static_cast<const void*>(mm.s_bf16.data()) : mm.s.data();
+      const void* p = mm.mm == DType::bf16 ? static_cast<const void*>(mm.s_bf16.data()) : mm.s.data();
       mm.cache.run(mm.pv, p, mm.v[g].data(), mm.o.data(), 0);
     }
   });
@@ -134,7 +146,7 @@ double naive_seconds(const Case& c, DenseMatmuls& mm) {
         for (std::int64_t j = visible; j < b; ++j) row[j] = 0;
       }
       const void* p = mm.s.data();
-      if (c.dtype == DType::bf16) {
+      if (mm.mm == DType::bf16) {
         to_bf16(mm.s.data(), mm.s_bf16.data(), b * b);
         p = mm.s_bf16.data();
       }
@@ -170,12 +182,12 @@ void run_case(const Case& c, bool with_naive, const std::string& command) {
   const double roof = full_flops / t_roof / 1e9;
   const double naive = with_naive ? fs.useful_flops / t_naive / 1e9 : 0.0;
   std::printf(
-      "{\"bench\":\"kernel\",\"isa\":\"%s\",\"dtype\":\"%s\",\"b\":%lld,\"heads\":%lld,\"kv_heads\":%lld,"
+      "{\"bench\":\"kernel\",%s,\"dtype\":\"%s\",\"b\":%lld,\"heads\":%lld,\"kv_heads\":%lld,"
       "\"head_dim\":%lld,\"mask\":\"%s\",\"threads\":%d,\"seconds\":%.6g,\"gflops\":%.2f,"
       "\"roofline_gflops\":%.2f,\"roofline_seconds\":%.6g,\"efficiency\":%.3f,\"naive_gflops\":%.2f,"
       "\"naive_seconds\":%.6g,\"speedup_vs_naive\":%.2f,\"tiles_computed\":%lld,\"tiles_skipped\":%lld,"
       "\"command\":%s}\n",
-      std::string(to_string(attn.isa())).c_str(), std::string(to_string(c.dtype)).c_str(),
+      bench::machine_fields(c.dtype, attn.isa()).c_str(), std::string(to_string(c.dtype)).c_str(),
       static_cast<long long>(c.b), static_cast<long long>(c.heads), static_cast<long long>(c.kv_heads),
       static_cast<long long>(c.head_dim), to_string(c.mask).c_str(), c.threads, t_kernel, gflops, roof, t_roof,
       gflops / roof, naive, t_naive, with_naive ? t_naive / t_kernel : 0.0,

@@ -81,7 +81,7 @@ void declare(cli::Args& a) {
       .option("heads", "N", "query heads", "32")
       .option("kv-heads", "N", "key/value heads (default: heads)")
       .option("head-dim", "N", "head dimension", "128")
-      .option("dtype", "T", "kernel and wire dtype: bf16 or fp32", "bf16")
+      .option("dtype", "T", "kernel and wire dtype: bf16 or fp32 (bf16 runs everywhere: without bf16 units the kernel multiplies fp32)", "bf16")
       .option("nodes", "P", "ring members", "2")
       .option("mask", "LIST", "none (contiguous layout) and/or causal (zigzag layout)", "none,causal")
       .option("cores", "N", "CPUs per node (default: this machine's CPUs / nodes)")
@@ -238,7 +238,7 @@ int front(const cli::Args& a, const SweepSpec& spec, const std::vector<std::stri
     logger("bench")->warn("{} nodes x {} cores > {} CPUs: nodes share CPUs", spec.nodes, spec.cores, cpus);
   RunInfo info;
   info.link = a.maybe("link").value_or(hosts.empty() ? "loopback 127.0.0.1, unshaped" : "hosts " + *a.maybe("hosts"));
-  info.machine = machine();
+  info.machine = machine() + "; " + bench::paths(spec.dtype);
   info.command = bench::shell_command("bench overlap", argv);  // pasted into a shell, it runs this sweep again
   info.load_before = load_1min();
   const auto t0 = Clock::now();

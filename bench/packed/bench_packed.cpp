@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/machine.hpp"
 #include "bench/common/shell_command.hpp"
 #include "core/logger.hpp"
 #include "core/split.hpp"
@@ -124,7 +125,8 @@ int ringattn::cli::bench_packed_main(const std::vector<std::string>& argv) {
       gs.push_back(fs / ss / 1e9);
     }
     cli::JsonObject j;
-    j.add("bench", "packed")
+    j.add("bench", "packed");
+    bench::add_machine(j, DType::f32)
         .add("nodes", p)
         .add("documents", static_cast<std::int64_t>(cu.size() - 1))
         .add("tokens", n)

@@ -47,6 +47,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/machine.hpp"
 #include "bench/common/shell_command.hpp"
 #include "bench/ring/single_process_baseline.hpp"
 #include "core/split.hpp"
@@ -183,14 +184,14 @@ void print_row(const node::JobSpec& job, const Sizes& sz, const std::vector<run:
     return v.empty() || s == 0 ? 0.0 : *std::max_element(v.begin(), v.end()) / (s / static_cast<double>(v.size()));
   };
   std::printf(
-      "{\"bench\":\"ring\",\"nodes\":%d,\"layout\":\"%s\",\"mask\":\"%s\",\"seq\":%lld,\"heads\":%lld,\"kv_heads\":%lld,"
+      "{\"bench\":\"ring\",%s,\"nodes\":%d,\"layout\":\"%s\",\"mask\":\"%s\",\"seq\":%lld,\"heads\":%lld,\"kv_heads\":%lld,"
       "\"head_dim\":%lld,\"dtype\":\"%s\",\"threads_per_node\":%d,\"reps\":%zu,\"seconds\":%.6f,\"gflops\":%.2f,"
       "\"seconds_all\":%s,\"gflops_best\":%.2f,"
       "\"per_node_compute_seconds\":%s,\"per_node_wait_seconds\":%s,\"per_node_total_seconds\":%s,"
       "\"compute_max_over_mean\":%.3f,\"per_node_useful_flops\":%s,\"flops_max_over_mean\":%.3f,"
       "\"bytes_sent_per_node\":%s,\"payload_bytes_per_node\":%s,\"transport_gbps\":%.3f,"
       "\"wall_seconds\":%.3f,\"max_rss_mib_per_node\":%s,\"rss_model_mib_per_node\":%s,\"rss_over_model\":%.3f",
-      job.nodes, std::string(to_string(job.layout)).c_str(), to_string(job.attention.mask).c_str(),
+      bench::machine_fields(job.attention.dtype).c_str(), job.nodes, std::string(to_string(job.layout)).c_str(), to_string(job.attention.mask).c_str(),
       static_cast<long long>(sz.seq), static_cast<long long>(sz.heads), static_cast<long long>(sz.kv_heads),
       static_cast<long long>(sz.head_dim), std::string(to_string(job.attention.dtype)).c_str(), job.attention.threads,
       reps.size(), seconds, flops / seconds / 1e9, json_list(all, "%.4f").c_str(), flops / all.front() / 1e9,

@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/common/machine.hpp"
 #include "bench/common/shell_command.hpp"
 #include "bench/common/stats.hpp"
 #include "bench/transport/iperf3.hpp"
@@ -175,9 +176,10 @@ void print_result(const std::string& mode, const std::string& host, const Plan& 
                   const Baselines& base, bool tls, std::optional<double> plain_gbps = {}) {
   const double g = median(r.gbps);
   std::printf(
-      "{\"bench\":\"transport\",\"mode\":\"%s\",\"host\":\"%s\",\"tls\":%s,\"block_bytes\":%llu,\"depth\":%d,"
+      "{\"bench\":\"transport\",\"machine\":%s,\"mode\":\"%s\",\"host\":\"%s\",\"tls\":%s,\"block_bytes\":%llu,\"depth\":%d,"
       "\"reps\":%d,\"frames\":%llu,\"gb_per_s\":%.3f,\"gb_per_s_reps\":%s,\"recv_cpu_s_per_gb\":%.4f",
-      mode.c_str(), host.c_str(), tls ? "true" : "false", static_cast<unsigned long long>(bytes), p.depth, p.reps,
+      cli::json_quote(bench::machine()).c_str(), mode.c_str(), host.c_str(), tls ? "true" : "false",
+      static_cast<unsigned long long>(bytes), p.depth, p.reps,
       static_cast<unsigned long long>(r.frames), g, json_list(r.gbps).c_str(), median(r.recv_cpu_per_gb));
   if (plain_gbps) std::printf(",\"plain_gb_per_s\":%.3f,\"ratio_vs_plain\":%.3f", *plain_gbps, g / *plain_gbps);
   if (!r.send_cpu_per_gb.empty()) std::printf(",\"send_cpu_s_per_gb\":%.4f", median(r.send_cpu_per_gb));

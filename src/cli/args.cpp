@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/split.hpp"
+#include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/log.hpp"
 
@@ -136,8 +137,18 @@ std::string Args::help() const {
   }
   help_line(os, "help", "", "this text", "");
   if (!epilogue_.empty()) os << "\n" << epilogue_ << "\n";
+  for (const auto& o : opts_)
+    if (o.name == "dtype") {
+      os << "\n" << cpu_paths_help();
+      break;
+    }
   os << "\n" << exit_codes_help();
   return os.str();
+}
+
+std::string cpu_paths_help() {
+  return "this CPU: kernels on the '" + std::string(to_string(default_isa())) + "' path, oneDNN ISA " + matmul_isa() +
+         "; fp32 calls: oneDNN " + matmul_implementation(DType::f32) + "; " + bf16_path() + "\n";
 }
 
 std::string_view exit_codes_help() {

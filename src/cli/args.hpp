@@ -60,6 +60,9 @@ class Args {
   std::vector<Opt> opts_;
 };
 
+// "this CPU: kernels on the 'avx2' path, ...; bf16 calls: ..." for --help: which paths a
+// call takes here (RINGATTN_ISA and ONEDNN_MAX_CPU_ISA included).
+std::string cpu_paths_help();
 // The exit codes of every command, as printed at the end of every --help.
 std::string_view exit_codes_help();
 
