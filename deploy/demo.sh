@@ -5,6 +5,6 @@
 # Extra arguments go to `ringattn verify` (see `build/ringattn verify --help`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-deploy/setup.sh
+deploy/setup.sh --demo
 exec build/ringattn verify --nodes 4 --seq 2048 --heads 8 --kv-heads 2 --head-dim 128 \
   --layout zigzag --causal --quiet "$@"

@@ -1,18 +1,33 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package that building, testing and benchmarking ringattn
-# need (idempotent, as root), then builds the release tree in ./build.
+# Installs the Debian 12 packages ringattn needs (idempotent, as root), then builds the
+# release tree in ./build.
 #
-#   deploy/setup.sh            packages + release build
-#   deploy/setup.sh --no-build packages only
+#   deploy/setup.sh            every package (build, tests, benchmarks, deploy checks) and
+#                              the whole release build, tests included (what deploy/test.sh runs)
+#   deploy/setup.sh --demo     only the build packages, and only the program and the library
+#                              (what deploy/demo.sh runs: about 1 minute of packages and 1.5
+#                              of building on the 2-core test VM, against 3 and 4 for the whole)
+#   deploy/setup.sh --no-build every package, no build
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PACKAGES=(
-  # build (the daemon: TOML configuration, sd_notify)
+mode=all
+case "${1:-}" in
+  "") ;;
+  --demo) mode=demo ;;
+  --no-build) mode=packages ;;
+  *) echo "setup: unknown option '$1' (expected --demo or --no-build)" >&2; exit 2 ;;
+esac
+
+# What building the library and the program needs (the daemon: TOML configuration, sd_notify).
+BUILD_PACKAGES=(
   build-essential g++ pkg-config meson ninja-build
   libasio-dev libdnnl-dev libspdlog-dev doctest-dev libomp-dev libssl-dev
   libtomlplusplus-dev libsystemd-dev
-  # tests: sanitizers and libFuzzer (clang), aarch64 NEON under qemu, netns testbed
+)
+# What the tests, benchmarks and deploy checks need besides.
+TEST_PACKAGES=(
+  # sanitizers and libFuzzer (clang), aarch64 NEON under qemu, netns testbed
   clang libclang-rt-14-dev libfuzzer-14-dev
   g++-aarch64-linux-gnu qemu-user
   iproute2 procps
@@ -24,9 +39,13 @@ PACKAGES=(
   # schema check (the Kubernetes API's Python models)
   systemd slurmd slurmctld slurm-client munge python3-yaml python3-kubernetes
 )
-# kubectl (deploy/k8s/test_k8s.sh makes the Secret with it): Debian's, unless one is installed
-# already (another kubectl package conflicts with kubernetes-client)
-command -v kubectl >/dev/null || PACKAGES+=(kubernetes-client)
+PACKAGES=("${BUILD_PACKAGES[@]}")
+if [[ $mode != demo ]]; then
+  PACKAGES+=("${TEST_PACKAGES[@]}")
+  # kubectl (deploy/k8s/test_k8s.sh makes the Secret with it): Debian's, unless one is installed
+  # already (another kubectl package conflicts with kubernetes-client)
+  command -v kubectl >/dev/null || PACKAGES+=(kubernetes-client)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -45,10 +64,22 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-[[ "${1:-}" == "--no-build" ]] && exit 0
+[[ $mode == packages ]] && exit 0
 
+# A tree configured for the demo found no pybind11 (the Python module is an auto feature):
+# configured again once every package is here, so that the tests get the module.
+if [[ $mode == all && -f build/build.ninja && "$(cat build/.setup-mode 2>/dev/null)" == demo ]]; then
+  meson setup --reconfigure build >/dev/null
+fi
 if [[ ! -f build/build.ninja ]]; then
   meson setup build --buildtype=release -Dwerror=true >/dev/null
 fi
-echo "setup: building (ninja -C build)"
-ninja -C build | tail -n 1
+if [[ $mode == demo ]]; then
+  [[ "$(cat build/.setup-mode 2>/dev/null)" == all ]] || echo demo >build/.setup-mode
+  echo "setup: building the program and the library (ninja -C build ringattn)"
+  ninja -C build ringattn | tail -n 1
+else
+  echo all >build/.setup-mode
+  echo "setup: building (ninja -C build)"
+  ninja -C build | tail -n 1
+fi

@@ -187,6 +187,16 @@ infer_p2() {
   $PY bench/infer/compare.py "$work/infer-p1" "$out" --tol 1e-4
 }
 
+# bf16 attention (K/V bf16 on the wire and in the KV cache; multiplied in bf16 or, without
+# bf16 units, in fp32) at P = 1 and P = 2: the same tokens, logits within 2e-2.
+infer_bf16() {
+  env RINGATTN_RANK=0 RINGATTN_WORLD_SIZE=1 timeout 120 "$infer/infer" --prompts "$work/prompts.jsonl" \
+    "${infer_model[@]}" --threads 1 --dtype bf16 --out "$work/infer-bf16-p1" || return 1
+  ranks 2 RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" \
+    --prompts "$work/prompts.jsonl" "${infer_model[@]}" --threads 1 --dtype bf16 --out "$work/infer-bf16-p2" || return 1
+  $PY bench/infer/compare.py "$work/infer-bf16-p1" "$work/infer-bf16-p2" --tol 2e-2
+}
+
 infer_p3_mpirun() {
   env -i PATH="$PATH" HOME="$HOME" RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" \
     timeout 120 mpirun -n 3 --oversubscribe --allow-run-as-root -x RINGATTN_MASTER -x RINGATTN_TOKEN \
@@ -292,6 +302,7 @@ if check "infer: configure bench/infer through ringattn.pc, build -Werror" build
     check "infer: P = 2, rendezvous: tokens equal, logits within 1e-4 of P = 1" infer_p2 "$work/infer-p2"
     check "infer: P = 3 under mpirun: tokens equal, logits within 1e-4 of P = 1" infer_p3_mpirun
     check "infer: weights from a numpy-written safetensors file, P = 2, match P = 1 from the seed" infer_safetensors
+    check "infer: bf16 K/V on the wire and in the cache, P = 2 against P = 1: tokens equal, logits within 2e-2" infer_bf16
     check "infer: bad weights and prompts files fail with the file and tensor or line named" infer_bad_inputs
     check "infer: the positions trap (--rope-positions local, P = 2) fails the comparison" infer_positions_trap
   fi
