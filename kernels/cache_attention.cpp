@@ -137,7 +137,20 @@ CacheFoldStats CacheAttention::fold(const float* q, const std::int64_t* q_pos, s
     std::fill(o, o + M * D, 0.0f);
     for (std::int64_t t0 = item.c0; t0 < item.c1; t0 += tile_keys) {
       const int w = static_cast<int>(std::min(tile_keys, item.c1 - t0));
+      // The next tile's K and V rows, every head, into L2 while this tile computes: two
+      // contiguous blocks, fetched a KH-th at a time before each head's pass (a burst of all
+      // at once stalls on the miss buffers). Each head's pass reads its own part of every
+      // row at the row stride, which the hardware prefetchers do not follow across pages.
+      const std::int64_t t1 = t0 + tile_keys;
+      const std::int64_t next_bytes =
+          t1 < item.c1 ? std::min(tile_keys, item.c1 - t1) * ld * static_cast<std::int64_t>(esz) : 0;
+      const char* k_next = static_cast<const char*>(sg.k) + static_cast<std::size_t>(t1 * ld) * esz;
+      const char* v_next = static_cast<const char*>(sg.v) + static_cast<std::size_t>(t1 * ld) * esz;
       for (std::int64_t g = 0; g < KH; ++g) {
+        for (std::int64_t b = next_bytes * g / KH; b < next_bytes * (g + 1) / KH; b += 64) {
+          __builtin_prefetch(k_next + b, 0, 2);
+          __builtin_prefetch(v_next + b, 0, 2);
+        }
         const char* kb = static_cast<const char*>(sg.k) + static_cast<std::size_t>((t0 * KH + g) * D) * esz;
         const char* vb = static_cast<const char*>(sg.v) + static_cast<std::size_t>((t0 * KH + g) * D) * esz;
         for (std::int64_t r = 0; r < rows; ++r) {

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <limits>
 
-#include "kernels/cache_loops.hpp"
+#include "kernels/x86/avx2/cache_avx2.hpp"
 #include "kernels/softmax_ops.hpp"
 
 namespace ringattn::kernels {
@@ -220,13 +220,11 @@ bool has_non_finite_bf16_avx2(const std::uint16_t* x, std::int64_t n) {
          kOpsGeneric.has_non_finite_bf16(x + i, n - i);
 }
 
-RINGATTN_CACHE_LOOPS(avx2)
-
 }  // namespace
 
 const SoftmaxOps kOpsAvx2 = {"avx2",          online_row_avx2,     rescale_add_avx2,
                              to_bf16_avx2,    from_bf16_avx2,      exp2_avx2,
                              has_non_finite_f32_avx2, has_non_finite_bf16_avx2,
-    cache_scores_f32_avx2, cache_scores_bf16_avx2, cache_pv_f32_avx2, cache_pv_bf16_avx2};
+    avx2::cache_scores_f32, avx2::cache_scores_bf16, avx2::cache_pv_f32, avx2::cache_pv_bf16};
 
 }  // namespace ringattn::kernels
