@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <ctime>
 #include <map>
+#include <memory>
 #include <mutex>
 
 #include "core/logger.hpp"
@@ -42,11 +43,25 @@ LogLevel from_spdlog(spdlog::level::level_enum l) {
 
 std::atomic<int> g_rank{-1};
 
+// True on a thread while it is inside a user sink's call for one line.
+thread_local bool t_in_sink = false;
+
 class Sink final : public spdlog::sinks::base_sink<std::mutex> {
  public:
+  // From any other thread: waits for the line in flight (spdlog holds mutex_ around each
+  // line), so the old sink is never called once this returns. From inside a sink (it
+  // replaces or removes itself): this thread already holds mutex_ for that line, so
+  // taking it again would deadlock; the line in flight keeps its own copy of the old sink.
   void set(LogSink s) {
+    auto next = s ? std::make_shared<const LogSink>(std::move(s)) : nullptr;
+    if (t_in_sink) {
+      std::lock_guard lock(user_mu_);
+      user_ = std::move(next);
+      return;
+    }
     std::lock_guard lock(mutex_);
-    user_ = std::move(s);
+    std::lock_guard user_lock(user_mu_);
+    user_ = std::move(next);
   }
 
  protected:
@@ -54,8 +69,20 @@ class Sink final : public spdlog::sinks::base_sink<std::mutex> {
     std::string_view name(msg.logger_name.data(), msg.logger_name.size());
     if (name.rfind("ringattn.", 0) == 0) name.remove_prefix(9);
     const std::string_view text(msg.payload.data(), msg.payload.size());
-    if (user_) {
-      user_(from_spdlog(msg.level), name, text);
+    std::shared_ptr<const LogSink> user;
+    {
+      std::lock_guard lock(user_mu_);
+      user = user_;
+    }
+    if (user) {
+      t_in_sink = true;
+      try {
+        (*user)(from_spdlog(msg.level), name, text);
+      } catch (...) {
+        t_in_sink = false;
+        throw;
+      }
+      t_in_sink = false;
       return;
     }
     const auto t = std::chrono::system_clock::to_time_t(msg.time);
@@ -74,7 +101,8 @@ class Sink final : public spdlog::sinks::base_sink<std::mutex> {
   void flush_() override { std::fflush(stderr); }
 
  private:
-  LogSink user_;
+  std::mutex user_mu_;  // guards user_ alone (see set)
+  std::shared_ptr<const LogSink> user_;
 };
 
 struct Registry {

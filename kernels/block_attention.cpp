@@ -272,7 +272,8 @@ BlockAttention::BlockAttention(const AttentionConfig& cfg) : impl_(std::make_uni
   if (cfg.mask.kind == MaskKind::window && cfg.mask.window < 1)
     bad("window = " + std::to_string(cfg.mask.window) + " must be >= 1");
   if (!(cfg.scale >= 0.0f) || std::isinf(cfg.scale)) bad("scale = " + std::to_string(cfg.scale) + " must be finite and > 0");
-  if (cfg.threads < 0) bad("threads = " + std::to_string(cfg.threads) + " must be >= 0");
+  if (cfg.threads < 0 || cfg.threads > kMaxThreads)
+    bad("threads = " + std::to_string(cfg.threads) + " must be in 0.." + std::to_string(kMaxThreads) + " (0: all cores)");
   auto& im = *impl_;
   im.cfg = cfg;
   if (im.cfg.scale == 0.0f) im.cfg.scale = 1.0f / std::sqrt(static_cast<float>(cfg.head_dim));

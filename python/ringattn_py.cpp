@@ -300,8 +300,10 @@ void python_sink(ringattn::LogLevel level, std::string_view logger, std::string_
   if (!Py_IsInitialized()) return;
   py::gil_scoped_acquire gil;
   if (!g_sink_fn || g_sink_fn->is_none()) return;
+  // Our own reference: the callable may replace or remove itself (set_log_sink) while it runs.
+  const py::object fn = *g_sink_fn;
   try {
-    (*g_sink_fn)(std::string(ringattn::to_string(level)), std::string(logger), std::string(message));
+    fn(std::string(ringattn::to_string(level)), std::string(logger), std::string(message));
   } catch (py::error_already_set& e) {
     e.discard_as_unraisable("ringattn log sink");
   }
@@ -348,7 +350,9 @@ std::unique_ptr<PyRing> make_ring(int rank, int world_size, std::optional<std::v
   if (token) o.token = *token;
   if (token_file) o.token_file = *token_file;
   if (listen) o.listen = *listen;
-  if (threads < 0) bad("Ring: threads = " + std::to_string(threads) + " must be >= 0 (0: all cores)");
+  if (threads < 0 || threads > ringattn::kMaxThreads)
+    bad("Ring: threads = " + std::to_string(threads) + " must be in 0.." + std::to_string(ringattn::kMaxThreads) +
+        " (0: all cores)");
   o.threads = threads;
   o.timeout = timeout;
   o.connect_timeout = connect_timeout;

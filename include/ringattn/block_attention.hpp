@@ -67,7 +67,7 @@ struct AttentionConfig {
   DType dtype = DType::f32;     // storage and matmul-input type of Q, K, V
   Mask mask = Mask::none();
   float scale = 0.0f;           // 0 means 1/sqrt(head_dim)
-  int threads = 0;              // OpenMP threads for a fold; 0 means omp_get_max_threads()
+  int threads = 0;              // OpenMP threads for a fold, 0..kMaxThreads; 0 means omp_get_max_threads()
   std::optional<Isa> isa;       // force a path; unset: env RINGATTN_ISA, else the best one
   // The type the matmuls multiply. fp32 calls: fp32. bf16 calls: bf16 where the CPU has
   // bf16 units (see bf16_matmul_dtype()), else fp32 operands widened from bf16 inside the

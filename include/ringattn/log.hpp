@@ -21,7 +21,10 @@ LogLevel parse_log_level(std::string_view text, std::string_view what = "log lev
 
 // Receives every line at or above the level (from any thread, one line at a time).
 using LogSink = std::function<void(LogLevel level, std::string_view logger, std::string_view message)>;
-void set_log_sink(LogSink sink);  // an empty function: back to stderr
+// An empty function: back to stderr. Once it returns, the old sink gets no more lines.
+// A sink may call it itself (to replace or remove itself); it must not log through the
+// library from inside a line.
+void set_log_sink(LogSink sink);
 
 void set_log_level(LogLevel level);                           // every logger (default: info)
 void set_log_level(std::string_view logger, LogLevel level);  // one logger, e.g. "net"

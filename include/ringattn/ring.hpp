@@ -50,6 +50,13 @@ struct RingLimits {
   std::int64_t max_head_dim = 256;
 };
 
+// Throws InvalidArgument if a ring cannot be made with these limits: each within its
+// range, and the largest frame they allow (a block of max_rows rows of K and V in fp32,
+// or of the states or queries) under the wire's 16 GiB ceiling; for a max_rows too
+// large the message names the largest that fits with these heads and head_dim.
+// Ring::connect checks the same, first.
+void check_limits(const RingLimits& limits);
+
 struct RingOptions {
   int rank = -1;
   int world_size = 0;

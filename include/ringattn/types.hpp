@@ -42,6 +42,11 @@ struct Mask {
 
 std::string to_string(const Mask& m);  // "none", "causal", "window:W"
 
+// The most kernel threads a call may ask for (every entry point: AttentionConfig,
+// RingOptions, RINGATTN_THREADS, --threads, Python's threads=). OpenMP dies rather than
+// fail when it cannot start that many.
+inline constexpr int kMaxThreads = 4096;
+
 // Instruction-set path of the per-node kernels (the matmuls are oneDNN's own).
 enum class Isa : std::uint8_t { generic = 0, avx2 = 1, avx512 = 2, neon = 3 };
 

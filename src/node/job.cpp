@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <sstream>
 
+#include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/packing.hpp"
 #include "src/io/npy_reader.hpp"
@@ -46,8 +46,9 @@ void read_job_options(const cli::Args& a, JobSpec& job) {
   auto& c = job.attention;
   c.dtype = parse_dtype(a.str("dtype"));
   const std::int64_t threads = a.int64("threads");
-  if (threads < 0 || threads > 4096)
-    throw InvalidArgument("--threads = " + std::to_string(threads) + " must be between 0 (all cores) and 4096");
+  if (threads < 0 || threads > kMaxThreads)
+    throw InvalidArgument("--threads = " + std::to_string(threads) + " must be between 0 (all cores) and " +
+                          std::to_string(kMaxThreads));
   c.threads = static_cast<int>(threads);
   if (auto w = a.maybe("window")) {
     c.mask = Mask::sliding_window(cli::parse_count(*w, "--window"));
@@ -63,9 +64,7 @@ void read_job_options(const cli::Args& a, JobSpec& job) {
   if (decode > 0 && c.mask.kind == MaskKind::none)
     throw InvalidArgument("--decode " + a.str("decode") + " needs --causal or --window: a generated token sees only "
                           "the tokens before it");
-  job.timeout_seconds = a.real("timeout");
-  if (!(job.timeout_seconds > 0) || job.timeout_seconds > 86400)
-    throw InvalidArgument("--timeout = " + a.str("timeout") + " must be in (0, 86400] seconds");
+  job.timeout_seconds = a.seconds("timeout", 0.001, 86400);
 }
 
 void inspect_inputs(JobSpec& job) {
@@ -97,11 +96,16 @@ void inspect_inputs(JobSpec& job) {
 }
 
 std::vector<std::int64_t> read_cu_seqlens(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw FileError(path + ": cannot open the --cu-seqlens file");
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string all = text.str();
+  // A regular file (not a FIFO or /dev/zero: io::PosixFile refuses them) of bounded size,
+  // read once: 16 MiB is a million documents' cumulative lengths and more.
+  constexpr std::uint64_t kMaxBytes = std::uint64_t{16} << 20;
+  const io::PosixFile file = io::PosixFile::open_read(path);
+  const std::uint64_t bytes = file.size();
+  if (bytes > kMaxBytes)
+    throw FileError(path + ": the --cu-seqlens file has " + std::to_string(bytes) + " bytes, more than the " +
+                    std::to_string(kMaxBytes >> 20) + " MiB a list of cumulative lengths needs");
+  std::string all(static_cast<std::size_t>(bytes), '\0');
+  file.pread_exact(all.data(), all.size(), 0);
   for (char& c : all)
     if (c == ',' || c == '\n' || c == '\r' || c == '\t') c = ' ';
   std::vector<std::int64_t> cu;

@@ -52,6 +52,42 @@ net::LinkLimits RingInternals::link_limits(const RingOptions& o) {
   return n;
 }
 
+void check_limits(const RingLimits& limits) {
+  auto frames = [](const RingLimits& l) {
+    RingOptions o;
+    o.limits = l;
+    return net::FrameLimits::for_limits(RingInternals::link_limits(o));
+  };
+  try {
+    frames(limits);
+  } catch (const InvalidArgument& e) {
+    RingLimits one = limits;
+    one.max_rows = 1;
+    try {
+      frames(one);
+    } catch (const InvalidArgument&) {
+      throw;  // not the rows: a head count or the head dim itself is out of range
+    }
+    std::int64_t lo = 1, hi = limits.max_rows;  // lo fits, hi does not
+    while (hi - lo > 1) {
+      const std::int64_t mid = lo + (hi - lo) / 2;
+      RingLimits t = limits;
+      t.max_rows = mid;
+      try {
+        frames(t);
+        lo = mid;
+      } catch (const InvalidArgument&) {
+        hi = mid;
+      }
+    }
+    throw InvalidArgument("ring limits: max_rows = " + std::to_string(limits.max_rows) + " is too large (" + e.what() +
+                          "); with max_heads " + std::to_string(limits.max_heads) + ", max_kv_heads " +
+                          std::to_string(limits.max_kv_heads) + " and max_head_dim " +
+                          std::to_string(limits.max_head_dim) + " the largest max_rows that fits is " +
+                          std::to_string(lo));
+  }
+}
+
 namespace {
 
 std::string load_token(const RingOptions& o) {
@@ -90,6 +126,10 @@ Ring Ring::connect(const RingOptions& o) {
     throw InvalidArgument("RingOptions: rank = " + std::to_string(o.rank) + " is outside 0.." + std::to_string(o.world_size - 1));
   if (!(o.timeout > 0) || !(o.connect_timeout > 0))
     throw InvalidArgument("RingOptions: timeout and connect_timeout must be positive seconds");
+  check_limits(o.limits);
+  if (o.threads < 0 || o.threads > kMaxThreads)
+    throw InvalidArgument("RingOptions: threads = " + std::to_string(o.threads) + " must be in 0.." +
+                          std::to_string(kMaxThreads) + " (0: all cores)");
   auto impl = std::make_unique<Impl>();
   impl->options = o;
   set_log_rank(o.rank);

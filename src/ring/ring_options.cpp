@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/split.hpp"
+#include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/ring.hpp"
 
@@ -76,7 +77,7 @@ RingOptions RingOptions::from_env() {
   if (const char* v = env("RINGATTN_LISTEN")) o.listen = v;
   if (const char* v = env("RINGATTN_RING_ID")) o.ring_id = static_cast<std::uint64_t>(integer("RINGATTN_RING_ID", v, 0, INT64_MAX));
   if (const char* v = env("RINGATTN_TLS")) o.tls = integer("RINGATTN_TLS", v, 0, 1) == 1;
-  if (const char* v = env("RINGATTN_THREADS")) o.threads = static_cast<int>(integer("RINGATTN_THREADS", v, 0, 4096));
+  if (const char* v = env("RINGATTN_THREADS")) o.threads = static_cast<int>(integer("RINGATTN_THREADS", v, 0, kMaxThreads));
   if (const char* v = env("RINGATTN_ISA")) o.isa = parse_isa(v);
   if (const char* v = env("RINGATTN_TIMEOUT")) o.timeout = seconds("RINGATTN_TIMEOUT", v);
   if (const char* v = env("RINGATTN_CONNECT_TIMEOUT")) o.connect_timeout = seconds("RINGATTN_CONNECT_TIMEOUT", v);

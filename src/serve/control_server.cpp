@@ -37,6 +37,7 @@ struct ControlServer::Impl {
   RingService& service;
   Metrics& metrics;
   int connections = 0;
+  int over_limit = 0;  // connections past the cap being told so
   std::atomic<int> active_jobs{0};  // submissions not yet answered in full
   std::thread thread;
 
@@ -51,19 +52,24 @@ struct ControlServer::Impl {
       if (ec) continue;
       if (connections >= kMaxConnections) {
         metrics.add("ringattn_control_refused_total", {{"reason", "too_many"}});
-        socket.close(ec);
+        // A few over the cap still get their handshake and a one-line answer naming the
+        // limit (a connection closed at once reads like a TLS or token mismatch to the
+        // client); beyond those, closed.
+        if (over_limit < kMaxOverLimit) asio::co_spawn(io, serve(std::move(socket), true), asio::detached);
+        else socket.close(ec);
         continue;
       }
-      asio::co_spawn(io, serve(std::move(socket)), asio::detached);
+      asio::co_spawn(io, serve(std::move(socket), false), asio::detached);
     }
   }
 
-  asio::awaitable<void> serve(net::tcp::Socket socket) {
-    ++connections;
+  asio::awaitable<void> serve(net::tcp::Socket socket, bool refuse) {
+    int& counter = refuse ? over_limit : connections;
+    ++counter;
     struct Count {
       int& n;
       ~Count() { --n; }
-    } count{connections};
+    } count{counter};
     net::tcp::set_no_delay(socket);
     const std::string who = "client " + net::tcp::endpoint_text(socket, true);
     auto stream = tls ? std::make_shared<Stream>(std::make_unique<net::tcp::TlsStream>(std::move(socket), *tls))
@@ -83,7 +89,15 @@ struct ControlServer::Impl {
       co_return;
     }
     try {
-      co_await converse(stream, who);
+      if (refuse) {  // the client's request first (it writes before it reads), then why not
+        co_await read_json(*stream, std::min(idle, Millis(5000)), who);
+        co_await write_json(*stream,
+                            error_event("the daemon is at its limit of " + std::to_string(kMaxConnections) +
+                                        " client connections at once; try again in a moment"),
+                            idle, who);
+      } else {
+        co_await converse(stream, who);
+      }
     } catch (const std::exception& e) {
       logger("serve")->info("control: {}: {}", who, e.what());
     }
@@ -101,13 +115,16 @@ struct ControlServer::Impl {
   asio::awaitable<void> converse(std::shared_ptr<Stream> stream, const std::string& who) {
     const std::string text = co_await read_json(*stream, idle, who);
     cli::JsonValue v;
-    std::string op;
+    std::string op, invalid;
     try {
-      v = cli::parse_json(text);
+      v = cli::parse_json(text);  // bounded: kMaxJsonBytes, then kMaxJsonDepth levels
       if (const auto* o = v.get("op"); o && o->kind == cli::JsonValue::Kind::string) op = o->string;
-    } catch (const std::exception&) {
+    } catch (const std::exception& e) {
+      invalid = e.what();
     }
-    if (op == "status") {
+    if (!invalid.empty()) {
+      co_await write_json(*stream, error_event("the request is not valid JSON: " + invalid), idle, who);
+    } else if (op == "status") {
       co_await write_json(*stream, "{\"event\":\"status\",\"data\":" + service.status_json() + "}", idle, who);
     } else if (op == "nodes") {
       co_await write_json(*stream, "{\"event\":\"nodes\",\"data\":" + service.nodes_json() + "}", idle, who);
@@ -184,7 +201,8 @@ struct ControlServer::Impl {
       } catch (const InvalidArgument& x) {
         bad = x.what();
       }
-      if (!bad.empty()) {  // the ring thread aborts the job once the upload ends
+      if (!bad.empty()) {  // the ring thread aborts the job once the upload ends, with this reason
+        job->fail_upload(bad);
         co_await write_json(*stream, error_event(bad), idle, who);
         co_return;
       }

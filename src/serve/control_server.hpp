@@ -1,6 +1,7 @@
 // ringattn serve — the control port: clients (submit, status) connect here, prove the
 // token (control_wire.hpp), and ask. One Asio thread; each connection is a coroutine
-// with deadlines; at most kMaxConnections at once (more are closed at once).
+// with deadlines; at most kMaxConnections at once: up to kMaxOverLimit more are
+// authenticated and told the daemon is at its limit, any beyond those closed at once.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,7 @@ namespace ringattn::serve {
 class ControlServer {
  public:
   static constexpr int kMaxConnections = 16;
+  static constexpr int kMaxOverLimit = 4;
   // Binds `listen` ("host:port"); throws NetworkError naming it if it cannot.
   ControlServer(const std::string& listen, std::string secret, bool tls, double timeout_seconds, RingService& service,
                 Metrics& metrics);

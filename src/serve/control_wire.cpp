@@ -38,28 +38,32 @@ constexpr std::size_t kChunk = std::size_t{1} << 20;
 
 asio::awaitable<void> write_all(Stream& s, std::span<const std::byte> bytes, Millis idle, const std::string& peer,
                                 const char* what, const std::function<void(std::uint64_t)>& progress = {}) {
+  // The deadline measures silence: it restarts whenever any bytes move, so a slow but
+  // steady peer is never cut off, and one that moves nothing for `idle` always is.
   std::size_t done = 0;
   while (done < bytes.size()) {
     const std::size_t n = std::min(kChunk, bytes.size() - done);
     std::error_code ec;
     StreamDeadline deadline(s, idle);
-    co_await asio::async_write(s, asio::buffer(bytes.data() + done, n), asio::redirect_error(asio::use_awaitable, ec));
+    const std::size_t moved =
+        co_await s.async_write_some(asio::buffer(bytes.data() + done, n), asio::redirect_error(asio::use_awaitable, ec));
     if (ec) broken(peer, what, ec, deadline.fired(), idle);
-    done += n;
+    done += moved;
     if (progress) progress(done);
   }
 }
 
 asio::awaitable<void> read_all(Stream& s, std::span<std::byte> bytes, Millis idle, const std::string& peer,
                                const char* what, const std::function<void(std::uint64_t)>& progress = {}) {
-  std::size_t done = 0;
+  std::size_t done = 0;  // silence, as in write_all
   while (done < bytes.size()) {
     const std::size_t n = std::min(kChunk, bytes.size() - done);
     std::error_code ec;
     StreamDeadline deadline(s, idle);
-    co_await asio::async_read(s, asio::buffer(bytes.data() + done, n), asio::redirect_error(asio::use_awaitable, ec));
+    const std::size_t moved =
+        co_await s.async_read_some(asio::buffer(bytes.data() + done, n), asio::redirect_error(asio::use_awaitable, ec));
     if (ec) broken(peer, what, ec, deadline.fired(), idle);
-    done += n;
+    done += moved;
     if (progress) progress(done);
   }
 }

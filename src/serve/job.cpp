@@ -4,6 +4,8 @@
 #include <asio/redirect_error.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include <charconv>
+#include <cmath>
 #include <cstring>
 
 #include "ringattn/error.hpp"
@@ -44,9 +46,14 @@ std::int64_t field(const cli::JsonValue& v, const char* key, std::int64_t lo, st
   if (f == nullptr || f->kind != cli::JsonValue::Kind::number)
     throw InvalidArgument("job request: '" + std::string(key) + "' is missing or not a number");
   const double x = f->number;
-  if (!(x >= static_cast<double>(lo) && x <= static_cast<double>(hi)) || x != static_cast<double>(static_cast<std::int64_t>(x)))
-    throw InvalidArgument("job request: " + std::string(key) + " = " + std::to_string(static_cast<long long>(x)) + " is outside " +
-                          std::to_string(lo) + ".." + std::to_string(hi) + why);
+  // Checked as a double first: a cast of 1e300 or 512.5 to int64 is undefined or wrong.
+  char buf[32];
+  const std::string shown(buf, std::to_chars(buf, buf + sizeof buf, x).ptr);  // shortest round trip: 512.5, 1e+300
+  if (!std::isfinite(x) || x != std::floor(x))
+    throw InvalidArgument("job request: " + std::string(key) + " = " + shown + " is not a whole number");
+  if (!(x >= static_cast<double>(lo) && x <= static_cast<double>(hi)))
+    throw InvalidArgument("job request: " + std::string(key) + " = " + shown + " is outside " + std::to_string(lo) +
+                          ".." + std::to_string(hi) + why);
   return static_cast<std::int64_t>(x);
 }
 
@@ -138,12 +145,18 @@ void Job::push_upload(ShardUpload u) {
   upload_cv_.notify_all();
 }
 
-void Job::fail_upload() {
+void Job::fail_upload(const std::string& why) {
   {
     std::lock_guard lock(upload_mu_);
+    if (!upload_failed_ && !why.empty()) upload_error_ = why;  // the first reason stays
     upload_failed_ = true;
   }
   upload_cv_.notify_all();
+}
+
+std::string Job::upload_error() const {
+  std::lock_guard lock(upload_mu_);
+  return upload_error_;
 }
 
 std::optional<ShardUpload> Job::next_upload() {

@@ -98,9 +98,10 @@ struct Job {
 
   // The upload, rank by rank (1..P-1, then 0: the workers start while rank 0's rows still
   // arrive). The connection pushes, the ring thread takes; a failed upload (the client
-  // went away or fell silent) ends it.
+  // went away or fell silent, or sent rows the daemon refused: `why`) ends it.
   void push_upload(ShardUpload u);
-  void fail_upload();
+  void fail_upload(const std::string& why = "");
+  std::string upload_error() const;  // the first `why` given, or "" (the client went away)
   std::optional<ShardUpload> next_upload();  // nullopt once the upload failed
   // Per rank, its rows x (heads*head_dim + heads): O then lse of each row (the ring thread
   // fills them before "done"; the connection sends them to the client).
@@ -117,10 +118,11 @@ struct Job {
   double ring_seconds = 0, job_seconds = 0;
 
  private:
-  std::mutex upload_mu_;
+  mutable std::mutex upload_mu_;
   std::condition_variable upload_cv_;
   std::deque<ShardUpload> uploads_;
   bool upload_failed_ = false;
+  std::string upload_error_;
 };
 
 std::string_view to_string(JobResult r);

@@ -8,6 +8,10 @@
 //   QUERY  rank 0 -> worker   STATE: the shard's Q rows, [rows, heads*head_dim]
 //   RESULT worker -> rank 0   STATE: O and lse rows, [rows, heads*head_dim + heads]
 //   STATS  worker -> rank 0   STATE: 1 x 16, eight doubles (the worker's ForwardStats)
+//   DONE   rank 0 -> worker   STATE: 1 x 1, once every result of the job is in: a worker
+//                             waits for it before its next job or before it leaves, so that
+//                             a draining worker's notice of leaving cannot reach rank 0
+//                             (around the ring) before another rank's result
 //
 // The frame's step field says which (the ring's own frames number their steps from 0),
 // its job_id is the job's. Every frame is bounded by the transport against the limits the
@@ -32,6 +36,7 @@ enum Tag : std::uint64_t {
   kQuery = 0x5241'5345'0004,
   kResult = 0x5241'5345'0005,
   kStats = 0x5241'5345'0006,
+  kDone = 0x5241'5345'0007,
 };
 
 struct Frame {

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <thread>
 
 #include "core/logger.hpp"
@@ -361,7 +362,9 @@ void RingService::run_job(Job& job) {
   for (int i = 0; i < P; ++i) {
     std::optional<ShardUpload> u = job.next_upload();
     if (!u) {
-      const std::string why = "job " + std::to_string(job.id) + " aborted: its client went away during the upload";
+      const std::string refused = job.upload_error();
+      const std::string why = "job " + std::to_string(job.id) + " aborted: " +
+                              (refused.empty() ? "its client went away during the upload" : "its upload was refused: " + refused);
       if (!sends.empty()) t.abort(FailureCause::local, 0, why);  // workers hold half a job: start over
       job.cancelled = true;
       throw Error(why);
@@ -438,6 +441,19 @@ void RingService::run_job(Job& job) {
     job.nodes.push_back(n);
     job.events->push(event("node_done", node_json(n)));
   }
+  // Every result is in: the workers may go on (or leave, when draining).
+  const std::array<float, 1> done_payload{};
+  std::vector<net::Request> dones;
+  for (int r = 1; r < P; ++r) {
+    net::FrameHeader hd;
+    hd.kind = net::FrameKind::state;
+    hd.job_id = job.id;
+    hd.step = peer::kDone;
+    hd.rows = 1;
+    hd.cols = 1;
+    dones.push_back(t.isend(r, hd, std::as_bytes(std::span(done_payload))));
+  }
+  for (auto& d : dones) t.wait(d);
   logger("serve")->debug("job {} phases: upload {:.1f} ms, rank 0's forward {:.1f} ms, the workers' results {:.1f} ms later",
                          job.id, std::chrono::duration<double, std::milli>(t_uploaded - t_begin).count(),
                          std::chrono::duration<double, std::milli>(t_forward - t_uploaded).count(),
@@ -481,9 +497,13 @@ void RingService::finish_job(Job& job, JobResult result, double seconds) {
     }());
     job.events->push(event("done", e));
   } else {
-    logger("serve")->warn("job {} {}: {}", job.id, to_string(result), job.error);
+    // The reason without its own "job N aborted: " (the line and the client add theirs).
+    std::string message = job.error;
+    const std::string prefix = "job " + std::to_string(job.id) + " " + std::string(to_string(result)) + ": ";
+    if (message.rfind(prefix, 0) == 0) message.erase(0, prefix.size());
+    logger("serve")->warn("job {} {}: {}", job.id, to_string(result), message);
     cli::JsonObject e;
-    e.add("job", job.id).add("result", to_string(result)).add("message", job.error);
+    e.add("job", job.id).add("result", to_string(result)).add("message", message);
     e.add("cause", to_string(job.cause)).add("rank", job.origin_rank);
     job.events->push(event("error", e));
   }
@@ -571,6 +591,15 @@ RingService::Leave RingService::work() {
       net::Request b = t.isend(0, hs, stats);
       t.wait(a);
       t.wait(b);
+      // Rank 0 has every rank's result once it says so (peer_messages.hpp, DONE): only then
+      // may a draining worker leave, its leaving announced around the ring.
+      std::array<float, 1> done{};
+      net::Request d = t.irecv(0, std::as_writable_bytes(std::span(done)));
+      const auto hd = t.wait(d);
+      if (hd.step != peer::kDone || hd.job_id != id)
+        throw NetworkError("rank 0 ended job " + std::to_string(hd.job_id) + " with step " + std::to_string(hd.step) +
+                               " while this rank waited for job " + std::to_string(id) + "'s DONE",
+                           FailureCause::protocol, 0);
       metrics_.add("ringattn_exposed_wait_seconds_total", {}, st.wait_seconds);
       metrics_.add("ringattn_compute_seconds_total", {}, st.compute_seconds);
       metrics_.add("ringattn_useful_flops_total", {}, st.useful_flops);

@@ -7,6 +7,7 @@
 
 #include "core/split.hpp"
 #include "net/transport.hpp"
+#include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
 
 namespace ringattn::serve {
@@ -225,12 +226,20 @@ ServeConfig load_serve_config(const cli::Args& a) {
   if (const Value* x = get("token_file")) r.token_file = x->text;
   else if (const char* t = std::getenv("RINGATTN_TOKEN"); t && *t) r.token = t;
   if (const Value* x = get("tls")) r.tls = boolean(*x);
-  if (const Value* x = get("threads")) r.threads = static_cast<int>(whole(*x, 0, 4096));
+  if (const Value* x = get("threads")) r.threads = static_cast<int>(whole(*x, 0, kMaxThreads));
   if (const Value* x = get("isa")) r.isa = parse_isa(x->text);
   if (const Value* x = get("max_rows")) r.limits.max_rows = whole(*x, 1, 1 << 24);
   if (const Value* x = get("max_heads")) r.limits.max_heads = whole(*x, 1, 4096);
   if (const Value* x = get("max_kv_heads")) r.limits.max_kv_heads = whole(*x, 1, 4096);
   if (const Value* x = get("max_head_dim")) r.limits.max_head_dim = whole(*x, 1, 4096);
+  try {  // refused now, naming the key: a ring with these limits could never form
+    check_limits(r.limits);
+  } catch (const InvalidArgument& e) {
+    std::string keys;
+    for (const char* k : {"max_rows", "max_heads", "max_kv_heads", "max_head_dim"})
+      if (const Value* x = get(k)) keys += (keys.empty() ? "" : ", ") + x->source;
+    throw InvalidArgument((keys.empty() ? std::string("the default limits") : keys) + ": " + e.what());
+  }
   if (const Value* x = get("timeout")) r.timeout = seconds(*x, 0.05);
   if (const Value* x = get("connect_timeout")) r.connect_timeout = seconds(*x, 0.05);
   if (const Value* x = get("ring_id")) r.ring_id = static_cast<std::uint64_t>(whole(*x, 0, INT64_MAX));

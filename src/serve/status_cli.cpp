@@ -100,10 +100,10 @@ bool all_ready(const std::vector<NodeReport>& nodes) {
 
 int run_status(const cli::Args& a) {
   const std::string to = a.str("to");
+  const Millis timeout(static_cast<std::int64_t>(a.seconds("timeout", 0.001, 86400) * 1000));
+  const double wait = a.has("wait") ? a.seconds("wait", 0, 86400) : 0;
   const std::string secret = client_secret(a.maybe("token-file"));
   const bool tls = a.has("tls");
-  const Millis timeout(static_cast<std::int64_t>(a.real("timeout") * 1000));
-  const double wait = a.has("wait") ? a.real("wait") : 0;
   const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait);
   std::vector<NodeReport> nodes;
   std::string last_error;

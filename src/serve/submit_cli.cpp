@@ -196,6 +196,7 @@ asio::awaitable<void> converse(std::string to, const std::string& secret, bool t
 
 int run_submit(const cli::Args& a) {
   const Progress progress{!a.quiet() && !a.has("json")};
+  const Millis idle(static_cast<std::int64_t>(a.seconds("timeout", 0.001, 86400) * 1000));  // options before files
   node::JobSpec spec;
   spec.q_path = a.str("q");
   spec.k_path = a.str("k");
@@ -232,7 +233,6 @@ int run_submit(const cli::Args& a) {
   std::vector<float> lse(req.want_lse ? static_cast<std::size_t>(req.tokens * req.heads) : 0);
 
   const std::string secret = client_secret(a.maybe("token-file"));
-  const Millis idle(static_cast<std::int64_t>(a.real("timeout") * 1000));
   Outcome out;
   const auto t0 = Clock::now();
   asio::io_context io;

@@ -299,8 +299,34 @@ def test_options_are_checked():
         ringattn.Ring(rank=0, world_size=2, peers=["127.0.0.1:1", "127.0.0.1:2"], token="short")
     with pytest.raises(ringattn.InvalidArgument, match="threads"):
         ringattn.Ring(rank=0, world_size=1, threads=-1)
+    # The bound every entry point shares (RINGATTN_THREADS and --threads too): OpenMP
+    # crashed the process on 100000 threads instead of failing.
+    with pytest.raises(ringattn.InvalidArgument, match=r"threads = 100000 must be in 0\.\.4096"):
+        ringattn.Ring(rank=0, world_size=1, threads=100000)
     with pytest.raises(ringattn.InvalidArgument, match="avx9"):
         ringattn.Ring(rank=0, world_size=1, isa="avx9")
+
+
+def test_a_sink_that_removes_itself_from_inside_a_line_does_not_hang():
+    """set_log_sink(None) called by the sink itself used to deadlock the next call."""
+    code = (
+        "import numpy as np, ringattn\n"
+        "lines = []\n"
+        "def sink(level, logger, message):\n"
+        "    lines.append(message)\n"
+        "    ringattn.set_log_sink(None)\n"
+        "ringattn.set_log_level('debug')\n"
+        "ringattn.set_log_sink(sink)\n"
+        "with ringattn.Ring(rank=0, world_size=1, threads=1) as ring:\n"
+        "    q = np.ones((8, 2, 32), np.float32)\n"
+        "    ring.forward(q, q, q)\n"
+        "    ring.forward(q, q, q)\n"
+        "ringattn.set_log_sink(lambda *line: None)  # installed and removed again from outside: no hang either\n"
+        "ringattn.set_log_sink(None)\n"
+        "print(len(lines))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "1"  # one line reached the sink before it removed itself
 
 
 def test_close_and_context_manager():

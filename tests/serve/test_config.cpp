@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "ringattn/error.hpp"
+#include "src/serve/job.hpp"
 #include "src/serve/serve_config.hpp"
 
 namespace ringattn::serve {
@@ -123,6 +124,37 @@ TEST_CASE("serve config: every key is a flag, and a world of one needs no peers"
   const ServeConfig c = load({"--world-size", "1", "--rank", "0"});
   CHECK(c.ring.peers.empty());
   CHECK(c.ring.master.empty());
+}
+
+TEST_CASE("serve job requests: numbers that are not whole or not in range are refused as what they are") {
+  const RingLimits limits;
+  auto request_error = [&](const std::string& tokens) -> std::string {
+    const std::string json = "{\"op\":\"submit\",\"tokens\":" + tokens +
+                             ",\"heads\":8,\"kv_heads\":8,\"head_dim\":128,\"layout\":\"contiguous\",\"mask\":\"none\"}";
+    try {
+      parse_job_request(json, 3, limits, std::uint64_t{1} << 40);
+    } catch (const InvalidArgument& e) {
+      return e.what();
+    }
+    return "";
+  };
+  CHECK(request_error("512.5").find("tokens = 512.5 is not a whole number") != std::string::npos);
+  CHECK(request_error("1e300").find("tokens = 1e+300 is outside") != std::string::npos);
+  CHECK(request_error("-1e300").find("tokens = -1e+300 is outside") != std::string::npos);
+  CHECK(request_error("512").empty());
+}
+
+TEST_CASE("serve config: limits no ring could have are refused at start, naming the key and the largest that fits") {
+  const std::string e = error_of({"--world-size", "1", "--rank", "0", "--max-rows", "65536"});
+  CHECK(e.find("--max-rows") != std::string::npos);
+  CHECK(e.find("max_rows = 65536 is too large") != std::string::npos);
+  const std::string said = "the largest max_rows that fits is ";
+  const auto at = e.find(said);
+  REQUIRE(at != std::string::npos);
+  const std::string largest = std::to_string(std::stoll(e.substr(at + said.size())));
+  CHECK(error_of({"--world-size", "1", "--rank", "0", "--max-rows", largest}).empty());  // it does fit
+  CHECK_FALSE(error_of({"--world-size", "1", "--rank", "0", "--max-rows", std::to_string(std::stoll(largest) + 1)}).empty());
+  CHECK(error_of({"--world-size", "1", "--rank", "0", "--max-rows", "32768"}).empty());
 }
 
 }  // namespace ringattn::serve

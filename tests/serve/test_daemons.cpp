@@ -6,11 +6,24 @@
 #include <doctest/doctest.h>
 #include <signal.h>
 
+#include <array>
 #include <chrono>
+#include <limits>
+#include <span>
 #include <filesystem>
 #include <fstream>
 #include <thread>
 
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/write.hpp>
+#include <asio/io_context.hpp>
+
+#include "ringattn/layout.hpp"
+#include "src/serve/control_wire.hpp"
+#include "src/serve/job.hpp"
 #include "tests/serve/daemon_ring.hpp"
 
 namespace ringattn::stest {
@@ -55,6 +68,32 @@ bool eventually(double seconds, Pred pred) {
 
 // A job long enough on one thread per daemon that a fault lands in the middle of it.
 Shape long_shape() { return Shape{16384, 8, 8, 128}; }
+
+// One JSON request on an authenticated control connection and the daemon's first answer
+// ("error: ..." if the exchange itself failed).
+std::string control_exchange(const DaemonRing& ring, int rank, const std::string& request) {
+  const std::string token = serve::client_secret(ring.token_file());
+  asio::io_context io;
+  std::string answer;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        const serve::Millis idle(15000);
+        auto c = co_await serve::connect_control(ring.control(rank), token, false, idle);
+        co_await serve::write_json(*c.stream, request, idle, c.peer);
+        answer = co_await serve::read_json(*c.stream, idle, c.peer);
+      },
+      [&](std::exception_ptr e) {
+        if (!e) return;
+        try {
+          std::rethrow_exception(e);
+        } catch (const std::exception& x) {
+          answer = std::string("error: ") + x.what();
+        }
+      });
+  io.run();
+  return answer;
+}
 
 }  // namespace
 
@@ -202,6 +241,176 @@ TEST_CASE("serve: SIGTERM drains: the running job finishes and the daemon exits 
   CHECK(eventually(30, [&] { return http_get(ring.metrics(1), "/healthz").first == 503; }));
 }
 
+TEST_CASE("serve: SIGTERM to a worker drains it too: the running job is delivered, then the worker leaves (3 runs)") {
+  DaemonRing ring({});
+  ScratchDir d;
+  const Inputs in(Shape{8192, 8, 2, 128}, 15, DType::f32);
+  in.write(d);
+  // The reference: the same job undisturbed (the ring is deterministic, so a drained job
+  // must give exactly these bits; a float64 reference of this size would take half a minute).
+  REQUIRE(ring.wait_ready(60));
+  const Outcome first = itest::run_ringattn(ring.submit_args(0, d.path().string(), {"--causal"}), ring.env(), 180);
+  REQUIRE(first.exit_code == 0);
+  const std::vector<float> want = itest::read_npy_floats(d.file("o.npy"));
+  std::filesystem::remove(d.file("o.npy"));
+  std::filesystem::remove(d.file("lse.npy"));
+  for (int run = 0; run < 3; ++run) {
+    CAPTURE(run);
+    REQUIRE(ring.wait_ready(60));
+    itest::Spawned client(ring.submit_args(0, d.path().string(), {"--causal"}), ring.env());
+    REQUIRE(eventually(60, [&] { client.pump(); return contains(client.err(), "running on 3 ranks"); }));
+    ring.signal(1, SIGTERM);
+    const Outcome o = client.wait(120);
+    INFO(o.err);
+    CHECK(o.exit_code == 0);
+    CHECK(itest::read_npy_floats(d.file("o.npy")) == want);
+    const Outcome worker = ring.stop(1, 60);
+    CHECK(worker.exit_code == 0);
+    std::filesystem::remove(d.file("o.npy"));
+    std::filesystem::remove(d.file("lse.npy"));
+    ring.start(1);
+  }
+}
+
+TEST_CASE("serve: a client over the control port's connection limit is told so, not that it may need --tls") {
+  DaemonRing ring({});
+  REQUIRE(ring.wait_ready(60));
+  // 16 authenticated clients that send nothing (each holds a slot until the daemon's idle deadline).
+  const std::string token = serve::client_secret(ring.token_file());
+  asio::io_context io;
+  std::vector<serve::ClientConnection> held;
+  int connected = 0;
+  for (int i = 0; i < 16; ++i)
+    asio::co_spawn(
+        io,
+        [&]() -> asio::awaitable<void> {
+          held.push_back(co_await serve::connect_control(ring.control(0), token, false, serve::Millis(15000)));
+          ++connected;
+        },
+        asio::detached);
+  io.run();
+  REQUIRE(connected == 16);
+  const Outcome o = itest::run_ringattn({"status", "--to", ring.control(0), "--timeout", "10"}, ring.env(), 60);
+  INFO(o.err);
+  CHECK(o.exit_code != 0);
+  CHECK(contains(o.err, "at its limit of 16 client connections"));
+  CHECK_FALSE(contains(o.err, "--tls"));
+  held.clear();  // closed: the next client gets in
+  CHECK(eventually(30, [&] { return itest::run_ringattn({"status", "--to", ring.control(0)}, ring.env(), 60).exit_code == 0; }));
+}
+
+TEST_CASE("serve: a job whose upload holds NaN is recorded as refused, with the reason once, not as a client gone") {
+  DaemonRing ring({});
+  REQUIRE(ring.wait_ready(60));
+  // A raw client (submit itself refuses NaN before sending): the request, then each rank's
+  // K, V and Q as the daemon asks, with one NaN in rank 1's Q.
+  const std::string token = serve::client_secret(ring.token_file());
+  serve::JobRequest req;
+  req.tokens = 96;
+  req.heads = req.kv_heads = 2;
+  req.head_dim = 32;
+  std::string answer;
+  asio::io_context io;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        const serve::Millis idle(15000);
+        auto c = co_await serve::connect_control(ring.control(0), token, false, idle);
+        co_await serve::write_json(*c.stream, serve::job_request_json(req), idle, c.peer);
+        for (;;) {
+          answer = co_await serve::read_json(*c.stream, idle, c.peer);
+          if (answer.find("\"event\":\"upload\"") != std::string::npos) break;
+          if (answer.find("\"event\":\"error\"") != std::string::npos) co_return;
+        }
+        for (int rank : {1, 2, 0}) {
+          const auto rows = static_cast<std::size_t>(shard_positions(req.layout, req.tokens, 3, rank).size());
+          std::vector<float> kv(rows * 2 * 32, 0.5f), q(rows * 2 * 32, 0.25f);
+          if (rank == 1) q[7] = std::numeric_limits<float>::quiet_NaN();
+          co_await serve::write_tensor(*c.stream, std::as_bytes(std::span(kv)), idle, c.peer);
+          co_await serve::write_tensor(*c.stream, std::as_bytes(std::span(kv)), idle, c.peer);
+          co_await serve::write_tensor(*c.stream, std::as_bytes(std::span(q)), idle, c.peer);
+          if (rank == 1) break;  // the daemon answers the bad shard at once
+        }
+        answer = co_await serve::read_json(*c.stream, idle, c.peer);
+      },
+      [&](std::exception_ptr e) {
+        if (e) answer = "the exchange failed";
+      });
+  io.run();
+  INFO(answer);
+  CHECK(contains(answer, "NaN"));
+  CHECK(eventually(30, [&] { return contains(ring.log(0), "its upload was refused"); }));
+  const std::string log = ring.log(0);
+  INFO(log);
+  CHECK_FALSE(contains(log, "went away during the upload"));
+  CHECK_FALSE(contains(log, "aborted: job"));  // the reason once, not "job 1 aborted: job 1 aborted: ..."
+  const Checked r = submit_and_check(ring, 0, Inputs(Shape{200, 4, 4, 32}, 16, DType::f32), Mask::none(), {});
+  CHECK(r.outcome.exit_code == 0);
+}
+
+TEST_CASE("serve: the upload deadline measures silence: a slow but steady client is served") {
+  DaemonRing ring({});  // --timeout 3: what the daemon waits on a silent client
+  REQUIRE(ring.wait_ready(60));
+  const std::string token = serve::client_secret(ring.token_file());
+  serve::JobRequest req;
+  req.tokens = 96;
+  req.heads = req.kv_heads = 2;
+  req.head_dim = 32;
+  std::string answer;
+  asio::io_context io;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        const serve::Millis idle(15000);
+        auto c = co_await serve::connect_control(ring.control(0), token, false, idle);
+        co_await serve::write_json(*c.stream, serve::job_request_json(req), idle, c.peer);
+        do answer = co_await serve::read_json(*c.stream, idle, c.peer);
+        while (answer.find("\"event\":\"upload\"") == std::string::npos &&
+               answer.find("\"event\":\"error\"") == std::string::npos);
+        if (answer.find("\"event\":\"error\"") != std::string::npos) co_return;
+        bool first = true;
+        for (int rank : {1, 2, 0}) {
+          const auto rows = static_cast<std::size_t>(shard_positions(req.layout, req.tokens, 3, rank).size());
+          std::vector<float> t(rows * 2 * 32, 0.5f);
+          for (int tensor = 0; tensor < 3; ++tensor) {
+            if (!first) {
+              co_await serve::write_tensor(*c.stream, std::as_bytes(std::span(t)), idle, c.peer);
+              continue;
+            }
+            // The first tensor by hand: its header, then 2 KiB every 1.5 s, 6 s in all,
+            // twice the daemon's deadline but never silent for longer than half of it.
+            first = false;
+            std::array<std::uint8_t, 16> head{'R', 'A', 'C', 'T', 2};
+            const std::uint64_t n = t.size() * sizeof(float);
+            for (int b = 0; b < 8; ++b) head[8 + b] = static_cast<std::uint8_t>(n >> (8 * b));
+            co_await asio::async_write(*c.stream, asio::buffer(head), asio::use_awaitable);
+            const auto* bytes = reinterpret_cast<const std::byte*>(t.data());
+            for (std::size_t at = 0; at < n; at += 2048) {
+              asio::steady_timer pause(io, std::chrono::milliseconds(1500));
+              co_await pause.async_wait(asio::use_awaitable);
+              co_await asio::async_write(*c.stream, asio::buffer(bytes + at, std::min<std::size_t>(2048, n - at)),
+                                         asio::use_awaitable);
+            }
+          }
+        }
+        do answer = co_await serve::read_json(*c.stream, idle, c.peer);
+        while (answer.find("\"event\":\"done\"") == std::string::npos &&
+               answer.find("\"event\":\"error\"") == std::string::npos);
+      },
+      [&](std::exception_ptr e) {
+        if (!e) return;
+        try {
+          std::rethrow_exception(e);
+        } catch (const std::exception& x) {
+          answer = std::string("the exchange failed: ") + x.what();
+        }
+      });
+  io.run();
+  INFO(answer);
+  INFO(ring.log(0));
+  CHECK(contains(answer, "\"event\":\"done\""));
+}
+
 TEST_CASE("serve: /healthz and /metrics report the ring and its jobs; nothing without the token gets in") {
   RingConfig two;
   two.world = 2;
@@ -273,6 +482,23 @@ TEST_CASE("serve: with --tls every connection is encrypted, a plain client is re
     }
     CHECK(lines >= 2);
   }
+}
+
+TEST_CASE("serve: a request nested 50,000 deep is refused as invalid JSON; no daemon dies (rank 0 or a worker)") {
+  DaemonRing ring({});
+  REQUIRE(ring.wait_ready(60));
+  const std::string deep(50000, '[');  // 50 KB: within the message cap, far beyond the depth bound
+  for (int rank : {0, 1}) {
+    CAPTURE(rank);
+    const std::string answer = control_exchange(ring, rank, deep);
+    CHECK(contains(answer, "\"event\":\"error\""));
+    CHECK(contains(answer, "nested deeper than 64 levels"));
+    CHECK(contains(control_exchange(ring, rank, "{\"op\":\"status\"}"), "\"event\":\"status\""));
+  }
+  for (int k = 0; k < 3; ++k) CHECK(ring.running(k));
+  const Checked r = submit_and_check(ring, 0, Inputs(Shape{200, 4, 4, 32}, 14, DType::f32), Mask::none(), {});
+  CHECK(r.outcome.exit_code == 0);
+  CHECK(r.err_o <= kTolF32);
 }
 
 }  // namespace ringattn::stest
