@@ -229,13 +229,39 @@ infer_bad_inputs() {
   head -c 100000 "$work/model.safetensors" >"$work/truncated.safetensors"
   printf '\377\377\377\377\377\377\377\177' >"$work/huge-header.safetensors"
   printf '{"id": "x", "tokens": [1, 256]}\n' >"$work/bad-token.jsonl"
+  printf '{"id": "caf\351", "tokens": [1, 2]}\n' >"$work/bad-utf8.jsonl"  # Latin-1, not UTF-8
+  { printf '{"id": '; head -c 50000 /dev/zero | tr '\0' '['; printf '\n'; } >"$work/deep.jsonl"
+  { printf '{"id": "big", "tokens": ['; head -c 5000000 /dev/zero | tr '\0' '1' | sed 's/1/1,/g'; printf '1]}\n'; } \
+    >"$work/big-line.jsonl"  # 10 MB, one line
+  rm -f "$work/fifo" && mkfifo "$work/fifo"
   expect_error 'truncated.safetensors: tensor "model.embed_tokens.weight": data_offsets' --prompts "$work/prompts.jsonl" \
     --weights "$work/truncated.safetensors" &&
     expect_error "huge-header.safetensors: header length" --prompts "$work/prompts.jsonl" \
       --weights "$work/huge-header.safetensors" &&
     expect_error 'has shape [256, 128], the model' --prompts "$work/prompts.jsonl" \
       --weights "$work/model.safetensors" --dim 64 --ffn 256 &&
-    expect_error "bad-token.jsonl line 1: token id" --prompts "$work/bad-token.jsonl"
+    expect_error "bad-token.jsonl line 1: token id" --prompts "$work/bad-token.jsonl" &&
+    expect_error "bad-utf8.jsonl line 1: JSON at byte 11: invalid UTF-8 in a string" --prompts "$work/bad-utf8.jsonl" &&
+    expect_error "deep.jsonl line 1: JSON at byte" --prompts "$work/deep.jsonl" &&
+    expect_error "nested deeper than 64" --prompts "$work/deep.jsonl" &&
+    expect_error "weights /dev/zero: not a regular file" --prompts "$work/prompts.jsonl" --weights /dev/zero &&
+    expect_error "prompts $work/fifo: not a regular file" --prompts "$work/fifo" &&
+    expect_error "weights $work/fifo: not a regular file" --prompts "$work/prompts.jsonl" --weights "$work/fifo" &&
+    expect_error "big-line.jsonl line 1: 10000028 bytes, more than the" --prompts "$work/big-line.jsonl" &&
+    big_line_rss &&
+    truncate -s 70G "$work/huge.safetensors" &&  # sparse: refused by its size, never read
+    expect_error "weights $work/huge.safetensors: 75161927680 bytes, more than the" --prompts "$work/prompts.jsonl" \
+      --weights "$work/huge.safetensors"
+}
+
+# The 10 MB line is refused by its length, before it is parsed: the job stays small (under a
+# 4 GB address-space limit, its peak RSS below 200 MB).
+big_line_rss() {
+  local kib
+  kib=$( (ulimit -v 4000000; env RINGATTN_RANK=0 RINGATTN_WORLD_SIZE=1 /usr/bin/time -f %M timeout 60 "$infer/infer" \
+    "${infer_model[@]}" --prompts "$work/big-line.jsonl") 2>&1 >/dev/null | tail -n 1)
+  echo "peak RSS refusing a 10 MB prompt line: $kib KiB"
+  [[ $kib =~ ^[0-9]+$ ]] && ((kib < 200000))
 }
 
 # The seed's trap: RoPE at the rank's row index instead of the token's place in its prompt.
@@ -303,7 +329,7 @@ if check "infer: configure bench/infer through ringattn.pc, build -Werror" build
     check "infer: P = 3 under mpirun: tokens equal, logits within 1e-4 of P = 1" infer_p3_mpirun
     check "infer: weights from a numpy-written safetensors file, P = 2, match P = 1 from the seed" infer_safetensors
     check "infer: bf16 K/V on the wire and in the cache, P = 2 against P = 1: tokens equal, logits within 2e-2" infer_bf16
-    check "infer: bad weights and prompts files fail with the file and tensor or line named" infer_bad_inputs
+    check "infer: bad weights and prompts files (a bad token, invalid UTF-8, JSON 50,000 deep, /dev/zero, a FIFO, a 10 MB line) fail with the file and tensor or line named" infer_bad_inputs
     check "infer: the positions trap (--rope-positions local, P = 2) fails the comparison" infer_positions_trap
   fi
 fi

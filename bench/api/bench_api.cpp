@@ -303,7 +303,7 @@ int ringattn::cli::bench_api_main(const std::vector<std::string>& argv) {
   p.layers = static_cast<int>(a.int64("layers"));
   p.dtype = parse_dtype(a.str("dtype"));
   p.threads = static_cast<int>(a.int64("threads"));
-  p.timeout = a.real("timeout");
+  p.timeout = a.seconds("timeout", 0.001, 86400);
   p.log_level = a.log_level();
   p.quiet = a.quiet();
   if (p.nodes < 1 || p.rows < 1 || p.calls < 1 || p.layers < 2 || p.layer_tokens < 2 * p.nodes)

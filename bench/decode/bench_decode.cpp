@@ -320,7 +320,7 @@ int ringattn::cli::bench_decode_main(const std::vector<std::string>& argv) {
   p.dtype = parse_dtype(a.str("dtype"));
   p.steps = static_cast<int>(a.int64("steps"));
   p.threads = static_cast<int>(a.int64("threads"));
-  p.timeout = a.real("timeout");
+  p.timeout = a.seconds("timeout", 0.001, 86400);
   p.log_level = a.log_level();
   p.quiet = a.quiet();
   if (p.nodes < 1 || p.batch < 1 || p.steps < 1 || p.threads < 1 || p.contexts.empty())

@@ -128,6 +128,11 @@ class Parser {
       const char c = s_[i_++];
       if (c == '"') return out;
       if (static_cast<unsigned char>(c) < 0x20) fail("control character in a string");
+      if (static_cast<unsigned char>(c) >= 0x80) {  // JSON text is UTF-8 (RFC 8259): check it, echo it intact
+        --i_;
+        utf8_sequence(out);
+        continue;
+      }
       if (c != '\\') {
         out += c;
         continue;
@@ -158,6 +163,26 @@ class Parser {
         default: fail("bad escape");
       }
     }
+  }
+
+  // One UTF-8 encoded code point starting at i_, appended to out: the shortest form, no
+  // surrogates, at most U+10FFFF. Anything else is refused, so that the job never copies
+  // bytes into its output that make that output invalid JSON.
+  void utf8_sequence(std::string& out) {
+    const auto b0 = static_cast<unsigned char>(s_[i_]);
+    const int len = b0 >= 0xF0 ? 4 : b0 >= 0xE0 ? 3 : b0 >= 0xC0 ? 2 : 0;
+    if (len == 0 || b0 > 0xF4 || b0 == 0xC0 || b0 == 0xC1) fail("invalid UTF-8 in a string");
+    if (i_ + static_cast<std::size_t>(len) > s_.size()) fail("truncated UTF-8 sequence in a string");
+    unsigned cp = b0 & (0x7Fu >> len);
+    for (int k = 1; k < len; ++k) {
+      const auto b = static_cast<unsigned char>(s_[i_ + static_cast<std::size_t>(k)]);
+      if ((b & 0xC0) != 0x80) fail("invalid UTF-8 in a string");
+      cp = (cp << 6) | (b & 0x3Fu);
+    }
+    static constexpr unsigned kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp < 0xE000)) fail("invalid UTF-8 in a string");
+    out.append(s_.substr(i_, static_cast<std::size_t>(len)));
+    i_ += static_cast<std::size_t>(len);
   }
 
   std::string_view s_;

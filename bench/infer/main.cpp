@@ -26,8 +26,6 @@
 
 namespace {
 
-// A batch's packed length is bounded by what one process may hold (2^31 rows).
-constexpr std::int64_t kMaxBatchTokens = std::int64_t{1} << 31;
 
 int g_rank = -1;  // for error messages, once known
 
@@ -44,7 +42,9 @@ int run(int argc, char** argv) {
   const int rank = g_rank = ring_options.rank;
 
   // Inputs first: a bad file fails every rank before any of them waits on the network.
-  const std::vector<infer::Prompt> prompts = infer::read_prompts(opt.prompts, opt.model.vocab, kMaxBatchTokens);
+  // A batch holds at most max_rows tokens per rank (the job checks each rank's share).
+  const std::int64_t max_batch_tokens = ring_options.limits.max_rows * ring_options.world_size;
+  const std::vector<infer::Prompt> prompts = infer::read_prompts(opt.prompts, opt.model.vocab, max_batch_tokens);
   const infer::Model model = opt.weights.empty() ? infer::Model::from_seed(opt.model, opt.seed)
                                                  : infer::Model::from_safetensors(opt.model, opt.weights);
 

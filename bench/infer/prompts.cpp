@@ -3,9 +3,11 @@
 
 #include <ringattn/error.hpp>
 
+#include <algorithm>
 #include <cstdio>
-#include <fstream>
+#include <string_view>
 
+#include "input_file.hpp"
 #include "json.hpp"
 
 namespace infer {
@@ -33,14 +35,27 @@ std::string quoted(const std::string& s) {
 }  // namespace
 
 std::vector<Prompt> read_prompts(const std::string& path, std::int64_t vocab, std::int64_t max_tokens) {
-  std::ifstream in(path);
-  if (!in) throw ringattn::FileError("prompts " + path + ": cannot open (does it exist and is it readable?)");
+  // Bounded before it is parsed: the file by its size, each line by what the tokens still
+  // allowed can take (a token id and its comma in 32 bytes, plus 4 KiB for the id and
+  // the braces), so a huge line is refused by its length, not after building its tree.
+  constexpr std::uint64_t kMaxFileBytes = std::uint64_t{256} << 20;
+  const std::vector<char> bytes = read_input_file(path, kMaxFileBytes, "prompts");
+  const std::string_view text(bytes.data(), bytes.size());
   std::vector<Prompt> prompts;
   std::int64_t total = 0;
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
+  int n = 0;
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t end = std::min(text.find('\n', at), text.size());
+    const std::string_view line = text.substr(at, end - at);
+    at = end + 1;
+    ++n;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = "prompts " + path + " line " + std::to_string(n) + ": ";
+    const std::uint64_t max_line = 4096 + 32 * static_cast<std::uint64_t>(std::max<std::int64_t>(max_tokens - total, 0));
+    if (line.size() > max_line)
+      throw ringattn::FileError(where + std::to_string(line.size()) + " bytes, more than the " +
+                                std::to_string(max_line) + " the " + std::to_string(max_tokens - total) +
+                                " tokens the batch still allows can take");
     Prompt p;
     try {
       const Json j = parse_json(line);
@@ -65,7 +80,6 @@ std::vector<Prompt> read_prompts(const std::string& path, std::int64_t vocab, st
     total += static_cast<std::int64_t>(p.tokens.size());
     prompts.push_back(std::move(p));
   }
-  if (in.bad()) throw ringattn::FileError("prompts " + path + ": read error");
   if (prompts.empty()) throw ringattn::FileError("prompts " + path + ": no prompts (one JSON object per line)");
   return prompts;
 }

@@ -8,9 +8,8 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 
+#include "input_file.hpp"
 #include "json.hpp"
 
 namespace infer {
@@ -20,6 +19,9 @@ static_assert(std::endian::native == std::endian::little, "safetensors data is l
 namespace {
 
 constexpr std::uint64_t kMaxHeader = 100u << 20;  // as the reference implementation
+// The whole file is read into memory: bounded, so that a wrong path (a disk image, a
+// device) fails at once with its size instead of exhausting memory.
+constexpr std::uint64_t kMaxFile = std::uint64_t{64} << 30;
 
 std::string shape_text(std::span<const std::int64_t> shape) {
   std::string s = "[";
@@ -33,10 +35,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   auto fail = [&](const std::string& what) -> ringattn::FileError {
     return ringattn::FileError("weights " + path + ": " + what);
   };
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw fail("cannot open (does it exist and is it readable?)");
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw fail("read error");
+  const std::vector<char> bytes = read_input_file(path, kMaxFile, "weights");
   if (bytes.size() < 8) throw fail("shorter than the 8-byte header length: not a safetensors file");
   std::uint64_t n = 0;
   std::memcpy(&n, bytes.data(), 8);

@@ -127,9 +127,9 @@ SweepSpec spec_from(const cli::Args& a) {
   const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
   s.cores = a.has("cores") ? static_cast<int>(a.int64("cores")) : static_cast<int>(std::max(1L, cpus / s.nodes));
   if (s.cores < 1) throw InvalidArgument("bench overlap: --cores must be >= 1");
-  s.min_seconds = a.real("min-seconds");
+  s.min_seconds = a.seconds("min-seconds", 0.001, 3600);
   s.max_reps = static_cast<int>(a.int64("max-reps"));
-  s.timeout_seconds = a.real("timeout");
+  s.timeout_seconds = a.seconds("timeout", 0.001, 86400);
   s.io_priority = static_cast<int>(a.int64("io-priority"));
   if (s.io_priority < 0 || s.io_priority > 39) throw InvalidArgument("bench overlap: --io-priority must be 0..39");
   return s;

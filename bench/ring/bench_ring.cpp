@@ -238,7 +238,7 @@ int ringattn::cli::bench_ring_main(const std::vector<std::string>& argv) {
   p.dtypes = split_commas(a.str("dtype"));
   p.threads = static_cast<int>(a.int64("threads"));
   p.reps = static_cast<int>(a.int64("reps"));
-  p.timeout = a.real("timeout");
+  p.timeout = a.seconds("timeout", 0.001, 86400);
   p.baseline = !a.has("no-baseline");
   const Sizes base{a.int64("seq"), a.int64("heads"), 0, a.int64("head-dim")};
   if (p.reps < 1) throw InvalidArgument("bench ring: --reps must be >= 1");

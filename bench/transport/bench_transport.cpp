@@ -357,7 +357,7 @@ int ringattn::cli::bench_transport_main(const std::vector<std::string>& argv) {
     p.block_bytes.push_back(static_cast<std::uint64_t>(item));
   }
   p.reps = static_cast<int>(a.int64("reps"));
-  p.seconds = a.real("seconds");
+  p.seconds = a.seconds("seconds", 0.001, 3600);
   p.depth = static_cast<int>(a.int64("depth"));
   if (auto c = a.maybe("count")) p.count = cli::parse_count(*c, "--count");
   if (p.reps < 1 || p.depth < 1 || p.seconds <= 0) throw InvalidArgument("--reps, --depth and --seconds must be positive");

@@ -2,6 +2,7 @@
 
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <sstream>
@@ -101,16 +102,24 @@ std::int64_t Args::int64(std::string_view name) const {
   return parse_integer(str(name), "--" + std::string(name));
 }
 
-double Args::real(std::string_view name) const {
-  std::string s = str(name);
+double Args::seconds(std::string_view name, double lo, double hi) const {
+  const std::string s = str(name);
+  auto refuse = [&] {
+    std::ostringstream range;
+    range << lo << " and " << hi;
+    throw InvalidArgument(command_ + ": --" + std::string(name) + " expects seconds between " + range.str() +
+                          ", got '" + s + "'");
+  };
+  double v = 0;
   try {
     std::size_t used = 0;
-    double v = std::stod(s, &used);
-    if (used != s.size()) throw std::invalid_argument("trailing");
-    return v;
-  } catch (const std::exception&) {
-    throw InvalidArgument(command_ + ": --" + std::string(name) + " expects a number, got '" + s + "'");
+    v = std::stod(s, &used);
+    if (used != s.size()) refuse();
+  } catch (const std::logic_error&) {  // stod: not a number, or out of double's range
+    refuse();
   }
+  if (!std::isfinite(v) || v < lo || v > hi) refuse();
+  return v;
 }
 
 namespace {

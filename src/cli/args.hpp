@@ -39,7 +39,10 @@ class Args {
   std::string str(std::string_view name) const;      // value or default; throws if neither
   std::optional<std::string> maybe(std::string_view name) const;
   std::int64_t int64(std::string_view name) const;   // parse_integer, names the option on error
-  double real(std::string_view name) const;
+  // A duration in seconds within [lo, hi] (decimals allowed: 0.5); nan, inf, negative
+  // and out-of-range values are refused naming the option and the range. Every
+  // command's --timeout, --wait and other durations go through this one parser.
+  double seconds(std::string_view name, double lo, double hi) const;
   std::string help() const;
 
   // --quiet: print only results and errors (no progress, no log lines below error).

@@ -18,7 +18,7 @@ class Reader {
   explicit Reader(std::string_view t) : t_(t) {}
 
   JsonValue document() {
-    JsonValue v = value();
+    JsonValue v = value(0);
     space();
     if (i_ != t_.size()) fail("text after the value");
     return v;
@@ -48,11 +48,16 @@ class Reader {
     return true;
   }
 
-  JsonValue value() {
+  // depth: arrays and objects around this value (at most kMaxJsonDepth of them nest). Bounded before any work, because every
+  // level is a stack frame: a peer or client that sends 50,000 '[' must get an error, not
+  // overflow the stack of the thread that reads it.
+  JsonValue value(int depth) {
     space();
     if (i_ >= t_.size()) fail("unexpected end");
     JsonValue v;
     const char c = t_[i_];
+    if ((c == '{' || c == '[') && depth >= kMaxJsonDepth)
+      fail("nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
     if (c == '{') {
       v.kind = JsonValue::Kind::object;
       ++i_;
@@ -61,14 +66,14 @@ class Reader {
         space();
         std::string key = string();
         expect(':');
-        v.fields.emplace_back(std::move(key), value());
+        v.fields.emplace_back(std::move(key), value(depth + 1));
       } while (eat(','));
       expect('}');
     } else if (c == '[') {
       v.kind = JsonValue::Kind::array;
       ++i_;
       if (eat(']')) return v;
-      do v.items.push_back(value());
+      do v.items.push_back(value(depth + 1));
       while (eat(','));
       expect(']');
     } else if (c == '"') {

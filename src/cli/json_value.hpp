@@ -22,8 +22,13 @@ struct JsonValue {
   const JsonValue* get(std::string_view key) const;
 };
 
+// Arrays and objects nest at most this deep (every reader of peer and client input uses
+// this parser; the daemon's control messages are 3 levels deep).
+inline constexpr int kMaxJsonDepth = 64;
+
 // Parses exactly one JSON value, allowing whitespace around it; throws
-// std::runtime_error naming the offset of the first error.
+// std::runtime_error naming the offset of the first error (also for nesting deeper than
+// kMaxJsonDepth, found before any deeper level is read).
 JsonValue parse_json(std::string_view text);
 
 }  // namespace ringattn::cli

@@ -25,9 +25,20 @@ constexpr std::size_t kMaxChunk = std::size_t{1} << 30;
 }  // namespace
 
 PosixFile PosixFile::open_read(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) fail_errno(path, "open for reading", errno);
-  return PosixFile(fd, path);
+  PosixFile f(fd, path);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) fail_errno(path, "stat", errno);
+  if (!S_ISREG(st.st_mode))
+    throw FileError(path + ": not a regular file (" +
+                    (S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                     : S_ISDIR(st.st_mode) ? "a directory" : "not a file") +
+                    "): give the path of a file");
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  return f;
 }
 
 PosixFile PosixFile::create_new(const std::string& path) {

@@ -3,7 +3,10 @@
 // what verify claims, --json and exit codes, and bench overlap --replot.
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -301,6 +304,71 @@ TEST_CASE("cli: bench overlap --replot says it re-analysed an existing sweep and
   CHECK(has(o.err, "re-analysed the existing sweep in " + dir.path().string() + " (not re-measured"));
   CHECK(has(o.err, "replot took "));
   for (const auto& line : lines_of(o.out)) CHECK_NOTHROW(parse_json(line));
+}
+
+TEST_CASE("cli: every duration option is checked the same way, and a bad one is a usage error (exit 2)") {
+  const std::vector<std::vector<std::string>> commands = {
+      {"status", "--to", "127.0.0.1:9"}, {"submit", "--to", "127.0.0.1:9", "--q", "q.npy", "--k", "k.npy", "--v", "v.npy", "--out", "o.npy"},
+      {"verify", "--seq", "64", "--heads", "1", "--kv-heads", "1", "--head-dim", "32", "--nodes", "1"}};
+  for (const auto& base : commands)
+    for (const char* bad : {"nan", "-1", "0", "inf", "1e400"}) {
+      auto args = base;
+      args.insert(args.end(), {"--timeout", bad});
+      CAPTURE(base[0]);
+      CAPTURE(bad);
+      const Outcome o = run_ringattn(args);
+      CHECK(o.exit_code == 2);
+      CHECK(has(o.err, std::string("--timeout expects seconds between 0.001 and 86400, got '") + bad + "'"));
+    }
+  const Outcome wait = run_ringattn({"status", "--to", "127.0.0.1:9", "--wait", "-1"});
+  CHECK(wait.exit_code == 2);
+  CHECK(has(wait.err, "--wait expects seconds between 0 and 86400, got '-1'"));
+}
+
+TEST_CASE("cli: input files that are a FIFO, a device or too large are refused at once, never read") {
+  ScratchDir dir;
+  Inputs(Shape{64, 2, 1, 32}, 6, DType::f32).write(dir);
+  const std::string fifo = dir.file("fifo");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);  // opened for reading, a FIFO would wait for a writer forever
+  {
+    std::ofstream big(dir.file("big.txt"));
+    big << "0,";
+    for (int i = 0; i < (17 << 20) / 8; ++i) big << "        ";  // 17 MiB of spaces: over the 16 MiB bound
+    big << "64\n";
+  }
+  struct Case {
+    std::string option, path, want;
+  };
+  for (const Case& c : {Case{"--cu-seqlens", "/dev/zero", "/dev/zero: not a regular file (a device)"},
+                        Case{"--cu-seqlens", fifo, "fifo: not a regular file (a FIFO)"},
+                        Case{"--cu-seqlens", dir.file("big.txt"), "more than the 16 MiB"},
+                        Case{"--q", "/dev/zero", "/dev/zero: not a regular file (a device)"},
+                        Case{"--q", fifo, "fifo: not a regular file (a FIFO)"}}) {
+    CAPTURE(c.option);
+    CAPTURE(c.path);
+    Job job;
+    auto args = run_args(dir, job);
+    if (c.option == "--q") {
+      for (std::size_t i = 0; i + 1 < args.size(); ++i)
+        if (args[i] == "--q") args[i + 1] = c.path;
+    } else {
+      args.insert(args.end(), {c.option, c.path});
+    }
+    const Outcome o = run_ringattn(args, {}, 60);  // a hang would be this deadline
+    INFO(o.err);
+    CHECK(o.exit_code == 1);
+    CHECK(has(o.err, c.want));
+  }
+}
+
+TEST_CASE("cli json reader: nesting is bounded before it is read (the control port, node reports, --json checks)") {
+  CHECK_THROWS_WITH(parse_json(std::string(50000, '[')), doctest::Contains("nested deeper than 64 levels"));
+  CHECK_THROWS_WITH(parse_json(std::string(65, '[') + std::string(65, ']')), doctest::Contains("nested deeper than 64"));
+  const std::string ok = std::string(64, '[') + std::string(64, ']');  // 64 levels: fine
+  CHECK(parse_json(ok).kind == JsonValue::Kind::array);
+  std::string objects;
+  for (int i = 0; i < 100; ++i) objects += "{\"a\":";
+  CHECK_THROWS_WITH(parse_json(objects + "1" + std::string(100, '}')), doctest::Contains("nested deeper than 64"));
 }
 
 // The helpers themselves: a command that failed prints {"ok":false,...}; every check on a

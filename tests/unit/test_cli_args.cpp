@@ -109,7 +109,7 @@ TEST_SUITE("cli args") {
     CHECK(a.int64("seq") == 2048);
     CHECK(a.has("causal"));
     CHECK(a.str("name") == "x");
-    CHECK(a.real("rate") == 2.5);
+    CHECK(a.seconds("rate", 0, 10) == 2.5);
     Args b = make();
     REQUIRE(b.parse({}));
     CHECK(b.int64("seq") == 1024);
@@ -126,7 +126,22 @@ TEST_SUITE("cli args") {
     Args a = make();
     REQUIRE(a.parse({"--seq", "lots", "--rate", "fast"}));
     CHECK_THROWS_WITH_AS(a.int64("seq"), doctest::Contains("--seq expects a whole number"), InvalidArgument);
-    CHECK_THROWS_WITH_AS(a.real("rate"), doctest::Contains("--rate expects a number"), InvalidArgument);
+    CHECK_THROWS_WITH_AS(a.seconds("rate", 0, 10), doctest::Contains("--rate expects seconds between 0 and 10, got 'fast'"),
+                         InvalidArgument);
+  }
+
+  TEST_CASE("durations: one parser with a range; nan, inf, negative and huge values are refused as what they are") {
+    for (const char* bad : {"nan", "-nan", "inf", "-1", "0", "1e400", "86401", "1s", ""}) {
+      CAPTURE(bad);
+      Args a = make();
+      REQUIRE(a.parse({"--rate", bad}));
+      const std::string want = std::string("--rate expects seconds between 0.001 and 86400, got '") + bad + "'";
+      CHECK_THROWS_WITH_AS(a.seconds("rate", 0.001, 86400), doctest::Contains(want.c_str()), InvalidArgument);
+    }
+    Args a = make();
+    REQUIRE(a.parse({"--rate", "0.5"}));
+    CHECK(a.seconds("rate", 0.001, 86400) == 0.5);
+    CHECK(a.seconds("rate", 0, 1) == 0.5);
   }
 
   TEST_CASE("help lists every option with its default, the common options and the exit codes") {
