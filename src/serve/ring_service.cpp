@@ -442,18 +442,24 @@ void RingService::run_job(Job& job) {
     job.events->push(event("node_done", node_json(n)));
   }
   // Every result is in: the workers may go on (or leave, when draining).
+  // The job is complete here whatever follows: a draining worker may leave (and break the
+  // ring) as soon as its DONE is out, so a failure now ends the ring, not this job.
   const std::array<float, 1> done_payload{};
-  std::vector<net::Request> dones;
-  for (int r = 1; r < P; ++r) {
-    net::FrameHeader hd;
-    hd.kind = net::FrameKind::state;
-    hd.job_id = job.id;
-    hd.step = peer::kDone;
-    hd.rows = 1;
-    hd.cols = 1;
-    dones.push_back(t.isend(r, hd, std::as_bytes(std::span(done_payload))));
+  try {
+    std::vector<net::Request> dones;
+    for (int r = 1; r < P; ++r) {
+      net::FrameHeader hd;
+      hd.kind = net::FrameKind::state;
+      hd.job_id = job.id;
+      hd.step = peer::kDone;
+      hd.rows = 1;
+      hd.cols = 1;
+      dones.push_back(t.isend(r, hd, std::as_bytes(std::span(done_payload))));
+    }
+    for (auto& d : dones) t.wait(d);
+  } catch (const NetworkError& e) {
+    logger("serve")->info("job {}: every result is in; the ring ended after it: {}", job.id, e.what());
   }
-  for (auto& d : dones) t.wait(d);
   logger("serve")->debug("job {} phases: upload {:.1f} ms, rank 0's forward {:.1f} ms, the workers' results {:.1f} ms later",
                          job.id, std::chrono::duration<double, std::milli>(t_uploaded - t_begin).count(),
                          std::chrono::duration<double, std::milli>(t_forward - t_uploaded).count(),

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <chrono>
+#include <functional>
 #include <limits>
 #include <span>
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include <thread>
 
 #include <asio/co_spawn.hpp>
+#include <asio/this_coro.hpp>
 #include <asio/detached.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
@@ -69,19 +71,19 @@ bool eventually(double seconds, Pred pred) {
 // A job long enough on one thread per daemon that a fault lands in the middle of it.
 Shape long_shape() { return Shape{16384, 8, 8, 128}; }
 
-// One JSON request on an authenticated control connection and the daemon's first answer
-// ("error: ..." if the exchange itself failed).
-std::string control_exchange(const DaemonRing& ring, int rank, const std::string& request) {
+// A raw client's whole conversation with rank `rank`'s control port: `talk` gets the
+// authenticated connection and returns what the test looks at; "error: ..." if the
+// exchange itself failed.
+using Talk = std::function<asio::awaitable<std::string>(serve::ClientConnection&)>;
+std::string raw_client(const DaemonRing& ring, int rank, const Talk& talk) {
   const std::string token = serve::client_secret(ring.token_file());
   asio::io_context io;
   std::string answer;
   asio::co_spawn(
       io,
       [&]() -> asio::awaitable<void> {
-        const serve::Millis idle(15000);
-        auto c = co_await serve::connect_control(ring.control(rank), token, false, idle);
-        co_await serve::write_json(*c.stream, request, idle, c.peer);
-        answer = co_await serve::read_json(*c.stream, idle, c.peer);
+        auto c = co_await serve::connect_control(ring.control(rank), token, false, serve::Millis(15000));
+        answer = co_await talk(c);
       },
       [&](std::exception_ptr e) {
         if (!e) return;
@@ -93,6 +95,45 @@ std::string control_exchange(const DaemonRing& ring, int rank, const std::string
       });
   io.run();
   return answer;
+}
+
+const serve::Millis kIdle(15000);
+
+// One JSON request and the daemon's first answer.
+std::string control_exchange(const DaemonRing& ring, int rank, const std::string& request) {
+  return raw_client(ring, rank, [&](serve::ClientConnection& c) -> asio::awaitable<std::string> {
+    co_await serve::write_json(*c.stream, request, kIdle, c.peer);
+    co_return co_await serve::read_json(*c.stream, kIdle, c.peer);
+  });
+}
+
+// A small job for raw clients: 96 tokens, 2 heads of 32, contiguous.
+serve::JobRequest small_request() {
+  serve::JobRequest req;
+  req.tokens = 96;
+  req.heads = req.kv_heads = 2;
+  req.head_dim = 32;
+  return req;
+}
+
+// The daemon's events up to `until` ("upload", "done") or an error; returns the last one.
+asio::awaitable<std::string> events_until(serve::ClientConnection& c, const std::string& until) {
+  for (;;) {
+    std::string e = co_await serve::read_json(*c.stream, kIdle, c.peer);
+    if (e.find("\"event\":\"" + until + "\"") != std::string::npos || e.find("\"event\":\"error\"") != std::string::npos)
+      co_return e;
+  }
+}
+
+// Sends `req`, reads the daemon's events up to `until` or an error; returns the last one.
+asio::awaitable<std::string> request_until(serve::ClientConnection& c, const serve::JobRequest& req,
+                                           const std::string& until) {
+  co_await serve::write_json(*c.stream, serve::job_request_json(req), kIdle, c.peer);
+  co_return co_await events_until(c, until);
+}
+
+bool is_event(const std::string& e, const std::string& name) {
+  return e.find("\"event\":\"" + name + "\"") != std::string::npos;
 }
 
 }  // namespace
@@ -304,39 +345,21 @@ TEST_CASE("serve: a job whose upload holds NaN is recorded as refused, with the 
   REQUIRE(ring.wait_ready(60));
   // A raw client (submit itself refuses NaN before sending): the request, then each rank's
   // K, V and Q as the daemon asks, with one NaN in rank 1's Q.
-  const std::string token = serve::client_secret(ring.token_file());
-  serve::JobRequest req;
-  req.tokens = 96;
-  req.heads = req.kv_heads = 2;
-  req.head_dim = 32;
-  std::string answer;
-  asio::io_context io;
-  asio::co_spawn(
-      io,
-      [&]() -> asio::awaitable<void> {
-        const serve::Millis idle(15000);
-        auto c = co_await serve::connect_control(ring.control(0), token, false, idle);
-        co_await serve::write_json(*c.stream, serve::job_request_json(req), idle, c.peer);
-        for (;;) {
-          answer = co_await serve::read_json(*c.stream, idle, c.peer);
-          if (answer.find("\"event\":\"upload\"") != std::string::npos) break;
-          if (answer.find("\"event\":\"error\"") != std::string::npos) co_return;
-        }
-        for (int rank : {1, 2, 0}) {
-          const auto rows = static_cast<std::size_t>(shard_positions(req.layout, req.tokens, 3, rank).size());
-          std::vector<float> kv(rows * 2 * 32, 0.5f), q(rows * 2 * 32, 0.25f);
-          if (rank == 1) q[7] = std::numeric_limits<float>::quiet_NaN();
-          co_await serve::write_tensor(*c.stream, std::as_bytes(std::span(kv)), idle, c.peer);
-          co_await serve::write_tensor(*c.stream, std::as_bytes(std::span(kv)), idle, c.peer);
-          co_await serve::write_tensor(*c.stream, std::as_bytes(std::span(q)), idle, c.peer);
-          if (rank == 1) break;  // the daemon answers the bad shard at once
-        }
-        answer = co_await serve::read_json(*c.stream, idle, c.peer);
-      },
-      [&](std::exception_ptr e) {
-        if (e) answer = "the exchange failed";
-      });
-  io.run();
+  const serve::JobRequest req = small_request();
+  const std::string answer = raw_client(ring, 0, [&](serve::ClientConnection& c) -> asio::awaitable<std::string> {
+    const std::string e = co_await request_until(c, req, "upload");
+    if (!is_event(e, "upload")) co_return e;
+    for (int rank : {1, 2, 0}) {
+      const auto rows = static_cast<std::size_t>(shard_positions(req.layout, req.tokens, 3, rank).size());
+      std::vector<float> kv(rows * 2 * 32, 0.5f), q(rows * 2 * 32, 0.25f);
+      if (rank == 1) q[7] = std::numeric_limits<float>::quiet_NaN();
+      co_await serve::write_tensor(*c.stream, std::as_bytes(std::span(kv)), kIdle, c.peer);
+      co_await serve::write_tensor(*c.stream, std::as_bytes(std::span(kv)), kIdle, c.peer);
+      co_await serve::write_tensor(*c.stream, std::as_bytes(std::span(q)), kIdle, c.peer);
+      if (rank == 1) break;  // the daemon answers the bad shard at once
+    }
+    co_return co_await serve::read_json(*c.stream, kIdle, c.peer);
+  });
   INFO(answer);
   CHECK(contains(answer, "NaN"));
   CHECK(eventually(30, [&] { return contains(ring.log(0), "its upload was refused"); }));
@@ -351,61 +374,37 @@ TEST_CASE("serve: a job whose upload holds NaN is recorded as refused, with the 
 TEST_CASE("serve: the upload deadline measures silence: a slow but steady client is served") {
   DaemonRing ring({});  // --timeout 3: what the daemon waits on a silent client
   REQUIRE(ring.wait_ready(60));
-  const std::string token = serve::client_secret(ring.token_file());
-  serve::JobRequest req;
-  req.tokens = 96;
-  req.heads = req.kv_heads = 2;
-  req.head_dim = 32;
-  std::string answer;
-  asio::io_context io;
-  asio::co_spawn(
-      io,
-      [&]() -> asio::awaitable<void> {
-        const serve::Millis idle(15000);
-        auto c = co_await serve::connect_control(ring.control(0), token, false, idle);
-        co_await serve::write_json(*c.stream, serve::job_request_json(req), idle, c.peer);
-        do answer = co_await serve::read_json(*c.stream, idle, c.peer);
-        while (answer.find("\"event\":\"upload\"") == std::string::npos &&
-               answer.find("\"event\":\"error\"") == std::string::npos);
-        if (answer.find("\"event\":\"error\"") != std::string::npos) co_return;
-        bool first = true;
-        for (int rank : {1, 2, 0}) {
-          const auto rows = static_cast<std::size_t>(shard_positions(req.layout, req.tokens, 3, rank).size());
-          std::vector<float> t(rows * 2 * 32, 0.5f);
-          for (int tensor = 0; tensor < 3; ++tensor) {
-            if (!first) {
-              co_await serve::write_tensor(*c.stream, std::as_bytes(std::span(t)), idle, c.peer);
-              continue;
-            }
-            // The first tensor by hand: its header, then 2 KiB every 1.5 s, 6 s in all,
-            // twice the daemon's deadline but never silent for longer than half of it.
-            first = false;
-            std::array<std::uint8_t, 16> head{'R', 'A', 'C', 'T', 2};
-            const std::uint64_t n = t.size() * sizeof(float);
-            for (int b = 0; b < 8; ++b) head[8 + b] = static_cast<std::uint8_t>(n >> (8 * b));
-            co_await asio::async_write(*c.stream, asio::buffer(head), asio::use_awaitable);
-            const auto* bytes = reinterpret_cast<const std::byte*>(t.data());
-            for (std::size_t at = 0; at < n; at += 2048) {
-              asio::steady_timer pause(io, std::chrono::milliseconds(1500));
-              co_await pause.async_wait(asio::use_awaitable);
-              co_await asio::async_write(*c.stream, asio::buffer(bytes + at, std::min<std::size_t>(2048, n - at)),
-                                         asio::use_awaitable);
-            }
-          }
+  const serve::JobRequest req = small_request();
+  const std::string answer = raw_client(ring, 0, [&](serve::ClientConnection& c) -> asio::awaitable<std::string> {
+    const std::string e = co_await request_until(c, req, "upload");
+    if (!is_event(e, "upload")) co_return e;
+    bool first = true;
+    for (int rank : {1, 2, 0}) {
+      const auto rows = static_cast<std::size_t>(shard_positions(req.layout, req.tokens, 3, rank).size());
+      std::vector<float> t(rows * 2 * 32, 0.5f);
+      for (int tensor = 0; tensor < 3; ++tensor) {
+        if (!first) {
+          co_await serve::write_tensor(*c.stream, std::as_bytes(std::span(t)), kIdle, c.peer);
+          continue;
         }
-        do answer = co_await serve::read_json(*c.stream, idle, c.peer);
-        while (answer.find("\"event\":\"done\"") == std::string::npos &&
-               answer.find("\"event\":\"error\"") == std::string::npos);
-      },
-      [&](std::exception_ptr e) {
-        if (!e) return;
-        try {
-          std::rethrow_exception(e);
-        } catch (const std::exception& x) {
-          answer = std::string("the exchange failed: ") + x.what();
+        // The first tensor by hand: its header, then 2 KiB every 1.5 s, 6 s in all, twice
+        // the daemon's deadline but never silent for longer than half of it.
+        first = false;
+        std::array<std::uint8_t, 16> head{'R', 'A', 'C', 'T', 2};
+        const std::uint64_t n = t.size() * sizeof(float);
+        for (int b = 0; b < 8; ++b) head[8 + b] = static_cast<std::uint8_t>(n >> (8 * b));
+        co_await asio::async_write(*c.stream, asio::buffer(head), asio::use_awaitable);
+        const auto* bytes = reinterpret_cast<const std::byte*>(t.data());
+        for (std::size_t at = 0; at < n; at += 2048) {
+          asio::steady_timer pause(co_await asio::this_coro::executor, std::chrono::milliseconds(1500));
+          co_await pause.async_wait(asio::use_awaitable);
+          co_await asio::async_write(*c.stream, asio::buffer(bytes + at, std::min<std::size_t>(2048, n - at)),
+                                     asio::use_awaitable);
         }
-      });
-  io.run();
+      }
+    }
+    co_return co_await events_until(c, "done");
+  });
   INFO(answer);
   INFO(ring.log(0));
   CHECK(contains(answer, "\"event\":\"done\""));
