@@ -53,32 +53,29 @@ net::LinkLimits RingInternals::link_limits(const RingOptions& o) {
 }
 
 void check_limits(const RingLimits& limits) {
-  auto frames = [](const RingLimits& l) {
+  auto frames = [](const RingLimits& l) {  // throws InvalidArgument naming the bound
     RingOptions o;
     o.limits = l;
-    return net::FrameLimits::for_limits(RingInternals::link_limits(o));
+    net::FrameLimits::for_limits(RingInternals::link_limits(o));
+  };
+  auto fits = [&](std::int64_t rows) {
+    RingLimits t = limits;
+    t.max_rows = rows;
+    try {
+      frames(t);
+      return true;
+    } catch (const InvalidArgument&) {
+      return false;
+    }
   };
   try {
     frames(limits);
   } catch (const InvalidArgument& e) {
-    RingLimits one = limits;
-    one.max_rows = 1;
-    try {
-      frames(one);
-    } catch (const InvalidArgument&) {
-      throw;  // not the rows: a head count or the head dim itself is out of range
-    }
+    if (!fits(1)) throw;  // not the rows: a head count or the head dim itself is out of range
     std::int64_t lo = 1, hi = limits.max_rows;  // lo fits, hi does not
     while (hi - lo > 1) {
       const std::int64_t mid = lo + (hi - lo) / 2;
-      RingLimits t = limits;
-      t.max_rows = mid;
-      try {
-        frames(t);
-        lo = mid;
-      } catch (const InvalidArgument&) {
-        hi = mid;
-      }
+      (fits(mid) ? lo : hi) = mid;
     }
     throw InvalidArgument("ring limits: max_rows = " + std::to_string(limits.max_rows) + " is too large (" + e.what() +
                           "); with max_heads " + std::to_string(limits.max_heads) + ", max_kv_heads " +
