@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import ringattn
-from test_documents import dense_documents, free_ports, ids_of, inputs
+from ports import free_ports
+from test_documents import dense_documents, ids_of, inputs
 
 PROMPTS = [40, 1, 90, 7]  # prompt lengths; each document then grows by STEPS decode tokens
 STEPS = 3

@@ -5,26 +5,15 @@ P = 2 ranks as threads of one process and a world of one.
     PYTHONPATH=build/python /usr/bin/python3 -m pytest -q tests/python
 """
 import secrets
-import socket
 import threading
 
 import numpy as np
 import pytest
 
 import ringattn
+from ports import free_ports
 
 CU = [0, 100, 137, 1037, 1038, 1040, 1203]  # long documents, tiny ones (1 and 2 tokens)
-
-
-def free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def dense_documents(q, k, v, ids, causal=False, window=None):

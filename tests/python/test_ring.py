@@ -11,7 +11,6 @@ import json
 import os
 import re
 import secrets
-import socket
 import subprocess
 import sys
 import threading
@@ -20,21 +19,11 @@ import numpy as np
 import pytest
 
 import ringattn
+from ports import free_ports
 import ring_worker
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TIMEOUT = 120  # seconds for any multi-process run; the ring's own deadlines are far shorter
-
-
-def free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def bf16(x):
