@@ -34,7 +34,7 @@
 //   PEERS    (7)  rendezvous: every rank's address, comma-separated, 1..kMaxPeersBytes
 //   KV_BLOCK (16) a block of rows travelling the ring:
 //                   prefix   kBlockPrefixBytes, opaque to net (the caller's description of
-//                            the call and the block: src/ring/block_format.hpp)
+//                            the call and the block: ring/block_format.hpp)
 //                   tags     rows x i64 (the rows' global positions)
 //                   groups   rows x i32, present or not (the rows' documents)
 //                   K, V     rows x cols elements of dtype each, row-major

@@ -25,7 +25,7 @@
 
 #include "bench/common/machine.hpp"
 #include "bench/common/shell_command.hpp"
-#include "bench/common/stats.hpp"
+#include "src/cli/stats.hpp"
 #include "core/logger.hpp"
 #include "net/secret.hpp"
 #include "net/tcp/rendezvous.hpp"
@@ -37,7 +37,7 @@
 #include "src/cli/json_value.hpp"
 #include "src/node/launcher_channel.hpp"
 #include "src/node/report.hpp"
-#include "src/ring/internals.hpp"
+#include "ring/internals.hpp"
 #include "src/run/launcher.hpp"
 #include "src/run/local_rendezvous.hpp"
 
@@ -48,8 +48,8 @@ int bench_api_main(const std::vector<std::string>& argv);
 namespace {
 
 using namespace ringattn;
-using bench::median;
-using bench::percentile;
+using cli::median;
+using cli::percentile;
 
 struct Plan {
   int nodes = 2;
@@ -224,13 +224,13 @@ int front(const Plan& p, const std::string& command) {
                             .add("head_dim", p.head_dim)
                             .add("dtype", to_string(p.dtype))
                             .add("calls", p.calls)
-                            .add("call_ms_median", 1e3 * median(wall))
-                            .add("kernel_ms_median", 1e3 * median(kern))
-                            .add("overhead_ms_median", 1e3 * median(overhead))
-                            .add("overhead_ms_p10", 1e3 * percentile(overhead, 0.1))
-                            .add("overhead_ms_p90", 1e3 * percentile(overhead, 0.9))
-                            .add("wait_ms_median", 1e3 * median(waited))
-                            .add("own_work_ms_median", 1e3 * median(own))
+                            .add("call_ms_median", 1e3 * cli::median(wall))
+                            .add("kernel_ms_median", 1e3 * cli::median(kern))
+                            .add("overhead_ms_median", 1e3 * cli::median(overhead))
+                            .add("overhead_ms_p10", 1e3 * cli::percentile(overhead, 0.1))
+                            .add("overhead_ms_p90", 1e3 * cli::percentile(overhead, 0.9))
+                            .add("wait_ms_median", 1e3 * cli::median(waited))
+                            .add("own_work_ms_median", 1e3 * cli::median(own))
                             .add("command", command)
                             .str()
                             .c_str());
@@ -240,7 +240,7 @@ int front(const Plan& p, const std::string& command) {
     std::vector<double> rate;
     for (std::size_t c = 0; c < wall.size(); ++c) rate.push_back(flops[c] / wall[c] / 1e9);
     const double first = rate.front();
-    const double later = median(std::vector<double>(rate.begin() + 1, rate.end()));
+    const double later = cli::median(std::vector<double>(rate.begin() + 1, rate.end()));
     long rss_first = 0, rss_last = 0, hwm_first = 0, hwm_last = 0;
     for (const auto& r : layers) {
       if (r.call == 0) rss_first = std::max(rss_first, r.rss), hwm_first = std::max(hwm_first, r.hwm);

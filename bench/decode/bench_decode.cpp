@@ -25,7 +25,7 @@
 
 #include "bench/common/machine.hpp"
 #include "bench/common/shell_command.hpp"
-#include "bench/common/stats.hpp"
+#include "src/cli/stats.hpp"
 #include "core/logger.hpp"
 #include "core/split.hpp"
 #include "net/secret.hpp"
@@ -256,8 +256,8 @@ int front(const Plan& p, const std::string& command) {
         min_rows = min_rows < 0 ? r.rows : std::min(min_rows, r.rows);
       }
     }
-    const double lat = bench::median(latency), bl = bench::median(base);
-    const double per_token = bench::median(bytes) / std::max(tokens, 1.0);
+    const double lat = cli::median(latency), bl = cli::median(base);
+    const double per_token = cli::median(bytes) / std::max(tokens, 1.0);
     const double rotate = static_cast<double>(p.nodes - 1) * cache_bytes / std::max(tokens, 1.0);
     std::printf("%s\n", bench::add_machine(cli::JsonObject().add("bench", "decode"), p.dtype)
                             .add("nodes", p.nodes)
@@ -271,8 +271,8 @@ int front(const Plan& p, const std::string& command) {
                             .add("steps", p.steps)
                             .add("cache_bytes", cache_bytes)
                             .add("latency_ms_median", 1e3 * lat)
-                            .add("compute_ms_median", 1e3 * bench::median(compute))
-                            .add("wait_ms_median", 1e3 * bench::median(wait))
+                            .add("compute_ms_median", 1e3 * cli::median(compute))
+                            .add("wait_ms_median", 1e3 * cli::median(wait))
                             .add("stream_ms_median", 1e3 * bl)
                             .add("latency_over_stream", lat / bl)
                             .add("bytes_per_token", per_token)

@@ -18,7 +18,7 @@
 
 #include "bench/common/machine.hpp"
 #include "bench/common/shell_command.hpp"
-#include "bench/common/timing.hpp"
+#include "src/cli/timing.hpp"
 #include "core/split.hpp"
 #include "kernels/matmul_cache.hpp"
 #include "src/oracle/random_inputs.hpp"
@@ -117,7 +117,7 @@ struct DenseMatmuls {
 
 double roofline_seconds(const Case& c, DenseMatmuls& mm) {
   const std::int64_t G = c.heads / c.kv_heads;
-  return bench::median_seconds([&] {
+  return cli::median_seconds([&] {
     for (std::int64_t h = 0; h < c.heads; ++h) {
       const auto g = static_cast<std::size_t>(h / G);
       mm.cache.run(mm.qk, mm.q[static_cast<std::size_t>(h)].data(), mm.kt[g].data(), mm.s.data(), 0);
@@ -130,7 +130,7 @@ double roofline_seconds(const Case& c, DenseMatmuls& mm) {
 double naive_seconds(const Case& c, DenseMatmuls& mm) {
   const std::int64_t G = c.heads / c.kv_heads, b = c.b;
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  return bench::median_seconds([&] {
+  return cli::median_seconds([&] {
     for (std::int64_t h = 0; h < c.heads; ++h) {
       const auto g = static_cast<std::size_t>(h / G);
       mm.cache.run(mm.qk, mm.q[static_cast<std::size_t>(h)].data(), mm.kt[g].data(), mm.s.data(), 0);
@@ -170,7 +170,7 @@ void run_case(const Case& c, bool with_naive, const std::string& command) {
   OnlineSoftmaxState st(c.b, c.heads, c.head_dim);
   const auto pos = Positions::contiguous(0, c.b);
   FoldStats fs;
-  const double t_kernel = bench::median_seconds([&] {
+  const double t_kernel = cli::median_seconds([&] {
     st.reset();
     fs = attn.fold(in.qp(c.dtype), pos, in.kp(c.dtype), in.vp(c.dtype), pos, st);
   });

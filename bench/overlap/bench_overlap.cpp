@@ -38,7 +38,7 @@
 #include "src/cli/args.hpp"
 #include "net/tcp/rendezvous.hpp"
 #include "src/node/report.hpp"
-#include "src/ring/internals.hpp"
+#include "ring/internals.hpp"
 #include "src/run/launcher.hpp"
 #include "src/run/local_rendezvous.hpp"
 

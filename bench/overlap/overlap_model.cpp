@@ -218,9 +218,9 @@ SweepSummary summarize(const std::vector<StepRow>& all_rows, std::int64_t d, std
     b_top.push_back(rows[i].bytes_per_second());
     c_top.push_back(rows[i].io_cpu_per_byte);
   }
-  s.flops_peak = median(f_top);
-  s.bandwidth = median(b_top);
-  s.cpu_per_byte = median(c_top);
+  s.flops_peak = cli::median(f_top);
+  s.bandwidth = cli::median(b_top);
+  s.cpu_per_byte = cli::median(c_top);
   const auto& big = rows.back();
   const double bb = static_cast<double>(big.b);
   s.useful_fraction = big.useful_flops / (4.0 * bb * bb * static_cast<double>(d));
@@ -261,16 +261,16 @@ SweepSummary summarize(const std::vector<StepRow>& all_rows, std::int64_t d, std
   s.rows_above = static_cast<int>(hidden.size());
   s.rows_below = static_cast<int>(o_over_x.size());
   if (!hidden.empty()) {
-    s.hidden_median = median(hidden);
+    s.hidden_median = cli::median(hidden);
     s.hidden_min = *std::min_element(hidden.begin(), hidden.end());
-    s.overlap_over_compute_median = median(o_over_c);
+    s.overlap_over_compute_median = cli::median(o_over_c);
     s.worst_overlap_over_compute = *std::max_element(o_over_c.begin(), o_over_c.end());
   }
   if (!o_over_x.empty()) {
-    s.overlap_over_transfer_median = median(o_over_x);
+    s.overlap_over_transfer_median = cli::median(o_over_x);
     s.worst_overlap_over_transfer = *std::max_element(o_over_x.begin(), o_over_x.end());
   }
-  s.model_error_median = median(model_err);
+  s.model_error_median = cli::median(model_err);
   s.cpu_share_min = 1;
   for (const auto& r : rows) s.cpu_share_min = std::min(s.cpu_share_min, r.cpu_share);
   return s;

@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/common/stats.hpp"
+#include "src/cli/stats.hpp"
 
 namespace ringattn::bench::overlap {
 
@@ -80,7 +80,7 @@ int crossing_count(const std::vector<double>& x, const std::vector<double>& y1, 
 // y(x) log-log interpolated between the samples (clamped to the end values outside).
 double loglog_at(const std::vector<double>& x, const std::vector<double>& y, double at);
 
-using bench::median;  // bench/common/stats.hpp
+using cli::median;  // src/cli/stats.hpp
 
 // The step time the model with TCP CPU cost predicts.
 double overlap_step_model(double t_compute, double t_transfer, double cpu_per_byte, double block_bytes, double cores);

@@ -26,8 +26,8 @@
 #include "net/transport.hpp"
 #include "src/node/launcher_channel.hpp"
 #include "src/node/report.hpp"
-#include "src/ring/internals.hpp"
-#include "src/ring/ring_step.hpp"
+#include "ring/internals.hpp"
+#include "ring/ring_step.hpp"
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
 #include "core/logger.hpp"
@@ -149,11 +149,11 @@ class BlockSweep {
       io_x += r.io_cpu_transfer;
       io_o += r.io_cpu_overlap;
     }
-    row_.t_compute = median(tc);
-    row_.t_transfer = median(tx);
-    row_.t_serial = median(ts);
-    row_.t_overlap = median(to);
-    row_.t_fold_in_overlap = median(tf);
+    row_.t_compute = cli::median(tc);
+    row_.t_transfer = cli::median(tx);
+    row_.t_serial = cli::median(ts);
+    row_.t_overlap = cli::median(to);
+    row_.t_fold_in_overlap = cli::median(tf);
     row_.useful_flops = flops / n;
     row_.cpu_share = fold_cpu / (fold_wall * spec_.cores);
     row_.io_cpu_per_byte = io_x / (n * row_.block_bytes);
@@ -376,7 +376,7 @@ double measure_flops(const SweepSpec& spec, std::int64_t b) {
     });
   for (auto& t : nodes) t.join();
   if (error) std::rethrow_exception(error);
-  return median(node0);
+  return cli::median(node0);
 }
 
 }  // namespace ringattn::bench::overlap

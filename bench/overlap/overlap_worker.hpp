@@ -14,7 +14,7 @@
 //   serial    fold(Q, A), then the transfer           -> T_s
 //   overlap   isend(A), irecv(B), fold(Q, A), wait    -> T_o (and the fold's own time)
 // Interleaving the kinds makes their ratios immune to slow drifts of a shared machine.
-// The transfers and the overlap step are the ring's own step (src/ring/ring_step.hpp,
+// The transfers and the overlap step are the ring's own step (ring/ring_step.hpp,
 // which Ring::forward drives): blocks really travel around the ring with their
 // positions, are checked and relayed with the CRC they arrived with, and each fold uses
 // the positions of the rank that owns the block in A.

@@ -25,7 +25,7 @@
 
 #include "bench/common/machine.hpp"
 #include "bench/common/shell_command.hpp"
-#include "bench/common/stats.hpp"
+#include "src/cli/stats.hpp"
 #include "bench/transport/iperf3.hpp"
 #include "bench/transport/raw_tcp.hpp"
 #include "net/crc32c.hpp"
@@ -43,7 +43,7 @@ int bench_transport_main(const std::vector<std::string>& argv);
 namespace {
 
 using namespace ringattn;
-using bench::median;
+using cli::median;
 using Clock = std::chrono::steady_clock;
 
 constexpr std::uint32_t kHeadDim = 128;                      // the bench's block: rows x (1 kv head x 128) fp32
@@ -174,15 +174,15 @@ struct Baselines {
 
 void print_result(const std::string& mode, const std::string& host, const Plan& p, std::uint64_t bytes, const Result& r,
                   const Baselines& base, bool tls, std::optional<double> plain_gbps = {}) {
-  const double g = median(r.gbps);
+  const double g = cli::median(r.gbps);
   std::printf(
       "{\"bench\":\"transport\",\"machine\":%s,\"mode\":\"%s\",\"host\":\"%s\",\"tls\":%s,\"block_bytes\":%llu,\"depth\":%d,"
       "\"reps\":%d,\"frames\":%llu,\"gb_per_s\":%.3f,\"gb_per_s_reps\":%s,\"recv_cpu_s_per_gb\":%.4f",
       cli::json_quote(bench::machine()).c_str(), mode.c_str(), host.c_str(), tls ? "true" : "false",
       static_cast<unsigned long long>(bytes), p.depth, p.reps,
-      static_cast<unsigned long long>(r.frames), g, json_list(r.gbps).c_str(), median(r.recv_cpu_per_gb));
+      static_cast<unsigned long long>(r.frames), g, json_list(r.gbps).c_str(), cli::median(r.recv_cpu_per_gb));
   if (plain_gbps) std::printf(",\"plain_gb_per_s\":%.3f,\"ratio_vs_plain\":%.3f", *plain_gbps, g / *plain_gbps);
-  if (!r.send_cpu_per_gb.empty()) std::printf(",\"send_cpu_s_per_gb\":%.4f", median(r.send_cpu_per_gb));
+  if (!r.send_cpu_per_gb.empty()) std::printf(",\"send_cpu_s_per_gb\":%.4f", cli::median(r.send_cpu_per_gb));
   std::printf(",\"sender_crc\":\"precomputed\",\"receiver_crc\":\"checked\"");
   if (base.raw_tcp) std::printf(",\"raw_tcp_gb_per_s\":%.3f,\"ratio_vs_raw_tcp\":%.3f", *base.raw_tcp, g / *base.raw_tcp);
   if (base.iperf3) std::printf(",\"iperf3_gb_per_s\":%.3f,\"ratio_vs_iperf3\":%.3f", *base.iperf3, g / *base.iperf3);
@@ -280,13 +280,13 @@ int run_in_process(const Plan& p, const std::string& host, bool with_raw, std::o
   for (bool tls : tls_modes) pairs.push_back(std::make_unique<Pair>(p, shape, host, tls));
   for (auto bytes : p.block_bytes) {
     std::optional<double> raw;
-    if (with_raw) raw = median(bench::raw_tcp_gbps(host, bytes, p.depth, p.reps, p.seconds));
+    if (with_raw) raw = cli::median(bench::raw_tcp_gbps(host, bytes, p.depth, p.reps, p.seconds));
     std::optional<double> plain;
     for (auto& pair : pairs) {
       logger("bench")->info("{}-byte blocks, {} reps{}", bytes, p.reps, pair->tls ? ", TLS" : "");
       const Result r = pair->stream(p, shape, bytes);
       print_result("in-process", host, p, bytes, r, Baselines{iperf, raw}, pair->tls, pair->tls ? plain : std::nullopt);
-      if (!pair->tls) plain = median(r.gbps);
+      if (!pair->tls) plain = cli::median(r.gbps);
     }
   }
   return 0;

@@ -201,7 +201,7 @@ class Ring {
   struct Impl;
 
  private:
-  friend struct RingInternals;  // the library's own tools (src/ring/internals.hpp)
+  friend struct RingInternals;  // the library's own tools (ring/internals.hpp)
   explicit Ring(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/common/timing.hpp"
+#include "src/cli/timing.hpp"
 #include "src/oracle/random_inputs.hpp"
 #include "src/oracle/reference.hpp"
 #include "ringattn/block_attention.hpp"
@@ -56,7 +56,7 @@ int demo_main(const std::vector<std::string>& argv) {
 
   OnlineSoftmaxState st(n, cfg.heads, cfg.head_dim);
   FoldStats fs;
-  const double secs = bench::median_seconds([&] {
+  const double secs = cli::median_seconds([&] {
     st.reset();
     fs = attn.fold(qp, pos, kp, vp, pos, st);
   });

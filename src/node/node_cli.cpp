@@ -42,7 +42,7 @@
 #include "src/node/memory_budget.hpp"
 #include "src/node/report.hpp"
 #include "ringattn/ring.hpp"
-#include "src/ring/internals.hpp"
+#include "ring/internals.hpp"
 
 namespace ringattn::cli {
 int node_main(const std::vector<std::string>& argv);

@@ -21,7 +21,7 @@
 #include "net/tcp/rendezvous.hpp"
 #include "src/node/memory_budget.hpp"
 #include "src/node/report.hpp"
-#include "src/ring/internals.hpp"
+#include "ring/internals.hpp"
 #include "src/run/launcher.hpp"
 #include "src/run/local_rendezvous.hpp"
 #include "src/run/output_paths.hpp"

@@ -5,7 +5,7 @@
 #include <span>
 
 #include "net/secret.hpp"
-#include "src/ring/internals.hpp"
+#include "ring/internals.hpp"
 
 namespace ringattn::run {
 

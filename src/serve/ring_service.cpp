@@ -14,7 +14,7 @@
 #include "ringattn_config.h"
 #include "src/cli/json_object.hpp"
 #include "src/cli/json_value.hpp"
-#include "src/ring/internals.hpp"
+#include "ring/internals.hpp"
 #include "src/serve/peer_messages.hpp"
 
 namespace ringattn::serve {

@@ -10,7 +10,7 @@
 #include "ringattn/packing.hpp"
 #include "ringattn/ring.hpp"
 #include "src/oracle/random_inputs.hpp"
-#include "src/ring/internals.hpp"
+#include "ring/internals.hpp"
 #include "src/oracle/reference.hpp"
 #include "tests/free_port.hpp"
 #include "tests/ring/ranks_as_threads.hpp"

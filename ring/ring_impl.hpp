@@ -13,8 +13,8 @@
 #include "net/transport.hpp"
 #include "ringattn/block_attention.hpp"
 #include "ringattn/ring.hpp"
-#include "src/ring/internals.hpp"
-#include "src/ring/ring_step.hpp"
+#include "ring/internals.hpp"
+#include "ring/ring_step.hpp"
 
 namespace ringattn {
 

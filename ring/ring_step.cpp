@@ -1,4 +1,4 @@
-#include "src/ring/ring_step.hpp"
+#include "ring/ring_step.hpp"
 
 #include <cstring>
 

@@ -14,9 +14,9 @@
 #include "net/transport.hpp"
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
-#include "src/ring/internals.hpp"
-#include "src/ring/ring_impl.hpp"
-#include "src/ring/ring_step.hpp"
+#include "ring/internals.hpp"
+#include "ring/ring_impl.hpp"
+#include "ring/ring_step.hpp"
 
 namespace ringattn {
 

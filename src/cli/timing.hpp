@@ -1,4 +1,4 @@
-// ringattn bench — timing helpers shared by the benchmarks: warm-up, then repeat until
+// ringattn — timing helpers shared by `ringattn demo` and the benchmarks: warm-up, then repeat until
 // a minimum time has passed, and report the median.
 #pragma once
 
@@ -6,9 +6,9 @@
 #include <utility>
 #include <vector>
 
-#include "bench/common/stats.hpp"
+#include "src/cli/stats.hpp"
 
-namespace ringattn::bench {
+namespace ringattn::cli {
 
 inline double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -30,4 +30,4 @@ double median_seconds(Fn&& fn, int warmup = 1, int min_reps = 3, double min_seco
   return median(std::move(t));
 }
 
-}  // namespace ringattn::bench
+}  // namespace ringattn::cli

@@ -25,8 +25,8 @@
 #include "ringattn/error.hpp"
 #include "ringattn/kv_cache.hpp"
 #include "ringattn/ring.hpp"
-#include "src/ring/block_format.hpp"
-#include "src/ring/ring_impl.hpp"
+#include "ring/block_format.hpp"
+#include "ring/ring_impl.hpp"
 
 namespace ringattn {
 

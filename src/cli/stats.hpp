@@ -1,11 +1,11 @@
-// ringattn bench — the statistics every benchmark reports: median and percentile.
+// ringattn — the statistics `ringattn demo` and every benchmark report: median and percentile.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <vector>
 
-namespace ringattn::bench {
+namespace ringattn::cli {
 
 // The middle value (the mean of the two middle ones for an even count); 0 for none.
 inline double median(std::vector<double> v) {
@@ -22,4 +22,4 @@ inline double percentile(std::vector<double> v, double q) {
   return v[static_cast<std::size_t>(q * static_cast<double>(v.size() - 1))];
 }
 
-}  // namespace ringattn::bench
+}  // namespace ringattn::cli

@@ -1,4 +1,4 @@
-#include "src/ring/block_format.hpp"
+#include "ring/block_format.hpp"
 
 #include <cstdio>
 #include <cstring>

@@ -32,7 +32,7 @@
 
 #include "net/transport.hpp"
 #include "ringattn/positions.hpp"
-#include "src/ring/block_format.hpp"
+#include "ring/block_format.hpp"
 
 namespace ringattn::ring {
 
