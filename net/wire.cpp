@@ -184,23 +184,14 @@ std::uint64_t data_payload_bytes(FrameKind kind, DType dtype, std::uint32_t rows
     ok = mul_ok(rows, cols, n) && mul_ok(n, 4, n);
     return ok ? n : 0;
   }
-  if (kind == FrameKind::query) {  // prefix + tags (i64) + groups (i32) + rows x cols
-    std::uint64_t body = 0;
-    ok = mul_ok(rows, cols, body) && mul_ok(body, dtype_size(dtype), body);
-    n = kBlockPrefixBytes + std::uint64_t{rows} * 12;
-    ok = ok && !__builtin_add_overflow(n, body, &n);
-    return ok ? n : 0;
-  }
-  if (kind != FrameKind::kv_block) {
+  if (kind != FrameKind::query && kind != FrameKind::kv_block) {
     ok = false;
     return 0;
   }
-  // prefix + tags (i64) [+ groups (i32)] + K + V
-  std::uint64_t kv = 0;
-  ok = mul_ok(rows, cols, kv) && mul_ok(kv, 2 * dtype_size(dtype), kv);
-  n = kBlockPrefixBytes + std::uint64_t{rows} * (with_groups ? 12 : 8);
-  ok = ok && !__builtin_add_overflow(n, kv, &n);
-  return ok ? n : 0;
+  const BlockLayout l = kind == FrameKind::query ? BlockLayout::query(dtype, cols, rows)
+                                                 : BlockLayout::kv(dtype, cols, rows, with_groups);
+  ok = l.fits;
+  return l.bytes();
 }
 
 FrameHeader control_header(FrameKind kind, std::span<const std::byte> payload) {

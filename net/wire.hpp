@@ -33,6 +33,7 @@
 //   ADDRESS  (6)  rendezvous: the sender's listen address as "host:port", 1..kMaxAddressBytes
 //   PEERS    (7)  rendezvous: every rank's address, comma-separated, 1..kMaxPeersBytes
 //   KV_BLOCK (16) a block of rows travelling the ring:
+//                 (the layout and its arithmetic: net/block_layout.hpp)
 //                   prefix   kBlockPrefixBytes, opaque to net (the caller's description of
 //                            the call and the block: ring/block_format.hpp)
 //                   tags     rows x i64 (the rows' global positions)
@@ -64,6 +65,7 @@
 #include <string>
 #include <string_view>
 
+#include "net/block_layout.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/types.hpp"
 
@@ -79,7 +81,6 @@ inline constexpr std::size_t kErrorPrefixBytes = 8;  // origin, cause, reserved
 inline constexpr std::size_t kPingBytes = 16;
 inline constexpr std::size_t kMaxAddressBytes = 300;           // "host:port", a DNS name at most
 inline constexpr std::size_t kMaxPeersBytes = 4096 * (kMaxAddressBytes + 1);
-inline constexpr std::size_t kBlockPrefixBytes = 32;
 // A hard ceiling on any payload, whatever a job shape claims (a sanity bound; the
 // negotiated limit is normally far lower).
 inline constexpr std::uint64_t kMaxPayloadBytes = std::uint64_t{16} << 30;

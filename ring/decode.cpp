@@ -35,18 +35,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-constexpr std::size_t kTagBytes = 8, kGroupBytes = 4;
-
 int mod(int a, int p) { return ((a % p) + p) % p; }
-
-// Where the parts of a QUERY payload of `rows` tokens start.
-struct QueryLayout {
-  std::size_t rows = 0, cols = 0, esz = 0;
-  std::size_t tags() const { return net::kBlockPrefixBytes; }
-  std::size_t groups() const { return tags() + rows * kTagBytes; }
-  std::size_t body() const { return groups() + rows * kGroupBytes; }
-  std::size_t bytes() const { return body() + rows * cols * esz; }
-};
 
 // One decode call's context: the spec, the sizes and the way to fail on the wire.
 struct DecodeCall {
@@ -58,6 +47,9 @@ struct DecodeCall {
 
   int rank() const { return t.rank(); }
   int world() const { return t.world(); }
+  net::BlockLayout layout(std::size_t rows) const {
+    return net::BlockLayout::query(cs.dtype, static_cast<std::uint32_t>(cols), static_cast<std::uint32_t>(rows));
+  }
 
   [[noreturn]] void refuse(FailureCause cause, int origin, const std::string& what) {
     const std::string msg = "rank " + std::to_string(rank()) + ": decode call " + std::to_string(call) + ": " + what;
@@ -68,17 +60,17 @@ struct DecodeCall {
   // This rank's tokens as a QUERY payload.
   void encode(std::vector<std::byte>& out, std::span<const std::int32_t> seqs, std::span<const std::int64_t> pos,
               std::span<const float> q, std::span<const float> k, std::span<const float> v) {
-    const QueryLayout L{pos.size(), cols, esz};
+    const net::BlockLayout L = layout(pos.size());
     out.resize(L.bytes());
     const auto prefix = ring::encode_prefix({cs, rank()});
     std::memcpy(out.data(), prefix.data(), prefix.size());
     for (std::size_t i = 0; i < L.rows; ++i) {
-      net::put_le<std::uint64_t>(out.data() + L.tags() + i * kTagBytes, static_cast<std::uint64_t>(pos[i]));
-      net::put_le<std::uint32_t>(out.data() + L.groups() + i * kGroupBytes, static_cast<std::uint32_t>(seqs[i]));
+      L.put_tag(out.data(), i, pos[i]);
+      L.put_group(out.data(), i, seqs[i]);
     }
     const std::size_t qn = static_cast<std::size_t>(H * D), kn = static_cast<std::size_t>(KH * D);
     for (std::size_t i = 0; i < L.rows; ++i) {
-      std::byte* row = out.data() + L.body() + i * cols * esz;
+      std::byte* row = out.data() + L.body(0) + i * cols * esz;
       const float* parts[3] = {q.data() + i * qn, k.data() + i * kn, v.data() + i * kn};
       const std::size_t lens[3] = {qn, kn, kn};
       for (int p = 0; p < 3; ++p) {
@@ -108,12 +100,12 @@ struct DecodeCall {
     if (p.origin != expect)
       refuse(FailureCause::protocol, pred, from + " are rank " + std::to_string(p.origin) + "'s, expected rank " +
                                                std::to_string(expect) + "'s");
-    const QueryLayout L{h.rows, cols, esz};
+    const net::BlockLayout L = layout(h.rows);
     if (h.dtype != cs.dtype || h.cols != cols || h.payload_bytes != L.bytes())
       refuse(FailureCause::protocol, pred, from + " have a frame that does not match their own description");
     for (std::size_t i = 0; i < L.rows; ++i) {
-      const auto pos = static_cast<std::int64_t>(net::get_le<std::uint64_t>(buf.data() + L.tags() + i * kTagBytes));
-      const auto seq = static_cast<std::int32_t>(net::get_le<std::uint32_t>(buf.data() + L.groups() + i * kGroupBytes));
+      const std::int64_t pos = L.tag(buf.data(), i);
+      const std::int32_t seq = L.group(buf.data(), i);
       if (pos < 0 || seq < 0)
         refuse(FailureCause::protocol, p.origin,
                from + " hold token " + std::to_string(i) + " with position " + std::to_string(pos) + " and sequence " +
@@ -209,9 +201,9 @@ DecodeStats Ring::decode(const AttentionSpec& spec, KVCache& cache, std::span<co
     // 1. Gather: every rank's tokens reach every rank.
     dc.encode(b.gathered[static_cast<std::size_t>(R)], sequences, positions, q, k, v);
     if (spec.dtype == DType::bf16) {  // a finite fp32 beyond bf16's range rounds to inf
-      const QueryLayout L{static_cast<std::size_t>(n), dc.cols, dc.esz};
-      if (ops.has_non_finite_bf16(reinterpret_cast<const std::uint16_t*>(b.gathered[static_cast<std::size_t>(R)].data() + L.body()),
-                                  static_cast<std::int64_t>(L.rows * L.cols)))
+      const net::BlockLayout L = dc.layout(static_cast<std::size_t>(n));
+      if (ops.has_non_finite_bf16(reinterpret_cast<const std::uint16_t*>(b.gathered[static_cast<std::size_t>(R)].data() + L.body(0)),
+                                  static_cast<std::int64_t>(L.rows * dc.cols)))
         bad("q, k or v holds a value beyond bf16's range (about 3.39e38), which bf16 rounds to inf");
     }
     count[static_cast<std::size_t>(R)] = static_cast<std::size_t>(n);
@@ -254,12 +246,12 @@ DecodeStats Ring::decode(const AttentionSpec& spec, KVCache& cache, std::span<co
     std::vector<const std::byte*> kv_rows(T);  // each token's k, then v, in the payload (dtype)
     for (int r = 0; r < P; ++r) {
       const auto& buf = b.gathered[static_cast<std::size_t>(r)];
-      const QueryLayout L{count[static_cast<std::size_t>(r)], dc.cols, dc.esz};
+      const net::BlockLayout L = dc.layout(count[static_cast<std::size_t>(r)]);
       for (std::size_t i = 0; i < L.rows; ++i) {
         const std::size_t tok = first[static_cast<std::size_t>(r)] + i;
-        b.positions[tok] = static_cast<std::int64_t>(net::get_le<std::uint64_t>(buf.data() + L.tags() + i * kTagBytes));
-        b.sequences[tok] = static_cast<std::int32_t>(net::get_le<std::uint32_t>(buf.data() + L.groups() + i * kGroupBytes));
-        const std::byte* row = buf.data() + L.body() + i * dc.cols * dc.esz;
+        b.positions[tok] = L.tag(buf.data(), i);
+        b.sequences[tok] = L.group(buf.data(), i);
+        const std::byte* row = buf.data() + L.body(0) + i * dc.cols * dc.esz;
         float* qd = b.q.data() + tok * static_cast<std::size_t>(H * D);
         if (spec.dtype == DType::bf16) from_bf16(reinterpret_cast<const std::uint16_t*>(row), qd, H * D);
         else std::memcpy(qd, row, static_cast<std::size_t>(H * D) * 4);

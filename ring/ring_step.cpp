@@ -2,35 +2,24 @@
 
 #include <cstring>
 
-#include "net/byte_order.hpp"
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
 
 namespace ringattn::ring {
 
-namespace {
-
-constexpr std::size_t kTagBytes = 8;
-constexpr std::size_t kGroupBytes = 4;
-
-}  // namespace
-
-std::size_t RingStep::kv_bytes(std::int64_t rows) const {
-  return static_cast<std::size_t>(rows) * spec_.kv_heads * spec_.head_dim * dtype_size(spec_.dtype);
-}
-
-std::size_t RingStep::head_bytes(std::int64_t rows) const {
-  return net::kBlockPrefixBytes + static_cast<std::size_t>(rows) * (kTagBytes + (spec_.documents ? kGroupBytes : 0));
+net::BlockLayout RingStep::layout(std::int64_t rows) const {
+  return net::BlockLayout::kv(spec_.dtype, spec_.kv_heads * spec_.head_dim, static_cast<std::uint32_t>(rows),
+                              spec_.documents);
 }
 
 void RingStep::set_view(int origin, std::int64_t rows) {
-  const std::byte* base = a_.data() + head_bytes(rows);
+  const net::BlockLayout l = layout(rows);
   view_.origin = origin;
   view_.rows = rows;
   view_.positions = &positions_;
   view_.documents = docs_;
-  view_.k = base;
-  view_.v = base + kv_bytes(rows);
+  view_.k = a_.data() + l.body(0);
+  view_.v = a_.data() + l.body(1);
 }
 
 void RingStep::start(const CallSpec& spec, std::uint64_t call, std::span<const std::int64_t> positions, bool borrow,
@@ -45,21 +34,18 @@ void RingStep::start(const CallSpec& spec, std::uint64_t call, std::span<const s
   if (spec.documents ? documents.size() != positions.size() : !documents.empty())
     throw InvalidArgument("RingStep: " + std::to_string(documents.size()) + " document ids for " +
                           std::to_string(positions.size()) + " rows");
-  a_bytes_ = net::kv_block_bytes(spec.dtype, spec.kv_heads * spec.head_dim, static_cast<std::uint32_t>(rows),
-                                 spec.documents);
-  head_bytes_ = head_bytes(rows);
+  const net::BlockLayout l = layout(rows);
+  a_bytes_ = l.bytes();
+  head_bytes_ = l.head_bytes();
   // Borrowing, A holds only the description and positions (K and V stay where they are),
   // so the smaller buffer will do and the larger one is kept for what comes in.
   if (borrow && a_.size() > b_.size()) std::swap(a_, b_);
   if (const std::size_t need = borrow ? head_bytes_ : a_bytes_; a_.size() < need) a_.resize(need);
   const auto prefix = encode_prefix({spec, t_.rank()});
   std::memcpy(a_.data(), prefix.data(), prefix.size());
-  std::byte* tags = a_.data() + net::kBlockPrefixBytes;
-  for (std::int64_t i = 0; i < rows; ++i) net::put_le<std::uint64_t>(tags + i * kTagBytes, static_cast<std::uint64_t>(positions[static_cast<std::size_t>(i)]));
+  for (std::size_t i = 0; i < positions.size(); ++i) l.put_tag(a_.data(), i, positions[i]);
   docs_.assign(documents.begin(), documents.end());
-  std::byte* groups = tags + static_cast<std::size_t>(rows) * kTagBytes;
-  for (std::size_t i = 0; i < documents.size(); ++i)
-    net::put_le<std::uint32_t>(groups + i * kGroupBytes, static_cast<std::uint32_t>(documents[i]));
+  for (std::size_t i = 0; i < documents.size(); ++i) l.put_group(a_.data(), i, documents[i]);
   if (borrow) {
     view_ = View{t_.rank(), rows, &positions_, docs_, nullptr, nullptr};
     borrowed_ = true;
@@ -71,7 +57,7 @@ void RingStep::start(const CallSpec& spec, std::uint64_t call, std::span<const s
 void RingStep::begin_raw(const CallSpec& spec, std::uint64_t call, std::span<const std::int64_t> positions,
                          const void* k, const void* v, std::span<const std::int32_t> documents) {
   start(spec, call, positions, false, documents);
-  const std::size_t bytes = kv_bytes(view_.rows);
+  const std::size_t bytes = layout(view_.rows).body_bytes;
   if (k && bytes) std::memcpy(const_cast<void*>(view_.k), k, bytes);
   if (v && bytes) std::memcpy(const_cast<void*>(view_.v), v, bytes);
 }
@@ -103,7 +89,7 @@ void RingStep::post(int step) {
                                            static_cast<std::uint64_t>(step), static_cast<std::uint32_t>(view_.rows),
                                            spec_.documents);
   if (borrowed_) {
-    const std::size_t kv = kv_bytes(view_.rows);
+    const std::size_t kv = layout(view_.rows).body_bytes;
     send_ = t_.isend(t_.successor(), header,
                      net::Payload(std::span<const std::byte>(a_.data(), head_bytes_),
                                   std::span<const std::byte>(static_cast<const std::byte*>(view_.k), kv),
@@ -145,13 +131,12 @@ void RingStep::finish(int step) {
     refuse(FailureCause::mismatch, p.origin, "does not match this call: " + err);
   if (p.origin != expect)
     refuse(FailureCause::protocol, pred, "holds rank " + std::to_string(p.origin) + "'s rows, expected rank " + std::to_string(expect) + "'s");
-  if (h.dtype != spec_.dtype || h.cols != spec_.kv_heads * spec_.head_dim ||
-      h.payload_bytes != net::kv_block_bytes(spec_.dtype, h.cols, h.rows, spec_.documents))
+  const net::BlockLayout l = layout(h.rows);
+  if (h.dtype != spec_.dtype || h.cols != spec_.kv_heads * spec_.head_dim || h.payload_bytes != l.bytes())
     refuse(FailureCause::protocol, pred, "has a frame that does not match its own description");
   // Positions: decoded into a scratch array, checked strictly increasing.
   tags_.resize(h.rows);
-  const std::byte* tags = b_.data() + net::kBlockPrefixBytes;
-  for (std::uint32_t i = 0; i < h.rows; ++i) tags_[i] = static_cast<std::int64_t>(net::get_le<std::uint64_t>(tags + i * kTagBytes));
+  for (std::uint32_t i = 0; i < h.rows; ++i) tags_[i] = l.tag(b_.data(), i);
   try {
     positions_ = Positions::from_sorted(tags_.data(), static_cast<std::int64_t>(h.rows));
   } catch (const InvalidArgument& e) {
@@ -159,9 +144,8 @@ void RingStep::finish(int step) {
   }
   // Documents: decoded likewise, checked non-decreasing (the kernel's invariant).
   groups_.resize(spec_.documents ? h.rows : 0);
-  const std::byte* groups = tags + static_cast<std::size_t>(h.rows) * kTagBytes;
   for (std::size_t i = 0; i < groups_.size(); ++i) {
-    groups_[i] = static_cast<std::int32_t>(net::get_le<std::uint32_t>(groups + i * kGroupBytes));
+    groups_[i] = l.group(b_.data(), i);
     if (i && groups_[i] < groups_[i - 1])
       refuse(FailureCause::protocol, p.origin,
              "carries rank " + std::to_string(p.origin) + "'s document ids decreasing at row " + std::to_string(i) +

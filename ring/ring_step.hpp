@@ -75,8 +75,7 @@ class RingStep {
  private:
   void start(const CallSpec& spec, std::uint64_t call, std::span<const std::int64_t> positions, bool borrow,
              std::span<const std::int32_t> documents);
-  std::size_t head_bytes(std::int64_t rows) const;  // prefix, positions and documents
-  std::size_t kv_bytes(std::int64_t rows) const;
+  net::BlockLayout layout(std::int64_t rows) const;  // of a block of this call
   void set_view(int origin, std::int64_t rows);
 
   net::Transport& t_;

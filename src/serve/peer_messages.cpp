@@ -10,7 +10,6 @@
 namespace ringattn::serve::peer {
 namespace {
 
-constexpr std::size_t kPrefix = net::kBlockPrefixBytes;  // 32 bytes: the job's description
 
 net::FrameHeader state_header(Tag tag, std::uint64_t job, std::uint32_t rows, std::uint32_t cols) {
   net::FrameHeader h;
@@ -50,7 +49,8 @@ std::string frame_text(std::span<const std::byte> payload) {
 std::vector<std::byte> shard_payload(const JobRequest& q, const Positions& pos) {
   const std::int64_t rows = pos.size();
   const auto cols = static_cast<std::uint32_t>(q.kv_heads * q.head_dim);
-  std::vector<std::byte> out(net::kv_block_bytes(DType::f32, cols, static_cast<std::uint32_t>(rows)));
+  const auto layout = net::BlockLayout::kv(DType::f32, cols, static_cast<std::uint32_t>(rows), false);
+  std::vector<std::byte> out(layout.bytes());
   std::byte* p = out.data();
   net::put_le<std::uint32_t>(p + 0, static_cast<std::uint32_t>(q.heads));
   net::put_le<std::uint32_t>(p + 4, static_cast<std::uint32_t>(q.head_dim));
@@ -62,8 +62,7 @@ std::vector<std::byte> shard_payload(const JobRequest& q, const Positions& pos) 
   net::put_le<std::uint64_t>(p + 20, static_cast<std::uint64_t>(q.tokens));
   std::vector<std::int64_t> positions;
   pos.materialize_into(positions);
-  for (std::int64_t r = 0; r < rows; ++r)
-    net::put_le<std::uint64_t>(p + kPrefix + r * 8, static_cast<std::uint64_t>(positions[static_cast<std::size_t>(r)]));
+  for (std::size_t r = 0; r < positions.size(); ++r) layout.put_tag(p, r, positions[r]);
   return out;
 }
 
@@ -87,11 +86,12 @@ std::span<float> query_rows(std::vector<std::byte>& payload) {
 Shard shard_view(std::vector<std::byte>& payload, const JobRequest& q, std::int64_t rows) {
   Shard s;
   s.request = q;
+  const auto layout = net::BlockLayout::kv(DType::f32, static_cast<std::uint32_t>(q.kv_heads * q.head_dim),
+                                           static_cast<std::uint32_t>(rows), false);
   s.positions.resize(static_cast<std::size_t>(rows));
-  for (std::int64_t r = 0; r < rows; ++r)
-    s.positions[static_cast<std::size_t>(r)] = static_cast<std::int64_t>(net::get_le<std::uint64_t>(payload.data() + kPrefix + r * 8));
+  for (std::size_t r = 0; r < s.positions.size(); ++r) s.positions[r] = layout.tag(payload.data(), r);
   const std::size_t n = static_cast<std::size_t>(rows * q.kv_heads * q.head_dim);
-  auto* kv = reinterpret_cast<float*>(payload.data() + kPrefix + rows * 8);
+  auto* kv = reinterpret_cast<float*>(payload.data() + layout.body(0));
   s.k = {kv, n};
   s.v = {kv + n, n};
   return s;
