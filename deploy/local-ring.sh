@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A rack on one machine: P `ringattn serve` daemons on loopback, as an operator would run
-# one per server (README, "A rack of daemons").
+# one per server (docs/daemons.md).
 #
 #   deploy/local-ring.sh demo [P]     install + build, start P daemons (default 3), submit a
 #                                     job, check it against a single-process run, show

@@ -4,7 +4,7 @@
 #   1b. the installed library as an embedding job meets it (deploy/test_embedding.sh):
 #      headers and pkg-config, an out-of-tree C++ consumer at P 1, 2 and 3 (mpirun), the
 #      batch inference example bench/infer (P 1, 2, 3 compared; the positions trap caught),
-#      the Python module's pytest suite, the README's examples equal to the tested files
+#      the Python module's pytest suite, the README's and docs/' examples equal to the tested files
 #   1c. the deployment files: systemd-analyze verify of the unit, the Kubernetes manifest against
 #      the API's models, the Slurm batch script on a single-node Slurm cluster started here
 #   1d. the kernels, ring, integration and serve suites, the overlap benchmark and pytest again as an

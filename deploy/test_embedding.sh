@@ -15,7 +15,9 @@
 #             (bench/infer/reference.py); the same from a numpy-written safetensors file; bad
 #             weights and prompts refused with the file named; and the positions trap (RoPE
 #             at the rank's row index, P = 2) caught by the comparison
-#   readme    the README's Embedding code blocks are these files, byte for byte
+#   readme    every code block of README.md and docs/*.md marked <!-- file: PATH --> is PATH,
+#             byte for byte; docs/embedding.md's show tests/consumer/embed.cpp and
+#             tests/python/embed_example.py
 #   python    tests/python (pytest) against the installed Python module
 # One line per check on success, the log of whatever failed otherwise; every process it starts is
 # stopped however it ends. Ends with "embedding: N passed, N failed" (checks + pytest's).
@@ -277,19 +279,40 @@ infer_positions_trap() {
   [[ $(<"$work/trap") == *"compare: 8 prompts, "*"MISMATCH"* && $(<"$work/trap") != *"prompts differ"* ]]
 }
 
-# Each `<!-- file: PATH -->` in README.md is followed by a fenced block holding PATH exactly.
+# Each `<!-- file: PATH -->` in README.md and docs/*.md is followed by a fenced block holding
+# PATH exactly, and each example CI runs has such a block in one of those documents.
 readme_blocks() {
   $PY - <<'EOF'
-import re, sys
-text = open("README.md").read()
-found = re.findall(r"<!-- file: (\S+) -->\n```[a-z]*\n(.*?)```\n", text, re.S)
-bad = [path for path, block in found if open(path).read() != block]
-for path in bad:
-    print(f"README.md: the block marked {path} differs from the file")
-names = {path for path, _ in found}
-for path in ("tests/consumer/embed.cpp", "tests/python/embed_example.py"):
-    if path not in names:
-        print(f"README.md: no block marked <!-- file: {path} -->")
+import glob, re, sys
+docs = ["README.md"] + sorted(glob.glob("docs/*.md"))
+# The examples CI runs, and the document that shows them.
+required = {"tests/consumer/embed.cpp": "docs/embedding.md", "tests/python/embed_example.py": "docs/embedding.md"}
+marker = re.compile(r"<!-- file: (\S+) -->")
+block = re.compile(r"<!-- file: (\S+) -->\n```[a-z]*\n(.*?)```\n", re.S)
+bad = []
+where = {}  # path -> the documents holding a block of it
+for doc in docs:
+    text = open(doc).read()
+    found = block.findall(text)
+    for path in sorted(set(marker.findall(text)) - {path for path, _ in found}):
+        print(f"{doc}: the marker <!-- file: {path} --> is not followed by a fenced block")
+        bad.append(path)
+    for path, code in found:
+        where.setdefault(path, []).append(doc)
+        try:
+            same = open(path).read() == code
+        except OSError as e:
+            print(f"{doc}: the block marked {path} names a file that cannot be read: {e}")
+            bad.append(path)
+            continue
+        if not same:
+            print(f"{doc}: the block marked {path} differs from the file")
+            bad.append(path)
+for path, doc in required.items():
+    if path in where:
+        print(f"{path}: shown in {', '.join(where[path])}")
+    else:
+        print(f"{doc}: no block marked <!-- file: {path} --> (nor in README.md or another docs/*.md)")
         bad.append(path)
 sys.exit(1 if bad else 0)
 EOF
@@ -333,7 +356,7 @@ if check "infer: configure bench/infer through ringattn.pc, build -Werror" build
     check "infer: the positions trap (--rope-positions local, P = 2) fails the comparison" infer_positions_trap
   fi
 fi
-check "README: Embedding blocks are tests/consumer/embed.cpp and tests/python/embed_example.py" readme_blocks
+check "README and docs/: marked code blocks are their files (docs/embedding.md: tests/consumer/embed.cpp, tests/python/embed_example.py)" readme_blocks
 check "python: pytest against the installed module" pytest_installed
 rc=$?
 if ((rc == 0 || pytest_failed > 0)); then  # pytest's tests count one by one, in place of the check

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Decode on stationary KV shards, the README's table: P = 4, 2 and 1 ranks (one thread each)
+# Decode on stationary KV shards, the table in docs/benchmarks.md: P = 4, 2 and 1 ranks (one thread each)
 # at 64k, 256k and 1M tokens of context, GQA 32/8, head dim 128, bf16 cache, batch 1; JSON
 # lines (one per P and context) appended to bench/results/decode/decode-<name>.jsonl.
 #   bash bench/decode/run.sh [NAME]    (default: run<date>)

@@ -38,7 +38,7 @@ void check_partition(std::span<const std::int64_t> cu, const std::vector<PackedS
 
 TEST_CASE("packing: every token on one rank, increasing positions, non-decreasing documents") {
   const std::vector<std::vector<std::int64_t>> batches = {
-      {0, 100, 137, 1037},          // the README's example
+      {0, 100, 137, 1037},          // the example in docs/running.md
       {0, 1, 3, 4, 6, 7},           // only tiny documents (< 2P)
       {0, 0, 5, 5, 40},             // empty documents
       {0, 3, 7},                    // one tiny document per rank at most: empty ranks are filled
