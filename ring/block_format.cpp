@@ -18,6 +18,18 @@ std::string CallSpec::describe() const {
   return buf;
 }
 
+CallSpec call_spec(const AttentionSpec& spec, float resolved_scale, bool documents) {
+  CallSpec cs;
+  cs.heads = static_cast<std::uint32_t>(spec.heads);
+  cs.kv_heads = static_cast<std::uint32_t>(spec.kv_heads);
+  cs.head_dim = static_cast<std::uint32_t>(spec.head_dim);
+  cs.mask = spec.mask;
+  cs.dtype = spec.dtype;
+  cs.scale = resolved_scale;
+  cs.documents = documents;
+  return cs;
+}
+
 std::array<std::byte, net::kBlockPrefixBytes> encode_prefix(const BlockPrefix& p) {
   std::array<std::byte, net::kBlockPrefixBytes> b{};
   put_le<std::uint32_t>(b.data() + 0, p.spec.heads);

@@ -20,6 +20,7 @@
 #include <string>
 
 #include "net/wire.hpp"
+#include "ringattn/ring.hpp"
 #include "ringattn/types.hpp"
 
 namespace ringattn::ring {
@@ -35,6 +36,10 @@ struct CallSpec {
   friend bool operator==(const CallSpec&, const CallSpec&) = default;
   std::string describe() const;  // "heads 8/2, head_dim 128, bf16, causal, scale 0.0884"
 };
+
+// The CallSpec of a call of `spec`, with the kernel's resolved scale (so every rank
+// compares the same number) and whether its rows carry documents.
+CallSpec call_spec(const AttentionSpec& spec, float resolved_scale, bool documents = false);
 
 struct BlockPrefix {
   CallSpec spec;   // spec.documents: a group per row follows the positions

@@ -273,14 +273,7 @@ ForwardStats forward_call(Ring::Impl& im, const AttentionSpec& spec, std::span<c
             std::to_string(docs[i]) + "): each document must be a contiguous run of positions, its rows in order");
   }
 
-  ring::CallSpec cs;
-  cs.heads = static_cast<std::uint32_t>(H);
-  cs.kv_heads = static_cast<std::uint32_t>(KH);
-  cs.head_dim = static_cast<std::uint32_t>(D);
-  cs.mask = spec.mask;
-  cs.dtype = spec.dtype;
-  cs.scale = kernel.config().scale;  // resolved, so every rank compares the same number
-  cs.documents = documents.has_value();
+  const ring::CallSpec cs = ring::call_spec(spec, kernel.config().scale, documents.has_value());
   const void* qp = q.data();
   if (spec.dtype == DType::bf16) {
     im.q_bf16.resize(q.size());

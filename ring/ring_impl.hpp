@@ -14,6 +14,7 @@
 #include "ringattn/block_attention.hpp"
 #include "ringattn/ring.hpp"
 #include "ring/internals.hpp"
+#include "ring/reduce_scatter.hpp"
 #include "ring/ring_step.hpp"
 
 namespace ringattn {
@@ -44,9 +45,7 @@ struct Ring::Impl {
     std::vector<float> q;                          // every token's q, fp32, rows by origin
     std::vector<std::int64_t> positions;
     std::vector<std::int32_t> sequences;
-    std::vector<OnlineSoftmaxState> partial;       // by origin
-    OnlineSoftmaxState incoming;                   // a predecessor's partial, before the merge
-    std::vector<std::byte> state_out, state_in;    // STATE payloads of the reduce-scatter
+    ring::ReduceScatterBuffers rs;                 // partials by origin, STATE payloads
     std::vector<kernels::CacheSegment> segments;   // one origin's tokens against this rank's cache
   } decode;
 

@@ -82,7 +82,7 @@ std::span<std::byte> RingStep::block() {
   return {a_.data(), a_bytes_};
 }
 
-bool RingStep::sending_borrowed() const { return borrowed_ && send_.valid() && !t_.test(send_); }
+bool RingStep::sending_borrowed() const { return borrowed_ && pass_.sending(); }
 
 void RingStep::post(int step) {
   const auto header = net::kv_block_header(spec_.dtype, spec_.kv_heads * spec_.head_dim, call_,
@@ -90,25 +90,19 @@ void RingStep::post(int step) {
                                            spec_.documents);
   if (borrowed_) {
     const std::size_t kv = layout(view_.rows).body_bytes;
-    send_ = t_.isend(t_.successor(), header,
-                     net::Payload(std::span<const std::byte>(a_.data(), head_bytes_),
-                                  std::span<const std::byte>(static_cast<const std::byte*>(view_.k), kv),
-                                  std::span<const std::byte>(static_cast<const std::byte*>(view_.v), kv)),
-                     crc_);
+    pass_.post(header,
+               net::Payload(std::span<const std::byte>(a_.data(), head_bytes_),
+                            std::span<const std::byte>(static_cast<const std::byte*>(view_.k), kv),
+                            std::span<const std::byte>(static_cast<const std::byte*>(view_.v), kv)),
+               crc_, b_);
   } else {
-    send_ = t_.isend(t_.successor(), header, std::span<const std::byte>(a_.data(), a_bytes_), crc_);
+    pass_.post(header, std::span<const std::byte>(a_.data(), a_bytes_), crc_, b_);
   }
   sent_ += a_bytes_;
-  // B is sized to the frame that comes: other ranks may hold more rows than this one.
-  recv_ = t_.irecv(t_.predecessor(), [this](const net::FrameHeader& h) {
-    if (b_.size() < h.payload_bytes) b_.resize(static_cast<std::size_t>(h.payload_bytes));
-    return std::span<std::byte>(b_.data(), static_cast<std::size_t>(h.payload_bytes));
-  });
 }
 
 void RingStep::finish(int step) {
-  t_.wait(send_);
-  const net::FrameHeader h = t_.wait(recv_);
+  const net::FrameHeader h = pass_.finish();
   const int world = t_.world(), self = t_.rank(), pred = t_.predecessor();
   const int expect = ((self - step - 1) % world + world) % world;  // whose block comes now
   const std::string at = "rank " + std::to_string(self) + ": ring step " + std::to_string(step) + " of call " +

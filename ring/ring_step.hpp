@@ -6,6 +6,7 @@
 //   for step s = 0 .. P-1:
 //     current()                             the block in A: whose, its positions, K, V
 //     if s < P-1: post(s)                   send A -> successor, receive B <- predecessor
+//                                           (one ring pass, ring_pass.hpp)
 //     ... fold current() ...                -- overlaps both transfers
 //     if s < P-1: finish(s)                 wait both; check B; A <-> B
 //
@@ -33,12 +34,13 @@
 #include "net/transport.hpp"
 #include "ringattn/positions.hpp"
 #include "ring/block_format.hpp"
+#include "ring/ring_pass.hpp"
 
 namespace ringattn::ring {
 
 class RingStep {
  public:
-  explicit RingStep(net::Transport& transport) : t_(transport) {}
+  explicit RingStep(net::Transport& transport) : t_(transport), pass_(transport) {}
 
   // Starts call number `call`: this rank's block into A. k and v are [rows, kv_heads,
   // head_dim] fp32, converted to spec.dtype on the way in; with `borrow` and fp32, not
@@ -90,7 +92,7 @@ class RingStep {
   std::vector<std::int64_t> tags_;    // scratch for decoding positions
   std::vector<std::int32_t> docs_, groups_;  // of the block in A; scratch for decoding them
   View view_;
-  net::Request send_, recv_;
+  RingPass pass_;
   std::uint64_t sent_ = 0;
 };
 

@@ -1,0 +1,66 @@
+#include "ring/decode_call.hpp"
+
+#include <cstring>
+
+#include "ringattn/error.hpp"
+
+namespace ringattn::ring {
+
+// This rank's tokens as a QUERY payload.
+void DecodeCall::encode(std::vector<std::byte>& out, std::span<const std::int32_t> seqs, std::span<const std::int64_t> pos,
+                      std::span<const float> q, std::span<const float> k, std::span<const float> v) const {
+  const net::BlockLayout L = layout(pos.size());
+  out.resize(L.bytes());
+  const auto prefix = encode_prefix({cs, rank()});
+  std::memcpy(out.data(), prefix.data(), prefix.size());
+  for (std::size_t i = 0; i < L.rows; ++i) {
+    L.put_tag(out.data(), i, pos[i]);
+    L.put_group(out.data(), i, seqs[i]);
+  }
+  const std::size_t qn = static_cast<std::size_t>(H * D), kn = static_cast<std::size_t>(KH * D);
+  for (std::size_t i = 0; i < L.rows; ++i) {
+    std::byte* row = out.data() + L.body(0) + i * cols * esz;
+    const float* parts[3] = {q.data() + i * qn, k.data() + i * kn, v.data() + i * kn};
+    const std::size_t lens[3] = {qn, kn, kn};
+    for (int p = 0; p < 3; ++p) {
+      if (cs.dtype == DType::bf16) ops.to_bf16(parts[p], reinterpret_cast<std::uint16_t*>(row), static_cast<std::int64_t>(lens[p]));
+      else std::memcpy(row, parts[p], lens[p] * 4);
+      row += lens[p] * esz;
+    }
+  }
+}
+
+// A received QUERY: checked before anything reads it. Returns its token count.
+std::size_t DecodeCall::check_query(const net::FrameHeader& h, const std::vector<std::byte>& buf, int step, int expect) {
+  const int pred = t.predecessor();
+  const std::string from = "the queries from predecessor rank " + std::to_string(pred) + " at step " + std::to_string(step);
+  if (h.kind != net::FrameKind::query)
+    refuse(FailureCause::protocol, pred, from + " are a " + std::string(net::to_string(h.kind)) + " frame, not QUERY");
+  if (h.job_id != call || h.step != static_cast<std::uint64_t>(step))
+    refuse(FailureCause::mismatch, pred,
+           from + " belong to call " + std::to_string(h.job_id) + " step " + std::to_string(h.step) +
+               " (the ranks are not making the same calls in the same order: every rank calls decode once per "
+               "layer and step, with or without tokens)");
+  BlockPrefix p;
+  if (std::string err = decode_prefix(std::span<const std::byte>(buf.data(), h.payload_bytes), p); !err.empty())
+    refuse(FailureCause::protocol, pred, from + " have a bad prefix: " + err);
+  if (std::string err = compare_specs(cs, rank(), p.spec, p.origin); !err.empty())
+    refuse(FailureCause::mismatch, p.origin, from + " do not match this call: " + err);
+  if (p.origin != expect)
+    refuse(FailureCause::protocol, pred, from + " are rank " + std::to_string(p.origin) + "'s, expected rank " +
+                                             std::to_string(expect) + "'s");
+  const net::BlockLayout L = layout(h.rows);
+  if (h.dtype != cs.dtype || h.cols != cols || h.payload_bytes != L.bytes())
+    refuse(FailureCause::protocol, pred, from + " have a frame that does not match their own description");
+  for (std::size_t i = 0; i < L.rows; ++i) {
+    const std::int64_t pos = L.tag(buf.data(), i);
+    const std::int32_t seq = L.group(buf.data(), i);
+    if (pos < 0 || seq < 0)
+      refuse(FailureCause::protocol, p.origin,
+             from + " hold token " + std::to_string(i) + " with position " + std::to_string(pos) + " and sequence " +
+                 std::to_string(seq) + " (both must be >= 0)");
+  }
+  return L.rows;
+}
+
+}  // namespace ringattn::ring
