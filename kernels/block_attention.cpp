@@ -234,6 +234,20 @@ struct Piece {
   bool partial;
 };
 
+// One chunk of a fold, as fold() cuts it: every query row against at most kChunkKeys
+// keys. qdocs (all query rows) and kdocs (the chunk's keys) are both null without documents.
+struct Chunk {
+  const void* q;
+  const std::vector<std::int64_t>& qpos;
+  const std::int32_t* qdocs;
+  const void* k;
+  const void* v;
+  const std::int64_t* kpos;
+  const std::int32_t* kdocs;
+  std::int64_t nk;
+  std::int64_t nq() const { return static_cast<std::int64_t>(qpos.size()); }
+};
+
 struct BlockAttention::Impl {
   AttentionConfig cfg;
   AlignedBuffer<char> k_packed, k_rows, v_packed;
@@ -242,11 +256,29 @@ struct BlockAttention::Impl {
   std::int64_t tile_k = kTileKBrgemm;  // keys per tile, by oneDNN's implementation (see the top)
   const kernels::SoftmaxOps* ops;
 
-  // One chunk of at most kChunkKeys keys of a fold; arguments as in fold().
-  // qdocs (all query rows) and kdocs (the chunk's keys) are both null without documents.
-  FoldStats fold_chunk(const void* q, const std::vector<std::int64_t>& qpos, const std::int32_t* qdocs, const void* k,
-                       const void* v, const std::int64_t* kpos, const std::int32_t* kdocs, std::int64_t nk,
-                       OnlineSoftmaxState& state);
+  // One chunk of a fold, in named steps: count, plan, prepare, pack, fold the tiles,
+  // poison what saw a NaN or inf.
+  FoldStats fold_chunk(const Chunk& c, OnlineSoftmaxState& state);
+  double useful_flops(const Chunk& c) const;
+  void plan_tiles(const Chunk& c, FoldStats& st);
+  void prepare_matmuls(std::int64_t nk);
+  std::optional<kernels::BadKeys> pack(const Chunk& c);
+  bool fold_tiles(const Chunk& c, OnlineSoftmaxState& state);  // true if a q row holds NaN or inf
+  bool load_q_tile(const Chunk& c, Scratch& sc, std::int64_t r0, std::int64_t tq, std::int64_t h);
+  void fold_piece(const Chunk& c, Scratch& sc, const Piece& pc, std::int64_t r0, std::int64_t h, int tid,
+                  OnlineSoftmaxState& state);
+
+  // Operands are dense (see pack_kv): Q rows [nr x D], the K^T panel [D x tk] from which a
+  // piece takes w columns, P [nr x w], V panel rows [w x D].
+  kernels::MatmulShape score_shape(const Piece& pc, std::int64_t tk) const {
+    const std::int64_t D = cfg.head_dim;
+    return pc.partial ? kernels::MatmulShape{pc.nr, pc.w, D, D, 1, D, mm}
+                      : kernels::MatmulShape{pc.nr, pc.w, D, D, tk, 1, mm};
+  }
+  kernels::MatmulShape pv_shape(const Piece& pc) const {
+    return kernels::MatmulShape{pc.nr, cfg.head_dim, pc.w, pc.w, cfg.head_dim, 1, mm};
+  }
+  std::int64_t tile_width(std::int64_t kt, std::int64_t nk) const { return std::min(tile_k, nk - kt * tile_k); }
   kernels::MatmulCache matmuls;
   std::vector<Scratch> scratch;
   std::vector<std::uint8_t> q_bad;  // [rows, heads]: the q row holds a NaN or inf
@@ -378,10 +410,9 @@ FoldStats BlockAttention::fold(const void* q, const Positions& q_pos, std::span<
   for (std::int64_t c0 = 0; c0 < nk; c0 += kChunkKeys) {
     const std::int64_t n = std::min(kChunkKeys, nk - c0);
     const std::size_t off = static_cast<std::size_t>(c0 * cfg.kv_heads * D) * esz;
-    const FoldStats part =
-        im.fold_chunk(q, qpos, docs ? q_docs.data() : nullptr, static_cast<const char*>(k) + off,
-                      static_cast<const char*>(v) + off, kpos_all.data() + c0, docs ? k_docs.data() + c0 : nullptr, n,
-                      state);
+    const Chunk chunk{q, qpos, docs ? q_docs.data() : nullptr, static_cast<const char*>(k) + off,
+                      static_cast<const char*>(v) + off, kpos_all.data() + c0, docs ? k_docs.data() + c0 : nullptr, n};
+    const FoldStats part = im.fold_chunk(chunk, state);
     st.tiles_computed += part.tiles_computed;
     st.tiles_skipped += part.tiles_skipped;
     st.useful_flops += part.useful_flops;
@@ -389,41 +420,50 @@ FoldStats BlockAttention::fold(const void* q, const Positions& q_pos, std::span<
   return st;
 }
 
-FoldStats BlockAttention::Impl::fold_chunk(const void* q, const std::vector<std::int64_t>& qpos,
-                                           const std::int32_t* qdocs, const void* k, const void* v,
-                                           const std::int64_t* kpos, const std::int32_t* kdocs, std::int64_t nk,
-                                           OnlineSoftmaxState& state) {
-  auto& im = *this;
-  const std::int64_t nq = static_cast<std::int64_t>(qpos.size());
-  const std::int64_t H = cfg.heads, G = cfg.heads / cfg.kv_heads, D = cfg.head_dim;
-  const std::size_t in_esz = dtype_size(cfg.dtype);  // the caller's Q, K, V
-  const std::size_t esz = dtype_size(mm);            // the packed tiles the matmuls read
+FoldStats BlockAttention::Impl::fold_chunk(const Chunk& c, OnlineSoftmaxState& state) {
   FoldStats st;
-  const std::int64_t nqt = (nq + kTileQ - 1) / kTileQ, nkt = (nk + tile_k - 1) / tile_k;
+  st.useful_flops = useful_flops(c);
+  plan_tiles(c, st);
+  if (st.tiles_computed == 0) return st;  // the whole block is masked: nothing to pack
+  prepare_matmuls(c.nk);
+  const std::optional<kernels::BadKeys> bad_keys = pack(c);
+  q_bad.assign(static_cast<std::size_t>(c.nq() * cfg.heads), 0);
+  const bool any_q_bad = fold_tiles(c, state);
+  if (any_q_bad || bad_keys)
+    kernels::poison_non_finite(cfg.mask, c.qpos, any_q_bad ? q_bad.data() : nullptr, c.kpos, c.nk,
+                               bad_keys ? &*bad_keys : nullptr, cfg.heads / cfg.kv_heads, state, c.qdocs, c.kdocs);
+  return st;
+}
 
-  // Useful FLOPs: visible (q, k) pairs x 4 x head_dim x heads.
+// Visible (q, k) pairs x 4 x head_dim x heads.
+double BlockAttention::Impl::useful_flops(const Chunk& c) const {
   double pairs = 0;
-  for (std::int64_t i = 0; i < nq; ++i) {
+  for (std::int64_t i = 0; i < c.nq(); ++i) {
     std::int64_t lo, hi;
-    visible_range(cfg.mask, qpos[static_cast<std::size_t>(i)], qdocs ? qdocs[i] : 0, kpos, kdocs, nk, &lo, &hi);
+    visible_range(cfg.mask, c.qpos[static_cast<std::size_t>(i)], c.qdocs ? c.qdocs[i] : 0, c.kpos, c.kdocs, c.nk, &lo,
+                  &hi);
     pairs += static_cast<double>(hi - lo);
   }
-  st.useful_flops = pairs * 4.0 * static_cast<double>(D * H);
+  return pairs * 4.0 * static_cast<double>(cfg.head_dim * cfg.heads);
+}
 
-  // The plan is the same for every head (positions do not depend on it): per query
-  // tile, the pieces to compute. Hidden tiles get none.
-  auto& plan = im.plan;
+// The plan is the same for every head (positions do not depend on it): per query tile,
+// the pieces to compute. Hidden tiles get none.
+void BlockAttention::Impl::plan_tiles(const Chunk& c, FoldStats& st) {
+  const std::int64_t nq = c.nq(), nk = c.nk, H = cfg.heads;
+  const std::int64_t nqt = (nq + kTileQ - 1) / kTileQ, nkt = (nk + tile_k - 1) / tile_k;
+  const auto& qpos = c.qpos;
   if (plan.size() < static_cast<std::size_t>(nqt)) plan.resize(static_cast<std::size_t>(nqt));
   for (auto& pieces : plan) pieces.clear();  // keeps their capacity
   for (std::int64_t qt = 0; qt < nqt; ++qt) {
     const std::int64_t r0 = qt * kTileQ, tq = std::min(kTileQ, nq - r0);
     for (std::int64_t kt = 0; kt < nkt; ++kt) {
       const std::int64_t c0 = kt * tile_k, tk = std::min(tile_k, nk - c0);
-      const std::int64_t* kp = kpos + c0;
+      const std::int64_t* kp = c.kpos + c0;
       TileVis vis = classify(cfg.mask, qpos[static_cast<std::size_t>(r0)], qpos[static_cast<std::size_t>(r0 + tq - 1)],
                              kp[0], kp[tk - 1]);
-      if (kdocs && vis != TileVis::hidden)
-        vis = classify_docs(vis, qdocs[r0], qdocs[r0 + tq - 1], kdocs[c0], kdocs[c0 + tk - 1]);
+      if (c.kdocs && vis != TileVis::hidden)
+        vis = classify_docs(vis, c.qdocs[r0], c.qdocs[r0 + tq - 1], c.kdocs[c0], c.kdocs[c0 + tk - 1]);
       if (vis == TileVis::hidden) {
         st.tiles_skipped += H;
         continue;
@@ -434,11 +474,11 @@ FoldStats BlockAttention::Impl::fold_chunk(const void* q, const std::vector<std:
         pieces.push_back({kt, 0, tq, 0, tk, false});
         continue;
       }
-      const std::int32_t* kd = kdocs ? kdocs + c0 : nullptr;
+      const std::int32_t* kd = c.kdocs ? c.kdocs + c0 : nullptr;
       for (std::int64_t i0 = 0; i0 < tq; i0 += kStrip) {
         const std::int64_t nr = std::min(kStrip, tq - i0);
         if (kd) {
-          strip_windows(cfg.mask, qpos.data() + r0 + i0, qdocs + r0 + i0, nr, kp, kd, tk,
+          strip_windows(cfg.mask, qpos.data() + r0 + i0, c.qdocs + r0 + i0, nr, kp, kd, tk,
                         [&](std::int64_t cl, std::int64_t ch) { pieces.push_back({kt, i0, nr, cl, ch - cl, true}); });
           continue;
         }
@@ -453,146 +493,137 @@ FoldStats BlockAttention::Impl::fold_chunk(const void* q, const std::vector<std:
       }
     }
   }
+}
 
-  if (st.tiles_computed == 0) return st;  // the whole block is masked: nothing to pack
-
-  // Operands are dense (see pack_kv): Q rows [nr x D], the K^T panel [D x tk] from which
-  // a piece takes w columns, P [nr x w], V panel rows [w x D]. Every shape the loop will
-  // meet gets its primitive now.
-  auto score_shape = [&](const Piece& pc, std::int64_t tk) {
-    return pc.partial ? kernels::MatmulShape{pc.nr, pc.w, D, D, 1, D, mm}
-                      : kernels::MatmulShape{pc.nr, pc.w, D, D, tk, 1, mm};
-  };
-  auto pv_shape = [&](const Piece& pc) { return kernels::MatmulShape{pc.nr, D, pc.w, pc.w, D, 1, mm}; };
-  auto tile_width = [&](std::int64_t kt) { return std::min(tile_k, nk - kt * tile_k); };
+// Every shape the tile loop will meet gets its primitive now, outside the parallel loop.
+void BlockAttention::Impl::prepare_matmuls(std::int64_t nk) {
   for (const auto& pieces : plan)
     for (const auto& pc : pieces) {
-      im.matmuls.prepare(score_shape(pc, tile_width(pc.kt)));
-      im.matmuls.prepare(pv_shape(pc));
+      matmuls.prepare(score_shape(pc, tile_width(pc.kt, nk)));
+      matmuls.prepare(pv_shape(pc));
     }
+}
 
-  const std::size_t kv_bytes = static_cast<std::size_t>(nk * cfg.kv_heads * D) * esz;
-  im.k_packed.resize(kv_bytes);
-  im.k_rows.resize(kv_bytes);
-  im.v_packed.resize(kv_bytes);
+// K and V into the panels (pack_kv). NaN or inf in K or V: note where (from the caller's
+// block), then zero them in the panels so that no product ever sees them; the rows that
+// do see them are poisoned after the tiles.
+std::optional<kernels::BadKeys> BlockAttention::Impl::pack(const Chunk& c) {
+  const std::int64_t nk = c.nk, KH = cfg.kv_heads, D = cfg.head_dim;
+  const std::size_t kv_bytes = static_cast<std::size_t>(nk * KH * D) * dtype_size(mm);
+  k_packed.resize(kv_bytes);
+  k_rows.resize(kv_bytes);
+  v_packed.resize(kv_bytes);
+  auto* kp32 = reinterpret_cast<float*>(k_packed.data);
+  auto* kr32 = reinterpret_cast<float*>(k_rows.data);
+  auto* vp32 = reinterpret_cast<float*>(v_packed.data);
+  const auto* k16 = static_cast<const std::uint16_t*>(c.k);
+  const auto* v16 = static_cast<const std::uint16_t*>(c.v);
   KvFinite finite;
-  auto* kp32 = reinterpret_cast<float*>(im.k_packed.data);
-  auto* kr32 = reinterpret_cast<float*>(im.k_rows.data);
-  auto* vp32 = reinterpret_cast<float*>(im.v_packed.data);
-  const auto* k16 = static_cast<const std::uint16_t*>(k);
-  const auto* v16 = static_cast<const std::uint16_t*>(v);
   if (mm == DType::bf16)
-    finite = pack_kv(k16, v16, reinterpret_cast<std::uint16_t*>(im.k_packed.data),
-                     reinterpret_cast<std::uint16_t*>(im.k_rows.data), reinterpret_cast<std::uint16_t*>(im.v_packed.data),
-                     nk, cfg.kv_heads, D, tile_k, im.threads, im.ops->has_non_finite_bf16);
+    finite = pack_kv(k16, v16, reinterpret_cast<std::uint16_t*>(k_packed.data), reinterpret_cast<std::uint16_t*>(k_rows.data),
+                     reinterpret_cast<std::uint16_t*>(v_packed.data), nk, KH, D, tile_k, threads, ops->has_non_finite_bf16);
   else if (cfg.dtype == DType::bf16)  // widened to fp32 as it is packed
-    finite = pack_kv(k16, v16, kp32, kr32, vp32, nk, cfg.kv_heads, D, tile_k, im.threads, im.ops->has_non_finite_f32);
+    finite = pack_kv(k16, v16, kp32, kr32, vp32, nk, KH, D, tile_k, threads, ops->has_non_finite_f32);
   else
-    finite = pack_kv(static_cast<const float*>(k), static_cast<const float*>(v), kp32, kr32, vp32, nk, cfg.kv_heads,
-                     D, tile_k, im.threads, im.ops->has_non_finite_f32);
-  // NaN or inf in K or V: note where (from the caller's block), then zero them in the
-  // panels so that no product ever sees them; the rows that do see them are poisoned
-  // after the tiles.
-  std::optional<kernels::BadKeys> bad_keys;
-  if (!finite.k || !finite.v) {
-    bad_keys.emplace(k, !finite.k, v, !finite.v, nk, cfg.kv_heads, D, cfg.dtype);
-    const std::int64_t elems = nk * cfg.kv_heads * D;
-    if (!finite.k) {
-      kernels::zero_non_finite(im.k_packed.data, elems, mm);
-      kernels::zero_non_finite(im.k_rows.data, elems, mm);
-    }
-    if (!finite.v) kernels::zero_non_finite(im.v_packed.data, elems, mm);
+    finite = pack_kv(static_cast<const float*>(c.k), static_cast<const float*>(c.v), kp32, kr32, vp32, nk, KH, D, tile_k,
+                     threads, ops->has_non_finite_f32);
+  if (finite.k && finite.v) return std::nullopt;
+  std::optional<kernels::BadKeys> bad(std::in_place, c.k, !finite.k, c.v, !finite.v, nk, KH, D, cfg.dtype);
+  const std::int64_t elems = nk * KH * D;
+  if (!finite.k) {
+    kernels::zero_non_finite(k_packed.data, elems, mm);
+    kernels::zero_non_finite(k_rows.data, elems, mm);
   }
-  im.q_bad.assign(static_cast<std::size_t>(nq * H), 0);
-  std::uint8_t* q_bad = im.q_bad.data();
+  if (!finite.v) kernels::zero_non_finite(v_packed.data, elems, mm);
+  return bad;
+}
+
+// The tiles, (query tile, head) items in parallel: each folds its pieces into the state.
+bool BlockAttention::Impl::fold_tiles(const Chunk& c, OnlineSoftmaxState& state) {
+  const std::int64_t H = cfg.heads, nq = c.nq();
+  const std::int64_t items = H * ((nq + kTileQ - 1) / kTileQ);
   int any_q_bad = 0;
-
-  const char* qb = static_cast<const char*>(q);
-  const char* kb = im.k_packed.data;
-  const char* krb = im.k_rows.data;
-  const char* vb = im.v_packed.data;
-  const Mask mask = cfg.mask;
-  const float scale = cfg.scale;
-  const auto* ops = im.ops;
-  const bool bf16 = mm == DType::bf16;  // bf16 operands: Q, K, V and P
-  const bool widen_q = cfg.dtype == DType::bf16 && !bf16;
-  const std::int64_t items = H * nqt;
-  std::atomic<std::uint64_t>* progress = im.progress;
-
-#pragma omp parallel for schedule(dynamic, 1) num_threads(im.threads) reduction(| : any_q_bad)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) reduction(| : any_q_bad)
   for (std::int64_t item = 0; item < items; ++item) {
     const int tid = omp_get_thread_num();
     omp_set_num_threads(1);  // this task's ICV only: oneDNN inside must not nest threads
-    Scratch& sc = im.scratch[static_cast<std::size_t>(tid)];
-    const std::int64_t qt = item / H, h = item % H, g = h / G;
+    Scratch& sc = scratch[static_cast<std::size_t>(tid)];
+    const std::int64_t qt = item / H, h = item % H;
     const auto& pieces = plan[static_cast<std::size_t>(qt)];
     if (pieces.empty()) continue;
     const std::int64_t r0 = qt * kTileQ, tq = std::min(kTileQ, nq - r0);
-    float* m = sc.m.data;
-    float* l = sc.l.data;
-    float* alpha = sc.alpha.data;
     for (std::int64_t i = 0; i < tq; ++i) {
-      m[i] = state.m[static_cast<std::size_t>((r0 + i) * H + h)];
-      l[i] = state.l[static_cast<std::size_t>((r0 + i) * H + h)];
+      sc.m.data[i] = state.m[static_cast<std::size_t>((r0 + i) * H + h)];
+      sc.l.data[i] = state.l[static_cast<std::size_t>((r0 + i) * H + h)];
     }
-    const std::size_t row_bytes = static_cast<std::size_t>(D) * esz;
-    if (widen_q)
-      for (std::int64_t i = 0; i < tq; ++i) {
-        const auto* src = reinterpret_cast<const std::uint16_t*>(qb) + ((r0 + i) * H + h) * D;
-        std::transform(src, src + D, reinterpret_cast<float*>(sc.q_tile.data) + i * D,
-                       panel_element<float, std::uint16_t>);
-      }
-    else
-      for (std::int64_t i = 0; i < tq; ++i)
-        std::memcpy(sc.q_tile.data + static_cast<std::size_t>(i) * row_bytes,
-                    qb + static_cast<std::size_t>(((r0 + i) * H + h) * D) * in_esz, row_bytes);
-    // A non-finite q spoils only its own row (rows of Q K^T and P V are independent),
-    // which is poisoned after the tiles; it needs no scrubbing, only noting.
-    auto has_non_finite = [&](const char* x, std::int64_t n) {
-      return bf16 ? ops->has_non_finite_bf16(reinterpret_cast<const std::uint16_t*>(x), n)
-                  : ops->has_non_finite_f32(reinterpret_cast<const float*>(x), n);
-    };
-    if (has_non_finite(sc.q_tile.data, tq * D))
-      for (std::int64_t i = 0; i < tq; ++i)
-        if (has_non_finite(sc.q_tile.data + static_cast<std::size_t>(i) * row_bytes, D)) {
-          q_bad[(r0 + i) * H + h] = 1;
-          any_q_bad = 1;
-        }
-    for (const Piece& pc : pieces) {
-      const std::int64_t c0 = pc.kt * tile_k, tk = tile_width(pc.kt);
-      const std::int64_t* kp = kpos + c0 + pc.cl;
-      const std::int32_t* kd = kdocs ? kdocs + c0 + pc.cl : nullptr;
-      const std::size_t rows_off = static_cast<std::size_t>((g * nk + c0 + pc.cl) * D) * esz;
-      const void* k_operand = pc.partial ? krb + rows_off : kb + static_cast<std::size_t>((g * nk + c0) * D + pc.cl) * esz;
-      const void* q_rows = sc.q_tile.data + static_cast<std::size_t>(pc.i0) * row_bytes;
-      im.matmuls.run(score_shape(pc, tk), q_rows, k_operand, sc.scores.data, tid);
-      for (std::int64_t i = 0; i < pc.nr; ++i) {
-        const std::int64_t row = pc.i0 + i;
-        std::int64_t lo = 0, hi = pc.w;
-        if (pc.partial)
-          visible_range(mask, qpos[static_cast<std::size_t>(r0 + row)], qdocs ? qdocs[r0 + row] : 0, kp, kd, pc.w, &lo,
-                        &hi);
-        alpha[row] = ops->online_row(sc.scores.data + i * pc.w, static_cast<int>(pc.w), static_cast<int>(lo),
-                                     static_cast<int>(hi), scale, &m[row], &l[row],
-                                     bf16 ? nullptr : sc.scores.data + i * pc.w,
-                                     bf16 ? sc.p_bf16.data + i * pc.w : nullptr);
-      }
-      const void* p = bf16 ? static_cast<const void*>(sc.p_bf16.data) : static_cast<const void*>(sc.scores.data);
-      im.matmuls.run(pv_shape(pc), p, vb + rows_off, sc.pv.data, tid);
-      for (std::int64_t i = 0; i < pc.nr; ++i)
-        ops->rescale_add(state.o.data() + static_cast<std::size_t>(((r0 + pc.i0 + i) * H + h) * D),
-                         sc.pv.data + i * D, alpha[pc.i0 + i], static_cast<int>(D));
-      if (progress) progress->fetch_add(1, std::memory_order_relaxed);  // one tile: a sign of life
-    }
+    any_q_bad |= load_q_tile(c, sc, r0, tq, h);
+    for (const Piece& pc : pieces) fold_piece(c, sc, pc, r0, h, tid, state);
     for (std::int64_t i = 0; i < tq; ++i) {
-      state.m[static_cast<std::size_t>((r0 + i) * H + h)] = m[i];
-      state.l[static_cast<std::size_t>((r0 + i) * H + h)] = l[i];
+      state.m[static_cast<std::size_t>((r0 + i) * H + h)] = sc.m.data[i];
+      state.l[static_cast<std::size_t>((r0 + i) * H + h)] = sc.l.data[i];
     }
   }
-  if (any_q_bad || bad_keys)
-    kernels::poison_non_finite(mask, qpos, any_q_bad ? q_bad : nullptr, kpos, nk, bad_keys ? &*bad_keys : nullptr, G,
-                               state, qdocs, kdocs);
-  return st;
+  return any_q_bad;
+}
+
+// Rows [r0, r0+tq) of head h of Q into the tile (widened where a bf16 call multiplies
+// fp32). A non-finite q spoils only its own row (rows of Q K^T and P V are independent),
+// which is poisoned after the tiles; it needs no scrubbing, only noting.
+bool BlockAttention::Impl::load_q_tile(const Chunk& c, Scratch& sc, std::int64_t r0, std::int64_t tq, std::int64_t h) {
+  const std::int64_t H = cfg.heads, D = cfg.head_dim;
+  const bool bf16 = mm == DType::bf16;
+  const std::size_t row_bytes = static_cast<std::size_t>(D) * dtype_size(mm);
+  const char* qb = static_cast<const char*>(c.q);
+  if (cfg.dtype == DType::bf16 && !bf16)
+    for (std::int64_t i = 0; i < tq; ++i) {
+      const auto* src = reinterpret_cast<const std::uint16_t*>(qb) + ((r0 + i) * H + h) * D;
+      std::transform(src, src + D, reinterpret_cast<float*>(sc.q_tile.data) + i * D, panel_element<float, std::uint16_t>);
+    }
+  else
+    for (std::int64_t i = 0; i < tq; ++i)
+      std::memcpy(sc.q_tile.data + static_cast<std::size_t>(i) * row_bytes,
+                  qb + static_cast<std::size_t>(((r0 + i) * H + h) * D) * dtype_size(cfg.dtype), row_bytes);
+  auto has_non_finite = [&](const char* x, std::int64_t n) {
+    return bf16 ? ops->has_non_finite_bf16(reinterpret_cast<const std::uint16_t*>(x), n)
+                : ops->has_non_finite_f32(reinterpret_cast<const float*>(x), n);
+  };
+  if (!has_non_finite(sc.q_tile.data, tq * D)) return false;
+  for (std::int64_t i = 0; i < tq; ++i)
+    if (has_non_finite(sc.q_tile.data + static_cast<std::size_t>(i) * row_bytes, D)) q_bad[static_cast<std::size_t>((r0 + i) * H + h)] = 1;
+  return true;
+}
+
+// One piece: S = Q K^T, the online softmax per row (P and the rescale factor), O += P V.
+void BlockAttention::Impl::fold_piece(const Chunk& c, Scratch& sc, const Piece& pc, std::int64_t r0, std::int64_t h,
+                                      int tid, OnlineSoftmaxState& state) {
+  const std::int64_t H = cfg.heads, D = cfg.head_dim, g = h / (cfg.heads / cfg.kv_heads);
+  const std::size_t esz = dtype_size(mm), row_bytes = static_cast<std::size_t>(D) * esz;
+  const bool bf16 = mm == DType::bf16;  // bf16 operands: Q, K, V and P
+  const std::int64_t c0 = pc.kt * tile_k, tk = tile_width(pc.kt, c.nk);
+  const std::int64_t* kp = c.kpos + c0 + pc.cl;
+  const std::int32_t* kd = c.kdocs ? c.kdocs + c0 + pc.cl : nullptr;
+  const std::size_t rows_off = static_cast<std::size_t>((g * c.nk + c0 + pc.cl) * D) * esz;
+  const void* k_operand =
+      pc.partial ? k_rows.data + rows_off : k_packed.data + static_cast<std::size_t>((g * c.nk + c0) * D + pc.cl) * esz;
+  const void* q_rows = sc.q_tile.data + static_cast<std::size_t>(pc.i0) * row_bytes;
+  matmuls.run(score_shape(pc, tk), q_rows, k_operand, sc.scores.data, tid);
+  for (std::int64_t i = 0; i < pc.nr; ++i) {
+    const std::int64_t row = pc.i0 + i;
+    std::int64_t lo = 0, hi = pc.w;
+    if (pc.partial)
+      visible_range(cfg.mask, c.qpos[static_cast<std::size_t>(r0 + row)], c.qdocs ? c.qdocs[r0 + row] : 0, kp, kd, pc.w,
+                    &lo, &hi);
+    sc.alpha.data[row] = ops->online_row(sc.scores.data + i * pc.w, static_cast<int>(pc.w), static_cast<int>(lo),
+                                         static_cast<int>(hi), cfg.scale, &sc.m.data[row], &sc.l.data[row],
+                                         bf16 ? nullptr : sc.scores.data + i * pc.w,
+                                         bf16 ? sc.p_bf16.data + i * pc.w : nullptr);
+  }
+  const void* p = bf16 ? static_cast<const void*>(sc.p_bf16.data) : static_cast<const void*>(sc.scores.data);
+  matmuls.run(pv_shape(pc), p, v_packed.data + rows_off, sc.pv.data, tid);
+  for (std::int64_t i = 0; i < pc.nr; ++i)
+    ops->rescale_add(state.o.data() + static_cast<std::size_t>(((r0 + pc.i0 + i) * H + h) * D), sc.pv.data + i * D,
+                     sc.alpha.data[pc.i0 + i], static_cast<int>(D));
+  if (progress) progress->fetch_add(1, std::memory_order_relaxed);  // one tile: a sign of life
 }
 
 }  // namespace ringattn
