@@ -38,9 +38,12 @@
 #include <string>
 #include <type_traits>
 
+#include "kernels/aligned_buffer.hpp"
 #include "kernels/dispatch.hpp"
+#include "kernels/kv_panels.hpp"
 #include "kernels/matmul_cache.hpp"
 #include "kernels/non_finite.hpp"
+#include "kernels/tile_plan.hpp"
 #include "kernels/visible_range.hpp"
 #include "ringattn/error.hpp"
 #include "core/logger.hpp"
@@ -51,31 +54,14 @@ namespace {
 
 using kernels::visible_range;
 
-constexpr std::int64_t kTileQ = 256;
+using kernels::AlignedBuffer;
+using kernels::kTileQ;
+using kernels::Piece;
+using kernels::pack_kv;
+using kernels::panel_element;
+using kernels::KvFinite;
 constexpr std::int64_t kTileKBrgemm = 512, kTileKGemm = 256, kMaxTileK = kTileKBrgemm;
-// Partially masked tiles (the causal diagonal, window edges, document boundaries) are cut into strips of
-// kStrip query rows, each computed only over its visible key columns rounded out to
-// kStrip, so causal costs about half of non-causal instead of wasting the diagonal.
-constexpr std::int64_t kStrip = 64;
 constexpr std::int64_t kChunkKeys = 8 * kMaxTileK;  // a multiple of every tile_k
-
-template <class T>
-struct AlignedBuffer {
-  T* data = nullptr;
-  std::size_t size = 0;
-  void resize(std::size_t n) {
-    if (n <= size) return;
-    std::free(data);
-    data = static_cast<T*>(std::aligned_alloc(64, ((n * sizeof(T) + 63) / 64) * 64));
-    if (!data) throw Error("block attention: out of memory for per-thread scratch");
-    size = n;
-  }
-  ~AlignedBuffer() { std::free(data); }
-  AlignedBuffer() = default;
-  AlignedBuffer(const AlignedBuffer&) = delete;
-  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
-  AlignedBuffer(AlignedBuffer&& o) noexcept : data(o.data), size(o.size) { o.data = nullptr; o.size = 0; }
-};
 
 struct Scratch {
   AlignedBuffer<float> scores;         // kTileQ x tile_k; fp32 P overwrites it in place
@@ -85,31 +71,6 @@ struct Scratch {
   AlignedBuffer<float> m, l, alpha;    // kTileQ
 };
 
-enum class TileVis { hidden, full, partial };
-
-// Whether keys [kmin, kmax] can be seen by queries [qmin, qmax] (positions increase).
-TileVis classify(const Mask& mask, std::int64_t qmin, std::int64_t qmax, std::int64_t kmin,
-                 std::int64_t kmax) {
-  switch (mask.kind) {
-    case MaskKind::none: return TileVis::full;
-    case MaskKind::causal:
-      if (kmin > qmax) return TileVis::hidden;
-      return kmax <= qmin ? TileVis::full : TileVis::partial;
-    case MaskKind::window:
-      if (kmin > qmax || kmax <= qmin - mask.window) return TileVis::hidden;
-      return (kmax <= qmin && kmin > qmax - mask.window) ? TileVis::full : TileVis::partial;
-  }
-  return TileVis::partial;
-}
-
-// The same when the rows carry documents, ids [qd0, qd1] and [kd0, kd1] (non-decreasing,
-// so the first and last rows bound them): no common document hides the tile; a tile the
-// mask shows fully is still partial unless its rows all belong to one document.
-TileVis classify_docs(TileVis vis, std::int32_t qd0, std::int32_t qd1, std::int32_t kd0, std::int32_t kd1) {
-  if (qd1 < kd0 || kd1 < qd0) return TileVis::hidden;
-  if (vis == TileVis::full && !(qd0 == qd1 && kd0 == kd1 && qd0 == kd0)) return TileVis::partial;
-  return vis;
-}
 
 // "" or what is wrong with one side's documents.
 std::string check_docs(const char* side, std::span<const std::int32_t> docs, std::int64_t rows) {
@@ -132,107 +93,10 @@ void check_ptr(const void* p, std::size_t align, const char* name) {
                           std::to_string(reinterpret_cast<std::uintptr_t>(p)) + ")");
 }
 
-// K and V of the visiting block, repacked once per fold into dense per-(kv head, key
-// tile) panels: K^T as [head_dim x tk] and V as [tk x head_dim], plus K as dense rows
-// [tk x head_dim] for the strips of partially masked tiles (a column range of the K^T
-// panel would not be dense; a row range of K is, read as a transposed operand). oneDNN 2.6 only takes
-// its brgemm (and AMX) matmuls for dense operands; on the strided [rows, heads, dim]
-// views it falls back to a generic GEMM that is 1.5-3x slower. The copy is O(b d),
-// the matmuls it speeds up O(b^2 d). The copied rows are also checked for NaN and inf
-// (see kernels/non_finite.hpp): the result says whether K and V hold any.
-struct KvFinite {
-  bool k, v;
-};
 
-// One element of a packed panel: a copy, or bf16 widened to fp32 (a 16-bit shift: exact)
-// when a bf16 call multiplies fp32 operands.
-template <class D, class S>
-inline D panel_element(S x) {
-  if constexpr (std::is_same_v<D, S>)
-    return x;
-  else
-    return std::bit_cast<float>(static_cast<std::uint32_t>(x) << 16);
-}
-
-// S: the caller's element type (fp32 or bf16); D: the matmuls' (the same, or fp32).
-template <class D, class S>
-KvFinite pack_kv(const S* k, const S* v, D* kt, D* kr, D* vp, std::int64_t nk, std::int64_t kv_heads, std::int64_t d,
-                 std::int64_t tile, int threads, bool (*has_non_finite)(const D*, std::int64_t)) {
-  const std::int64_t ntiles = (nk + tile - 1) / tile;
-  int k_bad = 0, v_bad = 0;
-#pragma omp parallel for collapse(2) schedule(static) num_threads(threads) reduction(| : k_bad, v_bad)
-  for (std::int64_t g = 0; g < kv_heads; ++g)
-    for (std::int64_t t = 0; t < ntiles; ++t) {
-      const std::int64_t c0 = t * tile, tk = std::min(tile, nk - c0);
-      D* ktile = kt + (g * nk + c0) * d;
-      D* vtile = vp + (g * nk + c0) * d;
-      D* krows = kr + (g * nk + c0) * d;
-      for (std::int64_t j = 0; j < tk; ++j) {
-        const S* vrow = v + ((c0 + j) * kv_heads + g) * d;
-        const S* krow = k + ((c0 + j) * kv_heads + g) * d;
-        std::transform(vrow, vrow + d, vtile + j * d, panel_element<D, S>);
-        std::transform(krow, krow + d, krows + j * d, panel_element<D, S>);
-      }
-      // Checked where they landed: dense and still in cache. (Checking inside the copy
-      // loop measured slower than memcpy on these strided rows.) Widening keeps NaN and
-      // inf, so the fp32 panels of a bf16 block are checked as fp32.
-      v_bad |= has_non_finite(vtile, tk * d);
-      k_bad |= has_non_finite(krows, tk * d);
-      // Transpose K in 16-key strips: 16 dense rows just written stay in L1 while each
-      // of the d destination rows receives 16 contiguous elements.
-      for (std::int64_t j0 = 0; j0 < tk; j0 += 16) {
-        const std::int64_t jn = std::min<std::int64_t>(16, tk - j0);
-        const D* rows = krows + j0 * d;
-        for (std::int64_t x = 0; x < d; ++x) {
-          D* dst = ktile + x * tk + j0;
-          for (std::int64_t jj = 0; jj < jn; ++jj) dst[jj] = rows[jj * d + x];
-        }
-      }
-    }
-  return {!k_bad, !v_bad};
-}
-
-// The key columns a strip of query rows (positions qp, documents qd, nr rows) computes
-// against a key tile (kp, kd, tk columns), as windows [cl, ch) rounded out to kStrip:
-// one per run of rows of one document (bounded by its first row's lo and its last row's
-// hi, kernels/visible_range.hpp), overlapping or touching windows merged. A document
-// that sees nothing in the tile adds none, so a strip whose documents have no keys here
-// is skipped however far apart its first and last documents' keys lie, and the columns
-// between two documents' windows are not computed.
-template <class Emit>
-void strip_windows(const Mask& mask, const std::int64_t* qp, const std::int32_t* qd, std::int64_t nr,
-                   const std::int64_t* kp, const std::int32_t* kd, std::int64_t tk, Emit emit) {
-  std::int64_t wl = 0, wh = -1;  // the open window; none while wh < 0
-  for (std::int64_t r = 0; r < nr;) {
-    std::int64_t re = r + 1;
-    while (re < nr && qd[re] == qd[r]) ++re;
-    std::int64_t lo_first, hi_first, lo_last, hi_last;
-    visible_range(mask, qp[r], qd[r], kp, kd, tk, &lo_first, &hi_first);
-    visible_range(mask, qp[re - 1], qd[r], kp, kd, tk, &lo_last, &hi_last);
-    r = re;
-    if (hi_last <= lo_first) continue;  // this document sees none of these keys
-    const std::int64_t cl = (lo_first / kStrip) * kStrip;
-    const std::int64_t ch = std::min(tk, ((hi_last + kStrip - 1) / kStrip) * kStrip);
-    if (wh >= 0 && cl <= wh) {  // windows only move right (lo and hi never decrease)
-      wh = std::max(wh, ch);
-      continue;
-    }
-    if (wh >= 0) emit(wl, wh);
-    wl = cl;
-    wh = ch;
-  }
-  if (wh >= 0) emit(wl, wh);
-}
 
 }  // namespace
 
-// One matmul-sized piece of a (query tile, key tile) pair: rows [i0, i0+nr) of the query
-// tile against columns [cl, cl+w) of the key tile. `partial` rows need their visible
-// range looked up; full pieces see every column.
-struct Piece {
-  std::int64_t kt, i0, nr, cl, w;
-  bool partial;
-};
 
 // One chunk of a fold, as fold() cuts it: every query row against at most kChunkKeys
 // keys. qdocs (all query rows) and kdocs (the chunk's keys) are both null without documents.
@@ -447,52 +311,11 @@ double BlockAttention::Impl::useful_flops(const Chunk& c) const {
   return pairs * 4.0 * static_cast<double>(cfg.head_dim * cfg.heads);
 }
 
-// The plan is the same for every head (positions do not depend on it): per query tile,
-// the pieces to compute. Hidden tiles get none.
+// The tile plan (kernels/tile_plan.hpp), the same for every head: H tiles per entry.
 void BlockAttention::Impl::plan_tiles(const Chunk& c, FoldStats& st) {
-  const std::int64_t nq = c.nq(), nk = c.nk, H = cfg.heads;
-  const std::int64_t nqt = (nq + kTileQ - 1) / kTileQ, nkt = (nk + tile_k - 1) / tile_k;
-  const auto& qpos = c.qpos;
-  if (plan.size() < static_cast<std::size_t>(nqt)) plan.resize(static_cast<std::size_t>(nqt));
-  for (auto& pieces : plan) pieces.clear();  // keeps their capacity
-  for (std::int64_t qt = 0; qt < nqt; ++qt) {
-    const std::int64_t r0 = qt * kTileQ, tq = std::min(kTileQ, nq - r0);
-    for (std::int64_t kt = 0; kt < nkt; ++kt) {
-      const std::int64_t c0 = kt * tile_k, tk = std::min(tile_k, nk - c0);
-      const std::int64_t* kp = c.kpos + c0;
-      TileVis vis = classify(cfg.mask, qpos[static_cast<std::size_t>(r0)], qpos[static_cast<std::size_t>(r0 + tq - 1)],
-                             kp[0], kp[tk - 1]);
-      if (c.kdocs && vis != TileVis::hidden)
-        vis = classify_docs(vis, c.qdocs[r0], c.qdocs[r0 + tq - 1], c.kdocs[c0], c.kdocs[c0 + tk - 1]);
-      if (vis == TileVis::hidden) {
-        st.tiles_skipped += H;
-        continue;
-      }
-      st.tiles_computed += H;
-      auto& pieces = plan[static_cast<std::size_t>(qt)];
-      if (vis == TileVis::full) {
-        pieces.push_back({kt, 0, tq, 0, tk, false});
-        continue;
-      }
-      const std::int32_t* kd = c.kdocs ? c.kdocs + c0 : nullptr;
-      for (std::int64_t i0 = 0; i0 < tq; i0 += kStrip) {
-        const std::int64_t nr = std::min(kStrip, tq - i0);
-        if (kd) {
-          strip_windows(cfg.mask, qpos.data() + r0 + i0, c.qdocs + r0 + i0, nr, kp, kd, tk,
-                        [&](std::int64_t cl, std::int64_t ch) { pieces.push_back({kt, i0, nr, cl, ch - cl, true}); });
-          continue;
-        }
-        std::int64_t lo_first, hi_first, lo_last, hi_last;
-        visible_range(cfg.mask, qpos[static_cast<std::size_t>(r0 + i0)], kp, tk, &lo_first, &hi_first);
-        visible_range(cfg.mask, qpos[static_cast<std::size_t>(r0 + i0 + nr - 1)], kp, tk, &lo_last, &hi_last);
-        // Positions increase, so the first row has the smallest lo, the last the largest hi.
-        if (hi_last <= lo_first) continue;
-        const std::int64_t cl = (lo_first / kStrip) * kStrip;
-        const std::int64_t ch = std::min(tk, ((hi_last + kStrip - 1) / kStrip) * kStrip);
-        pieces.push_back({kt, i0, nr, cl, ch - cl, true});
-      }
-    }
-  }
+  const kernels::TileCount n = kernels::plan_tiles(cfg.mask, c.qpos, c.qdocs, c.kpos, c.kdocs, c.nk, tile_k, plan);
+  st.tiles_computed += n.computed * cfg.heads;
+  st.tiles_skipped += n.skipped * cfg.heads;
 }
 
 // Every shape the tile loop will meet gets its primitive now, outside the parallel loop.

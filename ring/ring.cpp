@@ -234,18 +234,23 @@ bool step_hidden(const Mask& mask, std::span<const std::int64_t> qpos, std::span
   return mask.kind == MaskKind::window && blk.positions->at(blk.rows - 1) <= qpos.front() - mask.window;
 }
 
-// Both forward()s: `documents` unset for a call without them.
-ForwardStats forward_call(Ring::Impl& im, const AttentionSpec& spec, std::span<const float> q,
+// A forward call after its checks: the queries' positions and documents, the kernel.
+struct ForwardCall {
+  Positions qpos;
+  std::span<const std::int32_t> docs;
+  BlockAttention& kernel;
+};
+
+// Everything a call must satisfy, each checked once, before anything is sent: a bad call
+// leaves the ring usable. Throws InvalidArgument naming the rank and what is wrong.
+ForwardCall check_forward(Ring::Impl& im, const AttentionSpec& spec, std::span<const float> q,
                           std::span<const float> k, std::span<const float> v, std::span<const std::int64_t> positions,
                           std::optional<std::span<const std::int32_t>> documents, std::span<float> o,
                           std::span<float> lse) {
-  auto rank = [&] { return im.options.rank; };
-  auto world_size = [&] { return im.options.world_size; };
-  const auto start = Clock::now();
-  im.check_usable();
-  // Everything is checked before anything is sent: a bad call leaves the ring usable.
   const auto rows = static_cast<std::int64_t>(positions.size());
-  auto bad = [&](const std::string& what) { throw InvalidArgument("rank " + std::to_string(rank()) + ": forward: " + what); };
+  auto bad = [&](const std::string& what) {
+    throw InvalidArgument("rank " + std::to_string(im.options.rank) + ": forward: " + what);
+  };
   if (rows < 1)
     bad("0 rows: every rank passes at least one row to every call (the wire carries no empty blocks); shard so "
         "that each rank has one, as the layouts and shard_documents do");
@@ -262,81 +267,101 @@ ForwardStats forward_call(Ring::Impl& im, const AttentionSpec& spec, std::span<c
   size_is("v", v.size(), rows * KH * D);
   size_is("o", o.size(), rows * H * D);
   if (!lse.empty()) size_is("lse", lse.size(), rows * H);
-  const Positions qpos = Positions::from_sorted(positions.data(), rows);  // strictly increasing, or InvalidArgument
-  std::span<const std::int32_t> docs;
+  ForwardCall fc{Positions::from_sorted(positions.data(), rows), {}, kernel};  // strictly increasing, or InvalidArgument
   if (documents) {
-    docs = *documents;
-    size_is("documents", docs.size(), rows);
-    for (std::size_t i = 1; i < docs.size(); ++i)
-      if (docs[i] < docs[i - 1])
-        bad("document ids decrease at row " + std::to_string(i) + " (" + std::to_string(docs[i - 1]) + " then " +
-            std::to_string(docs[i]) + "): each document must be a contiguous run of positions, its rows in order");
+    fc.docs = *documents;
+    size_is("documents", fc.docs.size(), rows);
+    for (std::size_t i = 1; i < fc.docs.size(); ++i)
+      if (fc.docs[i] < fc.docs[i - 1])
+        bad("document ids decrease at row " + std::to_string(i) + " (" + std::to_string(fc.docs[i - 1]) + " then " +
+            std::to_string(fc.docs[i]) + "): each document must be a contiguous run of positions, its rows in order");
   }
+  return fc;
+}
 
-  const ring::CallSpec cs = ring::call_spec(spec, kernel.config().scale, documents.has_value());
+// The K/V rotation (ring_step.hpp): this rank's block first, then each other rank's as
+// it comes around, folded into im.state while the next one travels.
+void rotate_and_fold(Ring::Impl& im, const AttentionSpec& spec, const ForwardCall& fc, const ring::CallSpec& cs,
+                     const void* qp, std::span<const std::int64_t> positions, const float* k, const float* v,
+                     ForwardStats& st) {
+  net::Transport& t = *im.transport;
+  ring::RingStep& step = *im.step;
+  // fp32 K and V go out from the caller's arrays (no copy), unless a fault hook wants to
+  // change the block's bytes.
+  step.begin(cs, ++im.calls, fc.qpos, k, v, /*borrow=*/!im.hook, fc.docs);
+  // Busy while folding, the kernel ticking the keep-alive counter per tile; wait() marks
+  // the waits itself.
+  const auto busy = t.liveness().enter(net::PeerState::busy);
+  fc.kernel.set_progress_counter(&t.liveness().counter());
+  struct Unhook {
+    BlockAttention& a;
+    ~Unhook() { a.set_progress_counter(nullptr); }
+  } unhook{fc.kernel};
+  const int P = im.options.world_size;
+  for (int s = 0; s < P; ++s) {
+    if (im.hook) im.hook(s, step.block(), t.liveness().counter());
+    const auto& blk = step.current();
+    if (s + 1 < P) step.post(s);
+    ++st.steps;
+    if (step_hidden(spec.mask, positions, fc.docs, blk)) {
+      ++st.steps_skipped;
+    } else {
+      const auto t0 = Clock::now();
+      const FoldStats fs = fc.kernel.fold(qp, fc.qpos, fc.docs, blk.k, blk.v, *blk.positions, blk.documents, im.state);
+      st.compute_seconds += since(t0);
+      st.useful_flops += fs.useful_flops;
+      if (fs.tiles_computed == 0) ++st.steps_skipped;
+    }
+    if (s + 1 < P) {
+      const auto t1 = Clock::now();
+      step.finish(s);
+      st.wait_seconds += since(t1);
+    }
+  }
+}
+
+// Inside a catch: the call failed in the rotation. A network failure breaks the ring; a
+// send that may still read the caller's K and V is ended, and the ring with it.
+[[noreturn]] void fail_forward(Ring::Impl& im) {
+  try {
+    throw;
+  } catch (const NetworkError& e) {
+    im.mark_broken(e.what());
+    if (im.step->sending_borrowed()) im.transport->close();  // nothing may read the caller's K and V after we return
+    throw;
+  } catch (const std::exception& e) {
+    if (im.step->sending_borrowed()) {
+      im.mark_broken(std::string("a call failed while its block was being sent: ") + e.what());
+      im.transport->close();
+    }
+    throw;
+  }
+}
+
+// Both forward()s: `documents` unset for a call without them.
+ForwardStats forward_call(Ring::Impl& im, const AttentionSpec& spec, std::span<const float> q,
+                          std::span<const float> k, std::span<const float> v, std::span<const std::int64_t> positions,
+                          std::optional<std::span<const std::int32_t>> documents, std::span<float> o,
+                          std::span<float> lse) {
+  const auto start = Clock::now();
+  im.check_usable();
+  const ForwardCall fc = check_forward(im, spec, q, k, v, positions, documents, o, lse);
+  const ring::CallSpec cs = ring::call_spec(spec, fc.kernel.config().scale, documents.has_value());
   const void* qp = q.data();
   if (spec.dtype == DType::bf16) {
     im.q_bf16.resize(q.size());
     to_bf16(q.data(), im.q_bf16.data(), static_cast<std::int64_t>(q.size()));
     qp = im.q_bf16.data();
   }
-  im.state.reset(rows, H, D);
-
+  im.state.reset(static_cast<std::int64_t>(positions.size()), spec.heads, spec.head_dim);
   ForwardStats st;
-  net::Transport& t = *im.transport;
-  ring::RingStep& step = *im.step;
   try {
-    // fp32 K and V go out from the caller's arrays (no copy), unless a fault hook wants
-    // to change the block's bytes.
-    step.begin(cs, ++im.calls, positions, k.data(), v.data(), /*borrow=*/!im.hook, docs);
-    // Busy while folding, the kernel ticking the keep-alive counter per tile; wait() marks
-    // the waits itself.
-    const auto busy = t.liveness().enter(net::PeerState::busy);
-    kernel.set_progress_counter(&t.liveness().counter());
-    struct Unhook {
-      BlockAttention& a;
-      ~Unhook() { a.set_progress_counter(nullptr); }
-    } unhook{kernel};
-    const int P = world_size();
-    for (int s = 0; s < P; ++s) {
-      if (im.hook) im.hook(s, step.block(), t.liveness().counter());
-      const auto& blk = step.current();
-      if (s + 1 < P) step.post(s);
-      ++st.steps;
-      if (step_hidden(spec.mask, positions, docs, blk)) {
-        ++st.steps_skipped;
-      } else {
-        const auto t0 = Clock::now();
-        const FoldStats fs = kernel.fold(qp, qpos, docs, blk.k, blk.v, *blk.positions, blk.documents, im.state);
-        st.compute_seconds += since(t0);
-        st.useful_flops += fs.useful_flops;
-        if (fs.tiles_computed == 0) ++st.steps_skipped;
-      }
-      if (s + 1 < P) {
-        const auto t1 = Clock::now();
-        step.finish(s);
-        st.wait_seconds += since(t1);
-      }
-    }
-  } catch (const NetworkError& e) {
-    {
-      std::lock_guard lock(im.mu);
-      im.broken = e.what();
-    }
-    if (step.sending_borrowed()) t.close();  // nothing may read the caller's K and V after we return
-    throw;
-  } catch (const std::exception& e) {
-    if (step.sending_borrowed()) {  // the send still reads the caller's arrays: end it, and the ring with it
-      {
-        std::lock_guard lock(im.mu);
-        im.broken = std::string("a call failed while its block was being sent: ") + e.what();
-      }
-      t.close();
-    }
-    throw;
+    rotate_and_fold(im, spec, fc, cs, qp, positions, k.data(), v.data(), st);
+  } catch (...) {
+    fail_forward(im);
   }
   finalize(im.state, o.data(), lse.empty() ? nullptr : lse.data());
-  st.bytes_sent = step.payload_bytes_sent();
+  st.bytes_sent = im.step->payload_bytes_sent();
   st.seconds = since(start);
   return st;
 }

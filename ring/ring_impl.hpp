@@ -50,16 +50,7 @@ struct Ring::Impl {
   } decode;
 
   AttentionConfig config_for(const AttentionSpec& s) const {
-    AttentionConfig c;
-    c.heads = s.heads;
-    c.kv_heads = s.kv_heads;
-    c.head_dim = s.head_dim;
-    c.dtype = s.dtype;
-    c.mask = s.mask;
-    c.scale = s.scale;
-    c.threads = options.threads;
-    c.isa = options.isa;
-    return c;
+    return AttentionConfig{s, options.threads, options.isa, std::nullopt};
   }
 
   BlockAttention& kernel_for(const AttentionSpec& s) {

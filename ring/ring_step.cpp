@@ -22,16 +22,17 @@ void RingStep::set_view(int origin, std::int64_t rows) {
   view_.v = a_.data() + l.body(1);
 }
 
-void RingStep::start(const CallSpec& spec, std::uint64_t call, std::span<const std::int64_t> positions, bool borrow,
+void RingStep::start(const CallSpec& spec, std::uint64_t call, const Positions& positions, bool borrow,
                      std::span<const std::int32_t> documents) {
   spec_ = spec;
   call_ = call;
   crc_.reset();
   sent_ = 0;
   borrowed_ = false;
-  const auto rows = static_cast<std::int64_t>(positions.size());
-  positions_ = Positions::from_sorted(positions.data(), rows);
-  if (spec.documents ? documents.size() != positions.size() : !documents.empty())
+  const std::int64_t rows = positions.size();
+  positions_ = positions;
+  positions.materialize_into(tags_);
+  if (spec.documents ? static_cast<std::int64_t>(documents.size()) != rows : !documents.empty())
     throw InvalidArgument("RingStep: " + std::to_string(documents.size()) + " document ids for " +
                           std::to_string(positions.size()) + " rows");
   const net::BlockLayout l = layout(rows);
@@ -43,7 +44,7 @@ void RingStep::start(const CallSpec& spec, std::uint64_t call, std::span<const s
   if (const std::size_t need = borrow ? head_bytes_ : a_bytes_; a_.size() < need) a_.resize(need);
   const auto prefix = encode_prefix({spec, t_.rank()});
   std::memcpy(a_.data(), prefix.data(), prefix.size());
-  for (std::size_t i = 0; i < positions.size(); ++i) l.put_tag(a_.data(), i, positions[i]);
+  for (std::size_t i = 0; i < tags_.size(); ++i) l.put_tag(a_.data(), i, tags_[i]);
   docs_.assign(documents.begin(), documents.end());
   for (std::size_t i = 0; i < documents.size(); ++i) l.put_group(a_.data(), i, documents[i]);
   if (borrow) {
@@ -54,7 +55,7 @@ void RingStep::start(const CallSpec& spec, std::uint64_t call, std::span<const s
   }
 }
 
-void RingStep::begin_raw(const CallSpec& spec, std::uint64_t call, std::span<const std::int64_t> positions,
+void RingStep::begin_raw(const CallSpec& spec, std::uint64_t call, const Positions& positions,
                          const void* k, const void* v, std::span<const std::int32_t> documents) {
   start(spec, call, positions, false, documents);
   const std::size_t bytes = layout(view_.rows).body_bytes;
@@ -62,7 +63,7 @@ void RingStep::begin_raw(const CallSpec& spec, std::uint64_t call, std::span<con
   if (v && bytes) std::memcpy(const_cast<void*>(view_.v), v, bytes);
 }
 
-void RingStep::begin(const CallSpec& spec, std::uint64_t call, std::span<const std::int64_t> positions, const float* k,
+void RingStep::begin(const CallSpec& spec, std::uint64_t call, const Positions& positions, const float* k,
                      const float* v, bool borrow, std::span<const std::int32_t> documents) {
   if (spec.dtype == DType::f32 && borrow) {
     start(spec, call, positions, true, documents);  // description, positions and documents in A

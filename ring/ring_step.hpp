@@ -46,12 +46,13 @@ class RingStep {
   // head_dim] fp32, converted to spec.dtype on the way in; with `borrow` and fp32, not
   // copied but sent from where they are (see above). `documents`: one id per row when
   // spec.documents (checked by the caller), else empty.
-  void begin(const CallSpec& spec, std::uint64_t call, std::span<const std::int64_t> positions, const float* k,
-             const float* v, bool borrow = false, std::span<const std::int32_t> documents = {});
+  // `positions`: the rows' global positions, validated by the caller (strictly increasing).
+  void begin(const CallSpec& spec, std::uint64_t call, const Positions& positions, const float* k, const float* v,
+             bool borrow = false, std::span<const std::int32_t> documents = {});
   // The same with K and V already in spec.dtype (raw bytes, rows * kv_heads * head_dim
   // elements each).
-  void begin_raw(const CallSpec& spec, std::uint64_t call, std::span<const std::int64_t> positions, const void* k,
-                 const void* v, std::span<const std::int32_t> documents = {});
+  void begin_raw(const CallSpec& spec, std::uint64_t call, const Positions& positions, const void* k, const void* v,
+                 std::span<const std::int32_t> documents = {});
 
   struct View {
     int origin = 0;           // the rank whose rows these are
@@ -75,7 +76,7 @@ class RingStep {
   bool sending_borrowed() const;
 
  private:
-  void start(const CallSpec& spec, std::uint64_t call, std::span<const std::int64_t> positions, bool borrow,
+  void start(const CallSpec& spec, std::uint64_t call, const Positions& positions, bool borrow,
              std::span<const std::int32_t> documents);
   net::BlockLayout layout(std::int64_t rows) const;  // of a block of this call
   void set_view(int origin, std::int64_t rows);

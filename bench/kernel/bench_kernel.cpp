@@ -158,14 +158,7 @@ double naive_seconds(const Case& c, DenseMatmuls& mm) {
 void run_case(const Case& c, bool with_naive, const std::string& command) {
   omp_set_num_threads(c.threads);
   const Inputs in = make_inputs(c);
-  AttentionConfig cfg;
-  cfg.heads = c.heads;
-  cfg.kv_heads = c.kv_heads;
-  cfg.head_dim = c.head_dim;
-  cfg.dtype = c.dtype;
-  cfg.mask = c.mask;
-  cfg.threads = c.threads;
-  cfg.isa = c.isa;
+  const AttentionConfig cfg{{c.heads, c.kv_heads, c.head_dim, c.dtype, c.mask, 0.0f}, c.threads, c.isa, std::nullopt};
   BlockAttention attn(cfg);
   OnlineSoftmaxState st(c.b, c.heads, c.head_dim);
   const auto pos = Positions::contiguous(0, c.b);

@@ -102,7 +102,6 @@ class BlockSweep {
     const Layout layout = mask == "causal" ? Layout::zigzag : Layout::contiguous;
     const Positions own = shard_positions(layout, b * world_, world_, rank_);
     own_pos_ = own;
-    const auto positions = own.materialize();
     const std::size_t esz = dtype_size(spec.dtype);
     const std::size_t kv = static_cast<std::size_t>(own.size() * spec.kv_heads * spec.head_dim) * esz;
     q_.resize(static_cast<std::size_t>(own.size() * spec.heads * spec.head_dim) * esz);
@@ -110,14 +109,7 @@ class BlockSweep {
     fill_random(q_, spec.dtype, 1000 + static_cast<std::uint64_t>(rank_));
     fill_random(k, spec.dtype, 2000 + static_cast<std::uint64_t>(rank_));
     fill_random(v, spec.dtype, 3000 + static_cast<std::uint64_t>(rank_));
-    ring::CallSpec cs;
-    cs.heads = static_cast<std::uint32_t>(spec.heads);
-    cs.kv_heads = static_cast<std::uint32_t>(spec.kv_heads);
-    cs.head_dim = static_cast<std::uint32_t>(spec.head_dim);
-    cs.dtype = spec.dtype;
-    cs.mask = attn.config().mask;
-    cs.scale = attn.config().scale;
-    step_.begin_raw(cs, call, positions, k.data(), v.data());
+    step_.begin_raw(ring::call_spec(attn.config(), attn.config().scale), call, own, k.data(), v.data());
     state_ = OnlineSoftmaxState(own.size(), spec.heads, spec.head_dim);
     row_.mask = mask;
     row_.rank = rank_;

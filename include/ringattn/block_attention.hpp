@@ -60,13 +60,9 @@
 
 namespace ringattn {
 
-struct AttentionConfig {
-  std::int64_t heads = 0;
-  std::int64_t kv_heads = 0;    // divides heads; == heads for MHA, 1 for MQA
-  std::int64_t head_dim = 0;    // one of kSupportedHeadDims
-  DType dtype = DType::f32;     // storage and matmul-input type of Q, K, V
-  Mask mask = Mask::none();
-  float scale = 0.0f;           // 0 means 1/sqrt(head_dim)
+// The kernel's configuration: a call's shape (AttentionSpec: heads, kv_heads, head_dim,
+// dtype — storage and matmul-input type of Q, K, V — mask, scale) and how it runs.
+struct AttentionConfig : AttentionSpec {
   int threads = 0;              // OpenMP threads for a fold, 0..kMaxThreads; 0 means omp_get_max_threads()
   std::optional<Isa> isa;       // force a path; unset: env RINGATTN_ISA, else the best one
   // The type the matmuls multiply. fp32 calls: fp32. bf16 calls: bf16 where the CPU has

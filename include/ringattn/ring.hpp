@@ -95,16 +95,6 @@ struct RingOptions {
   static RingOptions from_env();
 };
 
-// One call's shape. Every rank passes the same spec.
-struct AttentionSpec {
-  std::int64_t heads = 0;
-  std::int64_t kv_heads = 0;  // divides heads (GQA/MQA); == heads for MHA
-  std::int64_t head_dim = 0;
-  DType dtype = DType::f32;   // kernel inputs and K/V on the wire; bf16 halves the traffic
-  Mask mask = Mask::none();
-  float scale = 0;            // 0: 1/sqrt(head_dim)
-};
-
 struct ForwardStats {
   double seconds = 0;          // the whole call
   double compute_seconds = 0;  // in the kernel

@@ -42,6 +42,19 @@ struct Mask {
 
 std::string to_string(const Mask& m);  // "none", "causal", "window:W"
 
+// One attention call's shape: what every rank of a ring passes identically, and what the
+// per-node kernel is made for (AttentionConfig adds how it runs). The one call shape from
+// the public API down: the ring's wire spec (ring/block_format.hpp) and the daemon's job
+// request are built from it.
+struct AttentionSpec {
+  std::int64_t heads = 0;
+  std::int64_t kv_heads = 0;  // divides heads (GQA/MQA); == heads for MHA
+  std::int64_t head_dim = 0;  // one of kSupportedHeadDims (block_attention.hpp)
+  DType dtype = DType::f32;   // kernel inputs and K/V on the wire; bf16 halves the traffic
+  Mask mask = Mask::none();
+  float scale = 0;            // 0: 1/sqrt(head_dim)
+};
+
 // The most kernel threads a call may ask for (every entry point: AttentionConfig,
 // RingOptions, RINGATTN_THREADS, --threads, Python's threads=). OpenMP dies rather than
 // fail when it cannot start that many.

@@ -280,15 +280,6 @@ RingOptions ring_options(const JobSpec& job, int rank) {
   return o;
 }
 
-AttentionSpec attention_spec(const JobSpec& job) {
-  AttentionSpec s;
-  s.heads = job.attention.heads;
-  s.kv_heads = job.attention.kv_heads;
-  s.head_dim = job.attention.head_dim;
-  s.dtype = job.attention.dtype;
-  s.mask = job.attention.mask;
-  s.scale = job.attention.scale;
-  return s;
-}
+AttentionSpec attention_spec(const JobSpec& job) { return job.attention; }  // the shape, without how it runs
 
 }  // namespace ringattn::node

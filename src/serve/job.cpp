@@ -23,16 +23,6 @@ std::string_view to_string(JobResult r) {
   return "?";
 }
 
-AttentionSpec JobRequest::spec() const {
-  AttentionSpec s;
-  s.heads = heads;
-  s.kv_heads = kv_heads;
-  s.head_dim = head_dim;
-  s.dtype = dtype;
-  s.mask = mask;
-  return s;
-}
-
 std::string JobRequest::describe() const {
   return "N " + std::to_string(tokens) + ", H " + std::to_string(heads) + "/" + std::to_string(kv_heads) + ", D " +
          std::to_string(head_dim) + ", " + std::string(to_string(dtype)) + ", " + to_string(mask) + ", " +

@@ -25,18 +25,18 @@
 
 namespace ringattn::serve {
 
-struct JobRequest {
-  std::int64_t tokens = 0, heads = 0, kv_heads = 0, head_dim = 0;
+// A job: the call's shape (heads, kv_heads, head_dim, dtype, mask; the scale is always
+// the default) and what the daemons need beyond it.
+struct JobRequest : AttentionSpec {
+  std::int64_t tokens = 0;
   Layout layout = Layout::contiguous;
-  Mask mask = Mask::none();
-  DType dtype = DType::f32;
   bool dtype_given = true;  // false: the daemons' wire_dtype decides (not sent)
   bool want_lse = false;
 
   std::uint64_t q_bytes() const { return static_cast<std::uint64_t>(tokens * heads * head_dim) * 4; }
   std::uint64_t kv_bytes() const { return static_cast<std::uint64_t>(tokens * kv_heads * head_dim) * 4; }
   std::uint64_t lse_bytes() const { return static_cast<std::uint64_t>(tokens * heads) * 4; }
-  AttentionSpec spec() const;
+  const AttentionSpec& spec() const { return *this; }
   std::string describe() const;  // "N 2048, H 8/8, D 128, fp32, causal, zigzag"
 };
 
