@@ -14,7 +14,7 @@ namespace {
 
 // Byte offsets of the header fields.
 constexpr std::size_t kOffMagic = 0, kOffVersion = 4, kOffKind = 6, kOffDtype = 7, kOffJob = 8, kOffStep = 16,
-                      kOffRows = 24, kOffCols = 28, kOffPayload = 32, kOffCrc = 40, kOffReserved = 44;
+                      kOffRows = 24, kOffCols = 28, kOffPayload = 32, kOffCrc = 40, kOffTag = 44;
 
 bool known_kind(std::uint8_t k) {
   switch (static_cast<FrameKind>(k)) {
@@ -27,7 +27,8 @@ bool known_kind(std::uint8_t k) {
     case FrameKind::peers:
     case FrameKind::kv_block:
     case FrameKind::state:
-    case FrameKind::query: return true;
+    case FrameKind::query:
+    case FrameKind::message: return true;
   }
   return false;
 }
@@ -54,6 +55,7 @@ std::string_view to_string(FrameKind k) {
     case FrameKind::kv_block: return "KV_BLOCK";
     case FrameKind::state: return "STATE";
     case FrameKind::query: return "QUERY";
+    case FrameKind::message: return "MESSAGE";
   }
   return "KIND(unknown)";
 }
@@ -214,7 +216,7 @@ HeaderBytes encode_header(const FrameHeader& h) {
   put_le<std::uint32_t>(b.data() + kOffCols, h.cols);
   put_le<std::uint64_t>(b.data() + kOffPayload, h.payload_bytes);
   put_le<std::uint32_t>(b.data() + kOffCrc, h.payload_crc);
-  put_le<std::uint32_t>(b.data() + kOffReserved, 0);
+  put_le<std::uint32_t>(b.data() + kOffTag, h.tag);
   return b;
 }
 
@@ -224,6 +226,8 @@ std::string check_header(const FrameHeader& h, const FrameLimits& l) {
   const auto dt = static_cast<std::uint8_t>(h.dtype);
   if (!known_dtype(dt)) return field("dtype", dt, "is not a known dtype (0 f32, 1 bf16)");
   const std::string k(to_string(h.kind));
+  if (h.kind != FrameKind::message && h.tag != 0)
+    return field("reserved", h.tag, "must be 0 (only a MESSAGE frame has a tag there)");
   if (is_control(h.kind)) {
     if (h.rows != 0) return field("rows", h.rows, "but a " + k + " frame has 0");
     if (h.cols != 0) return field("cols", h.cols, "but a " + k + " frame has 0");
@@ -245,7 +249,12 @@ std::string check_header(const FrameHeader& h, const FrameLimits& l) {
     return {};
   }
   if (l.max_payload == 0) return field("kind", kind, "(" + k + ") before the handshake completed");
-  if (h.kind == FrameKind::query) {  // the only data frame that may have 0 rows
+  if (h.kind == FrameKind::message) {  // a typed payload: any length up to the negotiated maximum
+    if (h.tag == 0) return field("tag", h.tag, "but a MESSAGE names its type (1 or more)");
+    if (h.rows != 0) return field("rows", h.rows, "but a MESSAGE frame has 0");
+    if (h.cols != 0) return field("cols", h.cols, "but a MESSAGE frame has 0");
+    if (h.dtype != DType::f32) return field("dtype", dt, "but a MESSAGE frame has 0");
+  } else if (h.kind == FrameKind::query) {  // the only data frame that may have 0 rows
     if (h.rows > l.max_rows)
       return field("rows", h.rows, "is outside 0.." + std::to_string(l.max_rows) + " (max_block_rows)");
     if (h.cols == 0 || h.cols > l.max_query_cols)
@@ -291,9 +300,8 @@ std::string try_decode_header(std::span<const std::byte> b, const FrameLimits& l
   const auto version = get_le<std::uint16_t>(b.data() + kOffVersion);
   if (version != kProtocolVersion)
     return field("version", version, "but this build speaks protocol version " + std::to_string(kProtocolVersion));
-  const auto reserved = get_le<std::uint32_t>(b.data() + kOffReserved);
-  if (reserved != 0) return field("reserved", reserved, "must be 0");
   FrameHeader h;
+  h.tag = get_le<std::uint32_t>(b.data() + kOffTag);
   h.kind = static_cast<FrameKind>(get_le<std::uint8_t>(b.data() + kOffKind));
   h.dtype = static_cast<DType>(get_le<std::uint8_t>(b.data() + kOffDtype));
   h.job_id = get_le<std::uint64_t>(b.data() + kOffJob);

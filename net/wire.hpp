@@ -1,4 +1,4 @@
-// The ringattn wire format (protocol version 3).
+// The ringattn wire format (protocol version 4).
 //
 // A connection carries a stream of frames. A frame is a fixed 48-byte header followed
 // by `payload_bytes` bytes of payload. Every integer is little-endian and is encoded and
@@ -16,7 +16,8 @@
 //     28    4  cols           data frames: matrix columns; control frames: 0
 //     32    8  payload_bytes  length of the payload that follows
 //     40    4  payload_crc    CRC32C (Castagnoli) of the payload
-//     44    4  reserved       0 (room for flags in a later version)
+//     44    4  tag            MESSAGE frames: the message's type (1 or more), which the
+//                             receiver checks; every other kind: 0 (reserved)
 //
 // Kinds and their payloads:
 //   HELLO    (1)  the handshake hello, exactly kHelloBytes (see handshake.hpp)
@@ -49,6 +50,10 @@
 //                   rows     rows x cols elements of dtype (each token's q, k, v)
 //                 rows may be 0 (a rank with no token this step: the prefix alone);
 //                 cols <= (max_heads + 2 * max_kv_heads) * max_head_dim
+//   MESSAGE  (19) a typed message between ranks beside the ring's blocks (protocol 4):
+//                 tag = its type (1 or more, the sender's and receiver's vocabulary; the
+//                 receiver says which type it expects), rows = cols = dtype = 0, a payload
+//                 of 0 .. the negotiated maximum bytes laid out by its type
 //
 // Validation. A receiver decodes a header with the FrameLimits that follow from the
 // limits agreed in the HELLO (before the HELLO: control frames only). Every field is
@@ -72,7 +77,7 @@
 namespace ringattn::net {
 
 inline constexpr std::uint32_t kMagic = 0x4E544152;  // "RATN" in little-endian bytes
-inline constexpr std::uint16_t kProtocolVersion = 3;  // 3: QUERY frames (decode)
+inline constexpr std::uint16_t kProtocolVersion = 4;  // 3: QUERY frames (decode); 4: MESSAGE frames
 inline constexpr std::size_t kHeaderBytes = 48;
 inline constexpr std::size_t kHelloBytes = 88;  // HELLO payload, laid out in handshake.hpp
 inline constexpr std::size_t kAuthBytes = 32;   // AUTH payload: one HMAC-SHA256
@@ -86,7 +91,8 @@ inline constexpr std::size_t kMaxPeersBytes = 4096 * (kMaxAddressBytes + 1);
 inline constexpr std::uint64_t kMaxPayloadBytes = std::uint64_t{16} << 30;
 
 enum class FrameKind : std::uint8_t {
-  hello = 1, auth = 2, bye = 3, error = 4, ping = 5, address = 6, peers = 7, kv_block = 16, state = 17, query = 18
+  hello = 1, auth = 2, bye = 3, error = 4, ping = 5, address = 6, peers = 7, kv_block = 16, state = 17, query = 18,
+  message = 19
 };
 
 std::string_view to_string(FrameKind k);  // "HELLO", ..., "KIND(n)" for unknown values
@@ -103,6 +109,7 @@ struct FrameHeader {
   std::uint32_t cols = 0;
   std::uint64_t payload_bytes = 0;
   std::uint32_t payload_crc = 0;
+  std::uint32_t tag = 0;  // MESSAGE frames only: the message's type
 
   friend bool operator==(const FrameHeader&, const FrameHeader&) = default;
 };

@@ -299,6 +299,7 @@ void rotate_and_fold(Ring::Impl& im, const AttentionSpec& spec, const ForwardCal
   } unhook{fc.kernel};
   const int P = im.options.world_size;
   for (int s = 0; s < P; ++s) {
+    if (im.observer) im.observer(s);
     if (im.hook) im.hook(s, step.block(), t.liveness().counter());
     const auto& blk = step.current();
     if (s + 1 < P) step.post(s);

@@ -37,6 +37,7 @@ struct Ring::Impl {
   mutable std::mutex mu;
   std::string broken;  // why, once a call failed on the network
   RingInternals::StepHook hook;  // tests only
+  std::function<void(int)> observer;  // Ring::on_step
 
   // decode's: its kernels and pooled buffers (decode.cpp)
   std::map<KernelKey, std::unique_ptr<kernels::CacheAttention>> cache_kernels;

@@ -29,13 +29,16 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "ringattn/error.hpp"
 #include "ringattn/kv_cache.hpp"
+#include "ringattn/messages.hpp"
 #include "ringattn/types.hpp"
 
 namespace ringattn {
@@ -184,6 +187,34 @@ class Ring {
   // True once a call failed for a network reason; the cause is broken_reason().
   bool broken() const;
   std::string broken_reason() const;
+  // The first failure of the ring's links, empty while they are healthy: a peer that died
+  // or left between calls shows here before the next call fails.
+  std::string link_failure() const;
+  // Fails the ring on every rank with `why` (attributed to this rank, with `cause`): every
+  // rank's current or next call, wait or receive ends with a NetworkError saying so.
+  void abort(const std::string& why, FailureCause cause = FailureCause::local);
+
+  // Messages (ringattn/messages.hpp). send_message posts `payload` to rank `to` (another
+  // rank); its bytes must stay alive and unchanged until wait() has returned for it.
+  // receive_message posts the receive of the next frame from rank `from`, which must be a
+  // MESSAGE of `type`: buffer_for(header) is asked where its payload goes, once the
+  // header is in and checked (on the ring's I/O thread: it must not block), and returns a
+  // span of exactly header.bytes bytes, or an empty one to refuse a message it cannot take
+  // (the ring fails). wait() blocks until the request is done, within the ring's deadline
+  // of silence; it returns the header and throws NetworkError (the ring then broken) for a
+  // failed link, a refused message or one of another type. ready() does not block.
+  MessageRequest send_message(int to, std::uint32_t type, std::uint64_t job, std::span<const std::byte> payload);
+  MessageRequest receive_message(int from, std::uint32_t type,
+                                 std::function<std::span<std::byte>(const MessageHeader&)> buffer_for);
+  MessageHeader wait(MessageRequest& request);
+  bool ready(const MessageRequest& request) const;
+
+  // Called on the calling thread at the start of every ring step of every forward() with
+  // the step number (0 .. world_size-1), for progress reports. It must not call the ring
+  // and should return quickly; an empty function removes it.
+  void on_step(std::function<void(int step)> observer);
+  // What this rank's links have carried so far.
+  RingTraffic traffic() const;
 
   // Says goodbye to the peers and releases the connections. Idempotent.
   void close();

@@ -264,7 +264,8 @@ asio::awaitable<void> Link::reader() {
         co_return;
       case FrameKind::kv_block:
       case FrameKind::state:
-      case FrameKind::query: break;
+      case FrameKind::query:
+      case FrameKind::message: break;
     }
     if (dir_ == Dir::out) {
       fail(FailureCause::protocol, peer() + " sent a " + std::string(to_string(h.kind)) + " frame on the link this rank sends on");

@@ -53,14 +53,19 @@ JsonObject& JsonObject::add(std::string_view key, std::uint64_t value) { return 
 JsonObject& JsonObject::add(std::string_view key, bool value) { return raw(key, value ? "true" : "false"); }
 JsonObject& JsonObject::add(std::string_view key, const JsonObject& value) { return raw(key, value.str()); }
 
-JsonObject& JsonObject::add(std::string_view key, const std::vector<JsonObject>& values) {
+std::string json_array(const std::vector<JsonObject>& values) {
   std::string a = "[";
   for (std::size_t i = 0; i < values.size(); ++i) {
     if (i) a += ',';
     a += values[i].str();
   }
-  a += ']';
-  return raw(key, a);
+  return a + "]";
 }
+
+JsonObject& JsonObject::add(std::string_view key, const std::vector<JsonObject>& values) {
+  return raw(key, json_array(values));
+}
+
+JsonObject& JsonObject::add_null(std::string_view key) { return raw(key, "null"); }
 
 }  // namespace ringattn::cli

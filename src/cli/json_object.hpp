@@ -11,6 +11,9 @@ namespace ringattn::cli {
 
 std::string json_quote(std::string_view s);  // s as a JSON string literal: quoted, with \" \\ and \uXXXX for control characters
 
+class JsonObject;
+std::string json_array(const std::vector<JsonObject>& values);  // "[{...},{...}]"
+
 class JsonObject {
  public:
   JsonObject& add(std::string_view key, std::string_view value);
@@ -22,6 +25,7 @@ class JsonObject {
   JsonObject& add(std::string_view key, bool value);
   JsonObject& add(std::string_view key, const JsonObject& value);
   JsonObject& add(std::string_view key, const std::vector<JsonObject>& values);  // an array of objects
+  JsonObject& add_null(std::string_view key);
   std::string str() const;
 
  private:

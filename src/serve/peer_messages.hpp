@@ -1,21 +1,26 @@
-// ringattn serve — what daemons say to each other over the ring's own links, in the
-// transport's data frames (net/wire.hpp), beside the ring's K/V blocks:
+// ringattn serve — what daemons say to each other: Ring messages (ringattn/messages.hpp),
+// one type per message and one struct or layout each, encoded and decoded here only.
+// Every field a peer sends is checked against the job and the ring before it sizes or
+// indexes anything; a bad one throws NetworkError (protocol) naming the message and rank.
 //
-//   INFO   worker -> rank 0   STATE frame carrying text: the worker's node info (JSON)
-//   TABLE  rank 0 -> worker   STATE frame carrying text: every node's info (JSON array)
-//   SHARD  rank 0 -> worker   KV_BLOCK: prefix = the job's description, tags = the
-//                             shard's global positions, then its K and V (fp32)
-//   QUERY  rank 0 -> worker   STATE: the shard's Q rows, [rows, heads*head_dim]
-//   RESULT worker -> rank 0   STATE: O and lse rows, [rows, heads*head_dim + heads]
-//   STATS  worker -> rank 0   STATE: 1 x 16, eight doubles (the worker's ForwardStats)
-//   DONE   rank 0 -> worker   STATE: 1 x 1, once every result of the job is in: a worker
-//                             waits for it before its next job or before it leaves, so that
-//                             a draining worker's notice of leaving cannot reach rank 0
-//                             (around the ring) before another rank's result
+//   type    from -> to        payload (little-endian)
+//   INFO    worker -> rank 0  NodeInfo: rank u32 | threads u32 | host, control, metrics,
+//                             version, isa: each u32 length + bytes (<= kMaxText)
+//   TABLE   rank 0 -> worker  u32 count, then count NodeInfos, by rank
+//   SHARD   rank 0 -> worker  the job's description (32 bytes, below) | the shard's global
+//                             positions i64 x rows | K rows | V rows (fp32)
+//   QUERY   rank 0 -> worker  the shard's Q rows, [rows, heads*head_dim] fp32
+//   RESULT  worker -> rank 0  O and lse rows side by side, [rows, heads*head_dim + heads] fp32
+//   STATS   worker -> rank 0  NodeResult: eight f64 (seconds, compute, wait, flops, steps,
+//                             skipped, bytes sent, rows)
+//   DONE    rank 0 -> worker  empty, once every result of the job is in: a worker waits for
+//                             it before its next job or before it leaves, so that a draining
+//                             worker's notice of leaving cannot reach rank 0 (around the
+//                             ring) before another rank's result
 //
-// The frame's step field says which (the ring's own frames number their steps from 0),
-// its job_id is the job's. Every frame is bounded by the transport against the limits the
-// ring agreed on, and decoded here against the job before any field indexes anything.
+// The job description: heads u32 | kv_heads u32 | head_dim u32 | mask u8 | dtype u8 |
+// want_lse u8 | layout u8 | window i64 | tokens i64 (rows follow from the payload's size).
+// K, V and Q travel as fp32 whatever the job's dtype (the daemons convert, as `run` does).
 #pragma once
 
 #include <cstdint>
@@ -23,54 +28,57 @@
 #include <string>
 #include <vector>
 
-#include "net/wire.hpp"
 #include "ringattn/positions.hpp"
+#include "ringattn/ring.hpp"
 #include "src/serve/job.hpp"
 
 namespace ringattn::serve::peer {
 
-enum Tag : std::uint64_t {
-  kInfo = 0x5241'5345'0001,
-  kTable = 0x5241'5345'0002,
-  kShard = 0x5241'5345'0003,
-  kQuery = 0x5241'5345'0004,
-  kResult = 0x5241'5345'0005,
-  kStats = 0x5241'5345'0006,
-  kDone = 0x5241'5345'0007,
-};
+enum class Msg : std::uint32_t { info = 1, table = 2, shard = 3, query = 4, result = 5, stats = 6, done = 7 };
+std::string_view to_string(Msg m);  // "INFO", ...
+inline constexpr std::size_t kMaxText = 4096;  // bytes of one string of a NodeInfo
 
-struct Frame {
-  net::FrameHeader header;
-  std::vector<std::byte> payload;
+// Who a daemon is, for `status` and for redirecting clients to rank 0.
+struct NodeInfo {
+  int rank = 0;
+  int threads = 0;
+  std::string host, control, metrics, version, isa;
 };
-
-// Text in a STATE frame (padded with spaces to whole fp32 columns, split into rows that
-// fit the ring's STATE limit).
-Frame text_frame(const std::string& text, Tag tag, const RingLimits& limits);
-std::string frame_text(std::span<const std::byte> payload);
+std::vector<std::byte> encode_info(const NodeInfo& n);
+NodeInfo decode_info(std::span<const std::byte> payload, int from);
+std::vector<std::byte> encode_table(const std::vector<NodeInfo>& nodes);
+std::vector<NodeInfo> decode_table(std::span<const std::byte> payload, int world);
 
 // A shard of a job, as the client uploads it and as rank 0 forwards it: the SHARD payload
-// (description, the rows' global positions, K rows, V rows) and the QUERY payload (Q rows).
-// shard_payload() sizes one and fills in description and positions; K, V and Q are read
-// straight into the spans of shard_view()/query_rows(), with no copy on rank 0.
+// and the QUERY payload. shard_payload() sizes one and fills in the description and the
+// positions; K, V and Q are read straight into the spans of shard_view()/query_rows(),
+// with no copy on rank 0.
 std::vector<std::byte> shard_payload(const JobRequest& q, const Positions& pos);
 std::vector<std::byte> query_payload(const JobRequest& q, const Positions& pos);
-net::FrameHeader shard_header(std::uint64_t job_id, const JobRequest& q, std::int64_t rows);
-net::FrameHeader query_header(std::uint64_t job_id, const JobRequest& q, std::int64_t rows);
 std::span<float> query_rows(std::vector<std::byte>& payload);
 
 // A SHARD payload's parts (spans into it). decode_shard checks every field against the
-// frame and the ring (throws NetworkError, protocol, naming what is wrong).
+// ring (its world size and limits) and the payload's size.
 struct Shard {
   JobRequest request;
   std::vector<std::int64_t> positions;
   std::span<float> k, v;
 };
 Shard shard_view(std::vector<std::byte>& payload, const JobRequest& q, std::int64_t rows);
-Shard decode_shard(const net::FrameHeader& h, std::vector<std::byte>& payload, int world, const RingLimits& limits);
+Shard decode_shard(std::vector<std::byte>& payload, int world, const RingLimits& limits);
 
-// Eight doubles: seconds, compute, wait, flops, steps, skipped, bytes sent, rows.
 std::vector<std::byte> encode_stats(const NodeResult& r);
 NodeResult decode_stats(std::span<const std::byte> payload, int rank);
+
+// Sends and waits (the ring's deadline of silence bounds the wait).
+void send(Ring& ring, int to, Msg type, std::uint64_t job, std::span<const std::byte> payload);
+// Receives the next message from `from`, which must be of `type` and job `job` (any job
+// when `job` is 0), its payload exactly `want` bytes (any size up to the ring's largest
+// frame when `want` is kAnySize) into `buf`.
+inline constexpr std::uint64_t kAnySize = ~std::uint64_t{0};
+MessageHeader receive(Ring& ring, int from, Msg type, std::uint64_t job, std::vector<std::byte>& buf,
+                      std::uint64_t want = kAnySize);
+// The same into a caller's span of exactly its size (a result straight into its rows).
+MessageHeader receive_into(Ring& ring, int from, Msg type, std::uint64_t job, std::span<std::byte> into);
 
 }  // namespace ringattn::serve::peer

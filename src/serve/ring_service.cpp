@@ -7,14 +7,11 @@
 #include <thread>
 
 #include "core/logger.hpp"
-#include "net/transport.hpp"
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/layout.hpp"
 #include "ringattn_config.h"
 #include "src/cli/json_object.hpp"
-#include "src/cli/json_value.hpp"
-#include "ring/internals.hpp"
 #include "src/serve/peer_messages.hpp"
 
 namespace ringattn::serve {
@@ -42,6 +39,25 @@ std::string event(const char* name, cli::JsonObject body = {}) {
   cli::JsonObject o;
   o.add("event", name).add("data", body);
   return o.str();
+}
+
+cli::JsonObject info_json(const peer::NodeInfo& n) {
+  cli::JsonObject o;
+  o.add("rank", n.rank).add("host", n.host).add("control", n.control).add("metrics", n.metrics);
+  o.add("version", n.version).add("isa", n.isa).add("threads", n.threads);
+  return o;
+}
+
+// A shard's result as it travels and as the client gets it: per row, O then lse.
+std::vector<float> interleave(std::span<const float> o, std::span<const float> lse, std::int64_t rows,
+                              std::int64_t heads, std::int64_t head_dim) {
+  const std::int64_t qw = heads * head_dim, w = qw + heads;
+  std::vector<float> res(static_cast<std::size_t>(rows * w));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::copy_n(o.data() + r * qw, qw, res.data() + r * w);
+    std::copy_n(lse.data() + r * heads, heads, res.data() + r * w + qw);
+  }
+  return res;
 }
 
 }  // namespace
@@ -83,12 +99,9 @@ void RingService::set_state(RingState s) {
     metrics_.set("ringattn_ring_state", {{"state", std::string(to_string(x))}}, x == s ? 1 : 0);
 }
 
-std::string RingService::info_json() const {
-  cli::JsonObject o;
-  o.add("rank", rank()).add("host", hostname()).add("control", control_address_).add("metrics", metrics_address_);
-  o.add("version", RINGATTN_VERSION).add("isa", to_string(config_.ring.isa.value_or(default_isa())));
-  o.add("threads", config_.ring.threads);
-  return o.str();
+peer::NodeInfo RingService::node_info() const {
+  return {rank(), config_.ring.threads, hostname(), control_address_, metrics_address_, RINGATTN_VERSION,
+          std::string(to_string(config_.ring.isa.value_or(default_isa())))};
 }
 
 void RingService::stop() {
@@ -101,9 +114,7 @@ void RingService::stop() {
     if (grace_cv_.wait_for(lock, std::chrono::duration<double>(config_.grace), [&] { return finished_; })) return;
     if (ring_ && (running_ || running_id_ != 0)) {
       logger("serve")->warn("grace period of {:.0f} s over: aborting the running job", config_.grace);
-      RingInternals::transport(*ring_).abort(FailureCause::local, rank(),
-                                             "rank " + std::to_string(rank()) + " is shutting down: the job was aborted "
-                                             "after the grace period");
+      ring_->abort("rank " + std::to_string(rank()) + " is shutting down: the job was aborted after the grace period");
     }
   });
 }
@@ -117,7 +128,7 @@ void RingService::abort_job(std::uint64_t job_id, const std::string& why) {
     }
   if (running_ && running_->id == job_id && ring_) {
     running_->cancelled = true;
-    RingInternals::transport(*ring_).abort(FailureCause::local, 0, "job " + std::to_string(job_id) + " aborted: " + why);
+    ring_->abort("job " + std::to_string(job_id) + " aborted: " + why);
   }
 }
 
@@ -143,11 +154,14 @@ std::string RingService::coordinator_address() const {
 
 std::string RingService::nodes_json() const {
   std::lock_guard lock(mu_);
-  return nodes_locked();
+  return cli::json_array(nodes_locked());
 }
 
-std::string RingService::nodes_locked() const {
-  return nodes_json_ == "[]" ? "[" + info_json() + "]" : nodes_json_;  // before the ring formed: this node
+std::vector<cli::JsonObject> RingService::nodes_locked() const {
+  std::vector<cli::JsonObject> v;
+  if (nodes_.empty()) v.push_back(info_json(node_info()));  // before the ring formed: this node
+  for (const auto& n : nodes_) v.push_back(info_json(n));
+  return v;
 }
 
 std::string RingService::status_json() const {
@@ -161,9 +175,10 @@ std::string RingService::status_json() const {
   o.add("formations", formations_).add("last_ring_error", last_ring_error_);
   o.add("jobs_ok", jobs_ok_).add("jobs_failed", jobs_failed_).add("jobs_aborted", jobs_aborted_);
   o.add("queued", static_cast<std::int64_t>(queue_.size()));
-  std::string s = o.str();
-  s.pop_back();
-  return s + ",\"nodes\":" + nodes_locked() + ",\"last_job\":" + last_job_ + "}";
+  o.add("nodes", nodes_locked());
+  if (last_job_) o.add("last_job", *last_job_);
+  else o.add_null("last_job");
+  return o.str();
 }
 
 // ---- forming ----------------------------------------------------------------------
@@ -210,41 +225,27 @@ bool RingService::form() {
 // and for redirecting clients to rank 0).
 void RingService::exchange_info() {
   if (world() == 1) return;
-  auto& t = RingInternals::transport(*ring_);
-  const RingLimits& l = ring_->limits();
-  auto recv_text = [&](int from) {
-    std::vector<std::byte> buf;
-    net::Request r = t.irecv(from, [&](const net::FrameHeader& h) -> std::span<std::byte> {
-      if (h.kind != net::FrameKind::state) return {};
-      buf.resize(h.payload_bytes);
-      return buf;
-    });
-    const auto h = t.wait(r);
-    if (h.step != (rank() == 0 ? peer::kInfo : peer::kTable))
-      throw NetworkError("rank " + std::to_string(from) + " sent something else than its node info", FailureCause::protocol, from);
-    return peer::frame_text(buf);
-  };
+  std::vector<std::byte> buf;
   if (rank() == 0) {
-    std::string table = "[" + info_json();
-    for (int r = 1; r < world(); ++r) table += "," + recv_text(r);
-    table += "]";
-    cli::parse_json(table);  // each worker's text must be JSON
-    auto f = peer::text_frame(table, peer::kTable, l);
-    std::vector<net::Request> sends;
-    for (int r = 1; r < world(); ++r) sends.push_back(t.isend(r, f.header, f.payload));
-    for (auto& s : sends) t.wait(s);
+    std::vector<peer::NodeInfo> nodes = {node_info()};
+    for (int r = 1; r < world(); ++r) {
+      peer::receive(*ring_, r, peer::Msg::info, 0, buf);
+      nodes.push_back(peer::decode_info(buf, r));
+    }
+    const auto table = peer::encode_table(nodes);
+    std::vector<MessageRequest> sends;
+    for (int r = 1; r < world(); ++r)
+      sends.push_back(ring_->send_message(r, static_cast<std::uint32_t>(peer::Msg::table), 0, table));
+    for (auto& s : sends) ring_->wait(s);
     std::lock_guard lock(mu_);
-    nodes_json_ = table;
+    nodes_ = std::move(nodes);
   } else {
-    auto f = peer::text_frame(info_json(), peer::kInfo, l);
-    net::Request s = t.isend(0, f.header, f.payload);
-    t.wait(s);
-    const std::string table = recv_text(0);
-    const cli::JsonValue v = cli::parse_json(table);
+    peer::send(*ring_, 0, peer::Msg::info, 0, peer::encode_info(node_info()));
+    peer::receive(*ring_, 0, peer::Msg::table, 0, buf);
+    std::vector<peer::NodeInfo> nodes = peer::decode_table(buf, world());
     std::lock_guard lock(mu_);
-    nodes_json_ = table;
-    if (v.kind == cli::JsonValue::Kind::array && !v.items.empty())
-      if (const auto* c = v.items[0].get("control"); c && c->kind == cli::JsonValue::Kind::string) coordinator_ = c->string;
+    coordinator_ = nodes[0].control;
+    nodes_ = std::move(nodes);
   }
 }
 
@@ -257,8 +258,7 @@ void RingService::run() {
     std::lock_guard lock(mu_);
     record_transport();
     if (ring_ && why == Leave::stop && world() > 1 && !ring_->broken())  // tell the others now, not at their next job
-      RingInternals::transport(*ring_).abort(FailureCause::peer_closed, rank(),
-                                             "rank " + std::to_string(rank()) + " is shutting down");
+      ring_->abort("rank " + std::to_string(rank()) + " is shutting down", FailureCause::peer_closed);
     if (ring_) ring_->close();
     ring_.reset();
     if (why == Leave::broken) {
@@ -286,7 +286,7 @@ void RingService::run() {
 
 void RingService::record_transport() {
   if (!ring_) return;
-  const auto s = RingInternals::transport_stats(*ring_);
+  const RingTraffic s = ring_->traffic();
   metrics_.add("ringattn_bytes_sent_total", {}, static_cast<double>(s.bytes_sent - seen_sent_));
   metrics_.add("ringattn_bytes_received_total", {}, static_cast<double>(s.bytes_received - seen_received_));
   seen_sent_ = s.bytes_sent;
@@ -301,7 +301,7 @@ RingService::Leave RingService::coordinate() {
       cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return !queue_.empty() || stopping_; });
       if (stopping_) return Leave::stop;
       if (world() > 1) {
-        if (std::string f = RingInternals::transport(*ring_).failure(); !f.empty()) {
+        if (std::string f = ring_->link_failure(); !f.empty()) {
           last_ring_error_ = f;
           return Leave::broken;
         }
@@ -343,20 +343,40 @@ RingService::Leave RingService::coordinate() {
   }
 }
 
-// One job on rank 0: ask the client for the shards (workers' first), forward each worker's
-// as it arrives, run rank 0's own, gather every rank's rows of O and lse.
-void RingService::run_job(Job& job) {
-  const JobRequest& q = job.request;
-  const int P = world();
-  auto& t = RingInternals::transport(*ring_);
-  const auto t_begin = Clock::now();
-  {
+// One Ring::forward of a job on this rank, its steps timed (and, with `events`, told to
+// the client). A shape this rank refuses fails the ring: the others are already in the call.
+ForwardStats RingService::forward_job(std::uint64_t job_id, const JobRequest& q, std::span<const float> qrows,
+                                      const peer::Shard& shard, std::span<float> o, std::span<float> lse,
+                                      EventQueue* events) {
+  auto last_step = Clock::now();
+  ring_->on_step([&](int step) {
+    const auto now = Clock::now();
+    if (step > 0) metrics_.observe("ringattn_step_seconds", {}, std::chrono::duration<double>(now - last_step).count());
+    last_step = now;
+    if (!events) return;
     cli::JsonObject e;
-    e.add("job", job.id).add("world", P).add("layout", to_string(q.layout));
-    job.events->push(event("upload", e));
+    e.add("rank", rank()).add("step", step + 1).add("of", world());
+    events->push(event("step", e));
+  });
+  struct Off {
+    Ring& ring;
+    ~Off() { ring.on_step({}); }
+  } off{*ring_};
+  ForwardStats st;
+  try {
+    st = ring_->forward(q.spec(), qrows, shard.k, shard.v, shard.positions, o, lse);
+  } catch (const InvalidArgument& e) {
+    ring_->abort("rank " + std::to_string(rank()) + " refused job " + std::to_string(job_id) + ": " + e.what());
+    throw;
   }
-  std::vector<ShardUpload> sent;  // alive until their sends complete
-  std::vector<net::Request> sends;
+  metrics_.observe("ringattn_step_seconds", {}, std::chrono::duration<double>(Clock::now() - last_step).count());
+  return st;
+}
+
+// Rank 0: the client's shards, the workers' first, each forwarded as it arrives (its
+// sends stay in `sends`, their payloads in `sent`); returns rank 0's own.
+ShardUpload RingService::upload_shards(Job& job, std::vector<ShardUpload>& sent, std::vector<MessageRequest>& sends) {
+  const int P = world();
   sent.reserve(static_cast<std::size_t>(P));
   std::optional<ShardUpload> own;
   for (int i = 0; i < P; ++i) {
@@ -365,7 +385,7 @@ void RingService::run_job(Job& job) {
       const std::string refused = job.upload_error();
       const std::string why = "job " + std::to_string(job.id) + " aborted: " +
                               (refused.empty() ? "its client went away during the upload" : "its upload was refused: " + refused);
-      if (!sends.empty()) t.abort(FailureCause::local, 0, why);  // workers hold half a job: start over
+      if (!sends.empty()) ring_->abort(why);  // workers hold half a job: start over
       job.cancelled = true;
       throw Error(why);
     }
@@ -373,90 +393,73 @@ void RingService::run_job(Job& job) {
       own = std::move(u);
       continue;
     }
-    const std::int64_t rows = shard_positions(q.layout, q.tokens, P, u->rank).size();
     sent.push_back(std::move(*u));
-    sends.push_back(t.isend(sent.back().rank, peer::shard_header(job.id, q, rows), sent.back().kv));
-    sends.push_back(t.isend(sent.back().rank, peer::query_header(job.id, q, rows), sent.back().q));
+    const ShardUpload& x = sent.back();
+    sends.push_back(ring_->send_message(x.rank, static_cast<std::uint32_t>(peer::Msg::shard), job.id, x.kv));
+    sends.push_back(ring_->send_message(x.rank, static_cast<std::uint32_t>(peer::Msg::query), job.id, x.q));
   }
+  return std::move(*own);
+}
+
+// Rank 0: every worker's RESULT and STATS, rank by rank, into the job.
+void RingService::gather_results(Job& job) {
+  const JobRequest& q = job.request;
+  const std::int64_t w = q.heads * q.head_dim + q.heads;
+  std::vector<std::byte> stats;
+  for (int r = 1; r < world(); ++r) {
+    auto& res = job.results[static_cast<std::size_t>(r)];
+    res.resize(static_cast<std::size_t>(shard_positions(q.layout, q.tokens, world(), r).size() * w));
+    peer::receive_into(*ring_, r, peer::Msg::result, job.id, std::as_writable_bytes(std::span(res)));
+    peer::receive(*ring_, r, peer::Msg::stats, job.id, stats);
+    NodeResult n = peer::decode_stats(stats, r);
+    job.nodes.push_back(n);
+    job.events->push(event("node_done", node_json(n)));
+  }
+}
+
+// One job on rank 0: ask the client for the shards (workers' first), forward each worker's
+// as it arrives, run rank 0's own, gather every rank's rows of O and lse.
+void RingService::run_job(Job& job) {
+  const JobRequest& q = job.request;
+  const int P = world();
+  const auto t_begin = Clock::now();
+  {
+    cli::JsonObject e;
+    e.add("job", job.id).add("world", P).add("layout", to_string(q.layout));
+    job.events->push(event("upload", e));
+  }
+  std::vector<ShardUpload> sent;  // alive until their sends complete
+  std::vector<MessageRequest> sends;
+  ShardUpload own = upload_shards(job, sent, sends);
   const auto t_uploaded = Clock::now();
-  const std::int64_t rows = static_cast<std::int64_t>(own->q.size() / 4 / static_cast<std::size_t>(q.heads * q.head_dim));
-  const peer::Shard mine = peer::shard_view(own->kv, q, rows);
-  const auto q0 = peer::query_rows(own->q);
-  const std::int64_t qw = q.heads * q.head_dim, w = qw + q.heads;
+  const std::int64_t rows = static_cast<std::int64_t>(own.q.size() / 4 / static_cast<std::size_t>(q.heads * q.head_dim));
+  const peer::Shard mine = peer::shard_view(own.kv, q, rows);
+  const auto q0 = peer::query_rows(own.q);
   std::vector<float> o0(q0.size()), lse0(static_cast<std::size_t>(rows * q.heads));
   {
     cli::JsonObject e;
     e.add("job", job.id).add("ranks", P).add("shape", q.describe());
     job.events->push(event("started", e));
   }
-  auto last_step = Clock::now();
-  RingInternals::set_step_hook(*ring_, [&](int step, std::span<std::byte>, std::atomic<std::uint64_t>&) {
-    const auto now = Clock::now();
-    if (step > 0) metrics_.observe("ringattn_step_seconds", {}, std::chrono::duration<double>(now - last_step).count());
-    last_step = now;
-    cli::JsonObject e;
-    e.add("rank", 0).add("step", step + 1).add("of", P);
-    job.events->push(event("step", e));
-  });
-  ForwardStats st;
-  try {
-    st = ring_->forward(q.spec(), q0, mine.k, mine.v, mine.positions, o0, lse0);
-  } catch (const InvalidArgument& e) {  // the others are already running: tell them
-    RingInternals::set_step_hook(*ring_, {});
-    t.abort(FailureCause::local, 0, std::string("rank 0 refused the job: ") + e.what());
-    throw;
-  } catch (...) {
-    RingInternals::set_step_hook(*ring_, {});
-    throw;
-  }
-  RingInternals::set_step_hook(*ring_, {});
-  metrics_.observe("ringattn_step_seconds", {}, std::chrono::duration<double>(Clock::now() - last_step).count());
+  const ForwardStats st = forward_job(job.id, q, q0, mine, o0, lse0, job.events.get());
   const auto t_forward = Clock::now();
-
   job.results.assign(static_cast<std::size_t>(P), {});
-  auto& r0 = job.results[0];
-  r0.resize(static_cast<std::size_t>(rows * w));
-  for (std::int64_t r = 0; r < rows; ++r) {
-    std::copy_n(o0.data() + r * qw, qw, r0.data() + r * w);
-    std::copy_n(lse0.data() + r * q.heads, q.heads, r0.data() + r * w + qw);
-  }
+  job.results[0] = interleave(o0, lse0, rows, q.heads, q.head_dim);
   NodeResult me{0, rows, st.seconds, st.compute_seconds, st.wait_seconds, st.useful_flops, st.steps, st.steps_skipped,
                 st.bytes_sent};
   job.nodes = {me};
   job.events->push(event("node_done", node_json(me)));
-  for (auto& s : sends) t.wait(s);
+  for (auto& s : sends) ring_->wait(s);
   sent.clear();
-  for (int r = 1; r < P; ++r) {
-    auto& res = job.results[static_cast<std::size_t>(r)];
-    res.resize(static_cast<std::size_t>(shard_positions(q.layout, q.tokens, P, r).size() * w));
-    std::vector<std::byte> stats(64);
-    net::Request a = t.irecv(r, std::as_writable_bytes(std::span(res)));
-    net::Request b = t.irecv(r, stats);
-    const auto ha = t.wait(a);
-    const auto hb = t.wait(b);
-    if (ha.step != peer::kResult || hb.step != peer::kStats || ha.job_id != job.id || ha.cols != static_cast<std::uint32_t>(w))
-      throw NetworkError("rank " + std::to_string(r) + " sent a result that is not job " + std::to_string(job.id) + "'s",
-                         FailureCause::protocol, r);
-    NodeResult n = peer::decode_stats(stats, r);
-    job.nodes.push_back(n);
-    job.events->push(event("node_done", node_json(n)));
-  }
-  // Every result is in: the workers may go on (or leave, when draining).
-  // The job is complete here whatever follows: a draining worker may leave (and break the
-  // ring) as soon as its DONE is out, so a failure now ends the ring, not this job.
-  const std::array<float, 1> done_payload{};
+  gather_results(job);
+  // Every result is in: the workers may go on (or leave, when draining). The job is
+  // complete here whatever follows: a draining worker may leave (and break the ring) as
+  // soon as its DONE is out, so a failure now ends the ring, not this job.
   try {
-    std::vector<net::Request> dones;
-    for (int r = 1; r < P; ++r) {
-      net::FrameHeader hd;
-      hd.kind = net::FrameKind::state;
-      hd.job_id = job.id;
-      hd.step = peer::kDone;
-      hd.rows = 1;
-      hd.cols = 1;
-      dones.push_back(t.isend(r, hd, std::as_bytes(std::span(done_payload))));
-    }
-    for (auto& d : dones) t.wait(d);
+    std::vector<MessageRequest> dones;
+    for (int r = 1; r < P; ++r)
+      dones.push_back(ring_->send_message(r, static_cast<std::uint32_t>(peer::Msg::done), job.id, {}));
+    for (auto& d : dones) ring_->wait(d);
   } catch (const NetworkError& e) {
     logger("serve")->info("job {}: every result is in; the ring ended after it: {}", job.id, e.what());
   }
@@ -484,7 +487,7 @@ void RingService::record_job(std::uint64_t id, JobResult result, double seconds,
   if (!shape.empty()) last.add("shape", shape);
   if (!error.empty()) last.add("error", error);
   std::lock_guard lock(mu_);
-  last_job_ = last.str();
+  last_job_ = last;
   (result == JobResult::ok ? jobs_ok_ : result == JobResult::failed ? jobs_failed_ : jobs_aborted_)++;
 }
 
@@ -519,104 +522,24 @@ void RingService::finish_job(Job& job, JobResult result, double seconds) {
 // A worker: wait for shards from rank 0 (polling, so that an idle ring is not mistaken
 // for a stalled one and a drain is noticed), run them, send the rows back.
 RingService::Leave RingService::work() {
-  auto& t = RingInternals::transport(*ring_);
   for (;;) {
     std::vector<std::byte> buf;
-    net::Request req = t.irecv(0, [&](const net::FrameHeader& h) -> std::span<std::byte> {
-      if (h.kind != net::FrameKind::kv_block || h.step != peer::kShard) return {};
-      buf.resize(h.payload_bytes);
-      return buf;
-    });
-    // The transport has no timed wait; poll, quickly at first (a job's shard is usually
-    // on its way when the last job ends), backing off to 5 ms when idle.
-    for (auto nap = std::chrono::microseconds(200); !t.test(req);
+    MessageRequest req = ring_->receive_message(0, static_cast<std::uint32_t>(peer::Msg::shard),
+                                                [&](const MessageHeader& h) {
+                                                  buf.resize(static_cast<std::size_t>(h.bytes));  // within the ring's limits
+                                                  return std::span<std::byte>(buf);
+                                                });
+    // No timed wait: poll, quickly at first (a job's shard is usually on its way when the
+    // last job ends), backing off to 5 ms when idle.
+    for (auto nap = std::chrono::microseconds(200); !ring_->ready(req);
          nap = std::min<std::chrono::microseconds>(nap * 2, std::chrono::milliseconds(5))) {
       if (stopping_) return Leave::stop;
       std::this_thread::sleep_for(nap);
     }
     std::uint64_t id = 0;
     try {
-      const net::FrameHeader h = t.wait(req);
-      id = h.job_id;
-      peer::Shard s = peer::decode_shard(h, buf, world(), ring_->limits());  // spans into buf
-      const JobRequest& q = s.request;
-      const std::int64_t rows = static_cast<std::int64_t>(s.positions.size());
-      const std::int64_t qw = q.heads * q.head_dim;
-      std::vector<float> qrows(static_cast<std::size_t>(rows * qw));
-      net::Request rq = t.irecv(0, std::as_writable_bytes(std::span(qrows)));
-      const auto hq = t.wait(rq);
-      if (hq.step != peer::kQuery || hq.job_id != id)
-        throw NetworkError("rank 0 sent job " + std::to_string(hq.job_id) + "'s queries for job " + std::to_string(id),
-                           FailureCause::protocol, 0);
-      {
-        std::lock_guard lock(mu_);
-        running_id_ = id;
-      }
-      set_state(RingState::running);
-      std::vector<float> o(qrows.size()), lse(static_cast<std::size_t>(rows * q.heads));
-      ForwardStats st;
-      auto last_step = Clock::now();
-      RingInternals::set_step_hook(*ring_, [&](int step, std::span<std::byte>, std::atomic<std::uint64_t>&) {
-        const auto now = Clock::now();
-        if (step > 0) metrics_.observe("ringattn_step_seconds", {}, std::chrono::duration<double>(now - last_step).count());
-        last_step = now;
-      });
-      try {
-        st = ring_->forward(q.spec(), qrows, s.k, s.v, s.positions, o, lse);
-        RingInternals::set_step_hook(*ring_, {});
-      } catch (const InvalidArgument& e) {
-        RingInternals::set_step_hook(*ring_, {});
-        t.abort(FailureCause::local, rank(), "rank " + std::to_string(rank()) + " refused job " + std::to_string(id) + ": " + e.what());
-        throw;
-      } catch (...) {
-        RingInternals::set_step_hook(*ring_, {});
-        throw;
-      }
-      metrics_.observe("ringattn_step_seconds", {}, std::chrono::duration<double>(Clock::now() - last_step).count());
-      // O and lse side by side per row, then the stats.
-      const std::int64_t w = qw + q.heads;
-      std::vector<float> res(static_cast<std::size_t>(rows * w));
-      for (std::int64_t r = 0; r < rows; ++r) {
-        std::copy_n(o.data() + r * qw, qw, res.data() + r * w);
-        std::copy_n(lse.data() + r * q.heads, q.heads, res.data() + r * w + qw);
-      }
-      net::FrameHeader hr;
-      hr.kind = net::FrameKind::state;
-      hr.job_id = id;
-      hr.step = peer::kResult;
-      hr.rows = static_cast<std::uint32_t>(rows);
-      hr.cols = static_cast<std::uint32_t>(w);
-      NodeResult me{rank(), rows, st.seconds, st.compute_seconds, st.wait_seconds, st.useful_flops, st.steps, st.steps_skipped,
-                    st.bytes_sent};
-      const auto stats = peer::encode_stats(me);
-      net::FrameHeader hs = hr;
-      hs.step = peer::kStats;
-      hs.rows = 1;
-      hs.cols = 16;
-      net::Request a = t.isend(0, hr, std::as_bytes(std::span(res)));
-      net::Request b = t.isend(0, hs, stats);
-      t.wait(a);
-      t.wait(b);
-      // Rank 0 has every rank's result once it says so (peer_messages.hpp, DONE): only then
-      // may a draining worker leave, its leaving announced around the ring.
-      std::array<float, 1> done{};
-      net::Request d = t.irecv(0, std::as_writable_bytes(std::span(done)));
-      const auto hd = t.wait(d);
-      if (hd.step != peer::kDone || hd.job_id != id)
-        throw NetworkError("rank 0 ended job " + std::to_string(hd.job_id) + " with step " + std::to_string(hd.step) +
-                               " while this rank waited for job " + std::to_string(id) + "'s DONE",
-                           FailureCause::protocol, 0);
-      metrics_.add("ringattn_exposed_wait_seconds_total", {}, st.wait_seconds);
-      metrics_.add("ringattn_compute_seconds_total", {}, st.compute_seconds);
-      metrics_.add("ringattn_useful_flops_total", {}, st.useful_flops);
-      record_job(id, JobResult::ok, st.seconds, q.describe(), "", FailureCause::unknown);
-      {
-        std::lock_guard lock(mu_);
-        running_id_ = 0;
-        record_transport();
-      }
-      logger("serve")->info("job {}: my {} rows in {:.3f} s", id, rows, st.seconds);
-      set_state(stopping_ ? RingState::draining : RingState::ready);
+      id = ring_->wait(req).job;
+      run_worker_job(id, buf);
       if (stopping_) return Leave::stop;
     } catch (const Error& e) {
       {
@@ -631,6 +554,45 @@ RingService::Leave RingService::work() {
       return Leave::broken;
     }
   }
+}
+
+// A worker's job `id`: its SHARD in `buf`; then its QUERY, the forward, RESULT and STATS
+// back, and rank 0's DONE.
+void RingService::run_worker_job(std::uint64_t id, std::vector<std::byte>& buf) {
+  const peer::Shard s = peer::decode_shard(buf, world(), ring_->limits());  // spans into buf
+  const JobRequest& q = s.request;
+  const std::int64_t rows = static_cast<std::int64_t>(s.positions.size());
+  std::vector<float> qrows(static_cast<std::size_t>(rows * q.heads * q.head_dim));
+  peer::receive_into(*ring_, 0, peer::Msg::query, id, std::as_writable_bytes(std::span(qrows)));
+  {
+    std::lock_guard lock(mu_);
+    running_id_ = id;
+  }
+  set_state(RingState::running);
+  std::vector<float> o(qrows.size()), lse(static_cast<std::size_t>(rows * q.heads));
+  const ForwardStats st = forward_job(id, q, qrows, s, o, lse, nullptr);
+  const std::vector<float> res = interleave(o, lse, rows, q.heads, q.head_dim);
+  const NodeResult me{rank(), rows, st.seconds, st.compute_seconds, st.wait_seconds, st.useful_flops, st.steps,
+                      st.steps_skipped, st.bytes_sent};
+  const auto stats = peer::encode_stats(me);
+  MessageRequest a = ring_->send_message(0, static_cast<std::uint32_t>(peer::Msg::result), id, std::as_bytes(std::span(res)));
+  MessageRequest b = ring_->send_message(0, static_cast<std::uint32_t>(peer::Msg::stats), id, stats);
+  ring_->wait(a);
+  ring_->wait(b);
+  // Rank 0 has every rank's result once it says so (peer_messages.hpp, DONE): only then
+  // may a draining worker leave, its leaving announced around the ring.
+  peer::receive_into(*ring_, 0, peer::Msg::done, id, {});
+  metrics_.add("ringattn_exposed_wait_seconds_total", {}, st.wait_seconds);
+  metrics_.add("ringattn_compute_seconds_total", {}, st.compute_seconds);
+  metrics_.add("ringattn_useful_flops_total", {}, st.useful_flops);
+  record_job(id, JobResult::ok, st.seconds, q.describe(), "", FailureCause::unknown);
+  {
+    std::lock_guard lock(mu_);
+    running_id_ = 0;
+    record_transport();
+  }
+  logger("serve")->info("job {}: my {} rows in {:.3f} s", id, rows, st.seconds);
+  set_state(stopping_ ? RingState::draining : RingState::ready);
 }
 
 }  // namespace ringattn::serve

@@ -2,7 +2,7 @@
 // jobs, re-formed whenever a peer dies or restarts, and drained on SIGTERM.
 //
 // Rank 0 coordinates: jobs submitted to it queue in order; for each, it sends every
-// worker its shard over the ring's links (peer_messages.hpp), runs its own shard, and
+// worker its shard as Ring messages (peer_messages.hpp), runs its own shard, and
 // gathers O and lse. Workers wait for shards, run them and send back their rows. Every
 // rank makes exactly one Ring::forward call per job, in the same order, so the ring's
 // own checks (shapes on the wire, liveness, first cause) hold as in any embedding job.
@@ -20,8 +20,10 @@
 #include <thread>
 
 #include "ringattn/ring.hpp"
+#include "src/cli/json_object.hpp"
 #include "src/serve/job.hpp"
 #include "src/serve/metrics.hpp"
+#include "src/serve/peer_messages.hpp"
 #include "src/serve/serve_config.hpp"
 
 namespace ringattn::serve {
@@ -67,13 +69,18 @@ class RingService {
   Leave coordinate();
   Leave work();
   void run_job(Job& job);
+  ShardUpload upload_shards(Job& job, std::vector<ShardUpload>& sent, std::vector<MessageRequest>& sends);
+  void gather_results(Job& job);
+  void run_worker_job(std::uint64_t id, std::vector<std::byte>& buf);
+  ForwardStats forward_job(std::uint64_t job_id, const JobRequest& q, std::span<const float> qrows,
+                           const peer::Shard& shard, std::span<float> o, std::span<float> lse, EventQueue* events);
   void finish_job(Job& job, JobResult result, double seconds);
   void record_job(std::uint64_t id, JobResult result, double seconds, const std::string& shape, const std::string& error,
                   FailureCause cause);
   void record_transport();
   void set_state(RingState s);
-  std::string info_json() const;
-  std::string nodes_locked() const;  // nodes_json() with mu_ held
+  peer::NodeInfo node_info() const;                 // this daemon
+  std::vector<cli::JsonObject> nodes_locked() const;  // nodes_json() with mu_ held
 
   ServeConfig config_;
   Metrics& metrics_;
@@ -96,9 +103,9 @@ class RingService {
   std::condition_variable grace_cv_;
   std::thread grace_thread_;
   bool finished_ = false;  // run() returned: the grace thread has nothing to abort
-  std::string nodes_json_ = "[]";
+  std::vector<peer::NodeInfo> nodes_;  // by rank, once the ring formed
   std::string coordinator_;
-  std::string last_job_ = "null";
+  std::optional<cli::JsonObject> last_job_;
   std::uint64_t jobs_ok_ = 0, jobs_failed_ = 0, jobs_aborted_ = 0;
   std::string last_ring_error_;
   std::uint64_t seen_sent_ = 0, seen_received_ = 0;  // transport counters already recorded

@@ -189,3 +189,47 @@ TEST_CASE("ring: a payload gathered from three arrays arrives as one, with the C
     }
   }
 }
+
+TEST_CASE("ring: MESSAGE frames travel between any two ranks beside the blocks, in order, tags intact") {
+  Ring ring = make_ring(3);
+  const auto errors = run_ranks(3, [&](int r) {
+    Transport& t = *ring[static_cast<std::size_t>(r)];
+    if (r == 0) {
+      std::vector<Request> sends;
+      const std::string hello = "rank 0 says hello";
+      for (int to : {1, 2}) {
+        FrameHeader h;
+        h.kind = FrameKind::message;
+        h.tag = 40 + static_cast<std::uint32_t>(to);
+        h.job_id = 9;
+        h.payload_bytes = hello.size();
+        sends.push_back(t.isend(to, h, std::as_bytes(std::span(hello.data(), hello.size()))));
+        FrameHeader empty = h;
+        empty.tag = 50;
+        empty.payload_bytes = 0;
+        sends.push_back(t.isend(to, empty, std::span<const std::byte>()));
+      }
+      for (auto& s : sends) t.wait(s);
+      return;
+    }
+    std::vector<std::byte> in;
+    Request q = t.irecv(0, [&](const FrameHeader& h) {
+      in.resize(h.payload_bytes);
+      return std::span<std::byte>(in);
+    });
+    const FrameHeader h = t.wait(q);
+    CHECK(h.kind == FrameKind::message);
+    CHECK(h.tag == 40u + static_cast<std::uint32_t>(r));
+    CHECK(h.job_id == 9);
+    CHECK(std::string(reinterpret_cast<const char*>(in.data()), in.size()) == "rank 0 says hello");
+    Request e = t.irecv(0, [&](const FrameHeader& eh) {
+      in.resize(eh.payload_bytes);
+      return std::span<std::byte>(in);
+    });
+    const FrameHeader he = t.wait(e);
+    CHECK(he.tag == 50);
+    CHECK(he.payload_bytes == 0);
+  });
+  for (const auto& x : errors) CHECK(message_of(x) == "");
+  close_all(ring);
+}

@@ -1,0 +1,123 @@
+// Ring's messages (include/ringattn/messages.hpp): MESSAGE frames on the ring's transport,
+// their type checked by the receiver before the payload is handed over.
+#include <string>
+
+#include "net/wire.hpp"
+#include "ringattn/error.hpp"
+#include "ringattn/ring.hpp"
+#include "ring/ring_impl.hpp"
+
+namespace ringattn {
+
+struct MessageRequest::State {
+  net::Request request;
+  int peer = 0;
+  bool receive = false;
+  std::uint32_t type = 0;                    // a receive's expected type
+  bool mismatch = false;                     // what came was not a MESSAGE of that type
+  net::FrameHeader got;                      // ... and this is what came
+  std::vector<std::byte> discard;            // its payload (bounded by the ring's limits), never read
+  std::function<std::span<std::byte>(const MessageHeader&)> buffer_for;
+};
+
+namespace {
+
+MessageHeader header_of(const net::FrameHeader& h) { return {h.tag, h.job_id, h.payload_bytes}; }
+
+std::string what_came(const net::FrameHeader& h) {
+  if (h.kind == net::FrameKind::message)
+    return "a MESSAGE of type " + std::to_string(h.tag) + " (job " + std::to_string(h.job_id) + ")";
+  return "a " + std::string(net::to_string(h.kind)) + " frame (job " + std::to_string(h.job_id) + ", step " +
+         std::to_string(h.step) + ")";
+}
+
+}  // namespace
+
+MessageRequest Ring::send_message(int to, std::uint32_t type, std::uint64_t job, std::span<const std::byte> payload) {
+  auto& im = *impl_;
+  if (to < 0 || to >= world_size() || to == rank())
+    throw InvalidArgument("rank " + std::to_string(rank()) + ": send_message: rank " + std::to_string(to) +
+                          " is not another rank of this ring of " + std::to_string(world_size()));
+  if (type == 0) throw InvalidArgument("send_message: message types are 1 or more");
+  net::FrameHeader h;
+  h.kind = net::FrameKind::message;
+  h.tag = type;
+  h.job_id = job;
+  h.payload_bytes = payload.size();
+  MessageRequest r;
+  r.state_ = std::make_shared<MessageRequest::State>();
+  r.state_->peer = to;
+  r.state_->request = im.transport->isend(to, h, payload);
+  return r;
+}
+
+MessageRequest Ring::receive_message(int from, std::uint32_t type,
+                                     std::function<std::span<std::byte>(const MessageHeader&)> buffer_for) {
+  auto& im = *impl_;
+  if (from < 0 || from >= world_size() || from == rank())
+    throw InvalidArgument("rank " + std::to_string(rank()) + ": receive_message: rank " + std::to_string(from) +
+                          " is not another rank of this ring of " + std::to_string(world_size()));
+  MessageRequest r;
+  auto st = std::make_shared<MessageRequest::State>();
+  st->peer = from;
+  st->receive = true;
+  st->type = type;
+  st->buffer_for = std::move(buffer_for);
+  // Weak: the request owns the state (a dropped request refuses what comes).
+  st->request = im.transport->irecv(from, [w = std::weak_ptr(st)](const net::FrameHeader& h) -> std::span<std::byte> {
+    const auto s = w.lock();
+    if (!s) return {};
+    if (h.kind != net::FrameKind::message || h.tag != s->type) {
+      // Taken in and dropped, so that the refusal below is the cause both sides report.
+      s->mismatch = true;
+      s->got = h;
+      s->discard.resize(static_cast<std::size_t>(h.payload_bytes));
+      return std::span<std::byte>(s->discard);
+    }
+    return s->buffer_for(header_of(h));
+  });
+  r.state_ = std::move(st);
+  return r;
+}
+
+MessageHeader Ring::wait(MessageRequest& request) {
+  auto& im = *impl_;
+  if (!request.valid()) throw InvalidArgument("Ring::wait: an empty MessageRequest");
+  auto& st = *request.state_;
+  auto refuse = [&] {
+    const std::string why = "rank " + std::to_string(rank()) + " expected a MESSAGE of type " + std::to_string(st.type) +
+                            " from rank " + std::to_string(st.peer) + " but got " + what_came(st.got);
+    im.transport->abort(FailureCause::protocol, st.peer, why);
+    im.mark_broken(why);
+    throw NetworkError(why, FailureCause::protocol, st.peer);
+  };
+  net::FrameHeader h;
+  try {
+    h = im.transport->wait(st.request);
+  } catch (const NetworkError& e) {
+    if (st.mismatch) refuse();
+    im.mark_broken(e.what());
+    throw;
+  }
+  if (st.mismatch) refuse();
+  return header_of(h);
+}
+
+bool Ring::ready(const MessageRequest& request) const {
+  return request.valid() && impl_->transport->test(request.state_->request);
+}
+
+void Ring::abort(const std::string& why, FailureCause cause) {
+  impl_->transport->abort(cause, rank(), why);
+}
+
+std::string Ring::link_failure() const { return impl_->transport->failure(); }
+
+void Ring::on_step(std::function<void(int step)> observer) { impl_->observer = std::move(observer); }
+
+RingTraffic Ring::traffic() const {
+  const net::TransportStats s = impl_->transport->stats();
+  return {s.bytes_sent, s.bytes_received, s.frames_sent, s.frames_received};
+}
+
+}  // namespace ringattn
