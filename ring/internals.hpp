@@ -1,7 +1,7 @@
-// ringattn — what the library's own programs (the CLI's node, the benchmarks) may do
-// with a Ring that an embedding job cannot: see the ring's limits as they go on the
-// wire (so a launcher can fingerprint a rank's job), and inject faults for the
-// multi-process tests (src/node/fault.hpp).
+// ringattn — test hooks and the library's own schedules, not public API: the limits as
+// they go on the wire (for the launcher's rendezvous server), the fault hook of the
+// multi-process tests (src/node/fault.hpp), and the transport the overlap benchmark
+// drives the ring step on. Everything else a program needs is public (ringattn/ring.hpp).
 #pragma once
 
 #include <functional>
@@ -18,18 +18,13 @@ struct RingInternals {
   // for bad limits).
   static net::LinkLimits link_limits(const RingOptions& o);
 
-  // Called at the start of every ring step of every call with the step number, the
-  // block about to be sent and folded, and the transport's progress counter. Tests only.
   // The ring's transport, for a schedule of the library's own (bench overlap drives
   // RingStep on it) — the same links, rendezvous and liveness as forward()'s.
   static net::Transport& transport(Ring& ring);
 
-  // The transport's progress counter (what keep-alives carry) and traffic so far.
-  static std::uint64_t progress(const Ring& ring);
-  static net::TransportStats transport_stats(const Ring& ring);
-  // The kernel path a call of `spec` runs on.
-  static Isa isa(Ring& ring, const AttentionSpec& spec);
-
+  // Called at the start of every ring step of every call with the step number, the
+  // block about to be sent and folded (it may change it: fp32 K and V are then copied,
+  // not sent from the caller's arrays), and the transport's progress counter. Tests only.
   using StepHook = std::function<void(int step, std::span<std::byte> block, std::atomic<std::uint64_t>& progress)>;
   static void set_step_hook(Ring& ring, StepHook hook);
 };

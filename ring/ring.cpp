@@ -196,11 +196,8 @@ void RingInternals::set_step_hook(Ring& ring, StepHook hook) { ring.impl_->hook 
 
 net::Transport& RingInternals::transport(Ring& ring) { return *ring.impl_->transport; }
 
-std::uint64_t RingInternals::progress(const Ring& ring) { return ring.impl_->transport->liveness().snapshot().progress; }
 
-net::TransportStats RingInternals::transport_stats(const Ring& ring) { return ring.impl_->transport->stats(); }
 
-Isa RingInternals::isa(Ring& ring, const AttentionSpec& spec) { return ring.impl_->kernel_for(spec).isa(); }
 
 int Ring::rank() const { return impl_->options.rank; }
 int Ring::world_size() const { return impl_->options.world_size; }

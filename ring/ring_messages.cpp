@@ -117,7 +117,11 @@ void Ring::on_step(std::function<void(int step)> observer) { impl_->observer = s
 
 RingTraffic Ring::traffic() const {
   const net::TransportStats s = impl_->transport->stats();
-  return {s.bytes_sent, s.bytes_received, s.frames_sent, s.frames_received};
+  return {s.bytes_sent, s.bytes_received, s.frames_sent, s.frames_received, s.io_cpu_seconds};
 }
+
+std::uint64_t Ring::progress() const { return impl_->transport->liveness().snapshot().progress; }
+
+Isa Ring::kernel_isa(const AttentionSpec& spec) { return impl_->kernel_for(spec).isa(); }
 
 }  // namespace ringattn

@@ -7,6 +7,7 @@
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/ring.hpp"
+#include "ring/internals.hpp"
 
 namespace ringattn {
 namespace {
@@ -87,5 +88,7 @@ RingOptions RingOptions::from_env() {
   if (const char* v = env("RINGATTN_MAX_HEAD_DIM")) o.limits.max_head_dim = integer("RINGATTN_MAX_HEAD_DIM", v, 1, 1 << 16);
   return o;
 }
+
+std::string RingOptions::fingerprint() const { return net::limits_fingerprint(RingInternals::link_limits(*this)); }
 
 }  // namespace ringattn

@@ -38,7 +38,6 @@
 #include "src/cli/args.hpp"
 #include "net/tcp/rendezvous.hpp"
 #include "src/node/report.hpp"
-#include "ring/internals.hpp"
 #include "src/run/launcher.hpp"
 #include "src/run/local_rendezvous.hpp"
 
@@ -164,7 +163,7 @@ std::vector<StepRow> run_members(const SweepSpec& spec, const std::vector<std::s
   ls.launch_prefix = launch;
   ls.token = token;
   ls.timeout_seconds = spec.timeout_seconds;
-  ls.expected = {net::limits_fingerprint(RingInternals::link_limits(ro)), net::secret_fingerprint(token)};
+  ls.expected = {ro.fingerprint(), net::secret_fingerprint(token)};
   ls.arguments = [&](int r) {
     std::vector<std::string> args = {"bench", "overlap", "--worker", "--rank", std::to_string(r), "--ring-id",
                                      std::to_string(ring_id)};

@@ -300,7 +300,7 @@ void run_member(const SweepSpec& spec, const MemberNet& mn) {
   RingOptions o = member_options(spec, mn.rank);
   o.ring_id = mn.ring_id;
   o.token = net::checked_secret(launcher.token(o.connect_timeout), "the launcher's pipe");
-  node::emit_line(node::ident_line({net::limits_fingerprint(RingInternals::link_limits(o)), net::secret_fingerprint(o.token)}));
+  node::emit_line(node::ident_line({o.fingerprint(), net::secret_fingerprint(o.token)}));
   if (mn.peers == "-") {  // the launcher's rendezvous
     o.master = mn.listen;
     o.master_is_external = true;

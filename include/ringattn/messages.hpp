@@ -39,6 +39,7 @@ class MessageRequest {
 struct RingTraffic {
   std::uint64_t bytes_sent = 0, bytes_received = 0;
   std::uint64_t frames_sent = 0, frames_received = 0;
+  double io_cpu_seconds = 0;  // CPU time of the ring's I/O thread (CRC32C included)
 };
 
 }  // namespace ringattn

@@ -96,6 +96,11 @@ struct RingOptions {
   //               RINGATTN_MAX_HEAD_DIM
   // Throws InvalidArgument naming the variable that is missing or malformed.
   static RingOptions from_env();
+
+  // 16 hex digits naming everything the ranks of one ring must agree on when they
+  // connect (the limits and options_digest): a launcher compares its ranks' fingerprints
+  // to name the one started with another job. Throws InvalidArgument for bad limits.
+  std::string fingerprint() const;
 };
 
 struct ForwardStats {
@@ -215,6 +220,11 @@ class Ring {
   void on_step(std::function<void(int step)> observer);
   // What this rank's links have carried so far.
   RingTraffic traffic() const;
+  // A counter that grows while this rank computes (per kernel tile) or its links carry
+  // frames: what its keep-alives tell the peers, for a launcher's own liveness report.
+  std::uint64_t progress() const;
+  // The kernel path a call of `spec` runs on (validates the spec like a call).
+  Isa kernel_isa(const AttentionSpec& spec);
 
   // Says goodbye to the peers and releases the connections. Idempotent.
   void close();

@@ -119,7 +119,7 @@ long peak_rss_kib() {
   return kib;
 }
 
-std::string json_stats(int rank, std::int64_t rows, const ForwardStats& s, const net::TransportStats& t, Isa isa) {
+std::string json_stats(int rank, std::int64_t rows, const ForwardStats& s, const RingTraffic& t, Isa isa) {
   char buf[640];
   std::snprintf(buf, sizeof buf,
                 "{\"rank\":%d,\"rows\":%lld,\"total_seconds\":%.6f,\"compute_seconds\":%.6f,\"wait_seconds\":%.6f,"
@@ -211,7 +211,7 @@ int run_node(const cli::Args& a, int rank) {
                                 : net::load_secret(token_arg);
     if (fault && fault->kind == Fault::Kind::token) ro.token += "-not-the-ring-secret";
   }
-  emit_line(ident_line({net::limits_fingerprint(RingInternals::link_limits(ro)),
+  emit_line(ident_line({ro.fingerprint(),
                         job.nodes > 1 ? net::secret_fingerprint(ro.token) : ""}));
   if (master) {  // the launcher's rendezvous
     ro.master = *master;
@@ -233,7 +233,7 @@ int run_node(const cli::Args& a, int rank) {
   if (launcher)
     heartbeat.emplace(std::chrono::milliseconds(static_cast<std::int64_t>(job.timeout_seconds * 500)), [&] {
       const Ring* r = live_ring.load();
-      return g_io_progress.load() + (r ? RingInternals::progress(*r) : 0);
+      return g_io_progress.load() + (r ? r->progress() : 0);
     });
 
   // Inputs first: a bad file must fail before this rank makes its peers wait.
@@ -260,7 +260,7 @@ int run_node(const cli::Args& a, int rank) {
                              : job.cu_seqlens.empty()
                                  ? ring.forward(attention_spec(job), q, k, v, positions, o, lse)
                                  : ring.forward(attention_spec(job), q, k, v, positions, shard.documents, o, lse);
-  const auto tstats = RingInternals::transport_stats(ring);
+  const RingTraffic tstats = ring.traffic();
   live_ring = nullptr;
   ring.close();
   heartbeat.reset();
@@ -270,7 +270,7 @@ int run_node(const cli::Args& a, int rank) {
   const std::vector<std::int64_t> lse_shape = {pos.size(), c.heads};
   io::write_npy_atomic(stem + ".o.npy", o_shape, o);
   io::write_npy_atomic(stem + ".lse.npy", lse_shape, lse);
-  emit_line("STATS " + json_stats(rank, pos.size(), stats, tstats, RingInternals::isa(ring, attention_spec(job))));
+  emit_line("STATS " + json_stats(rank, pos.size(), stats, tstats, ring.kernel_isa(attention_spec(job))));
   logger("node")->info("done: {:.3f} s, {:.1f} GFLOP/s useful, {:.3f} s waiting on the ring", stats.seconds,
                        stats.useful_flops / stats.seconds / 1e9, stats.wait_seconds);
   return 0;

@@ -21,7 +21,6 @@
 #include "net/tcp/rendezvous.hpp"
 #include "src/node/memory_budget.hpp"
 #include "src/node/report.hpp"
-#include "ring/internals.hpp"
 #include "src/run/launcher.hpp"
 #include "src/run/local_rendezvous.hpp"
 #include "src/run/output_paths.hpp"
@@ -91,7 +90,7 @@ RunResult run_ring(const node::JobSpec& job, const RunOptions& opts) {
   }
   const std::uint64_t ring_id = new_ring_id();
   const RingOptions ring = node::ring_options(job, 0);
-  const node::Ident expected{net::limits_fingerprint(RingInternals::link_limits(ring)),
+  const node::Ident expected{ring.fingerprint(),
                              token.empty() ? "" : net::secret_fingerprint(token)};
   // Without --hosts the nodes find each other through a rendezvous served here.
   std::unique_ptr<net::tcp::RendezvousServer> rendezvous;
