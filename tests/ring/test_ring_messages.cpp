@@ -3,6 +3,7 @@
 // type, a refused message and misuse fail as documented, naming the ranks and types.
 #include <doctest/doctest.h>
 
+#include <barrier>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -17,6 +18,20 @@ using test::on_ranks;
 using test::options;
 
 namespace {
+
+// Waits at a barrier of the ranks' threads; a rank that throws before it drops out
+// instead, so the others never wait for it.
+struct Arrival {
+  std::barrier<>& barrier;
+  bool done = false;
+  void wait() {
+    done = true;
+    barrier.arrive_and_wait();
+  }
+  ~Arrival() {
+    if (!done) barrier.arrive_and_drop();
+  }
+};
 
 std::string master() { return "127.0.0.1:" + std::to_string(test::free_port()); }
 
@@ -44,7 +59,9 @@ std::string hear(Ring& ring, int from, std::uint32_t type, MessageHeader* header
 TEST_CASE("ring messages: from rank 0 to every rank and back, beside forward calls, with an empty one") {
   const int world = 3;
   const std::string m = master();
+  std::barrier all(world);  // no rank closes its ring before every rank has checked its links
   const auto errors = on_ranks(world, [&](int r) {
+    Arrival arrival{all};
     Ring ring = Ring::connect(options(r, world, m));
     for (int round = 0; round < 2; ++round) {
       if (r == 0) {
@@ -80,6 +97,7 @@ TEST_CASE("ring messages: from rank 0 to every rank and back, beside forward cal
     }
     CHECK(ring.traffic().frames_sent > 0);
     CHECK(ring.link_failure().empty());
+    arrival.wait();
   });
   for (const auto& e : errors) CHECK(e == "");
 }
@@ -138,7 +156,9 @@ TEST_CASE("ring messages: abort() fails every rank with the reason; on_step sees
   const std::string m = master();
   std::vector<std::string> seen(3);
   std::vector<std::vector<int>> steps(3);
+  std::barrier forwards_done(3);  // rank 2 aborts only once every rank's forward calls are over
   const auto errors = on_ranks(3, [&](int r) {
+    Arrival arrival{forwards_done};
     Ring ring = Ring::connect(options(r, 3, m, 5));
     ring.on_step([&, r](int s) { steps[static_cast<std::size_t>(r)].push_back(s); });
     AttentionSpec spec{2, 2, 32, DType::f32, Mask::none(), 0};
@@ -147,6 +167,7 @@ TEST_CASE("ring messages: abort() fails every rank with the reason; on_step sees
     ring.forward(spec, q, q, q, pos, o);
     ring.on_step({});
     ring.forward(spec, q, q, q, pos, o);
+    arrival.wait();
     try {
       if (r == 2) ring.abort("rank 2 is going away");
       hear(ring, (r + 1) % 3, 1);
