@@ -16,7 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "net/byte_order.hpp"
+#include "core/byte_order.hpp"
 #include "ringattn/types.hpp"
 
 namespace ringattn::net {

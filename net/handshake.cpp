@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <string_view>
 
-#include "net/byte_order.hpp"
+#include "core/byte_order.hpp"
 
 namespace ringattn::net {
 namespace {

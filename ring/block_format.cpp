@@ -3,12 +3,10 @@
 #include <cstdio>
 #include <cstring>
 
-#include "net/byte_order.hpp"
+#include "core/byte_order.hpp"
 
 namespace ringattn::ring {
 
-using net::get_le;
-using net::put_le;
 
 std::string CallSpec::describe() const {
   char buf[160];

@@ -7,7 +7,7 @@
 #include <array>
 #include <cstdlib>
 
-#include "net/byte_order.hpp"
+#include "core/byte_order.hpp"
 #include "net/secret.hpp"
 #include "net/tcp/coroutines.hpp"
 #include "net/tcp/handshake_io.hpp"
@@ -70,9 +70,9 @@ asio::awaitable<void> read_all(Stream& s, std::span<std::byte> bytes, Millis idl
 
 std::array<std::byte, kHeadBytes> encode_head(MessageType t, std::uint64_t length) {
   std::array<std::byte, kHeadBytes> h{};
-  net::put_le<std::uint32_t>(h.data(), kMagic);
-  net::put_le<std::uint8_t>(h.data() + 4, static_cast<std::uint8_t>(t));
-  net::put_le<std::uint64_t>(h.data() + 8, length);
+  put_le<std::uint32_t>(h.data(), kMagic);
+  put_le<std::uint8_t>(h.data() + 4, static_cast<std::uint8_t>(t));
+  put_le<std::uint64_t>(h.data() + 8, length);
   return h;
 }
 
@@ -110,15 +110,15 @@ asio::awaitable<void> write_tensor(Stream& s, std::span<const std::byte> bytes, 
 asio::awaitable<MessageHead> read_head(Stream& s, Millis idle, const std::string& peer) {
   std::array<std::byte, kHeadBytes> h{};
   co_await read_all(s, h, idle, peer, "waiting for a message");
-  if (net::get_le<std::uint32_t>(h.data()) != kMagic)
+  if (get_le<std::uint32_t>(h.data()) != kMagic)
     throw NetworkError(peer + ": not a ringattn control message (bad magic)", FailureCause::protocol);
-  const auto type = net::get_le<std::uint8_t>(h.data() + 4);
+  const auto type = get_le<std::uint8_t>(h.data() + 4);
   if (type != 1 && type != 2)
     throw NetworkError(peer + ": unknown control message type " + std::to_string(type), FailureCause::protocol);
   for (int i = 5; i < 8; ++i)
     if (h[static_cast<std::size_t>(i)] != std::byte{0})
       throw NetworkError(peer + ": control message reserved bytes are not zero", FailureCause::protocol);
-  co_return MessageHead{static_cast<MessageType>(type), net::get_le<std::uint64_t>(h.data() + 8)};
+  co_return MessageHead{static_cast<MessageType>(type), get_le<std::uint64_t>(h.data() + 8)};
 }
 
 asio::awaitable<std::string> read_json_body(Stream& s, const MessageHead& h, Millis idle, const std::string& peer) {

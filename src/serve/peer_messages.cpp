@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "core/byte_order.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/layout.hpp"
 
@@ -13,28 +14,16 @@ namespace {
 
 constexpr std::size_t kDescriptionBytes = 32;
 
-template <typename T>
-void put(std::byte* p, T v) {
-  for (std::size_t i = 0; i < sizeof(T); ++i) p[i] = static_cast<std::byte>(static_cast<std::uint64_t>(v) >> (8 * i));
-}
-
-template <typename T>
-T get(const std::byte* p) {
-  std::uint64_t v = 0;
-  for (std::size_t i = 0; i < sizeof(T); ++i) v |= std::to_integer<std::uint64_t>(p[i]) << (8 * i);
-  return static_cast<T>(v);
-}
-
 // Appends fields to a payload.
 struct Writer {
   std::vector<std::byte> out;
   void u32(std::uint32_t v) {
     out.resize(out.size() + 4);
-    put(out.data() + out.size() - 4, v);
+    put_le(out.data() + out.size() - 4, v);
   }
   void f64(double v) {
     out.resize(out.size() + 8);
-    put(out.data() + out.size() - 8, std::bit_cast<std::uint64_t>(v));
+    put_le(out.data() + out.size() - 8, std::bit_cast<std::uint64_t>(v));
   }
   void text(const std::string& s) {
     const std::size_t n = std::min(s.size(), kMaxText);
@@ -61,8 +50,8 @@ struct Reader {
     at += n;
     return p;
   }
-  std::uint32_t u32() { return get<std::uint32_t>(take(4)); }
-  double f64() { return std::bit_cast<double>(get<std::uint64_t>(take(8))); }
+  std::uint32_t u32() { return get_le<std::uint32_t>(take(4)); }
+  double f64() { return std::bit_cast<double>(get_le<std::uint64_t>(take(8))); }
   std::string text() {
     const std::uint32_t n = u32();
     if (n > kMaxText) bad("holds a string of " + std::to_string(n) + " bytes (at most " + std::to_string(kMaxText) + ")");
@@ -156,18 +145,18 @@ std::vector<std::byte> shard_payload(const JobRequest& q, const Positions& pos) 
   const auto kv = static_cast<std::size_t>(q.kv_heads * q.head_dim);
   std::vector<std::byte> out(kDescriptionBytes + rows * 8 + 2 * rows * kv * 4);
   std::byte* p = out.data();
-  put<std::uint32_t>(p + 0, static_cast<std::uint32_t>(q.heads));
-  put<std::uint32_t>(p + 4, static_cast<std::uint32_t>(q.kv_heads));
-  put<std::uint32_t>(p + 8, static_cast<std::uint32_t>(q.head_dim));
-  put<std::uint8_t>(p + 12, static_cast<std::uint8_t>(q.mask.kind));
-  put<std::uint8_t>(p + 13, static_cast<std::uint8_t>(q.dtype));
-  put<std::uint8_t>(p + 14, q.want_lse ? 1 : 0);
-  put<std::uint8_t>(p + 15, static_cast<std::uint8_t>(q.layout));
-  put<std::uint64_t>(p + 16, static_cast<std::uint64_t>(q.mask.window));
-  put<std::uint64_t>(p + 24, static_cast<std::uint64_t>(q.tokens));
+  put_le<std::uint32_t>(p + 0, static_cast<std::uint32_t>(q.heads));
+  put_le<std::uint32_t>(p + 4, static_cast<std::uint32_t>(q.kv_heads));
+  put_le<std::uint32_t>(p + 8, static_cast<std::uint32_t>(q.head_dim));
+  put_le<std::uint8_t>(p + 12, static_cast<std::uint8_t>(q.mask.kind));
+  put_le<std::uint8_t>(p + 13, static_cast<std::uint8_t>(q.dtype));
+  put_le<std::uint8_t>(p + 14, q.want_lse ? 1 : 0);
+  put_le<std::uint8_t>(p + 15, static_cast<std::uint8_t>(q.layout));
+  put_le<std::uint64_t>(p + 16, static_cast<std::uint64_t>(q.mask.window));
+  put_le<std::uint64_t>(p + 24, static_cast<std::uint64_t>(q.tokens));
   std::vector<std::int64_t> positions;
   pos.materialize_into(positions);
-  for (std::size_t r = 0; r < rows; ++r) put<std::uint64_t>(p + kDescriptionBytes + r * 8, static_cast<std::uint64_t>(positions[r]));
+  for (std::size_t r = 0; r < rows; ++r) put_le<std::uint64_t>(p + kDescriptionBytes + r * 8, static_cast<std::uint64_t>(positions[r]));
   return out;
 }
 
@@ -184,7 +173,7 @@ Shard shard_view(std::vector<std::byte>& payload, const JobRequest& q, std::int6
   s.request = q;
   s.positions.resize(static_cast<std::size_t>(rows));
   for (std::size_t r = 0; r < s.positions.size(); ++r)
-    s.positions[r] = static_cast<std::int64_t>(get<std::uint64_t>(payload.data() + kDescriptionBytes + r * 8));
+    s.positions[r] = static_cast<std::int64_t>(get_le<std::uint64_t>(payload.data() + kDescriptionBytes + r * 8));
   const std::size_t n = static_cast<std::size_t>(rows * q.kv_heads * q.head_dim);
   auto* kv = reinterpret_cast<float*>(payload.data() + kDescriptionBytes + static_cast<std::size_t>(rows) * 8);
   s.k = {kv, n};
@@ -196,15 +185,15 @@ Shard decode_shard(std::vector<std::byte>& payload, int world, const RingLimits&
   if (payload.size() < kDescriptionBytes) bad_shard("has " + std::to_string(payload.size()) + " bytes");
   const std::byte* p = payload.data();
   JobRequest q;
-  q.heads = get<std::uint32_t>(p + 0);
-  q.kv_heads = get<std::uint32_t>(p + 4);
-  q.head_dim = get<std::uint32_t>(p + 8);
-  const auto mask = get<std::uint8_t>(p + 12);
-  const auto dtype = get<std::uint8_t>(p + 13);
-  q.want_lse = get<std::uint8_t>(p + 14) != 0;
-  const auto layout = get<std::uint8_t>(p + 15);
-  const auto window = static_cast<std::int64_t>(get<std::uint64_t>(p + 16));
-  q.tokens = static_cast<std::int64_t>(get<std::uint64_t>(p + 24));
+  q.heads = get_le<std::uint32_t>(p + 0);
+  q.kv_heads = get_le<std::uint32_t>(p + 4);
+  q.head_dim = get_le<std::uint32_t>(p + 8);
+  const auto mask = get_le<std::uint8_t>(p + 12);
+  const auto dtype = get_le<std::uint8_t>(p + 13);
+  q.want_lse = get_le<std::uint8_t>(p + 14) != 0;
+  const auto layout = get_le<std::uint8_t>(p + 15);
+  const auto window = static_cast<std::int64_t>(get_le<std::uint64_t>(p + 16));
+  q.tokens = static_cast<std::int64_t>(get_le<std::uint64_t>(p + 24));
   if (q.heads < 1 || q.heads > limits.max_heads || q.head_dim < 1 || q.head_dim > limits.max_head_dim ||
       q.kv_heads < 1 || q.kv_heads > limits.max_kv_heads || q.heads % q.kv_heads != 0)
     bad_shard("has heads " + std::to_string(q.heads) + "/" + std::to_string(q.kv_heads) + ", head_dim " +

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "net/byte_order.hpp"
+#include "core/byte_order.hpp"
 #include "net/wire.hpp"
 #include "ringattn/error.hpp"
 

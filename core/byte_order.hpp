@@ -1,11 +1,12 @@
-// Little-endian integers written and read one byte at a time, so the wire format never
-// depends on the host's endianness, alignment or struct padding.
+// Little-endian integers written and read one byte at a time, so a wire format never
+// depends on the host's endianness, alignment or struct padding (net/'s frames, the
+// daemons' messages).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
-namespace ringattn::net {
+namespace ringattn {
 
 template <typename T>
 void put_le(std::byte* p, T v) {
@@ -19,4 +20,4 @@ T get_le(const std::byte* p) {
   return static_cast<T>(v);
 }
 
-}  // namespace ringattn::net
+}  // namespace ringattn
