@@ -87,7 +87,7 @@ void check_limits(const RingLimits& limits) {
 
 namespace {
 
-std::string load_token(const RingOptions& o) {
+std::string ring_token(const RingOptions& o) {
   if (!o.token.empty()) return net::checked_secret(o.token, "RingOptions::token");
   if (!o.token_file.empty()) return net::load_secret(o.token_file);
   return net::load_secret("");  // RINGATTN_TOKEN, or a clear error
@@ -143,7 +143,7 @@ Ring Ring::connect(const RingOptions& o) {
     impl->step = std::make_unique<ring::RingStep>(*impl->transport);
     return Ring(std::move(impl));
   }
-  tc.secret = load_token(o);
+  tc.secret = ring_token(o);
   const auto deadline = Clock::now() + tc.connect_timeout;
   std::vector<net::PeerAddress> peers;
   std::unique_ptr<net::tcp::RendezvousServer> server;
@@ -195,9 +195,6 @@ Ring Ring::connect(const RingOptions& o) {
 void RingInternals::set_step_hook(Ring& ring, StepHook hook) { ring.impl_->hook = std::move(hook); }
 
 net::Transport& RingInternals::transport(Ring& ring) { return *ring.impl_->transport; }
-
-
-
 
 int Ring::rank() const { return impl_->options.rank; }
 int Ring::world_size() const { return impl_->options.world_size; }

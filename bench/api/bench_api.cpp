@@ -27,8 +27,7 @@
 #include "bench/common/shell_command.hpp"
 #include "src/cli/stats.hpp"
 #include "core/logger.hpp"
-#include "net/secret.hpp"
-#include "net/tcp/rendezvous.hpp"
+#include "ringattn/launch.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/layout.hpp"
 #include "ringattn/ring.hpp"
@@ -37,7 +36,6 @@
 #include "src/cli/json_value.hpp"
 #include "src/node/launcher_channel.hpp"
 #include "src/node/report.hpp"
-#include "ring/internals.hpp"
 #include "src/run/launcher.hpp"
 #include "src/run/local_rendezvous.hpp"
 
@@ -114,7 +112,7 @@ void member(const Plan& p, int rank, const std::string& master, std::uint64_t ri
   o.ring_id = ring_id;
   o.master = master;
   o.master_is_external = true;
-  o.token = net::checked_secret(launcher.token(o.connect_timeout), "the launcher's pipe");
+  o.token = checked_token(launcher.token(o.connect_timeout), "the launcher's pipe");
   Ring ring = Ring::connect(o);
   auto line = [&](const char* kind, int call, const ForwardStats& s) {
     node::emit_line(std::string(kind) + " " +
@@ -166,8 +164,8 @@ CallRow parse_call(const std::string& json) {
 }
 
 int front(const Plan& p, const std::string& command) {
-  const std::string token = net::generate_secret();
-  const std::uint64_t ring_id = run::new_ring_id();
+  const std::string token = generate_token();
+  const std::uint64_t ring_id = new_ring_id();
   const auto rendezvous = run::serve_local_rendezvous(ring_options(p, 0), p.nodes, ring_id, token, 60);
   std::vector<CallRow> calls, layers;
   run::LaunchSpec ls;

@@ -28,7 +28,7 @@
 #include "src/cli/stats.hpp"
 #include "core/logger.hpp"
 #include "core/split.hpp"
-#include "net/secret.hpp"
+#include "ringattn/launch.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/kv_cache.hpp"
 #include "ringattn/layout.hpp"
@@ -128,7 +128,7 @@ void member(const Plan& p, int rank, const std::string& master, std::uint64_t ri
   o.limits.max_heads = p.heads;
   o.limits.max_kv_heads = p.kv_heads;
   o.limits.max_head_dim = p.head_dim;
-  o.token = net::checked_secret(launcher.token(o.connect_timeout), "the launcher's pipe");
+  o.token = checked_token(launcher.token(o.connect_timeout), "the launcher's pipe");
   Ring ring = Ring::connect(o);
   const AttentionSpec spec{p.heads, p.kv_heads, p.head_dim, p.dtype, Mask::causal(), 0};
   const std::int64_t H = p.heads, KH = p.kv_heads, D = p.head_dim;
@@ -194,8 +194,8 @@ struct StepRow {
 };
 
 int front(const Plan& p, const std::string& command) {
-  const std::string token = net::generate_secret();
-  const std::uint64_t ring_id = run::new_ring_id();
+  const std::string token = generate_token();
+  const std::uint64_t ring_id = new_ring_id();
   RingOptions ro;
   ro.world_size = p.nodes;
   ro.limits.max_rows = std::max(p.batch, 1);

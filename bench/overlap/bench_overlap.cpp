@@ -32,11 +32,10 @@
 #include "bench/overlap/overlap_model.hpp"
 #include "bench/overlap/overlap_report.hpp"
 #include "bench/overlap/overlap_worker.hpp"
-#include "net/secret.hpp"
+#include "ringattn/launch.hpp"
 #include "ringattn/error.hpp"
 #include "core/logger.hpp"
 #include "src/cli/args.hpp"
-#include "net/tcp/rendezvous.hpp"
 #include "src/node/report.hpp"
 #include "src/run/launcher.hpp"
 #include "src/run/local_rendezvous.hpp"
@@ -150,12 +149,10 @@ std::vector<std::string> spec_args(const SweepSpec& s) {
 std::vector<StepRow> run_members(const SweepSpec& spec, const std::vector<std::string>& hosts,
                                  const std::string& launch, const std::optional<std::string>& log_level,
                                  std::string& node_cpus) {
-  const char* env = std::getenv(net::kTokenEnv);
-  const std::string token = env && *env ? net::checked_secret(env, std::string("environment variable ") + net::kTokenEnv)
-                                        : net::generate_secret();
-  const std::uint64_t ring_id = run::new_ring_id();
+  const std::string token = launcher_token();
+  const std::uint64_t ring_id = new_ring_id();
   const RingOptions ro = member_options(spec, 0);
-  std::unique_ptr<net::tcp::RendezvousServer> rendezvous;
+  std::unique_ptr<RendezvousServer> rendezvous;
   if (hosts.empty()) rendezvous = run::serve_local_rendezvous(ro, spec.nodes, ring_id, token, ro.connect_timeout);
   std::vector<StepRow> rows;
   run::LaunchSpec ls;
@@ -163,7 +160,7 @@ std::vector<StepRow> run_members(const SweepSpec& spec, const std::vector<std::s
   ls.launch_prefix = launch;
   ls.token = token;
   ls.timeout_seconds = spec.timeout_seconds;
-  ls.expected = {ro.fingerprint(), net::secret_fingerprint(token)};
+  ls.expected = {ro.fingerprint(), token_fingerprint(token)};
   ls.arguments = [&](int r) {
     std::vector<std::string> args = {"bench", "overlap", "--worker", "--rank", std::to_string(r), "--ring-id",
                                      std::to_string(ring_id)};

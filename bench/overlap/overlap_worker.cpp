@@ -22,12 +22,12 @@
 #include "bench/overlap/overlap_model.hpp"
 #include "core/split.hpp"
 #include "net/crc32c.hpp"
-#include "net/secret.hpp"
 #include "net/transport.hpp"
 #include "src/node/launcher_channel.hpp"
 #include "src/node/report.hpp"
 #include "ring/internals.hpp"
 #include "ring/ring_step.hpp"
+#include "ringattn/launch.hpp"
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
 #include "core/logger.hpp"
@@ -299,8 +299,8 @@ void run_member(const SweepSpec& spec, const MemberNet& mn) {
   node::LauncherChannel launcher(mn.rank);  // the token, and the launcher's end
   RingOptions o = member_options(spec, mn.rank);
   o.ring_id = mn.ring_id;
-  o.token = net::checked_secret(launcher.token(o.connect_timeout), "the launcher's pipe");
-  node::emit_line(node::ident_line({o.fingerprint(), net::secret_fingerprint(o.token)}));
+  o.token = checked_token(launcher.token(o.connect_timeout), "the launcher's pipe");
+  node::emit_line(node::ident_line({o.fingerprint(), token_fingerprint(o.token)}));
   if (mn.peers == "-") {  // the launcher's rendezvous
     o.master = mn.listen;
     o.master_is_external = true;

@@ -226,6 +226,20 @@ class Ring {
   // The kernel path a call of `spec` runs on (validates the spec like a call).
   Isa kernel_isa(const AttentionSpec& spec);
 
+  // Fault injection, for testing what a deployment does when a rank fails (the library's
+  // own multi-process tests use it through RINGATTN_FAULT): from the next forward() on,
+  // at ring step `step` of every call this rank
+  //   exit     dies abruptly (_exit(17)), as a killed process would;
+  //   hang     stops and never sends again: busy, its progress counter standing still;
+  //   slow     takes `slow_seconds` longer over its fold, its progress counter ticking
+  //            (a slow but healthy kernel: the ring must wait for it, not time out);
+  //   corrupt  flips one payload byte of the block it relays (step >= 1; the frame keeps
+  //            the CRC it arrived with, so the successor sees a bad CRC).
+  // Throws InvalidArgument for a step outside 0..world_size-1 (corrupt: 1..) or a
+  // negative slow_seconds. Never set in production.
+  enum class Fault { exit, hang, slow, corrupt };
+  void inject_fault(Fault fault, int step, double slow_seconds = 0);
+
   // Says goodbye to the peers and releases the connections. Idempotent.
   void close();
 

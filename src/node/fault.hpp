@@ -10,7 +10,9 @@
 //   silent     binds and reports its port but never connects
 //   token      uses a different shared secret
 //   shape      claims different job options (its HELLO digest differs)
-// Unset in production; a malformed value is an error, not ignored.
+// exit, hang, slow and corrupt are the library's Ring::inject_fault (ringattn/ring.hpp);
+// silent, token and shape the node plays itself. Unset in production; a malformed value
+// is an error, not ignored.
 #pragma once
 
 #include <optional>

@@ -28,8 +28,7 @@
 #include <vector>
 
 #include "core/split.hpp"
-#include "net/secret.hpp"
-#include "net/transport.hpp"
+#include "ringattn/launch.hpp"
 #include "ringattn/error.hpp"
 #include "core/logger.hpp"
 #include "src/io/finite_check.hpp"
@@ -42,7 +41,6 @@
 #include "src/node/memory_budget.hpp"
 #include "src/node/report.hpp"
 #include "ringattn/ring.hpp"
-#include "ring/internals.hpp"
 
 namespace ringattn::cli {
 int node_main(const std::vector<std::string>& argv);
@@ -157,31 +155,16 @@ class Heartbeat {
   std::thread thread_;
 };
 
-void install_fault_hook(Ring& ring, const Fault& fault, double timeout_seconds) {
-  if (fault.kind != Fault::Kind::exit && fault.kind != Fault::Kind::hang && fault.kind != Fault::Kind::slow &&
-      fault.kind != Fault::Kind::corrupt)
-    return;
-  RingInternals::set_step_hook(ring, [f = fault, timeout_seconds](int step, std::span<std::byte> block,
-                                                                   std::atomic<std::uint64_t>& progress) {
-    if (step != f.step) return;
-    switch (f.kind) {
-      case Fault::Kind::exit:
-        std::fprintf(stderr, "fault injected: exiting abruptly at step %d\n", step);
-        ::_exit(17);
-      case Fault::Kind::hang:  // busy (the hook runs inside the call's busy scope), no progress
-        for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
-      case Fault::Kind::slow: {  // a slow kernel that keeps ticking, as the real one does per tile
-        const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(3 * timeout_seconds);
-        while (std::chrono::steady_clock::now() < end) {
-          progress.fetch_add(1, std::memory_order_relaxed);
-          std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        }
-        return;
-      }
-      default:  // corrupt: the block keeps the CRC it arrived with, so the successor sees a bad CRC
-        if (block.size() > 64) block[block.size() - 1 - (block.size() - 64) / 2] ^= std::byte{0x5a};
-    }
-  });
+// RINGATTN_FAULT's ring faults, played by the library (Ring::inject_fault); silent,
+// token and shape are played by this program before the ring exists.
+void install_fault(Ring& ring, const Fault& fault, double timeout_seconds) {
+  switch (fault.kind) {
+    case Fault::Kind::exit: return ring.inject_fault(Ring::Fault::exit, fault.step);
+    case Fault::Kind::hang: return ring.inject_fault(Ring::Fault::hang, fault.step);
+    case Fault::Kind::slow: return ring.inject_fault(Ring::Fault::slow, fault.step, 3 * timeout_seconds);
+    case Fault::Kind::corrupt: return ring.inject_fault(Ring::Fault::corrupt, fault.step);
+    default: return;
+  }
 }
 
 int run_node(const cli::Args& a, int rank) {
@@ -207,12 +190,12 @@ int run_node(const cli::Args& a, int rank) {
   ro.tls = a.has("tls");
   if (fault && fault->kind == Fault::Kind::shape) ro.job_digest ^= 1;
   if (job.nodes > 1) {
-    ro.token = token_arg == "-" ? net::checked_secret(launcher->token(job.timeout_seconds), "the launcher's pipe")
-                                : net::load_secret(token_arg);
+    ro.token = token_arg == "-" ? checked_token(launcher->token(job.timeout_seconds), "the launcher's pipe")
+                                : load_token(token_arg);
     if (fault && fault->kind == Fault::Kind::token) ro.token += "-not-the-ring-secret";
   }
   emit_line(ident_line({ro.fingerprint(),
-                        job.nodes > 1 ? net::secret_fingerprint(ro.token) : ""}));
+                        job.nodes > 1 ? token_fingerprint(ro.token) : ""}));
   if (master) {  // the launcher's rendezvous
     ro.master = *master;
     ro.master_is_external = true;
@@ -252,7 +235,7 @@ int run_node(const cli::Args& a, int rank) {
   }
   Ring ring = Ring::connect(ro);
   live_ring = &ring;
-  if (fault) install_fault_hook(ring, *fault, job.timeout_seconds);
+  if (fault) install_fault(ring, *fault, job.timeout_seconds);
 
   const auto positions = pos.materialize();
   std::vector<float> o(rows * static_cast<std::size_t>(c.heads * c.head_dim)), lse(rows * static_cast<std::size_t>(c.heads));

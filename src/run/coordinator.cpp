@@ -13,12 +13,11 @@
 #include <optional>
 #include <sstream>
 
-#include "net/secret.hpp"
 #include "core/logger.hpp"
+#include "ringattn/launch.hpp"
 #include "ringattn/error.hpp"
 #include "src/io/npy_reader.hpp"
 #include "src/io/npy_writer.hpp"
-#include "net/tcp/rendezvous.hpp"
 #include "src/node/memory_budget.hpp"
 #include "src/node/report.hpp"
 #include "src/run/launcher.hpp"
@@ -84,16 +83,14 @@ RunResult run_ring(const node::JobSpec& job, const RunOptions& opts) {
   // environment (ssh, env -i) work and other users cannot read it in /proc.
   std::string token;
   if (job.nodes > 1) {
-    const char* env = std::getenv(net::kTokenEnv);
-    token = env && *env ? net::checked_secret(env, std::string("environment variable ") + net::kTokenEnv)
-                        : net::generate_secret();
+    token = launcher_token();
   }
   const std::uint64_t ring_id = new_ring_id();
   const RingOptions ring = node::ring_options(job, 0);
   const node::Ident expected{ring.fingerprint(),
-                             token.empty() ? "" : net::secret_fingerprint(token)};
+                             token.empty() ? "" : token_fingerprint(token)};
   // Without --hosts the nodes find each other through a rendezvous served here.
-  std::unique_ptr<net::tcp::RendezvousServer> rendezvous;
+  std::unique_ptr<RendezvousServer> rendezvous;
   if (opts.hosts.empty() && job.nodes > 1)
     rendezvous = serve_local_rendezvous(ring, job.nodes, ring_id, token, job.timeout_seconds);
 

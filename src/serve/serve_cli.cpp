@@ -16,9 +16,7 @@
 #include <thread>
 
 #include "core/logger.hpp"
-#include "net/secret.hpp"
-#include "net/tcp/rendezvous.hpp"
-#include "net/transport.hpp"
+#include "ringattn/launch.hpp"
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/log.hpp"
@@ -86,11 +84,11 @@ bool wildcard(const std::string& host) { return host == "0.0.0.0" || host == "::
 // Where the other daemons and clients reach `listen` (a wildcard bind is advertised as
 // the address this host reaches the ring by).
 std::string advertised(const std::string& listen, const ServeConfig& c, const char* what) {
-  auto a = net::parse_peer_address(listen, what);
+  auto a = parse_host_port(listen, what);
   if (wildcard(a.host)) {
-    if (!c.ring.master.empty()) a.host = net::tcp::local_address_towards(net::parse_peer_address(c.ring.master, "--master"));
+    if (!c.ring.master.empty()) a.host = local_address_towards(parse_host_port(c.ring.master, "--master").text());
     else if (!c.ring.peers.empty())
-      a.host = net::parse_peer_address(c.ring.peers[static_cast<std::size_t>(c.ring.rank)], "--peers").host;
+      a.host = parse_host_port(c.ring.peers[static_cast<std::size_t>(c.ring.rank)], "--peers").host;
     else a.host = "127.0.0.1";
   }
   return a.text();
@@ -102,8 +100,8 @@ int run_serve(const cli::Args& a) {
   set_log_rank(c.ring.rank);
   if (c.log_format == LogFormat::json) use_json_logs(c.ring.rank);
   if (!c.sources.count("connect_timeout")) c.ring.connect_timeout = 10;  // one attempt; the daemon retries forever
-  const std::string secret = c.ring.token.empty() ? net::load_secret(c.ring.token_file)
-                                                  : net::checked_secret(c.ring.token, "RINGATTN_TOKEN");
+  const std::string secret = c.ring.token.empty() ? load_token(c.ring.token_file)
+                                                  : checked_token(c.ring.token, "RINGATTN_TOKEN");
   c.ring.token = secret;
   c.ring.token_file.clear();
 

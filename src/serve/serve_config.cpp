@@ -6,7 +6,7 @@
 #include <toml++/toml.h>
 
 #include "core/split.hpp"
-#include "net/transport.hpp"
+#include "ringattn/launch.hpp"
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
 
@@ -245,7 +245,7 @@ ServeConfig load_serve_config(const cli::Args& a) {
   if (const Value* x = get("ring_id")) r.ring_id = static_cast<std::uint64_t>(whole(*x, 0, INT64_MAX));
   if (const Value* x = get("control")) {
     c.control = x->text;
-    if (net::parse_peer_address(c.control, x->source).port == 0)
+    if (parse_host_port(c.control, x->source).port == 0)
       throw InvalidArgument(x->source + " = '" + c.control + "': give a fixed port (clients and the other daemons "
                             "find this daemon there)");
   }

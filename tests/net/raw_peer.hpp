@@ -23,6 +23,7 @@
 #include "net/secret.hpp"
 #include "net/transport.hpp"
 #include "net/wire.hpp"
+#include "tests/free_port.hpp"
 
 namespace ringattn::net::test {
 
@@ -92,10 +93,11 @@ inline Fd raw_dial(std::uint16_t port) {
 }
 
 // A port nobody listens on (bound once, then released).
-inline std::uint16_t unused_port() {
-  RawListener l;
-  return l.port();
-}
+// A port nobody listens on for the life of this test: claimed through free_port(), so no other
+// test process listens there either. (Binding port 0 and releasing it handed out an ephemeral
+// port, which another suite's transport listening on port 0 took under load: the "peer that
+// never connects" then answered as some other test's rank 3. CI, under load, run 3.)
+inline std::uint16_t unused_port() { return static_cast<std::uint16_t>(ringattn::test::free_port()); }
 
 inline void send_all(int fd, std::span<const std::byte> b) {
   while (!b.empty()) {
