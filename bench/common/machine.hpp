@@ -51,12 +51,4 @@ inline cli::JsonObject& add_machine(cli::JsonObject& j, DType dtype, Isa isa = d
       .add("matmul_dtype", to_string(dtype == DType::bf16 ? bf16_matmul_dtype() : DType::f32));
 }
 
-// The same as a fragment `"machine":...,"matmul_dtype":...` for lines written by printf.
-inline std::string machine_fields(DType dtype, Isa isa = default_isa()) {
-  cli::JsonObject j;
-  add_machine(j, dtype, isa);
-  const std::string s = j.str();  // {...}
-  return s.substr(1, s.size() - 2);
-}
-
 }  // namespace ringattn::bench

@@ -1,6 +1,13 @@
 // ringattn bench — a small log-log line plot written as SVG text, so a benchmark can
 // draw its figure without Python or any plotting package at run time.
 //
+// Kept rather than replaced by a matplotlib script (issue 17 weighed it): the benchmark
+// draws its plot on the machine that ran it, as the sweep ends, with nothing installed
+// beside ringattn; python3-matplotlib would add 51 Debian packages to every node that
+// runs `bench overlap`, for one figure this file draws in under 60 lines (measured with
+// apt-get install -s on Debian 12, 2026-12-01). The JSON lines stay the source of truth:
+// any plotting tool can redraw from them.
+//
 // What it draws: both axes logarithmic, major ticks at powers of the axis base with
 // grid lines, minor ticks at 2× and 5× for base 10, each series as a polyline with
 // optional markers and dashes, labelled vertical markers (e.g. crossovers), a title,

@@ -1,4 +1,4 @@
-// infer — a small JSON reader for the two inputs the job takes: a safetensors header and
+// infer — a JSON reader (nlohmann::json underneath) for the two inputs the job takes: a safetensors header and
 // prompt lines. Not a general library: numbers keep their text (so token ids and byte
 // offsets are read as exact integers, never through a double), and depth is bounded so a
 // hostile file cannot exhaust the stack. Errors throw std::runtime_error with the byte

@@ -18,6 +18,8 @@
 
 #include <sys/resource.h>
 
+#include <nlohmann/json.hpp>
+
 #include "job.hpp"
 #include "model.hpp"
 #include "options.hpp"
@@ -60,23 +62,34 @@ int run(int argc, char** argv) {
   const double cpu_seconds = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
                              1e-6 * static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
   const double decoded = static_cast<double>(prompts.size()) * static_cast<double>(st.decode_steps);
-  std::printf(
-      "{\"bench\":\"infer\",\"rank\":%d,\"world\":%d,\"threads\":%d,\"prompts\":%zu,\"prompt_tokens\":%lld,"
-      "\"rows\":%lld,\"generated_per_prompt\":%d,\"layers\":%lld,\"dim\":%lld,\"heads\":%lld,\"kv_heads\":%lld,"
-      "\"head_dim\":%lld,\"ffn\":%lld,\"rope_positions\":\"%s\",\"dtype\":\"%s\",\"isa\":\"%s\","
-      "\"matmul\":\"%s\",\"prefill_seconds\":%.6f,"
-      "\"prefill_attention_seconds\":%.6f,\"prefill_tokens_per_s\":%.1f,\"decode_steps\":%lld,"
-      "\"decode_seconds\":%.6f,\"decode_attention_seconds\":%.6f,\"decode_tokens_per_s\":%.1f,\"cpu_seconds\":%.3f}\n",
-      rank, ring_options.world_size, ring_options.threads, prompts.size(), static_cast<long long>(prompt_tokens),
-      static_cast<long long>(st.rows), opt.tokens, static_cast<long long>(opt.model.layers),
-      static_cast<long long>(opt.model.dim), static_cast<long long>(opt.model.heads),
-      static_cast<long long>(opt.model.kv_heads), static_cast<long long>(opt.model.head_dim),
-      static_cast<long long>(opt.model.ffn), opt.rope == infer::RopePositions::global ? "global" : "local",
-      std::string(ringattn::to_string(opt.dtype)).c_str(), std::string(ringattn::to_string(ringattn::default_isa())).c_str(),
-      ringattn::matmul_implementation(opt.dtype).c_str(),
-      st.prefill_seconds, st.prefill_attention_seconds, static_cast<double>(prompt_tokens) / st.prefill_seconds,
-      static_cast<long long>(st.decode_steps), st.decode_seconds, st.decode_attention_seconds,
-      st.decode_seconds > 0 ? decoded / st.decode_seconds : 0.0, cpu_seconds);
+  nlohmann::ordered_json o;
+  o["bench"] = "infer";
+  o["rank"] = rank;
+  o["world"] = ring_options.world_size;
+  o["threads"] = ring_options.threads;
+  o["prompts"] = prompts.size();
+  o["prompt_tokens"] = prompt_tokens;
+  o["rows"] = st.rows;
+  o["generated_per_prompt"] = opt.tokens;
+  o["layers"] = opt.model.layers;
+  o["dim"] = opt.model.dim;
+  o["heads"] = opt.model.heads;
+  o["kv_heads"] = opt.model.kv_heads;
+  o["head_dim"] = opt.model.head_dim;
+  o["ffn"] = opt.model.ffn;
+  o["rope_positions"] = opt.rope == infer::RopePositions::global ? "global" : "local";
+  o["dtype"] = std::string(ringattn::to_string(opt.dtype));
+  o["isa"] = std::string(ringattn::to_string(ringattn::default_isa()));
+  o["matmul"] = ringattn::matmul_implementation(opt.dtype);
+  o["prefill_seconds"] = st.prefill_seconds;
+  o["prefill_attention_seconds"] = st.prefill_attention_seconds;
+  o["prefill_tokens_per_s"] = static_cast<double>(prompt_tokens) / st.prefill_seconds;
+  o["decode_steps"] = st.decode_steps;
+  o["decode_seconds"] = st.decode_seconds;
+  o["decode_attention_seconds"] = st.decode_attention_seconds;
+  o["decode_tokens_per_s"] = st.decode_seconds > 0 ? decoded / st.decode_seconds : 0.0;
+  o["cpu_seconds"] = cpu_seconds;
+  std::printf("%s\n", o.dump().c_str());
   return 0;
 }
 

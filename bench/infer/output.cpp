@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 namespace infer {
 
 void write_results(const std::string& dir, int rank, const std::vector<Prompt>& prompts,
@@ -23,20 +25,22 @@ void write_results(const std::string& dir, int rank, const std::vector<Prompt>& 
   std::FILE* f = std::fopen(tmp.c_str(), "w");
   if (!f) throw fail("cannot create " + tmp.string() + " (is the directory writable?)");
   for (const SequenceResult& s : results) {
-    std::fprintf(f, "{\"id\": %s, \"prompt\": %d, \"prompt_tokens\": %zu, \"rank\": %d, \"tokens\": [",
-                 prompts[static_cast<std::size_t>(s.prompt)].id.c_str(), s.prompt,
-                 prompts[static_cast<std::size_t>(s.prompt)].tokens.size(), rank);
-    for (std::size_t i = 0; i < s.tokens.size(); ++i) std::fprintf(f, "%s%d", i ? ", " : "", s.tokens[i]);
-    std::fputs("], \"logits\": [", f);
-    for (std::size_t i = 0; i < s.tokens.size(); ++i) {
-      std::fputs(i ? ", [" : "[", f);
-      for (std::int64_t j = 0; j < vocab; ++j)
-        std::fprintf(f, "%s%.9g", j ? ", " : "", static_cast<double>(s.logits[i * vocab + j]));
-      std::fputs("]", f);
-    }
-    std::fputs("]}\n", f);
+    const Prompt& p = prompts[static_cast<std::size_t>(s.prompt)];
+    nlohmann::ordered_json line;
+    line["id"] = nlohmann::ordered_json::parse(p.id);  // the id's own JSON text (a string or an integer)
+    line["prompt"] = s.prompt;
+    line["prompt_tokens"] = p.tokens.size();
+    line["rank"] = rank;
+    line["tokens"] = s.tokens;
+    nlohmann::ordered_json logits = nlohmann::ordered_json::array();
+    for (std::size_t i = 0; i < s.tokens.size(); ++i)
+      logits.push_back(std::vector<float>(s.logits.begin() + static_cast<std::ptrdiff_t>(i * vocab),
+                                          s.logits.begin() + static_cast<std::ptrdiff_t>((i + 1) * vocab)));
+    line["logits"] = std::move(logits);
+    const std::string text = line.dump() + "\n";
+    if (std::fwrite(text.data(), 1, text.size(), f) != text.size()) break;  // ferror(f): reported below
   }
-  const bool ok = std::fflush(f) == 0 && fsync(fileno(f)) == 0;
+  const bool ok = !std::ferror(f) && std::fflush(f) == 0 && fsync(fileno(f)) == 0;
   if (std::fclose(f) != 0 || !ok) {
     fs::remove(tmp, ec);
     throw fail("write failed (disk full?)");

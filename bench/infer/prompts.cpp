@@ -10,27 +10,15 @@
 #include "input_file.hpp"
 #include "json.hpp"
 
+#include <nlohmann/json.hpp>
+
 namespace infer {
 
 namespace {
 
-// The id as a JSON string again (the output is one line per prompt: control characters escaped).
-std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char hex[8];
-      std::snprintf(hex, sizeof hex, "\\u%04x", static_cast<unsigned>(c));
-      out += hex;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
+// The id as a JSON string again (the output is one line per prompt: control characters
+// escaped; the reader already refused bytes that are not UTF-8).
+std::string quoted(const std::string& s) { return nlohmann::json(s).dump(); }
 
 }  // namespace
 

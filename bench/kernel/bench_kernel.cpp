@@ -174,18 +174,16 @@ void run_case(const Case& c, bool with_naive, const std::string& command) {
   const double gflops = fs.useful_flops / t_kernel / 1e9;
   const double roof = full_flops / t_roof / 1e9;
   const double naive = with_naive ? fs.useful_flops / t_naive / 1e9 : 0.0;
-  std::printf(
-      "{\"bench\":\"kernel\",%s,\"dtype\":\"%s\",\"b\":%lld,\"heads\":%lld,\"kv_heads\":%lld,"
-      "\"head_dim\":%lld,\"mask\":\"%s\",\"threads\":%d,\"seconds\":%.6g,\"gflops\":%.2f,"
-      "\"roofline_gflops\":%.2f,\"roofline_seconds\":%.6g,\"efficiency\":%.3f,\"naive_gflops\":%.2f,"
-      "\"naive_seconds\":%.6g,\"speedup_vs_naive\":%.2f,\"tiles_computed\":%lld,\"tiles_skipped\":%lld,"
-      "\"command\":%s}\n",
-      bench::machine_fields(c.dtype, attn.isa()).c_str(), std::string(to_string(c.dtype)).c_str(),
-      static_cast<long long>(c.b), static_cast<long long>(c.heads), static_cast<long long>(c.kv_heads),
-      static_cast<long long>(c.head_dim), to_string(c.mask).c_str(), c.threads, t_kernel, gflops, roof, t_roof,
-      gflops / roof, naive, t_naive, with_naive ? t_naive / t_kernel : 0.0,
-      static_cast<long long>(fs.tiles_computed), static_cast<long long>(fs.tiles_skipped),
-      cli::json_quote(command).c_str());
+  cli::JsonObject o;
+  o.add("bench", "kernel");
+  bench::add_machine(o, c.dtype, attn.isa());
+  o.add("dtype", to_string(c.dtype)).add("b", c.b).add("heads", c.heads).add("kv_heads", c.kv_heads);
+  o.add("head_dim", c.head_dim).add("mask", to_string(c.mask)).add("threads", c.threads);
+  o.add("seconds", t_kernel).add("gflops", gflops).add("roofline_gflops", roof).add("roofline_seconds", t_roof);
+  o.add("efficiency", gflops / roof).add("naive_gflops", naive).add("naive_seconds", t_naive);
+  o.add("speedup_vs_naive", with_naive ? t_naive / t_kernel : 0.0);
+  o.add("tiles_computed", fs.tiles_computed).add("tiles_skipped", fs.tiles_skipped).add("command", command);
+  std::printf("%s\n", o.str().c_str());
   std::fflush(stdout);
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "bench/common/svg_plot.hpp"
+#include "src/cli/json_object.hpp"
 
 namespace ringattn::bench::overlap {
 
@@ -14,19 +15,6 @@ std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
   return buf;
-}
-
-std::string jnum(double v) { return std::isfinite(v) ? fmt("%.6g", v) : "null"; }
-std::string jopt(const std::optional<double>& v) { return v ? jnum(*v) : "null"; }
-
-std::string jstr(const std::string& s) {
-  std::string o = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\', o += c;
-    else if (static_cast<unsigned char>(c) < 0x20) o += ' ';  // no control characters in our strings
-    else o += c;
-  }
-  return o + "\"";
 }
 
 std::string layout_of(const std::string& mask) { return mask == "causal" ? "zigzag" : "contiguous"; }
@@ -92,46 +80,48 @@ std::string csv_row(const StepRow& r, const SweepSummary& s) {
 
 std::string row_json(const StepRow& r, const SweepSummary& s, const SweepSpec& spec, const RunInfo& info) {
   const double model = overlap_step_model(r.t_compute, r.t_transfer, s.cpu_per_byte, r.block_bytes, s.cores);
-  return "{\"bench\":\"overlap\",\"kind\":\"row\",\"mask\":" + jstr(r.mask) + ",\"layout\":" + jstr(layout_of(r.mask)) +
-         ",\"link\":" + jstr(info.link) + ",\"nodes\":" + std::to_string(spec.nodes) + ",\"rank\":" +
-         std::to_string(r.rank) + ",\"b\":" + std::to_string(r.b) + ",\"t_compute_s\":" + jnum(r.t_compute) +
-         ",\"t_transfer_s\":" + jnum(r.t_transfer) + ",\"t_serial_s\":" + jnum(r.t_serial) + ",\"t_overlap_s\":" +
-         jnum(r.t_overlap) + ",\"t_fold_in_overlap_s\":" + jnum(r.t_fold_in_overlap) + ",\"t_overlap_model_s\":" +
-         jnum(model) + ",\"useful_flops\":" + jnum(r.useful_flops) + ",\"block_bytes\":" + jnum(r.block_bytes) +
-         ",\"flops_per_s\":" + jnum(r.flops_per_second()) + ",\"bytes_per_s\":" + jnum(r.bytes_per_second()) +
-         ",\"io_cpu_s_per_byte\":" + jnum(r.io_cpu_per_byte) + ",\"io_cpu_s_per_byte_overlap\":" +
-         jnum(r.io_cpu_per_byte_overlap) + ",\"cpu_share\":" + jnum(r.cpu_share) + ",\"reps\":[" + std::to_string(r.reps_compute) + "," +
-         std::to_string(r.reps_transfer) + "," + std::to_string(r.reps_serial) + "," + std::to_string(r.reps_overlap) +
-         "]}";
+  cli::JsonObject o;
+  o.add("bench", "overlap").add("kind", "row").add("mask", r.mask).add("layout", layout_of(r.mask));
+  o.add("link", info.link).add("nodes", spec.nodes).add("rank", r.rank).add("b", static_cast<std::int64_t>(r.b));
+  o.add("t_compute_s", r.t_compute).add("t_transfer_s", r.t_transfer).add("t_serial_s", r.t_serial);
+  o.add("t_overlap_s", r.t_overlap).add("t_fold_in_overlap_s", r.t_fold_in_overlap).add("t_overlap_model_s", model);
+  o.add("useful_flops", r.useful_flops).add("block_bytes", r.block_bytes);
+  o.add("flops_per_s", r.flops_per_second()).add("bytes_per_s", r.bytes_per_second());
+  o.add("io_cpu_s_per_byte", r.io_cpu_per_byte).add("io_cpu_s_per_byte_overlap", r.io_cpu_per_byte_overlap);
+  o.add("cpu_share", r.cpu_share);
+  o.add("reps", std::vector<std::int64_t>{r.reps_compute, r.reps_transfer, r.reps_serial, r.reps_overlap});
+  return o.str();
 }
 
 std::string summary_json(const SweepSummary& s, const SweepSpec& spec, const RunInfo& info) {
   const TargetCheck t = check_targets(s);
-  auto flag = [](bool v) { return std::string(v ? "true" : "false"); };
-  return "{\"bench\":\"overlap\",\"kind\":\"summary\",\"mask\":" + jstr(s.mask) + ",\"layout\":" +
-         jstr(layout_of(s.mask)) + ",\"link\":" + jstr(info.link) + ",\"machine\":" + jstr(info.machine) +
-         ",\"command\":" + jstr(info.command) + ",\"nodes\":" + std::to_string(spec.nodes) + ",\"cores_per_node\":" +
-         std::to_string(spec.cores) + ",\"node0_cpus\":" + jstr(info.node_cpus) + ",\"heads\":" +
-         std::to_string(spec.heads) + ",\"kv_heads\":" + std::to_string(spec.kv_heads) + ",\"head_dim\":" +
-         std::to_string(spec.head_dim) + ",\"dtype\":" + jstr(std::string(to_string(spec.dtype))) +
-         ",\"useful_fraction\":" + jnum(s.useful_fraction) + ",\"F_peak_flops_per_s\":" + jnum(s.flops_peak) +
-         ",\"B_bytes_per_s\":" + jnum(s.bandwidth) + ",\"tcp_cpu_s_per_byte\":" + jnum(s.cpu_per_byte) +
-         ",\"b_star_predicted\":" + jopt(s.predicted) + ",\"b_star_predicted_peak_f\":" + jnum(s.predicted_peak) +
-         ",\"b_star_measured\":" + jopt(s.measured) + ",\"measured_crossings\":" +
-         std::to_string(s.measured_crossings) + ",\"ratio_measured_over_predicted\":" + jnum(ratio(s)) +
-         ",\"ratio_measured_over_predicted_peak_f\":" + jnum(ratio_peak(s)) + ",\"tcp_factor\":" + jnum(s.tcp_factor) +
-         ",\"b_star_tcp_predicted\":" + jopt(s.predicted_tcp) + ",\"b_star_tcp_measured\":" + jopt(s.measured_tcp) +
-         ",\"rows_above_2b\":" + std::to_string(s.rows_above) + ",\"hidden_median_above_2b\":" +
-         jnum(s.hidden_median) + ",\"hidden_min_above_2b\":" + jnum(s.hidden_min) +
-         ",\"overlap_over_compute_above_2b\":" + jnum(s.overlap_over_compute_median) +
-         ",\"worst_overlap_over_compute_above_2b\":" + jnum(s.worst_overlap_over_compute) + ",\"rows_below_half_b\":" +
-         std::to_string(s.rows_below) + ",\"overlap_over_transfer_below_half_b\":" +
-         jnum(s.overlap_over_transfer_median) + ",\"worst_overlap_over_transfer_below_half_b\":" +
-         jnum(s.worst_overlap_over_transfer) + ",\"model_error_median\":" + jnum(s.model_error_median) +
-         ",\"cpu_share_min\":" + jnum(s.cpu_share_min) + ",\"rows_disturbed\":" + std::to_string(s.rows_disturbed) + ",\"target_ratio_ok\":" + flag(t.ratio_ok) +
-         ",\"target_above_ok\":" + flag(t.above_ok) + ",\"target_below_ok\":" + flag(t.below_ok) +
-         ",\"sweep_seconds\":" + jnum(info.seconds) + ",\"load_before\":" + jstr(info.load_before) +
-         ",\"load_after\":" + jstr(info.load_after) + "}";
+  cli::JsonObject o;
+  auto opt = [&](const char* key, const std::optional<double>& v) -> cli::JsonObject& {
+    return v ? o.add(key, *v) : o.add_null(key);
+  };
+  o.add("bench", "overlap").add("kind", "summary").add("mask", s.mask).add("layout", layout_of(s.mask));
+  o.add("link", info.link).add("machine", info.machine).add("command", info.command);
+  o.add("nodes", spec.nodes).add("cores_per_node", spec.cores).add("node0_cpus", info.node_cpus);
+  o.add("heads", spec.heads).add("kv_heads", spec.kv_heads).add("head_dim", spec.head_dim);
+  o.add("dtype", to_string(spec.dtype)).add("useful_fraction", s.useful_fraction);
+  o.add("F_peak_flops_per_s", s.flops_peak).add("B_bytes_per_s", s.bandwidth).add("tcp_cpu_s_per_byte", s.cpu_per_byte);
+  opt("b_star_predicted", s.predicted);
+  o.add("b_star_predicted_peak_f", s.predicted_peak);
+  opt("b_star_measured", s.measured);
+  o.add("measured_crossings", s.measured_crossings).add("ratio_measured_over_predicted", ratio(s));
+  o.add("ratio_measured_over_predicted_peak_f", ratio_peak(s)).add("tcp_factor", s.tcp_factor);
+  opt("b_star_tcp_predicted", s.predicted_tcp);
+  opt("b_star_tcp_measured", s.measured_tcp);
+  o.add("rows_above_2b", s.rows_above).add("hidden_median_above_2b", s.hidden_median);
+  o.add("hidden_min_above_2b", s.hidden_min).add("overlap_over_compute_above_2b", s.overlap_over_compute_median);
+  o.add("worst_overlap_over_compute_above_2b", s.worst_overlap_over_compute).add("rows_below_half_b", s.rows_below);
+  o.add("overlap_over_transfer_below_half_b", s.overlap_over_transfer_median);
+  o.add("worst_overlap_over_transfer_below_half_b", s.worst_overlap_over_transfer);
+  o.add("model_error_median", s.model_error_median).add("cpu_share_min", s.cpu_share_min);
+  o.add("rows_disturbed", s.rows_disturbed).add("target_ratio_ok", t.ratio_ok).add("target_above_ok", t.above_ok);
+  o.add("target_below_ok", t.below_ok).add("sweep_seconds", info.seconds);
+  o.add("load_before", info.load_before).add("load_after", info.load_after);
+  return o.str();
 }
 
 std::string summary_text(const SweepSummary& s) {

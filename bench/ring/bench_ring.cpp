@@ -68,17 +68,6 @@ namespace {
 using namespace ringattn;
 namespace fs = std::filesystem;
 
-template <class T>
-std::string json_list(const std::vector<T>& v, const char* fmt) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    char buf[48];
-    std::snprintf(buf, sizeof buf, fmt, v[i]);
-    if (i) s += ',';
-    s += buf;
-  }
-  return s + "]";
-}
 
 // A scratch directory for the inputs and outputs, removed at exit unless the user chose it.
 struct ScratchDir {
@@ -163,15 +152,15 @@ void print_row(const node::JobSpec& job, const Sizes& sz, const std::vector<run:
   const double flops = 4.0 * static_cast<double>(sz.seq) * static_cast<double>(sz.seq) *
                        static_cast<double>(sz.heads * sz.head_dim) * (causal ? 0.5 : 1.0);
   std::vector<double> compute, wait, total, rss_mib, model_mib, node_flops;
-  std::vector<unsigned long long> bytes, payload;
+  std::vector<std::int64_t> bytes, payload;
   double rate = 0, rss_ratio = 0;
   for (const auto& n : med.nodes) {
     compute.push_back(n.compute_seconds);
     node_flops.push_back(n.useful_flops);
     wait.push_back(n.wait_seconds);
     total.push_back(n.total_seconds);
-    bytes.push_back(n.bytes_sent);
-    payload.push_back(n.payload_bytes_sent);
+    bytes.push_back(static_cast<std::int64_t>(n.bytes_sent));
+    payload.push_back(static_cast<std::int64_t>(n.payload_bytes_sent));
     rate += static_cast<double>(n.payload_bytes_sent) / n.total_seconds / 1e9 / static_cast<double>(med.nodes.size());
     const double model = rss_model_bytes(job, n.rows);
     rss_mib.push_back(static_cast<double>(n.max_rss_kib) / 1024.0);
@@ -183,31 +172,28 @@ void print_row(const node::JobSpec& job, const Sizes& sz, const std::vector<run:
     for (double x : v) s += x;
     return v.empty() || s == 0 ? 0.0 : *std::max_element(v.begin(), v.end()) / (s / static_cast<double>(v.size()));
   };
-  std::printf(
-      "{\"bench\":\"ring\",%s,\"nodes\":%d,\"layout\":\"%s\",\"mask\":\"%s\",\"seq\":%lld,\"heads\":%lld,\"kv_heads\":%lld,"
-      "\"head_dim\":%lld,\"dtype\":\"%s\",\"threads_per_node\":%d,\"reps\":%zu,\"seconds\":%.6f,\"gflops\":%.2f,"
-      "\"seconds_all\":%s,\"gflops_best\":%.2f,"
-      "\"per_node_compute_seconds\":%s,\"per_node_wait_seconds\":%s,\"per_node_total_seconds\":%s,"
-      "\"compute_max_over_mean\":%.3f,\"per_node_useful_flops\":%s,\"flops_max_over_mean\":%.3f,"
-      "\"bytes_sent_per_node\":%s,\"payload_bytes_per_node\":%s,\"transport_gbps\":%.3f,"
-      "\"wall_seconds\":%.3f,\"max_rss_mib_per_node\":%s,\"rss_model_mib_per_node\":%s,\"rss_over_model\":%.3f",
-      bench::machine_fields(job.attention.dtype).c_str(), job.nodes, std::string(to_string(job.layout)).c_str(), to_string(job.attention.mask).c_str(),
-      static_cast<long long>(sz.seq), static_cast<long long>(sz.heads), static_cast<long long>(sz.kv_heads),
-      static_cast<long long>(sz.head_dim), std::string(to_string(job.attention.dtype)).c_str(), job.attention.threads,
-      reps.size(), seconds, flops / seconds / 1e9, json_list(all, "%.4f").c_str(), flops / all.front() / 1e9,
-      json_list(compute, "%.4f").c_str(), json_list(wait, "%.4f").c_str(),
-      json_list(total, "%.4f").c_str(), max_over_mean(compute), json_list(node_flops, "%.4g").c_str(),
-      max_over_mean(node_flops),
-      json_list(bytes, "%llu").c_str(), json_list(payload, "%llu").c_str(), rate, walls[(walls.size() - 1) / 2],
-      json_list(rss_mib, "%.1f").c_str(), json_list(model_mib, "%.1f").c_str(), rss_ratio);
+  cli::JsonObject o;
+  o.add("bench", "ring");
+  bench::add_machine(o, job.attention.dtype);
+  o.add("nodes", job.nodes).add("layout", to_string(job.layout)).add("mask", to_string(job.attention.mask));
+  o.add("seq", sz.seq).add("heads", sz.heads).add("kv_heads", sz.kv_heads).add("head_dim", sz.head_dim);
+  o.add("dtype", to_string(job.attention.dtype)).add("threads_per_node", job.attention.threads);
+  o.add("reps", reps.size()).add("seconds", seconds).add("gflops", flops / seconds / 1e9);
+  o.add("seconds_all", all).add("gflops_best", flops / all.front() / 1e9);
+  o.add("per_node_compute_seconds", compute).add("per_node_wait_seconds", wait).add("per_node_total_seconds", total);
+  o.add("compute_max_over_mean", max_over_mean(compute)).add("per_node_useful_flops", node_flops);
+  o.add("flops_max_over_mean", max_over_mean(node_flops));
+  o.add("bytes_sent_per_node", bytes).add("payload_bytes_per_node", payload).add("transport_gbps", rate);
+  o.add("wall_seconds", walls[(walls.size() - 1) / 2]);
+  o.add("max_rss_mib_per_node", rss_mib).add("rss_model_mib_per_node", model_mib).add("rss_over_model", rss_ratio);
   if (!baseline.empty()) {
     std::vector<double> ratio;  // pairwise: a slow phase of the machine cancels out
     for (std::size_t i = 0; i < reps.size(); ++i) ratio.push_back(baseline[i] / reps[i].ring_seconds);
-    std::printf(",\"baseline_single_process_seconds\":%.6f,\"baseline_seconds_all\":%s,\"baseline_threads\":%d,"
-                "\"parallel_efficiency\":%.3f",
-                median(baseline), json_list(baseline, "%.4f").c_str(), baseline_threads, median(ratio));
+    o.add("baseline_single_process_seconds", median(baseline)).add("baseline_seconds_all", baseline);
+    o.add("baseline_threads", baseline_threads).add("parallel_efficiency", median(ratio));
   }
-  std::printf(",\"command\":%s}\n", cli::json_quote(command).c_str());
+  o.add("command", command);
+  std::printf("%s\n", o.str().c_str());
   std::fflush(stdout);
 }
 

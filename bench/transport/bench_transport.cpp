@@ -50,15 +50,6 @@ constexpr std::uint32_t kHeadDim = 128;                      // the bench's bloc
 constexpr std::uint64_t kRowBytes = 2ull * kHeadDim * 4;     // K and V of one token
 constexpr std::uint64_t kLastOfRep = 1;                      // job_id marking a repetition's last frame
 
-std::string json_list(const std::vector<double>& v) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%s%.3f", i ? "," : "", v[i]);
-    s += buf;
-  }
-  return s + "]";
-}
 
 struct Plan {
   std::string command;  // recorded in every row
@@ -175,18 +166,17 @@ struct Baselines {
 void print_result(const std::string& mode, const std::string& host, const Plan& p, std::uint64_t bytes, const Result& r,
                   const Baselines& base, bool tls, std::optional<double> plain_gbps = {}) {
   const double g = cli::median(r.gbps);
-  std::printf(
-      "{\"bench\":\"transport\",\"machine\":%s,\"mode\":\"%s\",\"host\":\"%s\",\"tls\":%s,\"block_bytes\":%llu,\"depth\":%d,"
-      "\"reps\":%d,\"frames\":%llu,\"gb_per_s\":%.3f,\"gb_per_s_reps\":%s,\"recv_cpu_s_per_gb\":%.4f",
-      cli::json_quote(bench::machine()).c_str(), mode.c_str(), host.c_str(), tls ? "true" : "false",
-      static_cast<unsigned long long>(bytes), p.depth, p.reps,
-      static_cast<unsigned long long>(r.frames), g, json_list(r.gbps).c_str(), cli::median(r.recv_cpu_per_gb));
-  if (plain_gbps) std::printf(",\"plain_gb_per_s\":%.3f,\"ratio_vs_plain\":%.3f", *plain_gbps, g / *plain_gbps);
-  if (!r.send_cpu_per_gb.empty()) std::printf(",\"send_cpu_s_per_gb\":%.4f", cli::median(r.send_cpu_per_gb));
-  std::printf(",\"sender_crc\":\"precomputed\",\"receiver_crc\":\"checked\"");
-  if (base.raw_tcp) std::printf(",\"raw_tcp_gb_per_s\":%.3f,\"ratio_vs_raw_tcp\":%.3f", *base.raw_tcp, g / *base.raw_tcp);
-  if (base.iperf3) std::printf(",\"iperf3_gb_per_s\":%.3f,\"ratio_vs_iperf3\":%.3f", *base.iperf3, g / *base.iperf3);
-  std::printf(",\"command\":%s}\n", cli::json_quote(p.command).c_str());
+  cli::JsonObject o;
+  o.add("bench", "transport").add("machine", bench::machine()).add("mode", mode).add("host", host).add("tls", tls);
+  o.add("block_bytes", bytes).add("depth", p.depth).add("reps", p.reps).add("frames", r.frames);
+  o.add("gb_per_s", g).add("gb_per_s_reps", r.gbps).add("recv_cpu_s_per_gb", cli::median(r.recv_cpu_per_gb));
+  if (plain_gbps) o.add("plain_gb_per_s", *plain_gbps).add("ratio_vs_plain", g / *plain_gbps);
+  if (!r.send_cpu_per_gb.empty()) o.add("send_cpu_s_per_gb", cli::median(r.send_cpu_per_gb));
+  o.add("sender_crc", "precomputed").add("receiver_crc", "checked");
+  if (base.raw_tcp) o.add("raw_tcp_gb_per_s", *base.raw_tcp).add("ratio_vs_raw_tcp", g / *base.raw_tcp);
+  if (base.iperf3) o.add("iperf3_gb_per_s", *base.iperf3).add("ratio_vs_iperf3", g / *base.iperf3);
+  o.add("command", p.command);
+  std::printf("%s\n", o.str().c_str());
   std::fflush(stdout);
 }
 

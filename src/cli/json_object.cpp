@@ -1,71 +1,118 @@
 #include "src/cli/json_object.hpp"
 
 #include <cmath>
-#include <cstdio>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "src/cli/json_value.hpp"
 
 namespace ringattn::cli {
 
-std::string json_quote(std::string_view s) {
-  std::string o = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      o += '\\';
-      o += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-      o += buf;
-    } else {
-      o += c;
-    }
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// Compact, and never throwing on bytes that are not UTF-8 (a prompt id, a path, an error
+// from the system): they become U+FFFD.
+std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+Json number(double v) { return std::isfinite(v) ? Json(v) : Json(nullptr); }
+
+}  // namespace
+
+std::string json_quote(std::string_view s) { return dump(Json(std::string(s))); }
+
+JsonObject::JsonObject() : j_(std::make_unique<Json>(Json::object())) {}
+JsonObject::~JsonObject() = default;
+JsonObject::JsonObject(const JsonObject& other) : j_(std::make_unique<Json>(*other.j_)) {}
+JsonObject& JsonObject::operator=(const JsonObject& other) {
+  if (this != &other) *j_ = *other.j_;
+  return *this;
+}
+// A moved-from object stays usable (empty), as any value type's.
+JsonObject::JsonObject(JsonObject&& other) : j_(std::make_unique<Json>(std::move(*other.j_))) {
+  *other.j_ = Json::object();
+}
+JsonObject& JsonObject::operator=(JsonObject&& other) {
+  if (this != &other) {
+    *j_ = std::move(*other.j_);
+    *other.j_ = Json::object();
   }
-  return o + "\"";
-}
-
-std::string JsonObject::str() const {
-  std::string o;
-  o.reserve(body_.size() + 2);
-  o += '{';
-  o += body_;
-  o += '}';
-  return o;
-}
-
-JsonObject& JsonObject::raw(std::string_view key, std::string_view json) {
-  if (!body_.empty()) body_ += ',';
-  body_ += json_quote(key);
-  body_ += ':';
-  body_ += json;
   return *this;
 }
 
-JsonObject& JsonObject::add(std::string_view key, std::string_view value) { return raw(key, json_quote(value)); }
-
+JsonObject& JsonObject::add(std::string_view key, std::string_view value) {
+  (*j_)[std::string(key)] = std::string(value);
+  return *this;
+}
 JsonObject& JsonObject::add(std::string_view key, double value) {
-  if (!std::isfinite(value)) return raw(key, "null");
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9g", value);  // FLOP counts stay exact to 9 digits
-  return raw(key, buf);
+  (*j_)[std::string(key)] = number(value);
+  return *this;
+}
+JsonObject& JsonObject::add(std::string_view key, std::int64_t value) {
+  (*j_)[std::string(key)] = value;
+  return *this;
+}
+JsonObject& JsonObject::add(std::string_view key, std::uint64_t value) {
+  (*j_)[std::string(key)] = value;
+  return *this;
+}
+JsonObject& JsonObject::add(std::string_view key, bool value) {
+  (*j_)[std::string(key)] = value;
+  return *this;
+}
+JsonObject& JsonObject::add(std::string_view key, const JsonObject& value) {
+  (*j_)[std::string(key)] = *value.j_;
+  return *this;
+}
+JsonObject& JsonObject::add(std::string_view key, const std::vector<JsonObject>& values) {
+  Json a = Json::array();
+  for (const auto& v : values) a.push_back(*v.j_);
+  (*j_)[std::string(key)] = std::move(a);
+  return *this;
+}
+JsonObject& JsonObject::add(std::string_view key, const std::vector<double>& values) {
+  Json a = Json::array();
+  for (double v : values) a.push_back(number(v));
+  (*j_)[std::string(key)] = std::move(a);
+  return *this;
+}
+JsonObject& JsonObject::add(std::string_view key, const std::vector<std::int64_t>& values) {
+  (*j_)[std::string(key)] = values;
+  return *this;
+}
+JsonObject& JsonObject::add(std::string_view key, const std::vector<std::string>& values) {
+  (*j_)[std::string(key)] = values;
+  return *this;
+}
+JsonObject& JsonObject::add_json(std::string_view key, std::string_view json) {
+  parse_json(json);  // the same strict, depth-bounded reader as for any input
+  (*j_)[std::string(key)] = Json::parse(json.begin(), json.end());
+  return *this;
+}
+JsonObject& JsonObject::add_json(std::string_view key, const std::vector<std::string>& jsons) {
+  Json a = Json::array();
+  for (const auto& j : jsons) {
+    parse_json(j);
+    a.push_back(Json::parse(j));
+  }
+  (*j_)[std::string(key)] = std::move(a);
+  return *this;
+}
+JsonObject& JsonObject::add_null(std::string_view key) {
+  (*j_)[std::string(key)] = nullptr;
+  return *this;
 }
 
-JsonObject& JsonObject::add(std::string_view key, std::int64_t value) { return raw(key, std::to_string(value)); }
-JsonObject& JsonObject::add(std::string_view key, std::uint64_t value) { return raw(key, std::to_string(value)); }
-JsonObject& JsonObject::add(std::string_view key, bool value) { return raw(key, value ? "true" : "false"); }
-JsonObject& JsonObject::add(std::string_view key, const JsonObject& value) { return raw(key, value.str()); }
+bool JsonObject::empty() const { return j_->empty(); }
+
+std::string JsonObject::str() const { return dump(*j_); }
 
 std::string json_array(const std::vector<JsonObject>& values) {
-  std::string a = "[";
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    if (i) a += ',';
-    a += values[i].str();
-  }
-  return a + "]";
+  Json a = Json::array();
+  for (const auto& v : values) a.push_back(v.value());
+  return dump(a);
 }
-
-JsonObject& JsonObject::add(std::string_view key, const std::vector<JsonObject>& values) {
-  return raw(key, json_array(values));
-}
-
-JsonObject& JsonObject::add_null(std::string_view key) { return raw(key, "null"); }
 
 }  // namespace ringattn::cli

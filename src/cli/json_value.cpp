@@ -1,7 +1,12 @@
+// parse_json (json_value.hpp) on nlohmann::json's SAX parser: nlohmann's lexer and
+// grammar (strict RFC 8259, UTF-8 checked), our JsonValue tree, and the depth bound
+// applied as each array or object opens, before anything inside it is read.
 #include "src/cli/json_value.hpp"
 
-#include <cstdlib>
 #include <stdexcept>
+#include <utility>
+
+#include <nlohmann/json.hpp>
 
 namespace ringattn::cli {
 
@@ -13,151 +18,123 @@ const JsonValue* JsonValue::get(std::string_view key) const {
 
 namespace {
 
-class Reader {
- public:
-  explicit Reader(std::string_view t) : t_(t) {}
+using Json = nlohmann::json;
 
-  JsonValue document() {
-    JsonValue v = value(0);
-    space();
-    if (i_ != t_.size()) fail("text after the value");
-    return v;
+// Where the first array or object deeper than kMaxJsonDepth opens (for the error only).
+std::size_t too_deep_at(std::string_view t) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    const char c = t[i];
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) return i;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return t.size();
+}
+
+// Builds the JsonValue tree from nlohmann's SAX events. open_ holds the arrays and
+// objects not yet closed (at most kMaxJsonDepth); key_ the key of the next field.
+class Builder : public nlohmann::json_sax<Json> {
+ public:
+  JsonValue result;
+  bool too_deep = false;
+  std::string error;
+
+  bool null() override { return put(JsonValue{}); }
+  bool boolean(bool v) override {
+    JsonValue j;
+    j.kind = JsonValue::Kind::boolean;
+    j.boolean = v;
+    return put(std::move(j));
+  }
+  bool number_integer(number_integer_t v) override { return number(static_cast<double>(v)); }
+  bool number_unsigned(number_unsigned_t v) override { return number(static_cast<double>(v)); }
+  bool number_float(number_float_t v, const string_t&) override { return number(v); }
+  bool string(string_t& v) override {
+    JsonValue j;
+    j.kind = JsonValue::Kind::string;
+    j.string = std::move(v);
+    return put(std::move(j));
+  }
+  bool binary(binary_t&) override { return false; }  // not in JSON text
+  bool start_object(std::size_t) override { return open(JsonValue::Kind::object); }
+  bool key(string_t& k) override {
+    key_ = std::move(k);
+    return true;
+  }
+  bool end_object() override { return close(); }
+  bool start_array(std::size_t) override { return open(JsonValue::Kind::array); }
+  bool end_array() override { return close(); }
+  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) override {
+    // nlohmann's message starts "[json.exception.parse_error.101] parse error at line 1, column N: ..."
+    std::string what = e.what();
+    const auto colon = what.find(": ");
+    if (colon != std::string::npos) what = what.substr(colon + 2);
+    error = "invalid JSON at offset " + std::to_string(position > 0 ? position - 1 : 0) + ": " + what;
+    return false;
   }
 
  private:
-  [[noreturn]] void fail(const std::string& why) const {
-    throw std::runtime_error("invalid JSON at offset " + std::to_string(i_) + ": " + why);
+  bool number(double v) {
+    JsonValue j;
+    j.kind = JsonValue::Kind::number;
+    j.number = v;
+    return put(std::move(j));
   }
-  void space() {
-    while (i_ < t_.size() && (t_[i_] == ' ' || t_[i_] == '\t' || t_[i_] == '\n' || t_[i_] == '\r')) ++i_;
-  }
-  bool eat(char c) {
-    space();
-    if (i_ < t_.size() && t_[i_] == c) {
-      ++i_;
-      return true;
+  bool open(JsonValue::Kind kind) {
+    if (static_cast<int>(open_.size()) >= kMaxJsonDepth) {
+      too_deep = true;
+      return false;
     }
-    return false;
+    JsonValue j;
+    j.kind = kind;
+    open_.emplace_back(std::move(key_), std::move(j));
+    return true;
   }
-  void expect(char c) {
-    if (!eat(c)) fail(std::string("expected '") + c + "'");
+  bool close() {
+    auto [k, v] = std::move(open_.back());
+    open_.pop_back();
+    key_ = std::move(k);
+    return put(std::move(v));
   }
-  bool word(std::string_view w) {
-    if (t_.substr(i_, w.size()) != w) return false;
-    i_ += w.size();
+  bool put(JsonValue v) {
+    if (open_.empty()) result = std::move(v);
+    else if (open_.back().second.kind == JsonValue::Kind::array) open_.back().second.items.push_back(std::move(v));
+    else open_.back().second.fields.emplace_back(std::move(key_), std::move(v));
     return true;
   }
 
-  // depth: arrays and objects around this value (at most kMaxJsonDepth of them nest). Bounded before any work, because every
-  // level is a stack frame: a peer or client that sends 50,000 '[' must get an error, not
-  // overflow the stack of the thread that reads it.
-  JsonValue value(int depth) {
-    space();
-    if (i_ >= t_.size()) fail("unexpected end");
-    JsonValue v;
-    const char c = t_[i_];
-    if ((c == '{' || c == '[') && depth >= kMaxJsonDepth)
-      fail("nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
-    if (c == '{') {
-      v.kind = JsonValue::Kind::object;
-      ++i_;
-      if (eat('}')) return v;
-      do {
-        space();
-        std::string key = string();
-        expect(':');
-        v.fields.emplace_back(std::move(key), value(depth + 1));
-      } while (eat(','));
-      expect('}');
-    } else if (c == '[') {
-      v.kind = JsonValue::Kind::array;
-      ++i_;
-      if (eat(']')) return v;
-      do v.items.push_back(value(depth + 1));
-      while (eat(','));
-      expect(']');
-    } else if (c == '"') {
-      v.kind = JsonValue::Kind::string;
-      v.string = string();
-    } else if (word("true")) {
-      v.kind = JsonValue::Kind::boolean;
-      v.boolean = true;
-    } else if (word("false")) {
-      v.kind = JsonValue::Kind::boolean;
-    } else if (word("null")) {
-      v.kind = JsonValue::Kind::null;
-    } else {
-      v.kind = JsonValue::Kind::number;
-      v.number = number();
-    }
-    return v;
-  }
-
-  std::string string() {
-    if (i_ >= t_.size() || t_[i_] != '"') fail("expected a string");
-    std::string out;
-    for (++i_; i_ < t_.size(); ++i_) {
-      const char c = t_[i_];
-      if (c == '"') {
-        ++i_;
-        return out;
-      }
-      if (static_cast<unsigned char>(c) < 0x20) fail("control character in a string");
-      if (c != '\\') {
-        out += c;
-        continue;
-      }
-      if (++i_ >= t_.size()) break;
-      switch (t_[i_]) {
-        case '"': case '\\': case '/': out += t_[i_]; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': {
-          if (i_ + 4 >= t_.size()) fail("short \\u escape");
-          const std::string hex(t_.substr(i_ + 1, 4));
-          if (hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos) fail("bad \\u escape");
-          const long cp = std::strtol(hex.c_str(), nullptr, 16);
-          out += cp < 0x80 ? static_cast<char>(cp) : '?';  // the tests only need ASCII
-          i_ += 4;
-          break;
-        }
-        default: fail("bad escape");
-      }
-    }
-    fail("unterminated string");
-  }
-
-  double number() {
-    const std::size_t start = i_;
-    auto digits = [&] {
-      const std::size_t d = i_;
-      while (i_ < t_.size() && t_[i_] >= '0' && t_[i_] <= '9') ++i_;
-      return i_ - d;
-    };
-    if (i_ < t_.size() && t_[i_] == '-') ++i_;
-    if (i_ < t_.size() && t_[i_] == '0') ++i_;
-    else if (digits() == 0) fail("expected a value");
-    if (i_ < t_.size() && t_[i_] == '.') {
-      ++i_;
-      if (digits() == 0) fail("expected digits after '.'");
-    }
-    if (i_ < t_.size() && (t_[i_] == 'e' || t_[i_] == 'E')) {
-      ++i_;
-      if (i_ < t_.size() && (t_[i_] == '+' || t_[i_] == '-')) ++i_;
-      if (digits() == 0) fail("expected exponent digits");
-    }
-    return std::strtod(std::string(t_.substr(start, i_ - start)).c_str(), nullptr);
-  }
-
-  std::string_view t_;
-  std::size_t i_ = 0;
+  std::vector<std::pair<std::string, JsonValue>> open_;
+  std::string key_;
 };
 
 }  // namespace
 
-JsonValue parse_json(std::string_view text) { return Reader(text).document(); }
+JsonValue parse_json(std::string_view text) {
+  Builder b;
+  const bool ok = Json::sax_parse(text.begin(), text.end(), &b, Json::input_format_t::json, /*strict=*/true);
+  if (b.too_deep)
+    throw std::runtime_error("invalid JSON at offset " + std::to_string(too_deep_at(text)) + ": nested deeper than " +
+                             std::to_string(kMaxJsonDepth) + " levels");
+  if (!ok) throw std::runtime_error(b.error.empty() ? "invalid JSON" : b.error);
+  return std::move(b.result);
+}
+
+std::optional<std::string> json_member(std::string_view json, std::string_view key) {
+  if (parse_json(json).kind != JsonValue::Kind::object) throw std::runtime_error("JSON: expected an object");
+  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(json.begin(), json.end());
+  const auto it = j.find(std::string(key));
+  if (it == j.end()) return std::nullopt;
+  return it->dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
 
 }  // namespace ringattn::cli

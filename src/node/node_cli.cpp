@@ -31,6 +31,7 @@
 #include "ringattn/launch.hpp"
 #include "ringattn/error.hpp"
 #include "core/logger.hpp"
+#include "src/cli/json_object.hpp"
 #include "src/io/finite_check.hpp"
 #include "src/io/npy_reader.hpp"
 #include "src/io/npy_writer.hpp"
@@ -118,16 +119,13 @@ long peak_rss_kib() {
 }
 
 std::string json_stats(int rank, std::int64_t rows, const ForwardStats& s, const RingTraffic& t, Isa isa) {
-  char buf[640];
-  std::snprintf(buf, sizeof buf,
-                "{\"rank\":%d,\"rows\":%lld,\"total_seconds\":%.6f,\"compute_seconds\":%.6f,\"wait_seconds\":%.6f,"
-                "\"useful_flops\":%.6g,\"steps\":%d,\"steps_skipped\":%d,\"payload_bytes_sent\":%llu,"
-                "\"bytes_sent\":%llu,\"io_cpu_seconds\":%.6f,\"max_rss_kib\":%ld,\"isa\":\"%s\"}",
-                rank, static_cast<long long>(rows), s.seconds, s.compute_seconds, s.wait_seconds, s.useful_flops,
-                s.steps, s.steps_skipped, static_cast<unsigned long long>(s.bytes_sent),
-                static_cast<unsigned long long>(t.bytes_sent), t.io_cpu_seconds, peak_rss_kib(),
-                std::string(to_string(isa)).c_str());
-  return buf;
+  cli::JsonObject o;
+  o.add("rank", rank).add("rows", rows).add("total_seconds", s.seconds).add("compute_seconds", s.compute_seconds);
+  o.add("wait_seconds", s.wait_seconds).add("useful_flops", s.useful_flops).add("steps", s.steps);
+  o.add("steps_skipped", s.steps_skipped).add("payload_bytes_sent", s.bytes_sent).add("bytes_sent", t.bytes_sent);
+  o.add("io_cpu_seconds", t.io_cpu_seconds).add("max_rss_kib", static_cast<std::int64_t>(peak_rss_kib()));
+  o.add("isa", to_string(isa));
+  return o.str();
 }
 
 // "ALIVE <n>" every `interval` while the node runs: n moves while it reads, computes,

@@ -125,9 +125,11 @@ struct ControlServer::Impl {
     if (!invalid.empty()) {
       co_await write_json(*stream, error_event("the request is not valid JSON: " + invalid), idle, who);
     } else if (op == "status") {
-      co_await write_json(*stream, "{\"event\":\"status\",\"data\":" + service.status_json() + "}", idle, who);
+      co_await write_json(*stream, cli::JsonObject().add("event", "status").add_json("data", service.status_json()).str(),
+                          idle, who);
     } else if (op == "nodes") {
-      co_await write_json(*stream, "{\"event\":\"nodes\",\"data\":" + service.nodes_json() + "}", idle, who);
+      co_await write_json(*stream, cli::JsonObject().add("event", "nodes").add_json("data", service.nodes_json()).str(),
+                          idle, who);
     } else if (op == "submit") {
       co_await submit(stream, who, text);
     } else {
@@ -191,7 +193,7 @@ struct ControlServer::Impl {
     for (;;) {
       auto e = co_await job->events->next(Millis(1000));
       if (!e) break;
-      if (e->empty()) *e = "{\"event\":\"alive\",\"data\":{}}";
+      if (e->empty()) *e = cli::JsonObject().add("event", "alive").add("data", cli::JsonObject()).str();
       const bool upload = e->rfind("{\"event\":\"upload\"", 0) == 0;
       co_await write_json(*stream, *e, idle, who);
       if (!upload) continue;

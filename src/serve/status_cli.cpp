@@ -40,21 +40,22 @@ std::string ask(const std::string& to, const std::string& op, const std::string&
       io,
       [&]() -> asio::awaitable<void> {
         auto c = co_await connect_control(to, secret, tls, timeout);
-        co_await write_json(*c.stream, "{\"op\":\"" + op + "\"}", timeout, c.peer);
+        co_await write_json(*c.stream, cli::JsonObject().add("op", op).str(), timeout, c.peer);
         reply = co_await read_json(*c.stream, timeout, c.peer);
         c.stream->close();
       },
       [&](std::exception_ptr e) { failure = e; });
   io.run();
   if (failure) std::rethrow_exception(failure);
-  const std::string prefix = "{\"event\":\"" + op + "\",\"data\":";
-  if (reply.rfind(prefix, 0) != 0 || reply.back() != '}') {
-    const cli::JsonValue v = cli::parse_json(reply);
+  const cli::JsonValue v = cli::parse_json(reply);
+  const auto* event = v.get("event");
+  const auto data = cli::json_member(reply, "data");
+  if (!event || event->string != op || !data) {
     const auto* d = v.get("data");
     const auto* m = d ? d->get("message") : nullptr;
     throw Error("daemon at " + to + ": " + (m ? m->string : "unexpected answer to '" + op + "'"));
   }
-  return reply.substr(prefix.size(), reply.size() - prefix.size() - 1);
+  return *data;
 }
 
 std::string field(const cli::JsonValue& v, const char* key) {
@@ -124,12 +125,11 @@ int run_status(const cli::Args& a) {
   }
   const bool ready = all_ready(nodes);
   if (a.has("json")) {
-    std::string list;
+    std::vector<std::string> list;
     for (const auto& n : nodes)
-      list += (list.empty() ? "" : ",") +
-              (n.error.empty() ? n.json : cli::JsonObject().add("control", n.control).add("error", n.error).str());
-    std::printf("{\"ok\":%s,\"command\":\"status\",\"ready\":%s,\"nodes\":[%s]}\n", ready ? "true" : "false",
-                ready ? "true" : "false", list.c_str());
+      list.push_back(n.error.empty() ? n.json : cli::JsonObject().add("control", n.control).add("error", n.error).str());
+    std::printf("%s\n",
+                cli::JsonObject().add("ok", ready).add("command", "status").add("ready", ready).add_json("nodes", list).str().c_str());
   } else {
     std::printf("%-4s %-16s %-22s %-9s %-9s %-8s %-7s %-12s %s\n", "rank", "host", "control", "state", "uptime", "isa",
                 "threads", "jobs ok/bad", "last job");

@@ -14,6 +14,7 @@
 #include "core/logger.hpp"
 #include "src/cli/args.hpp"
 #include "src/cli/json_object.hpp"
+#include "src/cli/json_value.hpp"
 
 using ringattn::InvalidArgument;
 using namespace ringattn::cli;
@@ -218,7 +219,12 @@ TEST_SUITE("cli args") {
   TEST_CASE("json_quote escapes quotes, backslashes and control characters") {
     CHECK(json_quote("plain") == "\"plain\"");
     CHECK(json_quote("a \"b\" \\ c") == "\"a \\\"b\\\" \\\\ c\"");
-    CHECK(json_quote("line\nnext\t") == "\"line\\u000anext\\u0009\"");
+    // nlohmann's escapes (the writer since issue 17; it wrote \u000a and \u0009 before): the
+    // short forms where JSON has them, \u00XX for the other control characters.
+    CHECK(json_quote("line\nnext\t") == "\"line\\nnext\\t\"");
+    CHECK(json_quote(std::string("a\x01", 2)) == "\"a\\u0001\"");
+    CHECK(json_quote("bad \xff utf-8") == "\"bad \xef\xbf\xbd utf-8\"");  // U+FFFD: always valid JSON
+    CHECK(parse_json(json_quote("line\nnext\t\x01")).string == "line\nnext\t\x01");
     JsonObject o;
     o.add("ok", false).add("n", 3).add("x", 0.5).add("inf", std::numeric_limits<double>::infinity()).add("s", "it's");
     CHECK(o.str() == "{\"ok\":false,\"n\":3,\"x\":0.5,\"inf\":null,\"s\":\"it's\"}");
