@@ -203,98 +203,121 @@ asio::awaitable<bool> Link::read_payload(const FrameHeader& h, PendingOp& op) {
   co_return true;
 }
 
+// Frames from the peer, one at a time, until the link closes or fails.
 asio::awaitable<void> Link::reader() {
+  while (state_ == State::open) {
+    const std::optional<FrameHeader> h = co_await read_header();
+    if (!h || !co_await on_frame(*h)) co_return;
+  }
+}
+
+// The next header, checked against the ring's limits; nullopt when the reader must stop
+// (the link closed, failed, or the peer said goodbye and closed).
+asio::awaitable<std::optional<FrameHeader>> Link::read_header() {
   std::error_code ec;
   HeaderBytes hb{};
-  while (state_ == State::open) {
-    co_await asio::async_read(stream_, asio::buffer(hb), asio::redirect_error(kAwait, ec));
-    if (state_ != State::open) co_return;
-    if (ec) {
-      if (ec == asio::error::eof && bye_received_ && ops_.empty()) co_return;  // polite close
-      report(dir_ == Dir::in ? "while this rank receives from it" : "while this rank sends to it", ec);
-      co_return;
-    }
-    peer_live_.heard();
-    env_.counters->bytes_received += kHeaderBytes;
-    FrameHeader h;
-    if (std::string err = try_decode_header(hb, env_.limits, h); !err.empty()) {
-      fail(FailureCause::protocol, "bad frame header from " + peer() + ": " + err);
-      co_return;
-    }
-    switch (h.kind) {
-      case FrameKind::ping: {
-        std::array<std::byte, kPingBytes> payload{};
-        if (!co_await read_small(payload, h)) co_return;
-        PingInfo p;
-        if (std::string err = try_decode_ping(payload, p); !err.empty()) {
-          fail(FailureCause::protocol, "bad PING from " + peer() + ": " + err);
-          co_return;
-        }
-        peer_live_.ping(p);
-        continue;
-      }
-      case FrameKind::bye:
-        bye_received_ = true;
-        env_.counters->frames_received += 1;
-        if (!ops_.empty()) {
-          fail(FailureCause::peer_closed, peer() + " closed the ring (BYE) with " + std::to_string(ops_.size()) + " " +
-                                              (dir_ == Dir::in ? "receive(s)" : "send(s)") + " pending");
-          co_return;
-        }
-        continue;  // expect EOF next
-      case FrameKind::error: {
-        std::vector<std::byte> payload(static_cast<std::size_t>(h.payload_bytes));  // bounded by the header check
-        std::error_code rec;
-        co_await asio::async_read(stream_, asio::buffer(payload), asio::redirect_error(kAwait, rec));
-        if (state_ != State::open) co_return;
-        if (rec) {
-          fail(FailureCause::peer_closed, peer() + " aborted (its message was cut off)");
-          co_return;
-        }
-        const ErrorInfo e = decode_error(payload);
-        env_.fail(e.cause, e.origin >= 0 ? e.origin : peer_rank_, peer() + " aborted: " + e.text);
-        co_return;
-      }
-      case FrameKind::hello:
-      case FrameKind::auth:
-      case FrameKind::address:
-      case FrameKind::peers:
-        fail(FailureCause::protocol, "unexpected " + std::string(to_string(h.kind)) + " frame from " + peer() +
-                                         " after the handshake");
-        co_return;
-      case FrameKind::kv_block:
-      case FrameKind::state:
-      case FrameKind::query:
-      case FrameKind::message: break;
-    }
-    if (dir_ == Dir::out) {
-      fail(FailureCause::protocol, peer() + " sent a " + std::string(to_string(h.kind)) + " frame on the link this rank sends on");
-      co_return;
-    }
-    // The payload goes only into a posted buffer: until the caller posts one, the header
-    // waits here and TCP's flow control holds the payload at the sender.
-    while (ops_.empty() && state_ == State::open) {
-      reader_wake_.expires_at(asio::steady_timer::time_point::max());
-      co_await reader_wake_.async_wait(asio::redirect_error(kAwait, ec));
-    }
-    if (state_ != State::open) co_return;
-    std::shared_ptr<PendingOp> op = ops_.front();
-    if (op->buffer_for) op->buffer = op->buffer_for(h);  // sized to this frame, within the limits
-    if (h.payload_bytes > op->buffer.size()) {
-      fail(FailureCause::protocol, std::string(to_string(h.kind)) + " frame (step " + std::to_string(h.step) + ") from " +
-                                       peer() + " has " + std::to_string(h.payload_bytes) +
-                                       " payload bytes but the posted receive buffer holds " +
-                                       std::to_string(op->buffer.size()));
-      co_return;
-    }
-    if (!co_await read_payload(h, *op)) co_return;
-    env_.counters->bytes_received += h.payload_bytes;
-    env_.counters->frames_received += 1;
-    op->header = h;
-    ops_.pop_front();
-    env_.liveness->tick();
-    op->complete();
+  co_await asio::async_read(stream_, asio::buffer(hb), asio::redirect_error(kAwait, ec));
+  if (state_ != State::open) co_return std::nullopt;
+  if (ec) {
+    if (ec == asio::error::eof && bye_received_ && ops_.empty()) co_return std::nullopt;  // polite close
+    report(dir_ == Dir::in ? "while this rank receives from it" : "while this rank sends to it", ec);
+    co_return std::nullopt;
   }
+  peer_live_.heard();
+  env_.counters->bytes_received += kHeaderBytes;
+  FrameHeader h;
+  if (std::string err = try_decode_header(hb, env_.limits, h); !err.empty()) {
+    fail(FailureCause::protocol, "bad frame header from " + peer() + ": " + err);
+    co_return std::nullopt;
+  }
+  co_return h;
+}
+
+// One frame after its header; false when the reader must stop.
+asio::awaitable<bool> Link::on_frame(const FrameHeader& h) {
+  switch (h.kind) {
+    case FrameKind::ping: {
+      std::array<std::byte, kPingBytes> payload{};
+      if (!co_await read_small(payload, h)) co_return false;
+      PingInfo p;
+      if (std::string err = try_decode_ping(payload, p); !err.empty()) {
+        fail(FailureCause::protocol, "bad PING from " + peer() + ": " + err);
+        co_return false;
+      }
+      peer_live_.ping(p);
+      co_return true;
+    }
+    case FrameKind::bye:
+      bye_received_ = true;
+      env_.counters->frames_received += 1;
+      if (!ops_.empty()) {
+        fail(FailureCause::peer_closed, peer() + " closed the ring (BYE) with " + std::to_string(ops_.size()) + " " +
+                                            (dir_ == Dir::in ? "receive(s)" : "send(s)") + " pending");
+        co_return false;
+      }
+      co_return true;  // expect EOF next
+    case FrameKind::error:
+      co_await on_error(h);
+      co_return false;
+    case FrameKind::hello:
+    case FrameKind::auth:
+    case FrameKind::address:
+    case FrameKind::peers:
+      fail(FailureCause::protocol, "unexpected " + std::string(to_string(h.kind)) + " frame from " + peer() +
+                                       " after the handshake");
+      co_return false;
+    case FrameKind::kv_block:
+    case FrameKind::state:
+    case FrameKind::query:
+    case FrameKind::message: co_return co_await on_data(h);
+  }
+  co_return false;  // not reached: try_decode_header refuses other kinds
+}
+
+// The peer aborted: its ERROR names the cause and the rank it started at.
+asio::awaitable<void> Link::on_error(const FrameHeader& h) {
+  std::vector<std::byte> payload(static_cast<std::size_t>(h.payload_bytes));  // bounded by the header check
+  std::error_code ec;
+  co_await asio::async_read(stream_, asio::buffer(payload), asio::redirect_error(kAwait, ec));
+  if (state_ != State::open) co_return;
+  if (ec) {
+    fail(FailureCause::peer_closed, peer() + " aborted (its message was cut off)");
+    co_return;
+  }
+  const ErrorInfo e = decode_error(payload);
+  env_.fail(e.cause, e.origin >= 0 ? e.origin : peer_rank_, peer() + " aborted: " + e.text);
+}
+
+// A data frame: its payload goes only into a posted buffer. Until the caller posts one,
+// the header waits here and TCP's flow control holds the payload at the sender.
+asio::awaitable<bool> Link::on_data(const FrameHeader& h) {
+  if (dir_ == Dir::out) {
+    fail(FailureCause::protocol, peer() + " sent a " + std::string(to_string(h.kind)) + " frame on the link this rank sends on");
+    co_return false;
+  }
+  std::error_code ec;
+  while (ops_.empty() && state_ == State::open) {
+    reader_wake_.expires_at(asio::steady_timer::time_point::max());
+    co_await reader_wake_.async_wait(asio::redirect_error(kAwait, ec));
+  }
+  if (state_ != State::open) co_return false;
+  std::shared_ptr<PendingOp> op = ops_.front();
+  if (op->buffer_for) op->buffer = op->buffer_for(h);  // sized to this frame, within the limits
+  if (h.payload_bytes > op->buffer.size()) {
+    fail(FailureCause::protocol, std::string(to_string(h.kind)) + " frame (step " + std::to_string(h.step) + ") from " +
+                                     peer() + " has " + std::to_string(h.payload_bytes) +
+                                     " payload bytes but the posted receive buffer holds " +
+                                     std::to_string(op->buffer.size()));
+    co_return false;
+  }
+  if (!co_await read_payload(h, *op)) co_return false;
+  env_.counters->bytes_received += h.payload_bytes;
+  env_.counters->frames_received += 1;
+  op->header = h;
+  ops_.pop_front();
+  env_.liveness->tick();
+  op->complete();
+  co_return true;
 }
 
 // ---- closing ----------------------------------------------------------------------------------

@@ -83,6 +83,10 @@ class Link {
   asio::awaitable<void> writer();
   asio::awaitable<bool> write_frame(const FrameHeader& h, const Payload& payload);
   asio::awaitable<void> reader();
+  asio::awaitable<std::optional<FrameHeader>> read_header();
+  asio::awaitable<bool> on_frame(const FrameHeader& h);
+  asio::awaitable<void> on_error(const FrameHeader& h);
+  asio::awaitable<bool> on_data(const FrameHeader& h);
   asio::awaitable<bool> read_payload(const FrameHeader& h, PendingOp& op);
   asio::awaitable<bool> read_small(std::span<std::byte> into, const FrameHeader& h);
   asio::awaitable<void> linger_close(std::optional<ErrorInfo> error);
