@@ -160,6 +160,15 @@ std::shared_ptr<spdlog::logger> logger(const std::string& name) {
 
 void set_log_sink(LogSink sink) { registry().sink->set(std::move(sink)); }
 
+void log(LogLevel level, std::string_view name, std::string_view message) {
+  if (level == LogLevel::off) return;
+  logger(std::string(name))->log(to_spdlog(level), "{}", message);
+}
+
+bool log_enabled(LogLevel level, std::string_view name) {
+  return level != LogLevel::off && logger(std::string(name))->should_log(to_spdlog(level));
+}
+
 void set_log_level(LogLevel level) {
   auto& r = registry();
   std::lock_guard lock(r.mu);

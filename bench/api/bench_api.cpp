@@ -26,7 +26,7 @@
 #include "bench/common/machine.hpp"
 #include "bench/common/shell_command.hpp"
 #include "src/cli/stats.hpp"
-#include "core/logger.hpp"
+#include "src/cli/log.hpp"
 #include "ringattn/launch.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/layout.hpp"
@@ -185,7 +185,7 @@ int front(const Plan& p, const std::string& command) {
     if (line.rfind("CALL ", 0) == 0) calls.push_back(parse_call(line.substr(5)));
     else if (line.rfind("LAYER ", 0) == 0) layers.push_back(parse_call(line.substr(6)));
   };
-  logger("bench")->info("{} ranks: {} calls of {} rows per rank, then {} layers of {} tokens", p.nodes, p.calls, p.rows,
+  cli::logger("bench")->info("{} ranks: {} calls of {} rows per rank, then {} layers of {} tokens", p.nodes, p.calls, p.rows,
                         p.layers, p.layer_tokens);
   run::launch(ls);
 

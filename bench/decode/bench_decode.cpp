@@ -26,7 +26,7 @@
 #include "bench/common/machine.hpp"
 #include "bench/common/shell_command.hpp"
 #include "src/cli/stats.hpp"
-#include "core/logger.hpp"
+#include "src/cli/log.hpp"
 #include "core/split.hpp"
 #include "ringattn/launch.hpp"
 #include "ringattn/error.hpp"
@@ -220,7 +220,7 @@ int front(const Plan& p, const std::string& command) {
   ls.on_line = [&](int, const std::string& line) {
     if (line.rfind("FILLED ", 0) == 0) {
       const auto j = cli::parse_json(line.substr(7));
-      logger("bench")->info("rank {}: cache of {:.0f} tokens filled ({:.2f} GiB)", j.get("rank")->number,
+      cli::logger("bench")->info("rank {}: cache of {:.0f} tokens filled ({:.2f} GiB)", j.get("rank")->number,
                             j.get("context")->number, j.get("cache_bytes")->number / (1 << 30));
       return;
     }
@@ -231,9 +231,9 @@ int front(const Plan& p, const std::string& command) {
                     static_cast<std::int64_t>(num("bytes_sent")), static_cast<std::int64_t>(num("cache_bytes")),
                     static_cast<std::int64_t>(num("tokens")), static_cast<std::int64_t>(num("cache_rows")), num("seconds"),
                     num("compute_seconds"), num("wait_seconds"), num("stream_seconds")});
-    if (rows.back().rank == 0) logger("bench")->info("context {}: step {} of {}", rows.back().context, rows.back().step + 1, p.steps);
+    if (rows.back().rank == 0) cli::logger("bench")->info("context {}: step {} of {}", rows.back().context, rows.back().step + 1, p.steps);
   };
-  logger("bench")->info("{} ranks, batch {}, contexts {}, {} steps each", p.nodes, p.batch, plan_args(p)[3], p.steps);
+  cli::logger("bench")->info("{} ranks, batch {}, contexts {}, {} steps each", p.nodes, p.batch, plan_args(p)[3], p.steps);
   run::launch(ls);
 
   for (const std::int64_t ctx : p.contexts) {

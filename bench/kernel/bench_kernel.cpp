@@ -24,7 +24,7 @@
 #include "src/oracle/random_inputs.hpp"
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
-#include "core/logger.hpp"
+#include "src/cli/log.hpp"
 #include "src/cli/args.hpp"
 #include "src/cli/json_object.hpp"
 
@@ -227,7 +227,7 @@ int ringattn::cli::bench_kernel_main(const std::vector<std::string>& argv) {
     for (auto dt : dtypes)
       for (const auto& mask : masks)
         for (auto b : bs) {
-          logger("bench")->info("[{}/{}] b={} {} {} threads={}", ++done, total, b, to_string(dt), to_string(mask), t);
+          cli::logger("bench")->info("[{}/{}] b={} {} {} threads={}", ++done, total, b, to_string(dt), to_string(mask), t);
           run_case({b, a.int64("heads"), a.int64("kv-heads"), a.int64("head-dim"), dt, mask, static_cast<int>(t), isa},
                    !a.has("no-naive"), command);
         }

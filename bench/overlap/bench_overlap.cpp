@@ -34,7 +34,7 @@
 #include "bench/overlap/overlap_worker.hpp"
 #include "ringattn/launch.hpp"
 #include "ringattn/error.hpp"
-#include "core/logger.hpp"
+#include "src/cli/log.hpp"
 #include "src/cli/args.hpp"
 #include "src/node/report.hpp"
 #include "src/run/launcher.hpp"
@@ -216,11 +216,11 @@ void write_outputs(const SweepSpec& spec, const std::vector<StepRow>& rows, cons
 // between sessions and only then by nice inside one, so both are set.
 void set_priority(int nice) {
   if (::setpriority(PRIO_PROCESS, 0, nice) != 0)
-    logger("bench")->warn("cannot set nice {}: {}", nice, std::strerror(errno));
+    cli::logger("bench")->warn("cannot set nice {}: {}", nice, std::strerror(errno));
   std::ofstream ag("/proc/self/autogroup");
   ag << nice;
   ag.flush();
-  if (!ag) logger("bench")->warn("cannot set the autogroup nice to {}", nice);
+  if (!ag) cli::logger("bench")->warn("cannot set the autogroup nice to {}", nice);
 }
 
 int front(const cli::Args& a, const SweepSpec& spec, const std::vector<std::string>& argv) {
@@ -231,7 +231,7 @@ int front(const cli::Args& a, const SweepSpec& spec, const std::vector<std::stri
                           std::to_string(spec.nodes) + " nodes");
   const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
   if (spec.nodes * spec.cores > cpus)
-    logger("bench")->warn("{} nodes x {} cores > {} CPUs: nodes share CPUs", spec.nodes, spec.cores, cpus);
+    cli::logger("bench")->warn("{} nodes x {} cores > {} CPUs: nodes share CPUs", spec.nodes, spec.cores, cpus);
   RunInfo info;
   info.link = a.maybe("link").value_or(hosts.empty() ? "loopback 127.0.0.1, unshaped" : "hosts " + *a.maybe("hosts"));
   info.machine = machine() + "; " + bench::paths(spec.dtype);

@@ -30,7 +30,7 @@
 #include "ringattn/launch.hpp"
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
-#include "core/logger.hpp"
+#include "src/cli/log.hpp"
 #include "ringattn/layout.hpp"
 
 namespace ringattn::bench::overlap {
@@ -323,7 +323,7 @@ void run_member(const SweepSpec& spec, const MemberNet& mn) {
   for (const auto& mask : spec.masks) {
     BlockAttention attn(attention_config(spec, mask));
     for (auto b : spec.blocks) {
-      if (mn.rank == 0) logger("bench")->info("mask {} b {}", mask, b);
+      if (mn.rank == 0) cli::logger("bench")->info("mask {} b {}", mask, b);
       const StepRow row = BlockSweep(t, spec, attn, mask, b, ++call).run();
       node::emit_line(to_line(row));
     }

@@ -17,7 +17,7 @@
 
 #include "bench/common/machine.hpp"
 #include "bench/common/shell_command.hpp"
-#include "core/logger.hpp"
+#include "src/cli/log.hpp"
 #include "core/split.hpp"
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
@@ -118,7 +118,7 @@ int ringattn::cli::bench_packed_main(const std::vector<std::string>& argv) {
     const double contiguous = max_over_mean(visible_pairs(cu, shard_documents_contiguous(cu, p), Mask::causal()));
     std::vector<double> gp, gs;
     for (std::int64_t r = 0; r < reps; ++r) {
-      logger("bench")->info("P={} rep {}/{}", p, r + 1, reps);
+      cli::logger("bench")->info("P={} rep {}/{}", p, r + 1, reps);
       const auto [fp, sp] = ring_work(attn, packed, q, k, v, h, kvh, d);
       const auto [fs, ss] = ring_work(attn, single, q, k, v, h, kvh, d);
       gp.push_back(fp / sp / 1e9);

@@ -52,7 +52,7 @@
 #include "bench/ring/single_process_baseline.hpp"
 #include "core/split.hpp"
 #include "ringattn/error.hpp"
-#include "core/logger.hpp"
+#include "src/cli/log.hpp"
 #include "src/cli/args.hpp"
 #include "src/cli/json_object.hpp"
 #include "src/io/npy_writer.hpp"
@@ -246,7 +246,7 @@ int ringattn::cli::bench_ring_main(const std::vector<std::string>& argv) {
   for (const auto kv : kvs) {
     Sizes sz = base;
     sz.kv_heads = kv;
-    logger("bench")->info("writing inputs N={} H={} KV={} D={} to {}", sz.seq, sz.heads, kv, sz.head_dim, dir.path);
+    cli::logger("bench")->info("writing inputs N={} H={} KV={} D={} to {}", sz.seq, sz.heads, kv, sz.head_dim, dir.path);
     const bench::DenseInputs inputs = write_inputs(sz, dir.path);
     for (const auto& dt : p.dtypes)
       for (const auto& m : p.masks)
@@ -280,7 +280,7 @@ int ringattn::cli::bench_ring_main(const std::vector<std::string>& argv) {
             for (int r = 0; r <= p.reps; ++r) {  // r = 0 warms both up and is not counted
               const double b = baseline ? baseline->run_once() : 0.0;
               auto res = run::run_ring(job, opts);
-              logger("bench")->info("[{}/{}] P={} {} {} {} kv={} {} {}/{}: ring {:.3f} s (wall {:.3f} s){}", done, total,
+              cli::logger("bench")->info("[{}/{}] P={} {} {} {} kv={} {} {}/{}: ring {:.3f} s (wall {:.3f} s){}", done, total,
                                     nodes, layout, m, dt, kv, r == 0 ? "warm-up" : "rep", r, p.reps, res.ring_seconds,
                                     res.wall_seconds,
                                     baseline ? fmt::format(", one process x {} threads {:.3f} s", bthreads, b) : "");

@@ -29,10 +29,10 @@
 #include "bench/transport/iperf3.hpp"
 #include "bench/transport/raw_tcp.hpp"
 #include "net/crc32c.hpp"
-#include "net/secret.hpp"
+#include "ringattn/launch.hpp"
 #include "net/transport.hpp"
 #include "ringattn/error.hpp"
-#include "core/logger.hpp"
+#include "src/cli/log.hpp"
 #include "src/cli/args.hpp"
 #include "src/cli/json_object.hpp"
 
@@ -214,7 +214,7 @@ struct Pair {
   bool tls;
 
   Pair(const Plan& p, const net::LinkLimits& shape, const std::string& host, bool with_tls) : slots(p), tls(with_tls) {
-    const std::string secret = net::generate_secret();
+    const std::string secret = generate_token();
     sender = net::make_tcp_transport(config(0, shape, host, 0, secret, tls));
     receiver = net::make_tcp_transport(config(1, shape, host, 0, secret, tls));
     const std::vector<net::PeerAddress> peers = {{host, sender->listen_port()}, {host, receiver->listen_port()}};
@@ -273,7 +273,7 @@ int run_in_process(const Plan& p, const std::string& host, bool with_raw, std::o
     if (with_raw) raw = cli::median(bench::raw_tcp_gbps(host, bytes, p.depth, p.reps, p.seconds));
     std::optional<double> plain;
     for (auto& pair : pairs) {
-      logger("bench")->info("{}-byte blocks, {} reps{}", bytes, p.reps, pair->tls ? ", TLS" : "");
+      cli::logger("bench")->info("{}-byte blocks, {} reps{}", bytes, p.reps, pair->tls ? ", TLS" : "");
       const Result r = pair->stream(p, shape, bytes);
       print_result("in-process", host, p, bytes, r, Baselines{iperf, raw}, pair->tls, pair->tls ? plain : std::nullopt);
       if (!pair->tls) plain = cli::median(r.gbps);
@@ -298,7 +298,7 @@ int run_two_process(const Plan& p, const std::string& role, const std::string& h
   const int rank = role == "send" ? 0 : 1;
   set_log_rank(rank);
   RecvSlots slots(p);
-  auto t = net::make_tcp_transport(config(rank, shape, host, static_cast<std::uint16_t>(port), net::load_secret(token_file), tls));
+  auto t = net::make_tcp_transport(config(rank, shape, host, static_cast<std::uint16_t>(port), load_token(token_file), tls));
   std::vector<net::PeerAddress> peers(2);
   peers[static_cast<std::size_t>(1 - rank)] = parse_peer(peer);
   peers[static_cast<std::size_t>(rank)] = {host, static_cast<std::uint16_t>(port)};
@@ -368,7 +368,7 @@ int ringattn::cli::bench_transport_main(const std::vector<std::string>& argv) {
                   "\"gb_per_s\":%.3f}\n",
                   host.c_str(), a.str("iperf-len").c_str(), p.reps, secs, *iperf);
     else
-      logger("bench")->warn("no iperf3 baseline ({} missing or failing)", bench::kIperf3Path);
+      cli::logger("bench")->warn("no iperf3 baseline ({} missing or failing)", bench::kIperf3Path);
   }
   std::vector<bool> modes;
   if (tls != "on") modes.push_back(false);

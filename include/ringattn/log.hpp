@@ -32,6 +32,13 @@ void set_log_level(std::string_view logger, LogLevel level);  // one logger, e.g
 void set_log_levels(std::string_view spec);
 LogLevel log_level();
 
+// Writes `message` as one line of logger `name` at `level`, through the library's own
+// logging: a program's loggers ("run", "serve", "bench"...) then share the library's
+// sink, format, rank and levels. log_enabled says whether such a line would be written
+// (so a caller can skip formatting one that would not).
+void log(LogLevel level, std::string_view name, std::string_view message);
+bool log_enabled(LogLevel level, std::string_view name);
+
 // The rank shown in the stderr format (-1 shows "coord": a launcher, before ranks exist).
 void set_log_rank(int rank);
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "core/logger.hpp"
+#include "src/cli/log.hpp"
 #include "ringattn/kv_cache.hpp"
 
 namespace ringattn::node {
@@ -57,7 +57,7 @@ ForwardStats run_decode_job(Ring& ring, const JobSpec& job, const JobShard& shar
   put(lse, pre, pl, lw);
   KVCache cache(c.kv_heads, c.head_dim, c.dtype);
   cache.append_packed(pre_pos, pre_docs, pk, pv);
-  auto log = logger("node");
+  auto log = cli::logger("node");
   for (std::size_t s = 0; s < steps.size(); ++s) {
     const auto& idx = steps[s];
     std::vector<std::int64_t> pos;

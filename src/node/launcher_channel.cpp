@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "ringattn/error.hpp"
-#include "core/logger.hpp"
+#include "src/cli/log.hpp"
 
 namespace ringattn::node {
 
@@ -36,7 +36,7 @@ void LauncherChannel::read_loop() {
     }
   }
   // The launcher is gone: nobody will read this node's output, and its peers die too.
-  logger("node")->error("rank {}: the launcher (ringattn run) is gone (its pipe closed); stopping", rank_);
+  cli::logger("node")->error("rank {}: the launcher (ringattn run) is gone (its pipe closed); stopping", rank_);
   std::fflush(nullptr);
   ::_exit(1);
 }

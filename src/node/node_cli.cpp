@@ -30,7 +30,7 @@
 #include "core/split.hpp"
 #include "ringattn/launch.hpp"
 #include "ringattn/error.hpp"
-#include "core/logger.hpp"
+#include "src/cli/log.hpp"
 #include "src/cli/json_object.hpp"
 #include "src/io/finite_check.hpp"
 #include "src/io/npy_reader.hpp"
@@ -252,7 +252,7 @@ int run_node(const cli::Args& a, int rank) {
   io::write_npy_atomic(stem + ".o.npy", o_shape, o);
   io::write_npy_atomic(stem + ".lse.npy", lse_shape, lse);
   emit_line("STATS " + json_stats(rank, pos.size(), stats, tstats, ring.kernel_isa(attention_spec(job))));
-  logger("node")->info("done: {:.3f} s, {:.1f} GFLOP/s useful, {:.3f} s waiting on the ring", stats.seconds,
+  cli::logger("node")->info("done: {:.3f} s, {:.1f} GFLOP/s useful, {:.3f} s waiting on the ring", stats.seconds,
                        stats.useful_flops / stats.seconds / 1e9, stats.wait_seconds);
   return 0;
 }

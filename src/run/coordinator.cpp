@@ -13,7 +13,7 @@
 #include <optional>
 #include <sstream>
 
-#include "core/logger.hpp"
+#include "src/cli/log.hpp"
 #include "ringattn/launch.hpp"
 #include "ringattn/error.hpp"
 #include "src/io/npy_reader.hpp"
@@ -71,7 +71,7 @@ std::unique_ptr<io::NpyAtomicWriter> assemble(const node::JobSpec& job, const st
 }  // namespace
 
 RunResult run_ring(const node::JobSpec& job, const RunOptions& opts) {
-  auto log = logger("run");
+  auto log = cli::logger("run");
   if (!opts.hosts.empty() && static_cast<int>(opts.hosts.size()) != job.nodes)
     throw InvalidArgument("--hosts lists " + std::to_string(opts.hosts.size()) + " addresses but --nodes is " +
                           std::to_string(job.nodes));

@@ -15,7 +15,7 @@
 #include <optional>
 #include <sstream>
 
-#include "core/logger.hpp"
+#include "src/cli/log.hpp"
 #include "ringattn/error.hpp"
 #include "src/cli/commands.hpp"
 #include "src/run/child_process.hpp"
@@ -107,7 +107,7 @@ std::string self_exe() {
 }
 
 std::vector<std::string> launch(const LaunchSpec& spec) {
-  auto log = logger("run");
+  auto log = cli::logger("run");
   SignalWatch signals;
   const std::string exe = self_exe();
   std::vector<Rank> ranks(static_cast<std::size_t>(spec.ranks));

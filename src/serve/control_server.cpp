@@ -10,7 +10,7 @@
 #include <cmath>
 #include <thread>
 
-#include "core/logger.hpp"
+#include "src/cli/log.hpp"
 #include "net/tcp/coroutines.hpp"
 #include "net/tcp/handshake_io.hpp"
 #include "net/tcp/resolve.hpp"
@@ -85,7 +85,7 @@ struct ControlServer::Impl {
     const auto r = co_await net::tcp::run_handshake(*stream, p);
     if (!r.ok()) {
       metrics.add("ringattn_control_refused_total", {{"reason", "handshake"}});
-      logger("serve")->info("control: dropped {}: {}", who, r.error);
+      cli::logger("serve")->info("control: dropped {}: {}", who, r.error);
       co_return;
     }
     try {
@@ -99,7 +99,7 @@ struct ControlServer::Impl {
         co_await converse(stream, who);
       }
     } catch (const std::exception& e) {
-      logger("serve")->info("control: {}: {}", who, e.what());
+      cli::logger("serve")->info("control: {}: {}", who, e.what());
     }
     stream->close();
   }
@@ -188,7 +188,7 @@ struct ControlServer::Impl {
         --n;
       }
     } active{active_jobs, *job};
-    logger("serve")->info("job {} from {}: {}", job->id, who, job->request.describe());
+    cli::logger("serve")->info("job {} from {}: {}", job->id, who, job->request.describe());
     auto done = std::make_shared<bool>(false);
     for (;;) {
       auto e = co_await job->events->next(Millis(1000));
@@ -250,7 +250,7 @@ struct ControlServer::Impl {
     std::error_code ec;
     co_await stream->async_read_some(asio::buffer(b), asio::redirect_error(asio::use_awaitable, ec));
     if (*done) co_return;
-    logger("serve")->warn("job {}: the client went away ({}); aborting the job", id, ec ? ec.message() : "it sent data");
+    cli::logger("serve")->warn("job {}: the client went away ({}); aborting the job", id, ec ? ec.message() : "it sent data");
     service.abort_job(id, "its client disconnected");
   }
 

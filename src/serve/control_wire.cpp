@@ -8,7 +8,7 @@
 #include <cstdlib>
 
 #include "core/byte_order.hpp"
-#include "net/secret.hpp"
+#include "ringattn/launch.hpp"
 #include "net/tcp/coroutines.hpp"
 #include "net/tcp/handshake_io.hpp"
 #include "net/tcp/resolve.hpp"
@@ -157,9 +157,9 @@ asio::awaitable<void> read_tensor(Stream& s, std::span<std::byte> into, Millis i
 }
 
 std::string client_secret(const std::optional<std::string>& token_file) {
-  if (token_file) return net::load_secret(*token_file);
-  if (const char* f = std::getenv("RINGATTN_TOKEN_FILE"); f && *f && !std::getenv("RINGATTN_TOKEN")) return net::load_secret(f);
-  return net::load_secret("");
+  if (token_file) return load_token(*token_file);
+  if (const char* f = std::getenv("RINGATTN_TOKEN_FILE"); f && *f && !std::getenv("RINGATTN_TOKEN")) return load_token(f);
+  return load_token("");
 }
 
 asio::awaitable<ClientConnection> connect_control(std::string address, std::string secret, bool tls, Millis timeout) {

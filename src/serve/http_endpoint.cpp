@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/logger.hpp"
+#include "src/cli/log.hpp"
 #include "net/tcp/socket_options.hpp"
 #include "net/transport.hpp"
 #include "ringattn/error.hpp"
@@ -124,13 +124,13 @@ asio::awaitable<void> HttpEndpoint::Impl::accept_loop() {
     tcp::socket s = co_await acceptor.async_accept(asio::redirect_error(asio::use_awaitable, ec));
     if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
     if (ec) {  // out of descriptors, say: pause rather than spin
-      logger("serve")->warn("http endpoint: accept failed: {}", ec.message());
+      cli::logger("serve")->warn("http endpoint: accept failed: {}", ec.message());
       asio::steady_timer pause(io, 100ms);
       co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       continue;
     }
     if (active >= kMaxConnections) {
-      logger("serve")->debug("http endpoint: {} connections open, closing one from {}", active,
+      cli::logger("serve")->debug("http endpoint: {} connections open, closing one from {}", active,
                              net::tcp::endpoint_text(s, true));
       s.close(ec);
       continue;
@@ -144,7 +144,7 @@ HttpResponse HttpEndpoint::Impl::respond(const std::string& path) const {
   try {
     return handler(path);
   } catch (const std::exception& e) {
-    logger("serve")->warn("http endpoint: handler for {} failed: {}", path, e.what());
+    cli::logger("serve")->warn("http endpoint: handler for {} failed: {}", path, e.what());
     return plain(500, "internal error\n");
   }
 }
@@ -178,7 +178,7 @@ asio::awaitable<void> HttpEndpoint::Impl::serve(tcp::socket s) {
                          : refused == 405 ? plain(405, "only GET\n")
                          : refused ? plain(refused, "malformed request\n")
                                    : respond(path);
-  logger("serve")->debug("http endpoint: {} {} -> {}", peer, refused ? "(refused)" : path, r.status);
+  cli::logger("serve")->debug("http endpoint: {} {} -> {}", peer, refused ? "(refused)" : path, r.status);
 
   arm(kWriteDeadline);
   co_await asio::async_write(*sock, asio::buffer(response_text(r)), asio::redirect_error(asio::use_awaitable, ec));
@@ -225,7 +225,7 @@ HttpEndpoint::HttpEndpoint(const std::string& listen, Handler handler) : impl_(s
         impl->io.run();
         return;
       } catch (const std::exception& e) {  // nothing should throw out of a handler; keep serving
-        logger("serve")->error("http endpoint: {}", e.what());
+        cli::logger("serve")->error("http endpoint: {}", e.what());
       }
     }
   });

@@ -6,7 +6,7 @@
 #include <array>
 #include <thread>
 
-#include "core/logger.hpp"
+#include "src/cli/log.hpp"
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/layout.hpp"
@@ -113,7 +113,7 @@ void RingService::stop() {
     std::unique_lock lock(mu_);
     if (grace_cv_.wait_for(lock, std::chrono::duration<double>(config_.grace), [&] { return finished_; })) return;
     if (ring_ && (running_ || running_id_ != 0)) {
-      logger("serve")->warn("grace period of {:.0f} s over: aborting the running job", config_.grace);
+      cli::logger("serve")->warn("grace period of {:.0f} s over: aborting the running job", config_.grace);
       ring_->abort("rank " + std::to_string(rank()) + " is shutting down: the job was aborted after the grace period");
     }
   });
@@ -185,7 +185,7 @@ std::string RingService::status_json() const {
 
 bool RingService::form() {
   set_state(stopping_ ? RingState::draining : RingState::forming);
-  auto log = logger("serve");
+  auto log = cli::logger("serve");
   std::string last;
   double backoff = 0.2;
   while (!stopping_) {
@@ -263,7 +263,7 @@ void RingService::run() {
     ring_.reset();
     if (why == Leave::broken) {
       metrics_.add("ringattn_ring_failures_total");
-      logger("serve")->warn("the ring broke{}; re-forming", last_ring_error_.empty() ? "" : ": " + last_ring_error_);
+      cli::logger("serve")->warn("the ring broke{}; re-forming", last_ring_error_.empty() ? "" : ": " + last_ring_error_);
     }
   }
   set_state(RingState::stopped);
@@ -461,9 +461,9 @@ void RingService::run_job(Job& job) {
       dones.push_back(ring_->send_message(r, static_cast<std::uint32_t>(peer::Msg::done), job.id, {}));
     for (auto& d : dones) ring_->wait(d);
   } catch (const NetworkError& e) {
-    logger("serve")->info("job {}: every result is in; the ring ended after it: {}", job.id, e.what());
+    cli::logger("serve")->info("job {}: every result is in; the ring ended after it: {}", job.id, e.what());
   }
-  logger("serve")->debug("job {} phases: upload {:.1f} ms, rank 0's forward {:.1f} ms, the workers' results {:.1f} ms later",
+  cli::logger("serve")->debug("job {} phases: upload {:.1f} ms, rank 0's forward {:.1f} ms, the workers' results {:.1f} ms later",
                          job.id, std::chrono::duration<double, std::milli>(t_uploaded - t_begin).count(),
                          std::chrono::duration<double, std::milli>(t_forward - t_uploaded).count(),
                          std::chrono::duration<double, std::milli>(Clock::now() - t_forward).count());
@@ -496,7 +496,7 @@ void RingService::finish_job(Job& job, JobResult result, double seconds) {
   job.job_seconds = seconds;
   record_job(job.id, result, seconds, job.request.describe(), job.error, job.cause);
   if (result == JobResult::ok) {
-    logger("serve")->info("job {} done: {} in {:.3f} s (ring {:.3f} s)", job.id, job.request.describe(), seconds,
+    cli::logger("serve")->info("job {} done: {} in {:.3f} s (ring {:.3f} s)", job.id, job.request.describe(), seconds,
                           job.ring_seconds);
     cli::JsonObject e;
     e.add("job", job.id).add("seconds", seconds).add("ring_seconds", job.ring_seconds).add("nodes", [&] {
@@ -510,7 +510,7 @@ void RingService::finish_job(Job& job, JobResult result, double seconds) {
     std::string message = job.error;
     const std::string prefix = "job " + std::to_string(job.id) + " " + std::string(to_string(result)) + ": ";
     if (message.rfind(prefix, 0) == 0) message.erase(0, prefix.size());
-    logger("serve")->warn("job {} {}: {}", job.id, to_string(result), message);
+    cli::logger("serve")->warn("job {} {}: {}", job.id, to_string(result), message);
     cli::JsonObject e;
     e.add("job", job.id).add("result", to_string(result)).add("message", message);
     e.add("cause", to_string(job.cause)).add("rank", job.origin_rank);
@@ -591,7 +591,7 @@ void RingService::run_worker_job(std::uint64_t id, std::vector<std::byte>& buf) 
     running_id_ = 0;
     record_transport();
   }
-  logger("serve")->info("job {}: my {} rows in {:.3f} s", id, rows, st.seconds);
+  cli::logger("serve")->info("job {}: my {} rows in {:.3f} s", id, rows, st.seconds);
   set_state(stopping_ ? RingState::draining : RingState::ready);
 }
 

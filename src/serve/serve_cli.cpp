@@ -15,7 +15,7 @@
 #include <optional>
 #include <thread>
 
-#include "core/logger.hpp"
+#include "src/cli/log.hpp"
 #include "ringattn/launch.hpp"
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
@@ -143,14 +143,14 @@ int run_serve(const cli::Args& a) {
       }
       return {404, "text/plain; charset=utf-8", "not found: try /metrics or /healthz\n"};
     });
-  logger("serve")->info("rank {} of {}: control on {}{}{}", c.ring.rank, c.ring.world_size, control,
+  cli::logger("serve")->info("rank {} of {}: control on {}{}{}", c.ring.rank, c.ring.world_size, control,
                         metrics_on ? ", metrics on " : "", metrics_on ? c.metrics : "");
 
   std::thread signal_thread([&] {
     int sig = 0;
     sigwait(&signals, &sig);
     if (sig == 0) return;
-    logger("serve")->info("{}: draining (grace {:.0f} s)", sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "SIGHUP",
+    cli::logger("serve")->info("{}: draining (grace {:.0f} s)", sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "SIGHUP",
                           c.grace);
     service.stop();
     // While the ring forms there is no job to drain, but an attempt to connect cannot be
@@ -158,7 +158,7 @@ int run_serve(const cli::Args& a) {
     for (int i = 0; i < 20 && service.state() == RingState::forming; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     if (service.state() == RingState::forming) {
-      logger("serve")->info("stopped while the ring was forming");
+      cli::logger("serve")->info("stopped while the ring was forming");
       std::fflush(stderr);
       std::_Exit(0);
     }
@@ -168,7 +168,7 @@ int run_serve(const cli::Args& a) {
     // run() returns only after stop(): the signal thread has its signal.
   }
   signal_thread.join();
-  logger("serve")->info("stopped");
+  cli::logger("serve")->info("stopped");
   return 0;
 }
 

@@ -8,7 +8,6 @@
 #include <exception>
 #include <thread>
 
-#include "net/secret.hpp"
 #include "net/tcp/coroutines.hpp"
 #include "ringattn/error.hpp"
 #include "src/cli/args.hpp"

@@ -11,7 +11,6 @@
 #include <exception>
 #include <optional>
 
-#include "net/secret.hpp"
 #include "net/tcp/coroutines.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/log.hpp"

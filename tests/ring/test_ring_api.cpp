@@ -383,3 +383,24 @@ TEST_CASE("ring api: the library logs through the caller's sink, at the caller's
   for (const auto& l : lines) connected |= l.find("info net connected") == 0;
   CHECK(connected);
 }
+
+TEST_CASE("ring api: a program's own lines go through the same sink and levels (log, log_enabled)") {
+  std::vector<std::string> lines;
+  set_log_sink([&](LogLevel level, std::string_view logger, std::string_view message) {
+    lines.push_back(std::string(to_string(level)) + " " + std::string(logger) + " " + std::string(message));
+  });
+  set_log_level(LogLevel::info);
+  set_log_level("myjob", LogLevel::warn);
+  log(LogLevel::info, "serve", "job 1 done");
+  log(LogLevel::info, "myjob", "hidden");
+  log(LogLevel::error, "myjob", "shown");
+  log(LogLevel::off, "serve", "never");
+  CHECK(log_enabled(LogLevel::info, "serve"));
+  CHECK_FALSE(log_enabled(LogLevel::info, "myjob"));
+  CHECK_FALSE(log_enabled(LogLevel::off, "serve"));
+  set_log_sink({});
+  set_log_level(LogLevel::warn);
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0] == "info serve job 1 done");
+  CHECK(lines[1] == "error myjob shown");
+}
