@@ -25,6 +25,7 @@
 // panels (a strip multiplies whole 64-key column blocks, and 0 * inf would leak into
 // rows the mask hides); after the tiles, exactly the rows that see one are poisoned.
 #include "ringattn/block_attention.hpp"
+#include "kernels/internals.hpp"
 
 #include <omp.h>
 
@@ -242,6 +243,20 @@ FoldStats BlockAttention::fold(const void* q, const Positions& q_pos, const void
 FoldStats BlockAttention::fold(const void* q, const Positions& q_pos, std::span<const std::int32_t> q_docs,
                                const void* k, const void* v, const Positions& k_pos,
                                std::span<const std::int32_t> k_docs, OnlineSoftmaxState& state) {
+  return fold_documents(q, q_pos, q_docs, k, v, k_pos, k_docs, state, true);
+}
+
+FoldStats KernelInternals::fold_checked(BlockAttention& kernel, const void* q, const Positions& q_pos,
+                                        std::span<const std::int32_t> q_docs, const void* k, const void* v,
+                                        const Positions& k_pos, std::span<const std::int32_t> k_docs,
+                                        OnlineSoftmaxState& state) {
+  return kernel.fold_documents(q, q_pos, q_docs, k, v, k_pos, k_docs, state, false);
+}
+
+FoldStats BlockAttention::fold_documents(const void* q, const Positions& q_pos, std::span<const std::int32_t> q_docs,
+                                         const void* k, const void* v, const Positions& k_pos,
+                                         std::span<const std::int32_t> k_docs, OnlineSoftmaxState& state,
+                                         bool check_documents) {
   auto& im = *impl_;
   const auto& cfg = im.cfg;
   const std::int64_t nq = q_pos.size(), nk = k_pos.size();
@@ -252,7 +267,9 @@ FoldStats BlockAttention::fold(const void* q, const Positions& q_pos, std::span<
                           "] but the queries are [" + std::to_string(nq) + ", " + std::to_string(H) +
                           ", " + std::to_string(D) + "]");
   const bool docs = !q_docs.empty() || !k_docs.empty();
-  if (docs) {
+  if (docs && !check_documents && (static_cast<std::int64_t>(q_docs.size()) != nq || static_cast<std::int64_t>(k_docs.size()) != nk))
+    throw InvalidArgument("block attention: internal: unchecked documents of the wrong size");  // sizes stay checked
+  if (docs && check_documents) {
     std::string err = check_docs("the queries'", q_docs, nq);
     if (err.empty()) err = check_docs("the keys'", k_docs, nk);
     if (!err.empty()) throw InvalidArgument("block attention: " + err);

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "core/logger.hpp"
+#include "kernels/internals.hpp"
 #include "net/secret.hpp"
 #include "net/tcp/rendezvous.hpp"
 #include "net/transport.hpp"
@@ -302,7 +303,10 @@ void rotate_and_fold(Ring::Impl& im, const AttentionSpec& spec, const ForwardCal
       ++st.steps_skipped;
     } else {
       const auto t0 = Clock::now();
-      const FoldStats fs = fc.kernel.fold(qp, fc.qpos, fc.docs, blk.k, blk.v, *blk.positions, blk.documents, im.state);
+      // Documents checked once: this rank's in check_forward, each visiting block's in
+      // RingStep::finish; the kernel does not walk them again.
+      const FoldStats fs =
+          KernelInternals::fold_checked(fc.kernel, qp, fc.qpos, fc.docs, blk.k, blk.v, *blk.positions, blk.documents, im.state);
       st.compute_seconds += since(t0);
       st.useful_flops += fs.useful_flops;
       if (fs.tiles_computed == 0) ++st.steps_skipped;

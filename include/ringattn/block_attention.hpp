@@ -139,6 +139,10 @@ class BlockAttention {
                  OnlineSoftmaxState& state);
 
  private:
+  friend struct KernelInternals;  // the ring's fold of what it already checked (kernels/internals.hpp)
+  FoldStats fold_documents(const void* q, const Positions& q_pos, std::span<const std::int32_t> q_docs, const void* k,
+                           const void* v, const Positions& k_pos, std::span<const std::int32_t> k_docs,
+                           OnlineSoftmaxState& state, bool check_documents);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
