@@ -3,9 +3,13 @@
 
 #include <ringattn/error.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <utility>
 
+#include "input_file.hpp"
 #include "safetensors.hpp"
 
 namespace infer {
@@ -77,9 +81,10 @@ void rms_norm(std::span<const float> x, const std::vector<float>& gain, float ep
   }
 }
 
-// Rotate-half RoPE (Llama's): pairs (i, i + D/2) of each head turn by pos * theta^(-2i/D).
+// RoPE: pair i of each head (its elements (i, i + D/2) rotate-half, (2i, 2i + 1)
+// interleaved) turns by pos * theta^(-2i/D).
 void rope(std::span<float> x, std::int64_t heads, std::int64_t head_dim, std::span<const std::int64_t> pos,
-          double theta) {
+          double theta, RopeStyle style) {
   const std::int64_t half = head_dim / 2;
   std::vector<float> c(static_cast<std::size_t>(half)), s(static_cast<std::size_t>(half));
   for (std::size_t r = 0; r < pos.size(); ++r) {
@@ -90,10 +95,13 @@ void rope(std::span<float> x, std::int64_t heads, std::int64_t head_dim, std::sp
     }
     for (std::int64_t h = 0; h < heads; ++h) {
       float* v = &x[(r * heads + h) * head_dim];
+      const std::int64_t step = style == RopeStyle::interleaved ? 2 : 1, partner = style == RopeStyle::interleaved ? 1 : half;
       for (std::int64_t i = 0; i < half; ++i) {
-        const float a = v[i], b = v[i + half];
-        v[i] = a * c[i] - b * s[i];
-        v[i + half] = b * c[i] + a * s[i];
+        float& a = v[i * step];
+        float& b = v[i * step + partner];
+        const float a0 = a, b0 = b;
+        a = a0 * c[i] - b0 * s[i];
+        b = b0 * c[i] + a0 * s[i];
       }
     }
   }
@@ -208,6 +216,98 @@ Model Model::from_safetensors(const ModelConfig& c, const std::string& path) {
   return m;
 }
 
+Model Model::from_llama2c(const std::string& path) {
+  auto fail = [&](const std::string& what) { return ringattn::FileError("model " + path + ": " + what); };
+  constexpr std::uint64_t kMaxBytes = std::uint64_t{64} << 30;
+  const std::vector<char> bytes = read_input_file(path, kMaxBytes, "model");
+  if (bytes.size() < 28) throw fail(std::to_string(bytes.size()) + " bytes: shorter than llama2.c's 28-byte header");
+  std::int32_t h[7];
+  std::memcpy(h, bytes.data(), sizeof h);
+  const char* names[7] = {"dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "seq_len"};
+  const std::int64_t most[7] = {65536, 1 << 20, 1024, 1024, 1024, 1 << 24, 1 << 24};
+  for (int i = 0; i < 7; ++i) {
+    const std::int64_t v = i == 5 ? std::abs(static_cast<std::int64_t>(h[i])) : h[i];
+    if (v < 1 || v > most[i])
+      throw fail("header field " + std::string(names[i]) + " = " + std::to_string(h[i]) + " is outside 1.." +
+                 std::to_string(most[i]) + (i == 5 ? " (negative: a separate classifier)" : "") +
+                 " (not a llama2.c version-0 checkpoint?)");
+  }
+  ModelConfig c;
+  c.dim = h[0];
+  c.ffn = h[1];
+  c.layers = h[2];
+  c.heads = h[3];
+  c.kv_heads = h[4];
+  c.vocab = std::abs(static_cast<std::int64_t>(h[5]));
+  c.tied = h[5] > 0;
+  c.context = h[6];
+  c.rope_style = RopeStyle::interleaved;
+  c.rope_theta = 10000;
+  c.norm_eps = 1e-5f;
+  if (c.dim % c.heads != 0) throw fail("dim " + std::to_string(c.dim) + " is not a multiple of n_heads " + std::to_string(c.heads));
+  if (c.heads % c.kv_heads != 0)
+    throw fail("n_kv_heads " + std::to_string(c.kv_heads) + " does not divide n_heads " + std::to_string(c.heads));
+  c.head_dim = c.dim / c.heads;
+  try {
+    c.check();
+  } catch (const ringattn::InvalidArgument& e) {
+    throw fail(e.what());
+  }
+  // The file is exactly the header and these float32 tensors (each for all layers in turn).
+  const std::int64_t L = c.layers, D = c.dim, F = c.ffn, kv = c.kv_heads * c.head_dim;
+  const std::int64_t rope_tables = c.context * c.head_dim;  // two of seq_len x head_size/2, unused
+  const std::int64_t floats = c.vocab * D + L * D + L * D * D + 2 * L * kv * D + L * D * D + L * D + 3 * L * F * D + D +
+                              rope_tables + (c.tied ? 0 : c.vocab * D);
+  const std::uint64_t want = 28 + 4 * static_cast<std::uint64_t>(floats);
+  if (bytes.size() != want)
+    throw fail(std::to_string(bytes.size()) + " bytes, but a checkpoint of this header (dim " + std::to_string(D) +
+               ", " + std::to_string(L) + " layers, vocab " + std::to_string(c.vocab) + (c.tied ? ", shared" : ", separate") +
+               " classifier) is " + std::to_string(want));
+  std::size_t at = 0;  // in floats after the header
+  auto group = [&](std::int64_t per_layer, std::int64_t layers) {  // a tensor for every layer: where it starts
+    const std::size_t start = at;
+    at += static_cast<std::size_t>(per_layer * layers);
+    return std::pair<std::size_t, std::int64_t>{start, per_layer};
+  };
+  const auto embedding = group(c.vocab * D, 1), attn_norm = group(D, L), wq = group(D * D, L), wk = group(kv * D, L),
+             wv = group(kv * D, L), wo = group(D * D, L), mlp_norm = group(D, L), w1 = group(F * D, L),
+             w2 = group(D * F, L), w3 = group(F * D, L), final_norm = group(D, 1);
+  at += static_cast<std::size_t>(rope_tables);
+  const auto classifier = group(c.tied ? 0 : c.vocab * D, 1);
+  // Tensor `name` of `layer` (-1: not a per-layer tensor), copied out of the file's bytes.
+  auto tensor = [&](std::pair<std::size_t, std::int64_t> g, std::int64_t layer, const char* name) {
+    std::vector<float> w(static_cast<std::size_t>(g.second));
+    const std::size_t first = g.first + static_cast<std::size_t>(std::max<std::int64_t>(layer, 0) * g.second);
+    std::memcpy(w.data(), bytes.data() + 28 + 4 * first, w.size() * sizeof(float));
+    for (float x : w)
+      if (!std::isfinite(x))
+        throw fail(std::string(name) + (layer >= 0 ? " of layer " + std::to_string(layer) : "") + " holds NaN or inf");
+    return w;
+  };
+  // In tensor_specs' order (layer by layer, Hugging Face's names): llama2.c's w1 is the
+  // gate, w3 the up and w2 the down projection.
+  std::vector<std::vector<float>> order;
+  order.push_back(tensor(embedding, -1, "token_embedding_table"));
+  for (std::int64_t l = 0; l < L; ++l) {
+    order.push_back(tensor(attn_norm, l, "rms_att_weight"));
+    order.push_back(tensor(wq, l, "wq"));
+    order.push_back(tensor(wk, l, "wk"));
+    order.push_back(tensor(wv, l, "wv"));
+    order.push_back(tensor(wo, l, "wo"));
+    order.push_back(tensor(mlp_norm, l, "rms_ffn_weight"));
+    order.push_back(tensor(w1, l, "w1"));
+    order.push_back(tensor(w3, l, "w3"));
+    order.push_back(tensor(w2, l, "w2"));
+  }
+  order.push_back(tensor(final_norm, -1, "rms_final_weight"));
+  if (!c.tied) order.push_back(tensor(classifier, -1, "wcls"));
+  Model m;
+  m.c_ = c;
+  std::size_t t = 0;
+  assemble(c, [&] { return std::move(order[t++]); }, m.embedding_, m.layers_, m.final_norm_, m.head_);
+  return m;
+}
+
 void Model::embed(std::span<const std::int32_t> tokens, std::span<float> x) const {
   for (std::size_t r = 0; r < tokens.size(); ++r)
     std::memcpy(&x[r * c_.dim], &embedding_[static_cast<std::size_t>(tokens[r] * c_.dim)],
@@ -222,8 +322,8 @@ void Model::attention_inputs(int l, std::span<const float> h, std::span<const st
   matmul(n, L.wq, c_.dim, c_.heads * c_.head_dim, q);
   matmul(n, L.wk, c_.dim, c_.kv_heads * c_.head_dim, k);
   matmul(n, L.wv, c_.dim, c_.kv_heads * c_.head_dim, v);
-  rope(q, c_.heads, c_.head_dim, rope_positions, c_.rope_theta);
-  rope(k, c_.kv_heads, c_.head_dim, rope_positions, c_.rope_theta);
+  rope(q, c_.heads, c_.head_dim, rope_positions, c_.rope_theta, c_.rope_style);
+  rope(k, c_.kv_heads, c_.head_dim, rope_positions, c_.rope_theta, c_.rope_style);
 }
 
 void Model::attention_output_and_mlp(int l, std::span<const float> o, std::span<float> h) const {

@@ -19,6 +19,10 @@
 
 namespace infer {
 
+// How RoPE pairs a head's elements: Hugging Face Llama's rotate-half (i, i + D/2), or
+// llama2.c's interleaved pairs (2i, 2i + 1), which its own checkpoints are trained with.
+enum class RopeStyle { rotate_half, interleaved };
+
 struct ModelConfig {
   std::int64_t vocab = 256;
   std::int64_t dim = 128;
@@ -29,7 +33,9 @@ struct ModelConfig {
   std::int64_t ffn = 256;
   bool tied = true;  // the output head is the embedding
   double rope_theta = 10000;
+  RopeStyle rope_style = RopeStyle::rotate_half;
   float norm_eps = 1e-5f;
+  std::int64_t context = 0;  // positions the model was trained for (0: not stated)
 
   void check() const;  // throws ringattn::InvalidArgument naming the bad size
 };
@@ -53,6 +59,13 @@ class Model {
   // Weights from a safetensors file (F32, the names of tensor_specs); every tensor of the
   // configuration must be there with its shape, and nothing else.
   static Model from_safetensors(const ModelConfig& c, const std::string& path);
+  // A llama2.c checkpoint (version 0, "legacy": seven int32 — dim, hidden_dim, n_layers,
+  // n_heads, n_kv_heads, vocab_size (negative: a separate classifier at the end),
+  // seq_len — then float32 tensors, each for every layer in turn), its configuration from
+  // that header (interleaved RoPE, theta 10000, eps 1e-5). Throws ringattn::FileError
+  // "model <path>: ..." for a header out of range or a size that is not exactly its
+  // tensors', before it reads a weight.
+  static Model from_llama2c(const std::string& path);
 
   const ModelConfig& config() const { return c_; }
 

@@ -1,0 +1,161 @@
+// A real pretrained model through the model runtime's layers (bench/infer/model.hpp):
+// stories260K read from its llama2.c checkpoint, run greedily from "Once upon a time" with
+// dense causal attention computed here in float64 (the ring's part, stood in for by the
+// oracle's math), gives exactly the 60 tokens llama2.c's run.c generated
+// (../shared/models/stories260K/README.md). And hostile checkpoints are refused by size
+// and header before a weight is read.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <string>
+#include <unistd.h>
+#include <span>
+#include <vector>
+
+#include "model.hpp"
+#include "tests/model/model_files.hpp"
+
+namespace fs = std::filesystem;
+using infer::Model;
+
+namespace {
+
+// Dense causal attention with GQA in float64: o [n, heads*head_dim] from q, k, v.
+void causal_attention(const infer::ModelConfig& c, const std::vector<float>& q, const std::vector<float>& k,
+                      const std::vector<float>& v, std::int64_t n, std::vector<float>& o) {
+  const std::int64_t H = c.heads, KV = c.kv_heads, D = c.head_dim, group = H / KV;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  std::vector<double> s(static_cast<std::size_t>(n));
+  for (std::int64_t r = 0; r < n; ++r)
+    for (std::int64_t h = 0; h < H; ++h) {
+      const std::int64_t g = h / group;
+      double m = -INFINITY;
+      for (std::int64_t j = 0; j <= r; ++j) {
+        double dot = 0;
+        for (std::int64_t d = 0; d < D; ++d)
+          dot += static_cast<double>(q[static_cast<std::size_t>((r * H + h) * D + d)]) *
+                 k[static_cast<std::size_t>((j * KV + g) * D + d)];
+        s[static_cast<std::size_t>(j)] = dot * scale;
+        m = std::max(m, s[static_cast<std::size_t>(j)]);
+      }
+      double l = 0;
+      for (std::int64_t j = 0; j <= r; ++j) l += (s[static_cast<std::size_t>(j)] = std::exp(s[static_cast<std::size_t>(j)] - m));
+      for (std::int64_t d = 0; d < D; ++d) {
+        double acc = 0;
+        for (std::int64_t j = 0; j <= r; ++j)
+          acc += s[static_cast<std::size_t>(j)] * v[static_cast<std::size_t>((j * KV + g) * D + d)];
+        o[static_cast<std::size_t>((r * H + h) * D + d)] = static_cast<float>(acc / l);
+      }
+    }
+}
+
+// The logits of the last token after the whole sequence `tokens`, at positions 0..n-1.
+std::vector<float> last_logits(const Model& m, const std::vector<std::int32_t>& tokens) {
+  const auto& c = m.config();
+  const std::int64_t n = static_cast<std::int64_t>(tokens.size());
+  std::vector<float> x(static_cast<std::size_t>(n * c.dim));
+  m.embed(tokens, x);
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) pos[static_cast<std::size_t>(i)] = i;
+  std::vector<float> q(static_cast<std::size_t>(n * c.heads * c.head_dim)), o(q.size());
+  std::vector<float> k(static_cast<std::size_t>(n * c.kv_heads * c.head_dim)), v(k.size());
+  for (int l = 0; l < c.layers; ++l) {
+    m.attention_inputs(l, x, pos, q, k, v);
+    causal_attention(c, q, k, v, n, o);
+    m.attention_output_and_mlp(l, o, x);
+  }
+  std::vector<float> logits(static_cast<std::size_t>(c.vocab));
+  m.logits(std::span<const float>(x).subspan(static_cast<std::size_t>((n - 1) * c.dim), static_cast<std::size_t>(c.dim)),
+           logits);
+  return logits;
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("llama2c: stories260K's header gives its configuration, interleaved RoPE, tied classifier") {
+  const auto dir = test::model_dir();
+  if (!dir) return;
+  const Model m = Model::from_llama2c((*dir / "stories260K.bin").string());
+  const auto& c = m.config();
+  CHECK(c.dim == 64);
+  CHECK(c.ffn == 172);
+  CHECK(c.layers == 5);
+  CHECK(c.heads == 8);
+  CHECK(c.kv_heads == 4);
+  CHECK(c.head_dim == 8);
+  CHECK(c.vocab == 512);
+  CHECK(c.tied);
+  CHECK(c.context == 512);
+  CHECK(c.rope_style == infer::RopeStyle::interleaved);
+}
+
+TEST_CASE("llama2c: greedy from \"Once upon a time\" is llama2.c's 60 tokens, token for token") {
+  const auto dir = test::model_dir();
+  if (!dir) return;
+  const Model m = Model::from_llama2c((*dir / "stories260K.bin").string());
+  std::vector<std::int32_t> tokens(test::kPromptIds.begin(), test::kPromptIds.end());
+  while (tokens.size() < 1 + test::kRunIds.size()) {
+    const std::vector<float> logits = last_logits(m, tokens);
+    std::int32_t best = 0;  // the first of equal maxima, as run.c's argmax
+    for (std::int32_t i = 1; i < static_cast<std::int32_t>(logits.size()); ++i)
+      if (logits[static_cast<std::size_t>(i)] > logits[static_cast<std::size_t>(best)]) best = i;
+    tokens.push_back(best);
+  }
+  const std::vector<int> got(tokens.begin() + 1, tokens.end());
+  CHECK(got == test::kRunIds);
+}
+
+TEST_CASE("llama2c: hostile checkpoints are refused by header and size before a weight is read") {
+  const auto dir = test::model_dir();
+  auto write = [](const std::string& name, const std::string& bytes) {
+    const fs::path p = fs::temp_directory_path() / ("ringattn-l2c-" + std::to_string(::getpid()) + "-" + name);
+    std::ofstream(p, std::ios::binary) << bytes;
+    return p;
+  };
+  auto refused = [&](const std::string& name, const std::string& bytes) {
+    const fs::path p = write(name, bytes);
+    const std::string m = error_of([&] { Model::from_llama2c(p.string()); });
+    fs::remove(p);
+    return m;
+  };
+  auto header = [](std::vector<std::int32_t> h) { return std::string(reinterpret_cast<const char*>(h.data()), 4 * h.size()); };
+  CHECK(refused("short", "abc").find("shorter than llama2.c's 28-byte header") != std::string::npos);
+  CHECK(refused("zero-dim", header({0, 172, 5, 8, 4, 512, 512})).find("dim = 0 is outside") != std::string::npos);
+  CHECK(refused("huge-vocab", header({64, 172, 5, 8, 4, -(1 << 30), 512})).find("vocab_size") != std::string::npos);
+  CHECK(refused("kv", header({64, 172, 5, 8, 3, 512, 512})).find("n_kv_heads 3 does not divide n_heads 8") !=
+        std::string::npos);
+  CHECK(refused("heads", header({64, 172, 5, 7, 7, 512, 512})).find("not a multiple of n_heads") != std::string::npos);
+  const std::string m = refused("no-weights", header({64, 172, 5, 8, 4, 512, 512}));
+  CHECK(m.find("model ") == 0);
+  CHECK(m.find("28 bytes, but a checkpoint of this header") != std::string::npos);
+  CHECK(m.find("is 1056540") != std::string::npos);  // stories260K's size: the arithmetic of the README
+  CHECK(error_of([] { Model::from_llama2c("/dev/zero"); }).find("not a regular file") != std::string::npos);
+  if (dir) {  // the real file with its classifier claimed separate: a size that no longer fits
+    std::ifstream f(*dir / "stories260K.bin", std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const std::int32_t untied = -512;
+    std::memcpy(bytes.data() + 20, &untied, 4);
+    CHECK(refused("untied", bytes).find("separate classifier) is 1187612") != std::string::npos);
+    float nan = std::nanf("");
+    std::memcpy(bytes.data() + 20, &test::kVocab, 4);
+    std::memcpy(bytes.data() + 28 + 4 * 32768 + 4 * 3, &nan, 4);  // the 4th gain of layer 0's attention norm
+    CHECK(refused("nan", bytes).find("rms_att_weight of layer 0 holds NaN or inf") != std::string::npos);
+  }
+}
