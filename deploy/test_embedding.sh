@@ -15,6 +15,9 @@
 #             (bench/infer/reference.py); the same from a numpy-written safetensors file; bad
 #             weights and prompts refused with the file named; and the positions trap (RoPE
 #             at the rank's row index, P = 2) caught by the comparison
+#             and a real pretrained model, stories260K (llama2.c checkpoint and tokenizer),
+#             greedy at P = 1, 2 and 3: exactly the text llama2.c's run.c printed (skipped,
+#             saying so, where the model files are not at RINGATTN_MODEL_DIR or ../shared)
 #   readme    every code block of README.md and docs/*.md marked <!-- file: PATH --> is PATH,
 #             byte for byte; docs/embedding.md's show tests/consumer/embed.cpp and
 #             tests/python/embed_example.py
@@ -216,6 +219,37 @@ infer_safetensors() {  # read back at P = 2 the numpy-written weights must give 
   infer_p2 "$work/infer-st" --weights "$work/model.safetensors"
 }
 
+# A real pretrained model through the ring: Karpathy's stories260K (llama2.c checkpoint and
+# tokenizer, MIT; never in this repository: RINGATTN_MODEL_DIR, else ../shared/models beside
+# the checkout) greedy from "Once upon a time" for 60 tokens at P = 1, 2 and 3 (mpirun) gives
+# exactly the text llama2.c's run.c printed (../shared/models/stories260K/README.md; run.c
+# adds a final newline). Its head_dim 8 runs padded to the ring's 32 (bench/infer/job.cpp).
+stories_dir=${RINGATTN_MODEL_DIR:-$PWD/../shared/models/stories260K}
+stories_text='Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball. She wanted to play with it, but it was too high.
+Lily'
+infer_stories() {  # infer_stories P
+  local p=$1 out=$work/stories-p$1
+  local args=(--llama2c "$stories_dir/stories260K.bin" --tokenizer "$stories_dir/tok512.bin" --prompt "Once upon a time"
+              --tokens 60 --threads 1 --out "$out")
+  if ((p == 1)); then
+    env RINGATTN_RANK=0 RINGATTN_WORLD_SIZE=1 timeout 120 "$infer/infer" "${args[@]}" >/dev/null || return 1
+  elif ((p == 2)); then
+    ranks 2 RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" "${args[@]}" >/dev/null ||
+      return 1
+  else
+    env -i PATH="$PATH" HOME="$HOME" RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" \
+      timeout 120 mpirun -n 3 --oversubscribe --allow-run-as-root -x RINGATTN_MASTER -x RINGATTN_TOKEN \
+      "$infer/infer" "${args[@]}" >/dev/null || return 1
+  fi
+  $PY - "$out" "$stories_text" <<'PYEOF'
+import glob, json, sys
+texts = [json.loads(l)["text"] for f in sorted(glob.glob(sys.argv[1] + "/rank-*.jsonl")) for l in open(f)]
+if texts != [sys.argv[2]]:
+    print("stories260K: expected llama2.c's text, got", texts)
+    sys.exit(1)
+PYEOF
+}
+
 # Bad inputs fail every rank before it connects, with the file and the tensor or line named
 # (exit 3: ringattn::Error). expect_error MESSAGE ARGS...
 infer_bad_inputs() {
@@ -354,6 +388,13 @@ if check "infer: configure bench/infer through ringattn.pc, build -Werror" build
     check "infer: bf16 K/V on the wire and in the cache, P = 2 against P = 1: tokens equal, logits within 2e-2" infer_bf16
     check "infer: bad weights and prompts files (a bad token, invalid UTF-8, JSON 50,000 deep, /dev/zero, a FIFO, a 10 MB line) fail with the file and tensor or line named" infer_bad_inputs
     check "infer: the positions trap (--rope-positions local, P = 2) fails the comparison" infer_positions_trap
+    if [[ -f $stories_dir/stories260K.bin && -f $stories_dir/tok512.bin ]]; then
+      check "infer: stories260K (a real pretrained model, llama2.c checkpoint) at P = 1: llama2.c's exact text" infer_stories 1
+      check "infer: stories260K at P = 2 (rendezvous): llama2.c's exact text" infer_stories 2
+      check "infer: stories260K at P = 3 under mpirun: llama2.c's exact text" infer_stories 3
+    else
+      echo "embedding: skipped: no model at $stories_dir (set RINGATTN_MODEL_DIR to the stories260K folder)"
+    fi
   fi
 fi
 check "README and docs/: marked code blocks are their files (docs/embedding.md: tests/consumer/embed.cpp, tests/python/embed_example.py)" readme_blocks

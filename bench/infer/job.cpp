@@ -1,12 +1,16 @@
 // infer — prefill and decode of one batch (the schedule is in job.hpp).
 #include "job.hpp"
 
+#include <ringattn/block_attention.hpp>
 #include <ringattn/error.hpp>
 #include <ringattn/kv_cache.hpp>
 #include <ringattn/packing.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <iterator>
 
 namespace infer {
 
@@ -24,7 +28,62 @@ std::vector<float> gather(const std::vector<float>& all, const std::vector<std::
   return out;
 }
 
+// The ring's kernels take the head dims in ringattn::kSupportedHeadDims (multiples of 16
+// from 32). A model with another (stories260K: 8) runs each head zero-padded to the next
+// supported one: zero lanes change neither q·k nor p·v, and the scale stays 1/sqrt(d), so
+// attention is exact; it costs padded/d times attention's bytes and FLOPs.
+struct HeadPadding {
+  std::int64_t d = 0, padded = 0;
+
+  explicit HeadPadding(std::int64_t head_dim) : d(head_dim), padded(head_dim) {
+    for (const std::int64_t s : ringattn::kSupportedHeadDims)
+      if (s >= head_dim) {
+        padded = s;
+        break;
+      }
+    if (padded < head_dim || std::find(std::begin(ringattn::kSupportedHeadDims), std::end(ringattn::kSupportedHeadDims),
+                                       padded) == std::end(ringattn::kSupportedHeadDims))
+      throw ringattn::InvalidArgument("head_dim " + std::to_string(head_dim) + " is above the ring's largest");
+  }
+  bool on() const { return padded != d; }
+  // in [n, d] -> out [n, padded] (n = rows * heads), zeros after each head's d values.
+  const std::vector<float>& pad(const std::vector<float>& in, std::vector<float>& out) const {
+    if (!on()) return in;
+    const std::size_t n = in.size() / static_cast<std::size_t>(d);
+    out.assign(n * static_cast<std::size_t>(padded), 0.0f);
+    for (std::size_t i = 0; i < n; ++i)
+      std::copy_n(in.begin() + static_cast<std::ptrdiff_t>(i * d), d, out.begin() + static_cast<std::ptrdiff_t>(i * padded));
+    return out;
+  }
+  // in [n, padded] -> out [n, d].
+  void unpad(const std::vector<float>& in, std::vector<float>& out) const {
+    if (!on()) return;
+    const std::size_t n = in.size() / static_cast<std::size_t>(padded);
+    out.resize(n * static_cast<std::size_t>(d));
+    for (std::size_t i = 0; i < n; ++i)
+      std::copy_n(in.begin() + static_cast<std::ptrdiff_t>(i * padded), d, out.begin() + static_cast<std::ptrdiff_t>(i * d));
+  }
+};
+
+// One attention call's buffers at the ring's head dim: q, k, v padded, o as it comes.
+struct PaddedCall {
+  std::vector<float> q, k, v, o;
+};
+
 }  // namespace
+
+void check_context(const std::vector<Prompt>& prompts, const JobOptions& options) {
+  const std::int64_t context = options.model.context;
+  if (context <= 0) return;
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    const auto n = static_cast<std::int64_t>(prompts[i].tokens.size());
+    if (n + options.tokens > context)
+      throw ringattn::InvalidArgument("prompt " + std::to_string(i) + " (id " + prompts[i].id + "): " + std::to_string(n) +
+                                      " tokens and " + std::to_string(options.tokens) +
+                                      " to generate exceed the model's trained context of " + std::to_string(context) +
+                                      " positions (fewer --tokens, or a shorter prompt)");
+  }
+}
 
 std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, const std::vector<Prompt>& prompts,
                                       const JobOptions& options, JobStats& stats) {
@@ -67,9 +126,18 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
   ringattn::AttentionSpec spec;
   spec.heads = c.heads;
   spec.kv_heads = c.kv_heads;
-  spec.head_dim = c.head_dim;
+  const HeadPadding pad(c.head_dim);
+  spec.head_dim = pad.padded;
+  spec.scale = pad.on() ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim))) : 0.0f;
   spec.dtype = options.dtype;
   spec.mask = ringattn::Mask::causal();
+  PaddedCall pc;
+  // The ring's o of a call: straight into o without padding, else through pc.o.
+  auto attention_out = [&](std::vector<float>& o) -> std::vector<float>& {
+    if (!pad.on()) return o;
+    pc.o.resize(o.size() / static_cast<std::size_t>(pad.d) * static_cast<std::size_t>(pad.padded));
+    return pc.o;
+  };
   const std::int64_t qd = c.heads * c.head_dim, kd = c.kv_heads * c.head_dim;
 
   // ---- prefill
@@ -83,10 +151,15 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
   for (std::int64_t l = 0; l < c.layers; ++l) {
     const double tl = now();
     model.attention_inputs(static_cast<int>(l), h, rope_pos, q, k, v);
-    const ringattn::ForwardStats st = ring.forward(spec, q, k, v, positions, documents, o);
+    const auto& qp = pad.pad(q, pc.q);
+    const auto& kp = pad.pad(k, pc.k);
+    const auto& vp = pad.pad(v, pc.v);
+    auto& out = attention_out(o);
+    const ringattn::ForwardStats st = ring.forward(spec, qp, kp, vp, positions, documents, out);
+    pad.unpad(out, o);
     stats.prefill_attention_seconds += st.seconds;
-    caches.emplace_back(c.kv_heads, c.head_dim, options.dtype);
-    caches.back().append_packed(positions, documents, k, v);
+    caches.emplace_back(c.kv_heads, pad.padded, options.dtype);
+    caches.back().append_packed(positions, documents, kp, vp);
     model.attention_output_and_mlp(static_cast<int>(l), o, h);
     std::fprintf(stderr, "infer: rank %d/%d prefill layer %lld/%lld: %lld rows, %.3f s (attention %.3f s)\n", rank,
                  world, static_cast<long long>(l + 1), static_cast<long long>(c.layers),
@@ -139,8 +212,10 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
     double attention = 0;
     for (std::int64_t l = 0; l < c.layers; ++l) {
       model.attention_inputs(static_cast<int>(l), h, rope_dec, q, k, v);
-      const ringattn::DecodeStats st =
-          ring.decode(spec, caches[static_cast<std::size_t>(l)], sequences, ring_pos, q, k, v, o);
+      auto& out = attention_out(o);
+      const ringattn::DecodeStats st = ring.decode(spec, caches[static_cast<std::size_t>(l)], sequences, ring_pos,
+                                                   pad.pad(q, pc.q), pad.pad(k, pc.k), pad.pad(v, pc.v), out);
+      pad.unpad(out, o);
       attention += st.seconds;
       model.attention_output_and_mlp(static_cast<int>(l), o, h);
     }

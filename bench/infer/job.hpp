@@ -37,6 +37,11 @@ struct SequenceResult {
   std::vector<float> logits;          // [tokens, vocab]: the logits each token was chosen from
 };
 
+// Every prompt and its generated tokens fit the positions the model was trained for
+// (ModelConfig::context, when the checkpoint states it); throws InvalidArgument naming the
+// prompt and the numbers.
+void check_context(const std::vector<Prompt>& prompts, const JobOptions& options);
+
 struct JobStats {
   std::int64_t rows = 0;              // this rank's prefill rows
   double prefill_seconds = 0;

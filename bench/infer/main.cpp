@@ -14,7 +14,9 @@
 #include <ringattn/ring.hpp>
 
 #include <cstdio>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <sys/resource.h>
 
@@ -25,6 +27,7 @@
 #include "options.hpp"
 #include "output.hpp"
 #include "prompts.hpp"
+#include "tokenizer.hpp"
 
 namespace {
 
@@ -46,15 +49,23 @@ int run(int argc, char** argv) {
   // Inputs first: a bad file fails every rank before any of them waits on the network.
   // A batch holds at most max_rows tokens per rank (the job checks each rank's share).
   const std::int64_t max_batch_tokens = ring_options.limits.max_rows * ring_options.world_size;
-  const std::vector<infer::Prompt> prompts = infer::read_prompts(opt.prompts, opt.model.vocab, max_batch_tokens);
-  const infer::Model model = opt.weights.empty() ? infer::Model::from_seed(opt.model, opt.seed)
-                                                 : infer::Model::from_safetensors(opt.model, opt.weights);
+  const infer::Model model = !opt.llama2c.empty()  ? infer::Model::from_llama2c(opt.llama2c)
+                             : opt.weights.empty() ? infer::Model::from_seed(opt.model, opt.seed)
+                                                   : infer::Model::from_safetensors(opt.model, opt.weights);
+  opt.model = model.config();  // a llama2.c checkpoint's header gives the shape
+  std::optional<infer::Tokenizer> tokenizer;
+  if (!opt.tokenizer.empty()) tokenizer = infer::Tokenizer::load(opt.tokenizer, opt.model.vocab);
+  const std::vector<infer::Prompt> prompts =
+      opt.prompt_text.empty() ? infer::read_prompts(opt.prompts, opt.model.vocab, max_batch_tokens)
+                              : std::vector<infer::Prompt>{{"\"prompt\"", tokenizer->encode(opt.prompt_text, true, false)}};
+  infer::check_context(prompts, opt);
 
   ringattn::Ring ring = ringattn::Ring::connect(ring_options);
   infer::JobStats st;
   const std::vector<infer::SequenceResult> results = infer::run_batch(ring, model, prompts, opt, st);
   ring.close();
-  if (!opt.out_dir.empty()) infer::write_results(opt.out_dir, rank, prompts, results, opt.model.vocab);
+  if (!opt.out_dir.empty())
+    infer::write_results(opt.out_dir, rank, prompts, results, opt.model.vocab, tokenizer ? &*tokenizer : nullptr);
 
   const std::int64_t prompt_tokens = infer::cu_seqlens(prompts).back();
   rusage usage{};

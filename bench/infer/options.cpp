@@ -12,7 +12,12 @@ const char* const kUsage = R"(usage: infer --prompts FILE [options]
 Greedy batch inference of a small Llama-style decoder over a ring of processes (rank,
 world size and rendezvous from the environment: RINGATTN_RANK/WORLD_SIZE/MASTER/TOKEN,
 or mpirun's with RINGATTN_MASTER).
-  --prompts FILE          JSON lines {"id": ..., "tokens": [ids]} (required)
+  --prompts FILE          JSON lines {"id": ..., "tokens": [ids]}
+  --prompt TEXT           one prompt as text instead (needs --tokenizer): BOS, then its ids
+  --llama2c FILE          a llama2.c checkpoint (version 0, float32, e.g. stories260K.bin):
+                          the weights and the shape from its header (no --weights, no shape flags)
+  --tokenizer FILE        llama2.c's tokenizer.bin for the model: --prompt, and each result's
+                          "text" (what llama2.c's run.c prints for the prompt and the tokens)
   --tokens K              tokens generated per prompt (default 4)
   --out DIR               write DIR/rank-R.jsonl: each owned prompt's tokens and logits
   --weights FILE          safetensors (F32, Hugging Face Llama names), else --seed
@@ -41,17 +46,24 @@ std::int64_t number(std::string_view flag, std::string_view text, std::int64_t l
 }  // namespace
 
 bool parse_args(int argc, char** argv, JobOptions& o) {
+  std::string shape_flag;  // the first of --vocab ... --untied given, if any
   for (int i = 1; i < argc; ++i) {
     const std::string_view flag = argv[i];
     if (flag == "--help" || flag == "-h") return false;
     if (flag == "--untied") {
       o.model.tied = false;
+      if (shape_flag.empty()) shape_flag = "--untied";
       continue;
     }
     if (i + 1 >= argc) throw ringattn::InvalidArgument(std::string(flag) + " needs a value (see --help)");
     const std::string_view v = argv[++i];
+    for (const char* shape : {"--vocab", "--dim", "--layers", "--heads", "--kv-heads", "--head-dim", "--ffn"})
+      if (flag == shape && shape_flag.empty()) shape_flag = shape;
     ModelConfig& m = o.model;
     if (flag == "--prompts") o.prompts = v;
+    else if (flag == "--prompt") o.prompt_text = v;
+    else if (flag == "--llama2c") o.llama2c = v;
+    else if (flag == "--tokenizer") o.tokenizer = v;
     else if (flag == "--out") o.out_dir = v;
     else if (flag == "--weights") o.weights = v;
     else if (flag == "--tokens") o.tokens = static_cast<int>(number(flag, v, 1, 1 << 16));
@@ -73,7 +85,16 @@ bool parse_args(int argc, char** argv, JobOptions& o) {
       throw ringattn::InvalidArgument("unknown flag " + std::string(flag) + " (see --help)");
     }
   }
-  if (o.prompts.empty()) throw ringattn::InvalidArgument("--prompts FILE is required (see --help)");
+  if (o.prompts.empty() == o.prompt_text.empty())
+    throw ringattn::InvalidArgument("give one of --prompts FILE and --prompt TEXT (see --help)");
+  if (!o.prompt_text.empty() && o.tokenizer.empty())
+    throw ringattn::InvalidArgument("--prompt TEXT needs --tokenizer FILE to turn it into token ids");
+  if (!o.llama2c.empty()) {
+    if (!o.weights.empty()) throw ringattn::InvalidArgument("--llama2c and --weights are two models: give one");
+    if (!shape_flag.empty())
+      throw ringattn::InvalidArgument(shape_flag + " with --llama2c: the checkpoint's header gives the model's shape");
+    return true;  // checked when the header is read
+  }
   o.model.check();
   return true;
 }

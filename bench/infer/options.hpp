@@ -20,6 +20,9 @@ struct JobOptions {
   ModelConfig model;
   std::uint64_t seed = 1;
   std::string weights;  // safetensors file; empty: weights from the seed
+  std::string llama2c;  // a llama2.c checkpoint: the model and its shape from its header
+  std::string tokenizer;  // llama2.c's tokenizer.bin: text in (--prompt) and out ("text")
+  std::string prompt_text;  // one prompt as text, instead of a prompts file
   std::string prompts;
   std::string out_dir;  // empty: no result files
   int tokens = 4;       // generated per prompt (greedy)

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <span>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -12,7 +13,7 @@
 namespace infer {
 
 void write_results(const std::string& dir, int rank, const std::vector<Prompt>& prompts,
-                   const std::vector<SequenceResult>& results, std::int64_t vocab) {
+                   const std::vector<SequenceResult>& results, std::int64_t vocab, const Tokenizer* tokenizer) {
   namespace fs = std::filesystem;
   const fs::path final_path = fs::path(dir) / ("rank-" + std::to_string(rank) + ".jsonl");
   const fs::path tmp = fs::path(dir) / (".rank-" + std::to_string(rank) + ".jsonl." + std::to_string(getpid()));
@@ -37,6 +38,12 @@ void write_results(const std::string& dir, int rank, const std::vector<Prompt>& 
       logits.push_back(std::vector<float>(s.logits.begin() + static_cast<std::ptrdiff_t>(i * vocab),
                                           s.logits.begin() + static_cast<std::ptrdiff_t>((i + 1) * vocab)));
     line["logits"] = std::move(logits);
+    if (tokenizer) {  // after BOS as run.c prints it: the prompt's pieces, then the generated ones
+      std::vector<int> all(p.tokens.begin(), p.tokens.end());
+      all.insert(all.end(), s.tokens.begin(), s.tokens.end());
+      const bool bos = !all.empty() && all.front() == Tokenizer::kBos;
+      line["text"] = tokenizer->text(std::span<const int>(all).subspan(bos ? 1 : 0), bos ? Tokenizer::kBos : -1);
+    }
     const std::string text = line.dump() + "\n";
     if (std::fwrite(text.data(), 1, text.size(), f) != text.size()) break;  // ferror(f): reported below
   }
