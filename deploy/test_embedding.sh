@@ -227,10 +227,15 @@ infer_safetensors() {  # read back at P = 2 the numpy-written weights must give 
 stories_dir=${RINGATTN_MODEL_DIR:-$PWD/../shared/models/stories260K}
 stories_text='Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball. She wanted to play with it, but it was too high.
 Lily'
-infer_stories() {  # infer_stories P
-  local p=$1 out=$work/stories-p$1
+# run.c -n 256 (4 prompt tokens, 252 generated), the greedy sample of llama2.c's doc/stories260K.md:
+stories_text_256="$stories_text's mom said, \"Lily, let's go to the park.\" Lily was sad and didn't know what to do. She said, \"I want to play with your ball, but I can't find it.\"
+Lily was sad and didn't know what to do. She said, \"I'm sorry, Lily. I didn't know what to do.\"
+Lily didn't want to help her mom, so she said, \"I'm sorry, mom. I didn't know what to do.\" Her mom said, \"Don't worry, Lily. We can help you."
+infer_stories() {  # infer_stories P [TOKENS TEXT]
+  local p=$1 tokens=${2:-60} want=${3:-$stories_text}
+  local out=$work/stories-p$p-$tokens
   local args=(--llama2c "$stories_dir/stories260K.bin" --tokenizer "$stories_dir/tok512.bin" --prompt "Once upon a time"
-              --tokens 60 --threads 1 --out "$out")
+              --tokens "$tokens" --threads 1 --out "$out")
   if ((p == 1)); then
     env RINGATTN_RANK=0 RINGATTN_WORLD_SIZE=1 timeout 120 "$infer/infer" "${args[@]}" >/dev/null || return 1
   elif ((p == 2)); then
@@ -241,7 +246,7 @@ infer_stories() {  # infer_stories P
       timeout 120 mpirun -n 3 --oversubscribe --allow-run-as-root -x RINGATTN_MASTER -x RINGATTN_TOKEN \
       "$infer/infer" "${args[@]}" >/dev/null || return 1
   fi
-  $PY - "$out" "$stories_text" <<'PYEOF'
+  $PY - "$out" "$want" <<'PYEOF'
 import glob, json, sys
 texts = [json.loads(l)["text"] for f in sorted(glob.glob(sys.argv[1] + "/rank-*.jsonl")) for l in open(f)]
 if texts != [sys.argv[2]]:
@@ -392,6 +397,7 @@ if check "infer: configure bench/infer through ringattn.pc, build -Werror" build
       check "infer: stories260K (a real pretrained model, llama2.c checkpoint) at P = 1: llama2.c's exact text" infer_stories 1
       check "infer: stories260K at P = 2 (rendezvous): llama2.c's exact text" infer_stories 2
       check "infer: stories260K at P = 3 under mpirun: llama2.c's exact text" infer_stories 3
+      check "infer: stories260K, 252 tokens at P = 2: llama2.c's 256-step greedy text" infer_stories 2 252 "$stories_text_256"
     else
       echo "embedding: skipped: no model at $stories_dir (set RINGATTN_MODEL_DIR to the stories260K folder)"
     fi
