@@ -231,6 +231,35 @@ Lily'
 stories_text_256="$stories_text's mom said, \"Lily, let's go to the park.\" Lily was sad and didn't know what to do. She said, \"I want to play with your ball, but I can't find it.\"
 Lily was sad and didn't know what to do. She said, \"I'm sorry, Lily. I didn't know what to do.\"
 Lily didn't want to help her mom, so she said, \"I'm sorry, mom. I didn't know what to do.\" Her mom said, \"Don't worry, Lily. We can help you."
+# Seeded sampling: run.c -t 1.0 -p 0.9 -s 133742 with no prompt (BOS alone, 256 steps; one process:
+# a batch of one token) is the sample of llama2.c's doc/stories260K.md; and a prompt sampled
+# with a seed gives the same text at P = 1, 2 and 3.
+stories_seeded='Once upon a time, there was a little boy named Timmy. Timmy loved to play with his toys and eat sandwiches. One day, Timmy'"'"'s mom told him it was time to rest for a while. Timmy'"'"'s friend Billy came over and took him a down.
+Timmy'"'"'s mom saw that Timmy was sad, but Timmy said, "I didn'"'"'t understand what is it! We need to find some leafs." Timmy thought about it and took a deep breath on a spoon. He hoped it was important to be kind and continued to find its image next time.
+After they finished getting, Timmy'"'"'s dad came up to his house and promised to help Timmy.'
+infer_stories_seeded() {
+  local args=(--llama2c "$stories_dir/stories260K.bin" --tokenizer "$stories_dir/tok512.bin" --threads 1
+              --temperature 1.0 --top-p 0.9)
+  env RINGATTN_RANK=0 RINGATTN_WORLD_SIZE=1 timeout 120 "$infer/infer" "${args[@]}" --prompt "" --tokens 256 \
+    --sample-seed 133742 --out "$work/seeded-doc" >/dev/null || return 1
+  env RINGATTN_RANK=0 RINGATTN_WORLD_SIZE=1 timeout 120 "$infer/infer" "${args[@]}" --prompt "Once upon a time" \
+    --tokens 120 --sample-seed 42 --out "$work/seeded-p1" >/dev/null || return 1
+  ranks 2 RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" "${args[@]}" \
+    --prompt "Once upon a time" --tokens 120 --sample-seed 42 --out "$work/seeded-p2" >/dev/null || return 1
+  ranks 3 RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" "${args[@]}" \
+    --prompt "Once upon a time" --tokens 120 --sample-seed 42 --out "$work/seeded-p3" >/dev/null || return 1
+  $PY - "$work" "$stories_seeded" <<'PYEOF'
+import glob, json, sys
+def texts(d):
+    return [json.loads(l)["text"] for f in sorted(glob.glob(sys.argv[1] + "/" + d + "/rank-*.jsonl")) for l in open(f)]
+doc, p1, p2, p3 = (texts(d) for d in ("seeded-doc", "seeded-p1", "seeded-p2", "seeded-p3"))
+ok = doc == [sys.argv[2]] and len(p1) == 1 and p1 == p2 == p3 and p1[0] != ""
+if not ok:
+    print("seeded sampling: doc", doc, "\nP1", p1, "\nP2", p2, "\nP3", p3)
+sys.exit(0 if ok else 1)
+PYEOF
+}
+
 infer_stories() {  # infer_stories P [TOKENS TEXT]
   local p=$1 tokens=${2:-60} want=${3:-$stories_text}
   local out=$work/stories-p$p-$tokens
@@ -398,6 +427,7 @@ if check "infer: configure bench/infer through ringattn.pc, build -Werror" build
       check "infer: stories260K at P = 2 (rendezvous): llama2.c's exact text" infer_stories 2
       check "infer: stories260K at P = 3 under mpirun: llama2.c's exact text" infer_stories 3
       check "infer: stories260K, 252 tokens at P = 2: llama2.c's 256-step greedy text" infer_stories 2 252 "$stories_text_256"
+      check "infer: stories260K seeded sampling: llama2.c's -t 1.0 -p 0.9 -s 133742 text, and one seed the same at P = 1, 2, 3" infer_stories_seeded
     else
       echo "embedding: skipped: no model at $stories_dir (set RINGATTN_MODEL_DIR to the stories260K folder)"
     fi

@@ -6,6 +6,8 @@
 #include <ringattn/kv_cache.hpp>
 #include <ringattn/packing.hpp>
 
+#include "sampler.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -176,10 +178,13 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
     }
   const std::size_t n = owned.size();
   std::vector<float> logits(n * static_cast<std::size_t>(c.vocab));
+  std::vector<Sampler> samplers;  // one per owned prompt, seeded by the prompt: the same at every P
+  for (const SequenceResult& s : owned)
+    samplers.emplace_back(options.temperature, options.top_p, options.sample_seed + static_cast<std::uint64_t>(s.prompt));
   auto choose = [&] {
     for (std::size_t i = 0; i < n; ++i) {
       const std::span<const float> row(&logits[i * c.vocab], static_cast<std::size_t>(c.vocab));
-      owned[i].tokens.push_back(argmax(row));
+      owned[i].tokens.push_back(samplers[i].next(row));
       owned[i].logits.insert(owned[i].logits.end(), row.begin(), row.end());
     }
   };

@@ -56,8 +56,8 @@ int run(int argc, char** argv) {
   std::optional<infer::Tokenizer> tokenizer;
   if (!opt.tokenizer.empty()) tokenizer = infer::Tokenizer::load(opt.tokenizer, opt.model.vocab);
   const std::vector<infer::Prompt> prompts =
-      opt.prompt_text.empty() ? infer::read_prompts(opt.prompts, opt.model.vocab, max_batch_tokens)
-                              : std::vector<infer::Prompt>{{"\"prompt\"", tokenizer->encode(opt.prompt_text, true, false)}};
+      !opt.prompt_text ? infer::read_prompts(opt.prompts, opt.model.vocab, max_batch_tokens)
+                       : std::vector<infer::Prompt>{{"\"prompt\"", tokenizer->encode(*opt.prompt_text, true, false)}};
   infer::check_context(prompts, opt);
 
   ringattn::Ring ring = ringattn::Ring::connect(ring_options);

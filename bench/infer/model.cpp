@@ -347,11 +347,4 @@ void Model::logits(std::span<const float> h, std::span<float> out) const {
   matmul(n, head_, c_.dim, c_.vocab, out);
 }
 
-std::int32_t argmax(std::span<const float> x) {
-  std::size_t best = 0;
-  for (std::size_t i = 1; i < x.size(); ++i)
-    if (x[i] > x[best]) best = i;
-  return static_cast<std::int32_t>(best);
-}
-
 }  // namespace infer

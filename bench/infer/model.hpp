@@ -95,7 +95,5 @@ class Model {
 // bench/infer/write_weights.py draws the same numbers with numpy.
 std::vector<float> generate_tensor(std::uint64_t seed, int index, const TensorSpec& spec);
 
-// The index of the largest element (the first of equal ones).
-std::int32_t argmax(std::span<const float> x);
 
 }  // namespace infer

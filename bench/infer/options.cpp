@@ -19,6 +19,10 @@ or mpirun's with RINGATTN_MASTER).
   --tokenizer FILE        llama2.c's tokenizer.bin for the model: --prompt, and each result's
                           "text" (what llama2.c's run.c prints for the prompt and the tokens)
   --tokens K              tokens generated per prompt (default 4)
+  --temperature T         0 (default): greedy; above 0: llama2.c's sampler, logits / T
+  --top-p P               nucleus sampling in (0, 1) (default 0.9), else every token
+  --sample-seed S         prompt i's sampler starts from S + i (default 1): a run is repeatable,
+                          and the same at every P
   --out DIR               write DIR/rank-R.jsonl: each owned prompt's tokens and logits
   --weights FILE          safetensors (F32, Hugging Face Llama names), else --seed
   --seed S                weights drawn from S (default 1; identical on every machine)
@@ -43,6 +47,15 @@ std::int64_t number(std::string_view flag, std::string_view text, std::int64_t l
   return x;
 }
 
+float real(std::string_view flag, std::string_view text, double lo, double hi) {
+  double x = 0;
+  const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), x);
+  if (ec != std::errc() || p != text.data() + text.size() || !(x >= lo && x <= hi))
+    throw ringattn::InvalidArgument(std::string(flag) + " takes a number in [" + std::to_string(lo) + ", " +
+                                    std::to_string(hi) + "], got '" + std::string(text) + "'");
+  return static_cast<float>(x);
+}
+
 }  // namespace
 
 bool parse_args(int argc, char** argv, JobOptions& o) {
@@ -61,7 +74,10 @@ bool parse_args(int argc, char** argv, JobOptions& o) {
       if (flag == shape && shape_flag.empty()) shape_flag = shape;
     ModelConfig& m = o.model;
     if (flag == "--prompts") o.prompts = v;
-    else if (flag == "--prompt") o.prompt_text = v;
+    else if (flag == "--prompt") o.prompt_text = std::string(v);
+    else if (flag == "--temperature") o.temperature = real(flag, v, 0, 100);
+    else if (flag == "--top-p") o.top_p = real(flag, v, 0, 1);
+    else if (flag == "--sample-seed") o.sample_seed = static_cast<std::uint64_t>(number(flag, v, 0, INT64_MAX));
     else if (flag == "--llama2c") o.llama2c = v;
     else if (flag == "--tokenizer") o.tokenizer = v;
     else if (flag == "--out") o.out_dir = v;
@@ -85,9 +101,9 @@ bool parse_args(int argc, char** argv, JobOptions& o) {
       throw ringattn::InvalidArgument("unknown flag " + std::string(flag) + " (see --help)");
     }
   }
-  if (o.prompts.empty() == o.prompt_text.empty())
+  if (o.prompts.empty() == !o.prompt_text.has_value())
     throw ringattn::InvalidArgument("give one of --prompts FILE and --prompt TEXT (see --help)");
-  if (!o.prompt_text.empty() && o.tokenizer.empty())
+  if (o.prompt_text && o.tokenizer.empty())
     throw ringattn::InvalidArgument("--prompt TEXT needs --tokenizer FILE to turn it into token ids");
   if (!o.llama2c.empty()) {
     if (!o.weights.empty()) throw ringattn::InvalidArgument("--llama2c and --weights are two models: give one");

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "model.hpp"
@@ -22,10 +23,13 @@ struct JobOptions {
   std::string weights;  // safetensors file; empty: weights from the seed
   std::string llama2c;  // a llama2.c checkpoint: the model and its shape from its header
   std::string tokenizer;  // llama2.c's tokenizer.bin: text in (--prompt) and out ("text")
-  std::string prompt_text;  // one prompt as text, instead of a prompts file
+  std::optional<std::string> prompt_text;  // one prompt as text (may be ""), instead of a prompts file
   std::string prompts;
   std::string out_dir;  // empty: no result files
-  int tokens = 4;       // generated per prompt (greedy)
+  int tokens = 4;       // generated per prompt
+  float temperature = 0;  // 0: greedy; else llama2.c's sampler (sampler.hpp) with top_p and sample_seed
+  float top_p = 0.9f;
+  std::uint64_t sample_seed = 1;  // prompt i's generator starts at sample_seed + i
   int threads = 0;      // 0: RINGATTN_THREADS or the library's default
   RopePositions rope = RopePositions::global;
   // Attention's storage type: on the wire and in the KV cache. bf16 halves both; the ring

@@ -3,6 +3,7 @@
 
 #include <ringattn/error.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <span>
@@ -39,8 +40,8 @@ void write_results(const std::string& dir, int rank, const std::vector<Prompt>& 
                                           s.logits.begin() + static_cast<std::ptrdiff_t>((i + 1) * vocab)));
     line["logits"] = std::move(logits);
     if (tokenizer) {  // after BOS as run.c prints it: the prompt's pieces, then the generated ones
-      std::vector<int> all(p.tokens.begin(), p.tokens.end());
-      all.insert(all.end(), s.tokens.begin(), s.tokens.end());
+      std::vector<int> all(p.tokens.begin(), p.tokens.end());  // up to a generated BOS (run.c stops there)
+      all.insert(all.end(), s.tokens.begin(), std::find(s.tokens.begin(), s.tokens.end(), Tokenizer::kBos));
       const bool bos = !all.empty() && all.front() == Tokenizer::kBos;
       line["text"] = tokenizer->text(std::span<const int>(all).subspan(bos ? 1 : 0), bos ? Tokenizer::kBos : -1);
     }

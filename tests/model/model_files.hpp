@@ -38,4 +38,21 @@ inline const std::string kRunText =
     "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she saw "
     "a big, red ball. She wanted to play with it, but it was too high.\nLily";
 
+// run.c with no prompt, -t 0.0 (its default 256 steps), and -t 1.0 -p 0.9 -s 133742: the
+// samples in llama2.c's doc/stories260K.md (run.c prints a final newline; the first is also
+// ../shared/models/stories260K/README.md's 256-token text).
+inline const std::string kGreedy256Text =
+    kRunText +
+    "'s mom said, \"Lily, let's go to the park.\" Lily was sad and didn't know what to do. She said, \"I want to "
+    "play with your ball, but I can't find it.\"\nLily was sad and didn't know what to do. She said, \"I'm sorry, "
+    "Lily. I didn't know what to do.\"\nLily didn't want to help her mom, so she said, \"I'm sorry, mom. I didn't "
+    "know what to do.\" Her mom said, \"Don't worry, Lily. We can help you.\n";
+inline const std::string kSeededText =
+    "Once upon a time, there was a little boy named Timmy. Timmy loved to play with his toys and eat sandwiches. One "
+    "day, Timmy's mom told him it was time to rest for a while. Timmy's friend Billy came over and took him a down.\n"
+    "Timmy's mom saw that Timmy was sad, but Timmy said, \"I didn't understand what is it! We need to find some "
+    "leafs.\" Timmy thought about it and took a deep breath on a spoon. He hoped it was important to be kind and "
+    "continued to find its image next time.\nAfter they finished getting, Timmy's dad came up to his house and "
+    "promised to help Timmy.\n";
+
 }  // namespace test

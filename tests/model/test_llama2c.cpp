@@ -21,6 +21,8 @@
 #include <vector>
 
 #include "model.hpp"
+#include "sampler.hpp"
+#include "tokenizer.hpp"
 #include "tests/model/model_files.hpp"
 
 namespace fs = std::filesystem;
@@ -78,6 +80,61 @@ std::vector<float> last_logits(const Model& m, const std::vector<std::int32_t>& 
   return logits;
 }
 
+// Token by token with a KV cache (float64 attention over it): what run.c's loop does.
+// Returns the tokens after `prompt` until `steps` positions are used or BOS is chosen.
+std::vector<int> generate(const Model& m, const std::vector<int>& prompt, int steps, infer::Sampler& sampler) {
+  const auto& c = m.config();
+  const std::int64_t H = c.heads, KV = c.kv_heads, D = c.head_dim, group = H / KV;
+  std::vector<std::vector<float>> kc(static_cast<std::size_t>(c.layers)), vc(kc.size());
+  std::vector<float> x(static_cast<std::size_t>(c.dim)), q(static_cast<std::size_t>(H * D)), o(q.size());
+  std::vector<float> k(static_cast<std::size_t>(KV * D)), v(k.size()), logits(static_cast<std::size_t>(c.vocab));
+  std::vector<int> out;
+  int token = prompt[0];
+  for (int pos = 0; pos < steps; ++pos) {
+    const std::int32_t t32 = token;
+    m.embed(std::span<const std::int32_t>(&t32, 1), x);
+    const std::int64_t p64 = pos;
+    for (int l = 0; l < c.layers; ++l) {
+      m.attention_inputs(l, x, std::span<const std::int64_t>(&p64, 1), q, k, v);
+      auto& K = kc[static_cast<std::size_t>(l)];
+      auto& V = vc[static_cast<std::size_t>(l)];
+      K.insert(K.end(), k.begin(), k.end());
+      V.insert(V.end(), v.begin(), v.end());
+      const std::int64_t n = pos + 1;
+      for (std::int64_t h = 0; h < H; ++h) {
+        const std::int64_t g = h / group;
+        std::vector<double> s(static_cast<std::size_t>(n));
+        double most = -INFINITY, l_sum = 0;
+        for (std::int64_t j = 0; j < n; ++j) {
+          double dot = 0;
+          for (std::int64_t d = 0; d < D; ++d)
+            dot += static_cast<double>(q[static_cast<std::size_t>(h * D + d)]) * K[static_cast<std::size_t>((j * KV + g) * D + d)];
+          s[static_cast<std::size_t>(j)] = dot / std::sqrt(static_cast<double>(D));
+          most = std::max(most, s[static_cast<std::size_t>(j)]);
+        }
+        for (auto& e : s) l_sum += (e = std::exp(e - most));
+        for (std::int64_t d = 0; d < D; ++d) {
+          double acc = 0;
+          for (std::int64_t j = 0; j < n; ++j) acc += s[static_cast<std::size_t>(j)] * V[static_cast<std::size_t>((j * KV + g) * D + d)];
+          o[static_cast<std::size_t>(h * D + d)] = static_cast<float>(acc / l_sum);
+        }
+      }
+      m.attention_output_and_mlp(l, o, x);
+    }
+    int next;
+    if (pos + 1 < static_cast<int>(prompt.size())) {
+      next = prompt[static_cast<std::size_t>(pos) + 1];
+    } else {
+      m.logits(x, logits);
+      next = sampler.next(logits);
+      if (next == infer::Tokenizer::kBos) break;
+      out.push_back(next);
+    }
+    token = next;
+  }
+  return out;
+}
+
 std::string error_of(const std::function<void()>& fn) {
   try {
     fn();
@@ -120,6 +177,33 @@ TEST_CASE("llama2c: greedy from \"Once upon a time\" is llama2.c's 60 tokens, to
   }
   const std::vector<int> got(tokens.begin() + 1, tokens.end());
   CHECK(got == test::kRunIds);
+}
+
+TEST_CASE("llama2c: token by token with a KV cache, greedy 256 steps is llama2.c's recorded sample") {
+  const auto dir = test::model_dir();
+  if (!dir) return;
+  const Model m = Model::from_llama2c((*dir / "stories260K.bin").string());
+  const infer::Tokenizer tok = infer::Tokenizer::load((*dir / "tok512.bin").string(), test::kVocab);
+  infer::Sampler greedy(0, 0.9f, 1);
+  const std::vector<int> prompt = tok.encode("Once upon a time", true, false);
+  std::vector<int> all(prompt.begin() + 1, prompt.end());
+  const std::vector<int> gen = generate(m, prompt, 64, greedy);
+  all.insert(all.end(), gen.begin(), gen.end());
+  CHECK(all == test::kRunIds);
+  // run.c with no prompt (BOS alone) for its default 256 steps: the same story, longer.
+  infer::Sampler greedy2(0, 0.9f, 1);
+  const std::vector<int> story = generate(m, {infer::Tokenizer::kBos}, 256, greedy2);
+  CHECK(tok.text(story) + "\n" == test::kGreedy256Text);
+}
+
+TEST_CASE("llama2c: seeded sampling (-t 1.0 -p 0.9 -s 133742) is llama2.c's recorded sample") {
+  const auto dir = test::model_dir();
+  if (!dir) return;
+  const Model m = Model::from_llama2c((*dir / "stories260K.bin").string());
+  const infer::Tokenizer tok = infer::Tokenizer::load((*dir / "tok512.bin").string(), test::kVocab);
+  infer::Sampler sampler(1.0f, 0.9f, 133742);
+  const std::vector<int> story = generate(m, {infer::Tokenizer::kBos}, 256, sampler);  // stops at BOS
+  CHECK(tok.text(story) + "\n" == test::kSeededText);
 }
 
 TEST_CASE("llama2c: hostile checkpoints are refused by header and size before a weight is read") {
