@@ -12,6 +12,7 @@
 #include "net/tcp/rendezvous.hpp"
 #include "net/transport.hpp"
 #include "ring/internals.hpp"
+#include "ring/ring_token.hpp"
 
 namespace ringattn {
 
@@ -49,6 +50,26 @@ std::string local_address_towards(const std::string& peer) {
   return net::tcp::local_address_towards(net::parse_peer_address(peer, "peer address"));
 }
 
+namespace ring {
+
+std::string token_of(const RingOptions& o) {
+  if (!o.token.empty()) return checked_token(o.token, "RingOptions::token");
+  return load_token(o.token_file);  // the file, or RINGATTN_TOKEN, or a clear error
+}
+
+net::tcp::RendezvousConfig rendezvous_config(const RingOptions& o, std::string secret, std::chrono::milliseconds timeout) {
+  net::tcp::RendezvousConfig rc;
+  rc.world = o.world_size;
+  rc.ring_id = o.ring_id;
+  rc.limits = RingInternals::link_limits(o);
+  rc.secret = std::move(secret);
+  rc.timeout = timeout;
+  rc.handshake_timeout = std::min(std::chrono::milliseconds(5000), timeout);
+  return rc;
+}
+
+}  // namespace ring
+
 struct RendezvousServer::Impl {
   std::unique_ptr<net::tcp::RendezvousServer> server;
 };
@@ -59,13 +80,8 @@ RendezvousServer::RendezvousServer(const std::string& listen, const RingOptions&
     throw InvalidArgument("RendezvousServer: timeout_seconds = " + std::to_string(timeout_seconds) + " must be > 0");
   if (ranks.world_size < 1 || ranks.world_size > (1 << 20))
     throw InvalidArgument("RendezvousServer: world_size = " + std::to_string(ranks.world_size) + " must be in 1..1048576");
-  net::tcp::RendezvousConfig rc;
-  rc.world = ranks.world_size;
-  rc.ring_id = ranks.ring_id;
-  rc.limits = RingInternals::link_limits(ranks);
-  rc.secret = ranks.token.empty() ? load_token(ranks.token_file) : checked_token(ranks.token, "RingOptions::token");
-  rc.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout_seconds * 1000));
-  rc.handshake_timeout = std::min(std::chrono::milliseconds(5000), rc.timeout);
+  const net::tcp::RendezvousConfig rc = ring::rendezvous_config(
+      ranks, ring::token_of(ranks), std::chrono::milliseconds(static_cast<std::int64_t>(timeout_seconds * 1000)));
   impl_->server = std::make_unique<net::tcp::RendezvousServer>(net::parse_peer_address(listen, "rendezvous address"), rc);
 }
 

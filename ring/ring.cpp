@@ -10,13 +10,13 @@
 
 #include "core/logger.hpp"
 #include "kernels/internals.hpp"
-#include "net/secret.hpp"
 #include "net/tcp/rendezvous.hpp"
 #include "net/transport.hpp"
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
 #include "ring/internals.hpp"
 #include "ring/ring_impl.hpp"
+#include "ring/ring_token.hpp"
 #include "ring/ring_step.hpp"
 
 namespace ringattn {
@@ -88,12 +88,6 @@ void check_limits(const RingLimits& limits) {
 
 namespace {
 
-std::string ring_token(const RingOptions& o) {
-  if (!o.token.empty()) return net::checked_secret(o.token, "RingOptions::token");
-  if (!o.token_file.empty()) return net::load_secret(o.token_file);
-  return net::load_secret("");  // RINGATTN_TOKEN, or a clear error
-}
-
 // Where this rank listens: `listen` ("host" or "host:port"), else `fallback_host`:0.
 net::PeerAddress listen_address(const std::string& listen, const std::string& fallback_host) {
   net::PeerAddress a;
@@ -144,7 +138,7 @@ Ring Ring::connect(const RingOptions& o) {
     impl->step = std::make_unique<ring::RingStep>(*impl->transport);
     return Ring(std::move(impl));
   }
-  tc.secret = ring_token(o);
+  tc.secret = ring::token_of(o);
   const auto deadline = Clock::now() + tc.connect_timeout;
   std::vector<net::PeerAddress> peers;
   std::unique_ptr<net::tcp::RendezvousServer> server;
@@ -161,13 +155,7 @@ Ring Ring::connect(const RingOptions& o) {
     impl->transport = net::make_tcp_transport(tc);
   } else if (!o.master.empty()) {
     const auto master = net::parse_peer_address(o.master, "RingOptions::master");
-    net::tcp::RendezvousConfig rc;
-    rc.world = o.world_size;
-    rc.ring_id = o.ring_id;
-    rc.limits = tc.limits;
-    rc.secret = tc.secret;
-    rc.timeout = tc.connect_timeout;
-    rc.handshake_timeout = std::min(milliseconds(5000), tc.connect_timeout);
+    net::tcp::RendezvousConfig rc = ring::rendezvous_config(o, tc.secret, tc.connect_timeout);
     // Rank 0 serves the rendezvous on the master address unless a launcher does.
     if (o.rank == 0 && !o.master_is_external) server = std::make_unique<net::tcp::RendezvousServer>(
         net::PeerAddress{net::numeric_host(master.host, "RingOptions::master"), master.port}, rc);
