@@ -37,15 +37,11 @@ std::vector<float> gather(const std::vector<float>& all, const std::vector<std::
 struct HeadPadding {
   std::int64_t d = 0, padded = 0;
 
-  explicit HeadPadding(std::int64_t head_dim) : d(head_dim), padded(head_dim) {
-    for (const std::int64_t s : ringattn::kSupportedHeadDims)
-      if (s >= head_dim) {
-        padded = s;
-        break;
-      }
-    if (padded < head_dim || std::find(std::begin(ringattn::kSupportedHeadDims), std::end(ringattn::kSupportedHeadDims),
-                                       padded) == std::end(ringattn::kSupportedHeadDims))
+  explicit HeadPadding(std::int64_t head_dim) : d(head_dim) {
+    const auto* s = std::lower_bound(std::begin(ringattn::kSupportedHeadDims), std::end(ringattn::kSupportedHeadDims), head_dim);
+    if (s == std::end(ringattn::kSupportedHeadDims))
       throw ringattn::InvalidArgument("head_dim " + std::to_string(head_dim) + " is above the ring's largest");
+    padded = *s;  // the smallest supported one that holds head_dim
   }
   bool on() const { return padded != d; }
   // in [n, d] -> out [n, padded] (n = rows * heads), zeros after each head's d values.

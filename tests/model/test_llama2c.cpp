@@ -23,10 +23,13 @@
 #include "model.hpp"
 #include "sampler.hpp"
 #include "tokenizer.hpp"
+#include "tests/error_of.hpp"
 #include "tests/model/model_files.hpp"
 
 namespace fs = std::filesystem;
 using infer::Model;
+
+using ringattn::test::error_of;
 
 namespace {
 
@@ -133,15 +136,6 @@ std::vector<int> generate(const Model& m, const std::vector<int>& prompt, int st
     token = next;
   }
   return out;
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace

@@ -20,22 +20,16 @@
 #include <vector>
 
 #include "ringattn/error.hpp"
+#include "tests/error_of.hpp"
 #include "tests/model/model_files.hpp"
 #include "tokenizer.hpp"
 
 namespace fs = std::filesystem;
 using infer::Tokenizer;
 
-namespace {
+using ringattn::test::error_of;
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
+namespace {
 
 // A tokenizer file of `vocab` records written from parts, for the hostile cases.
 struct FileWriter {

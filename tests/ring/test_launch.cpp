@@ -10,22 +10,16 @@
 #include "ringattn/error.hpp"
 #include "ringattn/launch.hpp"
 #include "ringattn/ring.hpp"
+#include "tests/error_of.hpp"
 #include "tests/ring/ranks_as_threads.hpp"
 
 using namespace ringattn;
 
+using ringattn::test::error_of;
+
 namespace {
 
 bool is_hex(const std::string& s) { return s.find_first_not_of("0123456789abcdef") == std::string::npos; }
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
 
 }  // namespace
 
