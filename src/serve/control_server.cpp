@@ -1,38 +1,28 @@
 #include "src/serve/control_server.hpp"
 
-#include <asio/co_spawn.hpp>
+#include "ringattn/channel.hpp"  // first Asio include: silences GCC's coroutine false positive
+
 #include <asio/detached.hpp>
 #include <asio/io_context.hpp>
-#include <asio/ip/tcp.hpp>
-#include <asio/ssl/context.hpp>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <thread>
 
 #include "src/cli/log.hpp"
-#include "net/tcp/coroutines.hpp"
-#include "net/tcp/handshake_io.hpp"
-#include "net/tcp/resolve.hpp"
-#include "net/tcp/socket_options.hpp"
-#include "net/tcp/tls.hpp"
 #include "ringattn/error.hpp"
 #include "src/cli/json_object.hpp"
 #include "src/cli/json_value.hpp"
 #include "src/io/finite_check.hpp"
 #include "src/node/memory_budget.hpp"
-#include "src/serve/control_wire.hpp"
+#include "src/serve/control_protocol.hpp"
 #include "src/serve/peer_messages.hpp"
 
 namespace ringattn::serve {
 
-using net::tcp::Stream;
-
 struct ControlServer::Impl {
   asio::io_context io;
-  net::tcp::Acceptor acceptor{io};
-  std::string secret;
-  std::shared_ptr<asio::ssl::context> tls;
+  std::unique_ptr<ChannelListener> listener;
   Millis idle{30000};
   RingService& service;
   Metrics& metrics;
@@ -45,63 +35,49 @@ struct ControlServer::Impl {
 
   asio::awaitable<void> accept_loop() {
     for (;;) {
-      net::tcp::Socket socket(io);
-      std::error_code ec;
-      co_await acceptor.async_accept(socket, asio::redirect_error(asio::use_awaitable, ec));
-      if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
-      if (ec) continue;
+      std::optional<Channel> channel = co_await listener->accept();
+      if (!channel) co_return;
       if (connections >= kMaxConnections) {
         metrics.add("ringattn_control_refused_total", {{"reason", "too_many"}});
         // A few over the cap still get their handshake and a one-line answer naming the
         // limit (a connection closed at once reads like a TLS or token mismatch to the
         // client); beyond those, closed.
-        if (over_limit < kMaxOverLimit) asio::co_spawn(io, serve(std::move(socket), true), asio::detached);
-        else socket.close(ec);
+        if (over_limit < kMaxOverLimit) asio::co_spawn(io, serve(std::move(*channel), true), asio::detached);
+        else channel->close();
         continue;
       }
-      asio::co_spawn(io, serve(std::move(socket), false), asio::detached);
+      asio::co_spawn(io, serve(std::move(*channel), false), asio::detached);
     }
   }
 
-  asio::awaitable<void> serve(net::tcp::Socket socket, bool refuse) {
+  asio::awaitable<void> serve(Channel channel, bool refuse) {
     int& counter = refuse ? over_limit : connections;
     ++counter;
     struct Count {
       int& n;
       ~Count() { --n; }
     } count{counter};
-    net::tcp::set_no_delay(socket);
-    const std::string who = "client " + net::tcp::endpoint_text(socket, true);
-    auto stream = tls ? std::make_shared<Stream>(std::make_unique<net::tcp::TlsStream>(std::move(socket), *tls))
-                      : std::make_shared<Stream>(std::move(socket));
-    net::tcp::HandshakeParams p;
-    p.ours = net::control_hello(false);
-    p.role = net::Role::acceptor;
-    p.expected_rank = 1;
-    p.secret = secret;
-    p.peer_name = who;
-    p.accept = [](net::LinkKind k) { return k == net::LinkKind::control ? std::optional<std::uint32_t>(1) : std::nullopt; };
-    p.deadline = std::min(idle, Millis(5000));
-    const auto r = co_await net::tcp::run_handshake(*stream, p);
-    if (!r.ok()) {
+    const std::string refused = co_await channel.authenticate(std::min(idle, Millis(5000)));
+    if (!refused.empty()) {
       metrics.add("ringattn_control_refused_total", {{"reason", "handshake"}});
-      cli::logger("serve")->info("control: dropped {}: {}", who, r.error);
+      cli::logger("serve")->info("control: dropped {}: {}", channel.peer(), refused);
+      channel.close();
       co_return;
     }
     try {
       if (refuse) {  // the client's request first (it writes before it reads), then why not
-        co_await read_json(*stream, std::min(idle, Millis(5000)), who);
-        co_await write_json(*stream,
-                            error_event("the daemon is at its limit of " + std::to_string(kMaxConnections) +
-                                        " client connections at once; try again in a moment"),
-                            idle, who);
+        channel.set_idle(std::min(idle, Millis(5000)));
+        co_await channel.read_json();
+        channel.set_idle(idle);
+        co_await channel.write_json(error_event("the daemon is at its limit of " + std::to_string(kMaxConnections) +
+                                                " client connections at once; try again in a moment"));
       } else {
-        co_await converse(stream, who);
+        co_await converse(channel);
       }
     } catch (const std::exception& e) {
-      cli::logger("serve")->info("control: {}: {}", who, e.what());
+      cli::logger("serve")->info("control: {}: {}", channel.peer(), e.what());
     }
-    stream->close();
+    channel.close();
   }
 
   static std::string error_event(const std::string& message, const char* cause = "local") {
@@ -112,32 +88,31 @@ struct ControlServer::Impl {
     return o.str();
   }
 
-  asio::awaitable<void> converse(std::shared_ptr<Stream> stream, const std::string& who) {
-    const std::string text = co_await read_json(*stream, idle, who);
+  asio::awaitable<void> converse(Channel& channel) {
+    const std::string text = co_await channel.read_json();
     cli::JsonValue v;
     std::string op, invalid;
     try {
-      v = cli::parse_json(text);  // bounded: kMaxJsonBytes, then kMaxJsonDepth levels
+      v = cli::parse_json(text);  // bounded: kMaxChannelJson, then kMaxJsonDepth levels
       if (const auto* o = v.get("op"); o && o->kind == cli::JsonValue::Kind::string) op = o->string;
     } catch (const std::exception& e) {
       invalid = e.what();
     }
     if (!invalid.empty()) {
-      co_await write_json(*stream, error_event("the request is not valid JSON: " + invalid), idle, who);
+      co_await channel.write_json(error_event("the request is not valid JSON: " + invalid));
     } else if (op == "status") {
-      co_await write_json(*stream, cli::JsonObject().add("event", "status").add_json("data", service.status_json()).str(),
-                          idle, who);
+      co_await channel.write_json(cli::JsonObject().add("event", "status").add_json("data", service.status_json()).str());
     } else if (op == "nodes") {
-      co_await write_json(*stream, cli::JsonObject().add("event", "nodes").add_json("data", service.nodes_json()).str(),
-                          idle, who);
+      co_await channel.write_json(cli::JsonObject().add("event", "nodes").add_json("data", service.nodes_json()).str());
     } else if (op == "submit") {
-      co_await submit(stream, who, text);
+      co_await submit(channel, text);
     } else {
-      co_await write_json(*stream, error_event("unknown request (expected op submit, status or nodes)"), idle, who);
+      co_await channel.write_json(error_event("unknown request (expected op submit, status or nodes)"));
     }
   }
 
-  asio::awaitable<void> submit(std::shared_ptr<Stream> stream, const std::string& who, const std::string& text) {
+  asio::awaitable<void> submit(Channel& channel, const std::string& text) {
+    const std::string& who = channel.peer();
     if (service.rank() != 0) {
       const std::string to = service.coordinator_address();
       cli::JsonObject d;
@@ -150,7 +125,7 @@ struct ControlServer::Impl {
       if (to.empty())
         answer = error_event("this daemon is rank " + std::to_string(service.rank()) +
                              " and does not know rank 0's address yet; submit to rank 0");
-      co_await write_json(*stream, answer, idle, who);
+      co_await channel.write_json(answer);
       co_return;
     }
     auto job = std::make_shared<Job>();
@@ -163,7 +138,7 @@ struct ControlServer::Impl {
       refused = e.what();
     }
     if (!refused.empty()) {
-      co_await write_json(*stream, error_event(refused), idle, who);
+      co_await channel.write_json(error_event(refused));
       co_return;
     }
     // Queued now; the tensors come when the ring is free for this job (the "upload"
@@ -176,7 +151,7 @@ struct ControlServer::Impl {
       refused = e.what();
     }
     if (!refused.empty()) {
-      co_await write_json(*stream, error_event(refused), idle, who);
+      co_await channel.write_json(error_event(refused));
       co_return;
     }
     ++active_jobs;
@@ -195,29 +170,29 @@ struct ControlServer::Impl {
       if (!e) break;
       if (e->empty()) *e = cli::JsonObject().add("event", "alive").add("data", cli::JsonObject()).str();
       const bool upload = e->rfind("{\"event\":\"upload\"", 0) == 0;
-      co_await write_json(*stream, *e, idle, who);
+      co_await channel.write_json(*e);
       if (!upload) continue;
       std::string bad;
       try {
-        co_await receive_shards(*stream, who, *job);
+        co_await receive_shards(channel, *job);
       } catch (const InvalidArgument& x) {
         bad = x.what();
       }
       if (!bad.empty()) {  // the ring thread aborts the job once the upload ends, with this reason
         job->fail_upload(bad);
-        co_await write_json(*stream, error_event(bad), idle, who);
+        co_await channel.write_json(error_event(bad));
         co_return;
       }
       // The client sends nothing more: a read that ends means it went away.
-      asio::co_spawn(io, watch(stream, job->id, done), asio::detached);
+      asio::co_spawn(io, watch(channel, job->id, done), asio::detached);
     }
     if (job->result == JobResult::ok)
-      for (const auto& rows : job->results) co_await write_tensor(*stream, std::as_bytes(std::span(rows)), idle, who);
+      for (const auto& rows : job->results) co_await channel.write_tensor(std::as_bytes(std::span(rows)));
     *done = true;
   }
 
   // Ranks 1..P-1, then 0: for each, K and V into its SHARD payload, Q into its QUERY.
-  asio::awaitable<void> receive_shards(Stream& stream, const std::string& who, Job& job) {
+  asio::awaitable<void> receive_shards(Channel& channel, Job& job) {
     const JobRequest& q = job.request;
     const int P = service.world();
     for (int i = 1; i <= P; ++i) {
@@ -225,9 +200,9 @@ struct ControlServer::Impl {
       const Positions pos = shard_positions(q.layout, q.tokens, P, rank);
       ShardUpload u{rank, peer::shard_payload(q, pos), peer::query_payload(q, pos)};
       peer::Shard view = peer::shard_view(u.kv, q, pos.size());
-      co_await read_tensor(stream, std::as_writable_bytes(view.k), idle, who);
-      co_await read_tensor(stream, std::as_writable_bytes(view.v), idle, who);
-      co_await read_tensor(stream, std::as_writable_bytes(peer::query_rows(u.q)), idle, who);
+      co_await channel.read_tensor(std::as_writable_bytes(view.k));
+      co_await channel.read_tensor(std::as_writable_bytes(view.v));
+      co_await channel.read_tensor(std::as_writable_bytes(peer::query_rows(u.q)));
       // The same check as `run`'s nodes, naming the tensor, token, head and value.
       io::NpyInfo info;
       std::vector<io::RowRange> ranges;
@@ -245,31 +220,21 @@ struct ControlServer::Impl {
     }
   }
 
-  asio::awaitable<void> watch(std::shared_ptr<Stream> stream, std::uint64_t id, std::shared_ptr<bool> done) {
-    std::byte b[1];
-    std::error_code ec;
-    co_await stream->async_read_some(asio::buffer(b), asio::redirect_error(asio::use_awaitable, ec));
+  asio::awaitable<void> watch(Channel channel, std::uint64_t id, std::shared_ptr<bool> done) {
+    const std::string why = co_await channel.wait_closed();
     if (*done) co_return;
-    cli::logger("serve")->warn("job {}: the client went away ({}); aborting the job", id, ec ? ec.message() : "it sent data");
+    cli::logger("serve")->warn("job {}: the client went away ({}); aborting the job", id, why);
     service.abort_job(id, "its client disconnected");
   }
-
 };
 
 ControlServer::ControlServer(const std::string& listen, std::string secret, bool tls, double timeout_seconds,
                              RingService& service, Metrics& metrics)
     : impl_(std::make_unique<Impl>(service, metrics)) {
   auto& im = *impl_;
-  im.secret = std::move(secret);
   im.idle = Millis(static_cast<std::int64_t>(timeout_seconds * 1000));
-  if (tls) im.tls = net::tcp::make_tls_context(im.secret, net::tcp::TlsRole::server);
-  const auto addr = net::parse_peer_address(listen, "--control");
-  std::error_code ec;
-  const asio::ip::tcp::endpoint ep(asio::ip::make_address(net::numeric_host(addr.host, "--control"), ec), addr.port);
-  if (!ec) net::tcp::open_acceptor(im.acceptor, ep, /*large_buffers=*/false, ec);
-  if (ec)
-    throw NetworkError("cannot listen for clients on " + listen + " (--control): " + ec.message() +
-                       " (is another daemon using that port? give each daemon on a host its own --control port)");
+  im.listener = std::make_unique<ChannelListener>(im.io.get_executor(), listen, ChannelOptions{std::move(secret), tls, im.idle},
+                                                  "--control");
   asio::co_spawn(im.io, im.accept_loop(), asio::detached);
   im.thread = std::thread([&im] { im.io.run(); });
 }
@@ -280,13 +245,12 @@ ControlServer::~ControlServer() {
   while (impl_->active_jobs.load() > 0 && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   asio::post(impl_->io, [im = impl_.get()] {
-    std::error_code ignored;
-    im->acceptor.close(ignored);
+    im->listener->close();
     im->io.stop();
   });
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 
-std::uint16_t ControlServer::port() const { return impl_->acceptor.local_endpoint().port(); }
+std::uint16_t ControlServer::port() const { return impl_->listener->port(); }
 
 }  // namespace ringattn::serve

@@ -1,5 +1,5 @@
 // ringattn serve — the control port: clients (submit, status) connect here, prove the
-// token (control_wire.hpp), and ask. One Asio thread; each connection is a coroutine
+// token (ringattn/channel.hpp), and ask. One Asio thread; each connection is a coroutine
 // with deadlines; at most kMaxConnections at once: up to kMaxOverLimit more are
 // authenticated and told the daemon is at its limit, any beyond those closed at once.
 #pragma once

@@ -9,7 +9,7 @@
 // reset, and the client could lose the 405 or 431 it was about to read.
 #include "src/serve/http_endpoint.hpp"
 
-#include "net/tcp/coroutines.hpp"  // first Asio include: silences GCC's coroutine false positive
+#include "ringattn/channel.hpp"  // first Asio include: silences GCC's coroutine false positive
 
 #include <algorithm>
 #include <asio/detached.hpp>
@@ -24,8 +24,6 @@
 #include <vector>
 
 #include "src/cli/log.hpp"
-#include "net/tcp/socket_options.hpp"
-#include "net/transport.hpp"
 #include "ringattn/error.hpp"
 
 namespace ringattn::serve {
@@ -131,7 +129,7 @@ asio::awaitable<void> HttpEndpoint::Impl::accept_loop() {
     }
     if (active >= kMaxConnections) {
       cli::logger("serve")->debug("http endpoint: {} connections open, closing one from {}", active,
-                             net::tcp::endpoint_text(s, true));
+                             remote_text(s));
       s.close(ec);
       continue;
     }
@@ -164,7 +162,7 @@ asio::awaitable<void> HttpEndpoint::Impl::serve(tcp::socket s) {
       if (!ec) sock->close(ec);
     });
   };
-  const auto peer = net::tcp::endpoint_text(*sock, true);
+  const auto peer = remote_text(*sock);
   std::error_code ec;
 
   arm(kReadDeadline);
@@ -194,29 +192,7 @@ asio::awaitable<void> HttpEndpoint::Impl::serve(tcp::socket s) {
 
 HttpEndpoint::HttpEndpoint(const std::string& listen, Handler handler) : impl_(std::make_unique<Impl>()) {
   impl_->handler = std::move(handler);
-  const auto addr = net::parse_peer_address(listen, "HTTP endpoint address");
-  std::error_code ec;
-  std::vector<tcp::endpoint> endpoints;
-  if (const auto ip = asio::ip::make_address(addr.host, ec); !ec) {
-    endpoints.emplace_back(ip, addr.port);
-  } else {
-    tcp::resolver resolver(impl_->io);
-    for (const auto& e : resolver.resolve(addr.host, std::to_string(addr.port), ec)) endpoints.push_back(e.endpoint());
-    if (ec || endpoints.empty())
-      throw NetworkError("HTTP endpoint: cannot resolve '" + addr.host + "' in " + listen + ": " + ec.message() +
-                         "; give a numeric address such as 127.0.0.1:" + std::to_string(addr.port));
-  }
-  for (const auto& ep : endpoints) {
-    std::error_code ignored;
-    impl_->acceptor.close(ignored);
-    net::tcp::open_acceptor(impl_->acceptor, ep, false, ec);
-    if (!ec) break;
-  }
-  if (ec)
-    throw NetworkError("HTTP endpoint: cannot listen on " + listen + ": " + ec.message() +
-                       (ec == asio::error::address_in_use ? " (another process holds the port: choose a free one, or turn "
-                                                            "the endpoint off)"
-                                                          : " (check that the address is one of this host's)"));
+  impl_->acceptor = listen_tcp(impl_->io.get_executor(), listen, "HTTP endpoint");
   impl_->port = impl_->acceptor.local_endpoint().port();
   asio::co_spawn(impl_->io, impl_->accept_loop(), asio::detached);
   impl_->thread = std::thread([impl = impl_.get()] {

@@ -1,20 +1,19 @@
 // `ringattn status` — asks a daemon for the ring's nodes, then every node for its own
 // state: version, ISA, threads, state, uptime, jobs, last job. --wait S polls until every
 // node of the ring reports the ring ready (for scripts that start daemons).
-#include <asio/co_spawn.hpp>
+#include "src/serve/control_protocol.hpp"  // first Asio include: silences GCC's coroutine false positive
+
 #include <asio/io_context.hpp>
 #include <chrono>
 #include <cstdio>
 #include <exception>
 #include <thread>
 
-#include "net/tcp/coroutines.hpp"
 #include "ringattn/error.hpp"
 #include "src/cli/args.hpp"
 #include "src/cli/json_object.hpp"
 #include "src/cli/json_on_failure.hpp"
 #include "src/cli/json_value.hpp"
-#include "src/serve/control_wire.hpp"
 
 namespace ringattn::cli {
 int status_main(const std::vector<std::string>& argv);
@@ -39,9 +38,9 @@ std::string ask(const std::string& to, const std::string& op, const std::string&
       io,
       [&]() -> asio::awaitable<void> {
         auto c = co_await connect_control(to, secret, tls, timeout);
-        co_await write_json(*c.stream, cli::JsonObject().add("op", op).str(), timeout, c.peer);
-        reply = co_await read_json(*c.stream, timeout, c.peer);
-        c.stream->close();
+        co_await c.write_json(cli::JsonObject().add("op", op).str());
+        reply = co_await c.read_json();
+        c.close();
       },
       [&](std::exception_ptr e) { failure = e; });
   io.run();

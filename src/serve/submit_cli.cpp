@@ -1,6 +1,8 @@
 // `ringattn submit` — sends one attention job to a ring of daemons (`ringattn serve`):
 // streams Q, K and V to the daemon, which coordinates the ring (another rank redirects
 // to rank 0), shows the job's progress, and writes O (and lse) all-or-nothing.
+#include "src/serve/control_protocol.hpp"  // first Asio include: silences GCC's coroutine false positive
+
 #include <unistd.h>
 
 #include <asio/co_spawn.hpp>
@@ -11,7 +13,6 @@
 #include <exception>
 #include <optional>
 
-#include "net/tcp/coroutines.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/log.hpp"
 #include "src/cli/args.hpp"
@@ -23,7 +24,6 @@
 #include "src/io/npy_writer.hpp"
 #include "src/node/job.hpp"
 #include "src/run/output_paths.hpp"
-#include "src/serve/control_wire.hpp"
 #include "src/serve/job.hpp"
 
 namespace ringattn::cli {
@@ -79,7 +79,7 @@ cli::JsonObject to_object(const cli::JsonValue& v) {  // a node's stats, as rece
 }
 
 // Sends each rank's rows (ranks 1..P-1, then 0) as rank 0 asks for them: K, V, Q.
-asio::awaitable<void> upload(net::tcp::Stream& s, const std::string& peer, Millis idle, const JobRequest& req, int world,
+asio::awaitable<void> upload(Channel& c, const JobRequest& req, int world,
                              const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
                              const Progress& progress, const std::string& to) {
   const std::uint64_t total = req.q_bytes() + 2 * req.kv_bytes();
@@ -97,7 +97,7 @@ asio::awaitable<void> upload(net::tcp::Stream& s, const std::string& peer, Milli
         pieces.push_back(std::as_bytes(std::span(all.data() + run.begin * width, static_cast<std::size_t>((run.end - run.begin) * width))));
         bytes += pieces.back().size();
       }
-      co_await write_tensor_parts(s, std::move(pieces), idle, peer, [&](std::uint64_t done) {
+      co_await c.write_tensor(std::move(pieces), [&](std::uint64_t done) {
         if (Clock::now() - last < std::chrono::milliseconds(200)) return;
         last = Clock::now();
         progress.line("submit: sending Q, K, V to " + to + ": " + mib(sent + done) + " of " + mib(total));
@@ -114,11 +114,11 @@ asio::awaitable<void> converse(std::string to, const std::string& secret, bool t
   for (int hops = 0;; ++hops) {
     auto c = co_await connect_control(to, secret, tls, idle);
     out.daemon = to;
-    co_await write_json(*c.stream, job_request_json(req), idle, c.peer);
+    co_await c.write_json(job_request_json(req));
     int world = 0;
     bool redirected = false;
     for (;;) {
-      const cli::JsonValue e = cli::parse_json(co_await read_json(*c.stream, idle, c.peer));
+      const cli::JsonValue e = cli::parse_json(co_await c.read_json());
       const std::string name = text(e, "event");
       const cli::JsonValue* d = e.get("data");
       static const cli::JsonValue empty;
@@ -139,9 +139,9 @@ asio::awaitable<void> converse(std::string to, const std::string& secret, bool t
                       std::to_string(static_cast<int>(number(data, "position"))) + " (ring " + text(data, "ring") + ")");
       } else if (name == "upload") {  // the ring is ours: the shards, workers' first
         world = static_cast<int>(number(data, "world"));
-        if (world < 1 || world > 4096) throw NetworkError(c.peer + ": bad world size in its upload request", FailureCause::protocol);
+        if (world < 1 || world > 4096) throw NetworkError(c.peer() + ": bad world size in its upload request", FailureCause::protocol);
         const auto t = Clock::now();
-        co_await upload(*c.stream, c.peer, idle, req, world, q, k, v, progress, to);
+        co_await upload(c, req, world, q, k, v, progress, to);
         out.upload_seconds = since(t);
       } else if (name == "started") {
         progress.line("submit: job " + std::to_string(out.job) + " running on " +
@@ -168,14 +168,14 @@ asio::awaitable<void> converse(std::string to, const std::string& secret, bool t
         for (int i = 0; i <= 7; ++i)
           if (to_string(static_cast<FailureCause>(i)) == cause) fc = static_cast<FailureCause>(i);
         progress.line("", true);
-        const std::string what = out.job ? "job " + std::to_string(out.job) + " " + text(data, "result") : c.peer + " refused the job";
+        const std::string what = out.job ? "job " + std::to_string(out.job) + " " + text(data, "result") : c.peer() + " refused the job";
         throw NetworkError(what + (rank >= 0 ? " on rank " + std::to_string(rank) : std::string()) + " (" + cause +
                                "): " + text(data, "message"),
                            fc, rank);
       }  // "alive": the daemon is there; nothing to show
     }
     if (redirected) continue;
-    if (world == 0) throw NetworkError(c.peer + ": the job ended without asking for its inputs", FailureCause::protocol);
+    if (world == 0) throw NetworkError(c.peer() + ": the job ended without asking for its inputs", FailureCause::protocol);
     // Every rank's rows of O and lse, in rank order.
     const auto t1 = Clock::now();
     const std::int64_t qw = req.heads * req.head_dim, w = qw + req.heads;
@@ -183,7 +183,7 @@ asio::awaitable<void> converse(std::string to, const std::string& secret, bool t
     for (int r = 0; r < world; ++r) {
       const Positions pos = shard_positions(req.layout, req.tokens, world, r);
       rows.resize(static_cast<std::size_t>(pos.size() * w));
-      co_await read_tensor(*c.stream, std::as_writable_bytes(std::span(rows)), idle, c.peer);
+      co_await c.read_tensor(std::as_writable_bytes(std::span(rows)));
       scatter_rows(rows, w, 0, qw, pos, o);
       if (req.want_lse) scatter_rows(rows, w, qw, req.heads, pos, lse);
     }

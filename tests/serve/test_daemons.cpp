@@ -24,7 +24,7 @@
 #include <asio/io_context.hpp>
 
 #include "ringattn/layout.hpp"
-#include "src/serve/control_wire.hpp"
+#include "src/serve/control_protocol.hpp"
 #include "src/serve/job.hpp"
 #include "tests/serve/daemon_ring.hpp"
 
@@ -74,7 +74,7 @@ Shape long_shape() { return Shape{16384, 8, 8, 128}; }
 // A raw client's whole conversation with rank `rank`'s control port: `talk` gets the
 // authenticated connection and returns what the test looks at; "error: ..." if the
 // exchange itself failed.
-using Talk = std::function<asio::awaitable<std::string>(serve::ClientConnection&)>;
+using Talk = std::function<asio::awaitable<std::string>(Channel&)>;
 std::string raw_client(const DaemonRing& ring, int rank, const Talk& talk) {
   const std::string token = serve::client_secret(ring.token_file());
   asio::io_context io;
@@ -101,9 +101,9 @@ const serve::Millis kIdle(15000);
 
 // One JSON request and the daemon's first answer.
 std::string control_exchange(const DaemonRing& ring, int rank, const std::string& request) {
-  return raw_client(ring, rank, [&](serve::ClientConnection& c) -> asio::awaitable<std::string> {
-    co_await serve::write_json(*c.stream, request, kIdle, c.peer);
-    co_return co_await serve::read_json(*c.stream, kIdle, c.peer);
+  return raw_client(ring, rank, [&](Channel& c) -> asio::awaitable<std::string> {
+    co_await c.write_json(request);
+    co_return co_await c.read_json();
   });
 }
 
@@ -117,18 +117,18 @@ serve::JobRequest small_request() {
 }
 
 // The daemon's events up to `until` ("upload", "done") or an error; returns the last one.
-asio::awaitable<std::string> events_until(serve::ClientConnection& c, const std::string& until) {
+asio::awaitable<std::string> events_until(Channel& c, const std::string& until) {
   for (;;) {
-    std::string e = co_await serve::read_json(*c.stream, kIdle, c.peer);
+    std::string e = co_await c.read_json();
     if (e.find("\"event\":\"" + until + "\"") != std::string::npos || e.find("\"event\":\"error\"") != std::string::npos)
       co_return e;
   }
 }
 
 // Sends `req`, reads the daemon's events up to `until` or an error; returns the last one.
-asio::awaitable<std::string> request_until(serve::ClientConnection& c, const serve::JobRequest& req,
+asio::awaitable<std::string> request_until(Channel& c, const serve::JobRequest& req,
                                            const std::string& until) {
-  co_await serve::write_json(*c.stream, serve::job_request_json(req), kIdle, c.peer);
+  co_await c.write_json(serve::job_request_json(req));
   co_return co_await events_until(c, until);
 }
 
@@ -319,7 +319,7 @@ TEST_CASE("serve: a client over the control port's connection limit is told so, 
   // 16 authenticated clients that send nothing (each holds a slot until the daemon's idle deadline).
   const std::string token = serve::client_secret(ring.token_file());
   asio::io_context io;
-  std::vector<serve::ClientConnection> held;
+  std::vector<Channel> held;
   int connected = 0;
   for (int i = 0; i < 16; ++i)
     asio::co_spawn(
@@ -346,19 +346,19 @@ TEST_CASE("serve: a job whose upload holds NaN is recorded as refused, with the 
   // A raw client (submit itself refuses NaN before sending): the request, then each rank's
   // K, V and Q as the daemon asks, with one NaN in rank 1's Q.
   const serve::JobRequest req = small_request();
-  const std::string answer = raw_client(ring, 0, [&](serve::ClientConnection& c) -> asio::awaitable<std::string> {
+  const std::string answer = raw_client(ring, 0, [&](Channel& c) -> asio::awaitable<std::string> {
     const std::string e = co_await request_until(c, req, "upload");
     if (!is_event(e, "upload")) co_return e;
     for (int rank : {1, 2, 0}) {
       const auto rows = static_cast<std::size_t>(shard_positions(req.layout, req.tokens, 3, rank).size());
       std::vector<float> kv(rows * 2 * 32, 0.5f), q(rows * 2 * 32, 0.25f);
       if (rank == 1) q[7] = std::numeric_limits<float>::quiet_NaN();
-      co_await serve::write_tensor(*c.stream, std::as_bytes(std::span(kv)), kIdle, c.peer);
-      co_await serve::write_tensor(*c.stream, std::as_bytes(std::span(kv)), kIdle, c.peer);
-      co_await serve::write_tensor(*c.stream, std::as_bytes(std::span(q)), kIdle, c.peer);
+      co_await c.write_tensor(std::as_bytes(std::span(kv)));
+      co_await c.write_tensor(std::as_bytes(std::span(kv)));
+      co_await c.write_tensor(std::as_bytes(std::span(q)));
       if (rank == 1) break;  // the daemon answers the bad shard at once
     }
-    co_return co_await serve::read_json(*c.stream, kIdle, c.peer);
+    co_return co_await c.read_json();
   });
   INFO(answer);
   CHECK(contains(answer, "NaN"));
@@ -375,7 +375,7 @@ TEST_CASE("serve: the upload deadline measures silence: a slow but steady client
   DaemonRing ring({});  // --timeout 3: what the daemon waits on a silent client
   REQUIRE(ring.wait_ready(60));
   const serve::JobRequest req = small_request();
-  const std::string answer = raw_client(ring, 0, [&](serve::ClientConnection& c) -> asio::awaitable<std::string> {
+  const std::string answer = raw_client(ring, 0, [&](Channel& c) -> asio::awaitable<std::string> {
     const std::string e = co_await request_until(c, req, "upload");
     if (!is_event(e, "upload")) co_return e;
     bool first = true;
@@ -384,7 +384,7 @@ TEST_CASE("serve: the upload deadline measures silence: a slow but steady client
       std::vector<float> t(rows * 2 * 32, 0.5f);
       for (int tensor = 0; tensor < 3; ++tensor) {
         if (!first) {
-          co_await serve::write_tensor(*c.stream, std::as_bytes(std::span(t)), kIdle, c.peer);
+          co_await c.write_tensor(std::as_bytes(std::span(t)));
           continue;
         }
         // The first tensor by hand: its header, then 2 KiB every 1.5 s, 6 s in all, twice
@@ -393,13 +393,12 @@ TEST_CASE("serve: the upload deadline measures silence: a slow but steady client
         std::array<std::uint8_t, 16> head{'R', 'A', 'C', 'T', 2};
         const std::uint64_t n = t.size() * sizeof(float);
         for (int b = 0; b < 8; ++b) head[8 + b] = static_cast<std::uint8_t>(n >> (8 * b));
-        co_await asio::async_write(*c.stream, asio::buffer(head), asio::use_awaitable);
+        co_await c.write_bytes(std::as_bytes(std::span(head)));
         const auto* bytes = reinterpret_cast<const std::byte*>(t.data());
         for (std::size_t at = 0; at < n; at += 2048) {
           asio::steady_timer pause(co_await asio::this_coro::executor, std::chrono::milliseconds(1500));
           co_await pause.async_wait(asio::use_awaitable);
-          co_await asio::async_write(*c.stream, asio::buffer(bytes + at, std::min<std::size_t>(2048, n - at)),
-                                     asio::use_awaitable);
+          co_await c.write_bytes(std::span(bytes + at, std::min<std::size_t>(2048, n - at)));
         }
       }
     }
