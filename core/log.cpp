@@ -11,7 +11,7 @@
 #include <mutex>
 
 #include "core/logger.hpp"
-#include "core/split.hpp"
+#include "ringattn/split.hpp"
 #include "ringattn/error.hpp"
 
 namespace ringattn {

@@ -16,7 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/byte_order.hpp"
+#include "ringattn/byte_order.hpp"
 #include "ringattn/types.hpp"
 
 namespace ringattn::net {

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <string_view>
 
-#include "core/byte_order.hpp"
+#include "ringattn/byte_order.hpp"
 
 namespace ringattn::net {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <limits>
 
-#include "core/byte_order.hpp"
+#include "ringattn/byte_order.hpp"
 #include "net/crc32c.hpp"
 #include "ringattn/error.hpp"
 

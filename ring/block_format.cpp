@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/byte_order.hpp"
+#include "ringattn/byte_order.hpp"
 
 namespace ringattn::ring {
 

@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <array>
 
-#include "core/byte_order.hpp"
+#include "ringattn/byte_order.hpp"
 #include "net/tcp/coroutines.hpp"
 #include "net/tcp/handshake_io.hpp"
 #include "net/tcp/resolve.hpp"

@@ -18,8 +18,9 @@ struct RingInternals {
   // for bad limits).
   static net::LinkLimits link_limits(const RingOptions& o);
 
-  // The ring's transport, for a schedule of the library's own (bench overlap drives
-  // RingStep on it) — the same links, rendezvous and liveness as forward()'s.
+  // The ring's transport, for a schedule of the library's own (the public step probe,
+  // ringattn/step_probe.hpp, drives RingStep on it) — the same links, rendezvous and
+  // liveness as forward()'s.
   static net::Transport& transport(Ring& ring);
 
   // Called at the start of every ring step of every call with the step number, the

@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "core/split.hpp"
+#include "ringattn/split.hpp"
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/ring.hpp"

@@ -27,7 +27,7 @@
 #include "bench/common/shell_command.hpp"
 #include "src/cli/stats.hpp"
 #include "src/cli/log.hpp"
-#include "core/split.hpp"
+#include "ringattn/split.hpp"
 #include "ringattn/launch.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/kv_cache.hpp"

@@ -19,7 +19,7 @@
 #include "bench/common/machine.hpp"
 #include "bench/common/shell_command.hpp"
 #include "src/cli/timing.hpp"
-#include "core/split.hpp"
+#include "ringattn/split.hpp"
 #include "kernels/matmul_cache.hpp"
 #include "src/oracle/random_inputs.hpp"
 #include "ringattn/block_attention.hpp"

@@ -20,16 +20,13 @@
 #include <utility>
 
 #include "bench/overlap/overlap_model.hpp"
-#include "core/split.hpp"
-#include "net/crc32c.hpp"
-#include "net/transport.hpp"
+#include "ringattn/split.hpp"
 #include "src/node/launcher_channel.hpp"
 #include "src/node/report.hpp"
-#include "ring/internals.hpp"
-#include "ring/ring_step.hpp"
 #include "ringattn/launch.hpp"
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
+#include "ringattn/step_probe.hpp"
 #include "src/cli/log.hpp"
 #include "ringattn/layout.hpp"
 
@@ -47,8 +44,9 @@ double process_cpu_seconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-// The all-reduce tokens are STATE frames of one row, told apart by `step`.
-constexpr std::uint64_t kTokenStep = 0xA11ED;
+// The all-reduce tokens: empty messages on the ring's message channel, the value in their
+// job number.
+constexpr std::uint32_t kTokenType = 0xA11ED;
 
 void pin_to(const std::vector<int>& cpus) {
   cpu_set_t set;
@@ -96,9 +94,9 @@ int reps_for(double estimate, const SweepSpec& spec) {
 // One member's measurements for one mask and block size, on the ring's own step.
 class BlockSweep {
  public:
-  BlockSweep(net::Transport& t, const SweepSpec& spec, BlockAttention& attn, const std::string& mask, std::int64_t b,
+  BlockSweep(Ring& ring, const SweepSpec& spec, BlockAttention& attn, const std::string& mask, std::int64_t b,
              std::uint64_t call)
-      : t_(t), spec_(spec), attn_(attn), rank_(t.rank()), world_(t.world()), b_(b), step_(t) {
+      : ring_(ring), spec_(spec), attn_(attn), rank_(ring.rank()), world_(ring.world_size()), b_(b) {
     const Layout layout = mask == "causal" ? Layout::zigzag : Layout::contiguous;
     const Positions own = shard_positions(layout, b * world_, world_, rank_);
     own_pos_ = own;
@@ -109,23 +107,23 @@ class BlockSweep {
     fill_random(q_, spec.dtype, 1000 + static_cast<std::uint64_t>(rank_));
     fill_random(k, spec.dtype, 2000 + static_cast<std::uint64_t>(rank_));
     fill_random(v, spec.dtype, 3000 + static_cast<std::uint64_t>(rank_));
-    step_.begin_raw(ring::call_spec(attn.config(), attn.config().scale), call, own, k.data(), v.data());
+    step_ = std::make_unique<RingStepProbe>(ring, attn, call, own, k.data(), v.data());
     state_ = OnlineSoftmaxState(own.size(), spec.heads, spec.head_dim);
     row_.mask = mask;
     row_.rank = rank_;
     row_.b = b;
-    row_.block_bytes = static_cast<double>(step_.block_bytes());
+    row_.block_bytes = static_cast<double>(step_->block_bytes());
   }
 
   // Rounds of the four step kinds, interleaved, so that a slow drift of the machine
   // (other load, a busy sibling CPU) touches every kind alike; medians over the rounds.
   StepRow run() {
-    agree(t_, 0);
+    agree(ring_, 0);
     state_.reset();
     Round warm = round();  // creates the kernel's primitives, sizes TCP's window
     // Cheap sizes get one more for a clean estimate; all members must agree on it.
-    if (agree(t_, warm.compute < 0.05 ? 1 : 0)) warm = round();
-    const int n = static_cast<int>(agree(t_, static_cast<std::uint64_t>(reps_for(std::max(warm.compute, warm.transfer), spec_))));
+    if (agree(ring_, warm.compute < 0.05 ? 1 : 0)) warm = round();
+    const int n = static_cast<int>(agree(ring_, static_cast<std::uint64_t>(reps_for(std::max(warm.compute, warm.transfer), spec_))));
     std::vector<double> tc, tx, ts, to, tf;
     double flops = 0, fold_cpu = 0, fold_wall = 0, io_x = 0, io_o = 0;
     for (int i = 0; i < n; ++i) {
@@ -156,23 +154,13 @@ class BlockSweep {
 
   // Ring all-reduce (max) of a small number; also the barrier between phases. P−1
   // rounds of "send what I know to the successor, take the max with the predecessor's".
-  static std::uint64_t agree(net::Transport& t, std::uint64_t v) {
-    std::array<std::byte, 8> out{}, in{};
-    for (int round = 0; round + 1 < t.world(); ++round) {
-      net::FrameHeader h;
-      h.kind = net::FrameKind::state;
-      h.job_id = v;
-      h.step = kTokenStep;
-      h.rows = 1;
-      h.cols = 2;
-      auto s = t.isend(t.successor(), h, out);
-      auto r = t.irecv(t.predecessor(), in);
-      t.wait(s);
-      const net::FrameHeader got = t.wait(r);
-      if (got.kind != net::FrameKind::state || got.step != kTokenStep)
-        throw NetworkError("rank " + std::to_string(t.rank()) + ": bench overlap: expected a barrier token, got a " +
-                           std::string(net::to_string(got.kind)) + " frame, step " + std::to_string(got.step));
-      v = std::max(v, got.job_id);
+  static std::uint64_t agree(Ring& ring, std::uint64_t v) {
+    const int P = ring.world_size(), me = ring.rank();
+    for (int round = 0; round + 1 < P; ++round) {
+      auto s = ring.send_message((me + 1) % P, kTokenType, v, {});
+      auto r = ring.receive_message((me + P - 1) % P, kTokenType, [](const MessageHeader&) { return std::span<std::byte>(); });
+      ring.wait(s);
+      v = std::max(v, ring.wait(r).job);
     }
     return v;
   }
@@ -185,17 +173,17 @@ class BlockSweep {
 
   double fold(double* flops = nullptr) {
     const auto t0 = Clock::now();
-    const auto& blk = step_.current();
+    const auto blk = step_->current();
     const FoldStats fs = attn_.fold(q_.data(), own_pos_, blk.k, blk.v, *blk.positions, state_);
     if (flops) *flops = fs.useful_flops;
     return since(t0);
   }
 
   // One exchange of the ring's step: send A, receive B, check it, A <-> B.
-  void post_exchange() { step_.post(seq_); }
-  void finish_exchange() { step_.finish(seq_++); }
+  void post_exchange() { step_->post(); }
+  void finish_exchange() { step_->finish(); }
 
-  double io_cpu() const { return t_.stats().io_cpu_seconds; }
+  double io_cpu() const { return ring_.traffic().io_cpu_seconds; }
 
   // One step of each kind. Every member runs the same sequence, so the exchanges pair up.
   Round round() {
@@ -227,16 +215,15 @@ class BlockSweep {
     return r;
   }
 
-  net::Transport& t_;
+  Ring& ring_;
   const SweepSpec& spec_;
   BlockAttention& attn_;
   int rank_, world_;
   std::int64_t b_;
-  ring::RingStep step_;
+  std::unique_ptr<RingStepProbe> step_;
   Positions own_pos_;
   std::vector<std::byte> q_;
   OnlineSoftmaxState state_;
-  int seq_ = 0;
   StepRow row_;
 };
 
@@ -309,7 +296,6 @@ void run_member(const SweepSpec& spec, const MemberNet& mn) {
     o.listen = mn.listen;
   }
   Ring ring = Ring::connect(o);
-  net::Transport& t = RingInternals::transport(ring);
   if (spec.io_priority > 0) {
     // The transport's I/O thread keeps the process's priority; this thread (and the
     // kernel threads it starts from now on) steps down, so that a waking I/O thread
@@ -324,11 +310,11 @@ void run_member(const SweepSpec& spec, const MemberNet& mn) {
     BlockAttention attn(attention_config(spec, mask));
     for (auto b : spec.blocks) {
       if (mn.rank == 0) cli::logger("bench")->info("mask {} b {}", mask, b);
-      const StepRow row = BlockSweep(t, spec, attn, mask, b, ++call).run();
+      const StepRow row = BlockSweep(ring, spec, attn, mask, b, ++call).run();
       node::emit_line(to_line(row));
     }
   }
-  BlockSweep::agree(t, 0);  // nobody closes while a neighbour still sends
+  BlockSweep::agree(ring, 0);  // nobody closes while a neighbour still sends
   ring.close();
 }
 

@@ -18,7 +18,7 @@
 #include "bench/common/machine.hpp"
 #include "bench/common/shell_command.hpp"
 #include "src/cli/log.hpp"
-#include "core/split.hpp"
+#include "ringattn/split.hpp"
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/packing.hpp"

@@ -50,7 +50,7 @@
 #include "bench/common/machine.hpp"
 #include "bench/common/shell_command.hpp"
 #include "bench/ring/single_process_baseline.hpp"
-#include "core/split.hpp"
+#include "ringattn/split.hpp"
 #include "ringattn/error.hpp"
 #include "src/cli/log.hpp"
 #include "src/cli/args.hpp"

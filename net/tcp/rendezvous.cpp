@@ -18,7 +18,7 @@
 #include <thread>
 
 #include "core/logger.hpp"
-#include "core/split.hpp"
+#include "ringattn/split.hpp"
 #include "net/tcp/control_io.hpp"
 #include "net/tcp/coroutines.hpp"
 #include "net/tcp/resolve.hpp"

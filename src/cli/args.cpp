@@ -7,7 +7,7 @@
 #include <limits>
 #include <sstream>
 
-#include "core/split.hpp"
+#include "ringattn/split.hpp"
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/log.hpp"

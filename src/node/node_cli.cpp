@@ -27,7 +27,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/split.hpp"
+#include "ringattn/split.hpp"
 #include "ringattn/launch.hpp"
 #include "ringattn/error.hpp"
 #include "src/cli/log.hpp"

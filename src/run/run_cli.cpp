@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "core/split.hpp"
+#include "ringattn/split.hpp"
 #include "src/oracle/random_inputs.hpp"
 #include "src/oracle/reference.hpp"
 #include "ringattn/error.hpp"

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <limits>
 
-#include "core/byte_order.hpp"
+#include "ringattn/byte_order.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/layout.hpp"
 

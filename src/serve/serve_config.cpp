@@ -5,7 +5,7 @@
 
 #include <toml++/toml.h>
 
-#include "core/split.hpp"
+#include "ringattn/split.hpp"
 #include "ringattn/launch.hpp"
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"

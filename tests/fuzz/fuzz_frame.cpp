@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <span>
 
-#include "core/byte_order.hpp"
+#include "ringattn/byte_order.hpp"
 #include "net/crc32c.hpp"
 #include "net/handshake.hpp"
 #include "net/wire.hpp"

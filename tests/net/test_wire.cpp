@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "core/byte_order.hpp"
+#include "ringattn/byte_order.hpp"
 #include "net/wire.hpp"
 #include "ringattn/error.hpp"
 

@@ -1,6 +1,7 @@
-// split_commas: "a,b,,c" -> {"a", "b", "", "c"}; "" -> {""}. One way to read every comma
+// ringattn/split.hpp — split_commas: "a,b,,c" -> {"a", "b", "", "c"}; "" -> {""}. One way to read every comma
 // list (--peers, RINGATTN_PEERS, SPDLOG_LEVEL, count lists, benchmark sweeps); callers
-// validate the items, an empty one included, with their own words.
+// validate the items, an empty one included, with their own words. Public so that a
+// program reads its lists exactly as the library reads RINGATTN_PEERS.
 #pragma once
 
 #include <string>

@@ -1,6 +1,6 @@
-// Little-endian integers written and read one byte at a time, so a wire format never
+// ringattn/byte_order.hpp — little-endian integers written and read one byte at a time, so a wire format never
 // depends on the host's endianness, alignment or struct padding (net/'s frames, the
-// daemons' messages).
+// daemons' messages, a program's own binary messages on the ring's message channel).
 #pragma once
 
 #include <cstddef>
