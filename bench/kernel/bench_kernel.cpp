@@ -16,11 +16,11 @@
 #include <string>
 #include <vector>
 
+#include "bench/kernel/dense_matmul.hpp"
 #include "bench/common/machine.hpp"
 #include "bench/common/shell_command.hpp"
 #include "src/cli/timing.hpp"
 #include "ringattn/split.hpp"
-#include "kernels/matmul_cache.hpp"
 #include "src/oracle/random_inputs.hpp"
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
@@ -71,8 +71,7 @@ Inputs make_inputs(const Case& c) {
 // The matmuls run in the type the kernel's run in: a bf16 call on a CPU without bf16
 // units multiplies fp32 (its bf16 inputs widened), so its roofline is the fp32 matmul's.
 struct DenseMatmuls {
-  kernels::MatmulCache cache;
-  kernels::MatmulShape qk, pv;
+  bench::DenseMatmul qk, pv;
   DType mm;
   std::vector<float> s, o;
   std::vector<std::uint16_t> s_bf16;
@@ -86,11 +85,8 @@ struct DenseMatmuls {
         from_bf16(from->data(), to->data(), static_cast<std::int64_t>(from->size()));
       }
     const Inputs& in = c.dtype == DType::bf16 && mm == DType::f32 ? widened : given;
-    qk = {c.b, c.b, c.head_dim, c.head_dim, c.b, 1, mm};
-    pv = {c.b, c.head_dim, c.b, c.b, c.head_dim, 1, mm};
-    cache.prepare(qk, c.threads);
-    cache.prepare(pv, c.threads);
-    cache.reserve_streams(1);
+    qk = bench::DenseMatmul(c.b, c.b, c.head_dim, mm, c.threads);       // S = Q_h K_g^T
+    pv = bench::DenseMatmul(c.b, c.head_dim, c.b, mm, c.threads);       // O_h = S V_g
     s.resize(static_cast<std::size_t>(c.b * c.b));
     o.resize(static_cast<std::size_t>(c.b * c.head_dim));
     if (mm == DType::bf16) s_bf16.resize(s.size());
@@ -120,9 +116,9 @@ double roofline_seconds(const Case& c, DenseMatmuls& mm) {
   return cli::median_seconds([&] {
     for (std::int64_t h = 0; h < c.heads; ++h) {
       const auto g = static_cast<std::size_t>(h / G);
-      mm.cache.run(mm.qk, mm.q[static_cast<std::size_t>(h)].data(), mm.kt[g].data(), mm.s.data(), 0);
+      mm.qk.run(mm.q[static_cast<std::size_t>(h)].data(), mm.kt[g].data(), mm.s.data());
       const void* p = mm.mm == DType::bf16 ? static_cast<const void*>(mm.s_bf16.data()) : mm.s.data();
-      mm.cache.run(mm.pv, p, mm.v[g].data(), mm.o.data(), 0);
+      mm.pv.run(p, mm.v[g].data(), mm.o.data());
     }
   });
 }
@@ -133,7 +129,7 @@ double naive_seconds(const Case& c, DenseMatmuls& mm) {
   return cli::median_seconds([&] {
     for (std::int64_t h = 0; h < c.heads; ++h) {
       const auto g = static_cast<std::size_t>(h / G);
-      mm.cache.run(mm.qk, mm.q[static_cast<std::size_t>(h)].data(), mm.kt[g].data(), mm.s.data(), 0);
+      mm.qk.run(mm.q[static_cast<std::size_t>(h)].data(), mm.kt[g].data(), mm.s.data());
 #pragma omp parallel for num_threads(c.threads) schedule(static)
       for (std::int64_t i = 0; i < b; ++i) {
         float* row = mm.s.data() + i * b;
@@ -150,7 +146,7 @@ double naive_seconds(const Case& c, DenseMatmuls& mm) {
         to_bf16(mm.s.data(), mm.s_bf16.data(), b * b);
         p = mm.s_bf16.data();
       }
-      mm.cache.run(mm.pv, p, mm.v[g].data(), mm.o.data(), 0);
+      mm.pv.run(p, mm.v[g].data(), mm.o.data());
     }
   });
 }
