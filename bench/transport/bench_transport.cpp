@@ -28,9 +28,8 @@
 #include "src/cli/stats.hpp"
 #include "bench/transport/iperf3.hpp"
 #include "bench/transport/raw_tcp.hpp"
-#include "net/crc32c.hpp"
 #include "ringattn/launch.hpp"
-#include "net/transport.hpp"
+#include "ringattn/link_probe.hpp"
 #include "ringattn/error.hpp"
 #include "src/cli/log.hpp"
 #include "src/cli/args.hpp"
@@ -46,9 +45,7 @@ using namespace ringattn;
 using cli::median;
 using Clock = std::chrono::steady_clock;
 
-constexpr std::uint32_t kHeadDim = 128;                      // the bench's block: rows x (1 kv head x 128) fp32
-constexpr std::uint64_t kRowBytes = 2ull * kHeadDim * 4;     // K and V of one token
-constexpr std::uint64_t kLastOfRep = 1;                      // job_id marking a repetition's last frame
+constexpr std::uint64_t kRowBytes = kLinkProbeRowBytes;  // K and V of one token: one KV head of 128, fp32
 
 
 struct Plan {
@@ -67,91 +64,26 @@ struct Result {
   std::uint64_t frames = 0;
 };
 
-// The ring's frames as the ring sends them: one K/V head of 128, fp32.
-net::LinkLimits shape_for(const Plan& p) {
-  net::LinkLimits s;
-  s.max_heads = s.max_kv_heads = 1;
-  s.max_head_dim = kHeadDim;
-  std::uint64_t max_rows = 1;
-  for (auto b : p.block_bytes) max_rows = std::max(max_rows, b / kRowBytes);
-  s.max_block_rows = static_cast<std::uint32_t>(max_rows);
-  return s;
-}
-
-std::uint64_t frame_bytes(std::uint64_t kv_bytes) {
-  return net::kv_block_bytes(DType::f32, kHeadDim, static_cast<std::uint32_t>(kv_bytes / kRowBytes));
-}
-
 // Sends warm-up + reps repetitions of frames of `bytes`; returns per-rep CPU s/GB.
-std::vector<double> send_stream(net::Transport& t, const net::LinkLimits&, const Plan& p, std::uint64_t bytes) {
-  const auto rows = static_cast<std::uint32_t>(bytes / kRowBytes);
-  std::vector<std::byte> payload(frame_bytes(bytes));
-  for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = std::byte(static_cast<unsigned char>(i * 131 + 7));
-  const std::uint32_t crc = net::crc32c(payload);  // known, as for a relayed block
+std::vector<double> send_stream(LinkProbe& end, const Plan& p, std::uint64_t bytes) {
   std::vector<double> cpu_per_gb;
   for (int rep = 0; rep <= p.reps; ++rep) {  // rep 0 is the warm-up
-    const double cpu0 = t.stats().io_cpu_seconds;
-    const auto deadline = Clock::now() + std::chrono::duration<double>(rep == 0 ? std::min(0.3, p.seconds) : p.seconds);
-    std::deque<net::Request> inflight;
-    std::uint64_t step = 0;
-    for (bool last = false; !last; ++step) {
-      last = p.count > 0 ? step + 1 >= static_cast<std::uint64_t>(std::max<std::int64_t>(p.count, 2))
-                         : step >= 1 && Clock::now() >= deadline;
-      auto h = net::kv_block_header(DType::f32, kHeadDim, last ? kLastOfRep : 0, step, rows);
-      inflight.push_back(t.isend(t.successor(), h, payload, crc));
-      if (static_cast<int>(inflight.size()) >= p.depth) {
-        t.wait(inflight.front());
-        inflight.pop_front();
-      }
-    }
-    for (auto& r : inflight) t.wait(r);
-    if (rep > 0) cpu_per_gb.push_back((t.stats().io_cpu_seconds - cpu0) / (static_cast<double>(step * bytes) / 1e9));
+    const LinkStream s = end.send(bytes, p.count, rep == 0 ? std::min(0.3, p.seconds) : p.seconds);
+    if (rep > 0) cpu_per_gb.push_back(s.io_cpu_seconds / (static_cast<double>(s.frames * bytes) / 1e9));
   }
   return cpu_per_gb;
 }
 
-// The receiver's `depth` buffers, each always posted. They outlive the transport's
-// close(), which is what ends the receives still posted at the end.
-struct RecvSlots {
-  std::vector<std::vector<std::byte>> bufs;
-  std::vector<net::Request> posted;
-  std::size_t next = 0;
-
-  RecvSlots(const Plan& p) {
-    const std::uint64_t max_bytes = frame_bytes(*std::max_element(p.block_bytes.begin(), p.block_bytes.end()));
-    bufs.assign(static_cast<std::size_t>(p.depth), std::vector<std::byte>(max_bytes));
-  }
-  void post_all(net::Transport& t) {
-    for (auto& b : bufs) posted.push_back(t.irecv(t.predecessor(), b));
-  }
-};
-
-// Receives what send_stream sends.
-Result recv_stream(net::Transport& t, const Plan& p, std::uint64_t bytes, RecvSlots& slots) {
-  auto& [bufs, posted, next] = slots;
+// Receives what send_stream sends: GB/s from the first frame's arrival to the last's.
+Result recv_stream(LinkProbe& end, const Plan& p, std::uint64_t bytes) {
   Result res;
   for (int rep = 0; rep <= p.reps; ++rep) {
-    Clock::time_point first{};
-    double cpu0 = 0;
-    std::uint64_t frames = 0;
-    for (bool last = false; !last;) {
-      const net::FrameHeader h = t.wait(posted[next]);
-      if (h.payload_bytes != frame_bytes(bytes)) throw NetworkError("bench: got a frame of " + std::to_string(h.payload_bytes) + " bytes");
-      last = h.job_id == kLastOfRep;
-      if (++frames == 1) {
-        first = Clock::now();
-        cpu0 = t.stats().io_cpu_seconds;
-      }
-      // The last frame's buffer is re-posted too: the next repetition streams into it.
-      posted[next] = t.irecv(t.predecessor(), bufs[next]);
-      next = (next + 1) % bufs.size();
-    }
-    const double secs = std::chrono::duration<double>(Clock::now() - first).count();
-    const double gb = static_cast<double>((frames - 1) * bytes) / 1e9;
+    const LinkStream s = end.receive(bytes);
+    const double gb = static_cast<double>((s.frames - 1) * bytes) / 1e9;
     if (rep > 0) {
-      res.gbps.push_back(gb / secs);
-      res.recv_cpu_per_gb.push_back((t.stats().io_cpu_seconds - cpu0) / gb);
-      res.frames += frames;
+      res.gbps.push_back(gb / s.seconds);
+      res.recv_cpu_per_gb.push_back(s.io_cpu_seconds / gb);
+      res.frames += s.frames;
     }
   }
   return res;
@@ -192,32 +124,29 @@ std::vector<std::int64_t> parse_counts(const std::string& list, const std::strin
 
 // ---- modes ------------------------------------------------------------------------------------
 
-net::TransportConfig config(int rank, const net::LinkLimits& shape, const std::string& host, std::uint16_t port,
-                            std::string secret, bool tls) {
-  net::TransportConfig c;
-  c.tls = tls;
-  c.rank = rank;
-  c.world = 2;
-  c.ring_id = 0xBE7C4;
-  c.limits = shape;
-  c.secret = std::move(secret);
-  c.listen_host = host;
-  c.listen_port = port;
-  c.connect_timeout = std::chrono::milliseconds(30000);
-  return c;
+LinkProbeOptions end_options(int rank, const Plan& p, const std::string& host, std::uint16_t port, std::string secret,
+                             bool tls) {
+  LinkProbeOptions o;
+  o.rank = rank;
+  o.host = host;
+  o.port = port;
+  o.token = std::move(secret);
+  o.tls = tls;
+  o.max_block_bytes = *std::max_element(p.block_bytes.begin(), p.block_bytes.end());
+  o.depth = p.depth;
+  return o;
 }
 
 // One sender/receiver pair in this process, connected.
 struct Pair {
-  RecvSlots slots;  // declared first: destroyed after the transports have closed
-  std::unique_ptr<net::Transport> sender, receiver;
+  std::unique_ptr<LinkProbe> sender, receiver;
   bool tls;
 
-  Pair(const Plan& p, const net::LinkLimits& shape, const std::string& host, bool with_tls) : slots(p), tls(with_tls) {
+  Pair(const Plan& p, const std::string& host, bool with_tls) : tls(with_tls) {
     const std::string secret = generate_token();
-    sender = net::make_tcp_transport(config(0, shape, host, 0, secret, tls));
-    receiver = net::make_tcp_transport(config(1, shape, host, 0, secret, tls));
-    const std::vector<net::PeerAddress> peers = {{host, sender->listen_port()}, {host, receiver->listen_port()}};
+    sender = std::make_unique<LinkProbe>(end_options(0, p, host, 0, secret, tls));
+    receiver = std::make_unique<LinkProbe>(end_options(1, p, host, 0, secret, tls));
+    const std::vector<HostPort> peers = {{host, sender->listen_port()}, {host, receiver->listen_port()}};
     std::exception_ptr send_error;
     std::thread connect_sender([&] {
       try {
@@ -229,26 +158,25 @@ struct Pair {
     receiver->connect(peers);
     connect_sender.join();
     if (send_error) std::rethrow_exception(send_error);
-    slots.post_all(*receiver);
   }
   ~Pair() {
     receiver->close();  // first: its posted receives are expected leftovers, not a failure
     sender->close();
   }
 
-  Result stream(const Plan& p, const net::LinkLimits& shape, std::uint64_t bytes) {
+  Result stream(const Plan& p, std::uint64_t bytes) {
     std::vector<double> send_cpu;
     std::exception_ptr send_error;
     std::thread s([&] {
       try {
-        send_cpu = send_stream(*sender, shape, p, bytes);
+        send_cpu = send_stream(*sender, p, bytes);
       } catch (...) {
         send_error = std::current_exception();
       }
     });
     Result r;
     try {
-      r = recv_stream(*receiver, p, bytes, slots);
+      r = recv_stream(*receiver, p, bytes);
     } catch (...) {
       sender->close();  // unblocks the sender thread
       s.join();
@@ -265,16 +193,15 @@ struct Pair {
 // baseline, one after the other in this run, so their ratios compare like with like.
 int run_in_process(const Plan& p, const std::string& host, bool with_raw, std::optional<double> iperf,
                    const std::vector<bool>& tls_modes) {
-  const net::LinkLimits shape = shape_for(p);
   std::vector<std::unique_ptr<Pair>> pairs;
-  for (bool tls : tls_modes) pairs.push_back(std::make_unique<Pair>(p, shape, host, tls));
+  for (bool tls : tls_modes) pairs.push_back(std::make_unique<Pair>(p, host, tls));
   for (auto bytes : p.block_bytes) {
     std::optional<double> raw;
     if (with_raw) raw = cli::median(bench::raw_tcp_gbps(host, bytes, p.depth, p.reps, p.seconds));
     std::optional<double> plain;
     for (auto& pair : pairs) {
       cli::logger("bench")->info("{}-byte blocks, {} reps{}", bytes, p.reps, pair->tls ? ", TLS" : "");
-      const Result r = pair->stream(p, shape, bytes);
+      const Result r = pair->stream(p, bytes);
       print_result("in-process", host, p, bytes, r, Baselines{iperf, raw}, pair->tls, pair->tls ? plain : std::nullopt);
       if (!pair->tls) plain = cli::median(r.gbps);
     }
@@ -282,36 +209,25 @@ int run_in_process(const Plan& p, const std::string& host, bool with_raw, std::o
   return 0;
 }
 
-net::PeerAddress parse_peer(const std::string& s) {
-  const auto colon = s.rfind(':');
-  if (colon == std::string::npos) throw InvalidArgument("--peer must be host:port, got '" + s + "'");
-  const auto port = cli::parse_count(s.substr(colon + 1), "--peer port");
-  if (port < 1 || port > 65535) throw InvalidArgument("--peer port out of range in '" + s + "'");
-  return {s.substr(0, colon), static_cast<std::uint16_t>(port)};
-}
-
 int run_two_process(const Plan& p, const std::string& role, const std::string& host, std::int64_t port,
                     const std::string& peer, const std::string& token_file, bool tls) {
   if (role != "send" && role != "recv") throw InvalidArgument("--role must be send or recv, got '" + role + "'");
   if (port < 1 || port > 65535) throw InvalidArgument("--role needs --port (1..65535) to listen on");
-  const net::LinkLimits shape = shape_for(p);
   const int rank = role == "send" ? 0 : 1;
   set_log_rank(rank);
-  RecvSlots slots(p);
-  auto t = net::make_tcp_transport(config(rank, shape, host, static_cast<std::uint16_t>(port), load_token(token_file), tls));
-  std::vector<net::PeerAddress> peers(2);
-  peers[static_cast<std::size_t>(1 - rank)] = parse_peer(peer);
-  peers[static_cast<std::size_t>(rank)] = {host, static_cast<std::uint16_t>(port)};
-  t->connect(peers);
-  if (rank == 1) slots.post_all(*t);
+  LinkProbe end(end_options(rank, p, host, static_cast<std::uint16_t>(port), load_token(token_file), tls));
+  std::vector<HostPort> ends(2);
+  ends[static_cast<std::size_t>(1 - rank)] = parse_host_port(peer, "--peer");
+  ends[static_cast<std::size_t>(rank)] = {host, static_cast<std::uint16_t>(port)};
+  end.connect(ends);
   for (auto bytes : p.block_bytes) {
     if (rank == 0) {
-      send_stream(*t, shape, p, bytes);
+      send_stream(end, p, bytes);
     } else {
-      print_result("two-process", host, p, bytes, recv_stream(*t, p, bytes, slots), Baselines{}, tls);
+      print_result("two-process", host, p, bytes, recv_stream(end, p, bytes), Baselines{}, tls);
     }
   }
-  t->close();
+  end.close();
   return 0;
 }
 

@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "net/tcp/socket_options.hpp"
+#include "ringattn/link_probe.hpp"
 
 namespace ringattn::bench {
 namespace {
@@ -20,7 +20,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 void tune(int fd) {
-  const int one = 1, buf = net::tcp::kSocketBufferBytes;
+  const int one = 1, buf = LinkSocketSettings::buffer_bytes;  // the ring links' buffers
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
   ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
@@ -54,7 +54,7 @@ std::vector<double> raw_tcp_gbps(const std::string& host, std::uint64_t block_by
   std::thread sender([fd = s, &payload] {
     for (;;) {  // whole blocks in kIoChunkBytes writes, until the receiver hangs up
       for (std::size_t off = 0; off < payload.size();) {
-        const ssize_t n = ::send(fd, payload.data() + off, std::min(payload.size() - off, net::tcp::kIoChunkBytes), MSG_NOSIGNAL);
+        const ssize_t n = ::send(fd, payload.data() + off, std::min(payload.size() - off, LinkSocketSettings::write_chunk_bytes), MSG_NOSIGNAL);
         if (n <= 0) return;
         off += static_cast<std::size_t>(n);
       }
@@ -70,7 +70,7 @@ std::vector<double> raw_tcp_gbps(const std::string& host, std::uint64_t block_by
     while (Clock::now() < end) {
       std::byte* dst = bufs[next].data();
       for (std::size_t off = 0; off < block_bytes;) {
-        const ssize_t n = ::recv(r, dst + off, std::min<std::size_t>(block_bytes - off, net::tcp::kReadChunkBytes), 0);
+        const ssize_t n = ::recv(r, dst + off, std::min<std::size_t>(block_bytes - off, LinkSocketSettings::read_chunk_bytes), 0);
         if (n <= 0) throw std::runtime_error("raw tcp baseline: receive failed");
         off += static_cast<std::size_t>(n);
       }
