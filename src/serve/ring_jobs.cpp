@@ -1,0 +1,342 @@
+// RingService's jobs: rank 0 coordinates (uploads the shards, runs its own forward,
+// gathers the results, records the job), the workers run theirs; both on the ring's
+// public message channel and Ring::forward (the lifecycle is in ring_service.cpp).
+#include "src/serve/ring_service.hpp"
+
+#include <algorithm>
+
+#include "src/cli/log.hpp"
+#include "ringattn/error.hpp"
+#include "ringattn/layout.hpp"
+#include "src/cli/json_object.hpp"
+#include "src/serve/peer_messages.hpp"
+#include "src/serve/service_events.hpp"
+
+namespace ringattn::serve {
+namespace {
+
+cli::JsonObject node_json(const NodeResult& n) {
+  cli::JsonObject o;
+  o.add("rank", n.rank).add("rows", n.rows).add("seconds", n.seconds).add("compute_seconds", n.compute_seconds);
+  o.add("wait_seconds", n.wait_seconds).add("useful_flops", n.useful_flops).add("steps", n.steps);
+  o.add("steps_skipped", n.steps_skipped).add("bytes_sent", n.bytes_sent);
+  return o;
+}
+
+// A shard's result as it travels and as the client gets it: per row, O then lse.
+std::vector<float> interleave(std::span<const float> o, std::span<const float> lse, std::int64_t rows,
+                              std::int64_t heads, std::int64_t head_dim) {
+  const std::int64_t qw = heads * head_dim, w = qw + heads;
+  std::vector<float> res(static_cast<std::size_t>(rows * w));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::copy_n(o.data() + r * qw, qw, res.data() + r * w);
+    std::copy_n(lse.data() + r * heads, heads, res.data() + r * w + qw);
+  }
+  return res;
+}
+
+}  // namespace
+
+RingService::Leave RingService::coordinate() {
+  for (;;) {
+    std::shared_ptr<Job> job;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return !queue_.empty() || stopping_; });
+      if (stopping_) return Leave::stop;
+      if (world() > 1) {
+        if (std::string f = ring_->link_failure(); !f.empty()) {
+          last_ring_error_ = f;
+          return Leave::broken;
+        }
+      }
+      if (queue_.empty()) continue;
+      job = queue_.front();
+      queue_.pop_front();
+      metrics_.set("ringattn_jobs_queued", {}, static_cast<double>(queue_.size()));
+      if (job->cancelled) {
+        lock.unlock();
+        job->error = "aborted: the client went away before the job started";
+        finish_job(*job, JobResult::aborted, 0);
+        continue;
+      }
+      running_ = job;
+    }
+    set_state(RingState::running);
+    const auto t0 = Clock::now();
+    bool broken = false;
+    try {
+      run_job(*job);
+      finish_job(*job, JobResult::ok, since(t0));
+    } catch (const Error& e) {
+      const auto* n = dynamic_cast<const NetworkError*>(&e);
+      job->error = e.what();
+      job->cause = n ? n->cause() : FailureCause::local;
+      job->origin_rank = n ? n->origin_rank() : 0;
+      broken = ring_->broken() || n != nullptr;
+      if (broken) last_ring_error_ = e.what();
+      finish_job(*job, job->cancelled ? JobResult::aborted : JobResult::failed, since(t0));
+    }
+    {
+      std::lock_guard lock(mu_);
+      running_.reset();
+      record_transport();
+    }
+    if (broken) return Leave::broken;
+    set_state(stopping_ ? RingState::draining : RingState::ready);
+  }
+}
+
+// One Ring::forward of a job on this rank, its steps timed (and, with `events`, told to
+// the client). A shape this rank refuses fails the ring: the others are already in the call.
+ForwardStats RingService::forward_job(std::uint64_t job_id, const JobRequest& q, std::span<const float> qrows,
+                                      const peer::Shard& shard, std::span<float> o, std::span<float> lse,
+                                      EventQueue* events) {
+  auto last_step = Clock::now();
+  ring_->on_step([&](int step) {
+    const auto now = Clock::now();
+    if (step > 0) metrics_.observe("ringattn_step_seconds", {}, std::chrono::duration<double>(now - last_step).count());
+    last_step = now;
+    if (!events) return;
+    cli::JsonObject e;
+    e.add("rank", rank()).add("step", step + 1).add("of", world());
+    events->push(event("step", e));
+  });
+  struct Off {
+    Ring& ring;
+    ~Off() { ring.on_step({}); }
+  } off{*ring_};
+  ForwardStats st;
+  try {
+    st = ring_->forward(q.spec(), qrows, shard.k, shard.v, shard.positions, o, lse);
+  } catch (const InvalidArgument& e) {
+    ring_->abort("rank " + std::to_string(rank()) + " refused job " + std::to_string(job_id) + ": " + e.what());
+    throw;
+  }
+  metrics_.observe("ringattn_step_seconds", {}, std::chrono::duration<double>(Clock::now() - last_step).count());
+  return st;
+}
+
+// Rank 0: the client's shards, the workers' first, each forwarded as it arrives (its
+// sends stay in `sends`, their payloads in `sent`); returns rank 0's own.
+ShardUpload RingService::upload_shards(Job& job, std::vector<ShardUpload>& sent, std::vector<MessageRequest>& sends) {
+  const int P = world();
+  sent.reserve(static_cast<std::size_t>(P));
+  std::optional<ShardUpload> own;
+  for (int i = 0; i < P; ++i) {
+    std::optional<ShardUpload> u = job.next_upload();
+    if (!u) {
+      const std::string refused = job.upload_error();
+      const std::string why = "job " + std::to_string(job.id) + " aborted: " +
+                              (refused.empty() ? "its client went away during the upload" : "its upload was refused: " + refused);
+      if (!sends.empty()) ring_->abort(why);  // workers hold half a job: start over
+      job.cancelled = true;
+      throw Error(why);
+    }
+    if (u->rank == 0) {
+      own = std::move(u);
+      continue;
+    }
+    sent.push_back(std::move(*u));
+    const ShardUpload& x = sent.back();
+    sends.push_back(ring_->send_message(x.rank, static_cast<std::uint32_t>(peer::Msg::shard), job.id, x.kv));
+    sends.push_back(ring_->send_message(x.rank, static_cast<std::uint32_t>(peer::Msg::query), job.id, x.q));
+  }
+  return std::move(*own);
+}
+
+// Rank 0: every worker's RESULT and STATS, rank by rank, into the job.
+void RingService::gather_results(Job& job) {
+  const JobRequest& q = job.request;
+  const std::int64_t w = q.heads * q.head_dim + q.heads;
+  std::vector<std::byte> stats;
+  for (int r = 1; r < world(); ++r) {
+    auto& res = job.results[static_cast<std::size_t>(r)];
+    res.resize(static_cast<std::size_t>(shard_positions(q.layout, q.tokens, world(), r).size() * w));
+    peer::receive_into(*ring_, r, peer::Msg::result, job.id, std::as_writable_bytes(std::span(res)));
+    peer::receive(*ring_, r, peer::Msg::stats, job.id, stats);
+    NodeResult n = peer::decode_stats(stats, r);
+    job.nodes.push_back(n);
+    job.events->push(event("node_done", node_json(n)));
+  }
+}
+
+// One job on rank 0: ask the client for the shards (workers' first), forward each worker's
+// as it arrives, run rank 0's own, gather every rank's rows of O and lse.
+void RingService::run_job(Job& job) {
+  const JobRequest& q = job.request;
+  const int P = world();
+  const auto t_begin = Clock::now();
+  {
+    cli::JsonObject e;
+    e.add("job", job.id).add("world", P).add("layout", to_string(q.layout));
+    job.events->push(event("upload", e));
+  }
+  std::vector<ShardUpload> sent;  // alive until their sends complete
+  std::vector<MessageRequest> sends;
+  ShardUpload own = upload_shards(job, sent, sends);
+  const auto t_uploaded = Clock::now();
+  const std::int64_t rows = static_cast<std::int64_t>(own.q.size() / 4 / static_cast<std::size_t>(q.heads * q.head_dim));
+  const peer::Shard mine = peer::shard_view(own.kv, q, rows);
+  const auto q0 = peer::query_rows(own.q);
+  std::vector<float> o0(q0.size()), lse0(static_cast<std::size_t>(rows * q.heads));
+  {
+    cli::JsonObject e;
+    e.add("job", job.id).add("ranks", P).add("shape", q.describe());
+    job.events->push(event("started", e));
+  }
+  const ForwardStats st = forward_job(job.id, q, q0, mine, o0, lse0, job.events.get());
+  const auto t_forward = Clock::now();
+  job.results.assign(static_cast<std::size_t>(P), {});
+  job.results[0] = interleave(o0, lse0, rows, q.heads, q.head_dim);
+  NodeResult me{0, rows, st.seconds, st.compute_seconds, st.wait_seconds, st.useful_flops, st.steps, st.steps_skipped,
+                st.bytes_sent};
+  job.nodes = {me};
+  job.events->push(event("node_done", node_json(me)));
+  for (auto& s : sends) ring_->wait(s);
+  sent.clear();
+  gather_results(job);
+  // Every result is in: the workers may go on (or leave, when draining). The job is
+  // complete here whatever follows: a draining worker may leave (and break the ring) as
+  // soon as its DONE is out, so a failure now ends the ring, not this job.
+  try {
+    std::vector<MessageRequest> dones;
+    for (int r = 1; r < P; ++r)
+      dones.push_back(ring_->send_message(r, static_cast<std::uint32_t>(peer::Msg::done), job.id, {}));
+    for (auto& d : dones) ring_->wait(d);
+  } catch (const NetworkError& e) {
+    cli::logger("serve")->info("job {}: every result is in; the ring ended after it: {}", job.id, e.what());
+  }
+  cli::logger("serve")->debug("job {} phases: upload {:.1f} ms, rank 0's forward {:.1f} ms, the workers' results {:.1f} ms later",
+                         job.id, std::chrono::duration<double, std::milli>(t_uploaded - t_begin).count(),
+                         std::chrono::duration<double, std::milli>(t_forward - t_uploaded).count(),
+                         std::chrono::duration<double, std::milli>(Clock::now() - t_forward).count());
+  job.ring_seconds = 0;
+  for (const auto& n : job.nodes) {
+    job.ring_seconds = std::max(job.ring_seconds, n.seconds);
+    metrics_.add("ringattn_useful_flops_total", {}, n.useful_flops);
+  }
+  metrics_.add("ringattn_exposed_wait_seconds_total", {}, st.wait_seconds);
+  metrics_.add("ringattn_compute_seconds_total", {}, st.compute_seconds);
+}
+
+// A job's end on this rank, in the metrics and in what `status` shows (rank 0 and workers).
+void RingService::record_job(std::uint64_t id, JobResult result, double seconds, const std::string& shape,
+                             const std::string& error, FailureCause cause) {
+  metrics_.add("ringattn_jobs_total", {{"result", std::string(to_string(result))}});
+  if (result != JobResult::ok) metrics_.add("ringattn_job_failures_total", {{"cause", std::string(to_string(cause))}});
+  if (result == JobResult::ok) metrics_.observe("ringattn_job_seconds", {}, seconds);
+  cli::JsonObject last;
+  last.add("id", id).add("result", to_string(result)).add("seconds", seconds);
+  if (!shape.empty()) last.add("shape", shape);
+  if (!error.empty()) last.add("error", error);
+  std::lock_guard lock(mu_);
+  last_job_ = last;
+  (result == JobResult::ok ? jobs_ok_ : result == JobResult::failed ? jobs_failed_ : jobs_aborted_)++;
+}
+
+void RingService::finish_job(Job& job, JobResult result, double seconds) {
+  job.result = result;
+  job.job_seconds = seconds;
+  record_job(job.id, result, seconds, job.request.describe(), job.error, job.cause);
+  if (result == JobResult::ok) {
+    cli::logger("serve")->info("job {} done: {} in {:.3f} s (ring {:.3f} s)", job.id, job.request.describe(), seconds,
+                          job.ring_seconds);
+    cli::JsonObject e;
+    e.add("job", job.id).add("seconds", seconds).add("ring_seconds", job.ring_seconds).add("nodes", [&] {
+      std::vector<cli::JsonObject> v;
+      for (const auto& n : job.nodes) v.push_back(node_json(n));
+      return v;
+    }());
+    job.events->push(event("done", e));
+  } else {
+    // The reason without its own "job N aborted: " (the line and the client add theirs).
+    std::string message = job.error;
+    const std::string prefix = "job " + std::to_string(job.id) + " " + std::string(to_string(result)) + ": ";
+    if (message.rfind(prefix, 0) == 0) message.erase(0, prefix.size());
+    cli::logger("serve")->warn("job {} {}: {}", job.id, to_string(result), message);
+    cli::JsonObject e;
+    e.add("job", job.id).add("result", to_string(result)).add("message", message);
+    e.add("cause", to_string(job.cause)).add("rank", job.origin_rank);
+    job.events->push(event("error", e));
+  }
+  job.events->close();
+}
+
+// A worker: wait for shards from rank 0 (polling, so that an idle ring is not mistaken
+// for a stalled one and a drain is noticed), run them, send the rows back.
+RingService::Leave RingService::work() {
+  for (;;) {
+    std::vector<std::byte> buf;
+    MessageRequest req = ring_->receive_message(0, static_cast<std::uint32_t>(peer::Msg::shard),
+                                                [&](const MessageHeader& h) {
+                                                  buf.resize(static_cast<std::size_t>(h.bytes));  // within the ring's limits
+                                                  return std::span<std::byte>(buf);
+                                                });
+    // No timed wait: poll, quickly at first (a job's shard is usually on its way when the
+    // last job ends), backing off to 5 ms when idle.
+    for (auto nap = std::chrono::microseconds(200); !ring_->ready(req);
+         nap = std::min<std::chrono::microseconds>(nap * 2, std::chrono::milliseconds(5))) {
+      if (stopping_) return Leave::stop;
+      std::this_thread::sleep_for(nap);
+    }
+    std::uint64_t id = 0;
+    try {
+      id = ring_->wait(req).job;
+      run_worker_job(id, buf);
+      if (stopping_) return Leave::stop;
+    } catch (const Error& e) {
+      {
+        std::lock_guard lock(mu_);
+        last_ring_error_ = e.what();
+        running_id_ = 0;
+      }
+      if (id != 0) {
+        const auto* n = dynamic_cast<const NetworkError*>(&e);
+        record_job(id, JobResult::failed, 0, "", e.what(), n ? n->cause() : FailureCause::local);
+      }
+      return Leave::broken;
+    }
+  }
+}
+
+// A worker's job `id`: its SHARD in `buf`; then its QUERY, the forward, RESULT and STATS
+// back, and rank 0's DONE.
+void RingService::run_worker_job(std::uint64_t id, std::vector<std::byte>& buf) {
+  const peer::Shard s = peer::decode_shard(buf, world(), ring_->limits());  // spans into buf
+  const JobRequest& q = s.request;
+  const std::int64_t rows = static_cast<std::int64_t>(s.positions.size());
+  std::vector<float> qrows(static_cast<std::size_t>(rows * q.heads * q.head_dim));
+  peer::receive_into(*ring_, 0, peer::Msg::query, id, std::as_writable_bytes(std::span(qrows)));
+  {
+    std::lock_guard lock(mu_);
+    running_id_ = id;
+  }
+  set_state(RingState::running);
+  std::vector<float> o(qrows.size()), lse(static_cast<std::size_t>(rows * q.heads));
+  const ForwardStats st = forward_job(id, q, qrows, s, o, lse, nullptr);
+  const std::vector<float> res = interleave(o, lse, rows, q.heads, q.head_dim);
+  const NodeResult me{rank(), rows, st.seconds, st.compute_seconds, st.wait_seconds, st.useful_flops, st.steps,
+                      st.steps_skipped, st.bytes_sent};
+  const auto stats = peer::encode_stats(me);
+  MessageRequest a = ring_->send_message(0, static_cast<std::uint32_t>(peer::Msg::result), id, std::as_bytes(std::span(res)));
+  MessageRequest b = ring_->send_message(0, static_cast<std::uint32_t>(peer::Msg::stats), id, stats);
+  ring_->wait(a);
+  ring_->wait(b);
+  // Rank 0 has every rank's result once it says so (peer_messages.hpp, DONE): only then
+  // may a draining worker leave, its leaving announced around the ring.
+  peer::receive_into(*ring_, 0, peer::Msg::done, id, {});
+  metrics_.add("ringattn_exposed_wait_seconds_total", {}, st.wait_seconds);
+  metrics_.add("ringattn_compute_seconds_total", {}, st.compute_seconds);
+  metrics_.add("ringattn_useful_flops_total", {}, st.useful_flops);
+  record_job(id, JobResult::ok, st.seconds, q.describe(), "", FailureCause::unknown);
+  {
+    std::lock_guard lock(mu_);
+    running_id_ = 0;
+    record_transport();
+  }
+  cli::logger("serve")->info("job {}: my {} rows in {:.3f} s", id, rows, st.seconds);
+  set_state(stopping_ ? RingState::draining : RingState::ready);
+}
+
+}  // namespace ringattn::serve
