@@ -3,7 +3,7 @@
 //
 // Every rank runs this program with the same arguments; the launcher's environment says
 // who it is (RingOptions::from_env). Each rank reads and checks the prompts and the
-// weights itself, connects the ring, prefills its rows of the packed batch, greedy-decodes
+// weights itself, connects the ring, proves every rank holds the same model (agreement.hpp), prefills its rows of the packed batch, greedy-decodes
 // --tokens tokens per prompt it owns, writes those results, and prints one JSON line of
 // throughput on stdout. Progress goes to stderr, one line per layer and per step.
 //
@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agreement.hpp"
 #include "job.hpp"
 #include "model.hpp"
 #include "options.hpp"
@@ -35,6 +36,15 @@ namespace {
 int g_rank = -1;  // for error messages, once known
 
 std::string who() { return g_rank < 0 ? std::string() : "rank " + std::to_string(g_rank) + ": "; }
+
+// What this rank loaded, for a mismatch's message.
+std::string loaded(const infer::JobOptions& opt) {
+  std::string s = !opt.llama2c.empty()  ? "model " + opt.llama2c + " (llama2.c)"
+                  : !opt.weights.empty() ? "model " + opt.weights + " (safetensors)"
+                                         : "a model drawn from --seed " + std::to_string(opt.seed);
+  if (!opt.tokenizer.empty()) s += ", tokenizer " + opt.tokenizer;
+  return s;
+}
 
 int run(int argc, char** argv) {
   infer::JobOptions opt;
@@ -61,6 +71,7 @@ int run(int argc, char** argv) {
   infer::check_context(prompts, opt);
 
   ringattn::Ring ring = ringattn::Ring::connect(ring_options);
+  infer::agree_on_model(ring, model.digest() ^ (tokenizer ? tokenizer->digest() * 31 : 0), loaded(opt));
   infer::JobStats st;
   const std::vector<infer::SequenceResult> results = infer::run_batch(ring, model, prompts, opt, st);
   ring.close();

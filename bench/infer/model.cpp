@@ -1,6 +1,8 @@
 // infer — the model's weights (seeded or loaded) and its per-token layers.
 #include "model.hpp"
 
+#include "digest.hpp"
+
 #include <ringattn/error.hpp>
 
 #include <algorithm>
@@ -345,6 +347,21 @@ void Model::logits(std::span<const float> h, std::span<float> out) const {
   std::vector<float> n(h.size());
   rms_norm(h, final_norm_, c_.norm_eps, n);
   matmul(n, head_, c_.dim, c_.vocab, out);
+}
+
+std::uint64_t Model::digest() const {
+  Fnv1a f;
+  for (std::int64_t v : {c_.vocab, c_.dim, c_.layers, c_.heads, c_.kv_heads, c_.head_dim, c_.ffn, c_.context}) f.value(v);
+  f.value(static_cast<int>(c_.tied));
+  f.value(c_.rope_theta);
+  f.value(static_cast<int>(c_.rope_style));
+  f.value(c_.norm_eps);
+  f.floats(embedding_);
+  for (const auto& l : layers_)
+    for (const auto* w : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.mlp_norm, &l.w_gate, &l.w_up, &l.w_down}) f.floats(*w);
+  f.floats(final_norm_);
+  f.floats(head_);
+  return f.h;
 }
 
 }  // namespace infer

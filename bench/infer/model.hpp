@@ -68,6 +68,10 @@ class Model {
   static Model from_llama2c(const std::string& path);
 
   const ModelConfig& config() const { return c_; }
+  // A 64-bit digest of the configuration and every weight (FNV-1a over their bytes, in
+  // one fixed order): two ranks whose digests agree hold the same model, whatever file
+  // format or path it came from.
+  std::uint64_t digest() const;
 
   // x [rows, dim] = embedding rows of the tokens.
   void embed(std::span<const std::int32_t> tokens, std::span<float> x) const;

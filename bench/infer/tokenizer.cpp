@@ -9,6 +9,7 @@
 #include <queue>
 #include <stdexcept>
 
+#include "digest.hpp"
 #include "input_file.hpp"
 
 namespace infer {
@@ -204,6 +205,16 @@ std::string Tokenizer::text(std::span<const int> tokens, int prev) const {
     prev = t;
   }
   return out;
+}
+
+std::uint64_t Tokenizer::digest() const {
+  Fnv1a f;
+  for (std::size_t i = 0; i < pieces_.size(); ++i) {
+    f.value(static_cast<std::uint64_t>(pieces_[i].size()));
+    f.bytes(pieces_[i].data(), pieces_[i].size());
+    f.value(scores_[i]);
+  }
+  return f.h;
 }
 
 }  // namespace infer

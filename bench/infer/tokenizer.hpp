@@ -47,6 +47,8 @@ class Tokenizer {
   const std::string& piece(int id) const { return pieces_.at(static_cast<std::size_t>(id)); }
   float score(int id) const { return scores_.at(static_cast<std::size_t>(id)); }
   int id_of(std::string_view piece) const;  // -1 if it is no token
+  // A 64-bit digest of every piece and score (FNV-1a), for ranks to prove they tokenize alike.
+  std::uint64_t digest() const;
 
  private:
   std::vector<int> characters(std::string_view text, bool bos) const;  // before the merges

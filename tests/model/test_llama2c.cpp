@@ -157,6 +157,26 @@ TEST_CASE("llama2c: stories260K's header gives its configuration, interleaved Ro
   CHECK(c.rope_style == infer::RopeStyle::interleaved);
 }
 
+TEST_CASE("llama2c: the model's digest is the same on every load and changes with one weight") {
+  const auto dir = test::model_dir();
+  if (!dir) return;
+  const std::string path = (*dir / "stories260K.bin").string();
+  const Model a = Model::from_llama2c(path), b = Model::from_llama2c(path);
+  CHECK(a.digest() == b.digest());
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  REQUIRE(bytes.size() > 1000);
+  bytes[bytes.size() / 2] ^= 0x01;  // one weight's lowest mantissa bit
+  const auto other = std::filesystem::temp_directory_path() / ("ringattn-digest-" + std::to_string(::getpid()) + ".bin");
+  std::ofstream(other, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  const Model c = Model::from_llama2c(other.string());
+  std::filesystem::remove(other);
+  CHECK(c.digest() != a.digest());
+  const auto tok = infer::Tokenizer::load((*dir / "tok512.bin").string(), 512);
+  CHECK(tok.digest() == infer::Tokenizer::load((*dir / "tok512.bin").string(), 512).digest());
+  CHECK(tok.digest() != a.digest());
+}
+
 TEST_CASE("llama2c: greedy from \"Once upon a time\" is llama2.c's 60 tokens, token for token") {
   const auto dir = test::model_dir();
   if (!dir) return;
