@@ -37,7 +37,7 @@ std::pair<std::uint64_t, std::string> hear(ringattn::Ring& ring, int from, std::
 
 void agree_on_model(ringattn::Ring& ring, std::uint64_t digest, const std::string& loaded) {
   const int P = ring.world_size(), me = ring.rank();
-  if (P == 1) return;
+  if (P == 1) return;  // (the caller skips the digest then too)
   const std::string mine = loaded.substr(0, kMaxText);
   if (me != 0) {
     ringattn::MessageRequest s = ring.send_message(0, kModelDigest, digest, bytes_of(mine));

@@ -71,7 +71,8 @@ int run(int argc, char** argv) {
   infer::check_context(prompts, opt);
 
   ringattn::Ring ring = ringattn::Ring::connect(ring_options);
-  infer::agree_on_model(ring, model.digest() ^ (tokenizer ? tokenizer->digest() * 31 : 0), loaded(opt));
+  if (ring.world_size() > 1)  // one pass over every weight: only where another rank has its own copy
+    infer::agree_on_model(ring, model.digest() ^ (tokenizer ? tokenizer->digest() * 31 : 0), loaded(opt));
   infer::JobStats st;
   const std::vector<infer::SequenceResult> results = infer::run_batch(ring, model, prompts, opt, st);
   ring.close();
