@@ -3,7 +3,7 @@
 #   1. release build (-Werror), every suite: unit, kernels, net, ring, integration
 #   1b. the installed library as an embedding job meets it (deploy/test_embedding.sh):
 #      headers and pkg-config, an out-of-tree C++ consumer at P 1, 2 and 3 (mpirun), the
-#      batch inference example bench/infer (P 1, 2, 3 compared; the positions trap caught),
+#      batch inference example infer (P 1, 2, 3 compared; the positions trap caught),
 #      the Python module's pytest suite, the README's and docs/' examples equal to the tested files
 #   1c. the deployment files: systemd-analyze verify of the unit, the Kubernetes manifest against
 #      the API's models, the Slurm batch script on a single-node Slurm cluster started here
@@ -78,7 +78,7 @@ embedding() {  # deploy/test_embedding.sh on the release build; its checks and p
   rm -f "$log"
   return $rc
 }
-step "embedding: install, C++ consumer at P 1/2/3 (mpirun), bench/infer job, Python module (pytest)" embedding
+step "embedding: install, C++ consumer at P 1/2/3 (mpirun), infer job, Python module (pytest)" embedding
 
 deploy_files() {  # the systemd unit, the Kubernetes manifest, the Slurm batch script; checks count as tests
   local log rc=0 t

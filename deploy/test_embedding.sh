@@ -8,11 +8,11 @@
 #             explicit peers on loopback) and at P = 3 under mpirun (rank and world from
 #             Open MPI, the others found through RINGATTN_MASTER); each rank checks its
 #             rows against float64 attention
-#   infer     bench/infer, the example batch job (a Llama-style decoder over the ring),
+#   infer     infer, the example batch job (a Llama-style decoder over the ring),
 #             built the same way; a batch of 8 prompts (5..200 tokens) prefilled and 4
 #             tokens greedy-decoded at P = 1, 2 and 3 (mpirun): tokens equal and logits
 #             within 1e-4 of P = 1, and P = 1 within 1e-4 of a float64 numpy model
-#             (bench/infer/reference.py); the same from a numpy-written safetensors file; bad
+#             (infer/reference.py); the same from a numpy-written safetensors file; bad
 #             weights and prompts refused with the file named; and the positions trap (RoPE
 #             at the rank's row index, P = 2) caught by the comparison
 #             and a real pretrained model, stories260K (llama2.c checkpoint and tokenizer),
@@ -165,15 +165,15 @@ consumer_p3_mpirun() {
 }
 
 # The example batch job: a small model, prompts of mixed lengths, the runs compared with
-# P = 1 by bench/infer/compare.py (tokens exactly, logits to 1e-4).
+# P = 1 by infer/compare.py (tokens exactly, logits to 1e-4).
 infer=$work/infer
 infer_model=(--vocab 256 --dim 128 --layers 3 --heads 4 --kv-heads 2 --head-dim 32 --ffn 256 --tokens 4)
 build_infer() {
-  PKG_CONFIG_SYSROOT_DIR=$dest meson setup "$infer" bench/infer --pkg-config-path "$lib/pkgconfig" \
+  PKG_CONFIG_SYSROOT_DIR=$dest meson setup "$infer" infer --pkg-config-path "$lib/pkgconfig" \
     --buildtype=release -Dwerror=true || return 1
   ninja -C "$infer" || return 1
   [[ $(ldd "$infer/infer") == *"libringattn.so.0 => $lib/"* ]] || { ldd "$infer/infer"; return 1; }
-  $PY bench/infer/make_prompts.py --lengths 5,200,37,12,150,64,9,90 --vocab 256 --seed 7 --out "$work/prompts.jsonl"
+  $PY infer/make_prompts.py --lengths 5,200,37,12,150,64,9,90 --vocab 256 --seed 7 --out "$work/prompts.jsonl"
 }
 
 infer_p1() {
@@ -181,10 +181,10 @@ infer_p1() {
     "${infer_model[@]}" --threads 1 --out "$work/infer-p1" && [[ -s $work/infer-p1/rank-0.jsonl ]]
 }
 
-# P = 1 itself against bench/infer/reference.py: each prompt alone through a float64 numpy
+# P = 1 itself against infer/reference.py: each prompt alone through a float64 numpy
 # model (no packing, no cache, RoPE at 0, 1, ...), so an error every P shares shows too.
 infer_reference() {
-  $PY bench/infer/reference.py "$work/infer-p1" --prompts "$work/prompts.jsonl" --seed 1 \
+  $PY infer/reference.py "$work/infer-p1" --prompts "$work/prompts.jsonl" --seed 1 \
     "${infer_model[@]}" --tol 1e-4
 }
 
@@ -195,7 +195,7 @@ infer_p2() {
   shift
   ranks 2 RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" \
     --prompts "$work/prompts.jsonl" "${infer_model[@]}" --threads 1 --out "$out" "$@" || return 2
-  $PY bench/infer/compare.py "$work/infer-p1" "$out" --tol 1e-4
+  $PY infer/compare.py "$work/infer-p1" "$out" --tol 1e-4
 }
 
 # bf16 attention (K/V bf16 on the wire and in the KV cache; multiplied in bf16 or, without
@@ -205,18 +205,18 @@ infer_bf16() {
     "${infer_model[@]}" --threads 1 --dtype bf16 --out "$work/infer-bf16-p1" || return 1
   ranks 2 RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" \
     --prompts "$work/prompts.jsonl" "${infer_model[@]}" --threads 1 --dtype bf16 --out "$work/infer-bf16-p2" || return 1
-  $PY bench/infer/compare.py "$work/infer-bf16-p1" "$work/infer-bf16-p2" --tol 2e-2
+  $PY infer/compare.py "$work/infer-bf16-p1" "$work/infer-bf16-p2" --tol 2e-2
 }
 
 infer_p3_mpirun() {
   env -i PATH="$PATH" HOME="$HOME" RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" \
     timeout 120 mpirun -n 3 --oversubscribe --allow-run-as-root -x RINGATTN_MASTER -x RINGATTN_TOKEN \
     "$infer/infer" --prompts "$work/prompts.jsonl" "${infer_model[@]}" --threads 1 --out "$work/infer-p3" || return 1
-  $PY bench/infer/compare.py "$work/infer-p1" "$work/infer-p3" --tol 1e-4
+  $PY infer/compare.py "$work/infer-p1" "$work/infer-p3" --tol 1e-4
 }
 
 write_model() {  # numpy writes the seed's weights (once)
-  [[ -f $work/model.safetensors ]] || $PY bench/infer/write_weights.py --seed 1 --vocab 256 --dim 128 --layers 3 \
+  [[ -f $work/model.safetensors ]] || $PY infer/write_weights.py --seed 1 --vocab 256 --dim 128 --layers 3 \
     --heads 4 --kv-heads 2 --head-dim 32 --ffn 256 --out "$work/model.safetensors"
 }
 
@@ -229,7 +229,7 @@ infer_safetensors() {  # read back at P = 2 the numpy-written weights must give 
 # tokenizer, MIT; never in this repository: RINGATTN_MODEL_DIR, else ../shared/models beside
 # the checkout) greedy from "Once upon a time" for 60 tokens at P = 1, 2 and 3 (mpirun) gives
 # exactly the text llama2.c's run.c printed (../shared/models/stories260K/README.md; run.c
-# adds a final newline). Its head_dim 8 runs padded to the ring's 32 (bench/infer/job.cpp).
+# adds a final newline). Its head_dim 8 runs padded to the ring's 32 (infer/job.cpp).
 stories_dir=${RINGATTN_MODEL_DIR:-$PWD/../shared/models/stories260K}
 stories_text='Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball. She wanted to play with it, but it was too high.
 Lily'
@@ -446,7 +446,7 @@ if check "consumer: configure through ringattn.pc, build -Werror" build_consumer
   check "consumer: P = 2, explicit peers" consumer_p2_peers
   check "consumer: P = 3 under mpirun, rendezvous" consumer_p3_mpirun
 fi
-if check "infer: configure bench/infer through ringattn.pc, build -Werror" build_infer; then
+if check "infer: configure infer through ringattn.pc, build -Werror" build_infer; then
   if check "infer: P = 1 (the reference)" infer_p1; then
     check "infer: P = 1 against float64 numpy, prompt by prompt: tokens equal, logits within 1e-4" infer_reference
     check "infer: P = 2, rendezvous: tokens equal, logits within 1e-4 of P = 1" infer_p2 "$work/infer-p2"

@@ -1,6 +1,6 @@
 #!/bin/sh
 # The floors of docs/design.md, checked from the include lines of the tree:
-#   core/ -> kernels/, net/ (never each other) -> ring/ -> programs (src/, bench/, python/)
+#   core/ -> kernels/, net/ (never each other) -> ring/ -> programs (infer/, src/, bench/, python/)
 # Programs include only the public headers (include/ringattn/) and their own files; the
 # library never includes a program. Exits 1 listing every include that breaks a rule.
 # Usage: check_floors.sh [SOURCE_ROOT]
@@ -16,8 +16,9 @@ rule() {  # rule "what is forbidden" "dirs to scan" "regex of forbidden include 
     bad=1
   fi
 }
-rule "a program includes a private header of the library (use include/ringattn/ only)" "src bench python" "core/|kernels/|net/|ring/"
-rule "the library includes a program" "core kernels net ring include" "src/|bench/|python/|tests/"
+rule "a program includes a private header of the library (use include/ringattn/ only)" "infer src bench python" "core/|kernels/|net/|ring/"
+rule "the library includes a program" "core kernels net ring include" "infer/|src/|bench/|python/|tests/"
+rule "the model runtime (infer/) includes a program above it" "infer" "src/|bench/|python/|tests/"
 rule "kernels/ includes net/ or ring/" "kernels" "net/|ring/"
 rule "net/ includes kernels/ or ring/" "net" "kernels/|ring/"
 rule "core/ includes a floor above it" "core" "kernels/|net/|ring/"

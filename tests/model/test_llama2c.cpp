@@ -1,4 +1,4 @@
-// A real pretrained model through the model runtime's layers (bench/infer/model.hpp):
+// A real pretrained model through the model runtime's layers (infer/model.hpp):
 // stories260K read from its llama2.c checkpoint, run greedily from "Once upon a time" with
 // dense causal attention computed here in float64 (the ring's part, stood in for by the
 // oracle's math), gives exactly the 60 tokens llama2.c's run.c generated

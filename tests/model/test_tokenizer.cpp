@@ -1,4 +1,4 @@
-// llama2.c's tokenizer (bench/infer/tokenizer.hpp) on the real stories260K vocabulary:
+// llama2.c's tokenizer (infer/tokenizer.hpp) on the real stories260K vocabulary:
 // the prompt's ids and the generated text exactly as llama2.c's run.c printed them
 // (../shared/models/stories260K/README.md), the heap merge equal to llama2.c's rescans,
 // and hostile tokenizer files refused naming the file and the record.

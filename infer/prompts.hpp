@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "tokenizer.hpp"
+
 namespace infer {
 
 struct Prompt {
@@ -15,8 +17,11 @@ struct Prompt {
   std::vector<std::int32_t> tokens;
 };
 
-// Throws ringattn::FileError. max_tokens bounds the whole batch (the packed sequence).
-std::vector<Prompt> read_prompts(const std::string& path, std::int64_t vocab, std::int64_t max_tokens);
+// Throws ringattn::FileError. max_tokens bounds the whole batch (the packed sequence). A
+// line may give {"id": ..., "text": "..."} instead of tokens: encoded by `tokenizer` (BOS,
+// then the text's ids, as --prompt does), an error without one.
+std::vector<Prompt> read_prompts(const std::string& path, std::int64_t vocab, std::int64_t max_tokens,
+                                 const Tokenizer* tokenizer = nullptr);
 
 // {0, n0, n0+n1, ...}: the packed batch's cumulative lengths.
 std::vector<std::int64_t> cu_seqlens(const std::vector<Prompt>& prompts);

@@ -96,7 +96,7 @@ class Model {
 // key_t + (i + 1) * 0x9E3779B97F4A7C15 with key_t = finaliser(seed + (t + 1) * 0xD1B54A32D192ED03),
 // its top 24 bits u in [0, 1), then a = 2u - 1 (exact) and w = a * float(1/sqrt(fan_in))
 // for a matrix [out, in] (fan_in = in), w = 1 + 0.1f * a for a norm's gains.
-// bench/infer/write_weights.py draws the same numbers with numpy.
+// infer/write_weights.py draws the same numbers with numpy.
 std::vector<float> generate_tensor(std::uint64_t seed, int index, const TensorSpec& spec);
 
 

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -51,8 +52,12 @@ struct JobStats {
   std::int64_t decode_steps = 0;
 };
 
+// Called on the rank that generates prompt `prompt` as soon as each of its tokens is chosen
+// (the first one from the prefill's logits), before the next step's work: for streaming.
+using TokenSink = std::function<void(std::int32_t prompt, std::int32_t token)>;
+
 // Every rank calls this with the same model, prompts and options.
 std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, const std::vector<Prompt>& prompts,
-                                      const JobOptions& options, JobStats& stats);
+                                      const JobOptions& options, JobStats& stats, const TokenSink& on_token = {});
 
 }  // namespace infer

@@ -14,7 +14,6 @@
 #include <ringattn/ring.hpp>
 
 #include <cstdio>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,13 +21,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agreement.hpp"
 #include "job.hpp"
-#include "model.hpp"
+#include "load.hpp"
 #include "options.hpp"
 #include "output.hpp"
-#include "prompts.hpp"
-#include "tokenizer.hpp"
 
 namespace {
 
@@ -36,15 +32,6 @@ namespace {
 int g_rank = -1;  // for error messages, once known
 
 std::string who() { return g_rank < 0 ? std::string() : "rank " + std::to_string(g_rank) + ": "; }
-
-// What this rank loaded, for a mismatch's message.
-std::string loaded(const infer::JobOptions& opt) {
-  std::string s = !opt.llama2c.empty()  ? "model " + opt.llama2c + " (llama2.c)"
-                  : !opt.weights.empty() ? "model " + opt.weights + " (safetensors)"
-                                         : "a model drawn from --seed " + std::to_string(opt.seed);
-  if (!opt.tokenizer.empty()) s += ", tokenizer " + opt.tokenizer;
-  return s;
-}
 
 int run(int argc, char** argv) {
   infer::JobOptions opt;
@@ -56,28 +43,21 @@ int run(int argc, char** argv) {
   if (opt.threads > 0) ring_options.threads = opt.threads;
   const int rank = g_rank = ring_options.rank;
 
-  // Inputs first: a bad file fails every rank before any of them waits on the network.
-  // A batch holds at most max_rows tokens per rank (the job checks each rank's share).
+  // Inputs first (load.hpp): a bad file fails every rank before any of them waits on the
+  // network. A batch holds at most max_rows tokens per rank (the job checks each rank's share).
   const std::int64_t max_batch_tokens = ring_options.limits.max_rows * ring_options.world_size;
-  const infer::Model model = !opt.llama2c.empty()  ? infer::Model::from_llama2c(opt.llama2c)
-                             : opt.weights.empty() ? infer::Model::from_seed(opt.model, opt.seed)
-                                                   : infer::Model::from_safetensors(opt.model, opt.weights);
-  opt.model = model.config();  // a llama2.c checkpoint's header gives the shape
-  std::optional<infer::Tokenizer> tokenizer;
-  if (!opt.tokenizer.empty()) tokenizer = infer::Tokenizer::load(opt.tokenizer, opt.model.vocab);
-  const std::vector<infer::Prompt> prompts =
-      !opt.prompt_text ? infer::read_prompts(opt.prompts, opt.model.vocab, max_batch_tokens)
-                       : std::vector<infer::Prompt>{{"\"prompt\"", tokenizer->encode(*opt.prompt_text, true, false)}};
-  infer::check_context(prompts, opt);
+  infer::LoadedJob job = infer::load_job(opt, max_batch_tokens);
+  const infer::Model& model = job.model;
+  const std::vector<infer::Prompt>& prompts = job.prompts;
+  const infer::Tokenizer* tokenizer = job.tokenizer ? &*job.tokenizer : nullptr;
 
   ringattn::Ring ring = ringattn::Ring::connect(ring_options);
-  if (ring.world_size() > 1)  // one pass over every weight: only where another rank has its own copy
-    infer::agree_on_model(ring, model.digest() ^ (tokenizer ? tokenizer->digest() * 31 : 0), loaded(opt));
+  infer::agree_on_job(ring, job);
   infer::JobStats st;
   const std::vector<infer::SequenceResult> results = infer::run_batch(ring, model, prompts, opt, st);
   ring.close();
   if (!opt.out_dir.empty())
-    infer::write_results(opt.out_dir, rank, prompts, results, opt.model.vocab, tokenizer ? &*tokenizer : nullptr);
+    infer::write_results(opt.out_dir, rank, prompts, results, opt.model.vocab, tokenizer);
 
   const std::int64_t prompt_tokens = infer::cu_seqlens(prompts).back();
   rusage usage{};

@@ -40,10 +40,9 @@ void write_results(const std::string& dir, int rank, const std::vector<Prompt>& 
                                           s.logits.begin() + static_cast<std::ptrdiff_t>((i + 1) * vocab)));
     line["logits"] = std::move(logits);
     if (tokenizer) {  // after BOS as run.c prints it: the prompt's pieces, then the generated ones
-      std::vector<int> all(p.tokens.begin(), p.tokens.end());  // up to a generated BOS (run.c stops there)
-      all.insert(all.end(), s.tokens.begin(), std::find(s.tokens.begin(), s.tokens.end(), Tokenizer::kBos));
-      const bool bos = !all.empty() && all.front() == Tokenizer::kBos;
-      line["text"] = tokenizer->text(std::span<const int>(all).subspan(bos ? 1 : 0), bos ? Tokenizer::kBos : -1);
+      std::vector<int> all(p.tokens.begin(), p.tokens.end());  // up to a generated BOS or EOS (run.c stops at BOS)
+      all.insert(all.end(), s.tokens.begin(), std::find_if(s.tokens.begin(), s.tokens.end(), Tokenizer::ends_text));
+      line["text"] = tokenizer->sequence_text(all);
     }
     const std::string text = line.dump() + "\n";
     if (std::fwrite(text.data(), 1, text.size(), f) != text.size()) break;  // ferror(f): reported below

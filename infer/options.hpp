@@ -6,6 +6,7 @@
 #include <string>
 
 #include "model.hpp"
+#include <ringattn/layout.hpp>
 #include <ringattn/types.hpp>
 
 namespace infer {
@@ -25,6 +26,7 @@ struct JobOptions {
   std::string tokenizer;  // llama2.c's tokenizer.bin: text in (--prompt) and out ("text")
   std::optional<std::string> prompt_text;  // one prompt as text (may be ""), instead of a prompts file
   std::string prompts;
+  std::int64_t random_prompt = 0;  // > 0: one prompt of BOS and that many token ids drawn from `seed` (benchmarks)
   std::string out_dir;  // empty: no result files
   int tokens = 4;       // generated per prompt
   float temperature = 0;  // 0: greedy; else llama2.c's sampler (sampler.hpp) with top_p and sample_seed
@@ -35,6 +37,11 @@ struct JobOptions {
   // Attention's storage type: on the wire and in the KV cache. bf16 halves both; the ring
   // multiplies it in bf16 where the CPU has bf16 units and in fp32 elsewhere.
   ringattn::DType dtype = ringattn::DType::f32;
+  // How the packed batch is cut over the ranks: none (the default) balances the prompts'
+  // causal work (ringattn::shard_documents); a layout cuts the packed sequence as it cuts
+  // one sequence (contiguous, zigzag or striped, ringattn/layout.hpp), prompts and all.
+  std::optional<ringattn::Layout> layout;
+  bool progress = true;  // a line on stderr per prefill layer and per decode step
 };
 
 extern const char* const kUsage;

@@ -4,6 +4,7 @@
 #include <ringattn/block_attention.hpp>
 #include <ringattn/error.hpp>
 #include <ringattn/kv_cache.hpp>
+#include <ringattn/layout.hpp>
 #include <ringattn/packing.hpp>
 
 #include "sampler.hpp"
@@ -68,6 +69,20 @@ struct PaddedCall {
   std::vector<float> q, k, v, o;
 };
 
+// Every rank's rows of the packed batch: balanced by prompt (shard_documents), or cut by
+// a layout over the whole packed sequence, each row with the prompt it belongs to.
+std::vector<ringattn::PackedShard> shard_batch(const std::vector<std::int64_t>& cu, int world,
+                                               const std::optional<ringattn::Layout>& layout) {
+  if (!layout) return ringattn::shard_documents(cu, world);
+  const std::vector<std::int32_t> ids = ringattn::document_ids(cu);
+  std::vector<ringattn::PackedShard> shards(static_cast<std::size_t>(world));
+  for (int r = 0; r < world; ++r) {
+    shards[r].positions = ringattn::shard_positions(*layout, cu.back(), world, r).materialize();
+    for (const std::int64_t p : shards[r].positions) shards[r].documents.push_back(ids[static_cast<std::size_t>(p)]);
+  }
+  return shards;
+}
+
 }  // namespace
 
 void check_context(const std::vector<Prompt>& prompts, const JobOptions& options) {
@@ -84,7 +99,7 @@ void check_context(const std::vector<Prompt>& prompts, const JobOptions& options
 }
 
 std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, const std::vector<Prompt>& prompts,
-                                      const JobOptions& options, JobStats& stats) {
+                                      const JobOptions& options, JobStats& stats, const TokenSink& on_token) {
   const ModelConfig& c = model.config();
   const int rank = ring.rank(), world = ring.world_size();
   const std::vector<std::int64_t> cu = cu_seqlens(prompts);
@@ -99,7 +114,7 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
     throw ringattn::InvalidArgument(std::to_string(prompts.size()) + " prompts, but one rank may own them all and a decode call carries at most " +
                                     std::to_string(max_rows) +
                                     " tokens per rank (max_rows): split the batch or raise RINGATTN_MAX_ROWS");
-  const std::vector<ringattn::PackedShard> shards = ringattn::shard_documents(cu, world);
+  const std::vector<ringattn::PackedShard> shards = shard_batch(cu, world, options.layout);
   for (std::size_t r = 0; r < shards.size(); ++r)
     if (static_cast<std::int64_t>(shards[r].positions.size()) > max_rows)
       throw ringattn::InvalidArgument("rank " + std::to_string(r) + " would hold " +
@@ -159,7 +174,8 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
     caches.emplace_back(c.kv_heads, pad.padded, options.dtype);
     caches.back().append_packed(positions, documents, kp, vp);
     model.attention_output_and_mlp(static_cast<int>(l), o, h);
-    std::fprintf(stderr, "infer: rank %d/%d prefill layer %lld/%lld: %lld rows, %.3f s (attention %.3f s)\n", rank,
+    if (options.progress)
+      std::fprintf(stderr, "infer: rank %d/%d prefill layer %lld/%lld: %lld rows, %.3f s (attention %.3f s)\n", rank,
                  world, static_cast<long long>(l + 1), static_cast<long long>(c.layers),
                  static_cast<long long>(rows), now() - tl, st.seconds);
   }
@@ -182,6 +198,7 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
       const std::span<const float> row(&logits[i * c.vocab], static_cast<std::size_t>(c.vocab));
       owned[i].tokens.push_back(samplers[i].next(row));
       owned[i].logits.insert(owned[i].logits.end(), row.begin(), row.end());
+      if (on_token) on_token(owned[i].prompt, owned[i].tokens.back());
     }
   };
   model.logits(gather(h, last_rows, c.dim), logits);
@@ -224,7 +241,8 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
     model.logits(h, logits);
     choose();
     ++stats.decode_steps;
-    std::fprintf(stderr, "infer: rank %d/%d decode step %d/%d: %zu tokens here, %.4f s (attention %.4f s)\n", rank,
+    if (options.progress)
+      std::fprintf(stderr, "infer: rank %d/%d decode step %d/%d: %zu tokens here, %.4f s (attention %.4f s)\n", rank,
                  world, s + 1, options.tokens - 1, n, now() - ts, attention);
   }
   stats.decode_seconds = now() - t1;

@@ -207,6 +207,11 @@ std::string Tokenizer::text(std::span<const int> tokens, int prev) const {
   return out;
 }
 
+std::string Tokenizer::sequence_text(std::span<const int> tokens) const {
+  const bool bos = !tokens.empty() && tokens.front() == kBos;
+  return text(tokens.subspan(bos ? 1 : 0), bos ? kBos : -1);
+}
+
 std::uint64_t Tokenizer::digest() const {
   Fnv1a f;
   for (std::size_t i = 0; i < pieces_.size(); ++i) {

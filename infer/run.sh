@@ -2,19 +2,19 @@
 # The example job's throughput at P = 1, 2 and 4 processes, one kernel thread each, on a
 # batch where attention dominates (4 prompts of 8000, 6000, 4000 and 2000 tokens through a
 # small model), P alternating within each repetition so that every P sees the same load.
-# Builds bench/infer against a `meson install --destdir` of BUILDDIR (default ./build), as
+# Builds infer against a `meson install --destdir` of BUILDDIR (default ./build), as
 # deploy/test_embedding.sh does. One JSON line per run to bench/results/infer/infer.jsonl
 # (seconds: the slowest rank's; tokens/s from them), and a summary on stdout. The machine is
 # shared: each line also records the CPU seconds that processes other than the job's ranks
 # used while it ran (busy time from /proc/stat minus the ranks' own), so a disturbed run
 # can be told from a slow one; each run starts after a quiet second (up to 30 s of waiting).
 # The summary gives each P's median over the repetitions.
-#   bench/infer/run.sh [BUILDDIR] [REPS]   (default build, 3)
+#   infer/run.sh [BUILDDIR] [REPS]   (default build, 3)
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/.."
 build=$(realpath "${1:-build}")
 reps=${2:-3}
-command="bench/infer/run.sh $*"
+command="infer/run.sh $*"
 PY=/usr/bin/python3
 out=bench/results/infer/infer.jsonl
 work=$(mktemp -d)
@@ -32,10 +32,10 @@ o = {x["name"]: x["value"] for x in json.load(sys.stdin)}
 print(o["prefix"], o["libdir"])')
 lib=$work/dest$prefix/$libdir
 meson install -C "$build" --destdir "$work/dest" --quiet >/dev/null
-PKG_CONFIG_SYSROOT_DIR=$work/dest meson setup "$work/infer" bench/infer --pkg-config-path "$lib/pkgconfig" \
+PKG_CONFIG_SYSROOT_DIR=$work/dest meson setup "$work/infer" infer --pkg-config-path "$lib/pkgconfig" \
   --buildtype=release >/dev/null
 ninja -C "$work/infer" >/dev/null
-$PY bench/infer/make_prompts.py --lengths 8000,6000,4000,2000 --vocab 256 --seed 3 --out "$work/prompts.jsonl"
+$PY infer/make_prompts.py --lengths 8000,6000,4000,2000 --vocab 256 --seed 3 --out "$work/prompts.jsonl"
 args=(--prompts "$work/prompts.jsonl" --vocab 256 --dim 64 --layers 4 --heads 8 --kv-heads 2 --head-dim 64
   --ffn 128 --tokens 17 --threads 1)
 

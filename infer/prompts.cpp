@@ -22,7 +22,8 @@ std::string quoted(const std::string& s) { return nlohmann::json(s).dump(); }
 
 }  // namespace
 
-std::vector<Prompt> read_prompts(const std::string& path, std::int64_t vocab, std::int64_t max_tokens) {
+std::vector<Prompt> read_prompts(const std::string& path, std::int64_t vocab, std::int64_t max_tokens,
+                                 const Tokenizer* tokenizer) {
   // Bounded before it is parsed: the file by its size, each line by what the tokens still
   // allowed can take (a token id and its comma in 32 bytes, plus 4 KiB for the id and
   // the braces), so a huge line is refused by its length, not after building its tree.
@@ -49,19 +50,29 @@ std::vector<Prompt> read_prompts(const std::string& path, std::int64_t vocab, st
       const Json j = parse_json(line);
       const Json* id = j.find("id");
       const Json* tokens = j.find("tokens");
-      if (!id || !tokens) throw std::runtime_error("needs {\"id\": ..., \"tokens\": [...]}");
+      const Json* words = j.find("text");
+      if (!id || !tokens == !words)
+        throw std::runtime_error("needs {\"id\": ..., \"tokens\": [...]} or {\"id\": ..., \"text\": \"...\"}");
       if (id->kind == Json::Kind::string)
         p.id = quoted(id->text);
       else if (id->kind == Json::Kind::number)
         p.id = std::to_string(id->as_int("id", INT64_MIN, INT64_MAX));
       else
         throw std::runtime_error("id must be a string or an integer");
-      if (tokens->kind != Json::Kind::array || tokens->items.empty())
+      if (words) {
+        if (words->kind != Json::Kind::string) throw std::runtime_error("text must be a string");
+        if (!tokenizer) throw std::runtime_error("a prompt as text needs the model's tokenizer (--tokenizer)");
+        for (const int t : tokenizer->encode(words->text, true, false)) p.tokens.push_back(t);
+        if (total + static_cast<std::int64_t>(p.tokens.size()) > max_tokens)
+          throw std::runtime_error("the batch exceeds " + std::to_string(max_tokens) + " tokens");
+      } else if (tokens->kind != Json::Kind::array || tokens->items.empty())
         throw std::runtime_error("tokens must be a non-empty array of token ids");
-      if (total + static_cast<std::int64_t>(tokens->items.size()) > max_tokens)
-        throw std::runtime_error("the batch exceeds " + std::to_string(max_tokens) + " tokens");
-      for (const Json& t : tokens->items)
-        p.tokens.push_back(static_cast<std::int32_t>(t.as_int("token id (the model's --vocab)", 0, vocab - 1)));
+      else {
+        if (total + static_cast<std::int64_t>(tokens->items.size()) > max_tokens)
+          throw std::runtime_error("the batch exceeds " + std::to_string(max_tokens) + " tokens");
+        for (const Json& t : tokens->items)
+          p.tokens.push_back(static_cast<std::int32_t>(t.as_int("token id (the model's --vocab)", 0, vocab - 1)));
+      }
     } catch (const std::runtime_error& e) {
       throw ringattn::FileError(where + e.what());
     }

@@ -42,6 +42,11 @@ class Tokenizer {
   // decode() of every token after `prev`, printable pieces only: the text llama2.c prints
   // (for text that needs no byte fallback beyond ASCII, byte for byte).
   std::string text(std::span<const int> tokens, int prev = kBos) const;
+  // text() of a whole sequence as run.c prints it: a leading BOS is not printed, and the
+  // piece after it loses its leading space.
+  std::string sequence_text(std::span<const int> tokens) const;
+  // Where a generated text ends: BOS (run.c stops there) or EOS.
+  static bool ends_text(int token) { return token == kBos || token == kEos; }
 
   std::int64_t vocab() const { return static_cast<std::int64_t>(pieces_.size()); }
   const std::string& piece(int id) const { return pieces_.at(static_cast<std::size_t>(id)); }

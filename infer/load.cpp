@@ -1,0 +1,66 @@
+// infer — loading a job's model, tokenizer and prompts (load.hpp).
+#include "load.hpp"
+
+#include <ringattn/error.hpp>
+
+#include "agreement.hpp"
+#include "job.hpp"
+
+namespace infer {
+
+namespace {
+
+std::string describe(const JobOptions& opt) {
+  std::string s = !opt.llama2c.empty()  ? "model " + opt.llama2c + " (llama2.c)"
+                  : !opt.weights.empty() ? "model " + opt.weights + " (safetensors)"
+                                         : "a model drawn from --seed " + std::to_string(opt.seed);
+  if (!opt.tokenizer.empty()) s += ", tokenizer " + opt.tokenizer;
+  return s;
+}
+
+Model load_model(const JobOptions& opt) {
+  if (!opt.llama2c.empty()) return Model::from_llama2c(opt.llama2c);
+  if (!opt.weights.empty()) return Model::from_safetensors(opt.model, opt.weights);
+  return Model::from_seed(opt.model, opt.seed);
+}
+
+// BOS, then n ids in [3, vocab) (past BOS, EOS and llama2.c's <unk>), splitmix64 from seed.
+std::vector<std::int32_t> random_tokens(std::int64_t n, std::int64_t vocab, std::uint64_t seed) {
+  if (vocab < 4) throw ringattn::InvalidArgument("a random prompt needs a vocabulary of at least 4 tokens");
+  std::vector<std::int32_t> ids{Tokenizer::kBos};
+  std::uint64_t x = seed;
+  for (std::int64_t i = 0; i < n; ++i) {
+    std::uint64_t z = (x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    ids.push_back(static_cast<std::int32_t>(3 + z % static_cast<std::uint64_t>(vocab - 3)));
+  }
+  return ids;
+}
+
+}  // namespace
+
+std::uint64_t LoadedJob::digest() const { return model.digest() ^ (tokenizer ? tokenizer->digest() * 31 : 0); }
+
+LoadedJob load_job(JobOptions& opt, std::int64_t max_batch_tokens) {
+  LoadedJob job{load_model(opt), std::nullopt, {}, describe(opt)};
+  opt.model = job.model.config();
+  if (!opt.tokenizer.empty()) job.tokenizer = Tokenizer::load(opt.tokenizer, opt.model.vocab);
+  const Tokenizer* tok = job.tokenizer ? &*job.tokenizer : nullptr;
+  if (opt.prompt_text && !tok) throw ringattn::InvalidArgument("a prompt as text needs the model's tokenizer (--tokenizer FILE)");
+  if (opt.random_prompt > 0)
+    job.prompts = {{"\"random\"", random_tokens(opt.random_prompt, opt.model.vocab, opt.seed)}};
+  else if (opt.prompt_text)
+    job.prompts = {{"\"prompt\"", tok->encode(*opt.prompt_text, true, false)}};
+  else
+    job.prompts = read_prompts(opt.prompts, opt.model.vocab, max_batch_tokens, tok);
+  check_context(job.prompts, opt);
+  return job;
+}
+
+void agree_on_job(ringattn::Ring& ring, const LoadedJob& job) {
+  if (ring.world_size() > 1) agree_on_model(ring, job.digest(), job.description);
+}
+
+}  // namespace infer
