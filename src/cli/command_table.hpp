@@ -22,9 +22,11 @@ int verify_main(const std::vector<std::string>& args);
 int serve_main(const std::vector<std::string>& args);
 int submit_main(const std::vector<std::string>& args);
 int status_main(const std::vector<std::string>& args);
+int generate_main(const std::vector<std::string>& args);
 
 
 inline constexpr Command kCommands[] = {
+    {"generate", "text from a model on a ring of P processes, printed as it comes (llama2.c checkpoints)", generate_main},
     {"run", "exact attention on a ring of P processes: .npy in, O and lse out", run_main},
     {"verify", "generate inputs, run the ring, check against dense float64 attention", verify_main},
     {"node", "one ring member (started by run, or by hand/systemd/Slurm on a rack)", node_main},

@@ -1,0 +1,268 @@
+// ringattn generate — text from a model on a ring: `ringattn generate --model M
+// --tokenizer T --prompt "Once upon a time" --nodes 4` starts 4 ranks on this machine with
+// the launcher `ringattn run` uses (run/launcher.hpp) and prints the text as it comes. Each
+// rank loads the model from its own path, the ranks agree on it, prefill the prompt
+// through Ring::forward (RoPE at each token's place in its prompt) and decode on their
+// stationary KV shards through Ring::decode (generate_rank.hpp). With --from-env the
+// process is one rank of a ring a launcher such as mpirun or Slurm started
+// (RingOptions::from_env): the rank that owns a prompt prints its text.
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <thread>
+
+#include <ringattn/block_attention.hpp>
+#include <ringattn/error.hpp>
+#include <ringattn/launch.hpp>
+#include <ringattn/log.hpp>
+#include <ringattn/types.hpp>
+
+#include "src/cli/args.hpp"
+#include "src/cli/commands.hpp"
+#include "src/cli/json_object.hpp"
+#include "src/cli/json_value.hpp"
+#include "src/generate/generate_output.hpp"
+#include "src/generate/generate_rank.hpp"
+#include "src/node/launcher_channel.hpp"
+#include "src/node/report.hpp"
+#include "src/run/launcher.hpp"
+#include "src/run/local_rendezvous.hpp"
+
+namespace ringattn::cli {
+
+namespace {
+
+struct Plan {
+  infer::JobOptions job;
+  int nodes = 1;
+  bool json = false;
+  double timeout = 120;
+  std::int64_t max_rows = RingLimits{}.max_rows;
+  std::string layout = "balanced";
+};
+
+// A number in [lo, hi] (decimals allowed), else InvalidArgument naming the option.
+double real(const Args& a, const char* name, double lo, double hi) {
+  const std::string text = a.str(name);
+  double x = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), x);
+  if (ec != std::errc() || end != text.data() + text.size() || !(x >= lo && x <= hi))
+    throw InvalidArgument("--" + std::string(name) + " takes a number in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                          "], got '" + text + "'");
+  return x;
+}
+
+Plan make_plan(const Args& a) {
+  Plan p;
+  infer::JobOptions& j = p.job;
+  p.nodes = static_cast<int>(a.int64("nodes"));
+  if (p.nodes < 1 || p.nodes > 1024) throw InvalidArgument("--nodes takes 1 to 1024 ranks");
+  const std::string model = a.str("model");
+  if (model.rfind("seed:", 0) == 0) {  // weights drawn from a seed, in the shape the flags give
+    j.seed = static_cast<std::uint64_t>(parse_integer(model.substr(5), "--model seed:S"));
+    j.model.vocab = a.int64("vocab");
+    j.model.dim = a.int64("dim");
+    j.model.layers = a.int64("layers");
+    j.model.heads = a.int64("heads");
+    j.model.kv_heads = a.int64("kv-heads");
+    j.model.head_dim = a.int64("head-dim");
+    j.model.ffn = a.int64("ffn");
+    j.model.check();
+  } else if (model.size() > 12 && model.ends_with(".safetensors")) {
+    throw InvalidArgument("--model " + model + ": generate reads llama2.c checkpoints (version 0, e.g. stories260K.bin) "
+                          "and seed:S; the batch job infer/ reads safetensors");
+  } else {
+    j.llama2c = model;
+  }
+  if (auto t = a.maybe("tokenizer")) j.tokenizer = *t;
+  const int given = a.has("prompt") + a.has("prompts") + a.has("random-prompt");
+  if (given != 1) throw InvalidArgument("give one of --prompt TEXT, --prompts FILE and --random-prompt N");
+  if (auto t = a.maybe("prompt")) j.prompt_text = *t;
+  if (auto f = a.maybe("prompts")) j.prompts = *f;
+  if (a.has("random-prompt")) j.random_prompt = a.int64("random-prompt");
+  if (j.prompt_text && j.tokenizer.empty()) throw InvalidArgument("--prompt TEXT needs --tokenizer FILE (the model's tokenizer)");
+  const std::int64_t max_tokens = a.int64("max-tokens");
+  if (max_tokens < 1 || max_tokens > (1 << 20)) throw InvalidArgument("--max-tokens takes 1 to 2^20 tokens");
+  j.tokens = static_cast<int>(max_tokens);
+  j.temperature = static_cast<float>(real(a, "temperature", 0, 100));
+  j.top_p = static_cast<float>(real(a, "top-p", 0, 1));
+  j.sample_seed = static_cast<std::uint64_t>(a.int64("seed"));
+  p.layout = a.str("layout");
+  if (p.layout != "balanced") j.layout = parse_layout(p.layout);
+  j.dtype = parse_dtype(a.str("dtype"));
+  const std::string rope = a.maybe("rope-positions").value_or("global");
+  if (rope != "global" && rope != "local") throw InvalidArgument("--rope-positions takes global or local");
+  j.rope = rope == "global" ? infer::RopePositions::global : infer::RopePositions::local;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  j.threads = a.has("threads") ? static_cast<int>(a.int64("threads")) : std::max(1, cores / p.nodes);
+  if (j.threads < 1 || j.threads > 1024) throw InvalidArgument("--threads takes 1 to 1024");
+  j.progress = a.has("verbose");
+  p.json = a.has("json");
+  p.timeout = a.seconds("timeout", 0.001, 86400);
+  p.max_rows = a.int64("max-rows");
+  return p;
+}
+
+JsonObject run_fields(const Plan& p, int nodes) {
+  return JsonObject()
+      .add("command", "generate")
+      .add("nodes", nodes)
+      .add("layout", p.layout)
+      .add("threads", p.job.threads)
+      .add("dtype", std::string(to_string(p.job.dtype)))
+      .add("isa", std::string(to_string(default_isa())))
+      .add("max_tokens", p.job.tokens)
+      .add("temperature", static_cast<double>(p.job.temperature));
+}
+
+RingOptions ring_options(const Plan& p, RingOptions o) {
+  o.threads = p.job.threads;
+  o.timeout = p.timeout;
+  o.limits.max_rows = p.max_rows;
+  return o;
+}
+
+// A rank started by the front below: its token from the launcher's pipe, its tokens and
+// figures as lines on stdout (node/report.hpp's channel).
+int member(const Plan& p, int rank, const std::string& master, std::uint64_t ring_id) {
+  set_log_rank(rank);
+  node::LauncherChannel launcher(rank);
+  RingOptions o;
+  o.rank = rank;
+  o.world_size = p.nodes;
+  o.connect_timeout = 60;
+  o.ring_id = ring_id;
+  o.master = master;
+  o.master_is_external = true;
+  o = ring_options(p, o);
+  o.token = checked_token(launcher.token(o.connect_timeout), "the launcher's pipe");
+  const generate::RankFigures f = generate::run_rank(p.job, o, [](const generate::TokenEvent& e) {
+    JsonObject line;
+    line.add("prompt", static_cast<std::int64_t>(e.prompt)).add_json("id", e.id).add("token", static_cast<std::int64_t>(e.token)).add("piece", e.piece);
+    if (e.prompt_text) line.add("prompt_text", *e.prompt_text).add("prompt_tokens", e.prompt_tokens);
+    node::emit_line("GEN " + line.str());
+  });
+  node::emit_line("STATS " + f.json().add("rank", rank).str());
+  return 0;
+}
+
+generate::TokenEvent parse_token_line(const std::string& json) {
+  const JsonValue j = parse_json(json);
+  auto field = [&](const char* key, JsonValue::Kind kind) -> const JsonValue& {
+    const JsonValue* v = j.get(key);
+    if (!v || v->kind != kind) throw Error(std::string("generate: a rank's GEN line has no valid \"") + key + "\": " + json);
+    return *v;
+  };
+  generate::TokenEvent e;
+  e.prompt = static_cast<std::int32_t>(field("prompt", JsonValue::Kind::number).number);
+  e.id = *json_member(json, "id");
+  e.token = static_cast<std::int32_t>(field("token", JsonValue::Kind::number).number);
+  e.piece = field("piece", JsonValue::Kind::string).string;
+  if (j.get("prompt_text")) {
+    e.prompt_text = field("prompt_text", JsonValue::Kind::string).string;
+    e.prompt_tokens = static_cast<std::int64_t>(field("prompt_tokens", JsonValue::Kind::number).number);
+  }
+  return e;
+}
+
+// Starts --nodes ranks of this program and prints what they generate.
+int front(const Plan& p, const std::vector<std::string>& argv) {
+  const std::string token = launcher_token();
+  const std::uint64_t ring_id = new_ring_id();
+  RingOptions ro = ring_options(p, RingOptions{});
+  ro.world_size = p.nodes;
+  const auto rendezvous = run::serve_local_rendezvous(ro, p.nodes, ring_id, token, 60);
+  generate::GenerateOutput out(p.json, p.job.prompt_text.has_value() || p.job.random_prompt > 0, run_fields(p, p.nodes));
+  run::LaunchSpec ls;
+  ls.ranks = p.nodes;
+  ls.token = token;
+  ls.timeout_seconds = p.timeout;
+  ls.quiet = !p.job.progress;
+  ls.expected = {"", ""};
+  ls.arguments = [&](int r) {
+    std::vector<std::string> a = {"generate", "--member", std::to_string(r), "--master",
+                                  "127.0.0.1:" + std::to_string(rendezvous->port()), "--ring-id", std::to_string(ring_id)};
+    a.insert(a.end(), argv.begin(), argv.end());
+    return a;
+  };
+  ls.on_line = [&](int, const std::string& line) {
+    if (line.rfind("GEN ", 0) == 0) out.on_token(parse_token_line(line.substr(4)));
+  };
+  const std::vector<std::string> stats = run::launch(ls);
+  std::vector<generate::RankFigures> figures;
+  for (std::size_t r = 0; r < stats.size(); ++r) {
+    try {
+      figures.push_back(generate::RankFigures::parse(stats[r]));
+    } catch (const std::exception& e) {
+      throw Error("generate: rank " + std::to_string(r) + " ended without valid figures (" + e.what() + ")");
+    }
+  }
+  out.finish(figures);
+  return 0;
+}
+
+// One rank of a ring started elsewhere (mpirun, Slurm, by hand): it prints the prompts it owns.
+int from_env(const Plan& p) {
+  const RingOptions o = ring_options(p, RingOptions::from_env());
+  set_log_rank(o.rank);
+  generate::GenerateOutput out(p.json, p.job.prompt_text.has_value() || p.job.random_prompt > 0, run_fields(p, o.world_size));
+  const generate::RankFigures f = generate::run_rank(p.job, o, [&](const generate::TokenEvent& e) { out.on_token(e); });
+  if (out.has_text()) out.finish({f});  // the ranks that own no prompt print nothing
+  return 0;
+}
+
+}  // namespace
+
+int generate_main(const std::vector<std::string>& argv) {
+  Args a("generate",
+         "Text from a model on a ring of P processes: each loads the model from its own path, the prompt is\n"
+         "sharded over the ring and prefilled through Ring::forward, then decoded on the stationary KV shards\n"
+         "through Ring::decode. The text is printed as it comes; the figures follow on stderr (--json: one\n"
+         "object on stdout). Greedy text is the same at every P and layout.");
+  a.option("model", "FILE", "a llama2.c checkpoint (version 0, float32: stories260K.bin), or seed:S for weights drawn from S in the shape of the flags below")
+      .option("tokenizer", "FILE", "the model's llama2.c tokenizer (tok512.bin): --prompt, and the text printed")
+      .option("prompt", "TEXT", "one prompt (BOS, then its tokens)")
+      .option("prompts", "FILE", "JSON lines {\"id\": ..., \"text\": \"...\"} or {\"id\": ..., \"tokens\": [...]}, packed into one batch")
+      .option("random-prompt", "N", "one prompt of N token ids drawn from the model's seed (benchmarks)")
+      .option("max-tokens", "N", "tokens generated per prompt (a text ends earlier at BOS or EOS)", "256")
+      .option("temperature", "T", "0: greedy; above 0: sampled from the logits / T", "0")
+      .option("top-p", "P", "nucleus sampling's mass, in (0, 1); 0 or 1: every token", "0.9")
+      .option("seed", "S", "the sampler's seed (prompt i starts from S + i): the same text at every P", "1")
+      .option("nodes", "P", "ranks started on this machine", "1")
+      .option("layout", "L", "balanced (whole prompts; long ones cut zigzag), contiguous, zigzag or striped", "balanced")
+      .option("threads", "N", "kernel threads per rank (default: the cores / P, at least 1)")
+      .option("dtype", "T", "K/V on the wire and in the KV cache: fp32 or bf16", "fp32")
+      .option("max-rows", "N", "most rows a rank holds (the ring's limit; all ranks alike)", std::to_string(RingLimits{}.max_rows))
+      .option("timeout", "S", "seconds a peer may stay silent", "120")
+      .option("vocab", "N", "seed:S model: vocabulary", "512")
+      .option("dim", "N", "seed:S model: width", "4096")
+      .option("layers", "N", "seed:S model: layers", "2")
+      .option("heads", "N", "seed:S model: query heads", "32")
+      .option("kv-heads", "N", "seed:S model: key/value heads", "8")
+      .option("head-dim", "N", "seed:S model: head dimension", "128")
+      .option("ffn", "N", "seed:S model: MLP width", "1024")
+      .flag("json", "one JSON object on stdout at the end: texts, token ids, figures")
+      .flag("verbose", "the ranks' progress on stderr: a line per prefill layer and decode step")
+      .flag("from-env", "be one rank of a ring started elsewhere (RINGATTN_RANK/WORLD_SIZE/MASTER/TOKEN, or mpirun's)")
+      .internal("rope-positions", "global|local", "local: the positions trap, for the test that must catch it")
+      .internal("member", "R", "run as rank R")
+      .internal("master", "HOST:PORT", "the launcher's rendezvous")
+      .internal("ring-id", "N", "ring id")
+      .epilogue("Example: ringattn generate --model stories260K.bin --tokenizer tok512.bin --prompt \"Once upon a time\" --nodes 4");
+  if (!a.parse(argv)) return 0;
+  if (!a.has("model")) throw InvalidArgument("generate needs --model FILE (see --help)");
+  const Plan p = make_plan(a);
+  if (auto m = a.maybe("member")) {
+    const int rank = static_cast<int>(parse_count(*m, "--member"));
+    try {
+      return member(p, rank, a.str("master"), static_cast<std::uint64_t>(a.int64("ring-id")));
+    } catch (const std::exception& e) {
+      node::emit_line(node::fail_line(node::fail_report_for(e, rank)));
+      throw;
+    }
+  }
+  if (a.has("from-env")) return from_env(p);
+  return front(p, argv);
+}
+
+}  // namespace ringattn::cli

@@ -1,0 +1,45 @@
+// ringattn generate — one rank's part (generate_rank.hpp).
+#include "src/generate/generate_rank.hpp"
+
+#include <map>
+#include <span>
+
+#include "infer/job.hpp"
+#include "infer/load.hpp"
+
+namespace ringattn::generate {
+
+RankFigures run_rank(infer::JobOptions opt, const RingOptions& ring_options, const TokenSink& sink) {
+  // Inputs first: a bad file fails every rank before any of them waits on the network.
+  const std::int64_t max_batch_tokens = ring_options.limits.max_rows * ring_options.world_size;
+  const infer::LoadedJob job = infer::load_job(opt, max_batch_tokens);
+  Ring ring = Ring::connect(ring_options);
+  infer::agree_on_job(ring, job);
+
+  const infer::Tokenizer* tok = job.tokenizer ? &*job.tokenizer : nullptr;
+  std::map<std::int32_t, int> prev;  // the last token of each prompt this rank generates
+  auto on_token = [&](std::int32_t prompt, std::int32_t token) {
+    const infer::Prompt& p = job.prompts[static_cast<std::size_t>(prompt)];
+    TokenEvent e{prompt, p.id, token, "", std::nullopt, static_cast<std::int64_t>(p.tokens.size())};
+    auto [it, first] = prev.try_emplace(prompt, p.tokens.back());
+    if (first) e.prompt_text = tok ? tok->sequence_text(p.tokens) : "";
+    if (tok && token >= 0 && token < tok->vocab()) e.piece = tok->text(std::span<const int>(&token, 1), it->second);
+    it->second = token;
+    sink(e);
+  };
+  infer::JobStats st;
+  const std::vector<infer::SequenceResult> results = infer::run_batch(ring, job.model, job.prompts, opt, st, on_token);
+  ring.close();
+  RankFigures f;
+  f.rows = st.rows;
+  f.prompt_tokens = infer::cu_seqlens(job.prompts).back();
+  f.prompts = static_cast<std::int64_t>(job.prompts.size());
+  f.decode_steps = st.decode_steps;
+  f.prefill_seconds = st.prefill_seconds;
+  f.prefill_attention_seconds = st.prefill_attention_seconds;
+  f.decode_seconds = st.decode_seconds;
+  f.decode_attention_seconds = st.decode_attention_seconds;
+  return f;
+}
+
+}  // namespace ringattn::generate

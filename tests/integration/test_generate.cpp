@@ -1,0 +1,197 @@
+// `ringattn generate` with a real pretrained model (stories260K, never in this repository:
+// RINGATTN_MODEL_DIR or ../shared/models beside the checkout, else "skipped: no model at
+// ..."): llama2.c's recorded greedy texts byte for byte at P = 1-4 and every layout the
+// prompt allows, seeded sampling equal across P, the positions trap caught, several prompts
+// packed, --json, a ring joined from the environment, and failures that name the rank.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "src/cli/json_value.hpp"
+#include "tests/integration/spawn.hpp"
+#include "tests/model/model_files.hpp"
+
+namespace ringattn::itest {
+using cli::JsonValue;
+using cli::parse_json;
+namespace {
+
+std::vector<std::string> generate(const std::filesystem::path& dir, std::vector<std::string> more) {
+  std::vector<std::string> a = {"generate", "--model", (dir / "stories260K.bin").string(), "--tokenizer",
+                                (dir / "tok512.bin").string(), "--threads", "1", "--timeout", "60"};
+  a.insert(a.end(), more.begin(), more.end());
+  return a;
+}
+
+// stdout of a run that must succeed.
+std::string text_of(const std::filesystem::path& dir, const std::vector<std::string>& more) {
+  const Outcome r = run_ringattn(generate(dir, more));
+  INFO("generate " << more.size() << " args; stderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.group_empty);
+  return r.out;
+}
+
+std::string nodes(int p) { return std::to_string(p); }
+
+}  // namespace
+
+TEST_CASE("generate: llama2.c's greedy text for \"Once upon a time\", byte for byte, at P = 1-4 and every layout") {
+  const auto dir = ::test::model_dir();
+  if (!dir) return;
+  // run.c -n 64: 4 prompt tokens and 60 generated; it prints a final newline, as generate does.
+  for (int p = 1; p <= 4; ++p)
+    for (const char* layout : {"balanced", "contiguous", "striped", "zigzag"}) {
+      if (std::string(layout) == "zigzag" && 2 * p > 5) continue;  // 5 tokens cut into 2P chunks: below
+      INFO("P " << p << ", layout " << layout);
+      CHECK(text_of(*dir, {"--prompt", "Once upon a time", "--max-tokens", "60", "--nodes", nodes(p), "--layout", layout}) ==
+            ::test::kRunText + "\n");
+    }
+  // run.c -n 256: 252 generated, README's and llama2.c's doc sample.
+  for (int p : {1, 3}) {
+    INFO("256 positions at P " << p);
+    CHECK(text_of(*dir, {"--prompt", "Once upon a time", "--max-tokens", "252", "--nodes", nodes(p), "--layout", "striped"}) ==
+          ::test::kGreedy256Text);
+  }
+}
+
+TEST_CASE("generate: zigzag at P = 3 and 4 (a prompt of at least 2P tokens) gives P = 1's text") {
+  const auto dir = ::test::model_dir();
+  if (!dir) return;
+  const std::vector<std::string> prompt = {"--prompt", "Once upon a time, there was a little girl named Lily.", "--max-tokens", "40"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), prompt.begin(), prompt.end());
+    return text_of(*dir, more);
+  };
+  const std::string one = with({"--nodes", "1"});
+  CHECK(one.rfind("Once upon a time, there was a little girl named Lily.", 0) == 0);
+  CHECK(one.size() > 60);
+  for (int p : {3, 4}) {
+    INFO("P " << p);
+    CHECK(with({"--nodes", nodes(p), "--layout", "zigzag"}) == one);
+  }
+}
+
+TEST_CASE("generate: seeded sampling is llama2.c's at P = 1 and the same text at every P") {
+  const auto dir = ::test::model_dir();
+  if (!dir) return;
+  // run.c -t 1.0 -p 0.9 -s 133742 with no prompt: BOS alone, 256 steps (one token: one rank).
+  CHECK(text_of(*dir, {"--prompt", "", "--max-tokens", "256", "--temperature", "1.0", "--top-p", "0.9", "--seed", "133742"}) ==
+        ::test::kSeededText);
+  const std::vector<std::string> sampled = {"--prompt", "Once upon a time", "--max-tokens", "120", "--temperature", "1.0", "--seed", "42"};
+  auto at = [&](int p) {
+    std::vector<std::string> a = sampled;
+    a.insert(a.end(), {"--nodes", nodes(p)});
+    return text_of(*dir, a);
+  };
+  const std::string one = at(1);
+  CHECK(one != ::test::kRunText + "\n");  // sampled, not greedy
+  CHECK(one.size() > 100);
+  for (int p = 2; p <= 4; ++p) {
+    INFO("P " << p);
+    CHECK(at(p) == one);
+  }
+}
+
+TEST_CASE("generate: the positions trap (RoPE at each rank's row index) changes the text across ranks") {
+  const auto dir = ::test::model_dir();
+  if (!dir) return;
+  const std::vector<std::string> base = {"--prompt", "Once upon a time, there was a little girl named Lily.", "--max-tokens", "40"};
+  auto run = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), base.begin(), base.end());
+    return text_of(*dir, more);
+  };
+  const std::string right = run({"--nodes", "1"});
+  // One rank: the row index is the position, so the trap cannot show...
+  CHECK(run({"--nodes", "1", "--rope-positions", "local"}) == right);
+  // ...across ranks it must, or the tests of exactness above would prove nothing.
+  CHECK(run({"--nodes", "2", "--layout", "contiguous", "--rope-positions", "local"}) != right);
+  CHECK(run({"--nodes", "4", "--layout", "zigzag", "--rope-positions", "local"}) != right);
+  CHECK(run({"--nodes", "4", "--layout", "zigzag"}) == right);
+}
+
+TEST_CASE("generate --json: the text, the token ids run.c printed, and the figures") {
+  const auto dir = ::test::model_dir();
+  if (!dir) return;
+  const std::string out = text_of(*dir, {"--prompt", "Once upon a time", "--max-tokens", "60", "--nodes", "2", "--json"});
+  const JsonValue j = parse_json(out);
+  REQUIRE(j.get("results"));
+  REQUIRE(j.get("results")->items.size() == 1);
+  const JsonValue& r = j.get("results")->items[0];
+  CHECK(r.get("text")->string == ::test::kRunText);
+  CHECK(r.get("prompt_tokens")->number == 5);
+  std::vector<int> ids;
+  for (const JsonValue& t : r.get("tokens")->items) ids.push_back(static_cast<int>(t.number));
+  CHECK(ids == std::vector<int>(::test::kRunIds.begin() + 4, ::test::kRunIds.end()));
+  CHECK(j.get("nodes")->number == 2);
+  CHECK(j.get("decode_steps")->number == 59);
+  CHECK(j.get("prefill_tokens_per_s")->number > 0);
+  CHECK(j.get("time_to_first_token_seconds")->number > 0);
+  CHECK(j.get("ranks")->items.size() == 2);
+}
+
+TEST_CASE("generate --prompts: a packed batch of text and token prompts gives each its text alone") {
+  const auto dir = ::test::model_dir();
+  if (!dir) return;
+  const auto file = std::filesystem::temp_directory_path() / ("ringattn-generate-" + std::to_string(::getpid()) + ".jsonl");
+  {
+    std::ofstream f(file);
+    f << "{\"id\": \"a\", \"text\": \"Once upon a time\"}\n{\"id\": 7, \"text\": \"The little dog\"}\n"
+         "{\"id\": \"c\", \"tokens\": [1, 403, 407, 261, 378]}\n";
+  }
+  auto results = [&](int p) {
+    const JsonValue j = parse_json(text_of(*dir, {"--prompts", file.string(), "--max-tokens", "60", "--nodes", nodes(p), "--json"}));
+    std::vector<std::string> texts;
+    for (const JsonValue& r : j.get("results")->items) texts.push_back(r.get("text")->string);
+    return texts;
+  };
+  const std::vector<std::string> one = results(1);
+  REQUIRE(one.size() == 3);
+  CHECK(one[0] == ::test::kRunText);
+  CHECK(one[2] == ::test::kRunText);  // the same prompt as token ids
+  CHECK(one[1].rfind("The little dog", 0) == 0);
+  for (int p : {2, 3}) {
+    INFO("P " << p);
+    CHECK(results(p) == one);
+  }
+  std::filesystem::remove(file);
+}
+
+TEST_CASE("generate --from-env: two ranks started by hand; the rank owning the prompt prints its text") {
+  const auto dir = ::test::model_dir();
+  if (!dir) return;
+  const Env env = {{"RINGATTN_WORLD_SIZE", "2"},
+                   {"RINGATTN_MASTER", "127.0.0.1:" + std::to_string(free_port())},
+                   {"RINGATTN_TOKEN", "0123456789abcdef0123456789abcdef"}};
+  const std::vector<std::string> args = generate(*dir, {"--prompt", "Once upon a time", "--max-tokens", "60", "--from-env"});
+  Env e0 = env, e1 = env;
+  e0.emplace_back("RINGATTN_RANK", "0");
+  e1.emplace_back("RINGATTN_RANK", "1");
+  Spawned r0(args, e0), r1(args, e1);
+  const Outcome o1 = r1.wait(90), o0 = r0.wait(90);
+  INFO("rank 0: " << o0.err << "\nrank 1: " << o1.err);
+  REQUIRE(o0.exit_code == 0);
+  REQUIRE(o1.exit_code == 0);
+  CHECK(o0.out + o1.out == ::test::kRunText + "\n");  // one of them owns the prompt's last token
+}
+
+TEST_CASE("generate: bad input fails before the ring forms, naming the file and the rank") {
+  const auto dir = ::test::model_dir();
+  if (!dir) return;
+  Outcome r = run_ringattn({"generate", "--model", "/nonexistent/stories.bin", "--tokenizer", (*dir / "tok512.bin").string(),
+                            "--prompt", "x", "--nodes", "2", "--timeout", "20"});
+  CHECK(r.exit_code != 0);
+  CHECK(r.group_empty);
+  CHECK(r.err.find("/nonexistent/stories.bin") != std::string::npos);
+  CHECK(r.err.find("rank") != std::string::npos);
+  r = run_ringattn(generate(*dir, {"--prompt", "Once upon a time", "--max-tokens", "600"}));
+  CHECK(r.exit_code != 0);
+  CHECK(r.err.find("trained context of 512") != std::string::npos);
+  r = run_ringattn(generate(*dir, {"--max-tokens", "5"}));
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("--prompt") != std::string::npos);
+}
+
+}  // namespace ringattn::itest
