@@ -19,12 +19,12 @@ case "${1:-}" in
   *) echo "setup: unknown option '$1' (expected --demo or --no-build)" >&2; exit 2 ;;
 esac
 
-# What building the library and the program needs (the daemon: TOML configuration, sd_notify;
-# the programs' JSON: nlohmann-json3-dev).
+# What building the library and the program needs (the daemon: TOML configuration, sd_notify,
+# the OpenAI-style endpoint's HTTP server cpp-httplib; the programs' JSON: nlohmann-json3-dev).
 BUILD_PACKAGES=(
   build-essential g++ pkg-config meson ninja-build
   libasio-dev libdnnl-dev libspdlog-dev doctest-dev libomp-dev libssl-dev
-  libtomlplusplus-dev libsystemd-dev nlohmann-json3-dev
+  libtomlplusplus-dev libsystemd-dev nlohmann-json3-dev libcpp-httplib-dev
 )
 # What the tests, benchmarks and deploy checks need besides.
 TEST_PACKAGES=(

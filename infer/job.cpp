@@ -83,6 +83,52 @@ std::vector<ringattn::PackedShard> shard_batch(const std::vector<std::int64_t>& 
   return shards;
 }
 
+constexpr std::uint32_t kLastRows = 0x4C48;  // a holder's last hidden rows, to the decode rank
+
+// After the prefill: every prompt's last hidden row goes to rank `to`, which then owns
+// every prompt (in prompt order); the others own none. Each holder sends its rows in one
+// message, in its row order (= prompt order); `to` knows from the shards what comes from whom.
+void move_last_rows(ringattn::Ring& ring, int to, const std::vector<ringattn::PackedShard>& shards,
+                    const std::vector<std::int64_t>& cu, std::int64_t dim, std::vector<SequenceResult>& owned,
+                    std::vector<float>& last_h) {
+  const int world = ring.world_size(), rank = ring.rank();
+  if (to < 0 || to >= world)
+    throw ringattn::InvalidArgument("decode rank " + std::to_string(to) + " is not a rank of a ring of " + std::to_string(world));
+  if (rank != to) {
+    if (!owned.empty()) {
+      ringattn::MessageRequest s = ring.send_message(to, kLastRows, owned.size(), std::as_bytes(std::span(last_h)));
+      ring.wait(s);
+    }
+    owned.clear();
+    last_h.clear();
+    return;
+  }
+  const std::size_t prompts = cu.size() - 1, row = static_cast<std::size_t>(dim);
+  std::vector<float> all(prompts * row);
+  for (std::size_t i = 0; i < owned.size(); ++i)
+    std::copy_n(last_h.begin() + static_cast<std::ptrdiff_t>(i * row), row, all.begin() + static_cast<std::ptrdiff_t>(owned[i].prompt * row));
+  for (int r = 0; r < world; ++r) {
+    if (r == to) continue;
+    std::vector<std::int32_t> held;  // the prompts whose last token rank r holds, in its row order
+    for (std::size_t i = 0; i < shards[r].positions.size(); ++i) {
+      const std::int32_t d = shards[r].documents[i];
+      if (shards[r].positions[i] == cu[d + 1] - 1) held.push_back(d);
+    }
+    if (held.empty()) continue;
+    std::vector<float> got(held.size() * row);
+    ringattn::MessageRequest q = ring.receive_message(r, kLastRows, [&](const ringattn::MessageHeader& h) {
+      if (h.bytes != got.size() * sizeof(float) || h.job != held.size()) return std::span<std::byte>();  // the ring fails
+      return std::as_writable_bytes(std::span(got));
+    });
+    ring.wait(q);
+    for (std::size_t i = 0; i < held.size(); ++i)
+      std::copy_n(got.begin() + static_cast<std::ptrdiff_t>(i * row), row, all.begin() + static_cast<std::ptrdiff_t>(held[i] * row));
+  }
+  owned.clear();
+  for (std::size_t d = 0; d < prompts; ++d) owned.push_back({static_cast<std::int32_t>(d), {}, {}});
+  last_h = std::move(all);
+}
+
 }  // namespace
 
 void check_context(const std::vector<Prompt>& prompts, const JobOptions& options) {
@@ -180,7 +226,8 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
                  static_cast<long long>(rows), now() - tl, st.seconds);
   }
 
-  // The prompts whose last token is here are this rank's to generate.
+  // The prompts whose last token is here are this rank's to generate (or, with a
+  // decode_rank, that rank's: the last hidden rows go there).
   std::vector<SequenceResult> owned;
   std::vector<std::size_t> last_rows;
   for (std::int64_t r = 0; r < rows; ++r)
@@ -188,11 +235,16 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
       owned.push_back({documents[r], {}, {}});
       last_rows.push_back(static_cast<std::size_t>(r));
     }
+  std::vector<float> last_h = gather(h, last_rows, c.dim);
+  if (options.decode_rank) move_last_rows(ring, *options.decode_rank, shards, cu, c.dim, owned, last_h);
   const std::size_t n = owned.size();
   std::vector<float> logits(n * static_cast<std::size_t>(c.vocab));
   std::vector<Sampler> samplers;  // one per owned prompt, seeded by the prompt: the same at every P
-  for (const SequenceResult& s : owned)
-    samplers.emplace_back(options.temperature, options.top_p, options.sample_seed + static_cast<std::uint64_t>(s.prompt));
+  for (const SequenceResult& s : owned) {
+    const std::optional<Sampling>& own = prompts[static_cast<std::size_t>(s.prompt)].sampling;
+    if (own) samplers.emplace_back(own->temperature, own->top_p, own->seed);
+    else samplers.emplace_back(options.temperature, options.top_p, options.sample_seed + static_cast<std::uint64_t>(s.prompt));
+  }
   auto choose = [&] {
     for (std::size_t i = 0; i < n; ++i) {
       const std::span<const float> row(&logits[i * c.vocab], static_cast<std::size_t>(c.vocab));
@@ -201,7 +253,7 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
       if (on_token) on_token(owned[i].prompt, owned[i].tokens.back());
     }
   };
-  model.logits(gather(h, last_rows, c.dim), logits);
+  model.logits(last_h, logits);
   choose();
   stats.prefill_seconds = now() - t0;
 

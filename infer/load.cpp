@@ -18,7 +18,7 @@ std::string describe(const JobOptions& opt) {
   return s;
 }
 
-Model load_model(const JobOptions& opt) {
+Model read_model(const JobOptions& opt) {
   if (!opt.llama2c.empty()) return Model::from_llama2c(opt.llama2c);
   if (!opt.weights.empty()) return Model::from_safetensors(opt.model, opt.weights);
   return Model::from_seed(opt.model, opt.seed);
@@ -43,16 +43,21 @@ std::vector<std::int32_t> random_tokens(std::int64_t n, std::int64_t vocab, std:
 
 std::uint64_t LoadedJob::digest() const { return model.digest() ^ (tokenizer ? tokenizer->digest() * 31 : 0); }
 
-LoadedJob load_job(JobOptions& opt, std::int64_t max_batch_tokens) {
-  LoadedJob job{load_model(opt), std::nullopt, {}, describe(opt)};
+LoadedJob load_model(JobOptions& opt) {
+  LoadedJob job{read_model(opt), std::nullopt, {}, describe(opt)};
   opt.model = job.model.config();
   if (!opt.tokenizer.empty()) job.tokenizer = Tokenizer::load(opt.tokenizer, opt.model.vocab);
+  return job;
+}
+
+LoadedJob load_job(JobOptions& opt, std::int64_t max_batch_tokens) {
+  LoadedJob job = load_model(opt);
   const Tokenizer* tok = job.tokenizer ? &*job.tokenizer : nullptr;
   if (opt.prompt_text && !tok) throw ringattn::InvalidArgument("a prompt as text needs the model's tokenizer (--tokenizer FILE)");
   if (opt.random_prompt > 0)
-    job.prompts = {{"\"random\"", random_tokens(opt.random_prompt, opt.model.vocab, opt.seed)}};
+    job.prompts = {{"\"random\"", random_tokens(opt.random_prompt, opt.model.vocab, opt.seed), std::nullopt}};
   else if (opt.prompt_text)
-    job.prompts = {{"\"prompt\"", tok->encode(*opt.prompt_text, true, false)}};
+    job.prompts = {{"\"prompt\"", tok->encode(*opt.prompt_text, true, false), std::nullopt}};
   else
     job.prompts = read_prompts(opt.prompts, opt.model.vocab, max_batch_tokens, tok);
   check_context(job.prompts, opt);

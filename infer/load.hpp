@@ -28,6 +28,10 @@ struct LoadedJob {
   std::uint64_t digest() const;
 };
 
+// The model and tokenizer `opt` names, no prompts (a daemon's, before any request);
+// sets opt.model as load_job does.
+LoadedJob load_model(JobOptions& opt);
+
 // Reads what `opt` names; sets opt.model to the model's configuration (a llama2.c
 // checkpoint's header gives it). The batch holds at most max_batch_tokens tokens. Throws
 // ringattn::FileError or InvalidArgument naming the file or flag.

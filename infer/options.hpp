@@ -41,6 +41,11 @@ struct JobOptions {
   // causal work (ringattn::shard_documents); a layout cuts the packed sequence as it cuts
   // one sequence (contiguous, zigzag or striped, ringattn/layout.hpp), prompts and all.
   std::optional<ringattn::Layout> layout;
+  // Which rank generates every prompt's tokens: none (the default), the rank holding the
+  // prompt's last token; a rank (a daemon's 0, which streams them to its clients): the
+  // holders send it the last hidden rows after the prefill, and its cache takes the
+  // generated rows.
+  std::optional<int> decode_rank;
   bool progress = true;  // a line on stderr per prefill layer and per decode step
 };
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,9 +13,18 @@
 
 namespace infer {
 
+// How one prompt's tokens are chosen, when it is not the job's (a daemon's requests each
+// bring their own).
+struct Sampling {
+  float temperature = 0;  // 0: greedy
+  float top_p = 0.9f;
+  std::uint64_t seed = 1;
+};
+
 struct Prompt {
   std::string id;  // as JSON: "\"abc\"" or "17", written back verbatim
   std::vector<std::int32_t> tokens;
+  std::optional<Sampling> sampling;  // none: the job's options (seed + the prompt's index)
 };
 
 // Throws ringattn::FileError. max_tokens bounds the whole batch (the packed sequence). A

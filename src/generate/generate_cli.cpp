@@ -97,6 +97,7 @@ Plan make_plan(const Args& a) {
   j.threads = a.has("threads") ? static_cast<int>(a.int64("threads")) : std::max(1, cores / p.nodes);
   if (j.threads < 1 || j.threads > 1024) throw InvalidArgument("--threads takes 1 to 1024");
   j.progress = a.has("verbose");
+  if (a.has("decode-rank")) j.decode_rank = static_cast<int>(a.int64("decode-rank"));
   p.json = a.has("json");
   p.timeout = a.seconds("timeout", 0.001, 86400);
   p.max_rows = a.int64("max-rows");
@@ -245,6 +246,7 @@ int generate_main(const std::vector<std::string>& argv) {
       .flag("verbose", "the ranks' progress on stderr: a line per prefill layer and decode step")
       .flag("from-env", "be one rank of a ring started elsewhere (RINGATTN_RANK/WORLD_SIZE/MASTER/TOKEN, or mpirun's)")
       .internal("rope-positions", "global|local", "local: the positions trap, for the test that must catch it")
+      .internal("decode-rank", "R", "every prompt decoded on rank R (as the daemons do on 0)")
       .internal("member", "R", "run as rank R")
       .internal("master", "HOST:PORT", "the launcher's rendezvous")
       .internal("ring-id", "N", "ring id")

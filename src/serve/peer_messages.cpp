@@ -101,6 +101,8 @@ std::string_view to_string(Msg m) {
     case Msg::result: return "RESULT";
     case Msg::stats: return "STATS";
     case Msg::done: return "DONE";
+    case Msg::job: return "JOB";
+    case Msg::generate: return "GENERATE";
   }
   return "?";
 }

@@ -13,6 +13,9 @@
 //   RESULT  worker -> rank 0  O and lse rows side by side, [rows, heads*head_dim + heads] fp32
 //   STATS   worker -> rank 0  NodeResult: eight f64 (seconds, compute, wait, flops, steps,
 //                             skipped, bytes sent, rows)
+//   JOB     rank 0 -> worker  one byte, JobKind: the job that follows is attention (SHARD,
+//                             QUERY ...) or generation (GENERATE); it opens every job
+//   GENERATE rank 0 -> worker the batch of a hosted model's requests, JSON (generation.hpp)
 //   DONE    rank 0 -> worker  empty, once every result of the job is in: a worker waits for
 //                             it before its next job or before it leaves, so that a draining
 //                             worker's notice of leaving cannot reach rank 0 (around the
@@ -34,7 +37,9 @@
 
 namespace ringattn::serve::peer {
 
-enum class Msg : std::uint32_t { info = 1, table = 2, shard = 3, query = 4, result = 5, stats = 6, done = 7 };
+enum class Msg : std::uint32_t { info = 1, table = 2, shard = 3, query = 4, result = 5, stats = 6, done = 7, job = 8, generate = 9 };
+// JOB's one byte: what the job's next message is (SHARD or GENERATE).
+enum class JobKind : std::uint8_t { attention = 1, generation = 2 };
 std::string_view to_string(Msg m);  // "INFO", ...
 inline constexpr std::size_t kMaxText = 4096;  // bytes of one string of a NodeInfo
 

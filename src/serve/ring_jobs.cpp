@@ -42,13 +42,40 @@ RingService::Leave RingService::coordinate() {
     std::shared_ptr<Job> job;
     {
       std::unique_lock lock(mu_);
-      cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return !queue_.empty() || stopping_; });
+      cv_.wait_for(lock, std::chrono::milliseconds(100),
+                   [&] { return !queue_.empty() || !generations_.empty() || stopping_; });
       if (stopping_) return Leave::stop;
       if (world() > 1) {
         if (std::string f = ring_->link_failure(); !f.empty()) {
           last_ring_error_ = f;
           return Leave::broken;
         }
+      }
+      if (!generations_.empty()) {  // first: a person is reading them as they come
+        std::vector<std::shared_ptr<Generation>> batch = take_generations();
+        lock.unlock();
+        set_state(RingState::running);
+        bool broken = false;
+        try {
+          run_generation(batch);
+        } catch (const Error& e) {
+          const auto* n = dynamic_cast<const NetworkError*>(&e);
+          broken = ring_->broken() || n != nullptr;
+          if (broken) last_ring_error_ = e.what();
+          for (auto& g : batch)
+            if (!g->ended) {
+              g->ended = true;
+              g->stream.push(error_event(std::string("the ring failed: ") + e.what(), n ? 503 : 500));
+            }
+          metrics_.add("ringattn_generations_total", {{"result", "failed"}}, static_cast<double>(batch.size()));
+        }
+        {
+          std::lock_guard relock(mu_);
+          record_transport();
+        }
+        if (broken) return Leave::broken;
+        set_state(stopping_ ? RingState::draining : RingState::ready);
+        continue;
       }
       if (queue_.empty()) continue;
       job = queue_.front();
@@ -139,6 +166,8 @@ ShardUpload RingService::upload_shards(Job& job, std::vector<ShardUpload>& sent,
     }
     sent.push_back(std::move(*u));
     const ShardUpload& x = sent.back();
+    static constexpr std::byte kAttention[1] = {static_cast<std::byte>(peer::JobKind::attention)};
+    sends.push_back(ring_->send_message(x.rank, static_cast<std::uint32_t>(peer::Msg::job), job.id, kAttention));
     sends.push_back(ring_->send_message(x.rank, static_cast<std::uint32_t>(peer::Msg::shard), job.id, x.kv));
     sends.push_back(ring_->send_message(x.rank, static_cast<std::uint32_t>(peer::Msg::query), job.id, x.q));
   }
@@ -263,15 +292,15 @@ void RingService::finish_job(Job& job, JobResult result, double seconds) {
   job.events->close();
 }
 
-// A worker: wait for shards from rank 0 (polling, so that an idle ring is not mistaken
-// for a stalled one and a drain is noticed), run them, send the rows back.
+// A worker: wait for the next job from rank 0 (polling, so that an idle ring is not
+// mistaken for a stalled one and a drain is noticed), run it, send the rows back.
 RingService::Leave RingService::work() {
   for (;;) {
     std::vector<std::byte> buf;
-    MessageRequest req = ring_->receive_message(0, static_cast<std::uint32_t>(peer::Msg::shard),
+    std::byte kind{};
+    MessageRequest req = ring_->receive_message(0, static_cast<std::uint32_t>(peer::Msg::job),
                                                 [&](const MessageHeader& h) {
-                                                  buf.resize(static_cast<std::size_t>(h.bytes));  // within the ring's limits
-                                                  return std::span<std::byte>(buf);
+                                                  return h.bytes == 1 ? std::span<std::byte>(&kind, 1) : std::span<std::byte>();
                                                 });
     // No timed wait: poll, quickly at first (a job's shard is usually on its way when the
     // last job ends), backing off to 5 ms when idle.
@@ -283,7 +312,16 @@ RingService::Leave RingService::work() {
     std::uint64_t id = 0;
     try {
       id = ring_->wait(req).job;
-      run_worker_job(id, buf);
+      if (kind == static_cast<std::byte>(peer::JobKind::generation)) {
+        run_worker_generation(id);
+      } else if (kind == static_cast<std::byte>(peer::JobKind::attention)) {
+        peer::receive(*ring_, 0, peer::Msg::shard, id, buf);
+        run_worker_job(id, buf);
+      } else {
+        throw NetworkError("rank 0 sent job " + std::to_string(id) + " of an unknown kind " +
+                               std::to_string(static_cast<int>(kind)),
+                           FailureCause::protocol, 0);
+      }
       if (stopping_) return Leave::stop;
     } catch (const Error& e) {
       {

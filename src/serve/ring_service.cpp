@@ -47,12 +47,13 @@ std::string_view to_string(RingState s) {
 }
 
 RingService::RingService(ServeConfig config, Metrics& metrics, std::string control_address, std::string metrics_address,
-                         std::function<void(const std::string&)> notify)
+                         std::function<void(const std::string&)> notify, std::shared_ptr<const HostedModel> model)
     : config_(std::move(config)),
       metrics_(metrics),
       control_address_(std::move(control_address)),
       metrics_address_(std::move(metrics_address)),
-      notify_(std::move(notify)) {
+      notify_(std::move(notify)),
+      model_(std::move(model)) {
   if (rank() == 0) coordinator_ = control_address_;
   set_state(RingState::forming);
 }
@@ -171,6 +172,7 @@ bool RingService::form() {
         seen_sent_ = seen_received_ = 0;
       }
       exchange_info();
+      agree_on_model();
       ++formations_;
       metrics_.add("ringattn_ring_formations_total");
       log->info("ring formed: {} daemons{}", world(), formations_ > 1 ? " (re-formed)" : "");

@@ -21,6 +21,8 @@
 
 #include "ringattn/ring.hpp"
 #include "src/cli/json_object.hpp"
+#include "infer/load.hpp"
+#include "src/serve/generation.hpp"
 #include "src/serve/job.hpp"
 #include "src/serve/metrics.hpp"
 #include "src/serve/peer_messages.hpp"
@@ -29,6 +31,15 @@
 namespace ringattn::serve {
 
 enum class RingState { forming, ready, running, draining, stopped };
+
+// A model this daemon hosts: loaded from its own path at start (every daemon the same model:
+// the ring refuses to form otherwise, naming both ranks and files).
+struct HostedModel {
+  infer::LoadedJob job;
+  infer::JobOptions options;  // its configuration, threads and dtype for every batch
+  std::string name;           // what the endpoint calls it (the file's stem)
+  std::uint64_t digest = 0;   // job.digest(), once: what the ring compares when it forms
+};
 std::string_view to_string(RingState s);
 
 class RingService {
@@ -37,7 +48,7 @@ class RingService {
   // the other daemons, for status and redirects). `notify` gets systemd's READY=1,
   // STATUS=... and STOPPING=1 lines.
   RingService(ServeConfig config, Metrics& metrics, std::string control_address, std::string metrics_address,
-              std::function<void(const std::string&)> notify);
+              std::function<void(const std::string&)> notify, std::shared_ptr<const HostedModel> model = nullptr);
   ~RingService();
 
   // Forms the ring and serves until stop() and the running job are done.
@@ -57,6 +68,10 @@ class RingService {
   // Rank 0: queue a job (events go to job->events). Throws Error while draining.
   void submit(std::shared_ptr<Job> job);
   std::uint64_t next_job_id() { return ++job_ids_; }
+  // Rank 0 with a model: queue a generation; every request queued when the ring takes the
+  // next one runs with it, packed into one batch. Throws Error while draining.
+  void submit_generation(std::shared_ptr<Generation> g);
+  const HostedModel* model() const { return model_.get(); }
 
   std::string status_json() const;  // this node, for `ringattn status`
   std::string nodes_json() const;   // every node's info as rank 0 collected it
@@ -69,6 +84,10 @@ class RingService {
   Leave coordinate();
   Leave work();
   void run_job(Job& job);
+  void run_generation(std::vector<std::shared_ptr<Generation>>& batch);
+  void run_worker_generation(std::uint64_t id);
+  void agree_on_model();
+  std::vector<std::shared_ptr<Generation>> take_generations();  // mu_ held
   ShardUpload upload_shards(Job& job, std::vector<ShardUpload>& sent, std::vector<MessageRequest>& sends);
   void gather_results(Job& job);
   void run_worker_job(std::uint64_t id, std::vector<std::byte>& buf);
@@ -98,6 +117,8 @@ class RingService {
   std::condition_variable cv_;
   std::unique_ptr<Ring> ring_;
   std::deque<std::shared_ptr<Job>> queue_;
+  std::shared_ptr<const HostedModel> model_;
+  std::deque<std::shared_ptr<Generation>> generations_;  // queued (rank 0)
   std::shared_ptr<Job> running_;
   std::uint64_t running_id_ = 0;  // the job a worker runs (0: none)
   std::condition_variable grace_cv_;

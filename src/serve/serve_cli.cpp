@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <ctime>
 #include <memory>
 #include <mutex>
@@ -25,6 +26,7 @@
 #include "src/serve/control_server.hpp"
 #include "src/serve/http_endpoint.hpp"
 #include "src/serve/metrics.hpp"
+#include "src/serve/openai_api.hpp"
 #include "src/serve/ring_service.hpp"
 #include "src/serve/serve_config.hpp"
 #include "ringattn_config.h"
@@ -73,6 +75,17 @@ void describe_metrics(Metrics& m) {
              "seconds the kernel waited on the network after its fold (transfer not hidden by compute)");
   m.describe("ringattn_useful_flops_total", T::counter, "useful attention FLOPs (visible pairs only)");
   m.describe("ringattn_control_refused_total", T::counter, "control connections dropped, by reason");
+  m.describe("ringattn_generations_total", T::counter, "generation requests of the hosted model, by result (ok, failed, cancelled)");
+  m.describe("ringattn_generations_queued", T::gauge, "generation requests waiting for the ring (rank 0)");
+  m.describe("ringattn_generated_tokens_total", T::counter, "tokens through the hosted model: phase prefill (prompt rows) and decode (generated)");
+  m.describe("ringattn_prefill_tokens_per_second", T::gauge, "the last batch's prompt tokens / its prefill time");
+  m.describe("ringattn_decode_tokens_per_second", T::gauge, "the last batch's generated tokens / its decode time");
+  m.describe("ringattn_generation_cache_rows", T::gauge, "KV cache rows this rank holds for running generations");
+  m.describe("ringattn_api_requests_total", T::counter, "requests to the OpenAI-style endpoint, by HTTP status");
+  m.describe_histogram("ringattn_time_to_first_token_seconds", "from a request's arrival to its first token (rank 0)",
+                       {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30});
+  m.describe_histogram("ringattn_inter_token_seconds", "between two tokens of one request (rank 0)",
+                       {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1});
   m.describe_histogram("ringattn_job_seconds", "job time (rank 0: whole job; workers: their forward pass)",
                        {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60, 300});
   m.describe_histogram("ringattn_step_seconds", "one ring step on this rank (fold plus exposed wait)",
@@ -125,7 +138,34 @@ int run_serve(const cli::Args& a) {
   auto notify = [](const std::string& line) { sd_notify(0, line.c_str()); };
   const std::string control = advertised(c.control, c, "--control");
   const bool metrics_on = c.metrics != "off";
-  RingService service(c, metrics, control, metrics_on ? advertised(c.metrics, c, "--metrics") : "off", notify);
+  // A hosted model: each daemon reads its own files now, before the ring forms; the ring
+  // then refuses to form unless every daemon holds the same (ring_generation.cpp).
+  std::shared_ptr<HostedModel> model;
+  if (!c.model.empty()) {
+    model = std::make_shared<HostedModel>();
+    model->options.llama2c = c.model;
+    model->options.tokenizer = c.tokenizer;
+    model->options.threads = c.ring.threads;
+    model->options.dtype = c.wire_dtype;
+    model->job = infer::load_model(model->options);
+    model->digest = model->job.digest();
+    model->name = std::filesystem::path(c.model).stem().string();
+    cli::logger("serve")->info("hosting {} ({})", model->name, model->job.description);
+  }
+  RingService service(c, metrics, control, metrics_on ? advertised(c.metrics, c, "--metrics") : "off", notify, model);
+  std::unique_ptr<OpenAiEndpoint> api;
+  if (c.api != "off" && c.ring.rank == 0) {
+    std::string key = secret;
+    if (c.api_key_file == "none") {
+      const std::string host = parse_host_port(c.api, "--api").host;
+      if (host != "127.0.0.1" && host != "::1" && host != "localhost")
+        throw InvalidArgument("--api-key-file none leaves the endpoint open: allowed on loopback only, not on " + c.api);
+      key.clear();
+    } else if (!c.api_key_file.empty()) {
+      key = load_token(c.api_key_file);
+    }
+    api = std::make_unique<OpenAiEndpoint>(c.api, key, service, metrics);
+  }
   ControlServer server(c.control, secret, c.ring.tls, c.ring.timeout, service, metrics);
   const auto started = std::chrono::steady_clock::now();
   std::unique_ptr<HttpEndpoint> http;

@@ -52,6 +52,13 @@ const std::vector<Key>& keys() {
        {"RINGATTN_GRACE"}},
       {"ring_id", Kind::integer, "N", "id shared by the ring's daemons; daemons of another ring are refused",
        {"RINGATTN_RING_ID"}},
+      {"model", Kind::text, "FILE", "host a model: a llama2.c checkpoint each daemon loads from its own path (every "
+                                     "daemon the same model)", {"RINGATTN_MODEL"}},
+      {"tokenizer", Kind::text, "FILE", "the model's llama2.c tokenizer", {"RINGATTN_TOKENIZER"}},
+      {"api", Kind::text, "HOST:PORT", "rank 0 with a model: the OpenAI-style HTTP endpoint (/v1/completions, "
+                                       "/v1/chat/completions; 'off': none)", {"RINGATTN_API"}},
+      {"api_key_file", Kind::text, "FILE", "the endpoint's bearer token, mode 0600 (default: the ring's token; 'none': "
+                                           "no token, loopback only)", {"RINGATTN_API_KEY_FILE"}},
       {"log_level", Kind::text, "LEVEL", "trace, debug, info, warn, error (the common --log-level)", {"RINGATTN_LOG_LEVEL"}},
       {"log_format", Kind::text, "FORMAT", "text, or json (one object per line, with the rank)", {"RINGATTN_LOG_FORMAT"}},
   };
@@ -252,6 +259,19 @@ ServeConfig load_serve_config(const cli::Args& a) {
   if (const Value* x = get("metrics")) c.metrics = x->text;
   if (const Value* x = get("grace")) c.grace = seconds(*x, 0);
   if (const Value* x = get("wire_dtype")) c.wire_dtype = parse_dtype(x->text);
+  if (const Value* x = get("model")) c.model = x->text;
+  if (const Value* x = get("tokenizer")) c.tokenizer = x->text;
+  if (const Value* x = get("api")) {
+    c.api = x->text;
+    if (c.api != "off" && parse_host_port(c.api, x->source).port == 0)
+      throw InvalidArgument(x->source + " = '" + c.api + "': give a fixed port for the endpoint");
+  }
+  if (const Value* x = get("api_key_file")) c.api_key_file = x->text;
+  if (c.model.empty() != c.tokenizer.empty())
+    throw InvalidArgument("a hosted model needs both model and tokenizer (" +
+                          (c.model.empty() ? std::string("tokenizer given, no model") : std::string("model given, no tokenizer")) + ")");
+  if (c.api != "off" && c.model.empty())
+    throw InvalidArgument("the endpoint (" + c.sources["api"] + ") serves a hosted model: give model and tokenizer too");
   if (const Value* x = get("log_format")) {
     if (x->text == "json") c.log_format = LogFormat::json;
     else if (x->text != "text") throw InvalidArgument(x->source + " = '" + x->text + "': expected text or json");

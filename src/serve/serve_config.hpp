@@ -20,6 +20,9 @@ struct ServeConfig {
   std::string control = "0.0.0.0:7700";   // where clients submit jobs and ask for status
   std::string metrics = "0.0.0.0:9464";   // HTTP /metrics and /healthz; "off": none
   DType wire_dtype = DType::f32;    // the dtype of jobs that do not ask for one
+  std::string model, tokenizer;     // a hosted model (llama2.c files, each daemon's own path); empty: none
+  std::string api = "off";          // rank 0: the OpenAI-style endpoint's HOST:PORT
+  std::string api_key_file;         // its bearer token; empty: the ring's token; "none": no token (loopback only)
   double grace = 30;                // seconds a running job may finish after SIGTERM
   LogFormat log_format = LogFormat::text;
   std::string log_level;            // empty: the default (info)

@@ -1,0 +1,270 @@
+// ringattn serve — the OpenAI-style endpoint (openai_api.hpp).
+#include "src/serve/openai_api.hpp"
+
+#include <httplib.h>
+
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+
+#include "ringattn/error.hpp"
+#include "ringattn/launch.hpp"
+#include "src/cli/json_object.hpp"
+#include "src/cli/json_value.hpp"
+#include "src/cli/log.hpp"
+#include "src/serve/ring_service.hpp"
+
+namespace ringattn::serve {
+
+namespace {
+
+constexpr std::size_t kMaxBody = 1 << 20;
+constexpr std::size_t kThreads = 16;                    // connections served at once
+constexpr auto kSilence = std::chrono::seconds(120);    // longest wait for the ring's next token
+
+struct ApiError {
+  int status;
+  std::string message;
+  std::string type = "invalid_request_error";
+};
+
+std::string error_json(const ApiError& e) {
+  return cli::JsonObject()
+      .add("error", cli::JsonObject().add("message", e.message).add("type", e.type).add("code", e.status))
+      .str();
+}
+
+void fail(httplib::Response& res, const ApiError& e) {
+  res.status = e.status;
+  res.set_content(error_json(e), "application/json");
+}
+
+bool same(const std::string& a, const std::string& b) {  // in time independent of where they differ
+  if (a.size() != b.size()) return false;
+  unsigned char d = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) d |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return d == 0;
+}
+
+std::string shortest(double x) {  // 1, 0.5, 9007199254740991
+  char b[32];
+  std::snprintf(b, sizeof b, "%.17g", x);
+  return b;
+}
+
+struct Asked {
+  std::vector<std::int32_t> prompt;
+  int max_tokens = 16;
+  infer::Sampling sampling{1.0f, 1.0f, 1};
+  bool stream = false;
+};
+
+// The request's fields, each checked; throws ApiError (400) naming the field.
+Asked parse_request(const std::string& body, bool chat, const HostedModel& m, const RingLimits& limits) {
+  cli::JsonValue j;
+  try {
+    j = cli::parse_json(body);
+  } catch (const std::exception& e) {
+    throw ApiError{400, std::string("the body is not valid JSON: ") + e.what()};
+  }
+  if (j.kind != cli::JsonValue::Kind::object) throw ApiError{400, "the body must be a JSON object"};
+  std::string text;
+  if (chat) {
+    const cli::JsonValue* msgs = j.get("messages");
+    if (!msgs || msgs->kind != cli::JsonValue::Kind::array || msgs->items.empty())
+      throw ApiError{400, "\"messages\" must be a non-empty array of {\"role\", \"content\"}"};
+    for (const cli::JsonValue& msg : msgs->items) {
+      const cli::JsonValue* c = msg.get("content");
+      if (!c || c->kind != cli::JsonValue::Kind::string) throw ApiError{400, "every message needs a string \"content\""};
+      text += (text.empty() ? "" : "\n") + c->string;
+    }
+  } else {
+    const cli::JsonValue* p = j.get("prompt");
+    if (!p || p->kind != cli::JsonValue::Kind::string) throw ApiError{400, "\"prompt\" must be a string"};
+    text = p->string;
+  }
+  auto number = [&](const char* key, double lo, double hi, double def, bool whole) {
+    const cli::JsonValue* v = j.get(key);
+    if (!v || v->kind == cli::JsonValue::Kind::null) return def;
+    if (v->kind != cli::JsonValue::Kind::number || !(v->number >= lo && v->number <= hi) || (whole && v->number != std::floor(v->number)))
+      throw ApiError{400, std::string("\"") + key + "\" must be " + (whole ? "an integer" : "a number") + " in [" + shortest(lo) +
+                              ", " + shortest(hi) + "]"};
+    return v->number;
+  };
+  Asked a;
+  a.max_tokens = static_cast<int>(number("max_tokens", 1, 1 << 20, 16, true));
+  a.sampling.temperature = static_cast<float>(number("temperature", 0, 2, 1, false));
+  a.sampling.top_p = static_cast<float>(number("top_p", 0, 1, 1, false));
+  a.sampling.seed = static_cast<std::uint64_t>(number("seed", 0, 9007199254740991.0, 1, true));
+  if (number("n", 1, 1, 1, true) != 1) throw ApiError{400, "\"n\" must be 1"};
+  if (const cli::JsonValue* s = j.get("stream"); s && s->kind != cli::JsonValue::Kind::null) {
+    if (s->kind != cli::JsonValue::Kind::boolean) throw ApiError{400, "\"stream\" must be true or false"};
+    a.stream = s->boolean;
+  }
+  for (const int t : m.job.tokenizer->encode(text, true, false)) a.prompt.push_back(t);
+  const auto n = static_cast<std::int64_t>(a.prompt.size());
+  const std::int64_t context = m.options.model.context;
+  if (context > 0 && n + a.max_tokens > context)
+    throw ApiError{400, "the prompt's " + std::to_string(n) + " tokens and max_tokens " + std::to_string(a.max_tokens) +
+                            " exceed the model's context of " + std::to_string(context) + " positions"};
+  if (n > limits.max_rows)
+    throw ApiError{400, "the prompt's " + std::to_string(n) + " tokens exceed the ring's max_rows of " +
+                            std::to_string(limits.max_rows) + " (one rank may hold a whole prompt)"};
+  return a;
+}
+
+// One response object or stream chunk.
+std::string choice_json(bool chat, bool chunk, const std::string& id, std::time_t created, const std::string& model,
+                        const std::string& text, const std::string& finish, const cli::JsonObject* usage) {
+  cli::JsonObject choice;
+  choice.add("index", 0);
+  if (chat) choice.add(chunk ? "delta" : "message", cli::JsonObject().add("role", "assistant").add("content", text));
+  else choice.add("text", text).add_null("logprobs");
+  if (finish.empty()) choice.add_null("finish_reason");
+  else choice.add("finish_reason", finish);
+  cli::JsonObject o;
+  o.add("id", id)
+      .add("object", chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion")
+      .add("created", static_cast<std::int64_t>(created))
+      .add("model", model)
+      .add("choices", std::vector<cli::JsonObject>{choice});
+  if (usage) o.add("usage", *usage);
+  return o.str();
+}
+
+cli::JsonObject usage_json(std::size_t prompt, int completion) {
+  return cli::JsonObject()
+      .add("prompt_tokens", static_cast<std::int64_t>(prompt))
+      .add("completion_tokens", completion)
+      .add("total_tokens", static_cast<std::int64_t>(prompt) + completion);
+}
+
+}  // namespace
+
+OpenAiEndpoint::OpenAiEndpoint(const std::string& listen, std::string api_key, RingService& service, Metrics& metrics)
+    : server_(std::make_unique<httplib::Server>()) {
+  const HostPort at = parse_host_port(listen, "--api");
+  httplib::Server& s = *server_;
+  s.new_task_queue = [] { return new httplib::ThreadPool(kThreads); };
+  s.set_payload_max_length(kMaxBody);
+  s.set_read_timeout(10, 0);
+  s.set_write_timeout(30, 0);
+  s.set_keep_alive_max_count(100);
+  s.set_pre_routing_handler([key = std::move(api_key), &metrics](const httplib::Request& req, httplib::Response& res) {
+    if (key.empty() || same(req.get_header_value("Authorization"), "Bearer " + key)) return httplib::Server::HandlerResponse::Unhandled;
+    metrics.add("ringattn_api_requests_total", {{"status", "401"}});
+    res.set_header("WWW-Authenticate", "Bearer");
+    fail(res, {401, "a bearer token is required: Authorization: Bearer <the daemon's api key>", "authentication_error"});
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  const HostedModel* model = service.model();
+  s.Get("/v1/models", [model](const httplib::Request&, httplib::Response& res) {
+    cli::JsonObject m;
+    m.add("id", model->name).add("object", "model").add("owned_by", "ringattn");
+    res.set_content(cli::JsonObject().add("object", "list").add("data", std::vector<cli::JsonObject>{m}).str(), "application/json");
+  });
+  auto handle = [&service, &metrics, model](const httplib::Request& req, httplib::Response& res, bool chat) {
+    try {
+      const RingState st = service.state();
+      if (st != RingState::ready && st != RingState::running)
+        throw ApiError{503, "the ring is " + std::string(to_string(st)) + "; try again once it is ready", "server_error"};
+      const Asked a = parse_request(req.body, chat, *model, service.limits());
+      auto g = std::make_shared<Generation>();
+      g->id = service.next_job_id();
+      g->prompt = a.prompt;
+      g->max_tokens = a.max_tokens;
+      g->sampling = a.sampling;
+      try {
+        service.submit_generation(g);
+      } catch (const Error& e) {
+        throw ApiError{503, e.what(), "server_error"};
+      }
+      metrics.add("ringattn_api_requests_total", {{"status", "200"}});
+      const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(g->id);
+      const std::time_t created = std::time(nullptr);
+      const std::string name = model->name;
+      const std::size_t prompt_tokens = a.prompt.size();
+      if (!a.stream) {
+        std::string text, finish;
+        int completion = 0;
+        for (;;) {
+          const std::optional<TokenEvent> e = g->stream.next(kSilence);
+          if (!e) {
+            g->cancelled = true;
+            throw ApiError{504, "no token from the ring in 120 s", "server_error"};
+          }
+          if (e->kind == TokenEvent::Kind::error) throw ApiError{e->status, e->error, "server_error"};
+          if (e->kind == TokenEvent::Kind::done) {
+            finish = e->finish_reason;
+            break;
+          }
+          text += e->piece;
+          ++completion;
+        }
+        const cli::JsonObject usage = usage_json(prompt_tokens, completion);
+        res.set_content(choice_json(chat, false, id, created, name, text, finish, &usage), "application/json");
+        return;
+      }
+      res.set_header("Cache-Control", "no-cache");
+      auto completion = std::make_shared<int>(0);
+      res.set_chunked_content_provider(
+          "text/event-stream",
+          [g, chat, id, created, name, prompt_tokens, completion](std::size_t, httplib::DataSink& sink) {
+            auto send = [&](const std::string& data) {
+              const std::string line = "data: " + data + "\n\n";
+              if (sink.write(line.data(), line.size())) return true;
+              g->cancelled = true;  // the client went away: its tokens are dropped
+              return false;
+            };
+            const std::optional<TokenEvent> e = g->stream.next(kSilence);
+            if (!e) {
+              g->cancelled = true;
+              send(error_json({504, "no token from the ring in 120 s", "server_error"}));
+              sink.done();
+              return true;
+            }
+            switch (e->kind) {
+              case TokenEvent::Kind::token:
+                ++*completion;
+                return send(choice_json(chat, true, id, created, name, e->piece, "", nullptr));
+              case TokenEvent::Kind::done: {
+                const cli::JsonObject usage = usage_json(prompt_tokens, *completion);
+                if (!send(choice_json(chat, true, id, created, name, "", e->finish_reason, &usage)) || !send("[DONE]")) return false;
+                sink.done();
+                return true;
+              }
+              case TokenEvent::Kind::error:
+                send(error_json({e->status, e->error, "server_error"}));
+                sink.done();
+                return true;
+            }
+            return false;
+          },
+          [g](bool success) {
+            if (!success) g->cancelled = true;
+          });
+    } catch (const ApiError& e) {
+      metrics.add("ringattn_api_requests_total", {{"status", std::to_string(e.status)}});
+      fail(res, e);
+    }
+  };
+  s.Post("/v1/completions", [handle](const httplib::Request& req, httplib::Response& res) { handle(req, res, false); });
+  s.Post("/v1/chat/completions", [handle](const httplib::Request& req, httplib::Response& res) { handle(req, res, true); });
+  s.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    fail(res, {res.status, res.status == 404 ? "not found: POST /v1/completions or /v1/chat/completions, GET /v1/models"
+                          : res.status == 413 ? "the body is larger than 1 MiB"
+                                              : "the request was refused (HTTP " + std::to_string(res.status) + ")"});
+  });
+  if (!s.bind_to_port(at.host, at.port))
+    throw NetworkError("--api " + listen + ": cannot listen there (in use, or not this host's address)");
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  cli::logger("serve")->info("OpenAI-style endpoint on http://{}/v1 ({})", listen, "completions, chat/completions, models");
+}
+
+OpenAiEndpoint::~OpenAiEndpoint() {
+  server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace ringattn::serve

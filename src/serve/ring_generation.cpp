@@ -1,0 +1,182 @@
+// RingService's generation jobs on a hosted model: rank 0 packs every queued request into
+// one batch and sends it to the workers (JOB, GENERATE); every rank runs infer::run_batch
+// on it — the prompts prefilled through Ring::forward, decoded on the stationary KV shards
+// through Ring::decode — with every prompt decoded on rank 0, which streams each token to
+// its request the moment it is chosen. Then DONE, as for an attention job.
+#include <algorithm>
+
+#include "ringattn/error.hpp"
+#include "infer/agreement.hpp"
+#include "infer/job.hpp"
+#include "src/cli/log.hpp"
+#include "src/serve/peer_messages.hpp"
+#include "src/serve/ring_service.hpp"
+#include "src/serve/service_events.hpp"
+
+namespace ringattn::serve {
+
+namespace {
+
+constexpr std::byte kGeneration[1] = {static_cast<std::byte>(peer::JobKind::generation)};
+
+// The options every rank runs a batch with: the model's, every prompt decoded on rank 0.
+infer::JobOptions batch_options(const HostedModel& m, int steps) {
+  infer::JobOptions o = m.options;
+  o.tokens = steps;
+  o.decode_rank = 0;
+  o.progress = false;
+  o.layout.reset();
+  return o;
+}
+
+}  // namespace
+
+void RingService::agree_on_model() {
+  if (world() == 1) return;
+  infer::agree_on_model(*ring_, model_ ? model_->digest : 0, model_ ? model_->job.description : "no model");
+}
+
+void RingService::submit_generation(std::shared_ptr<Generation> g) {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) throw Error("rank 0 is shutting down and takes no more requests; send it again once it is back");
+    generations_.push_back(std::move(g));
+    metrics_.set("ringattn_generations_queued", {}, static_cast<double>(generations_.size()));
+  }
+  cv_.notify_all();
+}
+
+std::vector<std::shared_ptr<Generation>> RingService::take_generations() {
+  // One rank may hold every row of a batch (short prompts go whole to one rank), and one
+  // decode call carries every prompt's token: both within max_rows.
+  const std::int64_t cap = limits().max_rows;
+  std::vector<std::shared_ptr<Generation>> batch;
+  std::int64_t tokens = 0;
+  while (!generations_.empty()) {
+    std::shared_ptr<Generation> g = generations_.front();
+    const auto n = static_cast<std::int64_t>(g->prompt.size());
+    if (!batch.empty() && (tokens + n > cap || static_cast<std::int64_t>(batch.size()) >= cap)) break;
+    generations_.pop_front();
+    if (g->cancelled) {  // its client left while it waited
+      g->ended = true;
+      metrics_.add("ringattn_generations_total", {{"result", "cancelled"}});
+      continue;
+    }
+    tokens += n;
+    batch.push_back(std::move(g));
+  }
+  metrics_.set("ringattn_generations_queued", {}, static_cast<double>(generations_.size()));
+  return batch;
+}
+
+void RingService::run_generation(std::vector<std::shared_ptr<Generation>>& batch) {
+  if (batch.empty()) return;
+  const HostedModel& m = *model_;
+  int steps = 0;
+  for (const auto& g : batch) steps = std::max(steps, g->max_tokens);
+  const std::string payload = encode_batch(batch, steps);
+  const std::uint64_t id = next_job_id();
+  const std::span<const std::byte> bytes = std::as_bytes(std::span(payload.data(), payload.size()));
+  std::vector<MessageRequest> sends;
+  for (int r = 1; r < world(); ++r) {
+    sends.push_back(ring_->send_message(r, static_cast<std::uint32_t>(peer::Msg::job), id, kGeneration));
+    sends.push_back(ring_->send_message(r, static_cast<std::uint32_t>(peer::Msg::generate), id, bytes));
+  }
+  // Rank 0 runs what it sent, read back as the workers read it.
+  const DecodedBatch b = decode_batch(payload, m.options.model.vocab, m.options.model.context, limits().max_rows);
+  for (auto& s : sends) ring_->wait(s);
+
+  const infer::Tokenizer& tok = *m.job.tokenizer;
+  std::vector<int> prev(batch.size());
+  std::vector<Clock::time_point> last(batch.size());
+  for (std::size_t i = 0; i < batch.size(); ++i) prev[i] = batch[i]->prompt.back();
+  std::int64_t generated = 0;
+  auto sink = [&](std::int32_t prompt, std::int32_t token) {
+    const auto i = static_cast<std::size_t>(prompt);
+    Generation& g = *batch[i];
+    if (g.ended) return;
+    if (g.cancelled) {
+      g.ended = true;
+      metrics_.add("ringattn_generations_total", {{"result", "cancelled"}});
+      return;
+    }
+    const auto now = Clock::now();
+    if (g.generated == 0) metrics_.observe("ringattn_time_to_first_token_seconds", {}, std::chrono::duration<double>(now - g.queued_at).count());
+    else metrics_.observe("ringattn_inter_token_seconds", {}, std::chrono::duration<double>(now - last[i]).count());
+    last[i] = now;
+    if (infer::Tokenizer::ends_text(token)) {
+      g.ended = true;
+      g.stream.push(done_event("stop"));
+      metrics_.add("ringattn_generations_total", {{"result", "ok"}});
+      return;
+    }
+    const std::string piece = tok.text(std::span<const int>(&token, 1), prev[i]);
+    prev[i] = token;
+    ++g.generated;
+    ++generated;
+    g.stream.push(token_event(token, piece));
+    if (g.generated >= g.max_tokens) {
+      g.ended = true;
+      g.stream.push(done_event("length"));
+      metrics_.add("ringattn_generations_total", {{"result", "ok"}});
+    }
+  };
+  infer::JobStats st;
+  const auto t0 = Clock::now();
+  infer::run_batch(*ring_, m.job.model, b.prompts, batch_options(m, steps), st, sink);
+  for (auto& g : batch)
+    if (!g->ended) {  // cannot happen (every request is served up to max_tokens <= steps); never leave one waiting
+      g->ended = true;
+      g->stream.push(done_event("length"));
+    }
+  std::vector<MessageRequest> dones;
+  try {
+    for (int r = 1; r < world(); ++r) dones.push_back(ring_->send_message(r, static_cast<std::uint32_t>(peer::Msg::done), id, {}));
+    for (auto& d : dones) ring_->wait(d);
+  } catch (const NetworkError& e) {
+    cli::logger("serve")->info("generation {}: every token is out; the ring ended after it: {}", id, e.what());
+  }
+  std::int64_t prompt_tokens = 0;
+  for (const auto& p : b.prompts) prompt_tokens += static_cast<std::int64_t>(p.tokens.size());
+  metrics_.add("ringattn_generated_tokens_total", {{"phase", "prefill"}}, static_cast<double>(prompt_tokens));
+  metrics_.add("ringattn_generated_tokens_total", {{"phase", "decode"}}, static_cast<double>(generated));
+  if (st.prefill_seconds > 0) metrics_.set("ringattn_prefill_tokens_per_second", {}, static_cast<double>(prompt_tokens) / st.prefill_seconds);
+  if (st.decode_seconds > 0)
+    metrics_.set("ringattn_decode_tokens_per_second", {},
+                 static_cast<double>(b.prompts.size()) * static_cast<double>(st.decode_steps) / st.decode_seconds);
+  metrics_.set("ringattn_generation_cache_rows", {}, 0);  // the batch's caches are freed with it
+  record_job(id, JobResult::ok, since(t0), std::to_string(batch.size()) + " generations, " + std::to_string(prompt_tokens) + " prompt tokens", "",
+             FailureCause::unknown);
+  cli::logger("serve")->info("generation {}: {} requests, {} prompt tokens, {} steps in {:.3f} s", id, batch.size(), prompt_tokens,
+                             steps, since(t0));
+}
+
+void RingService::run_worker_generation(std::uint64_t id) {
+  std::vector<std::byte> buf;
+  peer::receive(*ring_, 0, peer::Msg::generate, id, buf);
+  if (!model_)  // the ring agreed on the model when it formed: rank 0 has none either
+    throw NetworkError("rank 0 sent generation " + std::to_string(id) + " but this daemon hosts no model", FailureCause::protocol, 0);
+  const HostedModel& m = *model_;
+  const DecodedBatch b = decode_batch(std::string(reinterpret_cast<const char*>(buf.data()), buf.size()), m.options.model.vocab,
+                                      m.options.model.context, limits().max_rows);
+  {
+    std::lock_guard lock(mu_);
+    running_id_ = id;
+  }
+  set_state(RingState::running);
+  const auto t0 = Clock::now();
+  infer::JobStats st;
+  infer::run_batch(*ring_, m.job.model, b.prompts, batch_options(m, b.max_tokens), st, {});
+  peer::receive_into(*ring_, 0, peer::Msg::done, id, {});
+  metrics_.add("ringattn_generated_tokens_total", {{"phase", "prefill"}}, static_cast<double>(st.rows));
+  record_job(id, JobResult::ok, since(t0), std::to_string(b.prompts.size()) + " generations, " + std::to_string(st.rows) + " rows here", "",
+             FailureCause::unknown);
+  {
+    std::lock_guard lock(mu_);
+    running_id_ = 0;
+    record_transport();
+  }
+  set_state(stopping_ ? RingState::draining : RingState::ready);
+}
+
+}  // namespace ringattn::serve
