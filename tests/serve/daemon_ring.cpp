@@ -55,6 +55,10 @@ void DaemonRing::start(int rank) {
                                    "--timeout", std::to_string(config_.timeout),
                                    "--grace", std::to_string(config_.grace)};
   args.insert(args.end(), config_.extra.begin(), config_.extra.end());
+  if (static_cast<std::size_t>(rank) < config_.rank_extra.size()) {
+    const auto& more = config_.rank_extra[static_cast<std::size_t>(rank)];
+    args.insert(args.end(), more.begin(), more.end());
+  }
   // The log goes to a file (appended across restarts), not a pipe the test would have to
   // keep drained; `exec` keeps the daemon's pid the one the fixture signals.
   std::vector<std::string> sh = {"-c", "exec \"$0\" \"$@\" 2>>" + log_file(rank), itest::ringattn_exe()};
@@ -62,6 +66,11 @@ void DaemonRing::start(int rank) {
   auto& slot = daemons_[static_cast<std::size_t>(rank)];
   slot.reset();
   slot = std::make_unique<itest::Spawned>(sh, itest::Env{{"OMP_NUM_THREADS", "1"}}, "/bin/sh");
+}
+
+void DaemonRing::set_rank_extra(int rank, std::vector<std::string> args) {
+  if (config_.rank_extra.size() <= static_cast<std::size_t>(rank)) config_.rank_extra.resize(static_cast<std::size_t>(rank) + 1);
+  config_.rank_extra[static_cast<std::size_t>(rank)] = std::move(args);
 }
 
 void DaemonRing::signal(int rank, int sig) { ::kill(daemons_[static_cast<std::size_t>(rank)]->pid(), sig); }

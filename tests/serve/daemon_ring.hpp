@@ -24,6 +24,7 @@ struct RingConfig {
   double grace = 30;
   std::vector<std::string> extra;   // more serve options, for every daemon
   std::vector<std::string> client;  // more options for every submit and status (e.g. --tls)
+  std::vector<std::vector<std::string>> rank_extra;  // more serve options for rank r (index r), after `extra`
 };
 
 class DaemonRing {
@@ -32,6 +33,7 @@ class DaemonRing {
   ~DaemonRing();  // SIGKILLs every daemon still running
 
   void start(int rank);                       // (re)starts daemon `rank`
+  void set_rank_extra(int rank, std::vector<std::string> args);  // for its next start()
   void signal(int rank, int sig);             // to the daemon's process
   itest::Outcome stop(int rank, double deadline);  // waits for it to exit
   bool running(int rank);

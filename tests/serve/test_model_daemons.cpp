@@ -1,0 +1,227 @@
+// Daemons that host a real model (stories260K; skipped with "skipped: no model at ..."
+// where the files are absent): streaming completions through the OpenAI-style endpoint to
+// curl (server-sent events) and to Python's http.client at once, each llama2.c's exact
+// text; chat; refusals before any work; a client that leaves mid-stream; a worker killed
+// mid-generation; a daemon holding another model; 200 requests from 8 connections.
+#include <doctest/doctest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <thread>
+
+#include "src/cli/json_object.hpp"
+#include "src/cli/json_value.hpp"
+#include "tests/model/model_files.hpp"
+#include "tests/serve/daemon_ring.hpp"
+
+namespace ringattn::stest {
+namespace {
+
+const std::string kPrompt = "Once upon a time";
+// llama2.c's 60 greedy tokens after the prompt: the completion's text.
+std::string completion_60() { return ::test::kRunText.substr(kPrompt.size()); }
+
+struct ModelRing {
+  std::filesystem::path dir;
+  int api_port = itest::free_port();
+  std::unique_ptr<DaemonRing> ring;
+  std::string token;
+
+  explicit ModelRing(const std::filesystem::path& d) : dir(d) {
+    RingConfig c;
+    c.extra = {"--model", (d / "stories260K.bin").string(), "--tokenizer", (d / "tok512.bin").string(), "--api", api()};
+    ring = std::make_unique<DaemonRing>(c);
+    std::ifstream f(ring->token_file());
+    std::getline(f, token);
+  }
+  std::string api() const { return "127.0.0.1:" + std::to_string(api_port); }
+  std::string url(const std::string& path) const { return "http://" + api() + path; }
+  std::string auth() const { return "Authorization: Bearer " + token; }
+};
+
+Outcome run(const std::string& exe, const std::vector<std::string>& args, double deadline = 120) {
+  itest::Spawned p(args, {}, exe);
+  return p.wait(deadline);
+}
+
+// The completion text of an SSE stream as curl printed it ("" and `error` set on an error event).
+std::string sse_text(const std::string& out, std::string* error = nullptr, bool* done = nullptr) {
+  std::istringstream in(out);
+  std::string line, text;
+  while (std::getline(in, line)) {
+    if (line.rfind("data: ", 0) != 0) continue;
+    const std::string data = line.substr(6);
+    if (data == "[DONE]") {
+      if (done) *done = true;
+      continue;
+    }
+    const cli::JsonValue j = cli::parse_json(data);
+    if (const cli::JsonValue* e = j.get("error")) {
+      if (error) *error = e->get("message")->string;
+      continue;
+    }
+    const cli::JsonValue& choice = j.get("choices")->items.at(0);
+    if (const cli::JsonValue* t = choice.get("text")) text += t->string;
+    else if (const cli::JsonValue* d = choice.get("delta")) text += d->get("content")->string;
+  }
+  return text;
+}
+
+std::vector<std::string> curl_post(const ModelRing& m, const std::string& path, const std::string& body, bool auth = true) {
+  std::vector<std::string> a = {"-sN", "--max-time", "100", "-H", "Content-Type: application/json"};
+  if (auth) a.insert(a.end(), {"-H", m.auth()});
+  a.insert(a.end(), {"-w", "\nHTTP %{http_code}\n", "-d", body, m.url(path)});
+  return a;
+}
+
+std::string body(int max_tokens, bool stream, const std::string& prompt = kPrompt) {
+  return "{\"prompt\": " + cli::json_quote(prompt) + ", \"max_tokens\": " + std::to_string(max_tokens) +
+         ", \"temperature\": 0, \"stream\": " + (stream ? "true" : "false") + "}";
+}
+
+double metric(const DaemonRing& r, int rank, const std::string& series) {
+  const auto [code, text] = http_get(r.metrics(rank), "/metrics");
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  return 0;
+}
+
+bool eventually(const std::function<bool()>& pred, double seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < until) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return pred();
+}
+
+const std::string kClient = RINGATTN_SOURCE_ROOT "/tests/serve/openai_client.py";
+
+}  // namespace
+
+TEST_CASE("serve --model: curl and Python stream llama2.c's exact text at once; chat and whole responses too; refusals before work") {
+  const auto dir = ::test::model_dir();
+  if (!dir) return;
+  ModelRing m(*dir);
+  REQUIRE(m.ring->wait_ready(60));
+  // Four clients at once: two curl streams, Python's http.client stream, a whole chat response.
+  itest::Spawned c1(curl_post(m, "/v1/completions", body(60, true)), {}, "/usr/bin/curl");
+  itest::Spawned c2(curl_post(m, "/v1/completions", body(60, true)), {}, "/usr/bin/curl");
+  itest::Spawned py({kClient, m.api(), m.token, "stream", kPrompt, "60"}, {}, "/usr/bin/python3");
+  itest::Spawned chat(curl_post(m, "/v1/chat/completions",
+                                "{\"messages\": [{\"role\": \"user\", \"content\": \"Once upon a time\"}], \"max_tokens\": 60, \"temperature\": 0}"),
+                      {}, "/usr/bin/curl");
+  const Outcome o1 = c1.wait(120), o2 = c2.wait(120), op = py.wait(120), oc = chat.wait(120);
+  INFO("curl 1: " << o1.out << "\npython: " << op.err << "\nrank 0: " << m.ring->log(0));
+  bool done = false;
+  CHECK(sse_text(o1.out, nullptr, &done) == completion_60());
+  CHECK(done);
+  CHECK(sse_text(o2.out) == completion_60());
+  CHECK(op.exit_code == 0);
+  CHECK(op.out == completion_60());
+  REQUIRE(oc.out.find("HTTP 200") != std::string::npos);
+  const cli::JsonValue cj = cli::parse_json(oc.out.substr(0, oc.out.find("\nHTTP")));
+  CHECK(cj.get("choices")->items.at(0).get("message")->get("content")->string == completion_60());
+  CHECK(cj.get("usage")->get("completion_tokens")->number == 60);
+  CHECK(cj.get("usage")->get("prompt_tokens")->number == 5);
+
+  // Refused before any work, each with its HTTP status and what to fix.
+  Outcome r = run("/usr/bin/curl", curl_post(m, "/v1/completions", body(4, false), false));
+  CHECK(r.out.find("HTTP 401") != std::string::npos);
+  r = run("/usr/bin/curl", curl_post(m, "/v1/completions", body(600, false)));
+  CHECK(r.out.find("HTTP 400") != std::string::npos);
+  CHECK(r.out.find("5 tokens and max_tokens 600 exceed the model's context of 512") != std::string::npos);
+  r = run("/usr/bin/curl", curl_post(m, "/v1/completions", "{\"prompt\": [1, 2]}"));
+  CHECK(r.out.find("HTTP 400") != std::string::npos);
+  CHECK(r.out.find("\\\"prompt\\\" must be a string") != std::string::npos);
+  r = run("/usr/bin/curl", curl_post(m, "/v1/completions", "{\"prompt\": \"x\""));
+  CHECK(r.out.find("HTTP 400") != std::string::npos);
+  r = run("/usr/bin/curl", curl_post(m, "/v1/nothing", "{}"));
+  CHECK(r.out.find("HTTP 404") != std::string::npos);
+  CHECK(metric(*m.ring, 0, "ringattn_generations_total{result=\"ok\"}") >= 4);
+  CHECK(metric(*m.ring, 0, "ringattn_time_to_first_token_seconds_count") >= 4);
+  CHECK(metric(*m.ring, 0, "ringattn_generated_tokens_total{phase=\"decode\"}") >= 240);
+}
+
+TEST_CASE("serve --model: a client gone mid-stream is cancelled; a worker killed mid-generation is named; the ring re-forms; the next text is exact") {
+  const auto dir = ::test::model_dir();
+  if (!dir) return;
+  ModelRing m(*dir);
+  REQUIRE(m.ring->wait_ready(60));
+  {  // curl leaves after a fraction of a second of a 500-token stream
+    std::vector<std::string> a = curl_post(m, "/v1/completions", body(500, true));
+    a[2] = "0.3";  // --max-time
+    run("/usr/bin/curl", a);
+  }
+  CHECK(eventually([&] { return metric(*m.ring, 0, "ringattn_generations_total{result=\"cancelled\"}") >= 1; }, 60));
+  CHECK(sse_text(run("/usr/bin/curl", curl_post(m, "/v1/completions", body(60, true))).out) == completion_60());
+
+  itest::Spawned stream(curl_post(m, "/v1/completions", body(500, true)), {}, "/usr/bin/curl");
+  CHECK(eventually([&] { stream.pump(); return stream.out().find("data: ") != std::string::npos; }, 60));
+  m.ring->signal(1, SIGKILL);
+  const Outcome o = stream.wait(120);
+  std::string error;
+  sse_text(o.out, &error);
+  INFO("stream: " << o.out.substr(o.out.size() > 600 ? o.out.size() - 600 : 0));
+  CHECK(error.find("rank 1") != std::string::npos);
+  m.ring->start(1);
+  REQUIRE(m.ring->wait_ready(60));
+  CHECK(sse_text(run("/usr/bin/curl", curl_post(m, "/v1/completions", body(60, true))).out) == completion_60());
+}
+
+TEST_CASE("serve --model: a daemon holding another model file is refused, naming both ranks and both files") {
+  const auto dir = ::test::model_dir();
+  if (!dir) return;
+  ModelRing m(*dir);
+  REQUIRE(m.ring->wait_ready(60));
+  const std::string other = m.ring->dir().file("stories260K-flipped.bin");
+  {
+    std::ifstream in(*dir / "stories260K.bin", std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    bytes[bytes.size() / 2] ^= 1;  // one weight's lowest bit
+    std::ofstream(other, std::ios::binary) << bytes;
+  }
+  m.ring->signal(2, SIGKILL);
+  m.ring->stop(2, 10);
+  m.ring->set_rank_extra(2, {"--model", other});
+  m.ring->start(2);
+  CHECK(eventually([&] { return m.ring->log(0).find("hold different models") != std::string::npos; }, 60));
+  const std::string log0 = m.ring->log(0);
+  CHECK(log0.find("rank 0 and rank 2 hold different models") != std::string::npos);
+  CHECK(log0.find("stories260K-flipped.bin") != std::string::npos);
+  CHECK(m.ring->log(2).find("rank 0 and rank 2 hold different models") != std::string::npos);
+  const Outcome r = run("/usr/bin/curl", curl_post(m, "/v1/completions", body(4, false)));
+  CHECK(r.out.find("HTTP 503") != std::string::npos);  // the ring is not formed: nothing is generated
+}
+
+TEST_CASE("serve --model: 200 requests from 8 connections, every text exact; rank 0's RSS flat") {
+  const auto dir = ::test::model_dir();
+  if (!dir) return;
+  ModelRing m(*dir);
+  REQUIRE(m.ring->wait_ready(60));
+  const std::string want = completion_60();
+  auto load = [&](int n) {
+    const Outcome o = run("/usr/bin/python3", {kClient, m.api(), m.token, "load", std::to_string(n), "8", kPrompt, "60", want}, 600);
+    INFO("client: " << o.err);
+    REQUIRE(o.exit_code == 0);
+    return cli::parse_json(o.out);
+  };
+  const cli::JsonValue warm = load(24);
+  CHECK(warm.get("ok")->number == 24);
+  const long before = rss_kib(m.ring->pid(0));
+  const cli::JsonValue j = load(200);
+  const long after = rss_kib(m.ring->pid(0));
+  INFO("rss " << before << " -> " << after << " KiB");
+  CHECK(j.get("ok")->number == 200);
+  CHECK(j.get("wrong")->number == 0);
+  CHECK(j.get("errors")->number == 0);
+  CHECK(static_cast<double>(after) <= 1.05 * static_cast<double>(before));
+}
+
+}  // namespace ringattn::stest
