@@ -221,7 +221,11 @@ TEST_CASE("serve --model: 200 requests from 8 connections, every text exact; ran
   CHECK(j.get("ok")->number == 200);
   CHECK(j.get("wrong")->number == 0);
   CHECK(j.get("errors")->number == 0);
+#if defined(__SANITIZE_ADDRESS__)
+  MESSAGE("RSS not compared under AddressSanitizer (its quarantine keeps freed memory resident)");
+#else
   CHECK(static_cast<double>(after) <= 1.05 * static_cast<double>(before));
+#endif
 }
 
 }  // namespace ringattn::stest
