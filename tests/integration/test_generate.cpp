@@ -5,7 +5,13 @@
 // packed, --json, a ring joined from the environment, and failures that name the rank.
 #include <doctest/doctest.h>
 
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -156,6 +162,13 @@ TEST_CASE("generate --prompts: a packed batch of text and token prompts gives ea
     INFO("P " << p);
     CHECK(results(p) == one);
   }
+  {  // every prompt decoded on rank 0, as the daemons decode (the holders send it their last rows)
+    const JsonValue j = parse_json(
+        text_of(*dir, {"--prompts", file.string(), "--max-tokens", "60", "--nodes", "3", "--json", "--decode-rank", "0"}));
+    std::vector<std::string> texts;
+    for (const JsonValue& r : j.get("results")->items) texts.push_back(r.get("text")->string);
+    CHECK(texts == one);
+  }
   std::filesystem::remove(file);
 }
 
@@ -175,6 +188,46 @@ TEST_CASE("generate --from-env: two ranks started by hand; the rank owning the p
   REQUIRE(o0.exit_code == 0);
   REQUIRE(o1.exit_code == 0);
   CHECK(o0.out + o1.out == ::test::kRunText + "\n");  // one of them owns the prompt's last token
+}
+
+namespace {
+// The pid of `generate`'s rank `rank`, a child of the launcher `parent`; -1 if none (yet).
+pid_t member_pid(pid_t parent, int rank) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line) || line.rfind(')') == std::string::npos) continue;
+    std::istringstream rest(line.substr(line.rfind(')') + 2));
+    char state = 0;
+    int ppid = 0;
+    rest >> state >> ppid;
+    if (ppid != parent || state == 'Z') continue;
+    std::ifstream cmd(entry.path() / "cmdline");
+    std::vector<std::string> argv;
+    for (std::string a; std::getline(cmd, a, '\0');) argv.push_back(a);
+    for (std::size_t i = 0; i + 1 < argv.size(); ++i)
+      if (argv[i] == "--member" && argv[i + 1] == std::to_string(rank)) return std::stoi(name);
+  }
+  return -1;
+}
+}  // namespace
+
+TEST_CASE("generate: a rank killed mid-generation fails the run naming it; no process is left") {
+  const auto dir = ::test::model_dir();
+  if (!dir) return;
+  Spawned g(generate(*dir, {"--prompt", "Once upon a time", "--max-tokens", "480", "--nodes", "3", "--timeout", "10"}));
+  // Once text streams, the ranks are decoding: kill rank 1.
+  for (int i = 0; i < 600 && g.pump() && g.out().size() < 40; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const pid_t victim = member_pid(g.pid(), 1);
+  REQUIRE(victim > 0);
+  ::kill(victim, SIGKILL);
+  const Outcome r = g.wait(120);
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code != 0);
+  CHECK(r.group_empty);
+  CHECK(r.err.find("rank 1") != std::string::npos);
 }
 
 TEST_CASE("generate: bad input fails before the ring forms, naming the file and the rank") {
