@@ -120,6 +120,12 @@ RingOptions ring_options(const Plan& p, RingOptions o) {
   o.threads = p.job.threads;
   o.timeout = p.timeout;
   o.limits.max_rows = p.max_rows;
+  if (p.job.llama2c.empty()) {  // seed:S: the shape is known here, so a long prompt's blocks are bounded by it
+    o.limits.max_heads = p.job.model.heads;
+    o.limits.max_kv_heads = p.job.model.kv_heads;
+    // the head dim the ring runs: padded to a multiple of 16, at least 32 (infer/job.cpp)
+    o.limits.max_head_dim = std::max<std::int64_t>((p.job.model.head_dim + 15) / 16 * 16, 32);
+  }
   return o;
 }
 
@@ -142,7 +148,7 @@ int member(const Plan& p, int rank, const std::string& master, std::uint64_t rin
     line.add("prompt", static_cast<std::int64_t>(e.prompt)).add_json("id", e.id).add("token", static_cast<std::int64_t>(e.token)).add("piece", e.piece);
     if (e.prompt_text) line.add("prompt_text", *e.prompt_text).add("prompt_tokens", e.prompt_tokens);
     node::emit_line("GEN " + line.str());
-  });
+  }, true);
   node::emit_line("STATS " + f.json().add("rank", rank).str());
   return 0;
 }

@@ -76,12 +76,16 @@ void GenerateOutput::on_token(const TokenEvent& e) {
 
 void GenerateOutput::finish(const std::vector<RankFigures>& ranks) {
   const double seconds = elapsed(start_);
-  RankFigures slowest;  // each phase's slowest rank: the run waits for it
+  // The prefill's slowest rank: the run waits for it. The decode's shortest: every rank's
+  // decode ends with the same last call, and a rank that finished its prefill early counts
+  // its wait for the others in its first decode call; the last to start has the decode's time.
+  RankFigures slowest;
+  slowest.decode_seconds = slowest.decode_attention_seconds = ranks.empty() ? 0 : 1e300;
   for (const RankFigures& r : ranks) {
     slowest.prefill_seconds = std::max(slowest.prefill_seconds, r.prefill_seconds);
     slowest.prefill_attention_seconds = std::max(slowest.prefill_attention_seconds, r.prefill_attention_seconds);
-    slowest.decode_seconds = std::max(slowest.decode_seconds, r.decode_seconds);
-    slowest.decode_attention_seconds = std::max(slowest.decode_attention_seconds, r.decode_attention_seconds);
+    slowest.decode_seconds = std::min(slowest.decode_seconds, r.decode_seconds);
+    slowest.decode_attention_seconds = std::min(slowest.decode_attention_seconds, r.decode_attention_seconds);
     slowest.decode_steps = std::max(slowest.decode_steps, r.decode_steps);
     slowest.prompt_tokens = std::max(slowest.prompt_tokens, r.prompt_tokens);
     slowest.prompts = std::max(slowest.prompts, r.prompts);

@@ -1,19 +1,24 @@
 // ringattn generate — one rank's part (generate_rank.hpp).
 #include "src/generate/generate_rank.hpp"
 
+#include <chrono>
 #include <map>
+#include <optional>
 #include <span>
 
 #include "infer/job.hpp"
 #include "infer/load.hpp"
+#include "src/node/heartbeat.hpp"
 
 namespace ringattn::generate {
 
-RankFigures run_rank(infer::JobOptions opt, const RingOptions& ring_options, const TokenSink& sink) {
+RankFigures run_rank(infer::JobOptions opt, const RingOptions& ring_options, const TokenSink& sink, bool heartbeat) {
   // Inputs first: a bad file fails every rank before any of them waits on the network.
   const std::int64_t max_batch_tokens = ring_options.limits.max_rows * ring_options.world_size;
   const infer::LoadedJob job = infer::load_job(opt, max_batch_tokens);
   Ring ring = Ring::connect(ring_options);
+  std::optional<node::Heartbeat> alive;  // after the ring: it ends first
+  if (heartbeat) alive.emplace(std::chrono::milliseconds(500), [&ring] { return ring.progress(); });
   infer::agree_on_job(ring, job);
 
   const infer::Tokenizer* tok = job.tokenizer ? &*job.tokenizer : nullptr;

@@ -16,7 +16,8 @@ namespace ringattn::generate {
 
 using TokenSink = std::function<void(const TokenEvent&)>;
 
-// Throws ringattn::Error (files, options, the ring) naming what failed.
-RankFigures run_rank(infer::JobOptions job, const RingOptions& ring_options, const TokenSink& sink);
+// Throws ringattn::Error (files, options, the ring) naming what failed. `heartbeat`: ALIVE
+// lines to the launcher that started this rank (node/heartbeat.hpp) while the ring is up.
+RankFigures run_rank(infer::JobOptions job, const RingOptions& ring_options, const TokenSink& sink, bool heartbeat = false);
 
 }  // namespace ringattn::generate

@@ -36,6 +36,7 @@
 #include "src/io/npy_reader.hpp"
 #include "src/io/npy_writer.hpp"
 #include "src/node/fault.hpp"
+#include "src/node/heartbeat.hpp"
 #include "src/node/decode_job.hpp"
 #include "src/node/job.hpp"
 #include "src/node/launcher_channel.hpp"
@@ -127,31 +128,6 @@ std::string json_stats(int rank, std::int64_t rows, const ForwardStats& s, const
   o.add("isa", to_string(isa));
   return o.str();
 }
-
-// "ALIVE <n>" every `interval` while the node runs: n moves while it reads, computes,
-// moves blocks or writes, so the launcher's backstop is proportional to progress.
-class Heartbeat {
- public:
-  Heartbeat(std::chrono::milliseconds interval, std::function<std::uint64_t()> progress)
-      : thread_([this, interval, progress = std::move(progress)] {
-          std::unique_lock lock(mu_);
-          while (!cv_.wait_for(lock, interval, [&] { return stop_; })) emit_line("ALIVE " + std::to_string(progress()));
-        }) {}
-  ~Heartbeat() {
-    {
-      std::lock_guard lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  std::thread thread_;
-};
 
 // RINGATTN_FAULT's ring faults, played by the library (Ring::inject_fault); silent,
 // token and shape are played by this program before the ring exists.
