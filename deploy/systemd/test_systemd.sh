@@ -216,8 +216,18 @@ if ((serve_built)); then
   # keeps retrying to form a ring it cannot form, so a config it accepts is still running
   # after 2 s, and drains on SIGTERM. (connect_timeout 5: SIGTERM does not cut short an
   # attempt to form the ring, so the drain may take that long.)
+  # The hosted model's keys point at stories260K where it is (RINGATTN_MODEL_DIR, else
+  # ../shared/models beside the checkout); elsewhere those four keys are left out.
   port=$(free_port)
-  sed -E -e 's/^# ?([a-z_]+ *=)/\1/' -e "s#\"node0.example:7600\"#\"127.0.0.1:$port\"#" \
+  models=${RINGATTN_MODEL_DIR:-$repo/../shared/models/stories260K}
+  if [[ -f $models/stories260K.bin && -f $models/tok512.bin ]]; then
+    model_sed=(-e "s#^(\# ?)?model = .*#model = \"$models/stories260K.bin\"#" -e "s#^(\# ?)?tokenizer = .*#tokenizer = \"$models/tok512.bin\"#"
+               -e "s#\"0.0.0.0:8000\"#\"127.0.0.1:$(free_port)\"#" -e "s#^(\# ?)?api_key_file = .*#api_key_file = \"$tmp/all.token\"#")
+  else
+    echo "  (no model at $models: the model, tokenizer, api and api_key_file keys are left out)"
+    model_sed=(-e '/^# ?(model|tokenizer|api|api_key_file) *=/d')
+  fi
+  sed -E "${model_sed[@]}" -e 's/^# ?([a-z_]+ *=)/\1/' -e "s#\"node0.example:7600\"#\"127.0.0.1:$port\"#" \
     -e 's#"10.0.0.5:7601"#"127.0.0.1"#' -e 's#"node([0-9]).example:7601"#"127.0.0.1:1\1"#g' \
     -e "s#\"0.0.0.0:7700\"#\"127.0.0.1:$(free_port)\"#" -e "s#\"0.0.0.0:9464\"#\"127.0.0.1:$(free_port)\"#" \
     -e 's#^isa = .*#isa = "generic"#' -e 's#^connect_timeout = .*#connect_timeout = 5#' -e "s#^token_file = .*#token_file = \"$tmp/all.token\"#" "$toml" >"$tmp/all.toml"
