@@ -68,7 +68,7 @@ Plan make_plan(const Args& a) {
     j.model.head_dim = a.int64("head-dim");
     j.model.ffn = a.int64("ffn");
     j.model.check();
-  } else if (model.size() > 12 && model.ends_with(".safetensors")) {
+  } else if (model.ends_with(".safetensors")) {
     throw InvalidArgument("--model " + model + ": generate reads llama2.c checkpoints (version 0, e.g. stories260K.bin) "
                           "and seed:S; the batch job infer/ reads safetensors");
   } else {
@@ -103,6 +103,9 @@ Plan make_plan(const Args& a) {
   p.max_rows = a.int64("max-rows");
   return p;
 }
+
+// One prompt in text mode streams its pieces as they come (generate_output.hpp).
+bool one_prompt(const Plan& p) { return p.job.prompt_text.has_value() || p.job.random_prompt > 0; }
 
 JsonObject run_fields(const Plan& p, int nodes) {
   return JsonObject()
@@ -179,7 +182,7 @@ int front(const Plan& p, const std::vector<std::string>& argv) {
   RingOptions ro = ring_options(p, RingOptions{});
   ro.world_size = p.nodes;
   const auto rendezvous = run::serve_local_rendezvous(ro, p.nodes, ring_id, token, 60);
-  generate::GenerateOutput out(p.json, p.job.prompt_text.has_value() || p.job.random_prompt > 0, run_fields(p, p.nodes));
+  generate::GenerateOutput out(p.json, one_prompt(p), run_fields(p, p.nodes));
   run::LaunchSpec ls;
   ls.ranks = p.nodes;
   ls.token = token;
@@ -212,7 +215,7 @@ int front(const Plan& p, const std::vector<std::string>& argv) {
 int from_env(const Plan& p) {
   const RingOptions o = ring_options(p, RingOptions::from_env());
   set_log_rank(o.rank);
-  generate::GenerateOutput out(p.json, p.job.prompt_text.has_value() || p.job.random_prompt > 0, run_fields(p, o.world_size));
+  generate::GenerateOutput out(p.json, one_prompt(p), run_fields(p, o.world_size));
   const generate::RankFigures f = generate::run_rank(p.job, o, [&](const generate::TokenEvent& e) { out.on_token(e); });
   if (out.has_text()) out.finish({f});  // the ranks that own no prompt print nothing
   return 0;

@@ -138,7 +138,7 @@ void RingService::run_generation(std::vector<std::shared_ptr<Generation>>& batch
   }
   std::int64_t prompt_tokens = 0;
   for (const auto& p : b.prompts) prompt_tokens += static_cast<std::int64_t>(p.tokens.size());
-  metrics_.add("ringattn_generated_tokens_total", {{"phase", "prefill"}}, static_cast<double>(prompt_tokens));
+  metrics_.add("ringattn_generated_tokens_total", {{"phase", "prefill"}}, static_cast<double>(st.rows));  // this rank's rows, as on the workers
   metrics_.add("ringattn_generated_tokens_total", {{"phase", "decode"}}, static_cast<double>(generated));
   if (st.prefill_seconds > 0) metrics_.set("ringattn_prefill_tokens_per_second", {}, static_cast<double>(prompt_tokens) / st.prefill_seconds);
   if (st.decode_seconds > 0)

@@ -73,15 +73,15 @@ def main():
     requests, conns, prompt, max_tokens, expected = int(sys.argv[4]), int(sys.argv[5]), sys.argv[6], int(sys.argv[7]), sys.argv[8]
     lock = threading.Lock()
     counts = {"ok": 0, "errors": 0, "wrong": 0, "first_wrong": None}
-    todo = list(range(requests))
+    pending = list(range(requests))
 
     def worker():
         conn = http.client.HTTPConnection(host, timeout=120)
         while True:
             with lock:
-                if not todo:
+                if not pending:
                     break
-                i = todo.pop()
+                i = pending.pop()
             try:
                 text, err = completion(host, token, prompt, max_tokens, i % 2 == 0, conn)
             except Exception as e:  # a broken connection: a new one for the next request
