@@ -125,11 +125,15 @@ void move_last_rows(ringattn::Ring& ring, int to, const std::vector<ringattn::Pa
       std::copy_n(got.begin() + static_cast<std::ptrdiff_t>(i * row), row, all.begin() + static_cast<std::ptrdiff_t>(held[i] * row));
   }
   owned.clear();
-  for (std::size_t d = 0; d < prompts; ++d) owned.push_back({static_cast<std::int32_t>(d), {}, {}});
+  for (std::size_t d = 0; d < prompts; ++d) owned.push_back({static_cast<std::int32_t>(d), {}, {}, {}});
   last_h = std::move(all);
 }
 
 }  // namespace
+
+std::int64_t cache_row_bytes(const ModelConfig& c, ringattn::DType dtype) {
+  return c.layers * 2 * c.kv_heads * HeadPadding(c.head_dim).padded * static_cast<std::int64_t>(ringattn::dtype_size(dtype));
+}
 
 void check_context(const std::vector<Prompt>& prompts, const JobOptions& options) {
   const std::int64_t context = options.model.context;
@@ -145,40 +149,68 @@ void check_context(const std::vector<Prompt>& prompts, const JobOptions& options
 }
 
 std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, const std::vector<Prompt>& prompts,
-                                      const JobOptions& options, JobStats& stats, const TokenSink& on_token) {
+                                      const JobOptions& options, JobStats& stats, const TokenSink& on_token,
+                                      std::vector<ringattn::KVCache>* kept) {
   const ModelConfig& c = model.config();
   const int rank = ring.rank(), world = ring.world_size();
-  const std::vector<std::int64_t> cu = cu_seqlens(prompts);
-  const std::int64_t tokens = cu.back();
+  const std::int64_t max_rows = ring.limits().max_rows;
   // Checked alike on every rank (from the batch and the limits all share), before any call,
   // so that all fail together rather than some waiting on the others.
-  if (tokens < world)
+  std::vector<std::size_t> fresh, follow;  // prompts prefilled; prompts continuing kept rows
+  for (std::size_t i = 0; i < prompts.size(); ++i) (prompts[i].continues ? follow : fresh).push_back(i);
+  auto sequence_of = [&](std::size_t i) { return prompts[i].sequence >= 0 ? prompts[i].sequence : static_cast<std::int32_t>(i); };
+  auto limit_of = [&](std::size_t i) { return prompts[i].max_tokens > 0 ? prompts[i].max_tokens : options.tokens; };
+  if (!follow.empty() && (!kept || !options.decode_rank))
+    throw ringattn::InvalidArgument("prompt " + std::to_string(follow[0]) +
+                                    " continues a kept sequence, which needs kept caches and a decode rank");
+  std::vector<std::int64_t> cu{0};  // the fresh prompts, packed
+  std::vector<std::int32_t> fresh_ids;
+  for (const std::size_t i : fresh) {
+    cu.push_back(cu.back() + static_cast<std::int64_t>(prompts[i].tokens.size()));
+    fresh_ids.push_back(sequence_of(i));
+    if (fresh_ids.size() > 1 && fresh_ids.back() <= fresh_ids[fresh_ids.size() - 2])
+      throw ringattn::InvalidArgument("prompt " + std::to_string(i) + ": the sequence ids of the prefilled prompts must increase (" +
+                                      std::to_string(fresh_ids[fresh_ids.size() - 2]) + " then " + std::to_string(fresh_ids.back()) + ")");
+  }
+  const std::int64_t tokens = cu.back();
+  if (!fresh.empty() && tokens < world)
     throw ringattn::InvalidArgument("the batch has " + std::to_string(tokens) + " tokens, fewer than the " +
                                     std::to_string(world) + " ranks");
-  const std::int64_t max_rows = ring.limits().max_rows;
   if (static_cast<std::int64_t>(prompts.size()) > max_rows)
     throw ringattn::InvalidArgument(std::to_string(prompts.size()) + " prompts, but one rank may own them all and a decode call carries at most " +
                                     std::to_string(max_rows) +
                                     " tokens per rank (max_rows): split the batch or raise RINGATTN_MAX_ROWS");
-  const std::vector<ringattn::PackedShard> shards = shard_batch(cu, world, options.layout);
+  std::int64_t follow_tokens = 0;
+  for (const std::size_t i : follow) {
+    if (prompts[i].tokens.empty()) throw ringattn::InvalidArgument("prompt " + std::to_string(i) + " continues its sequence with no token");
+    follow_tokens += static_cast<std::int64_t>(prompts[i].tokens.size());
+  }
+  if (follow_tokens > max_rows)
+    throw ringattn::InvalidArgument("the batch's follow-up messages hold " + std::to_string(follow_tokens) +
+                                    " tokens, above the ring's max_rows " + std::to_string(max_rows) + " for one decode call");
+  int steps = 0;  // the most any prompt generates: every rank knows it
+  for (std::size_t i = 0; i < prompts.size(); ++i) steps = std::max(steps, limit_of(i));
+  std::vector<ringattn::PackedShard> shards;
+  if (!fresh.empty()) shards = shard_batch(cu, world, options.layout);
   for (std::size_t r = 0; r < shards.size(); ++r)
     if (static_cast<std::int64_t>(shards[r].positions.size()) > max_rows)
       throw ringattn::InvalidArgument("rank " + std::to_string(r) + " would hold " +
                                       std::to_string(shards[r].positions.size()) +
                                       " rows of the packed batch, above the ring's max_rows " +
                                       std::to_string(max_rows) + ": raise RINGATTN_MAX_ROWS or run more ranks");
-  const ringattn::PackedShard& shard = shards[static_cast<std::size_t>(rank)];
+  const ringattn::PackedShard shard = shards.empty() ? ringattn::PackedShard{} : shards[static_cast<std::size_t>(rank)];
   const std::vector<std::int64_t>& positions = shard.positions;
-  const std::vector<std::int32_t>& documents = shard.documents;
+  const std::vector<std::int32_t>& documents = shard.documents;  // index into `fresh`
   const std::int64_t rows = static_cast<std::int64_t>(positions.size());
   stats.rows = rows;
 
-  std::vector<std::int32_t> token_ids(static_cast<std::size_t>(rows));
+  std::vector<std::int32_t> token_ids(static_cast<std::size_t>(rows)), row_ids(static_cast<std::size_t>(rows));
   std::vector<std::int64_t> rope_pos(static_cast<std::size_t>(rows));
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int32_t d = documents[r];
     const std::int64_t in_prompt = positions[r] - cu[d];
-    token_ids[r] = prompts[d].tokens[static_cast<std::size_t>(in_prompt)];
+    token_ids[r] = prompts[fresh[d]].tokens[static_cast<std::size_t>(in_prompt)];
+    row_ids[r] = fresh_ids[d];
     rope_pos[r] = options.rope == RopePositions::global ? in_prompt : r;
   }
 
@@ -198,32 +230,82 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
     return pc.o;
   };
   const std::int64_t qd = c.heads * c.head_dim, kd = c.kv_heads * c.head_dim;
+  std::vector<ringattn::KVCache> local;  // one per layer: this rank's K/V rows, then its share of decode's
+  std::vector<ringattn::KVCache>& caches = kept ? *kept : local;
+  if (caches.empty())
+    for (std::int64_t l = 0; l < c.layers; ++l) caches.emplace_back(c.kv_heads, pad.padded, options.dtype);
+  if (static_cast<std::int64_t>(caches.size()) != c.layers || caches[0].kv_heads() != c.kv_heads ||
+      caches[0].head_dim() != pad.padded || caches[0].dtype() != options.dtype)
+    throw ringattn::InvalidArgument("the kept caches were made for another model or dtype");
 
-  // ---- prefill
+  // One decode call per layer of `n` tokens: this rank's rows [n, ...] of h go through
+  // the layer, their K/V appended to its cache where decode_store_rank puts them.
+  struct DecodeRows {
+    std::vector<std::int32_t> sequences;
+    std::vector<std::int64_t> ring_pos, rope_pos;
+    std::vector<float> h, q, k, v, o;
+  };
+  auto decode_layer = [&](std::int64_t l, DecodeRows& d) {
+    const std::size_t n = d.sequences.size();
+    d.q.resize(n * static_cast<std::size_t>(qd));
+    d.k.resize(n * static_cast<std::size_t>(kd));
+    d.v.resize(d.k.size());
+    d.o.resize(d.q.size());
+    model.attention_inputs(static_cast<int>(l), d.h, d.rope_pos, d.q, d.k, d.v);
+    auto& out = attention_out(d.o);
+    const ringattn::DecodeStats st = ring.decode(spec, caches[static_cast<std::size_t>(l)], d.sequences, d.ring_pos,
+                                                 pad.pad(d.q, pc.q), pad.pad(d.k, pc.k), pad.pad(d.v, pc.v), out);
+    pad.unpad(out, d.o);
+    model.attention_output_and_mlp(static_cast<int>(l), d.o, d.h);
+    return st;
+  };
+
+  // ---- prefill (and the follow-ups' new tokens, on the decode rank)
   const double t0 = now();
   std::vector<float> h(static_cast<std::size_t>(rows * c.dim));
   model.embed(token_ids, h);
   std::vector<float> q(static_cast<std::size_t>(rows * qd)), k(static_cast<std::size_t>(rows * kd)), v(k.size()),
       o(q.size());
-  std::vector<ringattn::KVCache> caches;  // one per layer: this rank's K/V rows, then its share of decode's
-  caches.reserve(static_cast<std::size_t>(c.layers));
+  const bool feeds = !follow.empty() && rank == *options.decode_rank;
+  DecodeRows fed;  // the follow-ups' tokens, in prompt order
+  std::vector<std::size_t> fed_last;  // the row of each follow-up's last token in fed
+  if (feeds) {
+    std::vector<std::int32_t> ids;
+    for (const std::size_t i : follow) {
+      const Continuation& from = *prompts[i].continues;
+      for (std::size_t t = 0; t < prompts[i].tokens.size(); ++t) {
+        ids.push_back(prompts[i].tokens[t]);
+        fed.sequences.push_back(sequence_of(i));
+        fed.ring_pos.push_back(from.ring_position + static_cast<std::int64_t>(t));
+        fed.rope_pos.push_back(from.rope_position + static_cast<std::int64_t>(t));
+      }
+      fed_last.push_back(ids.size() - 1);
+    }
+    fed.h.resize(ids.size() * static_cast<std::size_t>(c.dim));
+    model.embed(ids, fed.h);
+    stats.continued_tokens = static_cast<std::int64_t>(ids.size());
+  }
   for (std::int64_t l = 0; l < c.layers; ++l) {
     const double tl = now();
-    model.attention_inputs(static_cast<int>(l), h, rope_pos, q, k, v);
-    const auto& qp = pad.pad(q, pc.q);
-    const auto& kp = pad.pad(k, pc.k);
-    const auto& vp = pad.pad(v, pc.v);
-    auto& out = attention_out(o);
-    const ringattn::ForwardStats st = ring.forward(spec, qp, kp, vp, positions, documents, out);
-    pad.unpad(out, o);
-    stats.prefill_attention_seconds += st.seconds;
-    caches.emplace_back(c.kv_heads, pad.padded, options.dtype);
-    caches.back().append_packed(positions, documents, kp, vp);
-    model.attention_output_and_mlp(static_cast<int>(l), o, h);
+    double attention = 0;
+    if (!fresh.empty()) {
+      model.attention_inputs(static_cast<int>(l), h, rope_pos, q, k, v);
+      const auto& qp = pad.pad(q, pc.q);
+      const auto& kp = pad.pad(k, pc.k);
+      const auto& vp = pad.pad(v, pc.v);
+      auto& out = attention_out(o);
+      const ringattn::ForwardStats st = ring.forward(spec, qp, kp, vp, positions, row_ids, out);
+      pad.unpad(out, o);
+      attention += st.seconds;
+      caches[static_cast<std::size_t>(l)].append_packed(positions, row_ids, kp, vp);
+      model.attention_output_and_mlp(static_cast<int>(l), o, h);
+    }
+    if (!follow.empty()) attention += decode_layer(l, fed).seconds;  // 0 tokens off the decode rank
+    stats.prefill_attention_seconds += attention;
     if (options.progress)
       std::fprintf(stderr, "infer: rank %d/%d prefill layer %lld/%lld: %lld rows, %.3f s (attention %.3f s)\n", rank,
                  world, static_cast<long long>(l + 1), static_cast<long long>(c.layers),
-                 static_cast<long long>(rows), now() - tl, st.seconds);
+                 static_cast<long long>(rows), now() - tl, attention);
   }
 
   // The prompts whose last token is here are this rank's to generate (or, with a
@@ -232,11 +314,30 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
   std::vector<std::size_t> last_rows;
   for (std::int64_t r = 0; r < rows; ++r)
     if (positions[r] == cu[documents[r] + 1] - 1) {
-      owned.push_back({documents[r], {}, {}});
+      owned.push_back({documents[r], {}, {}, {}});
       last_rows.push_back(static_cast<std::size_t>(r));
     }
   std::vector<float> last_h = gather(h, last_rows, c.dim);
-  if (options.decode_rank) move_last_rows(ring, *options.decode_rank, shards, cu, c.dim, owned, last_h);
+  if (options.decode_rank && !fresh.empty()) move_last_rows(ring, *options.decode_rank, shards, cu, c.dim, owned, last_h);
+  DecodeRows live;  // the tokens of the next step: for each owned prompt, its next position
+  for (SequenceResult& s : owned) {  // fresh: documents index `fresh`
+    const std::int32_t d = s.prompt;
+    s.prompt = static_cast<std::int32_t>(fresh[static_cast<std::size_t>(d)]);
+    s.next.ring_position = cu[d + 1];
+    // The trap's decode stays consistent with its prefill at P = 1 (row index = packed
+    // position there), so a single process cannot tell the two apart.
+    s.next.rope_position = options.rope == RopePositions::global ? cu[d + 1] - cu[d] : cu[d + 1];
+  }
+  if (feeds)
+    for (std::size_t f = 0; f < follow.size(); ++f) {
+      const std::size_t i = follow[f];
+      SequenceResult s{static_cast<std::int32_t>(i), {}, {}, *prompts[i].continues};
+      s.next.ring_position += static_cast<std::int64_t>(prompts[i].tokens.size());
+      s.next.rope_position += static_cast<std::int64_t>(prompts[i].tokens.size());
+      owned.push_back(std::move(s));
+      const auto row = fed.h.begin() + static_cast<std::ptrdiff_t>(fed_last[f] * c.dim);
+      last_h.insert(last_h.end(), row, row + c.dim);
+    }
   const std::size_t n = owned.size();
   std::vector<float> logits(n * static_cast<std::size_t>(c.vocab));
   std::vector<Sampler> samplers;  // one per owned prompt, seeded by the prompt: the same at every P
@@ -245,59 +346,70 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
     if (own) samplers.emplace_back(own->temperature, own->top_p, own->seed);
     else samplers.emplace_back(options.temperature, options.top_p, options.sample_seed + static_cast<std::uint64_t>(s.prompt));
   }
+  std::vector<char> done(n, 0);
+  std::vector<std::size_t> stepping;  // the owned prompts fed this step, in order
+  for (std::size_t i = 0; i < n; ++i) stepping.push_back(i);
+  // Chooses each stepping prompt's next token from logits [stepping, vocab].
   auto choose = [&] {
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::span<const float> row(&logits[i * c.vocab], static_cast<std::size_t>(c.vocab));
-      owned[i].tokens.push_back(samplers[i].next(row));
+    for (std::size_t j = 0; j < stepping.size(); ++j) {
+      const std::size_t i = stepping[j];
+      const std::span<const float> row(&logits[j * c.vocab], static_cast<std::size_t>(c.vocab));
+      const std::int32_t t = samplers[i].next(row);
+      owned[i].tokens.push_back(t);
       owned[i].logits.insert(owned[i].logits.end(), row.begin(), row.end());
-      if (on_token) on_token(owned[i].prompt, owned[i].tokens.back());
+      const bool more = !on_token || on_token(owned[i].prompt, t);
+      const bool ended = options.stop_at_end && (!more || Tokenizer::ends_text(t));
+      if (ended || static_cast<int>(owned[i].tokens.size()) >= limit_of(static_cast<std::size_t>(owned[i].prompt))) done[i] = 1;
     }
   };
   model.logits(last_h, logits);
   choose();
   stats.prefill_seconds = now() - t0;
 
-  // ---- decode: options.tokens - 1 steps (the first token came from the prefill's logits)
+  // ---- decode: up to steps - 1 steps (the first token came from the prefill's logits)
   const double t1 = now();
-  std::vector<std::int32_t> sequences(n);
-  for (std::size_t i = 0; i < n; ++i) sequences[i] = owned[i].prompt;
-  std::vector<std::int64_t> ring_pos(n), rope_dec(n);
-  std::vector<std::int32_t> step_tokens(n);
-  h.resize(n * static_cast<std::size_t>(c.dim));
-  q.resize(n * static_cast<std::size_t>(qd));
-  k.resize(n * static_cast<std::size_t>(kd));
-  v.resize(k.size());
-  o.resize(q.size());
-  for (int s = 0; s + 1 < options.tokens; ++s) {
+  for (int s = 0; s + 1 < steps; ++s) {
     const double ts = now();
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::int32_t d = sequences[i];
-      ring_pos[i] = cu[d + 1] + s;
-      // The trap's decode stays consistent with its prefill at P = 1 (row index = packed
-      // position there), so a single process cannot tell the two apart.
-      rope_dec[i] = options.rope == RopePositions::global ? ring_pos[i] - cu[d] : ring_pos[i];
-      step_tokens[i] = owned[i].tokens.back();
+    stepping.clear();
+    for (std::size_t i = 0; i < n; ++i)
+      if (!done[i]) stepping.push_back(i);
+    live.sequences.clear();
+    live.ring_pos.clear();
+    live.rope_pos.clear();
+    std::vector<std::int32_t> step_tokens;
+    for (const std::size_t i : stepping) {
+      live.sequences.push_back(sequence_of(static_cast<std::size_t>(owned[i].prompt)));
+      live.ring_pos.push_back(owned[i].next.ring_position++);
+      live.rope_pos.push_back(options.rope == RopePositions::global ? owned[i].next.rope_position++ : live.ring_pos.back());
+      step_tokens.push_back(owned[i].tokens.back());
     }
-    model.embed(step_tokens, h);
+    live.h.resize(stepping.size() * static_cast<std::size_t>(c.dim));
+    model.embed(step_tokens, live.h);
     double attention = 0;
+    bool any = true;
     for (std::int64_t l = 0; l < c.layers; ++l) {
-      model.attention_inputs(static_cast<int>(l), h, rope_dec, q, k, v);
-      auto& out = attention_out(o);
-      const ringattn::DecodeStats st = ring.decode(spec, caches[static_cast<std::size_t>(l)], sequences, ring_pos,
-                                                   pad.pad(q, pc.q), pad.pad(k, pc.k), pad.pad(v, pc.v), out);
-      pad.unpad(out, o);
+      const ringattn::DecodeStats st = decode_layer(l, live);
       attention += st.seconds;
-      model.attention_output_and_mlp(static_cast<int>(l), o, h);
+      if (st.tokens == 0) {  // no rank fed a token: every rank saw the same count, and stops
+        any = false;
+        break;
+      }
     }
     stats.decode_attention_seconds += attention;
-    model.logits(h, logits);
+    if (!any) break;
+    logits.resize(stepping.size() * static_cast<std::size_t>(c.vocab));
+    model.logits(live.h, logits);
     choose();
     ++stats.decode_steps;
     if (options.progress)
       std::fprintf(stderr, "infer: rank %d/%d decode step %d/%d: %zu tokens here, %.4f s (attention %.4f s)\n", rank,
-                 world, s + 1, options.tokens - 1, n, now() - ts, attention);
+                 world, s + 1, steps - 1, stepping.size(), now() - ts, attention);
   }
   stats.decode_seconds = now() - t1;
+  if (kept)
+    for (std::size_t i = 0; i < prompts.size(); ++i)
+      if (!prompts[i].keep)
+        for (ringattn::KVCache& cache : caches) cache.erase(sequence_of(i));
   return owned;
 }
 

@@ -16,7 +16,19 @@
 // layer. A step's token of prompt d continues d's positions: global cu_seqlens[d+1] + s
 // for the ring and the cache, length + s for RoPE. Every rank makes the same calls in
 // the same order (one forward per layer, then one decode per layer per step), with 0
-// tokens of its own if it owns no prompt.
+// tokens of its own if it owns no prompt. With options.stop_at_end a prompt stops being
+// fed once it ends (or its sink says so); the steps end when a step's first decode call
+// carries no token from any rank (every rank sees that count, DecodeStats::tokens).
+//
+// Kept caches (a daemon's sessions). Given `kept` (one KVCache per layer, created on the
+// first batch and living as long as the caller keeps it), the prefill rows go there under
+// each prompt's `sequence` id, and after the batch every prompt's rows not marked `keep`
+// are erased on every rank. A prompt that `continues` a kept sequence is not prefilled:
+// the decode rank feeds its tokens through Ring::decode, per layer, after that layer's
+// forward — their queries go around the ring past the stationary history, their K/V rows
+// are appended where decode_store_rank puts them — and then it decodes like the others.
+// Its SequenceResult tells where the sequence goes on next (the last chosen token is not
+// fed: it is the next message's first). If run_batch throws, clear `kept`.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include <ringattn/kv_cache.hpp>
 #include <ringattn/ring.hpp>
 
 #include "model.hpp"
@@ -36,6 +49,7 @@ struct SequenceResult {
   std::int32_t prompt = 0;            // index in the prompts file
   std::vector<std::int32_t> tokens;   // generated
   std::vector<float> logits;          // [tokens, vocab]: the logits each token was chosen from
+  Continuation next;                  // where the last token (chosen, not fed) would go in
 };
 
 // Every prompt and its generated tokens fit the positions the model was trained for
@@ -45,6 +59,7 @@ void check_context(const std::vector<Prompt>& prompts, const JobOptions& options
 
 struct JobStats {
   std::int64_t rows = 0;              // this rank's prefill rows
+  std::int64_t continued_tokens = 0;  // kept sequences' new tokens this rank fed (decode rank)
   double prefill_seconds = 0;
   double prefill_attention_seconds = 0;  // inside Ring::forward
   double decode_seconds = 0;
@@ -54,10 +69,16 @@ struct JobStats {
 
 // Called on the rank that generates prompt `prompt` as soon as each of its tokens is chosen
 // (the first one from the prefill's logits), before the next step's work: for streaming.
-using TokenSink = std::function<void(std::int32_t prompt, std::int32_t token)>;
+// Returns false to end that prompt's generation (with options.stop_at_end: its client left).
+using TokenSink = std::function<bool(std::int32_t prompt, std::int32_t token)>;
 
-// Every rank calls this with the same model, prompts and options.
+// The KV-cache bytes one token's rows take, over every layer, on the rank that holds them
+// (head dims padded as the ring's kernels take them).
+std::int64_t cache_row_bytes(const ModelConfig& config, ringattn::DType dtype);
+
+// Every rank calls this with the same model, prompts and options (and kept caches or none).
 std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, const std::vector<Prompt>& prompts,
-                                      const JobOptions& options, JobStats& stats, const TokenSink& on_token = {});
+                                      const JobOptions& options, JobStats& stats, const TokenSink& on_token = {},
+                                      std::vector<ringattn::KVCache>* kept = nullptr);
 
 }  // namespace infer

@@ -54,10 +54,15 @@ LoadedJob load_job(JobOptions& opt, std::int64_t max_batch_tokens) {
   LoadedJob job = load_model(opt);
   const Tokenizer* tok = job.tokenizer ? &*job.tokenizer : nullptr;
   if (opt.prompt_text && !tok) throw ringattn::InvalidArgument("a prompt as text needs the model's tokenizer (--tokenizer FILE)");
+  auto one = [&](const char* id, std::vector<std::int32_t> tokens) {
+    job.prompts.emplace_back();
+    job.prompts.back().id = id;
+    job.prompts.back().tokens = std::move(tokens);
+  };
   if (opt.random_prompt > 0)
-    job.prompts = {{"\"random\"", random_tokens(opt.random_prompt, opt.model.vocab, opt.seed), std::nullopt}};
+    one("\"random\"", random_tokens(opt.random_prompt, opt.model.vocab, opt.seed));
   else if (opt.prompt_text)
-    job.prompts = {{"\"prompt\"", tok->encode(*opt.prompt_text, true, false), std::nullopt}};
+    one("\"prompt\"", tok->encode(*opt.prompt_text, true, false));
   else
     job.prompts = read_prompts(opt.prompts, opt.model.vocab, max_batch_tokens, tok);
   check_context(job.prompts, opt);

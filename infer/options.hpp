@@ -46,6 +46,10 @@ struct JobOptions {
   // holders send it the last hidden rows after the prefill, and its cache takes the
   // generated rows.
   std::optional<int> decode_rank;
+  // A prompt's generation ends when it chooses BOS or EOS (a daemon's): that token is not
+  // fed back, and the ring's decode steps end once no rank has a token left to feed.
+  // Off: every prompt runs its full count (llama2.c's run.c as `generate` compares it).
+  bool stop_at_end = false;
   bool progress = true;  // a line on stderr per prefill layer and per decode step
 };
 

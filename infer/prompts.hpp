@@ -21,10 +21,25 @@ struct Sampling {
   std::uint64_t seed = 1;
 };
 
+// Where a kept sequence goes on (job.hpp, kept caches): the ring position and the RoPE
+// position of the next token it is fed.
+struct Continuation {
+  std::int64_t ring_position = 0;
+  std::int64_t rope_position = 0;
+};
+
 struct Prompt {
   std::string id;  // as JSON: "\"abc\"" or "17", written back verbatim
   std::vector<std::int32_t> tokens;
   std::optional<Sampling> sampling;  // none: the job's options (seed + the prompt's index)
+  int max_tokens = 0;                // generated for it; 0: the job's options.tokens
+  // With kept caches (a daemon's sessions, job.hpp): the KV-cache sequence its rows are
+  // kept under (-1: its index in the batch); whether they stay after the batch; and, for a
+  // session's next message, where its tokens continue that sequence's kept rows (then
+  // they are fed through Ring::decode on the decode rank: no prefill of the history).
+  std::int32_t sequence = -1;
+  bool keep = false;
+  std::optional<Continuation> continues;
 };
 
 // Throws ringattn::FileError. max_tokens bounds the whole batch (the packed sequence). A

@@ -31,6 +31,7 @@ RankFigures run_rank(infer::JobOptions opt, const RingOptions& ring_options, con
     if (tok && token >= 0 && token < tok->vocab()) e.piece = tok->text(std::span<const int>(&token, 1), it->second);
     it->second = token;
     sink(e);
+    return true;
   };
   infer::JobStats st;
   const std::vector<infer::SequenceResult> results = infer::run_batch(ring, job.model, job.prompts, opt, st, on_token);

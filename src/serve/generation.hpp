@@ -3,9 +3,13 @@
 // workers (every queued request packed into one run of infer::run_batch).
 //
 // The GENERATE message (peer_messages.hpp): JSON
-//   {"max_tokens": N, "prompts": [{"tokens": [ids], "temperature": T, "top_p": P, "seed": S}, ...]}
-// checked on the worker against the model (ids in its vocabulary, every prompt and N
-// within its trained context) and the ring's limits before anything is sized from it.
+//   {"max_tokens": N, "end": [sequence ids],
+//    "prompts": [{"tokens": [ids], "temperature": T, "top_p": P, "seed": S, "max_tokens": N,
+//                 "sequence": id, "keep": bool, "from": [ring position, RoPE position]}, ...]}
+// "end": kept sequences every rank erases first (ended sessions); "from": a session's
+// follow-up (its tokens continue kept rows); "keep": its rows stay after the batch. Checked
+// on every rank against the model (ids in its vocabulary, within its trained context), the
+// ring's limits and the ids it keeps, before anything is sized from it.
 #pragma once
 
 #include <atomic>
@@ -16,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -73,19 +78,30 @@ struct Generation {
   infer::Sampling sampling;
   std::chrono::steady_clock::time_point queued_at = std::chrono::steady_clock::now();
   TokenStream stream;
+  // Its place in the KV caches (SessionTable::admit, sessions.hpp).
+  std::string session;                           // the session it opens or continues; empty: none
+  std::int32_t sequence = -1;                    // its KV-cache sequence id
+  bool keep = false;                             // its rows stay after its batch (a session's)
+  std::optional<infer::Continuation> continues;  // a follow-up: where its tokens go on
+  std::int64_t reserved = 0;                     // cache rows it holds ring-wide while it runs
+  bool settled = false;                          // SessionTable::finish saw it
   std::atomic<bool> cancelled{false};  // the client went away: its tokens are dropped
   bool ended = false;                  // ring thread only: done or error was pushed
+  bool complete = false;               // ring thread only: done was pushed (its reply is whole)
   int generated = 0;                   // ring thread only
 };
 
-// The GENERATE payload of `batch`, which the ring runs for max_tokens steps.
-std::string encode_batch(const std::vector<std::shared_ptr<Generation>>& batch, int max_tokens);
+// The GENERATE payload of `batch` (maybe empty), after erasing `end` on every rank.
+std::string encode_batch(const std::vector<std::shared_ptr<Generation>>& batch, const std::vector<std::int32_t>& end);
 
 struct DecodedBatch {
   std::vector<infer::Prompt> prompts;
+  std::vector<std::int32_t> end;
   int max_tokens = 0;
 };
-// Throws NetworkError (protocol) naming rank 0 and the field.
-DecodedBatch decode_batch(const std::string& payload, std::int64_t vocab, std::int64_t context, std::int64_t max_tokens_total);
+// `kept`: the sequence ids this rank keeps. Throws NetworkError (protocol) naming rank 0
+// and the field.
+DecodedBatch decode_batch(const std::string& payload, std::int64_t vocab, std::int64_t context, std::int64_t max_tokens_total,
+                          const std::set<std::int32_t>& kept);
 
 }  // namespace ringattn::serve

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <optional>
 
 #include "ringattn/error.hpp"
 #include "ringattn/launch.hpp"
@@ -13,6 +14,7 @@
 #include "src/cli/json_value.hpp"
 #include "src/cli/log.hpp"
 #include "src/serve/ring_service.hpp"
+#include "src/serve/sessions.hpp"
 
 namespace ringattn::serve {
 
@@ -53,10 +55,12 @@ std::string shortest(double x) {  // 1, 0.5, 9007199254740991
 }
 
 struct Asked {
-  std::vector<std::int32_t> prompt;
+  std::vector<std::int32_t> prompt;  // BOS and the prompt's ids; a session's follow-up: its ids only
   int max_tokens = 16;
   infer::Sampling sampling{1.0f, 1.0f, 1};
   bool stream = false;
+  bool open_session = false;  // "session": true
+  std::string session;        // "session": "sess-N"
 };
 
 // The request's fields, each checked; throws ApiError (400) naming the field.
@@ -68,7 +72,14 @@ Asked parse_request(const std::string& body, bool chat, const HostedModel& m, co
     throw ApiError{400, std::string("the body is not valid JSON: ") + e.what()};
   }
   if (j.kind != cli::JsonValue::Kind::object) throw ApiError{400, "the body must be a JSON object"};
+  Asked a;
+  if (const cli::JsonValue* s = j.get("session"); s && s->kind != cli::JsonValue::Kind::null) {
+    if (s->kind == cli::JsonValue::Kind::boolean) a.open_session = s->boolean;
+    else if (s->kind == cli::JsonValue::Kind::string && s->string.rfind("sess-", 0) == 0 && s->string.size() <= 32) a.session = s->string;
+    else throw ApiError{400, "\"session\" must be true (open one) or a session id \"sess-N\" this endpoint returned"};
+  }
   std::string text;
+  std::optional<std::vector<std::int32_t>> ids;  // a prompt given as token ids
   if (chat) {
     const cli::JsonValue* msgs = j.get("messages");
     if (!msgs || msgs->kind != cli::JsonValue::Kind::array || msgs->items.empty())
@@ -80,8 +91,19 @@ Asked parse_request(const std::string& body, bool chat, const HostedModel& m, co
     }
   } else {
     const cli::JsonValue* p = j.get("prompt");
-    if (!p || p->kind != cli::JsonValue::Kind::string) throw ApiError{400, "\"prompt\" must be a string"};
-    text = p->string;
+    if (p && p->kind == cli::JsonValue::Kind::array && !p->items.empty()) {
+      ids.emplace();
+      for (const cli::JsonValue& t : p->items) {
+        if (t.kind != cli::JsonValue::Kind::number || !(t.number >= 0 && t.number < static_cast<double>(m.options.model.vocab)) ||
+            t.number != std::floor(t.number))
+          throw ApiError{400, "\"prompt\" as token ids: each an integer in [0, " + std::to_string(m.options.model.vocab) + ")"};
+        ids->push_back(static_cast<std::int32_t>(t.number));
+      }
+    } else if (p && p->kind == cli::JsonValue::Kind::string) {
+      text = p->string;
+    } else {
+      throw ApiError{400, "\"prompt\" must be a string or a non-empty array of token ids"};
+    }
   }
   auto number = [&](const char* key, double lo, double hi, double def, bool whole) {
     const cli::JsonValue* v = j.get(key);
@@ -91,7 +113,6 @@ Asked parse_request(const std::string& body, bool chat, const HostedModel& m, co
                               ", " + shortest(hi) + "]"};
     return v->number;
   };
-  Asked a;
   a.max_tokens = static_cast<int>(number("max_tokens", 1, 1 << 20, 16, true));
   a.sampling.temperature = static_cast<float>(number("temperature", 0, 2, 1, false));
   a.sampling.top_p = static_cast<float>(number("top_p", 0, 1, 1, false));
@@ -101,12 +122,16 @@ Asked parse_request(const std::string& body, bool chat, const HostedModel& m, co
     if (s->kind != cli::JsonValue::Kind::boolean) throw ApiError{400, "\"stream\" must be true or false"};
     a.stream = s->boolean;
   }
-  for (const int t : m.job.tokenizer->encode(text, true, false)) a.prompt.push_back(t);
+  // BOS opens a text, not a session's next message (its history is already in the caches).
+  const bool bos = a.session.empty();
+  if (ids) {
+    if (bos) a.prompt.push_back(infer::Tokenizer::kBos);
+    a.prompt.insert(a.prompt.end(), ids->begin(), ids->end());
+  } else {
+    for (const int t : m.job.tokenizer->encode(text, bos, false)) a.prompt.push_back(t);
+  }
+  if (a.prompt.empty()) throw ApiError{400, "a session's next message needs at least one token"};
   const auto n = static_cast<std::int64_t>(a.prompt.size());
-  const std::int64_t context = m.options.model.context;
-  if (context > 0 && n + a.max_tokens > context)
-    throw ApiError{400, "the prompt's " + std::to_string(n) + " tokens and max_tokens " + std::to_string(a.max_tokens) +
-                            " exceed the model's context of " + std::to_string(context) + " positions"};
   if (n > limits.max_rows)
     throw ApiError{400, "the prompt's " + std::to_string(n) + " tokens exceed the ring's max_rows of " +
                             std::to_string(limits.max_rows) + " (one rank may hold a whole prompt)"};
@@ -115,7 +140,7 @@ Asked parse_request(const std::string& body, bool chat, const HostedModel& m, co
 
 // One response object or stream chunk.
 std::string choice_json(bool chat, bool chunk, const std::string& id, std::time_t created, const std::string& model,
-                        const std::string& text, const std::string& finish, const cli::JsonObject* usage) {
+                        const std::string& text, const std::string& finish, const cli::JsonObject* usage, const std::string& session) {
   cli::JsonObject choice;
   choice.add("index", 0);
   if (chat) choice.add(chunk ? "delta" : "message", cli::JsonObject().add("role", "assistant").add("content", text));
@@ -128,6 +153,7 @@ std::string choice_json(bool chat, bool chunk, const std::string& id, std::time_
       .add("created", static_cast<std::int64_t>(created))
       .add("model", model)
       .add("choices", std::vector<cli::JsonObject>{choice});
+  if (!session.empty()) o.add("session", session);  // an extension: send it back to continue the conversation
   if (usage) o.add("usage", *usage);
   return o.str();
 }
@@ -175,15 +201,16 @@ OpenAiEndpoint::OpenAiEndpoint(const std::string& listen, std::string api_key, R
       g->max_tokens = a.max_tokens;
       g->sampling = a.sampling;
       try {
-        service.submit_generation(g);
-      } catch (const Error& e) {
-        throw ApiError{503, e.what(), "server_error"};
+        service.submit_generation(g, a.open_session, a.session);
+      } catch (const Refusal& e) {
+        throw ApiError{e.status(), e.what(), e.status() >= 500 ? "server_error" : "invalid_request_error"};
       }
       metrics.add("ringattn_api_requests_total", {{"status", "200"}});
       const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(g->id);
       const std::time_t created = std::time(nullptr);
       const std::string name = model->name;
-      const std::size_t prompt_tokens = a.prompt.size();
+      const std::size_t prompt_tokens = g->prompt.size();  // a follow-up's: with the last reply's unfed token
+      const std::string session = g->session;
       if (!a.stream) {
         std::string text, finish;
         int completion = 0;
@@ -202,14 +229,14 @@ OpenAiEndpoint::OpenAiEndpoint(const std::string& listen, std::string api_key, R
           ++completion;
         }
         const cli::JsonObject usage = usage_json(prompt_tokens, completion);
-        res.set_content(choice_json(chat, false, id, created, name, text, finish, &usage), "application/json");
+        res.set_content(choice_json(chat, false, id, created, name, text, finish, &usage, session), "application/json");
         return;
       }
       res.set_header("Cache-Control", "no-cache");
       auto completion = std::make_shared<int>(0);
       res.set_chunked_content_provider(
           "text/event-stream",
-          [g, chat, id, created, name, prompt_tokens, completion](std::size_t, httplib::DataSink& sink) {
+          [g, chat, id, created, name, prompt_tokens, completion, session](std::size_t, httplib::DataSink& sink) {
             auto send = [&](const std::string& data) {
               const std::string line = "data: " + data + "\n\n";
               if (sink.write(line.data(), line.size())) return true;
@@ -226,10 +253,10 @@ OpenAiEndpoint::OpenAiEndpoint(const std::string& listen, std::string api_key, R
             switch (e->kind) {
               case TokenEvent::Kind::token:
                 ++*completion;
-                return send(choice_json(chat, true, id, created, name, e->piece, "", nullptr));
+                return send(choice_json(chat, true, id, created, name, e->piece, "", nullptr, session));
               case TokenEvent::Kind::done: {
                 const cli::JsonObject usage = usage_json(prompt_tokens, *completion);
-                if (!send(choice_json(chat, true, id, created, name, "", e->finish_reason, &usage)) || !send("[DONE]")) return false;
+                if (!send(choice_json(chat, true, id, created, name, "", e->finish_reason, &usage, session)) || !send("[DONE]")) return false;
                 sink.done();
                 return true;
               }
@@ -248,11 +275,22 @@ OpenAiEndpoint::OpenAiEndpoint(const std::string& listen, std::string api_key, R
       fail(res, e);
     }
   };
+  s.Delete(R"(/v1/sessions/(sess-[0-9]+))", [&service, &metrics](const httplib::Request& req, httplib::Response& res) {
+    const std::string id = req.matches[1];
+    try {
+      service.close_session(id);
+      metrics.add("ringattn_api_requests_total", {{"status", "200"}});
+      res.set_content(cli::JsonObject().add("id", id).add("object", "session").add("deleted", true).str(), "application/json");
+    } catch (const Refusal& e) {
+      metrics.add("ringattn_api_requests_total", {{"status", std::to_string(e.status())}});
+      fail(res, {e.status(), e.what()});
+    }
+  });
   s.Post("/v1/completions", [handle](const httplib::Request& req, httplib::Response& res) { handle(req, res, false); });
   s.Post("/v1/chat/completions", [handle](const httplib::Request& req, httplib::Response& res) { handle(req, res, true); });
   s.set_error_handler([](const httplib::Request&, httplib::Response& res) {
     if (!res.body.empty()) return;
-    fail(res, {res.status, res.status == 404 ? "not found: POST /v1/completions or /v1/chat/completions, GET /v1/models"
+    fail(res, {res.status, res.status == 404 ? "not found: POST /v1/completions or /v1/chat/completions, GET /v1/models, DELETE /v1/sessions/ID"
                           : res.status == 413 ? "the body is larger than 1 MiB"
                                               : "the request was refused (HTTP " + std::to_string(res.status) + ")"});
   });

@@ -2,7 +2,8 @@
 // one batch and sends it to the workers (JOB, GENERATE); every rank runs infer::run_batch
 // on it — the prompts prefilled through Ring::forward, decoded on the stationary KV shards
 // through Ring::decode — with every prompt decoded on rank 0, which streams each token to
-// its request the moment it is chosen. Then DONE, as for an attention job.
+// its request the moment it is chosen. Then DONE, as for an attention job. The rows of a
+// session's requests stay in every rank's kept caches for its next message (sessions.hpp).
 #include <algorithm>
 
 #include "ringattn/error.hpp"
@@ -12,6 +13,7 @@
 #include "src/serve/peer_messages.hpp"
 #include "src/serve/ring_service.hpp"
 #include "src/serve/service_events.hpp"
+#include "src/serve/sessions.hpp"
 
 namespace ringattn::serve {
 
@@ -24,6 +26,7 @@ infer::JobOptions batch_options(const HostedModel& m, int steps) {
   infer::JobOptions o = m.options;
   o.tokens = steps;
   o.decode_rank = 0;
+  o.stop_at_end = true;  // an ended (or abandoned) reply stops being fed at once
   o.progress = false;
   o.layout.reset();
   return o;
@@ -36,14 +39,40 @@ void RingService::agree_on_model() {
   infer::agree_on_model(*ring_, model_ ? model_->digest : 0, model_ ? model_->job.description : "no model");
 }
 
-void RingService::submit_generation(std::shared_ptr<Generation> g) {
+void RingService::submit_generation(std::shared_ptr<Generation> g, bool open_session, const std::string& session) {
   {
     std::lock_guard lock(mu_);
-    if (stopping_) throw Error("rank 0 is shutting down and takes no more requests; send it again once it is back");
+    if (stopping_) throw Refusal(503, "rank 0 is shutting down and takes no more requests; send it again once it is back");
+    sessions_->admit(*g, open_session, session);
+    metrics_.set("ringattn_sessions", {}, static_cast<double>(sessions_->size()));
+    metrics_.set("ringattn_cache_rows_reserved", {}, static_cast<double>(sessions_->reserved()));
     generations_.push_back(std::move(g));
     metrics_.set("ringattn_generations_queued", {}, static_cast<double>(generations_.size()));
   }
   cv_.notify_all();
+}
+
+void RingService::close_session(const std::string& id) {
+  {
+    std::lock_guard lock(mu_);
+    sessions_->close(id);
+    metrics_.set("ringattn_sessions", {}, static_cast<double>(sessions_->size()));
+    metrics_.set("ringattn_cache_rows_reserved", {}, static_cast<double>(sessions_->reserved()));
+  }
+  cv_.notify_all();  // its rows go with the next job, sent now
+}
+
+void RingService::finish_generations(std::vector<std::shared_ptr<Generation>>& batch,
+                                     const std::vector<infer::SequenceResult>& results) {
+  std::lock_guard lock(mu_);
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const infer::SequenceResult* r = nullptr;
+    for (const auto& x : results)
+      if (x.prompt == static_cast<std::int32_t>(i)) r = &x;
+    sessions_->finish(*batch[i], r, batch[i]->complete && r);
+  }
+  metrics_.set("ringattn_sessions", {}, static_cast<double>(sessions_->size()));
+  metrics_.set("ringattn_cache_rows_reserved", {}, static_cast<double>(sessions_->reserved()));
 }
 
 std::vector<std::shared_ptr<Generation>> RingService::take_generations() {
@@ -60,6 +89,7 @@ std::vector<std::shared_ptr<Generation>> RingService::take_generations() {
     if (g->cancelled) {  // its client left while it waited
       g->ended = true;
       metrics_.add("ringattn_generations_total", {{"result", "cancelled"}});
+      sessions_->finish(*g, nullptr, false);
       continue;
     }
     tokens += n;
@@ -69,12 +99,10 @@ std::vector<std::shared_ptr<Generation>> RingService::take_generations() {
   return batch;
 }
 
-void RingService::run_generation(std::vector<std::shared_ptr<Generation>>& batch) {
-  if (batch.empty()) return;
+void RingService::run_generation(std::vector<std::shared_ptr<Generation>>& batch, const std::vector<std::int32_t>& end) {
+  if (batch.empty() && end.empty()) return;
   const HostedModel& m = *model_;
-  int steps = 0;
-  for (const auto& g : batch) steps = std::max(steps, g->max_tokens);
-  const std::string payload = encode_batch(batch, steps);
+  const std::string payload = encode_batch(batch, end);
   const std::uint64_t id = next_job_id();
   const std::span<const std::byte> bytes = std::as_bytes(std::span(payload.data(), payload.size()));
   std::vector<MessageRequest> sends;
@@ -83,8 +111,9 @@ void RingService::run_generation(std::vector<std::shared_ptr<Generation>>& batch
     sends.push_back(ring_->send_message(r, static_cast<std::uint32_t>(peer::Msg::generate), id, bytes));
   }
   // Rank 0 runs what it sent, read back as the workers read it.
-  const DecodedBatch b = decode_batch(payload, m.options.model.vocab, m.options.model.context, limits().max_rows);
+  const DecodedBatch b = decode_batch(payload, m.options.model.vocab, m.options.model.context, limits().max_rows, kept_.ids);
   for (auto& s : sends) ring_->wait(s);
+  for (const std::int32_t e : b.end) kept_.erase(e);
 
   const infer::Tokenizer& tok = *m.job.tokenizer;
   std::vector<int> prev(batch.size());
@@ -94,21 +123,21 @@ void RingService::run_generation(std::vector<std::shared_ptr<Generation>>& batch
   auto sink = [&](std::int32_t prompt, std::int32_t token) {
     const auto i = static_cast<std::size_t>(prompt);
     Generation& g = *batch[i];
-    if (g.ended) return;
+    if (g.ended) return false;
     if (g.cancelled) {
       g.ended = true;
       metrics_.add("ringattn_generations_total", {{"result", "cancelled"}});
-      return;
+      return false;
     }
     const auto now = Clock::now();
     if (g.generated == 0) metrics_.observe("ringattn_time_to_first_token_seconds", {}, std::chrono::duration<double>(now - g.queued_at).count());
     else metrics_.observe("ringattn_inter_token_seconds", {}, std::chrono::duration<double>(now - last[i]).count());
     last[i] = now;
     if (infer::Tokenizer::ends_text(token)) {
-      g.ended = true;
+      g.ended = g.complete = true;
       g.stream.push(done_event("stop"));
       metrics_.add("ringattn_generations_total", {{"result", "ok"}});
-      return;
+      return false;
     }
     const std::string piece = tok.text(std::span<const int>(&token, 1), prev[i]);
     prev[i] = token;
@@ -116,19 +145,25 @@ void RingService::run_generation(std::vector<std::shared_ptr<Generation>>& batch
     ++generated;
     g.stream.push(token_event(token, piece));
     if (g.generated >= g.max_tokens) {
-      g.ended = true;
+      g.ended = g.complete = true;
       g.stream.push(done_event("length"));
       metrics_.add("ringattn_generations_total", {{"result", "ok"}});
+      return false;
     }
+    return true;
   };
   infer::JobStats st;
   const auto t0 = Clock::now();
-  infer::run_batch(*ring_, m.job.model, b.prompts, batch_options(m, steps), st, sink);
+  std::vector<infer::SequenceResult> results;
+  if (!b.prompts.empty()) results = infer::run_batch(*ring_, m.job.model, b.prompts, batch_options(m, b.max_tokens), st, sink, &kept_.caches);
+  for (const infer::Prompt& p : b.prompts)
+    if (p.keep) kept_.ids.insert(p.sequence);
   for (auto& g : batch)
-    if (!g->ended) {  // cannot happen (every request is served up to max_tokens <= steps); never leave one waiting
+    if (!g->ended) {  // cannot happen (every request is served up to its max_tokens); never leave one waiting
       g->ended = true;
-      g->stream.push(done_event("length"));
+      g->stream.push(error_event("the ring ended this request before its last token", 500));
     }
+  finish_generations(batch, results);
   std::vector<MessageRequest> dones;
   try {
     for (int r = 1; r < world(); ++r) dones.push_back(ring_->send_message(r, static_cast<std::uint32_t>(peer::Msg::done), id, {}));
@@ -138,17 +173,22 @@ void RingService::run_generation(std::vector<std::shared_ptr<Generation>>& batch
   }
   std::int64_t prompt_tokens = 0;
   for (const auto& p : b.prompts) prompt_tokens += static_cast<std::int64_t>(p.tokens.size());
-  metrics_.add("ringattn_generated_tokens_total", {{"phase", "prefill"}}, static_cast<double>(st.rows));  // this rank's rows, as on the workers
+  metrics_.add("ringattn_generated_tokens_total", {{"phase", "prefill"}},
+               static_cast<double>(st.rows + st.continued_tokens));  // this rank's rows, as on the workers
   metrics_.add("ringattn_generated_tokens_total", {{"phase", "decode"}}, static_cast<double>(generated));
   if (st.prefill_seconds > 0) metrics_.set("ringattn_prefill_tokens_per_second", {}, static_cast<double>(prompt_tokens) / st.prefill_seconds);
-  if (st.decode_seconds > 0)
-    metrics_.set("ringattn_decode_tokens_per_second", {},
-                 static_cast<double>(b.prompts.size()) * static_cast<double>(st.decode_steps) / st.decode_seconds);
-  metrics_.set("ringattn_generation_cache_rows", {}, 0);  // the batch's caches are freed with it
-  record_job(id, JobResult::ok, since(t0), std::to_string(batch.size()) + " generations, " + std::to_string(prompt_tokens) + " prompt tokens", "",
-             FailureCause::unknown);
-  cli::logger("serve")->info("generation {}: {} requests, {} prompt tokens, {} steps in {:.3f} s", id, batch.size(), prompt_tokens,
-                             steps, since(t0));
+  std::int64_t decoded = 0;  // chosen in decode steps (the first of each came from the prefill)
+  for (const auto& r : results) decoded += std::max<std::int64_t>(0, static_cast<std::int64_t>(r.tokens.size()) - 1);
+  if (st.decode_seconds > 0 && decoded > 0)
+    metrics_.set("ringattn_decode_tokens_per_second", {}, static_cast<double>(decoded) / st.decode_seconds);
+  metrics_.set("ringattn_generation_cache_rows", {}, static_cast<double>(kept_.rows()));  // the sessions' rows here
+  record_job(id, JobResult::ok, since(t0),
+             std::to_string(batch.size()) + " generations, " + std::to_string(prompt_tokens) + " prompt tokens, " +
+                 std::to_string(b.end.size()) + " sessions ended",
+             "", FailureCause::unknown);
+  cli::logger("serve")->info("generation {}: {} requests, {} prompt tokens ({} continuing sessions), {} steps, {} sessions ended in {:.3f} s",
+                             id, batch.size(), prompt_tokens, st.continued_tokens, st.decode_steps + (batch.empty() ? 0 : 1),
+                             b.end.size(), since(t0));
 }
 
 void RingService::run_worker_generation(std::uint64_t id) {
@@ -158,7 +198,8 @@ void RingService::run_worker_generation(std::uint64_t id) {
     throw NetworkError("rank 0 sent generation " + std::to_string(id) + " but this daemon hosts no model", FailureCause::protocol, 0);
   const HostedModel& m = *model_;
   const DecodedBatch b = decode_batch(std::string(reinterpret_cast<const char*>(buf.data()), buf.size()), m.options.model.vocab,
-                                      m.options.model.context, limits().max_rows);
+                                      m.options.model.context, limits().max_rows, kept_.ids);
+  for (const std::int32_t e : b.end) kept_.erase(e);
   {
     std::lock_guard lock(mu_);
     running_id_ = id;
@@ -166,9 +207,12 @@ void RingService::run_worker_generation(std::uint64_t id) {
   set_state(RingState::running);
   const auto t0 = Clock::now();
   infer::JobStats st;
-  infer::run_batch(*ring_, m.job.model, b.prompts, batch_options(m, b.max_tokens), st, {});
+  if (!b.prompts.empty()) infer::run_batch(*ring_, m.job.model, b.prompts, batch_options(m, b.max_tokens), st, {}, &kept_.caches);
+  for (const infer::Prompt& p : b.prompts)
+    if (p.keep) kept_.ids.insert(p.sequence);
   peer::receive_into(*ring_, 0, peer::Msg::done, id, {});
   metrics_.add("ringattn_generated_tokens_total", {{"phase", "prefill"}}, static_cast<double>(st.rows));
+  metrics_.set("ringattn_generation_cache_rows", {}, static_cast<double>(kept_.rows()));
   record_job(id, JobResult::ok, since(t0), std::to_string(b.prompts.size()) + " generations, " + std::to_string(st.rows) + " rows here", "",
              FailureCause::unknown);
   {

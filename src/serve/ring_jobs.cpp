@@ -42,8 +42,9 @@ RingService::Leave RingService::coordinate() {
     std::shared_ptr<Job> job;
     {
       std::unique_lock lock(mu_);
+      auto ended = [&] { return sessions_ && sessions_->has_ended(); };
       cv_.wait_for(lock, std::chrono::milliseconds(100),
-                   [&] { return !queue_.empty() || !generations_.empty() || stopping_; });
+                   [&] { return !queue_.empty() || !generations_.empty() || ended() || stopping_; });
       if (stopping_) return Leave::stop;
       if (world() > 1) {
         if (std::string f = ring_->link_failure(); !f.empty()) {
@@ -51,13 +52,15 @@ RingService::Leave RingService::coordinate() {
           return Leave::broken;
         }
       }
-      if (!generations_.empty()) {  // first: a person is reading them as they come
+      if (sessions_) sessions_->expire(Clock::now());
+      if (!generations_.empty() || ended()) {  // first: a person is reading them as they come
         std::vector<std::shared_ptr<Generation>> batch = take_generations();
+        const std::vector<std::int32_t> end = sessions_->take_ended();
         lock.unlock();
         set_state(RingState::running);
         bool broken = false;
         try {
-          run_generation(batch);
+          run_generation(batch, end);
         } catch (const Error& e) {
           const auto* n = dynamic_cast<const NetworkError*>(&e);
           broken = ring_->broken() || n != nullptr;
@@ -67,6 +70,7 @@ RingService::Leave RingService::coordinate() {
               g->ended = true;
               g->stream.push(error_event(std::string("the ring failed: ") + e.what(), n ? 503 : 500));
             }
+          finish_generations(batch, {});
           metrics_.add("ringattn_generations_total", {{"result", "failed"}}, static_cast<double>(batch.size()));
         }
         {

@@ -55,6 +55,12 @@ RingService::RingService(ServeConfig config, Metrics& metrics, std::string contr
       notify_(std::move(notify)),
       model_(std::move(model)) {
   if (rank() == 0) coordinator_ = control_address_;
+  if (model_) {  // the ring's cache: cache_mib on every daemon, in rows of this model
+    const std::int64_t row = infer::cache_row_bytes(model_->options.model, model_->options.dtype);
+    const auto per_rank = static_cast<std::int64_t>(config_.cache_mib * 1048576.0 / static_cast<double>(row));
+    sessions_ = std::make_unique<SessionTable>(per_rank * world(), config_.session_ttl, model_->options.model.context);
+    metrics_.set("ringattn_cache_rows_capacity", {}, static_cast<double>(per_rank * world()));
+  }
   set_state(RingState::forming);
 }
 
@@ -170,6 +176,14 @@ bool RingService::form() {
         std::lock_guard lock(mu_);
         ring_ = std::move(ring);
         seen_sent_ = seen_received_ = 0;
+        // The kept rows were the last ring's: every session ends with it.
+        kept_.clear();
+        if (sessions_) {
+          sessions_->drop_all();
+          metrics_.set("ringattn_sessions", {}, 0);
+          metrics_.set("ringattn_cache_rows_reserved", {}, static_cast<double>(sessions_->reserved()));
+        }
+        metrics_.set("ringattn_generation_cache_rows", {}, 0);
       }
       exchange_info();
       agree_on_model();

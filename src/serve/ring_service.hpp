@@ -27,6 +27,7 @@
 #include "src/serve/metrics.hpp"
 #include "src/serve/peer_messages.hpp"
 #include "src/serve/serve_config.hpp"
+#include "src/serve/sessions.hpp"
 
 namespace ringattn::serve {
 
@@ -69,8 +70,12 @@ class RingService {
   void submit(std::shared_ptr<Job> job);
   std::uint64_t next_job_id() { return ++job_ids_; }
   // Rank 0 with a model: queue a generation; every request queued when the ring takes the
-  // next one runs with it, packed into one batch. Throws Error while draining.
-  void submit_generation(std::shared_ptr<Generation> g);
+  // next one runs with it, packed into one batch. `open_session` starts a session on it,
+  // `session` names the one it continues (sessions.hpp). Throws Refusal (draining, an
+  // unknown or busy session, no room in the cache).
+  void submit_generation(std::shared_ptr<Generation> g, bool open_session = false, const std::string& session = {});
+  // Ends a session: its rows go on every rank with the next job, sent at once. Throws Refusal (404).
+  void close_session(const std::string& id);
   const HostedModel* model() const { return model_.get(); }
 
   std::string status_json() const;  // this node, for `ringattn status`
@@ -84,7 +89,8 @@ class RingService {
   Leave coordinate();
   Leave work();
   void run_job(Job& job);
-  void run_generation(std::vector<std::shared_ptr<Generation>>& batch);
+  void run_generation(std::vector<std::shared_ptr<Generation>>& batch, const std::vector<std::int32_t>& end);
+  void finish_generations(std::vector<std::shared_ptr<Generation>>& batch, const std::vector<infer::SequenceResult>& results);
   void run_worker_generation(std::uint64_t id);
   void agree_on_model();
   std::vector<std::shared_ptr<Generation>> take_generations();  // mu_ held
@@ -119,6 +125,8 @@ class RingService {
   std::deque<std::shared_ptr<Job>> queue_;
   std::shared_ptr<const HostedModel> model_;
   std::deque<std::shared_ptr<Generation>> generations_;  // queued (rank 0)
+  std::unique_ptr<SessionTable> sessions_;               // rank 0 with a model
+  KeptRows kept_;  // every rank with a model: the sessions' rows (ring thread only)
   std::shared_ptr<Job> running_;
   std::uint64_t running_id_ = 0;  // the job a worker runs (0: none)
   std::condition_variable grace_cv_;

@@ -80,7 +80,10 @@ void describe_metrics(Metrics& m) {
   m.describe("ringattn_generated_tokens_total", T::counter, "tokens through the hosted model: phase prefill (prompt rows) and decode (generated)");
   m.describe("ringattn_prefill_tokens_per_second", T::gauge, "the last batch's prompt tokens / its prefill time");
   m.describe("ringattn_decode_tokens_per_second", T::gauge, "the last batch's generated tokens / its decode time");
-  m.describe("ringattn_generation_cache_rows", T::gauge, "KV cache rows this rank holds for running generations");
+  m.describe("ringattn_generation_cache_rows", T::gauge, "KV-cache rows (tokens, per layer) this rank keeps for sessions between jobs");
+  m.describe("ringattn_sessions", T::gauge, "open sessions (rank 0)");
+  m.describe("ringattn_cache_rows_reserved", T::gauge, "KV-cache rows the ring holds or has promised: sessions and requests in flight (rank 0)");
+  m.describe("ringattn_cache_rows_capacity", T::gauge, "KV-cache rows the ring may hold: cache_mib on every daemon in this model's rows");
   m.describe("ringattn_api_requests_total", T::counter, "requests to the OpenAI-style endpoint, by HTTP status");
   m.describe_histogram("ringattn_time_to_first_token_seconds", "from a request's arrival to its first token (rank 0)",
                        {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30});

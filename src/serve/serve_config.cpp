@@ -59,6 +59,10 @@ const std::vector<Key>& keys() {
                                        "/v1/chat/completions; 'off': none)", {"RINGATTN_API"}},
       {"api_key_file", Kind::text, "FILE", "the endpoint's bearer token, mode 0600 (default: the ring's token; 'none': "
                                            "no token, loopback only)", {"RINGATTN_API_KEY_FILE"}},
+      {"cache_mib", Kind::real, "MIB", "KV-cache memory per daemon for the hosted model's requests and sessions "
+                                         "(a request that does not fit is refused; default 1024)", {"RINGATTN_CACHE_MIB"}},
+      {"session_ttl", Kind::real, "S", "seconds an idle session keeps its rows on every daemon (default 600)",
+       {"RINGATTN_SESSION_TTL"}},
       {"log_level", Kind::text, "LEVEL", "trace, debug, info, warn, error (the common --log-level)", {"RINGATTN_LOG_LEVEL"}},
       {"log_format", Kind::text, "FORMAT", "text, or json (one object per line, with the rank)", {"RINGATTN_LOG_FORMAT"}},
   };
@@ -267,6 +271,13 @@ ServeConfig load_serve_config(const cli::Args& a) {
       throw InvalidArgument(x->source + " = '" + c.api + "': give a fixed port for the endpoint");
   }
   if (const Value* x = get("api_key_file")) c.api_key_file = x->text;
+  if (const Value* x = get("cache_mib")) {
+    char* end = nullptr;
+    c.cache_mib = std::strtod(x->text.c_str(), &end);
+    if (end == x->text.c_str() || *end != '\0' || !(c.cache_mib >= 0.01 && c.cache_mib <= 1e9))
+      throw InvalidArgument(x->source + " = '" + x->text + "': give the KV cache's MiB per daemon, 0.01 to 1e9");
+  }
+  if (const Value* x = get("session_ttl")) c.session_ttl = seconds(*x, 1);
   if (c.model.empty() != c.tokenizer.empty())
     throw InvalidArgument("a hosted model needs both model and tokenizer (" +
                           (c.model.empty() ? std::string("tokenizer given, no model") : std::string("model given, no tokenizer")) + ")");

@@ -22,6 +22,8 @@ struct ServeConfig {
   DType wire_dtype = DType::f32;    // the dtype of jobs that do not ask for one
   std::string model, tokenizer;     // a hosted model (llama2.c files, each daemon's own path); empty: none
   std::string api = "off";          // rank 0: the OpenAI-style endpoint's HOST:PORT
+  double cache_mib = 1024;    // KV-cache memory per daemon for the hosted model's requests and sessions
+  double session_ttl = 600;         // seconds an idle session keeps its rows
   std::string api_key_file;         // its bearer token; empty: the ring's token; "none": no token (loopback only)
   double grace = 30;                // seconds a running job may finish after SIGTERM
   LogFormat log_format = LogFormat::text;

@@ -31,9 +31,10 @@ struct ModelRing {
   std::unique_ptr<DaemonRing> ring;
   std::string token;
 
-  explicit ModelRing(const std::filesystem::path& d) : dir(d) {
+  explicit ModelRing(const std::filesystem::path& d, const std::vector<std::string>& more = {}) : dir(d) {
     RingConfig c;
     c.extra = {"--model", (d / "stories260K.bin").string(), "--tokenizer", (d / "tok512.bin").string(), "--api", api()};
+    c.extra.insert(c.extra.end(), more.begin(), more.end());
     ring = std::make_unique<DaemonRing>(c);
     std::ifstream f(ring->token_file());
     std::getline(f, token);
@@ -137,9 +138,15 @@ TEST_CASE("serve --model: curl and Python stream llama2.c's exact text at once; 
   r = run("/usr/bin/curl", curl_post(m, "/v1/completions", body(600, false)));
   CHECK(r.out.find("HTTP 400") != std::string::npos);
   CHECK(r.out.find("5 tokens and max_tokens 600 exceed the model's context of 512") != std::string::npos);
-  r = run("/usr/bin/curl", curl_post(m, "/v1/completions", "{\"prompt\": [1, 2]}"));
+  r = run("/usr/bin/curl", curl_post(m, "/v1/completions", "{\"prompt\": 7}"));
   CHECK(r.out.find("HTTP 400") != std::string::npos);
-  CHECK(r.out.find("\\\"prompt\\\" must be a string") != std::string::npos);
+  CHECK(r.out.find("\\\"prompt\\\" must be a string or a non-empty array of token ids") != std::string::npos);
+  r = run("/usr/bin/curl", curl_post(m, "/v1/completions", "{\"prompt\": [403, 512]}"));
+  CHECK(r.out.find("HTTP 400") != std::string::npos);
+  CHECK(r.out.find("each an integer in [0, 512)") != std::string::npos);
+  r = run("/usr/bin/curl", curl_post(m, "/v1/completions", "{\"prompt\": \"x\", \"session\": \"sess-99\"}"));
+  CHECK(r.out.find("HTTP 404") != std::string::npos);
+  CHECK(r.out.find("no session sess-99") != std::string::npos);
   r = run("/usr/bin/curl", curl_post(m, "/v1/completions", "{\"prompt\": \"x\""));
   CHECK(r.out.find("HTTP 400") != std::string::npos);
   r = run("/usr/bin/curl", curl_post(m, "/v1/nothing", "{}"));
@@ -147,6 +154,99 @@ TEST_CASE("serve --model: curl and Python stream llama2.c's exact text at once; 
   CHECK(metric(*m.ring, 0, "ringattn_generations_total{result=\"ok\"}") >= 4);
   CHECK(metric(*m.ring, 0, "ringattn_time_to_first_token_seconds_count") >= 4);
   CHECK(metric(*m.ring, 0, "ringattn_generated_tokens_total{phase=\"decode\"}") >= 240);
+}
+
+// A whole (not streamed) response's JSON, as curl_post printed it.
+cli::JsonValue response_json(const Outcome& o) { return cli::parse_json(o.out.substr(0, o.out.find("\nHTTP"))); }
+
+std::string ids_json(std::vector<int>::const_iterator a, std::vector<int>::const_iterator b) {
+  std::string s = "[";
+  for (auto i = a; i != b; ++i) s += (i == a ? "" : ", ") + std::to_string(*i);
+  return s + "]";
+}
+
+std::string ids_body(const std::string& ids, int max_tokens, const std::string& session, bool stream = false) {
+  return "{\"prompt\": " + ids + ", \"max_tokens\": " + std::to_string(max_tokens) + ", \"temperature\": 0, \"stream\": " +
+         (stream ? "true" : "false") + (session.empty() ? "" : ", \"session\": " + session) + "}";
+}
+
+double every_rank(const DaemonRing& r, const std::string& series) {
+  double sum = 0;
+  for (int rank = 0; rank < 3; ++rank) sum += metric(r, rank, series);
+  return sum;
+}
+
+TEST_CASE("serve --model: a session's follow-up equals its concatenated prompt from scratch; its rows stay, then go on every rank; the cache is accounted") {
+  const auto dir = ::test::model_dir();
+  if (!dir) return;
+  // 0.5 MiB per daemon: 102 rows of stories260K's 5 layers (5 KiB per token), 306 on the ring.
+  ModelRing m(*dir, {"--cache-mib", "0.5"});
+  REQUIRE(m.ring->wait_ready(60));
+  const std::vector<int>& run = ::test::kRunIds;  // "Once upon a time" (4 ids) and llama2.c's greedy 60
+  CHECK(metric(*m.ring, 0, "ringattn_cache_rows_capacity") == 306);
+
+  // 1. A session's first reply: 20 greedy tokens = llama2.c's first 20.
+  Outcome a = ::ringattn::stest::run("/usr/bin/curl", curl_post(m, "/v1/completions", ids_body(ids_json(run.begin(), run.begin() + 4), 20, "true")));
+  REQUIRE(a.out.find("HTTP 200") != std::string::npos);
+  const cli::JsonValue ja = response_json(a);
+  const std::string session = ja.get("session")->string;
+  CHECK(session.rfind("sess-", 0) == 0);
+  CHECK(ja.get("choices")->items.at(0).get("finish_reason")->string == "length");
+  // Its rows stay: BOS, 4 prompt ids and 19 generated (the 20th is chosen, not yet fed).
+  CHECK(eventually([&] { return every_rank(*m.ring, "ringattn_generation_cache_rows") == 24; }, 10));
+  CHECK(metric(*m.ring, 0, "ringattn_sessions") == 1);
+  CHECK(metric(*m.ring, 1, "ringattn_generation_cache_rows") > 0);  // spread over the ring, not all on rank 0
+
+  // 2. Its follow-up, streamed: only the new ids go in; their queries pass the kept rows.
+  const std::vector<int> follow = {403, 407, 261, 378};  // " Once upon a" again
+  Outcome b = ::ringattn::stest::run("/usr/bin/curl", curl_post(m, "/v1/completions",
+                                            ids_body(ids_json(follow.begin(), follow.end()), 30, cli::json_quote(session), true)));
+  const std::string follow_up = sse_text(b.out);
+  CHECK(b.out.find("\"session\":\"" + session + "\"") != std::string::npos);
+  // 24 + the 20th token + 4 new ids + 29 of 30 generated (the 30th is not fed)
+  CHECK(eventually([&] { return every_rank(*m.ring, "ringattn_generation_cache_rows") == 58; }, 10));
+
+  // 3. From scratch, without a session: the prompt, the first reply and the follow-up's ids.
+  std::vector<int> whole(run.begin(), run.begin() + 24);
+  whole.insert(whole.end(), follow.begin(), follow.end());
+  Outcome c = ::ringattn::stest::run("/usr/bin/curl", curl_post(m, "/v1/completions", ids_body(ids_json(whole.begin(), whole.end()), 30, "")));
+  const cli::JsonValue jc = response_json(c);
+  INFO("follow-up: " << b.out.substr(0, 400) << "\nfrom scratch: " << c.out << "\nrank 0: " << m.ring->log(0));
+  REQUIRE(!follow_up.empty());
+  CHECK(follow_up == jc.get("choices")->items.at(0).get("text")->string);
+  CHECK(jc.get("session") == nullptr);
+  CHECK(every_rank(*m.ring, "ringattn_generation_cache_rows") == 58);  // the request without a session kept nothing
+
+  // 4. The cache is accounted: 58 rows held; a request that could never fit (413) and one
+  // that does not fit beside the session now (503), each with both numbers.
+  const std::string prompt = ids_json(run.begin(), run.begin() + 4);
+  Outcome big = ::ringattn::stest::run("/usr/bin/curl", curl_post(m, "/v1/completions", ids_body(prompt, 400, "")));
+  CHECK(big.out.find("HTTP 413") != std::string::npos);
+  CHECK(big.out.find("needs 405 KV-cache rows, and the ring holds at most 306") != std::string::npos);
+  Outcome busy = ::ringattn::stest::run("/usr/bin/curl", curl_post(m, "/v1/completions", ids_body(prompt, 250, "")));
+  CHECK(busy.out.find("HTTP 503") != std::string::npos);
+  CHECK(busy.out.find("needs 255 KV-cache rows; 248 of 306 are free now") != std::string::npos);
+
+  // 5. Closed: its rows go on every rank; it is gone for good.
+  Outcome del = ::ringattn::stest::run("/usr/bin/curl", {"-s", "-X", "DELETE", "-H", m.auth(), "-w", "\nHTTP %{http_code}\n", m.url("/v1/sessions/" + session)});
+  CHECK(del.out.find("HTTP 200") != std::string::npos);
+  CHECK(eventually([&] { return every_rank(*m.ring, "ringattn_generation_cache_rows") == 0; }, 10));
+  CHECK(metric(*m.ring, 0, "ringattn_sessions") == 0);
+  CHECK(metric(*m.ring, 0, "ringattn_cache_rows_reserved") == 0);
+  Outcome again = ::ringattn::stest::run("/usr/bin/curl", curl_post(m, "/v1/completions", ids_body("[403]", 4, cli::json_quote(session))));
+  CHECK(again.out.find("HTTP 404") != std::string::npos);
+  CHECK(::ringattn::stest::run("/usr/bin/curl", {"-s", "-X", "DELETE", "-H", m.auth(), "-w", "\nHTTP %{http_code}\n", m.url("/v1/sessions/" + session)})
+            .out.find("HTTP 404") != std::string::npos);
+
+  // 6. A client that leaves mid-stream ends its session: its rows go on every rank.
+  {
+    std::vector<std::string> args = curl_post(m, "/v1/completions", ids_body(prompt, 250, "true", true));
+    args[2] = "0.3";  // --max-time
+    ::ringattn::stest::run("/usr/bin/curl", args);
+  }
+  CHECK(eventually([&] { return metric(*m.ring, 0, "ringattn_generations_total{result=\"cancelled\"}") >= 1; }, 60));
+  CHECK(eventually([&] { return every_rank(*m.ring, "ringattn_generation_cache_rows") == 0 && metric(*m.ring, 0, "ringattn_sessions") == 0; }, 30));
+  CHECK(metric(*m.ring, 0, "ringattn_cache_rows_reserved") == 0);
 }
 
 TEST_CASE("serve --model: a client gone mid-stream is cancelled; a worker killed mid-generation is named; the ring re-forms; the next text is exact") {

@@ -1,0 +1,129 @@
+// ringattn serve — sessions and their cache rows (sessions.hpp).
+#include "src/serve/sessions.hpp"
+
+#include <iterator>
+#include <limits>
+#include <utility>
+
+namespace ringattn::serve {
+
+void KeptRows::erase(std::int32_t id) {
+  for (KVCache& c : caches) c.erase(id);
+  ids.erase(id);
+}
+
+void KeptRows::clear() {
+  caches.clear();
+  ids.clear();
+}
+
+std::int64_t KeptRows::rows() const { return caches.empty() ? 0 : caches.front().rows(); }
+
+std::int32_t SessionTable::new_sequence() {
+  if (next_sequence_ == std::numeric_limits<std::int32_t>::max())
+    throw Refusal(503, "this ring has used every KV-cache sequence id (2^31 requests): restart rank 0");
+  return next_sequence_++;
+}
+
+void SessionTable::admit(Generation& g, bool open, const std::string& session) {
+  Session* s = nullptr;
+  std::int64_t history = 0;
+  if (!session.empty()) {
+    auto it = sessions_.find(session);
+    if (it == sessions_.end())
+      throw Refusal(404, "no session " + session + ": it was closed, expired (idle over " + std::to_string(static_cast<long long>(ttl_)) +
+                             " s) or ended with the ring's last re-forming; open a new one with \"session\": true");
+    s = &it->second;
+    if (s->busy) throw Refusal(409, "session " + session + " is busy with another request; send the next message when its reply is done");
+    if (s->pending) g.prompt.insert(g.prompt.begin(), *s->pending);
+    history = s->next.rope_position;
+  }
+  const std::int64_t need = history + static_cast<std::int64_t>(g.prompt.size()) + g.max_tokens;
+  if (context_ > 0 && need > context_)
+    throw Refusal(400, (s ? "session " + session + "'s " + std::to_string(history) + " tokens of history, " : std::string()) +
+                           "the prompt's " + std::to_string(g.prompt.size()) + " tokens and max_tokens " + std::to_string(g.max_tokens) +
+                           " exceed the model's context of " + std::to_string(context_) + " positions");
+  if (need > capacity_)
+    throw Refusal(413, "the request needs " + std::to_string(need) + " KV-cache rows, and the ring holds at most " +
+                           std::to_string(capacity_) + " (cache_mib on every daemon)");
+  const std::int64_t others = reserved_ - (s ? s->rows : 0);
+  if (others + need > capacity_)
+    throw Refusal(503, "the request needs " + std::to_string(need) + " KV-cache rows; " + std::to_string(capacity_ - others) + " of " +
+                           std::to_string(capacity_) + " are free now (sessions and requests in flight hold the rest): retry later or close idle sessions");
+  if (s) {
+    g.session = session;
+    g.sequence = s->sequence;
+    g.continues = s->next;
+    s->busy = true;
+    reserved_ += need - s->rows;
+    s->rows = 0;  // counted in the request's reservation while it runs
+  } else {
+    g.sequence = new_sequence();
+    if (open) {
+      g.session = "sess-" + std::to_string(++next_id_);
+      Session n;
+      n.sequence = g.sequence;
+      n.busy = true;
+      sessions_.emplace(g.session, n);
+    }
+    reserved_ += need;
+  }
+  g.keep = !g.session.empty();
+  g.reserved = need;
+}
+
+void SessionTable::finish(Generation& g, const infer::SequenceResult* r, bool ok) {
+  if (g.settled) return;
+  g.settled = true;
+  reserved_ -= g.reserved;
+  g.reserved = 0;
+  if (g.session.empty()) return;
+  auto it = sessions_.find(g.session);
+  if (it == sessions_.end()) return;  // dropped with the ring meanwhile
+  Session& s = it->second;
+  s.busy = false;
+  s.used = Clock::now();
+  if (!ok || !r || s.close_when_done) {
+    end(it);
+    return;
+  }
+  s.next = r->next;
+  // A reply cut at max_tokens leaves its last token chosen and not fed: the next message
+  // starts with it. One that ended (BOS or EOS) leaves its end token out of the history.
+  s.pending.reset();
+  if (!r->tokens.empty() && !infer::Tokenizer::ends_text(r->tokens.back())) s.pending = r->tokens.back();
+  s.rows = s.next.rope_position;
+  reserved_ += s.rows;
+}
+
+void SessionTable::close(const std::string& id) {
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) throw Refusal(404, "no session " + id + " (closed, expired, or gone with the ring's re-forming)");
+  if (it->second.busy) it->second.close_when_done = true;
+  else end(it);
+}
+
+void SessionTable::end(std::map<std::string, Session>::iterator it) {
+  if (!it->second.busy) reserved_ -= it->second.rows;
+  ended_.push_back(it->second.sequence);
+  sessions_.erase(it);
+}
+
+void SessionTable::expire(Clock::time_point now) {
+  for (auto it = sessions_.begin(); it != sessions_.end();) {
+    auto next = std::next(it);
+    if (!it->second.busy && std::chrono::duration<double>(now - it->second.used).count() > ttl_) end(it);
+    it = next;
+  }
+}
+
+void SessionTable::drop_all() {
+  for (auto& [id, s] : sessions_)
+    if (!s.busy) reserved_ -= s.rows;
+  sessions_.clear();
+  ended_.clear();
+}
+
+std::vector<std::int32_t> SessionTable::take_ended() { return std::exchange(ended_, {}); }
+
+}  // namespace ringattn::serve

@@ -1,0 +1,104 @@
+// ringattn serve — sessions on a hosted model: a conversation whose KV rows stay on every
+// rank between its requests, so that a follow-up appends only its new tokens (their
+// queries go around the ring past the stationary history, as in decode: no re-prefill).
+//
+// Rank 0 keeps the table (SessionTable): per session its KV-cache sequence id, where its
+// next token goes (ring and RoPE positions), the token chosen last and not yet fed (a
+// reply cut at max_tokens: it opens the next message), and its rows. Every rank keeps the
+// rows themselves (KeptRows: one KVCache per layer, and the ids it keeps). A session ends
+// when its client closes it (DELETE /v1/sessions/ID), after `session_ttl` idle seconds,
+// with a request on it that failed or whose client left, and — all of them — when the ring
+// re-forms (the caches are one ring's). An ended session's rows are erased on every rank
+// with the next job, which rank 0 sends at once (a job of erasures only, if need be).
+//
+// Memory. The ring holds at most `capacity` cache rows (tokens) at once, counted
+// ring-wide: each request reserves its history, its prompt and max_tokens while it runs,
+// each idle session its history. A request that could never fit is refused (413) with
+// both numbers, one that does not fit beside the others now is refused (503) with the
+// numbers. Rows spread over the ranks by the prefill's balance and decode_store_rank's
+// round robin; a short prompt lies whole on one rank.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <ringattn/kv_cache.hpp>
+
+#include "infer/job.hpp"
+#include "infer/prompts.hpp"
+#include "src/serve/generation.hpp"
+#include "src/serve/service_events.hpp"
+
+namespace ringattn::serve {
+
+// A request refused before it starts, with the HTTP status it maps to.
+class Refusal : public Error {
+ public:
+  Refusal(int status, const std::string& what) : Error(what), status_(status) {}
+  int status() const { return status_; }
+
+ private:
+  int status_;
+};
+
+// Every rank: the rows the sessions keep between jobs, and their ids.
+struct KeptRows {
+  std::vector<KVCache> caches;  // one per layer, made by the first batch
+  std::set<std::int32_t> ids;   // the sequences kept after their batch
+  void erase(std::int32_t id);
+  void clear();
+  std::int64_t rows() const;  // this rank's, per layer
+};
+
+class SessionTable {
+ public:
+  SessionTable(std::int64_t capacity, double ttl_seconds, std::int64_t context)
+      : capacity_(capacity), ttl_(ttl_seconds), context_(context) {}
+
+  // A request arriving (rank 0, under the service's lock): `open` starts a session on it,
+  // `session` names one it continues (its prompt then is the new tokens, without BOS).
+  // Sets g's sequence, keep, continues and reservation; throws Refusal (404 unknown
+  // session, 409 one busy with another request, 400 past the model's context, 413 past
+  // the capacity, 503 not now).
+  void admit(Generation& g, bool open, const std::string& session);
+  // The request ended: ok (its reply complete, `r` its result) or not (failed, or its
+  // client left: a session on it ends).
+  void finish(Generation& g, const infer::SequenceResult* r, bool ok);
+  // Ends session `id` now (or when its running request ends). Throws Refusal (404).
+  void close(const std::string& id);
+  void expire(Clock::time_point now);  // the idle ones past their ttl
+  void drop_all();                     // the ring re-formed: every row is gone
+  std::vector<std::int32_t> take_ended();  // sequences to erase on every rank
+  bool has_ended() const { return !ended_.empty(); }
+
+  std::size_t size() const { return sessions_.size(); }
+  std::int64_t reserved() const { return reserved_; }
+  std::int64_t capacity() const { return capacity_; }
+
+ private:
+  struct Session {
+    std::int32_t sequence = 0;
+    infer::Continuation next;            // where its next token goes
+    std::optional<std::int32_t> pending;  // chosen last, not fed
+    std::int64_t rows = 0;               // history rows cached, ring-wide
+    Clock::time_point used = Clock::now();
+    bool busy = false, close_when_done = false;
+  };
+  std::int32_t new_sequence();
+  void end(std::map<std::string, Session>::iterator it);
+
+  std::int64_t capacity_;
+  double ttl_;
+  std::int64_t context_;
+  std::int64_t reserved_ = 0;
+  std::int32_t next_sequence_ = 0;
+  std::uint64_t next_id_ = 0;
+  std::map<std::string, Session> sessions_;
+  std::vector<std::int32_t> ended_;
+};
+
+}  // namespace ringattn::serve
