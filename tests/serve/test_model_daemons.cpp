@@ -1,8 +1,11 @@
 // Daemons that host a real model (stories260K; skipped with "skipped: no model at ..."
 // where the files are absent): streaming completions through the OpenAI-style endpoint to
 // curl (server-sent events) and to Python's http.client at once, each llama2.c's exact
-// text; chat; refusals before any work; a client that leaves mid-stream; a worker killed
-// mid-generation; a daemon holding another model; 200 requests from 8 connections.
+// text; chat; refusals before any work; sessions (a follow-up equals its concatenated
+// prompt from scratch; rows kept, then freed on every rank when closed, abandoned or
+// expired; the cache accounted); a client that leaves mid-stream; a worker killed
+// mid-generation (and the sessions gone with the ring); a daemon holding another model;
+// 200 requests from 8 connections.
 #include <doctest/doctest.h>
 #include <signal.h>
 
@@ -111,12 +114,12 @@ TEST_CASE("serve --model: curl and Python stream llama2.c's exact text at once; 
   if (!dir) return;
   ModelRing m(*dir);
   REQUIRE(m.ring->wait_ready(60));
-  // Four clients at once: two curl streams, Python's http.client stream, a whole chat response.
+  // Four streaming clients at once: two curl completions, Python's http.client, a curl chat.
   itest::Spawned c1(curl_post(m, "/v1/completions", body(60, true)), {}, "/usr/bin/curl");
   itest::Spawned c2(curl_post(m, "/v1/completions", body(60, true)), {}, "/usr/bin/curl");
   itest::Spawned py({kClient, m.api(), m.token, "stream", kPrompt, "60"}, {}, "/usr/bin/python3");
   itest::Spawned chat(curl_post(m, "/v1/chat/completions",
-                                "{\"messages\": [{\"role\": \"user\", \"content\": \"Once upon a time\"}], \"max_tokens\": 60, \"temperature\": 0}"),
+                                "{\"messages\": [{\"role\": \"user\", \"content\": \"Once upon a time\"}], \"max_tokens\": 60, \"temperature\": 0, \"stream\": true}"),
                       {}, "/usr/bin/curl");
   const Outcome o1 = c1.wait(120), o2 = c2.wait(120), op = py.wait(120), oc = chat.wait(120);
   INFO("curl 1: " << o1.out << "\npython: " << op.err << "\nrank 0: " << m.ring->log(0));
@@ -126,8 +129,12 @@ TEST_CASE("serve --model: curl and Python stream llama2.c's exact text at once; 
   CHECK(sse_text(o2.out) == completion_60());
   CHECK(op.exit_code == 0);
   CHECK(op.out == completion_60());
-  REQUIRE(oc.out.find("HTTP 200") != std::string::npos);
-  const cli::JsonValue cj = cli::parse_json(oc.out.substr(0, oc.out.find("\nHTTP")));
+  CHECK(sse_text(oc.out) == completion_60());
+  // A whole (not streamed) chat response.
+  const Outcome whole = run("/usr/bin/curl", curl_post(m, "/v1/chat/completions",
+                                "{\"messages\": [{\"role\": \"user\", \"content\": \"Once upon a time\"}], \"max_tokens\": 60, \"temperature\": 0}"));
+  REQUIRE(whole.out.find("HTTP 200") != std::string::npos);
+  const cli::JsonValue cj = cli::parse_json(whole.out.substr(0, whole.out.find("\nHTTP")));
   CHECK(cj.get("choices")->items.at(0).get("message")->get("content")->string == completion_60());
   CHECK(cj.get("usage")->get("completion_tokens")->number == 60);
   CHECK(cj.get("usage")->get("prompt_tokens")->number == 5);
@@ -180,7 +187,7 @@ TEST_CASE("serve --model: a session's follow-up equals its concatenated prompt f
   const auto dir = ::test::model_dir();
   if (!dir) return;
   // 0.5 MiB per daemon: 102 rows of stories260K's 5 layers (5 KiB per token), 306 on the ring.
-  ModelRing m(*dir, {"--cache-mib", "0.5"});
+  ModelRing m(*dir, {"--cache-mib", "0.5", "--session-ttl", "15"});
   REQUIRE(m.ring->wait_ready(60));
   const std::vector<int>& run = ::test::kRunIds;  // "Once upon a time" (4 ids) and llama2.c's greedy 60
   CHECK(metric(*m.ring, 0, "ringattn_cache_rows_capacity") == 306);
@@ -247,6 +254,15 @@ TEST_CASE("serve --model: a session's follow-up equals its concatenated prompt f
   CHECK(eventually([&] { return metric(*m.ring, 0, "ringattn_generations_total{result=\"cancelled\"}") >= 1; }, 60));
   CHECK(eventually([&] { return every_rank(*m.ring, "ringattn_generation_cache_rows") == 0 && metric(*m.ring, 0, "ringattn_sessions") == 0; }, 30));
   CHECK(metric(*m.ring, 0, "ringattn_cache_rows_reserved") == 0);
+
+  // 7. An idle session expires after session_ttl (15 s here): its rows go on every rank.
+  Outcome idle = ::ringattn::stest::run("/usr/bin/curl", curl_post(m, "/v1/completions", ids_body(prompt, 8, "true")));
+  const std::string idle_id = response_json(idle).get("session")->string;
+  CHECK(every_rank(*m.ring, "ringattn_generation_cache_rows") == 12);
+  CHECK(eventually([&] { return every_rank(*m.ring, "ringattn_generation_cache_rows") == 0 && metric(*m.ring, 0, "ringattn_sessions") == 0; }, 60));
+  Outcome expired = ::ringattn::stest::run("/usr/bin/curl", curl_post(m, "/v1/completions", ids_body("[403]", 4, cli::json_quote(idle_id))));
+  CHECK(expired.out.find("HTTP 404") != std::string::npos);
+  CHECK(expired.out.find("expired") != std::string::npos);
 }
 
 TEST_CASE("serve --model: a client gone mid-stream is cancelled; a worker killed mid-generation is named; the ring re-forms; the next text is exact") {
@@ -262,6 +278,10 @@ TEST_CASE("serve --model: a client gone mid-stream is cancelled; a worker killed
   CHECK(eventually([&] { return metric(*m.ring, 0, "ringattn_generations_total{result=\"cancelled\"}") >= 1; }, 60));
   CHECK(sse_text(run("/usr/bin/curl", curl_post(m, "/v1/completions", body(60, true))).out) == completion_60());
 
+  // A session open across the failure: the re-formed ring keeps none of the old one's rows.
+  const Outcome kept = run("/usr/bin/curl", curl_post(m, "/v1/completions", ids_body("[403, 407, 261, 378]", 8, "true")));
+  const std::string session = response_json(kept).get("session")->string;
+
   itest::Spawned stream(curl_post(m, "/v1/completions", body(500, true)), {}, "/usr/bin/curl");
   CHECK(eventually([&] { stream.pump(); return stream.out().find("data: ") != std::string::npos; }, 60));
   m.ring->signal(1, SIGKILL);
@@ -273,6 +293,10 @@ TEST_CASE("serve --model: a client gone mid-stream is cancelled; a worker killed
   m.ring->start(1);
   REQUIRE(m.ring->wait_ready(60));
   CHECK(sse_text(run("/usr/bin/curl", curl_post(m, "/v1/completions", body(60, true))).out) == completion_60());
+  const Outcome gone = run("/usr/bin/curl", curl_post(m, "/v1/completions", ids_body("[403]", 4, cli::json_quote(session))));
+  CHECK(gone.out.find("HTTP 404") != std::string::npos);
+  CHECK(metric(*m.ring, 0, "ringattn_sessions") == 0);
+  CHECK(every_rank(*m.ring, "ringattn_generation_cache_rows") == 0);
 }
 
 TEST_CASE("serve --model: a daemon holding another model file is refused, naming both ranks and both files") {
