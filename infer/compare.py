@@ -2,8 +2,9 @@
 """Compares two runs of the infer job: every prompt's generated tokens exactly, its logits
 to a tolerance. Each run is a directory of rank-R.jsonl files (any number of ranks); the
 lines are merged by prompt id. Prints one line with the largest logit difference; exits 1
-if a prompt is missing, a token differs or a logit differs by more than --tol.
-  compare.py REFERENCE_DIR OTHER_DIR [--tol 1e-4]
+if a prompt is missing, a token differs or a logit differs by more than --tol (with
+--relative: more than --tol times the largest |logit| of the reference's row).
+  compare.py REFERENCE_DIR OTHER_DIR [--tol 1e-4] [--relative]
 """
 import argparse
 import glob
@@ -33,6 +34,7 @@ def main():
     p.add_argument("reference")
     p.add_argument("other")
     p.add_argument("--tol", type=float, default=1e-4)
+    p.add_argument("--relative", action="store_true", help="each row's difference over its largest |logit|")
     a = p.parse_args()
     ref, other = load(a.reference), load(a.other)
     problems = []
@@ -50,12 +52,15 @@ def main():
                 problems.append(f"prompt {key} step {step}: {len(lr)} logits against {len(lo)}")
                 continue
             d = max(abs(x - y) for x, y in zip(lr, lo))
+            if a.relative:
+                d /= max(max(abs(x) for x in lr), 1e-30)
             if d > worst or d != d:
                 worst, where = d, f"prompt {key} step {step}"
         if len(r["logits"]) != len(o["logits"]):
             problems.append(f"prompt {key}: {len(r['logits'])} logit rows against {len(o['logits'])}")
     ok = not problems and worst <= a.tol
-    print(f"compare: {len(ref)} prompts, tokens differ in {tokens_differ}, max |logit diff| {worst:.3g}"
+    what = "max |logit diff| / max |logit| of its row" if a.relative else "max |logit diff|"
+    print(f"compare: {len(ref)} prompts, tokens differ in {tokens_differ}, {what} {worst:.3g}"
           f" ({where}), tolerance {a.tol:g}: {'match' if ok else 'MISMATCH'}")
     for line in problems[:10]:
         print("compare:", line)
