@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iterator>
+#include <map>
 
 namespace infer {
 
@@ -285,9 +286,21 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
     model.embed(ids, fed.h);
     stats.continued_tokens = static_cast<std::int64_t>(ids.size());
   }
+  // Each sequence's rows on this rank, reserved once per layer: its prefill rows here and its
+  // share of the tokens decode appends (decode_store_rank deals them round robin), so that
+  // no append in the decode loop copies a long cache (at 64k tokens that was 256 MiB per
+  // rank and layer in one step) or leaves it at twice its size.
+  std::map<std::int32_t, std::int64_t> growth;
+  for (const std::int32_t id : row_ids) ++growth[id];
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    const std::int64_t appended = (prompts[i].continues ? static_cast<std::int64_t>(prompts[i].tokens.size()) : 0) + limit_of(i);
+    growth[sequence_of(i)] += appended / world + 2;
+  }
   for (std::int64_t l = 0; l < c.layers; ++l) {
     const double tl = now();
     double attention = 0;
+    ringattn::KVCache& cache = caches[static_cast<std::size_t>(l)];
+    for (const auto& [id, more] : growth) cache.reserve(id, cache.rows(id) + more);
     if (!fresh.empty()) {
       model.attention_inputs(static_cast<int>(l), h, rope_pos, q, k, v);
       const auto& qp = pad.pad(q, pc.q);
@@ -390,6 +403,7 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
     for (std::int64_t l = 0; l < c.layers; ++l) {
       const ringattn::DecodeStats st = decode_layer(l, live);
       attention += st.seconds;
+      stats.decode_compute_seconds += st.compute_seconds;
       if (st.tokens == 0) {  // no rank fed a token: every rank saw the same count, and stops
         any = false;
         break;

@@ -64,6 +64,7 @@ struct JobStats {
   double prefill_attention_seconds = 0;  // inside Ring::forward
   double decode_seconds = 0;
   double decode_attention_seconds = 0;   // inside Ring::decode
+  double decode_compute_seconds = 0;     // of which in the kernel over this rank's cache (DecodeStats::compute_seconds)
   std::int64_t decode_steps = 0;
 };
 

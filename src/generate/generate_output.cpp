@@ -27,7 +27,8 @@ cli::JsonObject RankFigures::json() const {
       .add("prefill_seconds", prefill_seconds)
       .add("prefill_attention_seconds", prefill_attention_seconds)
       .add("decode_seconds", decode_seconds)
-      .add("decode_attention_seconds", decode_attention_seconds);
+      .add("decode_attention_seconds", decode_attention_seconds)
+      .add("decode_compute_seconds", decode_compute_seconds);
 }
 
 RankFigures RankFigures::parse(const std::string& json) {
@@ -46,6 +47,7 @@ RankFigures RankFigures::parse(const std::string& json) {
   f.prefill_attention_seconds = num("prefill_attention_seconds");
   f.decode_seconds = num("decode_seconds");
   f.decode_attention_seconds = num("decode_attention_seconds");
+  f.decode_compute_seconds = num("decode_compute_seconds");
   return f;
 }
 
@@ -86,6 +88,7 @@ void GenerateOutput::finish(const std::vector<RankFigures>& ranks) {
     run.prefill_attention_seconds = std::max(run.prefill_attention_seconds, r.prefill_attention_seconds);
     run.decode_seconds = std::min(run.decode_seconds, r.decode_seconds);
     run.decode_attention_seconds = std::min(run.decode_attention_seconds, r.decode_attention_seconds);
+    run.decode_compute_seconds = std::max(run.decode_compute_seconds, r.decode_compute_seconds);  // the slowest rank's kernel
     run.decode_steps = std::max(run.decode_steps, r.decode_steps);
     run.prompt_tokens = std::max(run.prompt_tokens, r.prompt_tokens);
     run.prompts = std::max(run.prompts, r.prompts);
@@ -116,6 +119,7 @@ void GenerateOutput::finish(const std::vector<RankFigures>& ranks) {
         .add("decode_steps", run.decode_steps)
         .add("decode_seconds", run.decode_seconds)
         .add("decode_attention_seconds", run.decode_attention_seconds)
+        .add("decode_kernel_seconds", run.decode_compute_seconds)
         .add("decode_tokens_per_s", decode_tps)
         .add("time_to_first_token_seconds", ttft)
         .add("seconds", seconds)

@@ -34,6 +34,7 @@ struct TokenEvent {
 struct RankFigures {
   std::int64_t rows = 0, prompt_tokens = 0, decode_steps = 0, prompts = 0;
   double prefill_seconds = 0, prefill_attention_seconds = 0, decode_seconds = 0, decode_attention_seconds = 0;
+  double decode_compute_seconds = 0;  // the decode kernel over this rank's cache
   cli::JsonObject json() const;
   static RankFigures parse(const std::string& json);  // throws std::runtime_error
 };

@@ -45,6 +45,7 @@ RankFigures run_rank(infer::JobOptions opt, const RingOptions& ring_options, con
   f.prefill_attention_seconds = st.prefill_attention_seconds;
   f.decode_seconds = st.decode_seconds;
   f.decode_attention_seconds = st.decode_attention_seconds;
+  f.decode_compute_seconds = st.decode_compute_seconds;
   return f;
 }
 

@@ -55,7 +55,7 @@ RingService::Leave RingService::coordinate() {
       if (sessions_) sessions_->expire(Clock::now());
       if (!generations_.empty() || ended()) {  // first: a person is reading them as they come
         std::vector<std::shared_ptr<Generation>> batch = take_generations();
-        const std::vector<std::int32_t> end = sessions_->take_ended();
+        const std::vector<std::int32_t> end = sessions_ ? sessions_->take_ended() : std::vector<std::int32_t>{};
         lock.unlock();
         set_state(RingState::running);
         bool broken = false;

@@ -1,0 +1,200 @@
+// Sessions' bookkeeping on rank 0 (SessionTable: reservations, statuses, the rows a
+// session keeps, closing, expiry, the ring's re-forming) and the GENERATE payload that
+// carries sessions to the workers, against hostile payloads. No sockets.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "ringattn/error.hpp"
+#include "src/serve/generation.hpp"
+#include "src/serve/sessions.hpp"
+
+namespace ringattn::serve {
+namespace {
+
+std::shared_ptr<Generation> request(std::vector<std::int32_t> prompt, int max_tokens) {
+  auto g = std::make_shared<Generation>();
+  g->prompt = std::move(prompt);
+  g->max_tokens = max_tokens;
+  return g;
+}
+
+int status_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Refusal& e) {
+    return e.status();
+  }
+  return 0;
+}
+
+// The result a finished reply of `tokens` leaves, its history `fed` tokens long.
+infer::SequenceResult reply(std::vector<std::int32_t> tokens, std::int64_t fed) {
+  infer::SequenceResult r;
+  r.tokens = std::move(tokens);
+  r.next = {1000 + fed, fed};
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("sessions: a session keeps its history's rows; its follow-up starts with the unfed token; every reservation comes back") {
+  SessionTable t(100, 600, 512);
+  auto a = request({1, 403, 407}, 5);
+  t.admit(*a, true, "");
+  CHECK(a->session == "sess-1");
+  CHECK(a->keep);
+  CHECK(a->reserved == 8);
+  CHECK(t.reserved() == 8);
+  auto plain = request({1, 9}, 4);
+  t.admit(*plain, false, "");
+  CHECK(plain->sequence > a->sequence);  // fresh ids increase in arrival order
+  CHECK(!plain->keep);
+  CHECK(t.reserved() == 14);
+  CHECK(status_of([&] { t.admit(*request({5}, 1), false, "sess-1"); }) == 409);  // busy with `a`
+
+  // `a` ends at max_tokens: 3 + 4 fed, its 5th token chosen but not fed.
+  const infer::SequenceResult ra = reply({10, 11, 12, 13, 14}, 7);
+  a->complete = true;
+  t.finish(*a, &ra, true);
+  t.finish(*plain, nullptr, true);
+  CHECK(t.reserved() == 7);  // the session's history only
+  auto b = request({20, 21}, 3);
+  t.admit(*b, false, "sess-1");
+  CHECK(b->prompt == std::vector<std::int32_t>{14, 20, 21});  // the unfed token goes in first
+  REQUIRE(b->continues);
+  CHECK(b->continues->rope_position == 7);
+  CHECK(b->continues->ring_position == 1007);
+  CHECK(b->sequence == a->sequence);
+  CHECK(b->reserved == 7 + 3 + 3);
+  CHECK(t.reserved() == 13);
+  // `b` ends at EOS: the end token stays out of the history, no token waits.
+  const infer::SequenceResult rb = reply({30, 2}, 11);
+  t.finish(*b, &rb, true);
+  CHECK(t.reserved() == 11);
+  auto c = request({40}, 2);
+  t.admit(*c, false, "sess-1");
+  CHECK(c->prompt == std::vector<std::int32_t>{40});
+  t.finish(*c, nullptr, false);  // failed (or its client left): the session ends
+  CHECK(t.size() == 0);
+  CHECK(t.reserved() == 0);
+  CHECK(t.take_ended() == std::vector<std::int32_t>{a->sequence});
+  CHECK(status_of([&] { t.admit(*request({5}, 1), false, "sess-1"); }) == 404);
+}
+
+TEST_CASE("sessions: refusals with both numbers: past the context (400), past the ring (413), not now (503)") {
+  SessionTable t(50, 600, 40);
+  try {
+    t.admit(*request({1, 2, 3}, 38), false, "");
+    FAIL("admitted");
+  } catch (const Refusal& e) {
+    CHECK(e.status() == 400);
+    CHECK(std::string(e.what()).find("the prompt's 3 tokens and max_tokens 38 exceed the model's context of 40") != std::string::npos);
+  }
+  SessionTable small(30, 600, 512);
+  try {
+    small.admit(*request({1, 2}, 30), false, "");
+    FAIL("admitted");
+  } catch (const Refusal& e) {
+    CHECK(e.status() == 413);
+    CHECK(std::string(e.what()).find("needs 32 KV-cache rows, and the ring holds at most 30") != std::string::npos);
+  }
+  auto held = request({1, 2}, 18);
+  small.admit(*held, true, "");
+  try {
+    small.admit(*request({1, 2}, 10), false, "");
+    FAIL("admitted");
+  } catch (const Refusal& e) {
+    CHECK(e.status() == 503);
+    CHECK(std::string(e.what()).find("needs 12 KV-cache rows; 10 of 30 are free now") != std::string::npos);
+  }
+  CHECK(small.reserved() == 20);  // a refusal reserves nothing
+}
+
+TEST_CASE("sessions: closing a busy session waits for its reply; idle ones expire; the ring's re-forming drops all") {
+  SessionTable t(100, 0.05, 512);
+  auto a = request({1, 2}, 2);
+  t.admit(*a, true, "");
+  t.close(a->session);  // busy: ends when its reply does
+  CHECK(t.size() == 1);
+  const infer::SequenceResult r = reply({7, 8}, 3);
+  a->complete = true;
+  t.finish(*a, &r, true);
+  CHECK(t.size() == 0);
+  CHECK(t.reserved() == 0);
+  CHECK(t.take_ended().size() == 1);
+  CHECK(status_of([&] { t.close("sess-1"); }) == 404);
+
+  auto b = request({1, 2}, 2);
+  t.admit(*b, true, "");
+  t.finish(*b, &r, true);
+  t.expire(std::chrono::steady_clock::now());
+  CHECK(t.size() == 1);  // not idle long enough yet
+  t.expire(std::chrono::steady_clock::now() + std::chrono::seconds(1));
+  CHECK(t.size() == 0);
+  CHECK(t.reserved() == 0);
+  CHECK(t.take_ended().size() == 1);
+
+  auto c = request({1, 2}, 2);
+  t.admit(*c, true, "");
+  t.finish(*c, &r, true);
+  t.drop_all();
+  CHECK(t.size() == 0);
+  CHECK(t.reserved() == 0);
+  CHECK(t.take_ended().empty());  // the rows went with the ring
+}
+
+TEST_CASE("GENERATE: sessions' fields round-trip; ids this rank does not keep, or keeps, are refused where they would be misused") {
+  auto a = request({1, 403}, 4);
+  a->sequence = 7;
+  a->keep = true;
+  auto b = request({14, 20}, 3);
+  b->sequence = 3;
+  b->keep = true;
+  b->continues = infer::Continuation{1007, 7};
+  const std::string payload = encode_batch({a, b}, {2});
+  const DecodedBatch d = decode_batch(payload, 512, 512, 1024, {2, 3});
+  REQUIRE(d.prompts.size() == 2);
+  CHECK(d.end == std::vector<std::int32_t>{2});
+  CHECK(d.max_tokens == 4);
+  CHECK(d.prompts[0].sequence == 7);
+  CHECK(d.prompts[0].keep);
+  CHECK(!d.prompts[0].continues);
+  CHECK(d.prompts[1].max_tokens == 3);
+  REQUIRE(d.prompts[1].continues);
+  CHECK(d.prompts[1].continues->ring_position == 1007);
+  CHECK(d.prompts[1].continues->rope_position == 7);
+
+  auto refused = [](const std::string& p, const std::set<std::int32_t>& kept, const std::string& why) {
+    try {
+      decode_batch(p, 512, 512, 1024, kept);
+    } catch (const NetworkError& e) {
+      CHECK(e.cause() == FailureCause::protocol);
+      CHECK(e.origin_rank() == 0);
+      INFO(e.what());
+      CHECK(std::string(e.what()).find(why) != std::string::npos);
+      return;
+    }
+    FAIL("accepted: " << p);
+  };
+  refused(payload, {3}, "\"end\" names sequence 2, which this rank does not keep");
+  refused(payload, {2}, "continues sequence 3, which this rank does not keep");
+  refused(payload, {2, 3, 7}, "a new prompt takes sequence 7");
+  refused(encode_batch({}, {}), {}, "neither prompts nor sequences to end");
+  b->continues = infer::Continuation{1007, 508};  // history + 2 tokens + 3 > 512
+  refused(encode_batch({b}, {}), {3}, "exceed the model's context of 512");
+  b->continues = infer::Continuation{1007, 7};
+  a->sequence = 3;
+  refused(encode_batch({b, a}, {}), {3}, "sequence 3 appears twice");
+  refused(R"({"max_tokens": 4, "end": [], "prompts": [{"tokens": [1], "temperature": 0, "top_p": 1, "seed": 1, "max_tokens": 4, "sequence": -1, "keep": false}]})",
+          {}, "\"sequence\" is not an integer in range");
+  refused(R"({"max_tokens": 4, "end": [], "prompts": [{"tokens": [1], "temperature": 0, "top_p": 1, "seed": 1, "max_tokens": 4, "sequence": 1, "keep": 1}]})",
+          {}, "\"keep\" must be true or false");
+  refused(R"({"max_tokens": 4, "end": [1.5], "prompts": []})", {1}, "an \"end\" id is not an integer");
+  // An erasure-only job (sessions ended, nothing queued) is a batch of no prompts.
+  CHECK(decode_batch(encode_batch({}, {2}), 512, 512, 1024, {2}).prompts.empty());
+}
+
+}  // namespace ringattn::serve
