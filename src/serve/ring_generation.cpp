@@ -44,8 +44,7 @@ void RingService::submit_generation(std::shared_ptr<Generation> g, bool open_ses
     std::lock_guard lock(mu_);
     if (stopping_) throw Refusal(503, "rank 0 is shutting down and takes no more requests; send it again once it is back");
     sessions_->admit(*g, open_session, session);
-    metrics_.set("ringattn_sessions", {}, static_cast<double>(sessions_->size()));
-    metrics_.set("ringattn_cache_rows_reserved", {}, static_cast<double>(sessions_->reserved()));
+    record_sessions();
     generations_.push_back(std::move(g));
     metrics_.set("ringattn_generations_queued", {}, static_cast<double>(generations_.size()));
   }
@@ -56,23 +55,34 @@ void RingService::close_session(const std::string& id) {
   {
     std::lock_guard lock(mu_);
     sessions_->close(id);
-    metrics_.set("ringattn_sessions", {}, static_cast<double>(sessions_->size()));
-    metrics_.set("ringattn_cache_rows_reserved", {}, static_cast<double>(sessions_->reserved()));
+    record_sessions();
   }
   cv_.notify_all();  // its rows go with the next job, sent now
 }
 
 void RingService::finish_generations(std::vector<std::shared_ptr<Generation>>& batch,
                                      const std::vector<infer::SequenceResult>& results) {
+  std::vector<const infer::SequenceResult*> by_prompt(batch.size(), nullptr);
+  for (const auto& r : results) by_prompt[static_cast<std::size_t>(r.prompt)] = &r;
   std::lock_guard lock(mu_);
-  for (std::size_t i = 0; i < batch.size(); ++i) {
-    const infer::SequenceResult* r = nullptr;
-    for (const auto& x : results)
-      if (x.prompt == static_cast<std::int32_t>(i)) r = &x;
-    sessions_->finish(*batch[i], r, batch[i]->complete && r);
-  }
+  for (std::size_t i = 0; i < batch.size(); ++i) sessions_->finish(*batch[i], by_prompt[i], batch[i]->complete && by_prompt[i]);
+  record_sessions();
+}
+
+void RingService::record_sessions() {
   metrics_.set("ringattn_sessions", {}, static_cast<double>(sessions_->size()));
   metrics_.set("ringattn_cache_rows_reserved", {}, static_cast<double>(sessions_->reserved()));
+}
+
+std::vector<infer::SequenceResult> RingService::run_kept_batch(const DecodedBatch& b, infer::JobStats& st, const infer::TokenSink& sink) {
+  for (const std::int32_t e : b.end) kept_.erase(e);
+  std::vector<infer::SequenceResult> results;
+  if (!b.prompts.empty())
+    results = infer::run_batch(*ring_, model_->job.model, b.prompts, batch_options(*model_, b.max_tokens), st, sink, &kept_.caches);
+  for (const infer::Prompt& p : b.prompts)
+    if (p.keep) kept_.ids.insert(p.sequence);
+  metrics_.set("ringattn_generation_cache_rows", {}, static_cast<double>(kept_.rows()));  // the sessions' rows here
+  return results;
 }
 
 std::vector<std::shared_ptr<Generation>> RingService::take_generations() {
@@ -113,7 +123,6 @@ void RingService::run_generation(std::vector<std::shared_ptr<Generation>>& batch
   // Rank 0 runs what it sent, read back as the workers read it.
   const DecodedBatch b = decode_batch(payload, m.options.model.vocab, m.options.model.context, limits().max_rows, kept_.ids);
   for (auto& s : sends) ring_->wait(s);
-  for (const std::int32_t e : b.end) kept_.erase(e);
 
   const infer::Tokenizer& tok = *m.job.tokenizer;
   std::vector<int> prev(batch.size());
@@ -154,10 +163,7 @@ void RingService::run_generation(std::vector<std::shared_ptr<Generation>>& batch
   };
   infer::JobStats st;
   const auto t0 = Clock::now();
-  std::vector<infer::SequenceResult> results;
-  if (!b.prompts.empty()) results = infer::run_batch(*ring_, m.job.model, b.prompts, batch_options(m, b.max_tokens), st, sink, &kept_.caches);
-  for (const infer::Prompt& p : b.prompts)
-    if (p.keep) kept_.ids.insert(p.sequence);
+  const std::vector<infer::SequenceResult> results = run_kept_batch(b, st, sink);
   for (auto& g : batch)
     if (!g->ended) {  // cannot happen (every request is served up to its max_tokens); never leave one waiting
       g->ended = true;
@@ -181,7 +187,6 @@ void RingService::run_generation(std::vector<std::shared_ptr<Generation>>& batch
   for (const auto& r : results) decoded += std::max<std::int64_t>(0, static_cast<std::int64_t>(r.tokens.size()) - 1);
   if (st.decode_seconds > 0 && decoded > 0)
     metrics_.set("ringattn_decode_tokens_per_second", {}, static_cast<double>(decoded) / st.decode_seconds);
-  metrics_.set("ringattn_generation_cache_rows", {}, static_cast<double>(kept_.rows()));  // the sessions' rows here
   record_job(id, JobResult::ok, since(t0),
              std::to_string(batch.size()) + " generations, " + std::to_string(prompt_tokens) + " prompt tokens, " +
                  std::to_string(b.end.size()) + " sessions ended",
@@ -199,7 +204,6 @@ void RingService::run_worker_generation(std::uint64_t id) {
   const HostedModel& m = *model_;
   const DecodedBatch b = decode_batch(std::string(reinterpret_cast<const char*>(buf.data()), buf.size()), m.options.model.vocab,
                                       m.options.model.context, limits().max_rows, kept_.ids);
-  for (const std::int32_t e : b.end) kept_.erase(e);
   {
     std::lock_guard lock(mu_);
     running_id_ = id;
@@ -207,12 +211,9 @@ void RingService::run_worker_generation(std::uint64_t id) {
   set_state(RingState::running);
   const auto t0 = Clock::now();
   infer::JobStats st;
-  if (!b.prompts.empty()) infer::run_batch(*ring_, m.job.model, b.prompts, batch_options(m, b.max_tokens), st, {}, &kept_.caches);
-  for (const infer::Prompt& p : b.prompts)
-    if (p.keep) kept_.ids.insert(p.sequence);
+  run_kept_batch(b, st, {});
   peer::receive_into(*ring_, 0, peer::Msg::done, id, {});
   metrics_.add("ringattn_generated_tokens_total", {{"phase", "prefill"}}, static_cast<double>(st.rows));
-  metrics_.set("ringattn_generation_cache_rows", {}, static_cast<double>(kept_.rows()));
   record_job(id, JobResult::ok, since(t0), std::to_string(b.prompts.size()) + " generations, " + std::to_string(st.rows) + " rows here", "",
              FailureCause::unknown);
   {

@@ -52,7 +52,10 @@ RingService::Leave RingService::coordinate() {
           return Leave::broken;
         }
       }
-      if (sessions_) sessions_->expire(Clock::now());
+      if (sessions_) {
+        sessions_->expire(Clock::now());
+        record_sessions();
+      }
       if (!generations_.empty() || ended()) {  // first: a person is reading them as they come
         std::vector<std::shared_ptr<Generation>> batch = take_generations();
         const std::vector<std::int32_t> end = sessions_ ? sessions_->take_ended() : std::vector<std::int32_t>{};

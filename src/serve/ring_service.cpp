@@ -180,8 +180,7 @@ bool RingService::form() {
         kept_.clear();
         if (sessions_) {
           sessions_->drop_all();
-          metrics_.set("ringattn_sessions", {}, 0);
-          metrics_.set("ringattn_cache_rows_reserved", {}, static_cast<double>(sessions_->reserved()));
+          record_sessions();
         }
         metrics_.set("ringattn_generation_cache_rows", {}, 0);
       }
