@@ -34,6 +34,8 @@ TEST_PACKAGES=(
   iproute2 procps
   # the Python module (built for Debian's python3) and its tests; mpirun for the embedding test
   python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest openmpi-bin
+  # the PyTorch autograd function (ringattn.torch) and its tests against torch autograd
+  python3-torch
   # benchmarks: iperf3 baseline, peak RSS
   iperf3 time
   # deploy/ tests: systemd-analyze (systemd), a single-node Slurm cluster, the manifests'

@@ -41,6 +41,7 @@
 
 #include "kernels/aligned_buffer.hpp"
 #include "kernels/dispatch.hpp"
+#include "kernels/kernel_setup.hpp"
 #include "kernels/kv_panels.hpp"
 #include "kernels/matmul_cache.hpp"
 #include "kernels/non_finite.hpp"
@@ -71,29 +72,6 @@ struct Scratch {
   AlignedBuffer<char> q_tile;          // kTileQ x head_dim, dense copy of the query tile
   AlignedBuffer<float> m, l, alpha;    // kTileQ
 };
-
-
-// "" or what is wrong with one side's documents.
-std::string check_docs(const char* side, std::span<const std::int32_t> docs, std::int64_t rows) {
-  if (static_cast<std::int64_t>(docs.size()) != rows)
-    return std::string(side) + " has " + std::to_string(docs.size()) + " document ids for " + std::to_string(rows) +
-           " rows";
-  for (std::size_t i = 1; i < docs.size(); ++i)
-    if (docs[i] < docs[i - 1])
-      return std::string(side) + " document ids decrease at row " + std::to_string(i) + " (" +
-             std::to_string(docs[i - 1]) + " then " + std::to_string(docs[i]) +
-             "): each document must be one contiguous run of increasing positions";
-  return {};
-}
-
-void check_ptr(const void* p, std::size_t align, const char* name) {
-  if (!p) throw InvalidArgument(std::string("block attention: ") + name + " is a null pointer");
-  if (reinterpret_cast<std::uintptr_t>(p) % align != 0)
-    throw InvalidArgument(std::string("block attention: ") + name + " is not aligned to " +
-                          std::to_string(align) + " bytes (address " +
-                          std::to_string(reinterpret_cast<std::uintptr_t>(p)) + ")");
-}
-
 
 
 }  // namespace
@@ -155,40 +133,14 @@ struct BlockAttention::Impl {
 };
 
 BlockAttention::BlockAttention(const AttentionConfig& cfg) : impl_(std::make_unique<Impl>()) {
-  auto bad = [](const std::string& what) { throw InvalidArgument("attention config: " + what); };
-  if (cfg.heads < 1) bad("heads = " + std::to_string(cfg.heads) + " must be >= 1");
-  if (cfg.kv_heads < 1) bad("kv_heads = " + std::to_string(cfg.kv_heads) + " must be >= 1");
-  if (cfg.heads % cfg.kv_heads != 0)
-    bad("kv_heads = " + std::to_string(cfg.kv_heads) + " does not divide heads = " + std::to_string(cfg.heads));
-  if (std::find(std::begin(kSupportedHeadDims), std::end(kSupportedHeadDims), cfg.head_dim) ==
-      std::end(kSupportedHeadDims)) {
-    std::string list;
-    for (auto d : kSupportedHeadDims) list += (list.empty() ? "" : ", ") + std::to_string(d);
-    bad("head_dim = " + std::to_string(cfg.head_dim) + " is not supported (supported: " + list + ")");
-  }
-  if (cfg.mask.kind == MaskKind::window && cfg.mask.window < 1)
-    bad("window = " + std::to_string(cfg.mask.window) + " must be >= 1");
-  if (!(cfg.scale >= 0.0f) || std::isinf(cfg.scale)) bad("scale = " + std::to_string(cfg.scale) + " must be finite and > 0");
-  if (cfg.threads < 0 || cfg.threads > kMaxThreads)
-    bad("threads = " + std::to_string(cfg.threads) + " must be in 0.." + std::to_string(kMaxThreads) + " (0: all cores)");
   auto& im = *impl_;
-  im.cfg = cfg;
-  if (im.cfg.scale == 0.0f) im.cfg.scale = 1.0f / std::sqrt(static_cast<float>(cfg.head_dim));
-  im.isa = kernels::resolve_isa(cfg.isa);
-  im.ops = &kernels::ops_for(im.isa);  // throws if the CPU lacks it
-  if (cfg.dtype == DType::f32) {
-    if (cfg.matmul_dtype && *cfg.matmul_dtype != DType::f32)
-      bad("matmul_dtype = bf16 for fp32 inputs: an fp32 call multiplies fp32");
-    im.mm = DType::f32;
-  } else {
-    im.mm = cfg.matmul_dtype.value_or(bf16_matmul_dtype());
-    if (im.mm == DType::bf16 && !kernels::bf16_matmul_native())
-      bad("matmul_dtype = bf16, but this CPU has no bf16 matmul units (oneDNN: " +
-          kernels::matmul_implementation(DType::bf16) + "); leave it unset to multiply fp32");
-  }
-  im.cfg.matmul_dtype = im.mm;
+  const kernels::KernelSetup setup = kernels::set_up(cfg);
+  im.cfg = setup.cfg;
+  im.isa = setup.isa;
+  im.ops = setup.ops;
+  im.mm = setup.mm;
+  im.threads = setup.threads;
   im.tile_k = kernels::matmul_implementation(im.mm).rfind("brg", 0) == 0 ? kTileKBrgemm : kTileKGemm;
-  im.threads = cfg.threads > 0 ? cfg.threads : omp_get_max_threads();
   im.scratch.resize(static_cast<std::size_t>(im.threads));
   for (auto& s : im.scratch) {
     s.scores.resize(static_cast<std::size_t>(kTileQ * im.tile_k));
@@ -270,16 +222,16 @@ FoldStats BlockAttention::fold_documents(const void* q, const Positions& q_pos, 
   if (docs && !check_documents && (static_cast<std::int64_t>(q_docs.size()) != nq || static_cast<std::int64_t>(k_docs.size()) != nk))
     throw InvalidArgument("block attention: internal: unchecked documents of the wrong size");  // sizes stay checked
   if (docs && check_documents) {
-    std::string err = check_docs("the queries'", q_docs, nq);
-    if (err.empty()) err = check_docs("the keys'", k_docs, nk);
+    std::string err = kernels::check_docs("the queries'", q_docs, nq);
+    if (err.empty()) err = kernels::check_docs("the keys'", k_docs, nk);
     if (!err.empty()) throw InvalidArgument("block attention: " + err);
   }
   FoldStats st;
   if (nq == 0 || nk == 0) return st;
   const std::size_t esz = dtype_size(cfg.dtype);
-  check_ptr(q, esz, "q");
-  check_ptr(k, esz, "k");
-  check_ptr(v, esz, "v");
+  kernels::check_ptr(q, esz, "q");
+  kernels::check_ptr(k, esz, "k");
+  kernels::check_ptr(v, esz, "v");
 
   q_pos.materialize_into(im.qpos);
   k_pos.materialize_into(im.kpos);
@@ -318,14 +270,8 @@ FoldStats BlockAttention::Impl::fold_chunk(const Chunk& c, OnlineSoftmaxState& s
 
 // Visible (q, k) pairs x 4 x head_dim x heads.
 double BlockAttention::Impl::useful_flops(const Chunk& c) const {
-  double pairs = 0;
-  for (std::int64_t i = 0; i < c.nq(); ++i) {
-    std::int64_t lo, hi;
-    visible_range(cfg.mask, c.qpos[static_cast<std::size_t>(i)], c.qdocs ? c.qdocs[i] : 0, c.kpos, c.kdocs, c.nk, &lo,
-                  &hi);
-    pairs += static_cast<double>(hi - lo);
-  }
-  return pairs * 4.0 * static_cast<double>(cfg.head_dim * cfg.heads);
+  return kernels::visible_pairs(cfg.mask, c.qpos, c.qdocs, c.kpos, c.kdocs, c.nk) * 4.0 *
+         static_cast<double>(cfg.head_dim * cfg.heads);
 }
 
 // The tile plan (kernels/tile_plan.hpp), the same for every head: H tiles per entry.

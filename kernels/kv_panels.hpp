@@ -30,6 +30,20 @@ inline D panel_element(S x) {
     return std::bit_cast<float>(static_cast<std::uint32_t>(x) << 16);
 }
 
+// Dense rows [tk x d] into a panel [d x tk], in 16-row strips: 16 rows just written stay
+// in L1 while each of the d destination rows receives 16 contiguous elements.
+template <class D>
+inline void transpose_to_panel(const D* rows, D* panel, std::int64_t tk, std::int64_t d) {
+  for (std::int64_t j0 = 0; j0 < tk; j0 += 16) {
+    const std::int64_t jn = std::min<std::int64_t>(16, tk - j0);
+    const D* strip = rows + j0 * d;
+    for (std::int64_t x = 0; x < d; ++x) {
+      D* dst = panel + x * tk + j0;
+      for (std::int64_t jj = 0; jj < jn; ++jj) dst[jj] = strip[jj * d + x];
+    }
+  }
+}
+
 // S: the caller's element type (fp32 or bf16); D: the matmuls' (the same, or fp32).
 template <class D, class S>
 KvFinite pack_kv(const S* k, const S* v, D* kt, D* kr, D* vp, std::int64_t nk, std::int64_t kv_heads, std::int64_t d,
@@ -54,16 +68,7 @@ KvFinite pack_kv(const S* k, const S* v, D* kt, D* kr, D* vp, std::int64_t nk, s
       // inf, so the fp32 panels of a bf16 block are checked as fp32.
       v_bad |= has_non_finite(vtile, tk * d);
       k_bad |= has_non_finite(krows, tk * d);
-      // Transpose K in 16-key strips: 16 dense rows just written stay in L1 while each
-      // of the d destination rows receives 16 contiguous elements.
-      for (std::int64_t j0 = 0; j0 < tk; j0 += 16) {
-        const std::int64_t jn = std::min<std::int64_t>(16, tk - j0);
-        const D* rows = krows + j0 * d;
-        for (std::int64_t x = 0; x < d; ++x) {
-          D* dst = ktile + x * tk + j0;
-          for (std::int64_t jj = 0; jj < jn; ++jj) dst[jj] = rows[jj * d + x];
-        }
-      }
+      transpose_to_panel(krows, ktile, tk, d);
     }
   return {!k_bad, !v_bad};
 }

@@ -73,13 +73,18 @@ void MatmulCache::prepare(const MatmulShape& s, int threads) {
   } scope(threads);
   const auto dt = s.dtype == DType::bf16 ? memory::data_type::bf16 : memory::data_type::f32;
   Entry e;
-  e.a_md = memory::desc({s.m, s.k}, dt, {s.lda, 1});
+  e.a_md = s.a_transposed ? memory::desc({s.m, s.k}, dt, {1, s.lda}) : memory::desc({s.m, s.k}, dt, {s.lda, 1});
   e.b_md = memory::desc({s.k, s.n}, dt, {s.b_stride_k, s.b_stride_n});
   e.c_md = memory::desc({s.m, s.n}, memory::data_type::f32, {s.n, 1});
   try {
     dnnl::matmul::desc d(e.a_md, e.b_md, e.c_md);
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    if (s.accumulate) {
+      dnnl::post_ops sum;
+      sum.append_sum(1.0f);
+      attr.set_post_ops(sum);
+    }
     dnnl::matmul::primitive_desc pd(d, attr, engine_);
     e.scratch_md = pd.scratchpad_desc();
     e.prim = dnnl::matmul(pd);

@@ -21,12 +21,16 @@ namespace ringattn::kernels {
 
 // C[M,N] (fp32, dense, ldc = N) = A[M,K] (row stride lda) x B[K,N] where B's element
 // (k, n) lives at b[k * b_stride_k + n * b_stride_n]. A and B share `dtype`.
+// a_transposed: A's element (m, k) lives at a[k * lda + m] instead (the backward's Pᵀ and
+// dSᵀ, read in place from the row-major tiles). accumulate: C += A x B instead of C =.
 struct MatmulShape {
   std::int64_t m, n, k;
   std::int64_t lda, b_stride_k, b_stride_n;
   DType dtype;
+  bool a_transposed = false;
+  bool accumulate = false;
 
-  auto tie() const { return std::tie(m, n, k, lda, b_stride_k, b_stride_n, dtype); }
+  auto tie() const { return std::tie(m, n, k, lda, b_stride_k, b_stride_n, dtype, a_transposed, accumulate); }
   bool operator<(const MatmulShape& o) const { return tie() < o.tie(); }
 };
 

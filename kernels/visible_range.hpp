@@ -43,4 +43,18 @@ inline void visible_range(const Mask& mask, std::int64_t q, std::int32_t qdoc, c
   if (*lo > *hi) *lo = *hi;
 }
 
+// How many (query, key) pairs meet: the sum over the queries qpos (documents qdocs, or
+// null) of their visible ranges among the keys kpos[0..nk) (kdocs or null).
+template <class QPos>
+inline double visible_pairs(const Mask& mask, const QPos& qpos, const std::int32_t* qdocs, const std::int64_t* kpos,
+                            const std::int32_t* kdocs, std::int64_t nk) {
+  double pairs = 0;
+  for (std::size_t i = 0; i < qpos.size(); ++i) {
+    std::int64_t lo, hi;
+    visible_range(mask, qpos[i], qdocs ? qdocs[i] : 0, kpos, kdocs, nk, &lo, &hi);
+    pairs += static_cast<double>(hi - lo);
+  }
+  return pairs;
+}
+
 }  // namespace ringattn::kernels
