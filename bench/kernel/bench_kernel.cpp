@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bench/kernel/dense_matmul.hpp"
+#include "ringattn/block_backward.hpp"
 #include "bench/common/machine.hpp"
 #include "bench/common/shell_command.hpp"
 #include "src/cli/timing.hpp"
@@ -123,6 +124,22 @@ double roofline_seconds(const Case& c, DenseMatmuls& mm) {
   });
 }
 
+// The backward's roofline: its five matmuls per head as bare dense ones, S = Q Kᵀ and
+// dP = dO Vᵀ of the scores' shape, dV = Pᵀ dO, dK = dSᵀ Q and dQ = dS K of P V's (every
+// operand dense and untransposed: the best case for oneDNN).
+double backward_roofline_seconds(const Case& c, DenseMatmuls& mm) {
+  const std::int64_t G = c.heads / c.kv_heads;
+  return cli::median_seconds([&] {
+    for (std::int64_t h = 0; h < c.heads; ++h) {
+      const auto g = static_cast<std::size_t>(h / G);
+      const void* p = mm.mm == DType::bf16 ? static_cast<const void*>(mm.s_bf16.data()) : mm.s.data();
+      mm.qk.run(mm.q[static_cast<std::size_t>(h)].data(), mm.kt[g].data(), mm.s.data());
+      mm.qk.run(mm.q[static_cast<std::size_t>(h)].data(), mm.kt[g].data(), mm.s.data());
+      for (int i = 0; i < 3; ++i) mm.pv.run(p, mm.v[g].data(), mm.o.data());
+    }
+  });
+}
+
 double naive_seconds(const Case& c, DenseMatmuls& mm) {
   const std::int64_t G = c.heads / c.kv_heads, b = c.b;
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
@@ -149,6 +166,46 @@ double naive_seconds(const Case& c, DenseMatmuls& mm) {
       mm.pv.run(p, mm.v[g].data(), mm.o.data());
     }
   });
+}
+
+// The backward kernel over one block (BlockAttentionBackward::accumulate), D computed once
+// before the timed region as the backward ring does; lse from a forward fold.
+void run_backward_case(const Case& c, const std::string& command) {
+  omp_set_num_threads(c.threads);
+  const Inputs in = make_inputs(c);
+  const AttentionConfig cfg{{c.heads, c.kv_heads, c.head_dim, c.dtype, c.mask, 0.0f}, c.threads, c.isa, std::nullopt};
+  BlockAttention attn(cfg);
+  BlockAttentionBackward bwd(cfg);
+  OnlineSoftmaxState st(c.b, c.heads, c.head_dim);
+  const auto pos = Positions::contiguous(0, c.b);
+  attn.fold(in.qp(c.dtype), pos, in.kp(c.dtype), in.vp(c.dtype), pos, st);
+  std::vector<float> o(st.o.size()), lse(st.m.size()), delta(lse.size());
+  finalize(st, o.data(), lse.data());
+  std::vector<float> d_o = oracle::random_normal(o.size(), 45);
+  std::vector<std::uint16_t> d_o16;
+  if (c.dtype == DType::bf16) d_o16 = oracle::round_to_bf16(d_o);
+  attention_backward_delta(o.data(), d_o.data(), c.b, c.heads, c.head_dim, delta.data(), c.threads);
+  std::vector<float> dq(o.size()), dk(in.k.size()), dv(in.k.size());
+  const void* dop = c.dtype == DType::bf16 ? static_cast<const void*>(d_o16.data()) : d_o.data();
+  BackwardStats bs;
+  const double t_kernel = cli::median_seconds([&] {
+    bs = bwd.accumulate(in.qp(c.dtype), pos, {}, in.kp(c.dtype), in.vp(c.dtype), pos, {}, dop, lse.data(),
+                        delta.data(), dq.data(), dk.data(), dv.data());
+  });
+  DenseMatmuls mm(c, in);
+  const double full_flops = 10.0 * static_cast<double>(c.b * c.b * c.heads * c.head_dim);
+  const double t_roof = backward_roofline_seconds(c, mm);
+  const double gflops = bs.useful_flops / t_kernel / 1e9, roof = full_flops / t_roof / 1e9;
+  cli::JsonObject j;
+  j.add("bench", "kernel_backward");
+  bench::add_machine(j, c.dtype, bwd.isa());
+  j.add("dtype", to_string(c.dtype)).add("b", c.b).add("heads", c.heads).add("kv_heads", c.kv_heads);
+  j.add("head_dim", c.head_dim).add("mask", to_string(c.mask)).add("threads", c.threads);
+  j.add("seconds", t_kernel).add("gflops", gflops).add("roofline_gflops", roof).add("roofline_seconds", t_roof);
+  j.add("efficiency", gflops / roof).add("tiles_computed", bs.tiles_computed).add("tiles_skipped", bs.tiles_skipped);
+  j.add("command", command);
+  std::printf("%s\n", j.str().c_str());
+  std::fflush(stdout);
 }
 
 void run_case(const Case& c, bool with_naive, const std::string& command) {
@@ -197,7 +254,9 @@ int ringattn::cli::bench_kernel_main(const std::vector<std::string>& argv) {
       .option("mask", "LIST", "none, causal or both", "none,causal")
       .option("threads", "LIST", "OpenMP threads (0: all cores)", "1,2")
       .option("isa", "NAME", "force an ISA path (generic, avx2, avx512, neon)")
-      .flag("no-naive", "skip the naive baseline");
+      .flag("no-naive", "skip the naive baseline")
+      .flag("backward", "time the backward kernel instead (useful FLOPs 2.5x the forward's) against its five\n"
+                        "matmuls as bare dense oneDNN ones");
   if (!a.parse(argv)) return 0;
   std::vector<DType> dtypes;
   for (const auto& d : split_commas(a.str("dtype"))) dtypes.push_back(parse_dtype(d));
@@ -224,8 +283,11 @@ int ringattn::cli::bench_kernel_main(const std::vector<std::string>& argv) {
       for (const auto& mask : masks)
         for (auto b : bs) {
           cli::logger("bench")->info("[{}/{}] b={} {} {} threads={}", ++done, total, b, to_string(dt), to_string(mask), t);
-          run_case({b, a.int64("heads"), a.int64("kv-heads"), a.int64("head-dim"), dt, mask, static_cast<int>(t), isa},
-                   !a.has("no-naive"), command);
+          const Case c{b, a.int64("heads"), a.int64("kv-heads"), a.int64("head-dim"), dt, mask, static_cast<int>(t), isa};
+          if (a.has("backward"))
+            run_backward_case(c, command);
+          else
+            run_case(c, !a.has("no-naive"), command);
         }
   return 0;
 }
