@@ -118,7 +118,7 @@ struct BlockAttentionBackward::Impl {
     return MatmulShape{pc.w, cfg().head_dim, pc.nr, pc.w, cfg().head_dim, 1, mm(), true, true};
   }
 
-  BackwardStats run_chunk(const std::vector<std::int64_t>& qp, const Chunk& c);
+  GradientStats run_chunk(const std::vector<std::int64_t>& qp, const Chunk& c);
   void pack(const Chunk& c);
   void load_tile(const void* src, char* dst, std::int64_t r0, std::int64_t tq, std::int64_t h) const;
   void run_item(const std::vector<std::int64_t>& qp, const Chunk& c, std::int64_t kt, std::int64_t g, int tid);
@@ -191,7 +191,7 @@ std::int64_t BlockAttentionBackward::tile_rows() const { return kTileQ; }
 std::int64_t BlockAttentionBackward::tile_keys() const { return kTileK; }
 void BlockAttentionBackward::set_progress_counter(std::atomic<std::uint64_t>* counter) { impl_->progress = counter; }
 
-BackwardStats BlockAttentionBackward::accumulate(const void* q, const Positions& q_pos,
+GradientStats BlockAttentionBackward::accumulate(const void* q, const Positions& q_pos,
                                                  std::span<const std::int32_t> q_docs, const void* k, const void* v,
                                                  const Positions& k_pos, std::span<const std::int32_t> k_docs,
                                                  const void* d_o, const float* lse, const float* delta, float* dq,
@@ -199,7 +199,16 @@ BackwardStats BlockAttentionBackward::accumulate(const void* q, const Positions&
   return accumulate_impl(q, q_pos, q_docs, k, v, k_pos, k_docs, d_o, lse, delta, dq, dk, dv, true);
 }
 
-BackwardStats BlockAttentionBackward::accumulate_impl(const void* q, const Positions& q_pos,
+GradientStats KernelInternals::accumulate_checked(BlockAttentionBackward& kernel, const void* q,
+                                                  const Positions& q_pos, std::span<const std::int32_t> q_docs,
+                                                  const void* k, const void* v, const Positions& k_pos,
+                                                  std::span<const std::int32_t> k_docs, const void* d_o,
+                                                  const float* lse, const float* delta, float* dq, float* dk,
+                                                  float* dv) {
+  return kernel.accumulate_impl(q, q_pos, q_docs, k, v, k_pos, k_docs, d_o, lse, delta, dq, dk, dv, false);
+}
+
+GradientStats BlockAttentionBackward::accumulate_impl(const void* q, const Positions& q_pos,
                                                       std::span<const std::int32_t> q_docs, const void* k,
                                                       const void* v, const Positions& k_pos,
                                                       std::span<const std::int32_t> k_docs, const void* d_o,
@@ -209,12 +218,15 @@ BackwardStats BlockAttentionBackward::accumulate_impl(const void* q, const Posit
   const auto& cfg = im.cfg();
   const std::int64_t nq = q_pos.size(), nk = k_pos.size(), H = cfg.heads, KH = cfg.kv_heads, D = cfg.head_dim;
   const bool docs = !q_docs.empty() || !k_docs.empty();
-  if (docs) {
+  if (docs && !check_inputs &&
+      (static_cast<std::int64_t>(q_docs.size()) != nq || static_cast<std::int64_t>(k_docs.size()) != nk))
+    throw InvalidArgument(std::string(kWho) + ": internal: unchecked documents of the wrong size");
+  if (docs && check_inputs) {
     std::string err = kernels::check_docs("the queries'", q_docs, nq);
     if (err.empty()) err = kernels::check_docs("the keys'", k_docs, nk);
     if (!err.empty()) throw InvalidArgument(std::string(kWho) + ": " + err);
   }
-  BackwardStats st;
+  GradientStats st;
   if (nq == 0 || nk == 0) return st;
   const std::size_t in = dtype_size(cfg.dtype);
   kernels::check_ptr(q, in, "q", kWho);
@@ -255,7 +267,7 @@ BackwardStats BlockAttentionBackward::accumulate_impl(const void* q, const Posit
                             dq,
                             dk + off,
                             dv + off};
-    const BackwardStats part = im.run_chunk(im.qpos, chunk);
+    const GradientStats part = im.run_chunk(im.qpos, chunk);
     st.tiles_computed += part.tiles_computed;
     st.tiles_skipped += part.tiles_skipped;
     st.useful_flops += part.useful_flops;
@@ -263,9 +275,9 @@ BackwardStats BlockAttentionBackward::accumulate_impl(const void* q, const Posit
   return st;
 }
 
-BackwardStats BlockAttentionBackward::Impl::run_chunk(const std::vector<std::int64_t>& qp, const Chunk& c) {
+GradientStats BlockAttentionBackward::Impl::run_chunk(const std::vector<std::int64_t>& qp, const Chunk& c) {
   const auto& cf = cfg();
-  BackwardStats st;
+  GradientStats st;
   st.useful_flops = kernels::visible_pairs(cf.mask, qp, c.qdocs, c.kpos, c.kdocs, c.nk) * 10.0 *
                     static_cast<double>(cf.head_dim * cf.heads);
   const kernels::TileCount n = kernels::plan_tiles(cf.mask, qp, c.qdocs, c.kpos, c.kdocs, c.nk, kTileK, plan);

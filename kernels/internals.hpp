@@ -8,6 +8,7 @@
 #include <span>
 
 #include "ringattn/block_attention.hpp"
+#include "ringattn/block_backward.hpp"
 
 namespace ringattn {
 
@@ -17,6 +18,14 @@ struct KernelInternals {
                                 std::span<const std::int32_t> q_docs, const void* k, const void* v,
                                 const Positions& k_pos, std::span<const std::int32_t> k_docs,
                                 OnlineSoftmaxState& state);
+  // BlockAttentionBackward::accumulate without re-checking documents or finiteness: the
+  // ring checks its own rows once per call and each visiting block came from a rank that
+  // checked its own.
+  static GradientStats accumulate_checked(BlockAttentionBackward& kernel, const void* q, const Positions& q_pos,
+                                          std::span<const std::int32_t> q_docs, const void* k, const void* v,
+                                          const Positions& k_pos, std::span<const std::int32_t> k_docs,
+                                          const void* d_o, const float* lse, const float* delta, float* dq,
+                                          float* dk, float* dv);
 };
 
 }  // namespace ringattn

@@ -10,7 +10,8 @@
 //   15 reserved u8 | 16 window i64 | 24 scale f32 (bits) | 28 origin rank u32
 // flags bit 0: the block carries a group (document id, i32) per row after the positions:
 // the call has documents (packed batches). Every rank must agree, so it is part of the
-// call's spec, compared like the others.
+// call's spec, compared like the others. Bit 1: the block belongs to a backward call
+// (Ring::backward), so a rank in forward() meeting a rank in backward() fails naming both.
 #pragma once
 
 #include <array>
@@ -32,6 +33,7 @@ struct CallSpec {
   DType dtype = DType::f32;
   float scale = 0;  // resolved: never 0
   bool documents = false;  // the rows carry document ids (the blocks' groups column)
+  bool backward = false;   // a Ring::backward call (its blocks carry gradients too)
 
   friend bool operator==(const CallSpec&, const CallSpec&) = default;
   std::string describe() const;  // "heads 8/2, head_dim 128, bf16, causal, scale 0.0884"

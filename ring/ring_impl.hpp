@@ -12,8 +12,10 @@
 #include "kernels/cache_attention.hpp"
 #include "net/transport.hpp"
 #include "ringattn/block_attention.hpp"
+#include "ringattn/block_backward.hpp"
 #include "ringattn/ring.hpp"
 #include "ring/internals.hpp"
+#include "ring/gradient_relay.hpp"
 #include "ring/reduce_scatter.hpp"
 #include "ring/ring_step.hpp"
 
@@ -34,6 +36,15 @@ struct Ring::Impl {
   OnlineSoftmaxState state;                                      // pooled
   std::vector<std::uint16_t> q_bf16;                              // pooled
   std::uint64_t calls = 0;
+
+  // backward's (backward.cpp): its kernels, the gradient stream and pooled buffers
+  std::map<KernelKey, std::unique_ptr<BlockAttentionBackward>> backward_kernels;
+  std::unique_ptr<ring::GradientRelay> gradients;
+  struct BackwardBuffers {
+    std::vector<float> delta, acc_k, acc_v;
+    std::vector<std::uint16_t> d_o_bf16;
+  } backward;
+
   mutable std::mutex mu;
   std::string broken;  // why, once a call failed on the network
   RingInternals::StepHook hook;  // tests only
@@ -59,6 +70,13 @@ struct Ring::Impl {
     auto it = kernels.find(key);
     if (it != kernels.end()) return *it->second;
     return *kernels.emplace(key, std::make_unique<BlockAttention>(config_for(s))).first->second;  // validates
+  }
+
+  BlockAttentionBackward& backward_kernel_for(const AttentionSpec& s) {
+    const KernelKey key = kernel_key(s);
+    auto it = backward_kernels.find(key);
+    if (it != backward_kernels.end()) return *it->second;
+    return *backward_kernels.emplace(key, std::make_unique<BlockAttentionBackward>(config_for(s))).first->second;
   }
 
   kernels::CacheAttention& cache_kernel_for(const AttentionSpec& s) {

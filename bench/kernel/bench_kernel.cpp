@@ -187,7 +187,7 @@ void run_backward_case(const Case& c, const std::string& command) {
   attention_backward_delta(o.data(), d_o.data(), c.b, c.heads, c.head_dim, delta.data(), c.threads);
   std::vector<float> dq(o.size()), dk(in.k.size()), dv(in.k.size());
   const void* dop = c.dtype == DType::bf16 ? static_cast<const void*>(d_o16.data()) : d_o.data();
-  BackwardStats bs;
+  GradientStats bs;
   const double t_kernel = cli::median_seconds([&] {
     bs = bwd.accumulate(in.qp(c.dtype), pos, {}, in.kp(c.dtype), in.vp(c.dtype), pos, {}, dop, lse.data(),
                         delta.data(), dq.data(), dk.data(), dv.data());

@@ -35,7 +35,7 @@
 
 namespace ringattn {
 
-struct BackwardStats {
+struct GradientStats {
   std::int64_t tiles_computed = 0;  // (query tile, key tile) pairs x heads
   std::int64_t tiles_skipped = 0;   // fully masked ones
   double useful_flops = 0;          // 10 * visible (q, k) pairs * head_dim * heads: 2.5x forward's
@@ -65,14 +65,14 @@ class BlockAttentionBackward {
   // dk, dv [nk, kv_heads, head_dim] += the share of these queries. lse and delta [nq,
   // heads] are the whole sequence's (the forward's lse; attention_backward_delta).
   // q_docs/k_docs as in BlockAttention::fold (both empty: no documents).
-  BackwardStats accumulate(const void* q, const Positions& q_pos, std::span<const std::int32_t> q_docs,
+  GradientStats accumulate(const void* q, const Positions& q_pos, std::span<const std::int32_t> q_docs,
                            const void* k, const void* v, const Positions& k_pos,
                            std::span<const std::int32_t> k_docs, const void* d_o, const float* lse,
                            const float* delta, float* dq, float* dk, float* dv);
 
  private:
   friend struct KernelInternals;
-  BackwardStats accumulate_impl(const void* q, const Positions& q_pos, std::span<const std::int32_t> q_docs,
+  GradientStats accumulate_impl(const void* q, const Positions& q_pos, std::span<const std::int32_t> q_docs,
                                 const void* k, const void* v, const Positions& k_pos,
                                 std::span<const std::int32_t> k_docs, const void* d_o, const float* lse,
                                 const float* delta, float* dq, float* dk, float* dv, bool check_inputs);

@@ -113,6 +113,16 @@ struct ForwardStats {
   std::uint64_t bytes_sent = 0;
 };
 
+struct BackwardStats {
+  double seconds = 0;          // the whole call
+  double compute_seconds = 0;  // in the backward kernel
+  double wait_seconds = 0;     // blocked on the network after the kernel (exposed transfer)
+  double useful_flops = 0;     // 10 * visible (query, key) pairs * head_dim * heads (2.5x forward's)
+  int steps = 0;               // blocks visited (= world size)
+  int steps_skipped = 0;       // blocks the mask or the documents hid completely (relayed only)
+  std::uint64_t bytes_sent = 0;  // K/V blocks (as forward's) plus the gradient accumulators (fp32)
+};
+
 struct DecodeStats {
   double seconds = 0;          // the whole call
   double compute_seconds = 0;  // partial states over this rank's cache
@@ -158,6 +168,31 @@ class Ring {
   ForwardStats forward(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
                        std::span<const float> v, std::span<const std::int64_t> positions,
                        std::span<const std::int32_t> documents, std::span<float> o, std::span<float> lse = {});
+
+  // The gradients of forward() for this rank's rows: given what forward() was given (q,
+  // k, v, positions[, documents]) and returned (o, lse — lse is required here), and
+  // d_o = dLoss/dO [rows, heads, head_dim], writes dq [rows, heads, head_dim] and dk, dv
+  // [rows, kv_heads, head_dim] (fp32, overwritten): exactly dense attention's gradients
+  // over the whole sequence. The K/V blocks go around the ring once more, as in
+  // forward(), and each block's dK/dV accumulators (fp32) follow it one hop behind: at
+  // every step a rank adds its queries' share to the block it holds (recomputing the
+  // scores from lse, nothing [rows x rows] stored), passes the accumulators on while it
+  // computes the next block, and after P steps every rank's accumulators come home.
+  // Wire bytes per rank: forward's K/V plus 2 * rows * kv_heads * head_dim * 4 per step
+  // (fp32 gradients: 2x forward's traffic at fp32, 3x at bf16). Inputs must be finite
+  // (InvalidArgument otherwise, before anything is sent). Every rank must call
+  // backward() with the same spec (and documents or not) as one another; a rank calling
+  // forward() meanwhile fails the call on every rank with an error naming both. Errors
+  // as in forward().
+  BackwardStats backward(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
+                         std::span<const float> v, std::span<const std::int64_t> positions, std::span<const float> o,
+                         std::span<const float> lse, std::span<const float> d_o, std::span<float> dq,
+                         std::span<float> dk, std::span<float> dv);
+  BackwardStats backward(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
+                         std::span<const float> v, std::span<const std::int64_t> positions,
+                         std::span<const std::int32_t> documents, std::span<const float> o,
+                         std::span<const float> lse, std::span<const float> d_o, std::span<float> dq,
+                         std::span<float> dk, std::span<float> dv);
 
   // One decode step on stationary KV shards (kv_cache.hpp). Each rank passes the new
   // tokens it owns (the ones whose hidden state it computed; any number, 0 included, up

@@ -209,7 +209,7 @@ TEST_CASE("block backward: rows that see no key get zero gradients, never NaN; h
   BlockAttentionBackward bwd(cfg);
   std::vector<float> q(64 * 64, 0.5f), kv(64 * 64, 0.25f), lse(128, 1.0f), delta(128, 0.0f);
   std::vector<float> dq(q.size(), 3.0f), dk(kv.size(), 4.0f), dv(kv.size(), 5.0f);
-  const BackwardStats st = bwd.accumulate(q.data(), Positions::contiguous(0, 64), {}, kv.data(), kv.data(),
+  const GradientStats st = bwd.accumulate(q.data(), Positions::contiguous(0, 64), {}, kv.data(), kv.data(),
                                           Positions::contiguous(100, 64), {}, q.data(), lse.data(), delta.data(),
                                           dq.data(), dk.data(), dv.data());
   CHECK(st.tiles_computed == 0);
@@ -235,7 +235,7 @@ TEST_CASE("block backward: useful FLOPs are 2.5x the forward's for the same pair
   OnlineSoftmaxState state(n, 2, 64);
   const Positions pos = Positions::contiguous(0, n);
   const FoldStats f = fwd.fold(q.data(), pos, k.data(), k.data(), pos, state);
-  const BackwardStats b = bwd.accumulate(q.data(), pos, {}, k.data(), k.data(), pos, {}, q.data(), lse.data(),
+  const GradientStats b = bwd.accumulate(q.data(), pos, {}, k.data(), k.data(), pos, {}, q.data(), lse.data(),
                                          delta.data(), dq.data(), dk.data(), dv.data());
   CHECK(b.useful_flops == doctest::Approx(2.5 * f.useful_flops));
   CHECK(b.useful_flops == doctest::Approx(10.0 * (n * (n + 1) / 2) * 64 * 2));

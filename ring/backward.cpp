@@ -1,0 +1,218 @@
+// Ring::backward (include/ringattn/ring.hpp): the backward ring, one schedule on the ring
+// step (K/V blocks, as forward's rotation) and the gradient relay (each block's dK/dV
+// accumulators one hop behind it, ring/gradient_relay.hpp):
+//
+//   D = rowsum(dO ∘ O) once; dQ = 0
+//   step s = 0 .. P-1, holding the K/V block of origin r - s:
+//     if s < P-1: post the K/V pass (send this block on, receive the next)
+//     dQ += this block's share; acc = these queries' share of the block's dK, dV
+//     s = 0: send acc (this rank's own block's first share)
+//     s > 0: wait the block's accumulators (sent by the predecessor after its step s-1),
+//            add acc, send them on
+//     if s < P-1: finish the K/V pass
+//   wait this rank's own accumulators, complete after P shares: dK, dV
+//
+// At step s the kernel computes while the next K/V block and the previous block's
+// accumulators travel, so both transfers hide behind it as forward's does; only the O(b d)
+// add of the accumulators waits for them.
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "kernels/internals.hpp"
+#include "ring/call_checks.hpp"
+#include "ring/gradient_relay.hpp"
+#include "ring/ring_impl.hpp"
+#include "ringattn/block_backward.hpp"
+#include "ringattn/error.hpp"
+#include "ringattn/ring.hpp"
+
+namespace ringattn {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+struct BackwardCall {
+  const ring::CheckedCall& fc;
+  BlockAttentionBackward& kernel;
+  ring::CallSpec cs;
+  const void* q;    // in spec.dtype
+  const void* d_o;  // in spec.dtype
+  const float* lse;
+  const float* delta;
+  float *dq, *dk, *dv;
+};
+
+// The rotation; dq accumulates in place, dk and dv are written at the end.
+void rotate_and_accumulate(Ring::Impl& im, const AttentionSpec& spec, const BackwardCall& c,
+                           std::span<const std::int64_t> positions, const float* k, const float* v, BackwardStats& st) {
+  net::Transport& t = *im.transport;
+  ring::RingStep& step = *im.step;
+  if (!im.gradients) im.gradients = std::make_unique<ring::GradientRelay>(t);
+  ring::GradientRelay& grads = *im.gradients;
+  const std::uint64_t call = ++im.calls;
+  step.begin(c.cs, call, c.fc.qpos, k, v, /*borrow=*/!im.hook, c.fc.docs);
+  const auto busy = t.liveness().enter(net::PeerState::busy);
+  c.kernel.set_progress_counter(&t.liveness().counter());
+  struct Unhook {
+    BlockAttentionBackward& a;
+    ~Unhook() { a.set_progress_counter(nullptr); }
+  } unhook{c.kernel};
+  const int P = im.options.world_size;
+  const std::int64_t cols = spec.kv_heads * spec.head_dim;
+  auto& acc_k = im.backward.acc_k;
+  auto& acc_v = im.backward.acc_v;
+  for (int s = 0; s < P; ++s) {
+    if (im.observer) im.observer(s);
+    if (im.hook) im.hook(s, step.block(), t.liveness().counter());
+    const auto& blk = step.current();
+    if (s + 1 < P) step.post(s);
+    ++st.steps;
+    const auto n = static_cast<std::size_t>(blk.rows * cols);
+    if (acc_k.size() < n) {
+      acc_k.resize(n);
+      acc_v.resize(n);
+    }
+    std::fill(acc_k.begin(), acc_k.begin() + static_cast<std::ptrdiff_t>(n), 0.0f);
+    std::fill(acc_v.begin(), acc_v.begin() + static_cast<std::ptrdiff_t>(n), 0.0f);
+    bool computed = false;
+    if (ring::step_hidden(spec.mask, positions, c.fc.docs, blk)) {
+      ++st.steps_skipped;
+    } else {
+      const auto t0 = Clock::now();
+      const GradientStats gs =
+          KernelInternals::accumulate_checked(c.kernel, c.q, c.fc.qpos, c.fc.docs, blk.k, blk.v, *blk.positions,
+                                              blk.documents, c.d_o, c.lse, c.delta, c.dq, acc_k.data(), acc_v.data());
+      st.compute_seconds += since(t0);
+      st.useful_flops += gs.useful_flops;
+      computed = gs.tiles_computed > 0;
+      if (!computed) ++st.steps_skipped;
+    }
+    if (P == 1) {
+      std::memcpy(c.dk, acc_k.data(), n * sizeof(float));
+      std::memcpy(c.dv, acc_v.data(), n * sizeof(float));
+      return;
+    }
+    if (s == 0) {
+      grads.start(c.cs, call, blk, acc_k.data(), acc_v.data());
+    } else {
+      const auto t1 = Clock::now();
+      const ring::GradientRelay::Grads g = grads.arrived(s, blk);
+      st.wait_seconds += since(t1);
+      if (computed)
+        for (std::size_t i = 0; i < n; ++i) {
+          g.dk[i] += acc_k[i];
+          g.dv[i] += acc_v[i];
+        }
+      grads.relay(s);
+    }
+    if (s + 1 < P) {
+      const auto t1 = Clock::now();
+      step.finish(s);
+      st.wait_seconds += since(t1);
+    }
+  }
+  // This rank's own block, its accumulators back after every rank's share.
+  const ring::RingStep::View own{t.rank(), static_cast<std::int64_t>(positions.size()), &c.fc.qpos, c.fc.docs, nullptr,
+                                 nullptr};
+  const auto t1 = Clock::now();
+  const ring::GradientRelay::Grads g = grads.arrived(P, own);
+  st.wait_seconds += since(t1);
+  const std::size_t n = positions.size() * static_cast<std::size_t>(cols);
+  std::memcpy(c.dk, g.dk, n * sizeof(float));
+  std::memcpy(c.dv, g.dv, n * sizeof(float));
+}
+
+// Both backward()s: `documents` unset for a call without them.
+BackwardStats backward_call(Ring::Impl& im, const AttentionSpec& spec, std::span<const float> q,
+                            std::span<const float> k, std::span<const float> v,
+                            std::span<const std::int64_t> positions,
+                            std::optional<std::span<const std::int32_t>> documents, std::span<const float> o,
+                            std::span<const float> lse, std::span<const float> d_o, std::span<float> dq,
+                            std::span<float> dk, std::span<float> dv) {
+  const auto start = Clock::now();
+  im.check_usable();
+  const std::string who = "rank " + std::to_string(im.options.rank) + ": backward: ";
+  auto bad = [&](const std::string& what) { throw InvalidArgument(who + what); };
+  const ring::CheckedCall fc = ring::check_call(im, "backward", spec, q, k, v, positions, documents, o, lse);
+  const auto rows = static_cast<std::int64_t>(positions.size());
+  const std::int64_t H = spec.heads, KH = spec.kv_heads, D = spec.head_dim;
+  auto size_is = [&](const char* name, std::size_t got, std::int64_t want) {
+    if (static_cast<std::int64_t>(got) != want)
+      bad(std::string(name) + " has " + std::to_string(got) + " elements, expected " + std::to_string(want) + " (" +
+          std::to_string(rows) + " rows)");
+  };
+  if (lse.empty()) bad("lse is required: pass the lse that forward() returned for these rows");
+  size_is("d_o", d_o.size(), rows * H * D);
+  size_is("dq", dq.size(), rows * H * D);
+  size_is("dk", dk.size(), rows * KH * D);
+  size_is("dv", dv.size(), rows * KH * D);
+  auto finite = [&](const char* name, std::span<const float> x, std::int64_t per_row) {
+    for (std::size_t i = 0; i < x.size(); ++i)
+      if (!std::isfinite(x[i]))
+        bad(std::string(name) + " holds " + std::to_string(x[i]) + " at row " +
+            std::to_string(static_cast<std::int64_t>(i) / per_row) + "; the backward takes finite inputs only");
+  };
+  finite("q", q, H * D);
+  finite("k", k, KH * D);
+  finite("v", v, KH * D);
+  finite("d_o", d_o, H * D);
+  for (std::size_t i = 0; i < lse.size(); ++i)
+    if (std::isnan(lse[i]) || lse[i] == std::numeric_limits<float>::infinity())
+      bad("lse holds " + std::to_string(lse[i]) + " at row " + std::to_string(static_cast<std::int64_t>(i) / H) +
+          ": pass the lse that forward() returned (finite, or -inf for a row that sees no key)");
+  BlockAttentionBackward& kernel = im.backward_kernel_for(spec);
+  auto& delta = im.backward.delta;
+  delta.resize(static_cast<std::size_t>(rows * H));
+  try {
+    attention_backward_delta(o.data(), d_o.data(), rows, H, D, delta.data(), im.options.threads);
+  } catch (const InvalidArgument& e) {
+    bad(e.what());
+  }
+  ring::CallSpec cs = ring::call_spec(spec, fc.kernel.config().scale, documents.has_value());
+  cs.backward = true;
+  const void* qp = q.data();
+  const void* dop = d_o.data();
+  if (spec.dtype == DType::bf16) {
+    im.q_bf16.resize(q.size());
+    to_bf16(q.data(), im.q_bf16.data(), static_cast<std::int64_t>(q.size()));
+    qp = im.q_bf16.data();
+    im.backward.d_o_bf16.resize(d_o.size());
+    to_bf16(d_o.data(), im.backward.d_o_bf16.data(), static_cast<std::int64_t>(d_o.size()));
+    dop = im.backward.d_o_bf16.data();
+  }
+  std::fill(dq.begin(), dq.end(), 0.0f);
+  const BackwardCall c{fc, kernel, cs, qp, dop, lse.data(), delta.data(), dq.data(), dk.data(), dv.data()};
+  BackwardStats st;
+  try {
+    rotate_and_accumulate(im, spec, c, positions, k.data(), v.data(), st);
+  } catch (...) {
+    ring::fail_call(im);
+  }
+  st.bytes_sent = im.step->payload_bytes_sent() + (im.gradients ? im.gradients->payload_bytes_sent() : 0);
+  st.seconds = since(start);
+  return st;
+}
+
+}  // namespace
+
+BackwardStats Ring::backward(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
+                             std::span<const float> v, std::span<const std::int64_t> positions,
+                             std::span<const float> o, std::span<const float> lse, std::span<const float> d_o,
+                             std::span<float> dq, std::span<float> dk, std::span<float> dv) {
+  return backward_call(*impl_, spec, q, k, v, positions, std::nullopt, o, lse, d_o, dq, dk, dv);
+}
+
+BackwardStats Ring::backward(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
+                             std::span<const float> v, std::span<const std::int64_t> positions,
+                             std::span<const std::int32_t> documents, std::span<const float> o,
+                             std::span<const float> lse, std::span<const float> d_o, std::span<float> dq,
+                             std::span<float> dk, std::span<float> dv) {
+  return backward_call(*impl_, spec, q, k, v, positions, documents, o, lse, d_o, dq, dk, dv);
+}
+
+}  // namespace ringattn

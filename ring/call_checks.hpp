@@ -1,0 +1,40 @@
+// ringattn — what every rotating call (forward, backward) checks before anything is sent,
+// and the test that lets a step be relayed without computing. Not installed.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+
+#include "ring/ring_impl.hpp"
+#include "ring/ring_step.hpp"
+
+namespace ringattn::ring {
+
+// A call after its checks: the queries' positions and documents, the forward kernel
+// (whose config holds the resolved scale every rank compares).
+struct CheckedCall {
+  Positions qpos;
+  std::span<const std::int32_t> docs;
+  BlockAttention& kernel;
+};
+
+// Everything a call must satisfy, each checked once, before anything is sent: a bad call
+// leaves the ring usable. Throws InvalidArgument "rank R: <call>: what is wrong". lse may
+// be empty (forward's is optional; backward checks its own).
+CheckedCall check_call(Ring::Impl& im, const char* call, const AttentionSpec& spec, std::span<const float> q,
+                       std::span<const float> k, std::span<const float> v, std::span<const std::int64_t> positions,
+                       std::optional<std::span<const std::int32_t>> documents, std::span<const float> o,
+                       std::span<const float> lse);
+
+// Whether the block can hold no pair this rank's queries see, from the ends of both
+// sides' positions (increasing) and documents (non-decreasing): then the step is
+// relayed and not computed.
+bool step_hidden(const Mask& mask, std::span<const std::int64_t> qpos, std::span<const std::int32_t> qdocs,
+                 const RingStep::View& blk);
+
+// Inside a catch: the call failed in the rotation. A network failure breaks the ring; a
+// send that may still read the caller's K and V is ended, and the ring with it. Rethrows.
+[[noreturn]] void fail_call(Ring::Impl& im);
+
+}  // namespace ringattn::ring
