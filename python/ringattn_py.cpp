@@ -12,6 +12,7 @@
 // log sink has to take the GIL for that, so every call into the library that can log
 // runs with the GIL released: otherwise an I/O thread holding the sink's lock could wait
 // for the GIL forever while this thread waits for that lock.
+#include <dlfcn.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -143,46 +144,62 @@ class PyRing {
     return std::make_unique<PyRing>(ringattn::Ring::connect(options));
   }
 
+  // forward's and backward's shared arguments, checked: the arrays, the rows' positions
+  // (and documents) and the call's spec. `call` names the method in every message.
+  struct CallArgs {
+    py::array q, k, v;
+    py::array_t<std::int64_t> pos;
+    std::optional<py::array_t<std::int32_t>> docs;
+    ringattn::AttentionSpec spec;
+  };
+  CallArgs call_args(const char* call, const py::object& q_obj, const py::object& k_obj, const py::object& v_obj,
+                     const py::object& positions, const py::object& documents, bool causal,
+                     std::optional<std::int64_t> window, const std::string& dtype, std::optional<double> scale) {
+    const std::string c = call;
+    CallArgs a{tensor(q_obj, "q", "[tokens, heads, head_dim]", call), tensor(k_obj, "k", "[tokens, kv_heads, head_dim]", call),
+               tensor(v_obj, "v", "[tokens, kv_heads, head_dim]", call), {}, std::nullopt, {}};
+    const py::array &q = a.q, &k = a.k, &v = a.v;
+    const py::ssize_t rows = q.shape(0), heads = q.shape(1), head_dim = q.shape(2);
+    if (k.shape(0) != rows || k.shape(2) != head_dim)
+      bad(c + ": k has shape " + shape_of(k) + " but q has " + shape_of(q) +
+          ": k must be [tokens, kv_heads, head_dim] with q's tokens and head_dim");
+    if (v.ndim() != k.ndim() || v.shape(0) != k.shape(0) || v.shape(1) != k.shape(1) || v.shape(2) != k.shape(2))
+      bad(c + ": v has shape " + shape_of(v) + " but k has " + shape_of(k) + "; they must match");
+    if (!positions.is_none()) {
+      a.pos = positions_of(positions, rows, c);
+    } else if (world_ == 1) {
+      a.pos = py::array_t<std::int64_t>(rows);
+      std::iota(a.pos.mutable_data(), a.pos.mutable_data() + rows, std::int64_t{0});
+    } else {
+      bad(c + ": positions are required when world_size > 1: the global positions of this rank's rows, "
+          "e.g. ringattn.shard_positions(\"zigzag\", tokens, world_size, rank)");
+    }
+    if (!documents.is_none()) a.docs = documents_of(documents, rows, c);
+    a.spec.heads = heads;
+    a.spec.kv_heads = k.shape(1);
+    a.spec.head_dim = head_dim;
+    a.spec.mask = mask_of(causal, window);
+    a.spec.dtype = ringattn::parse_dtype(dtype);
+    if (scale) {
+      if (!(*scale > 0) || *scale > 3.4e38) bad(c + ": scale = " + std::to_string(*scale) + " must be positive");
+      a.spec.scale = static_cast<float>(*scale);
+    }
+    return a;
+  }
+
+  static std::span<const float> floats(const py::array& a) {
+    return {static_cast<const float*>(a.data()), static_cast<std::size_t>(a.size())};
+  }
+
   py::tuple forward(const py::object& q_obj, const py::object& k_obj, const py::object& v_obj,
                     const py::object& positions, const py::object& documents, bool causal,
                     std::optional<std::int64_t> window, const std::string& dtype, std::optional<double> scale) {
-    const py::array q = tensor(q_obj, "q", "[tokens, heads, head_dim]");
-    const py::array k = tensor(k_obj, "k", "[tokens, kv_heads, head_dim]");
-    const py::array v = tensor(v_obj, "v", "[tokens, kv_heads, head_dim]");
-    const py::ssize_t rows = q.shape(0), heads = q.shape(1), head_dim = q.shape(2);
-    if (k.shape(0) != rows || k.shape(2) != head_dim)
-      bad("forward: k has shape " + shape_of(k) + " but q has " + shape_of(q) +
-          ": k must be [tokens, kv_heads, head_dim] with q's tokens and head_dim");
-    if (v.ndim() != k.ndim() || v.shape(0) != k.shape(0) || v.shape(1) != k.shape(1) || v.shape(2) != k.shape(2))
-      bad("forward: v has shape " + shape_of(v) + " but k has " + shape_of(k) + "; they must match");
-    py::array_t<std::int64_t> pos;
-    if (!positions.is_none()) {
-      pos = positions_of(positions, rows);
-    } else if (world_ == 1) {
-      pos = py::array_t<std::int64_t>(rows);
-      std::iota(pos.mutable_data(), pos.mutable_data() + rows, std::int64_t{0});
-    } else {
-      bad("forward: positions are required when world_size > 1: the global positions of this rank's rows, "
-          "e.g. ringattn.shard_positions(\"zigzag\", tokens, world_size, rank)");
-    }
-    std::optional<py::array_t<std::int32_t>> docs;
-    if (!documents.is_none()) docs = documents_of(documents, rows);
-    ringattn::AttentionSpec spec;
-    spec.heads = heads;
-    spec.kv_heads = k.shape(1);
-    spec.head_dim = head_dim;
-    spec.mask = mask_of(causal, window);
-    spec.dtype = ringattn::parse_dtype(dtype);
-    if (scale) {
-      if (!(*scale > 0) || *scale > 3.4e38) bad("forward: scale = " + std::to_string(*scale) + " must be positive");
-      spec.scale = static_cast<float>(*scale);
-    }
+    const CallArgs a = call_args("forward", q_obj, k_obj, v_obj, positions, documents, causal, window, dtype, scale);
+    const py::ssize_t rows = a.q.shape(0), heads = a.q.shape(1), head_dim = a.q.shape(2);
     py::array_t<float> o({rows, heads, head_dim});
     py::array_t<float> lse({rows, heads});
-    const auto n = [](const py::array& a) { return static_cast<std::size_t>(a.size()); };
-    const std::span<const float> qs(static_cast<const float*>(q.data()), n(q)), ks(static_cast<const float*>(k.data()), n(k)),
-        vs(static_cast<const float*>(v.data()), n(v));
-    const std::span<const std::int64_t> ps(pos.data(), n(pos));
+    const auto n = [](const py::array& x) { return static_cast<std::size_t>(x.size()); };
+    const std::span<const std::int64_t> ps(a.pos.data(), n(a.pos));
     const std::span<float> os(o.mutable_data(), n(o)), ls(lse.mutable_data(), n(lse));
     ringattn::ForwardStats st;
     {
@@ -190,11 +207,60 @@ class PyRing {
       std::lock_guard call(call_mu_);
       const auto ring = get();
       if (!ring) throw ringattn::Error("rank " + std::to_string(rank_) + ": this ring is closed");
-      st = docs ? ring->forward(spec, qs, ks, vs, ps, std::span<const std::int32_t>(docs->data(), n(*docs)), os, ls)
-                : ring->forward(spec, qs, ks, vs, ps, os, ls);
+      st = a.docs ? ring->forward(a.spec, floats(a.q), floats(a.k), floats(a.v), ps,
+                                  std::span<const std::int32_t>(a.docs->data(), n(*a.docs)), os, ls)
+                  : ring->forward(a.spec, floats(a.q), floats(a.k), floats(a.v), ps, os, ls);
     }
     stats_ = st;
     return py::make_tuple(o, lse);
+  }
+
+  py::tuple backward(const py::object& q_obj, const py::object& k_obj, const py::object& v_obj,
+                     const py::object& o_obj, const py::object& lse_obj, const py::object& d_o_obj,
+                     const py::object& positions, const py::object& documents, bool causal,
+                     std::optional<std::int64_t> window, const std::string& dtype, std::optional<double> scale) {
+    const CallArgs a = call_args("backward", q_obj, k_obj, v_obj, positions, documents, causal, window, dtype, scale);
+    const py::ssize_t rows = a.q.shape(0), heads = a.q.shape(1), head_dim = a.q.shape(2);
+    const py::array o = tensor(o_obj, "o", "[tokens, heads, head_dim] (forward's o)", "backward");
+    const py::array d_o = tensor(d_o_obj, "d_o", "[tokens, heads, head_dim] (the loss's gradient of o)", "backward");
+    for (const auto* x : {&o, &d_o})
+      if (x->shape(0) != rows || x->shape(1) != heads || x->shape(2) != head_dim)
+        bad(std::string("backward: ") + (x == &o ? "o" : "d_o") + " has shape " + shape_of(*x) + " but q has " +
+            shape_of(a.q) + "; they must match");
+    if (!py::isinstance<py::array>(lse_obj)) bad("backward: lse must be the numpy array forward() returned, not " + type_name(lse_obj));
+    const auto lse = py::reinterpret_borrow<py::array>(lse_obj);
+    if (!lse.dtype().equal(py::dtype::of<float>()) || lse.ndim() != 2 || lse.shape(0) != rows || lse.shape(1) != heads ||
+        !(lse.flags() & py::array::c_style))
+      bad("backward: lse has dtype " + std::string(py::str(lse.dtype())) + " and shape " + shape_of(lse) +
+          "; expected float32 (" + std::to_string(rows) + ", " + std::to_string(heads) + "), C-contiguous: the lse forward() returned");
+    py::array_t<float> dq({rows, heads, head_dim});
+    py::array_t<float> dk({rows, a.k.shape(1), head_dim});
+    py::array_t<float> dv({rows, a.k.shape(1), head_dim});
+    const auto n = [](const py::array& x) { return static_cast<std::size_t>(x.size()); };
+    const std::span<const std::int64_t> ps(a.pos.data(), n(a.pos));
+    const std::span<float> dqs(dq.mutable_data(), n(dq)), dks(dk.mutable_data(), n(dk)), dvs(dv.mutable_data(), n(dv));
+    ringattn::BackwardStats st;
+    {
+      py::gil_scoped_release nogil;
+      std::lock_guard call(call_mu_);
+      const auto ring = get();
+      if (!ring) throw ringattn::Error("rank " + std::to_string(rank_) + ": this ring is closed");
+      st = a.docs ? ring->backward(a.spec, floats(a.q), floats(a.k), floats(a.v), ps,
+                                   std::span<const std::int32_t>(a.docs->data(), n(*a.docs)), floats(o), floats(lse),
+                                   floats(d_o), dqs, dks, dvs)
+                  : ring->backward(a.spec, floats(a.q), floats(a.k), floats(a.v), ps, floats(o), floats(lse),
+                                   floats(d_o), dqs, dks, dvs);
+    }
+    backward_stats_ = st;
+    return py::make_tuple(dq, dk, dv);
+  }
+
+  py::dict last_backward_stats() const {
+    using namespace py::literals;
+    const auto& s = backward_stats_;
+    return py::dict("seconds"_a = s.seconds, "compute_seconds"_a = s.compute_seconds, "wait_seconds"_a = s.wait_seconds,
+                    "useful_flops"_a = s.useful_flops, "steps"_a = s.steps, "steps_skipped"_a = s.steps_skipped,
+                    "bytes_sent"_a = s.bytes_sent);
   }
 
   py::tuple decode(const py::object& q_obj, const py::object& k_obj, const py::object& v_obj, ringattn::KVCache& cache,
@@ -288,6 +354,7 @@ class PyRing {
   int rank_, world_;
   ringattn::ForwardStats stats_;
   ringattn::DecodeStats decode_stats_;
+  ringattn::BackwardStats backward_stats_;
 };
 
 // --- logging -----------------------------------------------------------------------
@@ -401,6 +468,16 @@ PYBIND11_MODULE(ringattn, m) {
       "o, lse = ring.forward(q, k, v, positions=ringattn.shard_positions('zigzag', n, ring.world_size, "
       "ring.rank), causal=True)";
   m.attr("__version__") = RINGATTN_VERSION;
+  // ringattn.torch and any later Python submodule live in ringattn_extras/ beside this
+  // file (python/ringattn_extras/): a __path__ makes `import ringattn.torch` find them
+  // there, and only then is torch imported.
+  Dl_info self{};
+  if (dladdr(reinterpret_cast<void*>(&set_log_sink), &self) && self.dli_fname) {
+    const std::string file = self.dli_fname;
+    py::list path;
+    path.append(file.substr(0, file.rfind('/') + 1) + "ringattn_extras");
+    m.attr("__path__") = path;
+  }
 
   g_exc.error = new_exception(m, "Error", "Any failure of the ring library.", py::make_tuple(py::handle(PyExc_RuntimeError)));
   g_exc.invalid_argument = new_exception(
@@ -439,6 +516,14 @@ PYBIND11_MODULE(ringattn, m) {
            "a query sees only keys of its own document, e.g. from ringattn.shard_documents(). "
            "dtype 'fp32' or 'bf16' (bf16 K/V on the wire, fp32 state). Returns (o [rows, heads, head_dim], "
            "lse [rows, heads]) float32; a row that sees no key gets o = 0 and lse = -inf.")
+      .def("backward", &PyRing::backward, "q"_a, "k"_a, "v"_a, "o"_a, "lse"_a, "d_o"_a, py::kw_only(),
+           "positions"_a = py::none(), "documents"_a = py::none(), "causal"_a = false, "window"_a = py::none(),
+           "dtype"_a = "fp32", "scale"_a = py::none(),
+           "The gradients of forward(): given forward's q, k, v and options (every rank calls, with the same "
+           "ones), its o and lse, and d_o = dLoss/do [rows, heads, head_dim] float32, returns (dq [rows, heads, "
+           "head_dim], dk, dv [rows, kv_heads, head_dim]) float32: exactly dense attention's gradients for this "
+           "rank's rows. The K/V blocks go around the ring again with their fp32 gradient accumulators.")
+      .def_property_readonly("last_backward_stats", &PyRing::last_backward_stats, "Timings and bytes of the last backward().")
       .def("decode", &PyRing::decode, "q"_a, "k"_a, "v"_a, py::kw_only(), "cache"_a, "sequences"_a, "positions"_a,
            "causal"_a = true, "window"_a = py::none(), "scale"_a = py::none(),
            "One decode step on stationary KV shards: this rank's new tokens (any number, 0 included; every rank "
