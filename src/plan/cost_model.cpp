@@ -42,6 +42,17 @@ double min_block_for_overlap(std::int64_t d, std::int64_t d_kv, int dtype_bytes,
   return dbl(d_kv) * dtype_bytes * flops / (2.0 * dbl(d) * bandwidth);
 }
 
+double backward_step_flops(std::int64_t block, std::int64_t d) { return 2.5 * step_flops(block, d); }
+
+double backward_step_bytes(std::int64_t block, std::int64_t d_kv, int dtype_bytes) {
+  return 2.0 * dbl(block) * dbl(d_kv) * (dtype_bytes + 4);
+}
+
+double min_block_for_backward_overlap(std::int64_t d, std::int64_t d_kv, int dtype_bytes, double flops,
+                                      double bandwidth) {
+  return dbl(d_kv) * (dtype_bytes + 4) * flops / (5.0 * dbl(d) * bandwidth);
+}
+
 double ring_traffic_elements(std::int64_t seq, std::int64_t block, std::int64_t d_kv) {
   return 2.0 * dbl(d_kv) * dbl(seq - block);
 }
@@ -110,6 +121,20 @@ Plan make_plan(const PlanInput& in) {
   p.min_block = min_block_for_overlap(p.d, p.d_kv, s, in.flops, in.bandwidth);
   p.min_block_causal = 2 * p.min_block;
   p.ring_seconds_per_layer = dbl(in.nodes) * std::max(p.full.compute_seconds, p.full.transfer_seconds);
+
+  const double bwd_bytes = backward_step_bytes(p.block, p.d_kv, s);
+  p.backward = step_cost(backward_step_flops(p.block, p.d), bwd_bytes, in.flops, in.bandwidth);
+  p.backward_causal = step_cost(backward_step_flops(p.block, p.d) / 2, bwd_bytes, in.flops, in.bandwidth);
+  p.min_block_backward = min_block_for_backward_overlap(p.d, p.d_kv, s, in.flops, in.bandwidth);
+  p.min_block_backward_causal = 2 * p.min_block_backward;
+  p.training_seconds_per_layer =
+      p.ring_seconds_per_layer + dbl(in.nodes) * std::max(p.backward.compute_seconds, p.backward.transfer_seconds);
+  p.node_training_bytes = b * dbl(p.d) * s * 2                     // Q, dO
+                          + b * dbl(p.d_kv) * s * 2                // K, V
+                          + b * dbl(p.d) * 4 * 2                   // O, dQ
+                          + b * dbl(in.heads) * 4 * 2              // lse, D
+                          + b * dbl(p.d_kv) * 4 * 2                // dK, dV
+                          + 2.0 * (p.node_kv_bytes + b * dbl(p.d_kv) * 4 * 2);  // two blocks + accumulators
 
   p.ring_elements = ring_traffic_elements(in.seq, p.block, p.d_kv);
   p.ulysses_elements = ulysses_traffic_elements(p.block, p.d, p.d_kv, in.nodes);

@@ -11,6 +11,11 @@
 // transfer when T_c > T_x, i.e. b > b* = d_kv·s·F / (2·d·B). A causal mask under the
 // zigzag layout halves the useful compute per step but not the bytes, so b* doubles.
 //
+// Training adds the backward ring (Ring::backward): per step T_c = 10·b²·d / F (the
+// scores recomputed, then dP, dV, dK, dQ: 2.5x forward's FLOPs) against T_x =
+// 2·b·d_kv·(s + 4) / B (K and V again, and their fp32 gradient accumulators), so its
+// b* = d_kv·(s+4)·F / (5·d·B): 1.2x forward's at bf16, 0.8x at fp32.
+//
 // Byte counts are exact; "GB" in reports means 1e9 bytes, as the seed uses.
 #pragma once
 
@@ -30,6 +35,11 @@ double step_flops(std::int64_t block, std::int64_t d);
 double step_bytes(std::int64_t block, std::int64_t d_kv, int dtype_bytes);
 // Smallest block whose compute covers its transfer: d_kv·s·F / (2·d·B).
 double min_block_for_overlap(std::int64_t d, std::int64_t d_kv, int dtype_bytes, double flops, double bandwidth);
+// Backward: useful FLOPs of one step 10·b²·d; bytes sent per step 2·b·d_kv·(s + 4);
+// the smallest block whose compute covers that: d_kv·(s+4)·F / (5·d·B).
+double backward_step_flops(std::int64_t block, std::int64_t d);
+double backward_step_bytes(std::int64_t block, std::int64_t d_kv, int dtype_bytes);
+double min_block_for_backward_overlap(std::int64_t d, std::int64_t d_kv, int dtype_bytes, double flops, double bandwidth);
 // Elements a node sends over a whole ring pass: 2·d_kv·(N − b).
 double ring_traffic_elements(std::int64_t seq, std::int64_t block, std::int64_t d_kv);
 // Elements a node sends in Ulysses' two all-to-alls: it keeps 1/P of each of Q, K, V
@@ -94,6 +104,15 @@ struct Plan {
   StepCost causal;  // zigzag causal: half the useful compute per step, same bytes
   double min_block = 0, min_block_causal = 0;
   double ring_seconds_per_layer = 0;  // P steps at max(T_c, T_x), no mask
+
+  // Training: the backward ring's step (no mask, and causal zigzag: half the FLOPs, the
+  // same bytes), its b*, one layer's forward + backward, and a node's training memory for
+  // one layer (Q, K, V, dO in the storage dtype; O, lse, dQ, dK, dV in fp32; two blocks in
+  // flight with their fp32 accumulators).
+  StepCost backward, backward_causal;
+  double min_block_backward = 0, min_block_backward_causal = 0;
+  double training_seconds_per_layer = 0;
+  double node_training_bytes = 0;
 
   double ring_elements = 0, ulysses_elements = 0, ring_over_ulysses = 0;
   bool ulysses_possible = false;  // Ulysses gives each node whole heads: P <= heads

@@ -113,6 +113,15 @@ std::string format_plan_text(const Plan& p) {
   os << "  one layer's ring   ~ " << in.nodes << " steps x " << format_seconds(std::max(p.full.compute_seconds, p.full.transfer_seconds))
      << " = " << format_seconds(p.ring_seconds_per_layer) << "\n";
 
+  os << "\ntraining: the backward ring, compute 10*b^2*d / F vs transfer 2*b*d_kv*(s+4) / B (K/V and fp32 dK/dV)\n";
+  os << step_row("no mask          ", p.backward);
+  os << step_row("causal (zigzag)  ", p.backward_causal);
+  os << "  minimum b for overlap  b* = d_kv*(s+4)*F / (5*d*B) = " << tokens(p.min_block_backward)
+     << " tokens (causal zigzag: " << tokens(p.min_block_backward_causal) << ")\n";
+  os << "  one layer, forward + backward ~ " << format_seconds(p.training_seconds_per_layer)
+     << "; per node " << format_bytes(p.node_training_bytes)
+     << " (Q, K, V, dO; O, lse, dQ, dK, dV in fp32; two blocks with their accumulators)\n";
+
   os << "\ntraffic per node per layer (elements, bytes at " << dtype_name(in.dtype_bytes) << ")\n";
   os << "  ring     2*d_kv*(N-b)            " << format_sig(p.ring_elements) << "  "
      << format_bytes(p.ring_elements * in.dtype_bytes) << "\n";
@@ -170,6 +179,14 @@ std::string format_plan_json(const Plan& p) {
       .num("hidden_margin", kHiddenMargin)
       .num("marginal_margin", kMarginalMargin)
       .num("ring_seconds_per_layer", p.ring_seconds_per_layer)
+      .close()
+      .open("training")
+      .step("backward_step", p.backward)
+      .step("backward_step_causal_zigzag", p.backward_causal)
+      .num("min_block_backward", p.min_block_backward)
+      .num("min_block_backward_causal_zigzag", p.min_block_backward_causal)
+      .num("seconds_per_layer", p.training_seconds_per_layer)
+      .num("node_bytes", p.node_training_bytes)
       .close()
       .open("traffic")
       .num("ring_elements", p.ring_elements)

@@ -146,6 +146,29 @@ TEST_SUITE("cost model") {
     CHECK(make_plan(in).block == 334);
   }
 
+  TEST_CASE("training: the backward step is 2.5x the FLOPs and carries fp32 dK/dV; its b* is where the margin is 1") {
+    PlanInput in = seed_input(8, 3e9);
+    in.flops = 1e12;
+    for (int s : {2, 4}) {
+      in.dtype_bytes = s;
+      const Plan p = make_plan(in);
+      CHECK(p.backward.flops == doctest::Approx(2.5 * p.full.flops));
+      CHECK(p.backward.bytes == doctest::Approx(p.full.bytes * (s + 4) / s));
+      CHECK(p.backward_causal.flops == doctest::Approx(p.backward.flops / 2));
+      // b* over forward's: 2(s+4)/(5s) = 1.2 at bf16, 0.8 at fp32.
+      CHECK(p.min_block_backward / p.min_block == doctest::Approx(2.0 * (s + 4) / (5.0 * s)));
+      CHECK(p.min_block_backward_causal == doctest::Approx(2 * p.min_block_backward));
+      PlanInput at = in;
+      at.block = static_cast<std::int64_t>(std::llround(p.min_block_backward * 64)) / 64;  // ~b*
+      at.block = std::max<std::int64_t>(*at.block, 1);
+      const Plan q = make_plan(at);
+      CHECK(q.backward.margin == doctest::Approx(static_cast<double>(*at.block) / p.min_block_backward).epsilon(1e-9));
+      CHECK(p.training_seconds_per_layer ==
+            doctest::Approx(p.ring_seconds_per_layer +
+                            64 * std::max(p.backward.compute_seconds, p.backward.transfer_seconds)));
+    }
+  }
+
   TEST_CASE("bad input names the field") {
     PlanInput in = seed_input(32, 50e9);
     in.kv_heads = 5;

@@ -115,7 +115,10 @@ TEST_SUITE("plan report") {
           "overlap.hidden_margin", "overlap.marginal_margin", "overlap.ring_seconds_per_layer", "traffic.ring_elements",
           "traffic.ulysses_elements", "traffic.ring_over_ulysses", "traffic.ulysses_possible",
           "causal_balance.contiguous_utilisation", "causal_balance.zigzag_utilisation",
-          "causal_balance.zigzag_units_per_node"}) {
+          "causal_balance.zigzag_units_per_node", "training.backward_step.flops", "training.backward_step.bytes",
+          "training.backward_step.margin", "training.backward_step.verdict", "training.backward_step_causal_zigzag.margin",
+          "training.min_block_backward", "training.min_block_backward_causal_zigzag", "training.seconds_per_layer",
+          "training.node_bytes"}) {
       CAPTURE(key);
       CHECK(j.leaves.count(key) == 1);
     }
