@@ -93,6 +93,8 @@ void declare(cli::Args& a) {
       .option("out", "DIR", "where to write overlap.csv, overlap.jsonl and overlap-<mask>.svg", "overlap-results")
       .option("nice", "N", "priority of the members, also as their session's autogroup nice (root for N < 0)")
       .option("replot", "DIR", "re-analyse a finished sweep in DIR and redraw its plots; measures nothing")
+      .flag("backward", "sweep the backward ring's step (Ring::backward): the block backward kernel against the\n"
+                        "K/V block plus its fp32 dK/dV accumulators per pass; b* by the backward's formula")
       .option("measure-flops", "B", "only print the kernel's useful FLOP/s at block size B (node 0's CPUs) and exit")
       // What the sweep passes to the members it starts; not for users.
       .internal("worker", "", "run as ring member --rank")
@@ -129,6 +131,7 @@ SweepSpec spec_from(const cli::Args& a) {
   s.max_reps = static_cast<int>(a.int64("max-reps"));
   s.timeout_seconds = a.seconds("timeout", 0.001, 86400);
   s.io_priority = static_cast<int>(a.int64("io-priority"));
+  s.backward = a.has("backward");
   if (s.io_priority < 0 || s.io_priority > 39) throw InvalidArgument("bench overlap: --io-priority must be 0..39");
   return s;
 }
@@ -137,11 +140,13 @@ std::vector<std::string> spec_args(const SweepSpec& s) {
   std::vector<std::string> bs;
   for (auto b : s.blocks) bs.push_back(std::to_string(b));
   const std::string bl = join(bs), ml = join(s.masks);
-  return {"--b", bl, "--heads", std::to_string(s.heads), "--kv-heads", std::to_string(s.kv_heads),
+  std::vector<std::string> args = {"--b", bl, "--heads", std::to_string(s.heads), "--kv-heads", std::to_string(s.kv_heads),
           "--head-dim", std::to_string(s.head_dim), "--dtype", std::string(to_string(s.dtype)),
           "--nodes", std::to_string(s.nodes), "--mask", ml, "--cores", std::to_string(s.cores),
           "--min-seconds", std::to_string(s.min_seconds), "--max-reps", std::to_string(s.max_reps),
           "--timeout", std::to_string(s.timeout_seconds), "--io-priority", std::to_string(s.io_priority)};
+  if (s.backward) args.push_back("--backward");
+  return args;
 }
 
 // Starts the members with the launcher `ringattn run` uses, serves their rendezvous
@@ -196,7 +201,8 @@ void write_outputs(const SweepSpec& spec, const std::vector<StepRow>& rows, cons
       if (r.rank == 0 && r.mask == mask) mine.push_back(r);
     if (mine.size() < 2) throw Error("bench overlap: rank 0 reported " + std::to_string(mine.size()) + " rows for mask " + mask);
     std::sort(mine.begin(), mine.end(), [](const StepRow& x, const StepRow& y) { return x.b < y.b; });
-    const SweepSummary s = summarize(mine, spec.heads * spec.head_dim, spec.kv_heads * spec.head_dim, esz, spec.cores);
+    const SweepSummary s =
+        summarize(mine, spec.heads * spec.head_dim, spec.kv_heads * spec.head_dim, esz, spec.cores, spec.backward);
     for (const auto& r : mine) {
       csv += csv_row(r, s);
       jsonl += row_json(r, s, spec, info) + "\n";
@@ -284,6 +290,7 @@ int replot(const fs::path& dir) {
   spec.dtype = parse_dtype(json_field(summary, "dtype"));
   spec.nodes = std::stoi(json_field(summary, "nodes"));
   spec.cores = std::stoi(json_field(summary, "cores_per_node"));
+  spec.backward = json_field(summary, "pass") == "backward";
   RunInfo info;
   info.link = json_field(summary, "link");
   info.machine = json_field(summary, "machine");

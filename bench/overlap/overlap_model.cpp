@@ -193,7 +193,7 @@ double overlap_step_model(double t_compute, double t_transfer, double cpu_per_by
 }
 
 SweepSummary summarize(const std::vector<StepRow>& all_rows, std::int64_t d, std::int64_t d_kv, int dtype_bytes,
-                       double cores) {
+                       double cores, bool backward) {
   SweepSummary s;
   // A size whose kernel got less than its cores (another process ran on them) measured
   // the machine's load, not the ring: it stays in the outputs but not in the analysis.
@@ -223,10 +223,11 @@ SweepSummary summarize(const std::vector<StepRow>& all_rows, std::int64_t d, std
   s.cpu_per_byte = cli::median(c_top);
   const auto& big = rows.back();
   const double bb = static_cast<double>(big.b);
-  s.useful_fraction = big.useful_flops / (4.0 * bb * bb * static_cast<double>(d));
+  s.useful_fraction = big.useful_flops / ((backward ? 10.0 : 4.0) * bb * bb * static_cast<double>(d));
   if (s.useful_fraction > 0 && s.bandwidth > 0)
-    s.predicted_peak = plan::min_block_for_overlap(d, d_kv, dtype_bytes, s.flops_peak / s.useful_fraction,
-                                                      s.bandwidth);
+    s.predicted_peak =
+        backward ? plan::min_block_for_backward_overlap(d, d_kv, dtype_bytes, s.flops_peak / s.useful_fraction, s.bandwidth)
+                 : plan::min_block_for_overlap(d, d_kv, dtype_bytes, s.flops_peak / s.useful_fraction, s.bandwidth);
   s.tcp_factor = 1 - s.cpu_per_byte * s.bandwidth / cores;
 
   std::vector<double> x, tc, tx, tx_model, tc_tcp, tf;

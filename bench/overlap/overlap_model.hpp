@@ -118,7 +118,9 @@ struct SweepSummary {
 inline constexpr double kMinCpuShare = 0.9;
 
 // Needs rows of one mask sorted by b (at least two). heads·head_dim = d, kv_heads·head_dim = d_kv.
+// backward: the rows measured the backward ring's step (useful FLOPs 10·b²·d per block,
+// K/V plus fp32 dK/dV per pass), so w and the plateau's b* follow its formulas.
 SweepSummary summarize(const std::vector<StepRow>& rows, std::int64_t d, std::int64_t d_kv, int dtype_bytes,
-                       double cores);
+                       double cores, bool backward = false);
 
 }  // namespace ringattn::bench::overlap

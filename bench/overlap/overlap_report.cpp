@@ -99,7 +99,8 @@ std::string summary_json(const SweepSummary& s, const SweepSpec& spec, const Run
   auto opt = [&](const char* key, const std::optional<double>& v) -> cli::JsonObject& {
     return v ? o.add(key, *v) : o.add_null(key);
   };
-  o.add("bench", "overlap").add("kind", "summary").add("mask", s.mask).add("layout", layout_of(s.mask));
+  o.add("bench", "overlap").add("kind", "summary").add("pass", spec.backward ? "backward" : "forward");
+  o.add("mask", s.mask).add("layout", layout_of(s.mask));
   o.add("link", info.link).add("machine", info.machine).add("command", info.command);
   o.add("nodes", spec.nodes).add("cores_per_node", spec.cores).add("node0_cpus", info.node_cpus);
   o.add("heads", spec.heads).add("kv_heads", spec.kv_heads).add("head_dim", spec.head_dim);
@@ -151,7 +152,7 @@ std::string summary_text(const SweepSummary& s) {
 std::string plot_svg(const std::vector<StepRow>& rows, const SweepSummary& s, const SweepSpec& spec,
                      const RunInfo& info) {
   LogLogPlot p;
-  p.title = "Ring step vs block size b: " + std::string(s.mask == "causal" ? "causal mask, zigzag layout" : "no mask") +
+  p.title = std::string(spec.backward ? "Backward ring" : "Ring") + " step vs block size b: " + std::string(s.mask == "causal" ? "causal mask, zigzag layout" : "no mask") +
             ", P = " + std::to_string(spec.nodes);
   p.subtitle = "d = " + std::to_string(spec.heads * spec.head_dim) + " (" + std::to_string(spec.heads) + "×" +
                std::to_string(spec.head_dim) + "), d_kv = " + std::to_string(spec.kv_heads * spec.head_dim) + ", " +

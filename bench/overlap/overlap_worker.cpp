@@ -14,6 +14,7 @@
 #include <cstring>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <span>
 #include <thread>
@@ -25,6 +26,7 @@
 #include "src/node/report.hpp"
 #include "ringattn/launch.hpp"
 #include "ringattn/block_attention.hpp"
+#include "ringattn/block_backward.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/step_probe.hpp"
 #include "src/cli/log.hpp"
@@ -94,9 +96,10 @@ int reps_for(double estimate, const SweepSpec& spec) {
 // One member's measurements for one mask and block size, on the ring's own step.
 class BlockSweep {
  public:
-  BlockSweep(Ring& ring, const SweepSpec& spec, BlockAttention& attn, const std::string& mask, std::int64_t b,
-             std::uint64_t call)
-      : ring_(ring), spec_(spec), attn_(attn), rank_(ring.rank()), world_(ring.world_size()), b_(b) {
+  // bwd and grad_attn (fp32, the accumulators' spec) only for a backward sweep.
+  BlockSweep(Ring& ring, const SweepSpec& spec, BlockAttention& attn, BlockAttentionBackward* bwd,
+             const BlockAttention* grad_attn, const std::string& mask, std::int64_t b, std::uint64_t call)
+      : ring_(ring), spec_(spec), attn_(attn), bwd_(bwd), rank_(ring.rank()), world_(ring.world_size()), b_(b) {
     const Layout layout = mask == "causal" ? Layout::zigzag : Layout::contiguous;
     const Positions own = shard_positions(layout, b * world_, world_, rank_);
     own_pos_ = own;
@@ -113,6 +116,7 @@ class BlockSweep {
     row_.rank = rank_;
     row_.b = b;
     row_.block_bytes = static_cast<double>(step_->block_bytes());
+    if (bwd_) set_up_backward(*grad_attn, call, own, k.data(), v.data());
   }
 
   // Rounds of the four step kinds, interleaved, so that a slow drift of the machine
@@ -171,17 +175,57 @@ class BlockSweep {
     double flops = 0, compute_cpu = 0, io_cpu_transfer = 0, io_cpu_overlap = 0;
   };
 
+  // The backward's inputs: dO, and lse and D from a fold of this rank's own block (what
+  // the forward would leave), fp32 dQ and block accumulators, and the gradient stream's
+  // probe: a second block per pass, fp32 [rows, kv_heads, head_dim] x 2, as
+  // Ring::backward sends them (the distinct call number keeps its frames apart).
+  void set_up_backward(const BlockAttention& grad_attn, std::uint64_t call, const Positions& own, const void* k,
+                       const void* v) {
+    const std::int64_t rows = own.size(), hd = spec_.heads * spec_.head_dim, kd = spec_.kv_heads * spec_.head_dim;
+    d_o_.resize(q_.size());
+    fill_random(d_o_, spec_.dtype, 4000 + static_cast<std::uint64_t>(rank_));
+    attn_.fold(q_.data(), own_pos_, k, v, own, state_);
+    std::vector<float> o(static_cast<std::size_t>(rows * hd)), d_o32(o.size());
+    lse_.resize(static_cast<std::size_t>(rows * spec_.heads));
+    finalize(state_, o.data(), lse_.data());
+    if (spec_.dtype == DType::bf16)
+      from_bf16(reinterpret_cast<const std::uint16_t*>(d_o_.data()), d_o32.data(), static_cast<std::int64_t>(o.size()));
+    else
+      std::memcpy(d_o32.data(), d_o_.data(), o.size() * sizeof(float));
+    delta_.resize(lse_.size());
+    attention_backward_delta(o.data(), d_o32.data(), rows, spec_.heads, spec_.head_dim, delta_.data(), spec_.cores);
+    dq_.assign(o.size(), 0.0f);
+    acc_k_.assign(static_cast<std::size_t>(rows * kd), 0.0f);
+    acc_v_.assign(acc_k_.size(), 0.0f);
+    grads_ = std::make_unique<RingStepProbe>(ring_, grad_attn, call + (1u << 20), own, acc_k_.data(), acc_v_.data());
+    row_.block_bytes += static_cast<double>(grads_->block_bytes());
+  }
+
   double fold(double* flops = nullptr) {
     const auto t0 = Clock::now();
     const auto blk = step_->current();
+    if (bwd_) {
+      const GradientStats gs = bwd_->accumulate(q_.data(), own_pos_, {}, blk.k, blk.v, *blk.positions, {},
+                                                d_o_.data(), lse_.data(), delta_.data(), dq_.data(), acc_k_.data(),
+                                                acc_v_.data());
+      if (flops) *flops = gs.useful_flops;
+      return since(t0);
+    }
     const FoldStats fs = attn_.fold(q_.data(), own_pos_, blk.k, blk.v, *blk.positions, state_);
     if (flops) *flops = fs.useful_flops;
     return since(t0);
   }
 
-  // One exchange of the ring's step: send A, receive B, check it, A <-> B.
-  void post_exchange() { step_->post(); }
-  void finish_exchange() { step_->finish(); }
+  // One exchange of the ring's step: send A, receive B, check it, A <-> B (and, in a
+  // backward sweep, the same for the gradient block behind it).
+  void post_exchange() {
+    step_->post();
+    if (grads_) grads_->post();
+  }
+  void finish_exchange() {
+    step_->finish();
+    if (grads_) grads_->finish();
+  }
 
   double io_cpu() const { return ring_.traffic().io_cpu_seconds; }
 
@@ -218,9 +262,12 @@ class BlockSweep {
   Ring& ring_;
   const SweepSpec& spec_;
   BlockAttention& attn_;
+  BlockAttentionBackward* bwd_;
   int rank_, world_;
   std::int64_t b_;
-  std::unique_ptr<RingStepProbe> step_;
+  std::unique_ptr<RingStepProbe> step_, grads_;
+  std::vector<std::byte> d_o_;
+  std::vector<float> lse_, delta_, dq_, acc_k_, acc_v_;
   Positions own_pos_;
   std::vector<std::byte> q_;
   OnlineSoftmaxState state_;
@@ -270,6 +317,7 @@ RingOptions member_options(const SweepSpec& spec, int rank) {
   for (auto b : spec.blocks) mix(static_cast<std::uint64_t>(b));
   for (const auto& m : spec.masks) mix(m == "causal" ? 2 : 1);
   mix(static_cast<std::uint64_t>(spec.dtype));
+  mix(spec.backward ? 1 : 0);
   o.job_digest = h;
   o.threads = spec.cores;
   o.connect_timeout = 30;
@@ -308,9 +356,19 @@ void run_member(const SweepSpec& spec, const MemberNet& mn) {
   std::uint64_t call = 0;
   for (const auto& mask : spec.masks) {
     BlockAttention attn(attention_config(spec, mask));
+    AttentionConfig grad_cfg = attention_config(spec, mask);
+    grad_cfg.dtype = DType::f32;  // the accumulators travel in fp32
+    std::optional<BlockAttentionBackward> bwd;
+    std::optional<BlockAttention> grad_attn;
+    if (spec.backward) {
+      bwd.emplace(attention_config(spec, mask));
+      grad_attn.emplace(grad_cfg);
+    }
     for (auto b : spec.blocks) {
-      if (mn.rank == 0) cli::logger("bench")->info("mask {} b {}", mask, b);
-      const StepRow row = BlockSweep(ring, spec, attn, mask, b, ++call).run();
+      if (mn.rank == 0) cli::logger("bench")->info("mask {} b {}{}", mask, b, spec.backward ? " (backward)" : "");
+      const StepRow row = BlockSweep(ring, spec, attn, bwd ? &*bwd : nullptr, grad_attn ? &*grad_attn : nullptr, mask,
+                                     b, ++call)
+                              .run();
       node::emit_line(to_line(row));
     }
   }

@@ -40,6 +40,10 @@ struct SweepSpec {
   int max_reps = 40;
   double timeout_seconds = 300;
   int io_priority = 0;        // nice levels the I/O thread runs above the kernel threads
+  // The backward ring's step instead (Ring::backward): the kernel is the block backward
+  // (BlockAttentionBackward), the pass carries the K/V block and, one frame behind it on
+  // the same link, a block's fp32 dK/dV accumulators.
+  bool backward = false;
 };
 
 struct MemberNet {

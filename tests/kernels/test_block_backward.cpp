@@ -61,34 +61,54 @@ std::vector<std::int32_t> documents_for(std::int64_t first, std::int64_t stride,
   return d;
 }
 
-Result run_case(const Case& c, Isa isa, DType dtype, unsigned seed = 7) {
-  const std::int64_t H = c.heads, KH = c.kv_heads, D = c.head_dim;
-  std::vector<float> q = random_normal(static_cast<std::size_t>(c.nq * H * D), seed),
-                     k = random_normal(static_cast<std::size_t>(c.nk * KH * D), seed + 1),
-                     v = random_normal(static_cast<std::size_t>(c.nk * KH * D), seed + 2),
-                     d_o = random_normal(static_cast<std::size_t>(c.nq * H * D), seed + 3);
+// One case's inputs, the forward's O and lse as the backward gets them (fp32), D, and the
+// float64 gradients: the same for every ISA path, so made once per case and dtype.
+struct Reference {
+  std::vector<float> q, k, v, d_o, lse, delta;
   std::vector<std::uint16_t> qh, kh, vh, doh;
+  std::vector<std::int32_t> qd, kd;
+  std::vector<double> dq, dk, dv;
+};
+
+Reference make_reference(const Case& c, DType dtype, unsigned seed = 7) {
+  const std::int64_t H = c.heads, KH = c.kv_heads, D = c.head_dim;
+  Reference r;
+  r.q = random_normal(static_cast<std::size_t>(c.nq * H * D), seed);
+  r.k = random_normal(static_cast<std::size_t>(c.nk * KH * D), seed + 1);
+  r.v = random_normal(static_cast<std::size_t>(c.nk * KH * D), seed + 2);
+  r.d_o = random_normal(static_cast<std::size_t>(c.nq * H * D), seed + 3);
   if (dtype == DType::bf16) {  // rounds the fp32 copies too: the oracle sees what the kernel sees
-    qh = round_to_bf16(q);
-    kh = round_to_bf16(k);
-    vh = round_to_bf16(v);
-    doh = round_to_bf16(d_o);
+    r.qh = round_to_bf16(r.q);
+    r.kh = round_to_bf16(r.k);
+    r.vh = round_to_bf16(r.v);
+    r.doh = round_to_bf16(r.d_o);
   }
   const Positions qpos = Positions::strided(c.q_first, c.stride, c.nq);
   const Positions kpos = Positions::strided(c.k_first, c.stride, c.nk);
-  std::vector<std::int32_t> qd, kd;
   if (c.documents) {
-    qd = documents_for(c.q_first, c.stride, c.nq);
-    kd = documents_for(c.k_first, c.stride, c.nk);
+    r.qd = documents_for(c.q_first, c.stride, c.nq);
+    r.kd = documents_for(c.k_first, c.stride, c.nk);
   }
+  const std::int32_t* qd = c.documents ? r.qd.data() : nullptr;
+  const std::int32_t* kd = c.documents ? r.kd.data() : nullptr;
   const oracle::DenseShape shape{H, KH, D, c.mask, 0.0};
-  // The forward's outputs as the backward gets them: O and lse in fp32.
-  std::vector<double> o64(q.size()), lse64(static_cast<std::size_t>(c.nq * H));
-  oracle::dense_attention_f64(shape, q.data(), qpos, k.data(), v.data(), kpos, o64.data(), lse64.data(),
-                              c.documents ? qd.data() : nullptr, c.documents ? kd.data() : nullptr);
-  std::vector<float> o(o64.begin(), o64.end()), lse(lse64.begin(), lse64.end()), delta(lse.size());
-  attention_backward_delta(o.data(), d_o.data(), c.nq, H, D, delta.data());
+  std::vector<double> o64(r.q.size()), lse64(static_cast<std::size_t>(c.nq * H));
+  oracle::dense_attention_f64(shape, r.q.data(), qpos, r.k.data(), r.v.data(), kpos, o64.data(), lse64.data(), qd, kd);
+  const std::vector<float> o(o64.begin(), o64.end());
+  r.lse.assign(lse64.begin(), lse64.end());
+  r.delta.resize(r.lse.size());
+  attention_backward_delta(o.data(), r.d_o.data(), c.nq, H, D, r.delta.data());
+  r.dq.resize(r.q.size());
+  r.dk.resize(r.k.size());
+  r.dv.resize(r.v.size());
+  oracle::dense_attention_backward_f64(shape, r.q.data(), qpos, r.k.data(), r.v.data(), kpos, r.d_o.data(), r.dq.data(),
+                                       r.dk.data(), r.dv.data(), qd, kd);
+  return r;
+}
 
+// The kernel on one path, the keys folded in c.blocks, against the reference.
+Result run_kernel(const Case& c, const Reference& ref, Isa isa, DType dtype) {
+  const std::int64_t H = c.heads, KH = c.kv_heads, D = c.head_dim;
   AttentionConfig cfg;
   cfg.heads = H;
   cfg.kv_heads = KH;
@@ -97,45 +117,43 @@ Result run_case(const Case& c, Isa isa, DType dtype, unsigned seed = 7) {
   cfg.mask = c.mask;
   cfg.isa = isa;
   BlockAttentionBackward bwd(cfg);
-  std::vector<float> dq(q.size(), 0.0f), dk(k.size(), 0.0f), dv(v.size(), 0.0f);
+  std::vector<float> dq(ref.q.size(), 0.0f), dk(ref.k.size(), 0.0f), dv(ref.v.size(), 0.0f);
   auto ptr = [&](const std::vector<float>& f, const std::vector<std::uint16_t>& b, std::int64_t off) -> const void* {
     return dtype == DType::bf16 ? static_cast<const void*>(b.data() + off) : static_cast<const void*>(f.data() + off);
   };
-  std::vector<std::int64_t> blocks = c.blocks.empty() ? std::vector<std::int64_t>{c.nk} : c.blocks;
+  const Positions qpos = Positions::strided(c.q_first, c.stride, c.nq);
+  const std::vector<std::int64_t> blocks = c.blocks.empty() ? std::vector<std::int64_t>{c.nk} : c.blocks;
   std::int64_t r0 = 0;
   for (std::int64_t n : blocks) {
     const std::int64_t off = r0 * KH * D;
     const Positions bpos = Positions::strided(c.k_first + c.stride * r0, c.stride, n);
     const std::span<const std::int32_t> bd =
-        c.documents ? std::span<const std::int32_t>(kd.data() + r0, static_cast<std::size_t>(n))
+        c.documents ? std::span<const std::int32_t>(ref.kd.data() + r0, static_cast<std::size_t>(n))
                     : std::span<const std::int32_t>{};
-    bwd.accumulate(ptr(q, qh, 0), qpos, qd, ptr(k, kh, off), ptr(v, vh, off), bpos, bd, ptr(d_o, doh, 0), lse.data(),
-                   delta.data(), dq.data(), dk.data() + off, dv.data() + off);
+    bwd.accumulate(ptr(ref.q, ref.qh, 0), qpos, ref.qd, ptr(ref.k, ref.kh, off), ptr(ref.v, ref.vh, off), bpos, bd,
+                   ptr(ref.d_o, ref.doh, 0), ref.lse.data(), ref.delta.data(), dq.data(), dk.data() + off,
+                   dv.data() + off);
     r0 += n;
   }
   REQUIRE(r0 == c.nk);
-
-  std::vector<double> rdq(q.size()), rdk(k.size()), rdv(v.size());
-  oracle::dense_attention_backward_f64(shape, q.data(), qpos, k.data(), v.data(), kpos, d_o.data(), rdq.data(),
-                                       rdk.data(), rdv.data(), c.documents ? qd.data() : nullptr,
-                                       c.documents ? kd.data() : nullptr);
   Result r;
-  r.dq = rel_error(dq, rdq, r.finite);
-  r.dk = rel_error(dk, rdk, r.finite);
-  r.dv = rel_error(dv, rdv, r.finite);
+  r.dq = rel_error(dq, ref.dq, r.finite);
+  r.dk = rel_error(dk, ref.dk, r.finite);
+  r.dv = rel_error(dv, ref.dv, r.finite);
   for (std::int64_t i = 0; i < c.nq * H; ++i)
-    if (lse[static_cast<std::size_t>(i)] == -std::numeric_limits<float>::infinity())
+    if (ref.lse[static_cast<std::size_t>(i)] == -std::numeric_limits<float>::infinity())
       for (std::int64_t e = 0; e < D; ++e)
         if (dq[static_cast<std::size_t>(i * D + e)] != 0.0f) r.masked_rows_zero = false;
   return r;
 }
 
+
 // Measured (Zen 4, every path): fp32 1.3e-6, bf16 3.5e-3 (P and dS are rounded to bf16
 // before their matmuls, as FlashAttention does). A 1 % error in D fails every fp32 case.
 double tolerance(DType dt) { return dt == DType::bf16 ? 1e-2 : 1e-5; }
 
-void check(const Case& c, Isa isa, DType dt) {
-  const Result r = run_case(c, isa, dt);
+void check(const Case& c, const Reference& ref, Isa isa, DType dt) {
+  const Result r = run_kernel(c, ref, isa, dt);
   CAPTURE(r.dq);
   CAPTURE(r.dk);
   CAPTURE(r.dv);
@@ -159,42 +177,47 @@ TEST_CASE("block backward: every ISA path x dtype x mask x GQA x head dim agains
   const Mask masks[] = {Mask::none(), Mask::causal(), Mask::sliding_window(97)};
   // (heads, kv_heads, head_dim): MHA, GQA 2:1 and 4:1, MQA, over the head dims.
   const std::int64_t shapes[][3] = {{2, 2, 32}, {4, 2, 64}, {4, 1, 128}, {2, 1, 256}, {3, 3, 80}, {4, 2, 48}};
-  for (Isa isa : available_isas())
-    for (DType dt : {DType::f32, DType::bf16})
-      for (const Mask& m : masks)
-        for (const auto& s : shapes) {
-          // Queries after the keys' start (a later rank's queries), keys in three uneven
-          // blocks of which the last is ragged against the 256-key tile.
-          const Case c{300, 600, s[0], s[1], s[2], m, 350, 0, 1, false, {257, 43, 300}};
+  for (DType dt : {DType::f32, DType::bf16})
+    for (const Mask& m : masks)
+      for (const auto& s : shapes) {
+        // Queries after the keys' start (a later rank's queries), keys in three uneven
+        // blocks of which the last is ragged against the 256-key tile.
+        const Case c{300, 600, s[0], s[1], s[2], m, 350, 0, 1, false, {257, 43, 300}};
+        const Reference ref = make_reference(c, dt);
+        for (Isa isa : available_isas()) {
           const std::string what = std::string(to_string(isa)) + " " + std::string(to_string(dt)) + ": " + describe(c);
           CAPTURE(what);
-          check(c, isa, dt);
+          check(c, ref, isa, dt);
         }
+      }
 }
 
 TEST_CASE("block backward: documents, strided positions (striped layout) and a block wider than a key chunk") {
-  for (Isa isa : available_isas())
-    for (DType dt : {DType::f32, DType::bf16}) {
-      const Case cases[] = {
+  for (DType dt : {DType::f32, DType::bf16}) {
+    const Case cases[] = {
           {400, 700, 4, 2, 64, Mask::causal(), 0, 0, 1, true, {300, 400}},
           {400, 700, 2, 1, 128, Mask::none(), 0, 0, 1, true, {}},
           {300, 300, 4, 2, 64, Mask::causal(), 1, 0, 3, false, {}},  // rank 1 of 3, striped
           {300, 300, 2, 2, 32, Mask::sliding_window(40), 2, 0, 3, true, {150, 150}},
           {64, 4500, 2, 1, 64, Mask::none(), 4400, 0, 1, false, {}},  // two key chunks in one call
       };
-      for (const Case& c : cases) {
+    for (const Case& c : cases) {
+      const Reference ref = make_reference(c, dt);
+      for (Isa isa : available_isas()) {
         const std::string what = std::string(to_string(isa)) + " " + std::string(to_string(dt)) + ": " + describe(c);
         CAPTURE(what);
-        check(c, isa, dt);
+        check(c, ref, isa, dt);
       }
     }
+  }
 }
 
 TEST_CASE("block backward: rows that see no key get zero gradients, never NaN; hidden blocks add nothing") {
+  // Causal, queries 0..299 against keys 200..499: rows 0..199 see no key (lse = -inf).
+  const Case masked{300, 300, 2, 1, 64, Mask::causal(), 0, 200, 1, false, {}};
+  const Reference masked_ref = make_reference(masked, DType::f32);
   for (Isa isa : available_isas()) {
-    // Causal, queries 0..299 against keys 200..499: rows 0..199 see no key (lse = -inf).
-    const Case c{300, 300, 2, 1, 64, Mask::causal(), 0, 200, 1, false, {}};
-    const Result r = run_case(c, isa, DType::f32);
+    const Result r = run_kernel(masked, masked_ref, isa, DType::f32);
     CHECK(r.finite);
     CHECK(r.masked_rows_zero);
     CHECK(r.dq <= tolerance(DType::f32));
