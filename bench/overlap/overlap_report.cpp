@@ -99,8 +99,8 @@ std::string summary_json(const SweepSummary& s, const SweepSpec& spec, const Run
   auto opt = [&](const char* key, const std::optional<double>& v) -> cli::JsonObject& {
     return v ? o.add(key, *v) : o.add_null(key);
   };
-  o.add("bench", "overlap").add("kind", "summary").add("pass", spec.backward ? "backward" : "forward");
-  o.add("mask", s.mask).add("layout", layout_of(s.mask));
+  o.add("bench", "overlap").add("kind", "summary").add("mask", s.mask).add("layout", layout_of(s.mask));
+  o.add("pass", spec.backward ? "backward" : "forward");
   o.add("link", info.link).add("machine", info.machine).add("command", info.command);
   o.add("nodes", spec.nodes).add("cores_per_node", spec.cores).add("node0_cpus", info.node_cpus);
   o.add("heads", spec.heads).add("kv_heads", spec.kv_heads).add("head_dim", spec.head_dim);
