@@ -56,12 +56,7 @@ void rotate_and_accumulate(Ring::Impl& im, const AttentionSpec& spec, const Back
   ring::GradientRelay& grads = *im.gradients;
   const std::uint64_t call = ++im.calls;
   step.begin(c.cs, call, c.fc.qpos, k, v, /*borrow=*/!im.hook, c.fc.docs);
-  const auto busy = t.liveness().enter(net::PeerState::busy);
-  c.kernel.set_progress_counter(&t.liveness().counter());
-  struct Unhook {
-    BlockAttentionBackward& a;
-    ~Unhook() { a.set_progress_counter(nullptr); }
-  } unhook{c.kernel};
+  const ring::BusyKernel busy(t, c.kernel);
   const int P = im.options.world_size;
   const std::int64_t cols = spec.kv_heads * spec.head_dim;
   auto& acc_k = im.backward.acc_k;

@@ -33,6 +33,24 @@ CheckedCall check_call(Ring::Impl& im, const char* call, const AttentionSpec& sp
 bool step_hidden(const Mask& mask, std::span<const std::int64_t> qpos, std::span<const std::int32_t> qdocs,
                  const RingStep::View& blk);
 
+// For a rotation's length: this rank busy, and `kernel` ticking the transport's keep-alive
+// counter per tile (wait() marks the waits itself), so a fold that takes minutes is seen
+// progressing; the counter is unhooked again when the rotation ends, also by a throw.
+template <class Kernel>
+class BusyKernel {
+ public:
+  BusyKernel(net::Transport& t, Kernel& kernel) : busy_(t.liveness().enter(net::PeerState::busy)), kernel_(kernel) {
+    kernel_.set_progress_counter(&t.liveness().counter());
+  }
+  ~BusyKernel() { kernel_.set_progress_counter(nullptr); }
+  BusyKernel(const BusyKernel&) = delete;
+  BusyKernel& operator=(const BusyKernel&) = delete;
+
+ private:
+  net::Liveness::Scope busy_;
+  Kernel& kernel_;
+};
+
 // Inside a catch: the call failed in the rotation. A network failure breaks the ring; a
 // send that may still read the caller's K and V is ended, and the ring with it. Rethrows.
 [[noreturn]] void fail_call(Ring::Impl& im);

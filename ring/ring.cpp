@@ -216,14 +216,7 @@ void rotate_and_fold(Ring::Impl& im, const AttentionSpec& spec, const ring::Chec
   // fp32 K and V go out from the caller's arrays (no copy), unless a fault hook wants to
   // change the block's bytes.
   step.begin(cs, ++im.calls, fc.qpos, k, v, /*borrow=*/!im.hook, fc.docs);
-  // Busy while folding, the kernel ticking the keep-alive counter per tile; wait() marks
-  // the waits itself.
-  const auto busy = t.liveness().enter(net::PeerState::busy);
-  fc.kernel.set_progress_counter(&t.liveness().counter());
-  struct Unhook {
-    BlockAttention& a;
-    ~Unhook() { a.set_progress_counter(nullptr); }
-  } unhook{fc.kernel};
+  const ring::BusyKernel busy(t, fc.kernel);
   const int P = im.options.world_size;
   for (int s = 0; s < P; ++s) {
     if (im.observer) im.observer(s);
