@@ -95,7 +95,8 @@ void declare(cli::Args& a) {
       .option("replot", "DIR", "re-analyse a finished sweep in DIR and redraw its plots; measures nothing")
       .flag("backward", "sweep the backward ring's step (Ring::backward): the block backward kernel against the\n"
                         "K/V block plus its fp32 dK/dV accumulators per pass; b* by the backward's formula")
-      .option("measure-flops", "B", "only print the kernel's useful FLOP/s at block size B (node 0's CPUs) and exit")
+      .option("measure-flops", "B", "only print the kernel's useful FLOP/s at block size B (node 0's CPUs; with --backward the\n"
+              "block backward's) and exit")
       // What the sweep passes to the members it starts; not for users.
       .internal("worker", "", "run as ring member --rank")
       .internal("rank", "R", "member rank")

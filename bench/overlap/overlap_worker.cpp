@@ -396,13 +396,42 @@ double measure_flops(const SweepSpec& spec, std::int64_t b) {
         fill_random(kv, spec.dtype, 2);
         OnlineSoftmaxState st(b, spec.heads, spec.head_dim);
         const auto pos = Positions::contiguous(0, b);
+        const void* k = kv.data();
+        const void* v = kv.data() + kv.size() / 2;
+        // A backward sweep's kernel is the block backward: its inputs as the sweep makes
+        // them (dO random, lse and D from a fold of the block itself), its accumulators fp32.
+        std::optional<BlockAttentionBackward> bwd;
+        std::vector<std::byte> d_o;
+        std::vector<float> lse, delta, dq, dk, dv;
+        if (spec.backward) {
+          bwd.emplace(attention_config(spec, "none"));
+          d_o.resize(q.size());
+          fill_random(d_o, spec.dtype, 3);
+          attn.fold(q.data(), pos, k, v, pos, st);
+          std::vector<float> o(static_cast<std::size_t>(b * spec.heads * spec.head_dim)), d_o32(o.size());
+          lse.resize(static_cast<std::size_t>(b * spec.heads));
+          finalize(st, o.data(), lse.data());
+          if (spec.dtype == DType::bf16)
+            from_bf16(reinterpret_cast<const std::uint16_t*>(d_o.data()), d_o32.data(), static_cast<std::int64_t>(o.size()));
+          else
+            std::memcpy(d_o32.data(), d_o.data(), o.size() * sizeof(float));
+          delta.resize(lse.size());
+          attention_backward_delta(o.data(), d_o32.data(), b, spec.heads, spec.head_dim, delta.data(), spec.cores);
+          dq.assign(o.size(), 0.0f);
+          dk.assign(static_cast<std::size_t>(b * spec.kv_heads * spec.head_dim), 0.0f);
+          dv.assign(dk.size(), 0.0f);
+        }
         std::vector<double> f;
         const auto start = Clock::now();
         for (int i = 0; i < 2 + 5 || since(start) < 1.0; ++i) {  // two warm-ups, then >= 1 s
           const auto t0 = Clock::now();
-          const double flops = attn.fold(q.data(), pos, kv.data(), kv.data() + kv.size() / 2, pos, st).useful_flops;
+          const double flops =
+              bwd ? bwd->accumulate(q.data(), pos, {}, k, v, pos, {}, d_o.data(), lse.data(), delta.data(), dq.data(),
+                                    dk.data(), dv.data())
+                        .useful_flops
+                  : attn.fold(q.data(), pos, k, v, pos, st).useful_flops;
           if (i >= 2) f.push_back(flops / since(t0));
-          if (i % 64 == 63) st.reset();
+          if (!bwd && i % 64 == 63) st.reset();
         }
         if (r == 0) node0 = f;
       } catch (...) {
