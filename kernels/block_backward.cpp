@@ -398,20 +398,10 @@ void BlockAttentionBackward::Impl::row_gradients(Scratch& sc, const Piece& pc, s
   float* s = sc.s.data + i * w;
   float* dp = sc.dp.data + i * w;
   if (lse == -std::numeric_limits<float>::infinity()) hi = lo;  // a row that sees no key at all
-  std::fill(s, s + lo, 0.0f);
-  std::fill(s + hi, s + w, 0.0f);
-  std::fill(dp, dp + lo, 0.0f);
-  std::fill(dp + hi, dp + w, 0.0f);
-  if (hi > lo) {
-    const float c = cfg().scale * kLog2e, m2 = lse * kLog2e, scale = cfg().scale;
-    for (std::int64_t j = lo; j < hi; ++j) s[j] = s[j] * c - m2;
-    ops.exp2(s + lo, s + lo, static_cast<int>(hi - lo));
-    for (std::int64_t j = lo; j < hi; ++j) dp[j] = scale * s[j] * (dp[j] - delta);
-  }
-  if (mm() == DType::bf16) {
-    ops.to_bf16(s, sc.p16.data + i * w, w);
-    ops.to_bf16(dp, sc.ds16.data + i * w, w);
-  }
+  const bool bf16 = mm() == DType::bf16;
+  ops.grad_row(s, dp, static_cast<int>(w), static_cast<int>(lo), static_cast<int>(hi), cfg().scale * kLog2e,
+               lse * kLog2e, cfg().scale, delta, bf16 ? sc.p16.data + i * w : nullptr,
+               bf16 ? sc.ds16.data + i * w : nullptr);
 }
 
 void BlockAttentionBackward::Impl::run_piece(const std::vector<std::int64_t>& qp, const Chunk& c, Scratch& sc,

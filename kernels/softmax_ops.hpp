@@ -2,7 +2,8 @@
 //
 // The matmuls of block attention are oneDNN's; what remains per score tile is a pass
 // over each row (max, exp, sum, optional bf16 rounding of the probabilities) and a
-// rescale-and-add of the output row. Those passes are these functions. Every ISA path
+// rescale-and-add of the output row; per backward tile one pass turning scores into P
+// and dS. Those passes are these functions. Every ISA path
 // implements the same table; the generic one is plain C++ and is the oracle the ISA
 // tests compare against. Intrinsics live only under x86/avx512, x86/avx2, arm/neon.
 #pragma once
@@ -30,6 +31,16 @@ using RescaleAddFn = void (*)(float* o, const float* t, float alpha, int n);
 // fp32 <-> bf16, round to nearest even (NaN stays NaN).
 using ToBf16Fn = void (*)(const float* src, std::uint16_t* dst, std::int64_t n);
 using FromBf16Fn = void (*)(const std::uint16_t* src, float* dst, std::int64_t n);
+
+// One query row of the block backward (kernels/block_backward.cpp), in one pass over the
+// visible columns [lo, hi) of s (raw q·k scores) and dp (raw dO·v):
+//   p  = 2^(s·c − m2)              c = scale·log2(e), m2 = lse·log2(e): p = exp(scale·s − lse)
+//   ds = (scale · p) · (dp − delta)
+// and exactly 0 outside [lo, hi), so that no hidden pair reaches a product. fp32: p over
+// s, ds over dp, in place. bf16 (p_bf16 and ds_bf16 non-null): both rounded to nearest
+// even into those only (ds from the fp32 p); s and dp are then not written.
+using GradRowFn = void (*)(float* s, float* dp, int n, int lo, int hi, float c, float m2, float scale, float delta,
+                           std::uint16_t* p_bf16, std::uint16_t* ds_bf16);
 
 // 2^x for a vector, used by tests to check each path's exp against the generic one.
 using Exp2Fn = void (*)(const float* x, float* y, int n);
@@ -64,6 +75,7 @@ struct SoftmaxOps {
   CacheScoresBf16Fn cache_scores_bf16;
   CachePvF32Fn cache_pv_f32;
   CachePvBf16Fn cache_pv_bf16;
+  GradRowFn grad_row;
 };
 
 // Each path's table; only those compiled for this target exist (see dispatch.cpp).

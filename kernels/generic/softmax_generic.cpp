@@ -64,6 +64,24 @@ void from_bf16_generic(const std::uint16_t* src, float* dst, std::int64_t n) {
   }
 }
 
+void grad_row_generic(float* s, float* dp, int n, int lo, int hi, float c, float m2, float scale, float delta,
+                      std::uint16_t* p_bf16, std::uint16_t* ds_bf16) {
+  for (int j = 0; j < n; ++j) {
+    float p = 0.0f, ds = 0.0f;
+    if (j >= lo && j < hi) {
+      p = std::exp2(s[j] * c - m2);
+      ds = scale * p * (dp[j] - delta);
+    }
+    if (p_bf16) {
+      p_bf16[j] = round_bf16(p);
+      ds_bf16[j] = round_bf16(ds);
+    } else {
+      s[j] = p;
+      dp[j] = ds;
+    }
+  }
+}
+
 void exp2_generic(const float* x, float* y, int n) {
   for (int i = 0; i < n; ++i) y[i] = std::exp2(x[i]);
 }
@@ -93,6 +111,7 @@ RINGATTN_CACHE_LOOPS(generic)
 const SoftmaxOps kOpsGeneric = {"generic",          online_row_generic,     rescale_add_generic,
                                 to_bf16_generic,    from_bf16_generic,      exp2_generic,
                                 has_non_finite_f32_generic, has_non_finite_bf16_generic,
-    cache_scores_f32_generic, cache_scores_bf16_generic, cache_pv_f32_generic, cache_pv_bf16_generic};
+    cache_scores_f32_generic, cache_scores_bf16_generic, cache_pv_f32_generic, cache_pv_bf16_generic,
+    grad_row_generic};
 
 }  // namespace ringattn::kernels

@@ -119,6 +119,61 @@ TEST_CASE("online_row of every path matches generic for ragged rows and visible 
   }
 }
 
+TEST_CASE("grad_row of every path matches generic: P and dS over the visible range, exact zeros outside") {
+  const int ns[] = {1, 2, 7, 8, 15, 16, 17, 31, 64, 100, 256};
+  const float scale = 0.125f, kLog2e = 1.4426950408889634f;
+  for (Isa isa : available_isas()) {
+    CAPTURE(to_string(isa));
+    const SoftmaxOps& ops = kernels::ops_for(isa);
+    unsigned seed = 11;
+    for (int n : ns) {
+      const auto s0 = randn(static_cast<std::size_t>(n), seed++, 4.0f);
+      const auto dp0 = randn(static_cast<std::size_t>(n), seed++, 2.0f);
+      float mx = s0[0];
+      for (float x : s0) mx = std::max(mx, x);
+      const float lse = mx * scale + 1.5f;  // as a forward leaves it: above every scaled score
+      const int ranges[][2] = {{0, n}, {0, n / 2}, {n / 3, n}, {n / 4, std::min(n, (3 * n) / 4 + 1)}, {0, 0}, {n, n}};
+      for (auto& r : ranges) {
+        const int lo = r[0], hi = r[1];
+        CAPTURE(n);
+        CAPTURE(lo);
+        CAPTURE(hi);
+        for (bool bf16 : {false, true}) {
+          CAPTURE(bf16);
+          auto s_ref = s0, dp_ref = dp0, s_got = s0, dp_got = dp0;
+          std::vector<std::uint16_t> p_ref(static_cast<std::size_t>(n), 0xffff), ds_ref(p_ref), p_got(p_ref), ds_got(p_ref);
+          kernels::kOpsGeneric.grad_row(s_ref.data(), dp_ref.data(), n, lo, hi, scale * kLog2e, lse * kLog2e, scale, 0.3f,
+                                        bf16 ? p_ref.data() : nullptr, bf16 ? ds_ref.data() : nullptr);
+          ops.grad_row(s_got.data(), dp_got.data(), n, lo, hi, scale * kLog2e, lse * kLog2e, scale, 0.3f,
+                       bf16 ? p_got.data() : nullptr, bf16 ? ds_got.data() : nullptr);
+          for (int j = 0; j < n; ++j) {
+            const auto J = static_cast<std::size_t>(j);
+            const float pr = bf16 ? bf16_to_f(p_ref[J]) : s_ref[J], pg = bf16 ? bf16_to_f(p_got[J]) : s_got[J];
+            const float dr = bf16 ? bf16_to_f(ds_ref[J]) : dp_ref[J], dg = bf16 ? bf16_to_f(ds_got[J]) : dp_got[J];
+            if (j < lo || j >= hi) {
+              CHECK(pg == 0.0f);  // exactly zero outside the visible range
+              CHECK(dg == 0.0f);
+              continue;
+            }
+            // The definition, in double: p = exp(scale·s − lse), ds = scale·p·(dp − delta).
+            const double p64 = std::exp(static_cast<double>(s0[J]) * scale - lse);
+            const double ds64 = scale * p64 * (static_cast<double>(dp0[J]) - static_cast<double>(0.3f));
+            CHECK(std::fabs(pr - p64) <= (bf16 ? 4e-3 : 1e-6) * p64 + 1e-30);
+            CHECK(std::fabs(dr - ds64) <= (bf16 ? 4e-3 : 2e-6) * std::fabs(ds64) + 1e-12);
+            // bf16: the paths may round a last-bit-different value to a neighbour bf16.
+            CHECK(std::fabs(pg - pr) <= (bf16 ? 8e-3f : 1e-6f) * pr + 1e-30f);
+            CHECK(std::fabs(dg - dr) <= (bf16 ? 8e-3f : 2e-6f) * std::fabs(dr) + 1e-12f);
+          }
+          if (bf16) {  // s and dp are inputs only then
+            CHECK(s_got == s0);
+            CHECK(dp_got == dp0);
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("rescale_add and bf16 conversions of every path match generic") {
   auto o0 = randn(133, 7), t = randn(133, 8);
   for (Isa isa : available_isas()) {

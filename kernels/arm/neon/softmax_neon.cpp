@@ -119,6 +119,41 @@ void from_bf16_neon(const std::uint16_t* src, float* dst, std::int64_t n) {
   kOpsGeneric.from_bf16(src + i, dst + i, n - i);
 }
 
+// 4-lane vectors, the ragged edge one lane at a time through the same vector code.
+void grad_row_neon(float* s, float* dp, int n, int lo, int hi, float c, float m2, float scale, float delta,
+                   std::uint16_t* p_bf16, std::uint16_t* ds_bf16) {
+  const float32x4_t vc = vdupq_n_f32(c), vm2 = vdupq_n_f32(m2), vs = vdupq_n_f32(scale), vd = vdupq_n_f32(delta);
+  const bool bf16 = p_bf16 != nullptr;
+  auto zero = [&](int j) {
+    if (bf16) p_bf16[j] = ds_bf16[j] = 0;
+    else s[j] = dp[j] = 0.0f;
+  };
+  for (int j = 0; j < lo; ++j) zero(j);
+  int j = lo;
+  for (; j + 4 <= hi; j += 4) {
+    const float32x4_t p = exp2_ps(vsubq_f32(vmulq_f32(vld1q_f32(s + j), vc), vm2));
+    const float32x4_t ds = vmulq_f32(vmulq_f32(vs, p), vsubq_f32(vld1q_f32(dp + j), vd));
+    if (bf16) {
+      vst1_u16(p_bf16 + j, to_bf16_ps(p));
+      vst1_u16(ds_bf16 + j, to_bf16_ps(ds));
+    } else {
+      vst1q_f32(s + j, p);
+      vst1q_f32(dp + j, ds);
+    }
+  }
+  for (; j < hi; ++j) {
+    const float p = exp2_one(s[j] * c - m2), ds = scale * p * (dp[j] - delta);
+    if (bf16) {
+      p_bf16[j] = bf16_one(p);
+      ds_bf16[j] = bf16_one(ds);
+    } else {
+      s[j] = p;
+      dp[j] = ds;
+    }
+  }
+  for (j = hi; j < n; ++j) zero(j);
+}
+
 void exp2_neon(const float* x, float* y, int n) {
   int i = 0;
   for (; i + 4 <= n; i += 4) vst1q_f32(y + i, exp2_ps(vld1q_f32(x + i)));
@@ -151,6 +186,7 @@ RINGATTN_CACHE_LOOPS(neon)
 const SoftmaxOps kOpsNeon = {"neon",          online_row_neon,     rescale_add_neon,
                              to_bf16_neon,    from_bf16_neon,      exp2_neon,
                              has_non_finite_f32_neon, has_non_finite_bf16_neon,
-    cache_scores_f32_neon, cache_scores_bf16_neon, cache_pv_f32_neon, cache_pv_bf16_neon};
+    cache_scores_f32_neon, cache_scores_bf16_neon, cache_pv_f32_neon, cache_pv_bf16_neon,
+    grad_row_neon};
 
 }  // namespace ringattn::kernels

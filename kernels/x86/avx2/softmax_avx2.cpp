@@ -184,6 +184,43 @@ void from_bf16_avx2(const std::uint16_t* src, float* dst, std::int64_t n) {
   kOpsGeneric.from_bf16(src + i, dst + i, n - i);
 }
 
+// Full 8-lane vectors, the ragged last one loaded masked and stored through the stack (as
+// online_row_avx2); the columns outside [lo, hi) are zero-filled by memset.
+void grad_row_avx2(float* s, float* dp, int n, int lo, int hi, float c, float m2, float scale, float delta,
+                   std::uint16_t* p_bf16, std::uint16_t* ds_bf16) {
+  const __m256 vc = _mm256_set1_ps(c), vm2 = _mm256_set1_ps(m2), vs = _mm256_set1_ps(scale),
+               vd = _mm256_set1_ps(delta);
+  const bool bf16 = p_bf16 != nullptr;
+  auto zeros = [&](int j, int count) {
+    zero_fill(bf16 ? nullptr : s, p_bf16, j, count);
+    zero_fill(bf16 ? nullptr : dp, ds_bf16, j, count);
+  };
+  auto store = [&](int j, int count, __m256 p, __m256 ds) {
+    if (bf16) {
+      store_bf16(p_bf16 + j, to_bf16_ps(p), count);
+      store_bf16(ds_bf16 + j, to_bf16_ps(ds), count);
+    } else if (count == 8) {
+      _mm256_storeu_ps(s + j, p);
+      _mm256_storeu_ps(dp + j, ds);
+    } else {
+      store_first(s + j, p, count);
+      store_first(dp + j, ds, count);
+    }
+  };
+  zeros(0, lo);
+  int j = lo;
+  for (; j + 8 <= hi; j += 8) {
+    const __m256 p = exp2_ps(_mm256_fmsub_ps(_mm256_loadu_ps(s + j), vc, vm2));
+    store(j, 8, p, _mm256_mul_ps(_mm256_mul_ps(vs, p), _mm256_sub_ps(_mm256_loadu_ps(dp + j), vd)));
+  }
+  if (j < hi) {
+    const __m256i k = first_lanes(hi - j);
+    const __m256 p = exp2_ps(_mm256_fmsub_ps(_mm256_maskload_ps(s + j, k), vc, vm2));
+    store(j, hi - j, p, _mm256_mul_ps(_mm256_mul_ps(vs, p), _mm256_sub_ps(_mm256_maskload_ps(dp + j, k), vd)));
+  }
+  zeros(hi, n - hi);
+}
+
 void exp2_avx2(const float* x, float* y, int n) {
   int i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp2_ps(_mm256_loadu_ps(x + i)));
@@ -225,6 +262,7 @@ bool has_non_finite_bf16_avx2(const std::uint16_t* x, std::int64_t n) {
 const SoftmaxOps kOpsAvx2 = {"avx2",          online_row_avx2,     rescale_add_avx2,
                              to_bf16_avx2,    from_bf16_avx2,      exp2_avx2,
                              has_non_finite_f32_avx2, has_non_finite_bf16_avx2,
-    avx2::cache_scores_f32, avx2::cache_scores_bf16, avx2::cache_pv_f32, avx2::cache_pv_bf16};
+    avx2::cache_scores_f32, avx2::cache_scores_bf16, avx2::cache_pv_f32, avx2::cache_pv_bf16,
+    grad_row_avx2};
 
 }  // namespace ringattn::kernels

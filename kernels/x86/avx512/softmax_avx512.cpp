@@ -139,6 +139,39 @@ void from_bf16_avx512(const std::uint16_t* src, float* dst, std::int64_t n) {
   }
 }
 
+// Full vectors, then one masked tail; the columns outside [lo, hi) are zero-filled.
+void grad_row_avx512(float* s, float* dp, int n, int lo, int hi, float c, float m2, float scale, float delta,
+                     std::uint16_t* p_bf16, std::uint16_t* ds_bf16) {
+  const __m512 vc = _mm512_set1_ps(c), vm2 = _mm512_set1_ps(m2), vs = _mm512_set1_ps(scale),
+               vd = _mm512_set1_ps(delta);
+  const bool bf16 = p_bf16 != nullptr;
+  auto zeros = [&](int j, int count) {
+    zero_fill(bf16 ? nullptr : s, p_bf16, j, count);
+    zero_fill(bf16 ? nullptr : dp, ds_bf16, j, count);
+  };
+  auto store = [&](int j, __mmask16 k, __m512 p, __m512 ds) {
+    if (bf16) {
+      _mm256_mask_storeu_epi16(p_bf16 + j, k, to_bf16_ps(p));
+      _mm256_mask_storeu_epi16(ds_bf16 + j, k, to_bf16_ps(ds));
+    } else {
+      _mm512_mask_storeu_ps(s + j, k, p);
+      _mm512_mask_storeu_ps(dp + j, k, ds);
+    }
+  };
+  zeros(0, lo);
+  int j = lo;
+  for (; j + 16 <= hi; j += 16) {
+    const __m512 p = exp2_ps(_mm512_fmsub_ps(_mm512_loadu_ps(s + j), vc, vm2));
+    store(j, 0xffff, p, _mm512_mul_ps(_mm512_mul_ps(vs, p), _mm512_sub_ps(_mm512_loadu_ps(dp + j), vd)));
+  }
+  if (j < hi) {
+    const __mmask16 k = first_n(hi - j);
+    const __m512 p = exp2_ps(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(k, s + j), vc, vm2));
+    store(j, k, p, _mm512_mul_ps(_mm512_mul_ps(vs, p), _mm512_sub_ps(_mm512_maskz_loadu_ps(k, dp + j), vd)));
+  }
+  zeros(hi, n - hi);
+}
+
 void exp2_avx512(const float* x, float* y, int n) {
   for (int i = 0; i < n; i += 16) {
     const __mmask16 k = lanes(i, 0, n);
@@ -179,6 +212,7 @@ bool has_non_finite_bf16_avx512(const std::uint16_t* x, std::int64_t n) {
 const SoftmaxOps kOpsAvx512 = {"avx512",          online_row_avx512,     rescale_add_avx512,
                                to_bf16_avx512,    from_bf16_avx512,      exp2_avx512,
                                has_non_finite_f32_avx512, has_non_finite_bf16_avx512,
-    avx512::cache_scores_f32, avx512::cache_scores_bf16, avx512::cache_pv_f32, avx512::cache_pv_bf16};
+    avx512::cache_scores_f32, avx512::cache_scores_bf16, avx512::cache_pv_f32, avx512::cache_pv_bf16,
+    grad_row_avx512};
 
 }  // namespace ringattn::kernels
