@@ -20,6 +20,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "kernels/internals.hpp"
 #include "ring/call_checks.hpp"
@@ -47,7 +48,8 @@ struct BackwardCall {
   float *dq, *dk, *dv;
 };
 
-// The rotation; dq accumulates in place, dk and dv are written at the end.
+// The rotation; dq accumulates in place, dk and dv serve as the step's accumulators and
+// hold the result at the end.
 void rotate_and_accumulate(Ring::Impl& im, const AttentionSpec& spec, const BackwardCall& c,
                            std::span<const std::int64_t> positions, const float* k, const float* v, BackwardStats& st) {
   net::Transport& t = *im.transport;
@@ -59,8 +61,7 @@ void rotate_and_accumulate(Ring::Impl& im, const AttentionSpec& spec, const Back
   const ring::BusyKernel busy(t, c.kernel);
   const int P = im.options.world_size;
   const std::int64_t cols = spec.kv_heads * spec.head_dim;
-  auto& acc_k = im.backward.acc_k;
-  auto& acc_v = im.backward.acc_v;
+  const std::size_t own_n = positions.size() * static_cast<std::size_t>(cols);
   for (int s = 0; s < P; ++s) {
     if (im.observer) im.observer(s);
     if (im.hook) im.hook(s, step.block(), t.liveness().counter());
@@ -68,12 +69,24 @@ void rotate_and_accumulate(Ring::Impl& im, const AttentionSpec& spec, const Back
     if (s + 1 < P) step.post(s);
     ++st.steps;
     const auto n = static_cast<std::size_t>(blk.rows * cols);
-    if (acc_k.size() < n) {
-      acc_k.resize(n);
-      acc_v.resize(n);
+    // This step's share of the block's dK, dV goes into dk and dv themselves when the
+    // block fits (no more rows than this rank's): they are free until this rank's own
+    // accumulators come home, and a pooled pair would cost one more block of memory.
+    // Only a larger block (uneven shards) takes the pooled pair.
+    float* acc_k = c.dk;
+    float* acc_v = c.dv;
+    if (n > own_n) {
+      auto& pk = im.backward.acc_k;
+      auto& pv = im.backward.acc_v;
+      if (pk.size() < n) {
+        pk.resize(n);
+        pv.resize(n);
+      }
+      acc_k = pk.data();
+      acc_v = pv.data();
     }
-    std::fill(acc_k.begin(), acc_k.begin() + static_cast<std::ptrdiff_t>(n), 0.0f);
-    std::fill(acc_v.begin(), acc_v.begin() + static_cast<std::ptrdiff_t>(n), 0.0f);
+    std::fill(acc_k, acc_k + n, 0.0f);
+    std::fill(acc_v, acc_v + n, 0.0f);
     bool computed = false;
     if (ring::step_hidden(spec.mask, positions, c.fc.docs, blk)) {
       ++st.steps_skipped;
@@ -81,19 +94,15 @@ void rotate_and_accumulate(Ring::Impl& im, const AttentionSpec& spec, const Back
       const auto t0 = Clock::now();
       const GradientStats gs =
           KernelInternals::accumulate_checked(c.kernel, c.q, c.fc.qpos, c.fc.docs, blk.k, blk.v, *blk.positions,
-                                              blk.documents, c.d_o, c.lse, c.delta, c.dq, acc_k.data(), acc_v.data());
+                                              blk.documents, c.d_o, c.lse, c.delta, c.dq, acc_k, acc_v);
       st.compute_seconds += since(t0);
       st.useful_flops += gs.useful_flops;
       computed = gs.tiles_computed > 0;
       if (!computed) ++st.steps_skipped;
     }
-    if (P == 1) {
-      std::memcpy(c.dk, acc_k.data(), n * sizeof(float));
-      std::memcpy(c.dv, acc_v.data(), n * sizeof(float));
-      return;
-    }
+    if (P == 1) return;  // the own block's share is all of dK, dV, already in dk, dv
     if (s == 0) {
-      grads.start(c.cs, call, blk, acc_k.data(), acc_v.data());
+      grads.start(c.cs, call, blk, acc_k, acc_v);
     } else {
       const auto t1 = Clock::now();
       const ring::GradientRelay::Grads g = grads.arrived(s, blk);
@@ -117,9 +126,8 @@ void rotate_and_accumulate(Ring::Impl& im, const AttentionSpec& spec, const Back
   const auto t1 = Clock::now();
   const ring::GradientRelay::Grads g = grads.arrived(P, own);
   st.wait_seconds += since(t1);
-  const std::size_t n = positions.size() * static_cast<std::size_t>(cols);
-  std::memcpy(c.dk, g.dk, n * sizeof(float));
-  std::memcpy(c.dv, g.dv, n * sizeof(float));
+  std::memcpy(c.dk, g.dk, own_n * sizeof(float));
+  std::memcpy(c.dv, g.dv, own_n * sizeof(float));
 }
 
 // Both backward()s: `documents` unset for a call without them.
@@ -152,6 +160,24 @@ BackwardStats backward_call(Ring::Impl& im, const AttentionSpec& spec, std::span
         bad(std::string(name) + " holds " + std::to_string(x[i]) + " at row " +
             std::to_string(static_cast<std::int64_t>(i) / per_row) + "; the backward takes finite inputs only");
   };
+  // dq accumulates and dk, dv hold accumulators while q, k, v, o, lse and d_o are still
+  // read: an output sharing memory with any of them would corrupt the result silently.
+  auto overlap = [](auto a, auto b) {
+    const auto* a0 = reinterpret_cast<const std::byte*>(a.data());
+    const auto* b0 = reinterpret_cast<const std::byte*>(b.data());
+    return !a.empty() && !b.empty() && a0 < b0 + b.size_bytes() && b0 < a0 + a.size_bytes();
+  };
+  const std::pair<const char*, std::span<const float>> ins[] = {{"q", q}, {"k", k}, {"v", v}, {"o", o}, {"lse", lse},
+                                                               {"d_o", d_o}};
+  const std::pair<const char*, std::span<float>> outs[] = {{"dq", dq}, {"dk", dk}, {"dv", dv}};
+  for (std::size_t i = 0; i < 3; ++i) {
+    for (const auto& [name, in] : ins)
+      if (overlap(outs[i].second, in))
+        bad(std::string(outs[i].first) + " shares memory with " + name + "; pass output arrays of their own");
+    for (std::size_t j = i + 1; j < 3; ++j)
+      if (overlap(outs[i].second, outs[j].second))
+        bad(std::string(outs[i].first) + " shares memory with " + outs[j].first + "; pass output arrays of their own");
+  }
   finite("q", q, H * D);
   finite("k", k, KH * D);
   finite("v", v, KH * D);

@@ -269,6 +269,13 @@ TEST_CASE("ring backward: bad calls are refused before anything is sent and leav
       std::vector<float> small(10);
       ring.backward(p.spec, q, k, v, pos, o, lse, d_o, gq, small, gv);
     });
+    refused("dq shares memory with q", [&] { ring.backward(p.spec, q, k, v, pos, o, lse, d_o, q, gk, gv); });
+    refused("dk shares memory with dv", [&] {
+      std::vector<float> both(gk.size() + 1);  // dv one element into dk
+      ring.backward(p.spec, q, k, v, pos, o, lse, d_o, gq, std::span<float>(both).first(gk.size()),
+                    std::span<float>(both).subspan(1, gv.size()));
+    });
+    refused("dv shares memory with k", [&] { ring.backward(p.spec, q, k, v, pos, o, lse, d_o, gq, gk, k); });
     d_o[17] = NAN;
     refused("d_o holds nan at row 0", [&] { ring.backward(p.spec, q, k, v, pos, o, lse, d_o, gq, gk, gv); });
     d_o[17] = 0;
