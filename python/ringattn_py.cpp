@@ -324,6 +324,20 @@ class PyRing {
     if (ring) ring->close();  // and the last reference frees the pooled buffers, GIL still released
   }
 
+  // Ring::inject_fault, for tests of how a ring meets a failing rank.
+  void inject_fault(const std::string& fault, int step, double slow_seconds) {
+    using F = ringattn::Ring::Fault;
+    F f;
+    if (fault == "exit") f = F::exit;
+    else if (fault == "hang") f = F::hang;
+    else if (fault == "slow") f = F::slow;
+    else if (fault == "corrupt") f = F::corrupt;
+    else throw ringattn::InvalidArgument("inject_fault: fault must be exit, hang, slow or corrupt, got '" + fault + "'");
+    const auto ring = get();
+    if (!ring) throw ringattn::InvalidArgument("inject_fault: the ring is closed");
+    ring->inject_fault(f, step, slow_seconds);
+  }
+
   int rank() const { return rank_; }
   int world_size() const { return world_; }
   bool closed() { return !get(); }
@@ -534,6 +548,11 @@ PYBIND11_MODULE(ringattn, m) {
            "its dtype is the call's; no other thread may use it during the call. A failed call leaves every rank's "
            "cache as it was. Returns (o [n, heads, head_dim], lse [n, heads]).")
       .def_property_readonly("last_decode_stats", &PyRing::last_decode_stats, "Timings and bytes of the last decode().")
+      .def("inject_fault", &PyRing::inject_fault, "fault"_a, "step"_a, "slow_seconds"_a = 0.0,
+           "For tests of failure handling only (never in production): from the next call on, at ring step `step` "
+           "of every forward() and backward() this rank misbehaves: 'exit' dies abruptly (exit status 17), 'hang' "
+           "stops sending, 'slow' takes slow_seconds longer while its progress counter ticks, 'corrupt' (step >= 1) "
+           "flips a byte of the block it relays. ValueError for an unknown fault or a step outside the ring.")
       .def("close", &PyRing::close, "Says goodbye to the peers and releases the ring. Idempotent.")
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__", [](PyRing& r, const py::args&) { r.close(); return false; })

@@ -9,6 +9,9 @@ exact:    every case of CASES in order on one ring; writes DIR/rank<R>.npz holdi
 mismatch: rank 0 calls with head_dim 64, the others with 32; writes DIR/rank<R>.json with
           the error each rank got.
 die:      after one good call rank 1 leaves; the others call again and report the error.
+die-backward: one good forward and backward; then a forward, after which rank 1 sets
+          inject_fault("exit", 1) and dies at step 1 of the backward every rank calls next;
+          the others write DIR/rank<R>.json with the error they got.
 --sink:   the library's log lines go to a Python sink; they are written to DIR/log<R>.json.
 """
 import argparse
@@ -49,7 +52,7 @@ def main():
     ap.add_argument("--master")
     ap.add_argument("--token", required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--mode", default="exact", choices=["exact", "mismatch", "die"])
+    ap.add_argument("--mode", default="exact", choices=["exact", "mismatch", "die", "die-backward"])
     ap.add_argument("--sink", action="store_true")
     a = ap.parse_args()
 
@@ -80,6 +83,30 @@ def main():
             np.savez(os.path.join(a.out, f"rank{a.rank}.npz"), **out)
             with open(os.path.join(a.out, f"errors{a.rank}.json"), "w") as f:
                 json.dump(errors, f)
+        elif a.mode == "die-backward":
+            rng = np.random.default_rng(a.rank)
+            pos = ringattn.shard_positions("zigzag", 64 * a.world, a.world, a.rank)
+            q, k, v, w = (rng.standard_normal((64, 2, 32), dtype=np.float32) for _ in range(4))
+            o, lse = ring.forward(q, k, v, positions=pos, causal=True)
+            ring.backward(q, k, v, o, lse, w, positions=pos, causal=True)  # one good pair: the ring is up
+            o, lse = ring.forward(q, k, v, positions=pos, causal=True)
+            # Every rank's forward has returned before rank 1 arms the fault: dying any earlier
+            # could reset a connection under another rank's last forward frame.
+            open(os.path.join(a.out, f"rank{a.rank}.forwarded"), "w").close()
+            if a.rank == 1:
+                for _ in range(1200):
+                    if all(os.path.exists(os.path.join(a.out, f"rank{r}.forwarded")) for r in range(a.world)):
+                        break
+                    time.sleep(0.05)
+                ring.inject_fault("exit", 1)
+            report = {"error": None}
+            try:
+                ring.backward(q, k, v, o, lse, w, positions=pos, causal=True)
+            except ringattn.Error as e:
+                report = {"error": str(e), "type": type(e).__name__, "cause": getattr(e, "cause", None),
+                          "origin_rank": getattr(e, "origin_rank", None), "broken": ring.broken}
+            with open(os.path.join(a.out, f"rank{a.rank}.json"), "w") as f:
+                json.dump(report, f)
         else:
             rng = np.random.default_rng(a.rank)
             pos = ringattn.shard_positions("contiguous", 16 * a.world, a.world, a.rank)

@@ -188,6 +188,25 @@ def test_a_dead_peer_breaks_the_ring(tmp_path):
     assert report["origin_rank"] == 1 and report["broken"] is True, report
 
 
+def test_a_rank_dying_mid_backward_breaks_the_ring_on_every_rank_naming_it(tmp_path):
+    results = run_ranks(3, tmp_path, mode="die-backward")
+    assert results[1][0] == 17, results[1][2]  # Ring.inject_fault's exit, at backward step 1
+    assert "fault injected: exiting abruptly at step 1" in results[1][2]
+    for r in (0, 2):
+        assert results[r][0] == 0, results[r][2]
+        with open(tmp_path / f"rank{r}.json") as f:
+            report = json.load(f)
+        assert report["type"] == "NetworkError" and report["broken"] is True, report
+        assert "rank 1" in report["error"] and report["origin_rank"] == 1, report
+
+
+def test_inject_fault_checks_its_arguments(ring1):
+    with pytest.raises(ValueError, match="fault must be exit, hang, slow or corrupt"):
+        ring1.inject_fault("explode", 0)
+    with pytest.raises(ValueError, match="step = 5 must be in 0..0"):
+        ring1.inject_fault("exit", 5)
+
+
 def test_two_ranks_as_threads_of_one_process():
     """Both connect and compute at once: only possible if each releases the GIL."""
     ports, token, case = free_ports(2), secrets.token_hex(16), "zigzag-causal-fp32"
