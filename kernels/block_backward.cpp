@@ -51,12 +51,13 @@ using kernels::MatmulShape;
 using kernels::Piece;
 
 constexpr std::int64_t kTileK = 256;
-constexpr std::int64_t kChunkKeys = 16 * kTileK;  // panels bounded to 4096 keys, as forward's
+constexpr std::int64_t kChunkKeys = 8 * kTileK;  // packed K/V bounded to 2048 keys (4 panels)
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr const char* kWho = "block attention backward";
 
 struct Scratch {
-  AlignedBuffer<char> q_tile, do_tile;       // kTileQ x D, matmul dtype
+  AlignedBuffer<char> q_tile, do_tile;       // kTileQ x D, matmul dtype, when Q and dO need widening
+  const char *q_at = nullptr, *do_at = nullptr;  // the current tile's first row (in place or the copies)
   AlignedBuffer<float> s, dp;                // kTileQ x kTileK: S then P, dP then dS (in place)
   AlignedBuffer<std::uint16_t> p16, ds16;    // bf16 copies when the matmuls are bf16
   AlignedBuffer<float> dq;                   // kTileQ x D, one piece's dS K
@@ -104,23 +105,33 @@ struct BlockAttentionBackward::Impl {
   DType mm() const { return setup.mm; }
   std::size_t esz() const { return dtype_size(setup.mm); }
   std::int64_t tile_width(std::int64_t kt, std::int64_t nk) const { return std::min(kTileK, nk - kt * kTileK); }
+  // Q and dO rows are read in place ([rows, heads, D]: row stride heads·D) unless they must
+  // be widened first (bf16 inputs on fp32 matmuls), then from dense tile copies.
+  bool widen() const { return cfg().dtype == DType::bf16 && mm() == DType::f32; }
+  std::int64_t q_ld() const { return widen() ? cfg().head_dim : cfg().heads * cfg().head_dim; }
+  // dQ is added by its matmul in place (C += with C's row stride heads·D) when one thread
+  // runs the items; with more, pieces of different key tiles may add to the same dQ rows at
+  // once, so each piece's dS K goes to scratch and is added under the rows' lock.
+  bool dq_in_place() const { return setup.threads == 1; }
   // S and dP: [nr x w] = rows [nr x D] x panel columns (full) or rows read transposed (strips).
   MatmulShape score_shape(const Piece& pc, std::int64_t tk) const {
     const std::int64_t D = cfg().head_dim;
-    return pc.partial ? MatmulShape{pc.nr, pc.w, D, D, 1, D, mm()} : MatmulShape{pc.nr, pc.w, D, D, tk, 1, mm()};
+    return pc.partial ? MatmulShape{pc.nr, pc.w, D, q_ld(), 1, D, mm()} : MatmulShape{pc.nr, pc.w, D, q_ld(), tk, 1, mm()};
   }
-  // dQ part: [nr x D] = dS [nr x w] x K rows [w x D].
+  // dQ part: [nr x D] (+)= dS [nr x w] x K rows [w x D].
   MatmulShape dq_shape(const Piece& pc) const {
-    return MatmulShape{pc.nr, cfg().head_dim, pc.w, pc.w, cfg().head_dim, 1, mm()};
+    const std::int64_t D = cfg().head_dim;
+    return dq_in_place() ? MatmulShape{pc.nr, D, pc.w, pc.w, D, 1, mm(), false, true, cfg().heads * D}
+                         : MatmulShape{pc.nr, D, pc.w, pc.w, D, 1, mm()};
   }
   // dV, dK: [w x D] += Pᵀ or dSᵀ ([nr x w] read transposed) x dO or Q rows [nr x D].
   MatmulShape grad_shape(const Piece& pc) const {
-    return MatmulShape{pc.w, cfg().head_dim, pc.nr, pc.w, cfg().head_dim, 1, mm(), true, true};
+    return MatmulShape{pc.w, cfg().head_dim, pc.nr, pc.w, q_ld(), 1, mm(), true, true};
   }
 
   GradientStats run_chunk(const std::vector<std::int64_t>& qp, const Chunk& c);
   void pack(const Chunk& c);
-  void load_tile(const void* src, char* dst, std::int64_t r0, std::int64_t tq, std::int64_t h) const;
+  const char* tile_rows(const void* src, char* copy, std::int64_t r0, std::int64_t tq, std::int64_t h) const;
   void run_item(const std::vector<std::int64_t>& qp, const Chunk& c, std::int64_t kt, std::int64_t g, int tid);
   void run_piece(const std::vector<std::int64_t>& qp, const Chunk& c, Scratch& sc, std::int64_t qt, const Piece& pc,
                  std::int64_t h, std::int64_t g, int tid);
@@ -165,15 +176,17 @@ BlockAttentionBackward::BlockAttentionBackward(const AttentionConfig& cfg) : imp
   const std::int64_t D = im.cfg().head_dim;
   im.scratch.resize(static_cast<std::size_t>(im.setup.threads));
   for (auto& s : im.scratch) {
-    s.q_tile.resize(static_cast<std::size_t>(kTileQ * D) * im.esz());
-    s.do_tile.resize(static_cast<std::size_t>(kTileQ * D) * im.esz());
+    if (im.widen()) {
+      s.q_tile.resize(static_cast<std::size_t>(kTileQ * D) * im.esz());
+      s.do_tile.resize(static_cast<std::size_t>(kTileQ * D) * im.esz());
+    }
     s.s.resize(static_cast<std::size_t>(kTileQ * kTileK));
     s.dp.resize(static_cast<std::size_t>(kTileQ * kTileK));
     if (im.mm() == DType::bf16) {
       s.p16.resize(static_cast<std::size_t>(kTileQ * kTileK));
       s.ds16.resize(static_cast<std::size_t>(kTileQ * kTileK));
     }
-    s.dq.resize(static_cast<std::size_t>(kTileQ * D));
+    if (!im.dq_in_place()) s.dq.resize(static_cast<std::size_t>(kTileQ * D));
     s.dk.resize(static_cast<std::size_t>(kTileK * D));
     s.dv.resize(static_cast<std::size_t>(kTileK * D));
   }
@@ -341,22 +354,18 @@ void BlockAttentionBackward::Impl::pack(const Chunk& c) {
     }
 }
 
-// Rows [r0, r0+tq) of head h of a [rows, heads, D] input into a dense tile.
-void BlockAttentionBackward::Impl::load_tile(const void* src, char* dst, std::int64_t r0, std::int64_t tq,
-                                             std::int64_t h) const {
+// The first of rows [r0, r0+tq) of head h of a [rows, heads, D] input, as the matmuls read
+// them: in place (row stride heads·D), or widened into `copy` (dense, stride D).
+const char* BlockAttentionBackward::Impl::tile_rows(const void* src, char* copy, std::int64_t r0, std::int64_t tq,
+                                                    std::int64_t h) const {
   const std::int64_t H = cfg().heads, D = cfg().head_dim;
   const char* b = static_cast<const char*>(src);
-  if (cfg().dtype == DType::bf16 && mm() == DType::f32) {
-    for (std::int64_t i = 0; i < tq; ++i) {
-      const auto* row = reinterpret_cast<const std::uint16_t*>(b) + ((r0 + i) * H + h) * D;
-      std::transform(row, row + D, reinterpret_cast<float*>(dst) + i * D, kernels::panel_element<float, std::uint16_t>);
-    }
-    return;
+  if (!widen()) return b + static_cast<std::size_t>((r0 * H + h) * D) * esz();
+  for (std::int64_t i = 0; i < tq; ++i) {
+    const auto* row = reinterpret_cast<const std::uint16_t*>(b) + ((r0 + i) * H + h) * D;
+    std::transform(row, row + D, reinterpret_cast<float*>(copy) + i * D, kernels::panel_element<float, std::uint16_t>);
   }
-  const std::size_t row_bytes = static_cast<std::size_t>(D) * esz();
-  for (std::int64_t i = 0; i < tq; ++i)
-    std::memcpy(dst + static_cast<std::size_t>(i) * row_bytes, b + static_cast<std::size_t>((r0 + i) * H + h) * row_bytes,
-                row_bytes);
+  return copy;
 }
 
 void BlockAttentionBackward::Impl::run_item(const std::vector<std::int64_t>& qp, const Chunk& c, std::int64_t kt,
@@ -375,8 +384,8 @@ void BlockAttentionBackward::Impl::run_item(const std::vector<std::int64_t>& qp,
     while (end < entries.size() && entries[end].qt == qt) ++end;
     const std::int64_t r0 = qt * kTileQ, tq = std::min(kTileQ, nq - r0);
     for (std::int64_t h = g * G; h < (g + 1) * G; ++h) {
-      load_tile(c.q, sc.q_tile.data, r0, tq, h);
-      load_tile(c.d_o, sc.do_tile.data, r0, tq, h);
+      sc.q_at = tile_rows(c.q, sc.q_tile.data, r0, tq, h);
+      sc.do_at = tile_rows(c.d_o, sc.do_tile.data, r0, tq, h);
       for (std::size_t x = e; x < end; ++x) run_piece(qp, c, sc, qt, entries[x].pc, h, g, tid);
     }
     e = end;
@@ -409,14 +418,15 @@ void BlockAttentionBackward::Impl::run_piece(const std::vector<std::int64_t>& qp
                                              int tid) {
   const auto& cf = cfg();
   const std::int64_t H = cf.heads, D = cf.head_dim;
-  const std::size_t es = esz(), row_bytes = static_cast<std::size_t>(D) * es;
+  const std::size_t es = esz();
   const std::int64_t c0 = pc.kt * kTileK, tk = tile_width(pc.kt, c.nk), r0 = qt * kTileQ;
   const std::size_t rows_off = static_cast<std::size_t>((g * c.nk + c0 + pc.cl) * D) * es;
   const std::size_t panel_off = static_cast<std::size_t>((g * c.nk + c0) * D + pc.cl) * es;
   const void* k_op = pc.partial ? k_rows.data + rows_off : k_panel.data + panel_off;
   const void* v_op = pc.partial ? v_rows.data + rows_off : v_panel.data + panel_off;
-  const char* q_rows = sc.q_tile.data + static_cast<std::size_t>(pc.i0) * row_bytes;
-  const char* do_rows = sc.do_tile.data + static_cast<std::size_t>(pc.i0) * row_bytes;
+  const std::size_t tile_row_bytes = static_cast<std::size_t>(q_ld()) * es;
+  const char* q_rows = sc.q_at + static_cast<std::size_t>(pc.i0) * tile_row_bytes;
+  const char* do_rows = sc.do_at + static_cast<std::size_t>(pc.i0) * tile_row_bytes;
   const MatmulShape scores = score_shape(pc, tk);
   matmuls.run(scores, q_rows, k_op, sc.s.data, tid);
   matmuls.run(scores, do_rows, v_op, sc.dp.data, tid);
@@ -436,11 +446,14 @@ void BlockAttentionBackward::Impl::run_piece(const std::vector<std::int64_t>& qp
   const MatmulShape grads = grad_shape(pc);
   matmuls.run(grads, p, do_rows, sc.dv.data + pc.cl * D, tid);
   matmuls.run(grads, ds, q_rows, sc.dk.data + pc.cl * D, tid);
-  matmuls.run(dq_shape(pc), ds, k_rows.data + rows_off, sc.dq.data, tid);
-  {
+  float* dq_rows = c.dq + ((r0 + pc.i0) * H + h) * D;
+  if (dq_in_place()) {
+    matmuls.run(dq_shape(pc), ds, k_rows.data + rows_off, dq_rows, tid);
+  } else {
+    matmuls.run(dq_shape(pc), ds, k_rows.data + rows_off, sc.dq.data, tid);
     std::lock_guard<std::mutex> lock(dq_locks[static_cast<std::size_t>(qt * H + h) % dq_locks.size()]);
     for (std::int64_t i = 0; i < pc.nr; ++i)
-      setup.ops->rescale_add(c.dq + ((r0 + pc.i0 + i) * H + h) * D, sc.dq.data + i * D, 1.0f, static_cast<int>(D));
+      setup.ops->rescale_add(dq_rows + i * H * D, sc.dq.data + i * D, 1.0f, static_cast<int>(D));
   }
   if (progress) progress->fetch_add(1, std::memory_order_relaxed);
 }

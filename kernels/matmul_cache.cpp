@@ -75,7 +75,7 @@ void MatmulCache::prepare(const MatmulShape& s, int threads) {
   Entry e;
   e.a_md = s.a_transposed ? memory::desc({s.m, s.k}, dt, {1, s.lda}) : memory::desc({s.m, s.k}, dt, {s.lda, 1});
   e.b_md = memory::desc({s.k, s.n}, dt, {s.b_stride_k, s.b_stride_n});
-  e.c_md = memory::desc({s.m, s.n}, memory::data_type::f32, {s.n, 1});
+  e.c_md = memory::desc({s.m, s.n}, memory::data_type::f32, {s.ldc ? s.ldc : s.n, 1});
   try {
     dnnl::matmul::desc d(e.a_md, e.b_md, e.c_md);
     dnnl::primitive_attr attr;

@@ -19,7 +19,7 @@
 
 namespace ringattn::kernels {
 
-// C[M,N] (fp32, dense, ldc = N) = A[M,K] (row stride lda) x B[K,N] where B's element
+// C[M,N] (fp32, row stride ldc, dense by default) = A[M,K] (row stride lda) x B[K,N] where B's element
 // (k, n) lives at b[k * b_stride_k + n * b_stride_n]. A and B share `dtype`.
 // a_transposed: A's element (m, k) lives at a[k * lda + m] instead (the backward's Pᵀ and
 // dSᵀ, read in place from the row-major tiles). accumulate: C += A x B instead of C =.
@@ -29,8 +29,9 @@ struct MatmulShape {
   DType dtype;
   bool a_transposed = false;
   bool accumulate = false;
+  std::int64_t ldc = 0;  // C's row stride; 0: dense (n)
 
-  auto tie() const { return std::tie(m, n, k, lda, b_stride_k, b_stride_n, dtype, a_transposed, accumulate); }
+  auto tie() const { return std::tie(m, n, k, lda, b_stride_k, b_stride_n, dtype, a_transposed, accumulate, ldc); }
   bool operator<(const MatmulShape& o) const { return tie() < o.tie(); }
 };
 

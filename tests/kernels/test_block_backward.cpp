@@ -106,8 +106,9 @@ Reference make_reference(const Case& c, DType dtype, unsigned seed = 7) {
   return r;
 }
 
-// The kernel on one path, the keys folded in c.blocks, against the reference.
-Result run_kernel(const Case& c, const Reference& ref, Isa isa, DType dtype) {
+// The kernel on one path, the keys folded in c.blocks, against the reference. One thread
+// adds dQ by its matmul in place, more through per-piece scratch under locks: both run.
+Result run_kernel(const Case& c, const Reference& ref, Isa isa, DType dtype, int threads = 0) {
   const std::int64_t H = c.heads, KH = c.kv_heads, D = c.head_dim;
   AttentionConfig cfg;
   cfg.heads = H;
@@ -116,6 +117,7 @@ Result run_kernel(const Case& c, const Reference& ref, Isa isa, DType dtype) {
   cfg.dtype = dtype;
   cfg.mask = c.mask;
   cfg.isa = isa;
+  cfg.threads = threads;
   BlockAttentionBackward bwd(cfg);
   std::vector<float> dq(ref.q.size(), 0.0f), dk(ref.k.size(), 0.0f), dv(ref.v.size(), 0.0f);
   auto ptr = [&](const std::vector<float>& f, const std::vector<std::uint16_t>& b, std::int64_t off) -> const void* {
@@ -152,8 +154,8 @@ Result run_kernel(const Case& c, const Reference& ref, Isa isa, DType dtype) {
 // before their matmuls, as FlashAttention does). A 1 % error in D fails every fp32 case.
 double tolerance(DType dt) { return dt == DType::bf16 ? 1e-2 : 1e-5; }
 
-void check(const Case& c, const Reference& ref, Isa isa, DType dt) {
-  const Result r = run_kernel(c, ref, isa, dt);
+void check(const Case& c, const Reference& ref, Isa isa, DType dt, int threads) {
+  const Result r = run_kernel(c, ref, isa, dt, threads);
   CAPTURE(r.dq);
   CAPTURE(r.dk);
   CAPTURE(r.dv);
@@ -179,15 +181,18 @@ TEST_CASE("block backward: every ISA path x dtype x mask x GQA x head dim agains
   const std::int64_t shapes[][3] = {{2, 2, 32}, {4, 2, 64}, {4, 1, 128}, {2, 1, 256}, {3, 3, 80}, {4, 2, 48}};
   for (DType dt : {DType::f32, DType::bf16})
     for (const Mask& m : masks)
-      for (const auto& s : shapes) {
+      for (std::size_t i = 0; i < std::size(shapes); ++i) {
+        const auto& s = shapes[i];
         // Queries after the keys' start (a later rank's queries), keys in three uneven
         // blocks of which the last is ragged against the 256-key tile.
         const Case c{300, 600, s[0], s[1], s[2], m, 350, 0, 1, false, {257, 43, 300}};
         const Reference ref = make_reference(c, dt);
+        const int threads = 1 + static_cast<int>(i % 2);
         for (Isa isa : available_isas()) {
-          const std::string what = std::string(to_string(isa)) + " " + std::string(to_string(dt)) + ": " + describe(c);
+          const std::string what = std::string(to_string(isa)) + " " + std::string(to_string(dt)) + ", " +
+                                   std::to_string(threads) + " thread(s): " + describe(c);
           CAPTURE(what);
-          check(c, ref, isa, dt);
+          check(c, ref, isa, dt, threads);
         }
       }
 }
@@ -201,12 +206,15 @@ TEST_CASE("block backward: documents, strided positions (striped layout) and a b
           {300, 300, 2, 2, 32, Mask::sliding_window(40), 2, 0, 3, true, {150, 150}},
           {64, 4500, 2, 1, 64, Mask::none(), 4400, 0, 1, false, {}},  // two key chunks in one call
       };
-    for (const Case& c : cases) {
+    for (std::size_t i = 0; i < std::size(cases); ++i) {
+      const Case& c = cases[i];
       const Reference ref = make_reference(c, dt);
+      const int threads = 2 - static_cast<int>(i % 2);
       for (Isa isa : available_isas()) {
-        const std::string what = std::string(to_string(isa)) + " " + std::string(to_string(dt)) + ": " + describe(c);
+        const std::string what = std::string(to_string(isa)) + " " + std::string(to_string(dt)) + ", " +
+                                 std::to_string(threads) + " thread(s): " + describe(c);
         CAPTURE(what);
-        check(c, ref, isa, dt);
+        check(c, ref, isa, dt, threads);
       }
     }
   }
