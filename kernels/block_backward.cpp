@@ -4,19 +4,20 @@
 //   parallel over (kv head g, key tile)             -- OpenMP, dynamic: causal items differ
 //     dK, dV tile accumulators (fp32, [tk x head_dim]) = 0
 //     for each query tile that sees this key tile, for each query head of g:
-//       Q and dO tiles copied dense (widened where a bf16 call multiplies fp32)
+//       Q and dO rows read in place (copied dense only to widen bf16 for fp32 matmuls)
 //       per piece (the forward's tile plan: full tiles, and 64-row strips of partial ones)
 //         S  = Q Kᵀ,  dP = dO Vᵀ              oneDNN, K and V from panels packed once
-//         P  = exp(scale S − lse)  on the visible columns, 0 elsewhere
-//         dS = scale · P ∘ (dP − D)            0 elsewhere
+//         P  = exp(scale S − lse)  on the visible columns, 0 elsewhere    (one grad_row
+//         dS = scale · P ∘ (dP − D)            0 elsewhere                  op per row)
 //         dV += Pᵀ dO,  dK += dSᵀ Q            oneDNN, Pᵀ/dSᵀ read in place, C += A B
-//         dQ rows += dS K                      into a scratch tile, added under a lock
+//         dQ rows += dS K                      one thread: by the matmul in place (C +=);
+//                                              more: into a scratch tile, added under a lock
 //     dK, dV tile added to the caller's dk, dv (this item alone owns those rows)
 //
 // The scale is folded into dS, so dQ and dK need no pass of their own. Key tiles are
 // 256 wide for both matmul kinds: the item holds S, dP and both accumulators (4 x 128 KiB
-// at head_dim 128) in L2. dQ rows of one (query tile, head) may be added by two items at
-// once; a striped lock keeps each add whole (an add is O(rows x head_dim), its piece
+// at head_dim 128) in L2. With more than one thread, dQ rows of one (query tile, head) may
+// be added by two items at once; a striped lock keeps each add whole (an add is O(rows x head_dim), its piece
 // O(rows x keys x head_dim)). Nothing can fail inside the parallel region: the inputs are
 // checked, the primitives created and the panels packed before it.
 #include "ringattn/block_backward.hpp"

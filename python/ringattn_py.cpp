@@ -333,6 +333,8 @@ class PyRing {
     else if (fault == "slow") f = F::slow;
     else if (fault == "corrupt") f = F::corrupt;
     else throw ringattn::InvalidArgument("inject_fault: fault must be exit, hang, slow or corrupt, got '" + fault + "'");
+    py::gil_scoped_release nogil;
+    std::lock_guard call(call_mu_);  // a call on another thread reads the hook at every step
     const auto ring = get();
     if (!ring) throw ringattn::InvalidArgument("inject_fault: the ring is closed");
     ring->inject_fault(f, step, slow_seconds);

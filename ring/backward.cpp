@@ -17,6 +17,7 @@
 // add of the accumulators waits for them.
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -162,9 +163,8 @@ BackwardStats backward_call(Ring::Impl& im, const AttentionSpec& spec, std::span
   };
   // dq accumulates and dk, dv hold accumulators while q, k, v, o, lse and d_o are still
   // read: an output sharing memory with any of them would corrupt the result silently.
-  auto overlap = [](auto a, auto b) {
-    const auto* a0 = reinterpret_cast<const std::byte*>(a.data());
-    const auto* b0 = reinterpret_cast<const std::byte*>(b.data());
+  auto overlap = [](auto a, auto b) {  // as addresses: < on pointers into different arrays is unspecified
+    const auto a0 = reinterpret_cast<std::uintptr_t>(a.data()), b0 = reinterpret_cast<std::uintptr_t>(b.data());
     return !a.empty() && !b.empty() && a0 < b0 + b.size_bytes() && b0 < a0 + a.size_bytes();
   };
   const std::pair<const char*, std::span<const float>> ins[] = {{"q", q}, {"k", k}, {"v", v}, {"o", o}, {"lse", lse},

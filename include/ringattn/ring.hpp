@@ -180,7 +180,9 @@ class Ring {
   // computes the next block, and after P steps every rank's accumulators come home.
   // Wire bytes per rank: forward's K/V plus 2 * rows * kv_heads * head_dim * 4 per step
   // (fp32 gradients: 2x forward's traffic at fp32, 3x at bf16). Inputs must be finite
-  // (InvalidArgument otherwise, before anything is sent). Every rank must call
+  // and dq, dk, dv must not share memory with an input or each other (InvalidArgument
+  // otherwise, before anything is sent); dk and dv hold accumulators while the call runs,
+  // and after a failed call dq, dk, dv are unspecified. Every rank must call
   // backward() with the same spec (and documents or not) as one another; a rank calling
   // forward() meanwhile fails the call on every rank with an error naming both. Errors
   // as in forward().

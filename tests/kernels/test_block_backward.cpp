@@ -204,7 +204,7 @@ TEST_CASE("block backward: documents, strided positions (striped layout) and a b
           {400, 700, 2, 1, 128, Mask::none(), 0, 0, 1, true, {}},
           {300, 300, 4, 2, 64, Mask::causal(), 1, 0, 3, false, {}},  // rank 1 of 3, striped
           {300, 300, 2, 2, 32, Mask::sliding_window(40), 2, 0, 3, true, {150, 150}},
-          {64, 4500, 2, 1, 64, Mask::none(), 4400, 0, 1, false, {}},  // two key chunks in one call
+          {64, 4500, 2, 1, 64, Mask::none(), 4400, 0, 1, false, {}},  // three key chunks in one call
       };
     for (std::size_t i = 0; i < std::size(cases); ++i) {
       const Case& c = cases[i];
