@@ -86,6 +86,26 @@ AttentionConfig attention_config(const SweepSpec& spec, const std::string& mask)
   return cfg;
 }
 
+// What a forward leaves for the backward of rows q at `pos` against one K/V block: lse
+// from a fold of the block (into st, reset first), and D = rowsum(dO ∘ O) with dO the
+// random d_o in the kernel's dtype.
+void backward_inputs(const SweepSpec& spec, BlockAttention& attn, const void* q, const Positions& pos, const void* k,
+                     const void* v, const Positions& kpos, const std::vector<std::byte>& d_o, OnlineSoftmaxState& st,
+                     std::vector<float>& lse, std::vector<float>& delta) {
+  const std::int64_t rows = pos.size();
+  st.reset();
+  attn.fold(q, pos, k, v, kpos, st);
+  std::vector<float> o(static_cast<std::size_t>(rows * spec.heads * spec.head_dim)), d_o32(o.size());
+  lse.resize(static_cast<std::size_t>(rows * spec.heads));
+  finalize(st, o.data(), lse.data());
+  if (spec.dtype == DType::bf16)
+    from_bf16(reinterpret_cast<const std::uint16_t*>(d_o.data()), d_o32.data(), static_cast<std::int64_t>(o.size()));
+  else
+    std::memcpy(d_o32.data(), d_o.data(), o.size() * sizeof(float));
+  delta.resize(lse.size());
+  attention_backward_delta(o.data(), d_o32.data(), rows, spec.heads, spec.head_dim, delta.data(), spec.cores);
+}
+
 // Rounds per block size: enough for min_seconds of the slower kind, at least five so a
 // median has two samples on each side of it.
 int reps_for(double estimate, const SweepSpec& spec) {
@@ -184,17 +204,8 @@ class BlockSweep {
     const std::int64_t rows = own.size(), hd = spec_.heads * spec_.head_dim, kd = spec_.kv_heads * spec_.head_dim;
     d_o_.resize(q_.size());
     fill_random(d_o_, spec_.dtype, 4000 + static_cast<std::uint64_t>(rank_));
-    attn_.fold(q_.data(), own_pos_, k, v, own, state_);
-    std::vector<float> o(static_cast<std::size_t>(rows * hd)), d_o32(o.size());
-    lse_.resize(static_cast<std::size_t>(rows * spec_.heads));
-    finalize(state_, o.data(), lse_.data());
-    if (spec_.dtype == DType::bf16)
-      from_bf16(reinterpret_cast<const std::uint16_t*>(d_o_.data()), d_o32.data(), static_cast<std::int64_t>(o.size()));
-    else
-      std::memcpy(d_o32.data(), d_o_.data(), o.size() * sizeof(float));
-    delta_.resize(lse_.size());
-    attention_backward_delta(o.data(), d_o32.data(), rows, spec_.heads, spec_.head_dim, delta_.data(), spec_.cores);
-    dq_.assign(o.size(), 0.0f);
+    backward_inputs(spec_, attn_, q_.data(), own_pos_, k, v, own, d_o_, state_, lse_, delta_);
+    dq_.assign(static_cast<std::size_t>(rows * hd), 0.0f);
     acc_k_.assign(static_cast<std::size_t>(rows * kd), 0.0f);
     acc_v_.assign(acc_k_.size(), 0.0f);
     grads_ = std::make_unique<RingStepProbe>(ring_, grad_attn, call + (1u << 20), own, acc_k_.data(), acc_v_.data());
@@ -407,17 +418,8 @@ double measure_flops(const SweepSpec& spec, std::int64_t b) {
           bwd.emplace(attention_config(spec, "none"));
           d_o.resize(q.size());
           fill_random(d_o, spec.dtype, 3);
-          attn.fold(q.data(), pos, k, v, pos, st);
-          std::vector<float> o(static_cast<std::size_t>(b * spec.heads * spec.head_dim)), d_o32(o.size());
-          lse.resize(static_cast<std::size_t>(b * spec.heads));
-          finalize(st, o.data(), lse.data());
-          if (spec.dtype == DType::bf16)
-            from_bf16(reinterpret_cast<const std::uint16_t*>(d_o.data()), d_o32.data(), static_cast<std::int64_t>(o.size()));
-          else
-            std::memcpy(d_o32.data(), d_o.data(), o.size() * sizeof(float));
-          delta.resize(lse.size());
-          attention_backward_delta(o.data(), d_o32.data(), b, spec.heads, spec.head_dim, delta.data(), spec.cores);
-          dq.assign(o.size(), 0.0f);
+          backward_inputs(spec, attn, q.data(), pos, k, v, pos, d_o, st, lse, delta);
+          dq.assign(static_cast<std::size_t>(b * spec.heads * spec.head_dim), 0.0f);
           dk.assign(static_cast<std::size_t>(b * spec.kv_heads * spec.head_dim), 0.0f);
           dv.assign(dk.size(), 0.0f);
         }
