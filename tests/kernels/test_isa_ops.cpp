@@ -9,6 +9,7 @@
 #include <string>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "kernels/dispatch.hpp"
@@ -26,6 +27,11 @@ std::vector<float> randn(std::size_t n, unsigned seed, float sd = 1.0f) {
   std::vector<float> v(n);
   for (auto& x : v) x = d(rng);
   return v;
+}
+
+// The visible ranges [lo, hi) every row op is tested on: all, halves, a middle, none.
+std::vector<std::pair<int, int>> visible_ranges(int n) {
+  return {{0, n}, {0, n / 2}, {n / 3, n}, {n / 4, std::min(n, (3 * n) / 4 + 1)}, {0, 0}, {n, n}};
 }
 
 float bf16_to_f(std::uint16_t h) {
@@ -81,9 +87,7 @@ TEST_CASE("online_row of every path matches generic for ragged rows and visible 
     unsigned seed = 1;
     for (int n : ns) {
       auto s = randn(static_cast<std::size_t>(n), seed++, 4.0f);
-      const int ranges[][2] = {{0, n}, {0, n / 2}, {n / 3, n}, {n / 4, (3 * n) / 4 + 1 > n ? n : (3 * n) / 4 + 1}, {0, 0}, {n, n}};
-      for (auto& r : ranges) {
-        const int lo = r[0], hi = r[1];
+      for (const auto& [lo, hi] : visible_ranges(n)) {
         CAPTURE(n);
         CAPTURE(lo);
         CAPTURE(hi);
@@ -132,9 +136,7 @@ TEST_CASE("grad_row of every path matches generic: P and dS over the visible ran
       float mx = s0[0];
       for (float x : s0) mx = std::max(mx, x);
       const float lse = mx * scale + 1.5f;  // as a forward leaves it: above every scaled score
-      const int ranges[][2] = {{0, n}, {0, n / 2}, {n / 3, n}, {n / 4, std::min(n, (3 * n) / 4 + 1)}, {0, 0}, {n, n}};
-      for (auto& r : ranges) {
-        const int lo = r[0], hi = r[1];
+      for (const auto& [lo, hi] : visible_ranges(n)) {
         CAPTURE(n);
         CAPTURE(lo);
         CAPTURE(hi);
