@@ -157,13 +157,35 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
   const std::int64_t max_rows = ring.limits().max_rows;
   // Checked alike on every rank (from the batch and the limits all share), before any call,
   // so that all fail together rather than some waiting on the others.
-  std::vector<std::size_t> fresh, follow;  // prompts prefilled; prompts continuing kept rows
+  std::vector<std::size_t> fresh, follow;  // prompts prefilled; prompts fed through Ring::decode
   for (std::size_t i = 0; i < prompts.size(); ++i) (prompts[i].continues ? follow : fresh).push_back(i);
   auto sequence_of = [&](std::size_t i) { return prompts[i].sequence >= 0 ? prompts[i].sequence : static_cast<std::int32_t>(i); };
   auto limit_of = [&](std::size_t i) { return prompts[i].max_tokens > 0 ? prompts[i].max_tokens : options.tokens; };
   if (!follow.empty() && (!kept || !options.decode_rank))
     throw ringattn::InvalidArgument("prompt " + std::to_string(follow[0]) +
                                     " continues a kept sequence, which needs kept caches and a decode rank");
+  std::int64_t fresh_tokens = 0;
+  for (const std::size_t i : fresh) {
+    if (prompts[i].tokens.empty()) throw ringattn::InvalidArgument("prompt " + std::to_string(i) + " has no token (BOS at least)");
+    fresh_tokens += static_cast<std::int64_t>(prompts[i].tokens.size());
+  }
+  // A batch too short to cut (fewer prompt tokens than ranks: an empty prompt is BOS alone)
+  // leaves some rank without a row, and a ring call needs one on every rank. Its prompts
+  // are fed like follow-ups instead, from empty rows: the feeding rank (the decode rank, or
+  // rank 0) sends their queries around the ring past the other ranks' empty caches and
+  // appends their K/V where decode_store_rank puts them. The same attention, only routed
+  // through Ring::decode.
+  const int feeder = options.decode_rank.value_or(0);
+  std::vector<Continuation> fed_from;  // per entry of `follow`: where its tokens start
+  for (const std::size_t i : follow) fed_from.push_back(*prompts[i].continues);
+  if (!fresh.empty() && fresh_tokens < world) {
+    std::vector<std::size_t> all(follow.size() + fresh.size());
+    std::merge(follow.begin(), follow.end(), fresh.begin(), fresh.end(), all.begin());
+    fed_from.clear();
+    for (const std::size_t i : all) fed_from.push_back(prompts[i].continues.value_or(Continuation{}));
+    follow = std::move(all);
+    fresh.clear();
+  }
   std::vector<std::int64_t> cu{0};  // the fresh prompts, packed
   std::vector<std::int32_t> fresh_ids;
   for (const std::size_t i : fresh) {
@@ -173,10 +195,6 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
       throw ringattn::InvalidArgument("prompt " + std::to_string(i) + ": the sequence ids of the prefilled prompts must increase (" +
                                       std::to_string(fresh_ids[fresh_ids.size() - 2]) + " then " + std::to_string(fresh_ids.back()) + ")");
   }
-  const std::int64_t tokens = cu.back();
-  if (!fresh.empty() && tokens < world)
-    throw ringattn::InvalidArgument("the batch has " + std::to_string(tokens) + " tokens, fewer than the " +
-                                    std::to_string(world) + " ranks");
   if (static_cast<std::int64_t>(prompts.size()) > max_rows)
     throw ringattn::InvalidArgument(std::to_string(prompts.size()) + " prompts, but one rank may own them all and a decode call carries at most " +
                                     std::to_string(max_rows) +
@@ -267,13 +285,14 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
   model.embed(token_ids, h);
   std::vector<float> q(static_cast<std::size_t>(rows * qd)), k(static_cast<std::size_t>(rows * kd)), v(k.size()),
       o(q.size());
-  const bool feeds = !follow.empty() && rank == *options.decode_rank;
+  const bool feeds = !follow.empty() && rank == feeder;
   DecodeRows fed;  // the follow-ups' tokens, in prompt order
   std::vector<std::size_t> fed_last;  // the row of each follow-up's last token in fed
   if (feeds) {
     std::vector<std::int32_t> ids;
-    for (const std::size_t i : follow) {
-      const Continuation& from = *prompts[i].continues;
+    for (std::size_t f = 0; f < follow.size(); ++f) {
+      const std::size_t i = follow[f];
+      const Continuation& from = fed_from[f];
       for (std::size_t t = 0; t < prompts[i].tokens.size(); ++t) {
         ids.push_back(prompts[i].tokens[t]);
         fed.sequences.push_back(sequence_of(i));
@@ -292,10 +311,8 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
   // rank and layer in one step) or leaves it at twice its size.
   std::map<std::int32_t, std::int64_t> growth;
   for (const std::int32_t id : row_ids) ++growth[id];
-  for (std::size_t i = 0; i < prompts.size(); ++i) {
-    const std::int64_t appended = (prompts[i].continues ? static_cast<std::int64_t>(prompts[i].tokens.size()) : 0) + limit_of(i);
-    growth[sequence_of(i)] += appended / world + 2;
-  }
+  for (std::size_t i = 0; i < prompts.size(); ++i) growth[sequence_of(i)] += limit_of(i) / world + 2;
+  for (const std::size_t i : follow) growth[sequence_of(i)] += static_cast<std::int64_t>(prompts[i].tokens.size()) / world + 1;
   for (std::int64_t l = 0; l < c.layers; ++l) {
     const double tl = now();
     double attention = 0;
@@ -344,7 +361,7 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
   if (feeds)
     for (std::size_t f = 0; f < follow.size(); ++f) {
       const std::size_t i = follow[f];
-      SequenceResult s{static_cast<std::int32_t>(i), {}, {}, *prompts[i].continues};
+      SequenceResult s{static_cast<std::int32_t>(i), {}, {}, fed_from[f]};
       s.next.ring_position += static_cast<std::int64_t>(prompts[i].tokens.size());
       s.next.rope_position += static_cast<std::int64_t>(prompts[i].tokens.size());
       owned.push_back(std::move(s));

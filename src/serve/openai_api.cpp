@@ -23,6 +23,10 @@ namespace {
 constexpr std::size_t kMaxBody = 1 << 20;
 constexpr std::size_t kThreads = 16;                    // connections served at once
 constexpr auto kSilence = std::chrono::seconds(120);    // longest wait for the ring's next token
+// A stream silent this long (a long prefill, a busy ring) gets an SSE comment line, which
+// clients ignore: proxies keep the connection, and a client that has left is found by the
+// failed write and its request cancelled before the ring spends more on it.
+constexpr auto kHeartbeat = std::chrono::seconds(1);
 
 struct ApiError {
   int status;
@@ -191,9 +195,8 @@ OpenAiEndpoint::OpenAiEndpoint(const std::string& listen, std::string api_key, R
   });
   auto handle = [&service, &metrics, model](const httplib::Request& req, httplib::Response& res, bool chat) {
     try {
-      const RingState st = service.state();
-      if (st != RingState::ready && st != RingState::running)
-        throw ApiError{503, "the ring is " + std::string(to_string(st)) + "; try again once it is ready", "server_error"};
+      if (const std::string h = service.health(); h != "ok")
+        throw ApiError{503, "the ring is " + h + "; try again once it is ready", "server_error"};
       const Asked a = parse_request(req.body, chat, *model, service.limits());
       auto g = std::make_shared<Generation>();
       g->id = service.next_job_id();
@@ -236,14 +239,16 @@ OpenAiEndpoint::OpenAiEndpoint(const std::string& listen, std::string api_key, R
       auto completion = std::make_shared<int>(0);
       res.set_chunked_content_provider(
           "text/event-stream",
-          [g, chat, id, created, name, prompt_tokens, completion, session](std::size_t, httplib::DataSink& sink) {
-            auto send = [&](const std::string& data) {
-              const std::string line = "data: " + data + "\n\n";
+          [g, chat, id, created, name, prompt_tokens, completion, session, &metrics](std::size_t, httplib::DataSink& sink) {
+            auto write = [&](const std::string& line) {
               if (sink.write(line.data(), line.size())) return true;
-              g->cancelled = true;  // the client went away: its tokens are dropped
+              if (!g->cancelled.exchange(true)) metrics.add("ringattn_api_clients_gone_total");  // its tokens are dropped
               return false;
             };
-            const std::optional<TokenEvent> e = g->stream.next(kSilence);
+            auto send = [&](const std::string& data) { return write("data: " + data + "\n\n"); };
+            std::optional<TokenEvent> e;
+            for (auto silent = std::chrono::milliseconds(0); !e && silent < kSilence; silent += kHeartbeat)
+              if (!(e = g->stream.next(kHeartbeat)) && !write(": waiting for the ring\n\n")) return false;
             if (!e) {
               g->cancelled = true;
               send(error_json({504, "no token from the ring in 120 s", "server_error"}));

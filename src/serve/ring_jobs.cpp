@@ -65,9 +65,13 @@ RingService::Leave RingService::coordinate() {
         try {
           run_generation(batch, end);
         } catch (const Error& e) {
+          // Whatever failed, the ring re-forms: a rank that failed outside a ring call has left
+          // the batch's calls (the others wait in theirs), and the kept rows may now differ
+          // between ranks. The abort tells every rank at once rather than at its deadline.
           const auto* n = dynamic_cast<const NetworkError*>(&e);
-          broken = ring_->broken() || n != nullptr;
-          if (broken) last_ring_error_ = e.what();
+          broken = true;
+          last_ring_error_ = e.what();
+          if (!ring_->broken()) ring_->abort(std::string("rank 0: generation failed: ") + e.what());
           for (auto& g : batch)
             if (!g->ended) {
               g->ended = true;
@@ -337,6 +341,9 @@ RingService::Leave RingService::work() {
         last_ring_error_ = e.what();
         running_id_ = 0;
       }
+      // A failure of this rank's own (a batch it refused, say) ends the job everywhere now,
+      // not when rank 0 next sends to a rank that has gone.
+      if (!ring_->broken()) ring_->abort("rank " + std::to_string(rank()) + ": " + e.what());
       if (id != 0) {
         const auto* n = dynamic_cast<const NetworkError*>(&e);
         record_job(id, JobResult::failed, 0, "", e.what(), n ? n->cause() : FailureCause::local);

@@ -127,6 +127,15 @@ void RingService::submit(std::shared_ptr<Job> job) {
   cv_.notify_all();
 }
 
+std::string RingService::health() const {
+  const RingState s = state();
+  if (s != RingState::ready && s != RingState::running) return std::string(to_string(s));
+  std::lock_guard lock(mu_);
+  if (ring_ && world() > 1)
+    if (std::string f = ring_->link_failure(); !f.empty()) return "broken: " + f;
+  return "ok";
+}
+
 std::string RingService::coordinator_address() const {
   std::lock_guard lock(mu_);
   return coordinator_;

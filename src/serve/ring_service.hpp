@@ -65,6 +65,9 @@ class RingService {
   const RingLimits& limits() const { return config_.ring.limits; }
   DType wire_dtype() const { return config_.wire_dtype; }
   RingState state() const { return state_.load(); }
+  // What /healthz says: "ok" while the ring is formed and every link is up (a rank that
+  // left between jobs shows in the links before the next job fails on it), else why not.
+  std::string health() const;
 
   // Rank 0: queue a job (events go to job->events). Throws Error while draining.
   void submit(std::shared_ptr<Job> job);

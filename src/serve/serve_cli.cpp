@@ -85,6 +85,7 @@ void describe_metrics(Metrics& m) {
   m.describe("ringattn_cache_rows_reserved", T::gauge, "KV-cache rows the ring holds or has promised: sessions and requests in flight (rank 0)");
   m.describe("ringattn_cache_rows_capacity", T::gauge, "KV-cache rows the ring may hold: cache_mib on every daemon in this model's rows");
   m.describe("ringattn_api_requests_total", T::counter, "requests to the OpenAI-style endpoint, by HTTP status");
+  m.describe("ringattn_api_clients_gone_total", T::counter, "streams whose client left before the last token (the request is cancelled)");
   m.describe_histogram("ringattn_time_to_first_token_seconds", "from a request's arrival to its first token (rank 0)",
                        {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30});
   m.describe_histogram("ringattn_inter_token_seconds", "between two tokens of one request (rank 0)",
@@ -175,9 +176,8 @@ int run_serve(const cli::Args& a) {
   if (metrics_on)
     http = std::make_unique<HttpEndpoint>(c.metrics, [&](const std::string& path) -> HttpResponse {
       if (path == "/healthz") {
-        const RingState s = service.state();
-        const bool ok = s == RingState::ready || s == RingState::running;
-        return {ok ? 200 : 503, "text/plain; charset=utf-8", std::string(ok ? "ok" : to_string(s)) + "\n"};
+        const std::string h = service.health();
+        return {h == "ok" ? 200 : 503, "text/plain; charset=utf-8", h + "\n"};
       }
       if (path == "/metrics") {
         metrics.set("ringattn_uptime_seconds", {},

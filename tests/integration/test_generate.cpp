@@ -101,6 +101,17 @@ TEST_CASE("generate: seeded sampling is llama2.c's at P = 1 and the same text at
   }
 }
 
+TEST_CASE("generate: no prompt (BOS alone: fewer tokens than ranks) gives llama2.c's greedy and seeded text at P = 2 and 4") {
+  const auto dir = ::test::model_dir();
+  if (!dir) return;
+  for (int p : {2, 4}) {
+    INFO("P " << p);
+    CHECK(text_of(*dir, {"--prompt", "", "--max-tokens", "256", "--nodes", nodes(p)}) == ::test::kGreedy256Text);
+    CHECK(text_of(*dir, {"--prompt", "", "--max-tokens", "256", "--temperature", "1.0", "--top-p", "0.9", "--seed", "133742",
+                         "--nodes", nodes(p)}) == ::test::kSeededText);
+  }
+}
+
 TEST_CASE("generate: the positions trap (RoPE at each rank's row index) changes the text across ranks") {
   const auto dir = ::test::model_dir();
   if (!dir) return;

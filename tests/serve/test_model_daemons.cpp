@@ -34,8 +34,9 @@ struct ModelRing {
   std::unique_ptr<DaemonRing> ring;
   std::string token;
 
-  explicit ModelRing(const std::filesystem::path& d, const std::vector<std::string>& more = {}) : dir(d) {
+  explicit ModelRing(const std::filesystem::path& d, const std::vector<std::string>& more = {}, double timeout = 3) : dir(d) {
     RingConfig c;
+    c.timeout = timeout;
     c.extra = {"--model", (d / "stories260K.bin").string(), "--tokenizer", (d / "tok512.bin").string(), "--api", api()};
     c.extra.insert(c.extra.end(), more.begin(), more.end());
     ring = std::make_unique<DaemonRing>(c);
@@ -106,6 +107,21 @@ bool eventually(const std::function<bool()>& pred, double seconds) {
 }
 
 const std::string kClient = RINGATTN_SOURCE_ROOT "/tests/serve/openai_client.py";
+
+// A client that leaves a stream before the ring could end it: rank 1 is held stopped, so no
+// token can come; the client connects, reads the endpoint's heartbeat and goes; the endpoint
+// finds it gone on its next heartbeat; only then does rank 1 go on. (The ring's --timeout
+// must outlast the hold.)
+void leave_mid_stream(ModelRing& m, const std::string& request) {
+  const double gone = metric(*m.ring, 0, "ringattn_api_clients_gone_total");
+  m.ring->signal(1, SIGSTOP);
+  {
+    itest::Spawned client(curl_post(m, "/v1/completions", request), {}, "/usr/bin/curl");
+    CHECK(eventually([&] { client.pump(); return client.out().find(": waiting for the ring") != std::string::npos; }, 60));
+  }  // curl is killed here: its connection closes
+  CHECK(eventually([&] { return metric(*m.ring, 0, "ringattn_api_clients_gone_total") >= gone + 1; }, 60));
+  m.ring->signal(1, SIGCONT);
+}
 
 }  // namespace
 
@@ -187,7 +203,7 @@ TEST_CASE("serve --model: a session's follow-up equals its concatenated prompt f
   const auto dir = ::test::model_dir();
   if (!dir) return;
   // 0.5 MiB per daemon: 102 rows of stories260K's 5 layers (5 KiB per token), 306 on the ring.
-  ModelRing m(*dir, {"--cache-mib", "0.5", "--session-ttl", "15"});
+  ModelRing m(*dir, {"--cache-mib", "0.5", "--session-ttl", "15"}, 30);
   REQUIRE(m.ring->wait_ready(60));
   const std::vector<int>& run = ::test::kRunIds;  // "Once upon a time" (4 ids) and llama2.c's greedy 60
   CHECK(metric(*m.ring, 0, "ringattn_cache_rows_capacity") == 306);
@@ -246,11 +262,7 @@ TEST_CASE("serve --model: a session's follow-up equals its concatenated prompt f
             .out.find("HTTP 404") != std::string::npos);
 
   // 6. A client that leaves mid-stream ends its session: its rows go on every rank.
-  {
-    std::vector<std::string> args = curl_post(m, "/v1/completions", ids_body(prompt, 250, "true", true));
-    args[2] = "0.3";  // --max-time
-    ::ringattn::stest::run("/usr/bin/curl", args);
-  }
+  leave_mid_stream(m, ids_body(prompt, 250, "true", true));
   CHECK(eventually([&] { return metric(*m.ring, 0, "ringattn_generations_total{result=\"cancelled\"}") >= 1; }, 60));
   CHECK(eventually([&] { return every_rank(*m.ring, "ringattn_generation_cache_rows") == 0 && metric(*m.ring, 0, "ringattn_sessions") == 0; }, 30));
   CHECK(metric(*m.ring, 0, "ringattn_cache_rows_reserved") == 0);
@@ -268,13 +280,9 @@ TEST_CASE("serve --model: a session's follow-up equals its concatenated prompt f
 TEST_CASE("serve --model: a client gone mid-stream is cancelled; a worker killed mid-generation is named; the ring re-forms; the next text is exact") {
   const auto dir = ::test::model_dir();
   if (!dir) return;
-  ModelRing m(*dir);
+  ModelRing m(*dir, {}, 30);
   REQUIRE(m.ring->wait_ready(60));
-  {  // curl leaves after a fraction of a second of a 500-token stream
-    std::vector<std::string> a = curl_post(m, "/v1/completions", body(500, true));
-    a[2] = "0.3";  // --max-time
-    run("/usr/bin/curl", a);
-  }
+  leave_mid_stream(m, body(500, true));
   CHECK(eventually([&] { return metric(*m.ring, 0, "ringattn_generations_total{result=\"cancelled\"}") >= 1; }, 60));
   CHECK(sse_text(run("/usr/bin/curl", curl_post(m, "/v1/completions", body(60, true))).out) == completion_60());
 
@@ -297,6 +305,50 @@ TEST_CASE("serve --model: a client gone mid-stream is cancelled; a worker killed
   CHECK(gone.out.find("HTTP 404") != std::string::npos);
   CHECK(metric(*m.ring, 0, "ringattn_sessions") == 0);
   CHECK(every_rank(*m.ring, "ringattn_generation_cache_rows") == 0);
+}
+
+TEST_CASE("serve --model: prompts shorter than the ring (an empty one is BOS alone) get llama2.c's text, alone and beside others; the ring stays up") {
+  const auto dir = ::test::model_dir();
+  if (!dir) return;
+  ModelRing m(*dir);  // 3 daemons: a batch of 1 or 2 tokens leaves a rank without a row
+  REQUIRE(m.ring->wait_ready(60));
+  auto text_of = [&](const Outcome& o, bool chat) {
+    INFO("response: " << o.out.substr(0, 600) << "\nrank 0: " << m.ring->log(0));
+    REQUIRE(o.out.find("HTTP 200") != std::string::npos);
+    const cli::JsonValue j = response_json(o);
+    const cli::JsonValue& c = j.get("choices")->items.at(0);
+    return chat ? c.get("message")->get("content")->string : c.get("text")->string;
+  };
+  // From BOS alone run.c's greedy text starts "Once upon a time": its 64 ids are kRunIds.
+  CHECK(text_of(run("/usr/bin/curl", curl_post(m, "/v1/completions", "{\"prompt\": \"\", \"max_tokens\": 64, \"temperature\": 0}")), false) ==
+        ::test::kRunText);
+  CHECK(text_of(run("/usr/bin/curl", curl_post(m, "/v1/chat/completions",
+                                               "{\"messages\": [{\"role\": \"user\", \"content\": \"\"}], \"max_tokens\": 64, \"temperature\": 0}")),
+                true) == ::test::kRunText);
+  // BOS and " Once": two tokens on three ranks, streamed.
+  CHECK(sse_text(run("/usr/bin/curl", curl_post(m, "/v1/completions", ids_body("[403]", 63, "", true))).out) == ::test::kRunText.substr(4));
+  // Beside a full prompt, at once (one batch or two, whichever the ring takes).
+  itest::Spawned empty(curl_post(m, "/v1/completions", "{\"prompt\": \"\", \"max_tokens\": 64, \"temperature\": 0, \"stream\": true}"), {},
+                       "/usr/bin/curl");
+  itest::Spawned full(curl_post(m, "/v1/completions", body(60, true)), {}, "/usr/bin/curl");
+  CHECK(sse_text(empty.wait(120).out) == ::test::kRunText);
+  CHECK(sse_text(full.wait(120).out) == completion_60());
+  // A session opened by an empty prompt goes on from its kept rows like any other.
+  const Outcome opened = run("/usr/bin/curl", curl_post(m, "/v1/completions", "{\"prompt\": \"\", \"max_tokens\": 4, \"temperature\": 0, \"session\": true}"));
+  CHECK(text_of(opened, false) == "Once upon a time");
+  const std::string session = response_json(opened).get("session")->string;
+  const std::vector<int>& ids = ::test::kRunIds;
+  // The 4th chosen token (378) is not fed yet: the follow-up's first id is it.
+  const Outcome next = run("/usr/bin/curl", curl_post(m, "/v1/completions", ids_body("[378]", 8, cli::json_quote(session))));
+  std::string want;
+  {
+    const Outcome whole = run("/usr/bin/curl", curl_post(m, "/v1/completions", ids_body(ids_json(ids.begin(), ids.begin() + 4), 8, "")));
+    want = text_of(whole, false);
+  }
+  CHECK(text_of(next, false) == want);
+  // Nothing broke: one formation, every rank healthy.
+  CHECK(metric(*m.ring, 0, "ringattn_ring_formations_total") == 1);
+  for (int r = 0; r < 3; ++r) CHECK(http_get(m.ring->metrics(r), "/healthz").first == 200);
 }
 
 TEST_CASE("serve --model: a daemon holding another model file is refused, naming both ranks and both files") {
