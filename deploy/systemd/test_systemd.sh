@@ -229,7 +229,7 @@ if ((serve_built)); then
   fi
   sed -E "${model_sed[@]}" -e 's/^# ?([a-z_]+ *=)/\1/' -e "s#\"node0.example:7600\"#\"127.0.0.1:$port\"#" \
     -e 's#"10.0.0.5:7601"#"127.0.0.1"#' -e 's#"node([0-9]).example:7601"#"127.0.0.1:1\1"#g' \
-    -e "s#\"0.0.0.0:7700\"#\"127.0.0.1:$(free_port)\"#" -e "s#\"0.0.0.0:9464\"#\"127.0.0.1:$(free_port)\"#" \
+    -e "s#\"0.0.0.0:7700\"#\"127.0.0.1:$(free_port)\"#" -e "s#\"127.0.0.1:9464\"#\"127.0.0.1:$(free_port)\"#" \
     -e 's#^isa = .*#isa = "generic"#' -e 's#^connect_timeout = .*#connect_timeout = 5#' -e "s#^token_file = .*#token_file = \"$tmp/all.token\"#" "$toml" >"$tmp/all.toml"
   (umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/all.token")
   "$binary" serve --config "$tmp/all.toml" --log-format text >"$tmp/all.log" 2>&1 &

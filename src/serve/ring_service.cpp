@@ -136,6 +136,11 @@ std::string RingService::health() const {
   return "ok";
 }
 
+void RingService::set_metrics_address(std::string address) {
+  std::lock_guard lock(mu_);
+  metrics_address_ = std::move(address);
+}
+
 std::string RingService::coordinator_address() const {
   std::lock_guard lock(mu_);
   return coordinator_;

@@ -84,6 +84,8 @@ class RingService {
   std::string status_json() const;  // this node, for `ringattn status`
   std::string nodes_json() const;   // every node's info as rank 0 collected it
   std::string coordinator_address() const;  // rank 0's control address, once known
+  // Where this daemon's /metrics is, once bound ("off": none); before run().
+  void set_metrics_address(std::string address);
 
  private:
   enum class Leave { stop, broken };

@@ -156,7 +156,7 @@ int run_serve(const cli::Args& a) {
     model->name = std::filesystem::path(c.model).stem().string();
     cli::logger("serve")->info("hosting {} ({})", model->name, model->job.description);
   }
-  RingService service(c, metrics, control, metrics_on ? advertised(c.metrics, c, "--metrics") : "off", notify, model);
+  RingService service(c, metrics, control, "off", notify, model);
   std::unique_ptr<OpenAiEndpoint> api;
   if (c.api != "off" && c.ring.rank == 0) {
     std::string key = secret;
@@ -173,8 +173,8 @@ int run_serve(const cli::Args& a) {
   ControlServer server(c.control, secret, c.ring.tls, c.ring.timeout, service, metrics);
   const auto started = std::chrono::steady_clock::now();
   std::unique_ptr<HttpEndpoint> http;
-  if (metrics_on)
-    http = std::make_unique<HttpEndpoint>(c.metrics, [&](const std::string& path) -> HttpResponse {
+  auto serve_http = [&](const std::string& listen) {
+    return std::make_unique<HttpEndpoint>(listen, [&](const std::string& path) -> HttpResponse {
       if (path == "/healthz") {
         const std::string h = service.health();
         return {h == "ok" ? 200 : 503, "text/plain; charset=utf-8", h + "\n"};
@@ -186,8 +186,25 @@ int run_serve(const cli::Args& a) {
       }
       return {404, "text/plain; charset=utf-8", "not found: try /metrics or /healthz\n"};
     });
-  cli::logger("serve")->info("rank {} of {}: control on {}{}{}", c.ring.rank, c.ring.world_size, control,
-                        metrics_on ? ", metrics on " : "", metrics_on ? c.metrics : "");
+  };
+  if (metrics_on) {
+    try {
+      http = serve_http(c.metrics);
+    } catch (const NetworkError& e) {
+      if (!c.metrics_fallback) throw;
+      // Another daemon on this host holds the default port: any free one on loopback, told
+      // to the others (ringattn status lists it) and in the log.
+      http = serve_http(parse_host_port(c.metrics, "--metrics").host + ":0");
+      c.metrics = parse_host_port(c.metrics, "--metrics").host + ":" + std::to_string(http->port());
+      cli::logger("serve")->warn("{}; /metrics and /healthz on {} instead (--metrics sets the address)", e.what(), c.metrics);
+    }
+    service.set_metrics_address(advertised(c.metrics, c, "--metrics"));
+  }
+  cli::logger("serve")->info("rank {} of {}: control on {}{}{}; {} kernel threads{}", c.ring.rank, c.ring.world_size, control,
+                             metrics_on ? ", metrics on " : "", metrics_on ? c.metrics : "", c.ring.threads,
+                             c.sources.count("threads") ? " (" + c.sources["threads"] + ")"
+                                                        : " (" + std::to_string(c.cores) + " cores / " + std::to_string(c.daemons_here) +
+                                                              " daemon" + (c.daemons_here > 1 ? "s" : "") + " of the ring on this host; --threads sets it)");
 
   std::thread signal_thread([&] {
     int sig = 0;

@@ -1,7 +1,11 @@
 #include "src/serve/serve_config.hpp"
 
+#include <sched.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <optional>
+#include <thread>
 
 #include <toml++/toml.h>
 
@@ -35,11 +39,13 @@ const std::vector<Key>& keys() {
       {"listen", Kind::text, "HOST[:PORT]", "where this rank's ring links listen (default: its --peers entry, or the "
                                             "interface towards the master, any port)", {"RINGATTN_LISTEN"}},
       {"control", Kind::text, "HOST:PORT", "where clients submit jobs and ask for status", {"RINGATTN_CONTROL"}},
-      {"metrics", Kind::text, "HOST:PORT", "HTTP /metrics and /healthz ('off': none)", {"RINGATTN_METRICS"}},
+      {"metrics", Kind::text, "HOST:PORT", "HTTP /metrics and /healthz ('off': none; default 127.0.0.1:9464, or a free "
+                                         "loopback port when another daemon holds that)", {"RINGATTN_METRICS"}},
       {"token_file", Kind::text, "FILE", "the ring's shared secret, mode 0600 (default: RINGATTN_TOKEN)",
        {"RINGATTN_TOKEN_FILE"}},
       {"tls", Kind::boolean, "", "TLS 1.3 on every ring and control connection, keyed by the token", {"RINGATTN_TLS"}},
-      {"threads", Kind::integer, "N", "kernel threads per job (0: all cores)", {"RINGATTN_THREADS"}},
+      {"threads", Kind::integer, "N", "kernel threads per job (0: all cores; default: this host's cores / the ring's daemons "
+                                     "on it, as --peers or a loopback --master tell)", {"RINGATTN_THREADS"}},
       {"isa", Kind::text, "ISA", "force a kernel path: generic, avx2, avx512, neon", {"RINGATTN_ISA"}},
       {"wire_dtype", Kind::text, "DTYPE", "dtype of jobs that do not ask for one: fp32 or bf16", {"RINGATTN_WIRE_DTYPE"}},
       {"max_rows", Kind::integer, "N", "largest shard (rows per rank) of a job", {"RINGATTN_MAX_ROWS"}},
@@ -67,6 +73,34 @@ const std::vector<Key>& keys() {
       {"log_format", Kind::text, "FORMAT", "text, or json (one object per line, with the rank)", {"RINGATTN_LOG_FORMAT"}},
   };
   return k;
+}
+
+bool loopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+// How many of the ring's daemons run on this host, from the addresses: with --peers, the
+// entries on this rank's host (every loopback address being this host); with a loopback
+// --master, all of them; else only this one (the log says so, and --threads corrects it).
+int daemons_on_this_host(const RingOptions& r) {
+  if (!r.peers.empty()) {
+    const std::string own = parse_host_port(r.peers[static_cast<std::size_t>(r.rank)], "--peers").host;
+    int n = 0;
+    for (const auto& p : r.peers) {
+      const std::string h = parse_host_port(p, "--peers").host;
+      n += h == own || (loopback(h) && loopback(own));
+    }
+    return n;
+  }
+  if (!r.master.empty() && loopback(parse_host_port(r.master, "--master").host)) return r.world_size;
+  return 1;
+}
+
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
 std::string flag_name(const char* key) {
@@ -237,7 +271,12 @@ ServeConfig load_serve_config(const cli::Args& a) {
   if (const Value* x = get("token_file")) r.token_file = x->text;
   else if (const char* t = std::getenv("RINGATTN_TOKEN"); t && *t) r.token = t;
   if (const Value* x = get("tls")) r.tls = boolean(*x);
+  c.daemons_here = daemons_on_this_host(r);
+  c.cores = usable_cores();
+  // Daemons sharing a host share its cores: each OpenMP team on all of them oversubscribes
+  // the host (two daemons on 2 cores were 25-50x slower than with one thread each).
   if (const Value* x = get("threads")) r.threads = static_cast<int>(whole(*x, 0, kMaxThreads));
+  else r.threads = std::max(1, c.cores / c.daemons_here);
   if (const Value* x = get("isa")) r.isa = parse_isa(x->text);
   if (const Value* x = get("max_rows")) r.limits.max_rows = whole(*x, 1, 1 << 24);
   if (const Value* x = get("max_heads")) r.limits.max_heads = whole(*x, 1, 4096);
@@ -260,7 +299,10 @@ ServeConfig load_serve_config(const cli::Args& a) {
       throw InvalidArgument(x->source + " = '" + c.control + "': give a fixed port (clients and the other daemons "
                             "find this daemon there)");
   }
-  if (const Value* x = get("metrics")) c.metrics = x->text;
+  if (const Value* x = get("metrics")) {
+    c.metrics = x->text;
+    c.metrics_fallback = false;
+  }
   if (const Value* x = get("grace")) c.grace = seconds(*x, 0);
   if (const Value* x = get("wire_dtype")) c.wire_dtype = parse_dtype(x->text);
   if (const Value* x = get("model")) c.model = x->text;

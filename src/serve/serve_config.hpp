@@ -18,7 +18,12 @@ enum class LogFormat { text, json };
 struct ServeConfig {
   RingOptions ring;                 // rank, world, peers or master, token, limits, timeouts...
   std::string control = "0.0.0.0:7700";   // where clients submit jobs and ask for status
-  std::string metrics = "0.0.0.0:9464";   // HTTP /metrics and /healthz; "off": none
+  // HTTP /metrics and /healthz; "off": none. The default is loopback only, and a second
+  // daemon on the host whose default port is taken serves on a free one (metrics_fallback).
+  std::string metrics = "127.0.0.1:9464";
+  bool metrics_fallback = true;     // the address was not given: another port will do
+  int daemons_here = 1;             // daemons of this ring on this host, as the addresses tell
+  int cores = 1;                    // the cores this process may run on
   DType wire_dtype = DType::f32;    // the dtype of jobs that do not ask for one
   std::string model, tokenizer;     // a hosted model (llama2.c files, each daemon's own path); empty: none
   std::string api = "off";          // rank 0: the OpenAI-style endpoint's HOST:PORT

@@ -158,3 +158,34 @@ TEST_CASE("serve config: limits no ring could have are refused at start, naming 
 }
 
 }  // namespace ringattn::serve
+
+namespace ringattn::serve {
+
+TEST_CASE("serve config: defaults that work for several daemons on one host (loopback metrics, threads shared)") {
+  // Three daemons on this host by --peers (every loopback address is this host): a third of the cores each.
+  ServeConfig c = load({"--rank", "1", "--world-size", "3", "--peers", "127.0.0.1:7601,127.0.0.2:7602,localhost:7603"});
+  CHECK(c.daemons_here == 3);
+  CHECK(c.cores >= 1);
+  CHECK(c.ring.threads == std::max(1, c.cores / 3));
+  CHECK(c.sources.count("threads") == 0);
+  CHECK(c.metrics == "127.0.0.1:9464");  // loopback, not every interface
+  CHECK(c.metrics_fallback);
+  // One daemon per host: all the cores.
+  c = load({"--rank", "0", "--world-size", "2", "--peers", "10.0.0.1:7600,10.0.0.2:7600"});
+  CHECK(c.daemons_here == 1);
+  CHECK(c.ring.threads == c.cores);
+  // A loopback master: every daemon is on this host.
+  c = load({"--rank", "0", "--world-size", "2", "--master", "127.0.0.1:7600"});
+  CHECK(c.daemons_here == 2);
+  CHECK(c.ring.threads == std::max(1, c.cores / 2));
+  // A remote master tells nothing: this daemon alone.
+  c = load({"--rank", "1", "--world-size", "4", "--master", "10.0.0.1:7600"});
+  CHECK(c.daemons_here == 1);
+  // Given: kept as given, and the metrics address too (no fallback to another port).
+  c = load({"--rank", "0", "--world-size", "2", "--master", "127.0.0.1:7600", "--threads", "0", "--metrics", "0.0.0.0:9100"});
+  CHECK(c.ring.threads == 0);
+  CHECK(c.metrics == "0.0.0.0:9100");
+  CHECK_FALSE(c.metrics_fallback);
+}
+
+}  // namespace ringattn::serve
