@@ -6,8 +6,7 @@
 #include <stdexcept>
 
 #include "ringattn/error.hpp"
-#include "src/cli/json_object.hpp"
-#include "src/cli/json_value.hpp"
+#include "src/serve/payload_codec.hpp"
 
 namespace ringattn::serve {
 
@@ -27,104 +26,130 @@ std::optional<TokenEvent> TokenStream::next(std::chrono::milliseconds wait) {
   return e;
 }
 
-std::string encode_batch(const std::vector<std::shared_ptr<Generation>>& batch, const std::vector<std::int32_t>& end) {
-  std::vector<cli::JsonObject> prompts;
-  int max_tokens = 1;
-  for (const auto& g : batch) {
-    std::vector<std::int64_t> ids(g->prompt.begin(), g->prompt.end());
-    cli::JsonObject p;
-    p.add("tokens", ids)
-        .add("temperature", static_cast<double>(g->sampling.temperature))
-        .add("top_p", static_cast<double>(g->sampling.top_p))
-        .add("seed", static_cast<std::uint64_t>(g->sampling.seed))
-        .add("max_tokens", g->max_tokens)
-        .add("sequence", static_cast<std::int64_t>(g->sequence))
-        .add("keep", g->keep);
-    if (g->continues) p.add("from", std::vector<std::int64_t>{g->continues->ring_position, g->continues->rope_position});
-    prompts.push_back(std::move(p));
-    max_tokens = std::max(max_tokens, g->max_tokens);
-  }
-  return cli::JsonObject()
-      .add("max_tokens", max_tokens)
-      .add("end", std::vector<std::int64_t>(end.begin(), end.end()))
-      .add("prompts", prompts)
-      .str();
+namespace {
+
+constexpr std::size_t kPromptHead = 4 + 4 + 4 + 1 + 1 + 4 + 4 + 8 + 8 + 8;  // a prompt's fields before its ids
+
+[[noreturn]] void bad(const std::string& what) {
+  throw NetworkError("rank 0's GENERATE batch: " + what, FailureCause::protocol, 0);
 }
 
-DecodedBatch decode_batch(const std::string& payload, std::int64_t vocab, std::int64_t context, std::int64_t max_tokens_total,
-                          const std::set<std::int32_t>& kept) {
-  auto bad = [](const std::string& what) {
-    return NetworkError("rank 0's GENERATE message: " + what, FailureCause::protocol, 0);
-  };
-  cli::JsonValue j;
-  try {
-    j = cli::parse_json(payload);
-  } catch (const std::exception& e) {
-    throw bad(std::string("not JSON: ") + e.what());
+}  // namespace
+
+GenerateBatch make_batch(const std::vector<std::shared_ptr<Generation>>& queued, const std::vector<std::int32_t>& end) {
+  GenerateBatch b;
+  b.end = end;
+  b.max_tokens = 1;
+  for (const auto& g : queued) {
+    infer::Prompt p;
+    p.id = std::to_string(b.prompts.size());
+    p.tokens = g->prompt;
+    p.sampling = g->sampling;
+    p.max_tokens = g->max_tokens;
+    p.sequence = g->sequence;
+    p.keep = g->keep;
+    p.continues = g->continues;
+    b.max_tokens = std::max(b.max_tokens, g->max_tokens);
+    b.prompts.push_back(std::move(p));
   }
-  auto number = [&](const cli::JsonValue& o, const char* key, double lo, double hi) {
-    const cli::JsonValue* v = o.get(key);
-    if (!v || v->kind != cli::JsonValue::Kind::number || !(v->number >= lo && v->number <= hi))
-      throw bad(std::string("\"") + key + "\" missing or out of range");
-    return v->number;
-  };
-  auto whole = [&](const cli::JsonValue& v, double lo, double hi, const char* what) {
-    if (v.kind != cli::JsonValue::Kind::number || !(v.number >= lo && v.number <= hi) || v.number != std::floor(v.number))
-      throw bad(std::string(what) + " is not an integer in range");
-    return static_cast<std::int64_t>(v.number);
-  };
-  auto array = [&](const cli::JsonValue& o, const char* key) -> const std::vector<cli::JsonValue>& {
-    const cli::JsonValue* v = o.get(key);
-    if (!v || v->kind != cli::JsonValue::Kind::array) throw bad(std::string("\"") + key + "\" must be an array");
-    return v->items;
-  };
-  const double id_max = 2147483647.0;
-  const double positions = static_cast<double>(context > 0 ? context : std::int64_t{1} << 40);
-  DecodedBatch b;
-  b.max_tokens = static_cast<int>(number(j, "max_tokens", 1, static_cast<double>(context > 0 ? context : 1 << 20)));
+  return b;
+}
+
+void check_batch(const GenerateBatch& b, std::int64_t vocab, std::int64_t context, std::int64_t max_rows,
+                 const std::set<std::int32_t>& kept) {
+  const std::int64_t positions = context > 0 ? context : std::int64_t{1} << 40;
+  if (b.max_tokens < 1 || b.max_tokens > (context > 0 ? context : 1 << 20))
+    bad("max_tokens " + std::to_string(b.max_tokens) + " is out of range");
   std::set<std::int32_t> ended;
-  for (const cli::JsonValue& e : array(j, "end")) {
-    const auto id = static_cast<std::int32_t>(whole(e, 0, id_max, "an \"end\" id"));
-    if (!kept.count(id) || !ended.insert(id).second) throw bad("\"end\" names sequence " + std::to_string(id) + ", which this rank does not keep");
-  }
-  b.end.assign(ended.begin(), ended.end());
-  const std::vector<cli::JsonValue>& prompts = array(j, "prompts");
-  if (prompts.empty() && b.end.empty()) throw bad("neither prompts nor sequences to end");
+  for (const std::int32_t id : b.end)
+    if (id < 0 || !kept.count(id) || !ended.insert(id).second)
+      bad("its ends name sequence " + std::to_string(id) + ", which this rank does not keep");
+  if (b.prompts.empty() && b.end.empty()) bad("neither prompts nor sequences to end");
   std::int64_t total = 0;
   std::set<std::int32_t> seen;
-  for (const cli::JsonValue& p : prompts) {
-    const std::vector<cli::JsonValue>& tokens = array(p, "tokens");
-    if (tokens.empty()) throw bad("a prompt's \"tokens\" is empty");
-    total += static_cast<std::int64_t>(tokens.size());
-    if (total > max_tokens_total) throw bad("the batch holds more than " + std::to_string(max_tokens_total) + " tokens");
-    infer::Prompt q;
-    q.id = std::to_string(b.prompts.size());
-    q.max_tokens = static_cast<int>(number(p, "max_tokens", 1, b.max_tokens));
-    q.sequence = static_cast<std::int32_t>(whole(p.get("sequence") ? *p.get("sequence") : cli::JsonValue{}, 0, id_max, "a prompt's \"sequence\""));
-    const cli::JsonValue* keep = p.get("keep");
-    if (!keep || keep->kind != cli::JsonValue::Kind::boolean) throw bad("a prompt's \"keep\" must be true or false");
-    q.keep = keep->boolean;
-    if (!seen.insert(q.sequence).second || ended.count(q.sequence))
-      throw bad("sequence " + std::to_string(q.sequence) + " appears twice in the batch");
+  for (const infer::Prompt& p : b.prompts) {
+    if (p.tokens.empty()) bad("a prompt has no token");
+    total += static_cast<std::int64_t>(p.tokens.size());
+    if (total > max_rows) bad("it holds more than " + std::to_string(max_rows) + " tokens (the ring's max_rows)");
+    if (p.max_tokens < 1 || p.max_tokens > b.max_tokens) bad("a prompt's max_tokens " + std::to_string(p.max_tokens) + " is out of range");
+    if (p.sequence < 0) bad("a prompt's sequence " + std::to_string(p.sequence) + " is negative");
+    if (!seen.insert(p.sequence).second || ended.count(p.sequence))
+      bad("sequence " + std::to_string(p.sequence) + " appears twice in the batch");
     std::int64_t history = 0;
-    if (const cli::JsonValue* from = p.get("from")) {
-      if (from->kind != cli::JsonValue::Kind::array || from->items.size() != 2) throw bad("a prompt's \"from\" must be [ring, rope]");
-      q.continues = infer::Continuation{whole(from->items[0], 0, 9007199254740991.0, "a \"from\" ring position"),
-                                        whole(from->items[1], 0, positions, "a \"from\" RoPE position")};
-      history = q.continues->rope_position;
-      if (!kept.count(q.sequence)) throw bad("a follow-up continues sequence " + std::to_string(q.sequence) + ", which this rank does not keep");
-    } else if (kept.count(q.sequence)) {
-      throw bad("a new prompt takes sequence " + std::to_string(q.sequence) + ", which this rank keeps for a session");
+    if (p.continues) {
+      if (p.continues->ring_position < 0 || p.continues->rope_position < 0 || p.continues->rope_position > positions)
+        bad("a follow-up's positions are out of range");
+      history = p.continues->rope_position;
+      if (!kept.count(p.sequence)) bad("a follow-up continues sequence " + std::to_string(p.sequence) + ", which this rank does not keep");
+    } else if (kept.count(p.sequence)) {
+      bad("a new prompt takes sequence " + std::to_string(p.sequence) + ", which this rank keeps for a session");
     }
-    if (context > 0 && history + static_cast<std::int64_t>(tokens.size()) + q.max_tokens > context)
-      throw bad("a prompt, its history and max_tokens exceed the model's context of " + std::to_string(context));
-    for (const cli::JsonValue& t : tokens)
-      q.tokens.push_back(static_cast<std::int32_t>(whole(t, 0, static_cast<double>(vocab - 1), "a token id (the model's vocabulary)")));
-    q.sampling = infer::Sampling{static_cast<float>(number(p, "temperature", 0, 100)),
-                                 static_cast<float>(number(p, "top_p", 0, 1)),
-                                 static_cast<std::uint64_t>(number(p, "seed", 0, 9007199254740992.0))};
-    b.prompts.push_back(std::move(q));
+    if (context > 0 && history + static_cast<std::int64_t>(p.tokens.size()) + p.max_tokens > context)
+      bad("a prompt, its history and max_tokens exceed the model's context of " + std::to_string(context));
+    for (const std::int32_t t : p.tokens)
+      if (t < 0 || t >= vocab) bad("token id " + std::to_string(t) + " is outside the model's vocabulary of " + std::to_string(vocab));
+    const infer::Sampling& s = *p.sampling;
+    if (!(s.temperature >= 0 && s.temperature <= 100) || !(s.top_p >= 0 && s.top_p <= 1))
+      bad("a prompt's temperature or top_p is out of range");
   }
+}
+
+std::vector<std::byte> encode_generate(const GenerateBatch& b) {
+  peer::Writer w;
+  w.u32(static_cast<std::uint32_t>(b.max_tokens));
+  w.u32(static_cast<std::uint32_t>(b.end.size()));
+  for (const std::int32_t id : b.end) w.i32(id);
+  w.u32(static_cast<std::uint32_t>(b.prompts.size()));
+  for (const infer::Prompt& p : b.prompts) {
+    const infer::Sampling s = p.sampling.value_or(infer::Sampling{});
+    w.u32(static_cast<std::uint32_t>(p.tokens.size()));
+    w.i32(p.sequence);
+    w.u32(static_cast<std::uint32_t>(p.max_tokens));
+    w.u8(p.keep ? 1 : 0);
+    w.u8(p.continues ? 1 : 0);
+    w.f32(s.temperature);
+    w.f32(s.top_p);
+    w.u64(s.seed);
+    w.i64(p.continues ? p.continues->ring_position : 0);
+    w.i64(p.continues ? p.continues->rope_position : 0);
+    for (const std::int32_t t : p.tokens) w.i32(t);
+  }
+  return std::move(w.out);
+}
+
+GenerateBatch decode_generate(std::span<const std::byte> payload, std::int64_t vocab, std::int64_t context,
+                              std::int64_t max_rows, const std::set<std::int32_t>& kept) {
+  peer::Reader r{payload, "rank 0's GENERATE message", 0};
+  GenerateBatch b;
+  b.max_tokens = static_cast<int>(std::min<std::uint32_t>(r.u32(), 1u << 30));
+  const std::uint32_t ends = r.u32();
+  if (ends > r.left() / 4) r.bad("counts " + std::to_string(ends) + " sequences to end in " + std::to_string(r.left()) + " bytes");
+  for (std::uint32_t i = 0; i < ends; ++i) b.end.push_back(r.i32());
+  const std::uint32_t prompts = r.u32();
+  if (prompts > r.left() / kPromptHead) r.bad("counts " + std::to_string(prompts) + " prompts in " + std::to_string(r.left()) + " bytes");
+  for (std::uint32_t i = 0; i < prompts; ++i) {
+    infer::Prompt p;
+    p.id = std::to_string(i);
+    const std::uint32_t tokens = r.u32();
+    p.sequence = r.i32();
+    p.max_tokens = static_cast<int>(std::min<std::uint32_t>(r.u32(), 1u << 30));
+    const std::uint8_t keep = r.u8(), continues = r.u8();
+    if (keep > 1 || continues > 1) r.bad("has a flag byte that is neither 0 nor 1");
+    p.keep = keep == 1;
+    infer::Sampling s;
+    s.temperature = r.f32();
+    s.top_p = r.f32();
+    s.seed = r.u64();
+    p.sampling = s;
+    const std::int64_t ring_position = r.i64(), rope_position = r.i64();
+    if (continues) p.continues = infer::Continuation{ring_position, rope_position};
+    if (tokens > r.left() / 4) r.bad("counts " + std::to_string(tokens) + " tokens in " + std::to_string(r.left()) + " bytes");
+    p.tokens.resize(tokens);
+    for (std::int32_t& t : p.tokens) t = r.i32();
+    b.prompts.push_back(std::move(p));
+  }
+  r.end();
+  check_batch(b, vocab, context, max_rows, kept);
   return b;
 }
 

@@ -2,14 +2,17 @@
 // HTTP endpoint to the ring thread and its tokens back, and the batch rank 0 sends the
 // workers (every queued request packed into one run of infer::run_batch).
 //
-// The GENERATE message (peer_messages.hpp): JSON
-//   {"max_tokens": N, "end": [sequence ids],
-//    "prompts": [{"tokens": [ids], "temperature": T, "top_p": P, "seed": S, "max_tokens": N,
-//                 "sequence": id, "keep": bool, "from": [ring position, RoPE position]}, ...]}
-// "end": kept sequences every rank erases first (ended sessions); "from": a session's
-// follow-up (its tokens continue kept rows); "keep": its rows stay after the batch. Checked
-// on every rank against the model (ids in its vocabulary, within its trained context), the
-// ring's limits and the ids it keeps, before anything is sized from it.
+// The GENERATE message (peer_messages.hpp), little-endian:
+//   max_tokens u32 | ends u32 | ends x sequence i32 | prompts u32 | per prompt:
+//   tokens u32 | sequence i32 | max_tokens u32 | keep u8 | continues u8 | temperature f32 |
+//   top_p f32 | seed u64 | ring position i64 | RoPE position i64 (0 and 0 unless continues) |
+//   tokens x id i32.
+// "ends": kept sequences every rank erases first (ended sessions); "continues": a session's
+// follow-up (its tokens continue kept rows from those positions); "keep": its rows stay
+// after the batch. Every count is bounded by the bytes left before anything is sized from
+// it, and the batch is checked on every rank against the model (ids in its vocabulary,
+// within its trained context), the ring's limits and the ids it keeps — on rank 0 too,
+// which runs the batch it built rather than reading its own message back.
 #pragma once
 
 #include <atomic>
@@ -21,6 +24,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -91,17 +95,23 @@ struct Generation {
   int generated = 0;                   // ring thread only
 };
 
-// The GENERATE payload of `batch` (maybe empty), after erasing `end` on every rank.
-std::string encode_batch(const std::vector<std::shared_ptr<Generation>>& batch, const std::vector<std::int32_t>& end);
-
-struct DecodedBatch {
+// A GENERATE batch, as every rank runs it.
+struct GenerateBatch {
   std::vector<infer::Prompt> prompts;
-  std::vector<std::int32_t> end;
-  int max_tokens = 0;
+  std::vector<std::int32_t> end;  // sequences erased first
+  int max_tokens = 0;             // the most any prompt generates
 };
-// `kept`: the sequence ids this rank keeps. Throws NetworkError (protocol) naming rank 0
-// and the field.
-DecodedBatch decode_batch(const std::string& payload, std::int64_t vocab, std::int64_t context, std::int64_t max_tokens_total,
-                          const std::set<std::int32_t>& kept);
+
+// Rank 0: the batch of `queued` (maybe empty) after erasing `end` on every rank.
+GenerateBatch make_batch(const std::vector<std::shared_ptr<Generation>>& queued, const std::vector<std::int32_t>& end);
+// Every rank: `b` fits the model (vocab ids, context positions), the ring (at most
+// max_rows tokens) and the ids this rank keeps (`kept`). Throws NetworkError (protocol,
+// attributed to rank 0, which built it) naming the field.
+void check_batch(const GenerateBatch& b, std::int64_t vocab, std::int64_t context, std::int64_t max_rows,
+                 const std::set<std::int32_t>& kept);
+std::vector<std::byte> encode_generate(const GenerateBatch& b);
+// A worker: the GENERATE payload read (never past its end) and checked as check_batch does.
+GenerateBatch decode_generate(std::span<const std::byte> payload, std::int64_t vocab, std::int64_t context,
+                              std::int64_t max_rows, const std::set<std::int32_t>& kept);
 
 }  // namespace ringattn::serve

@@ -8,60 +8,12 @@
 #include "ringattn/byte_order.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/layout.hpp"
+#include "src/serve/payload_codec.hpp"
 
 namespace ringattn::serve::peer {
 namespace {
 
 constexpr std::size_t kDescriptionBytes = 32;
-
-// Appends fields to a payload.
-struct Writer {
-  std::vector<std::byte> out;
-  void u32(std::uint32_t v) {
-    out.resize(out.size() + 4);
-    put_le(out.data() + out.size() - 4, v);
-  }
-  void f64(double v) {
-    out.resize(out.size() + 8);
-    put_le(out.data() + out.size() - 8, std::bit_cast<std::uint64_t>(v));
-  }
-  void text(const std::string& s) {
-    const std::size_t n = std::min(s.size(), kMaxText);
-    u32(static_cast<std::uint32_t>(n));
-    const auto* b = reinterpret_cast<const std::byte*>(s.data());
-    out.insert(out.end(), b, b + n);
-  }
-};
-
-// Reads fields of a peer's payload, never past its end: `what` names the message and its
-// sender in the error.
-struct Reader {
-  std::span<const std::byte> in;
-  std::string what;
-  int from = 0;
-  std::size_t at = 0;
-
-  [[noreturn]] void bad(const std::string& why) const {
-    throw NetworkError(what + " " + why, FailureCause::protocol, from);
-  }
-  const std::byte* take(std::size_t n) {
-    if (in.size() - at < n) bad("ends at byte " + std::to_string(in.size()) + ", inside a field at " + std::to_string(at));
-    const std::byte* p = in.data() + at;
-    at += n;
-    return p;
-  }
-  std::uint32_t u32() { return get_le<std::uint32_t>(take(4)); }
-  double f64() { return std::bit_cast<double>(get_le<std::uint64_t>(take(8))); }
-  std::string text() {
-    const std::uint32_t n = u32();
-    if (n > kMaxText) bad("holds a string of " + std::to_string(n) + " bytes (at most " + std::to_string(kMaxText) + ")");
-    const std::byte* p = take(n);
-    return std::string(reinterpret_cast<const char*>(p), n);
-  }
-  void end() const {
-    if (at != in.size()) bad("has " + std::to_string(in.size() - at) + " bytes after its last field");
-  }
-};
 
 void write_info(Writer& w, const NodeInfo& n) {
   w.u32(static_cast<std::uint32_t>(n.rank));

@@ -15,7 +15,7 @@
 //                             skipped, bytes sent, rows)
 //   JOB     rank 0 -> worker  one byte, JobKind: the job that follows is attention (SHARD,
 //                             QUERY ...) or generation (GENERATE); it opens every job
-//   GENERATE rank 0 -> worker the batch of a hosted model's requests, JSON (generation.hpp)
+//   GENERATE rank 0 -> worker the batch of a hosted model's requests (its layout: generation.hpp)
 //   DONE    rank 0 -> worker  empty, once every result of the job is in: a worker waits for
 //                             it before its next job or before it leaves, so that a draining
 //                             worker's notice of leaving cannot reach rank 0 (around the
@@ -34,14 +34,22 @@
 #include "ringattn/positions.hpp"
 #include "ringattn/ring.hpp"
 #include "src/serve/job.hpp"
+#include "src/serve/payload_codec.hpp"
 
 namespace ringattn::serve::peer {
 
 enum class Msg : std::uint32_t { info = 1, table = 2, shard = 3, query = 4, result = 5, stats = 6, done = 7, job = 8, generate = 9 };
 // JOB's one byte: what the job's next message is (SHARD or GENERATE).
 enum class JobKind : std::uint8_t { attention = 1, generation = 2 };
+// The values are the wire's: daemons of one version talk to each other, and a renumbering
+// would still be a protocol change, so each is pinned.
+static_assert(static_cast<std::uint32_t>(Msg::info) == 1 && static_cast<std::uint32_t>(Msg::table) == 2 &&
+              static_cast<std::uint32_t>(Msg::shard) == 3 && static_cast<std::uint32_t>(Msg::query) == 4 &&
+              static_cast<std::uint32_t>(Msg::result) == 5 && static_cast<std::uint32_t>(Msg::stats) == 6 &&
+              static_cast<std::uint32_t>(Msg::done) == 7 && static_cast<std::uint32_t>(Msg::job) == 8 &&
+              static_cast<std::uint32_t>(Msg::generate) == 9);
+static_assert(static_cast<std::uint8_t>(JobKind::attention) == 1 && static_cast<std::uint8_t>(JobKind::generation) == 2);
 std::string_view to_string(Msg m);  // "INFO", ...
-inline constexpr std::size_t kMaxText = 4096;  // bytes of one string of a NodeInfo
 
 // Who a daemon is, for `status` and for redirecting clients to rank 0.
 struct NodeInfo {

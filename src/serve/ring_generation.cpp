@@ -74,7 +74,7 @@ void RingService::record_sessions() {
   metrics_.set("ringattn_cache_rows_reserved", {}, static_cast<double>(sessions_->reserved()));
 }
 
-std::vector<infer::SequenceResult> RingService::run_kept_batch(const DecodedBatch& b, infer::JobStats& st, const infer::TokenSink& sink) {
+std::vector<infer::SequenceResult> RingService::run_kept_batch(const GenerateBatch& b, infer::JobStats& st, const infer::TokenSink& sink) {
   for (const std::int32_t e : b.end) kept_.erase(e);
   std::vector<infer::SequenceResult> results;
   if (!b.prompts.empty())
@@ -112,16 +112,18 @@ std::vector<std::shared_ptr<Generation>> RingService::take_generations() {
 void RingService::run_generation(std::vector<std::shared_ptr<Generation>>& batch, const std::vector<std::int32_t>& end) {
   if (batch.empty() && end.empty()) return;
   const HostedModel& m = *model_;
-  const std::string payload = encode_batch(batch, end);
+  // Checked as the workers will check it, before it is sent: a batch rank 0 could not run
+  // goes nowhere.
+  const GenerateBatch b = make_batch(batch, end);
+  check_batch(b, m.options.model.vocab, m.options.model.context, limits().max_rows, kept_.ids);
+  const std::vector<std::byte> payload = encode_generate(b);
   const std::uint64_t id = next_job_id();
-  const std::span<const std::byte> bytes = std::as_bytes(std::span(payload.data(), payload.size()));
+  const std::span<const std::byte> bytes(payload);
   std::vector<MessageRequest> sends;
   for (int r = 1; r < world(); ++r) {
     sends.push_back(ring_->send_message(r, static_cast<std::uint32_t>(peer::Msg::job), id, kGeneration));
     sends.push_back(ring_->send_message(r, static_cast<std::uint32_t>(peer::Msg::generate), id, bytes));
   }
-  // Rank 0 runs what it sent, read back as the workers read it.
-  const DecodedBatch b = decode_batch(payload, m.options.model.vocab, m.options.model.context, limits().max_rows, kept_.ids);
   for (auto& s : sends) ring_->wait(s);
 
   const infer::Tokenizer& tok = *m.job.tokenizer;
@@ -202,8 +204,7 @@ void RingService::run_worker_generation(std::uint64_t id) {
   if (!model_)  // the ring agreed on the model when it formed: rank 0 has none either
     throw NetworkError("rank 0 sent generation " + std::to_string(id) + " but this daemon hosts no model", FailureCause::protocol, 0);
   const HostedModel& m = *model_;
-  const DecodedBatch b = decode_batch(std::string(reinterpret_cast<const char*>(buf.data()), buf.size()), m.options.model.vocab,
-                                      m.options.model.context, limits().max_rows, kept_.ids);
+  const GenerateBatch b = decode_generate(buf, m.options.model.vocab, m.options.model.context, limits().max_rows, kept_.ids);
   {
     std::lock_guard lock(mu_);
     running_id_ = id;

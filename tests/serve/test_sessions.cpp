@@ -3,10 +3,14 @@
 // carries sessions to the workers, against hostile payloads. No sockets.
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <chrono>
+#include <limits>
+#include <span>
 #include <memory>
 #include <string>
 
+#include "ringattn/byte_order.hpp"
 #include "ringattn/error.hpp"
 #include "src/serve/generation.hpp"
 #include "src/serve/sessions.hpp"
@@ -146,55 +150,81 @@ TEST_CASE("sessions: closing a busy session waits for its reply; idle ones expir
   CHECK(t.take_ended().empty());  // the rows went with the ring
 }
 
-TEST_CASE("GENERATE: sessions' fields round-trip; ids this rank does not keep, or keeps, are refused where they would be misused") {
+TEST_CASE("GENERATE: sessions' fields round-trip in binary; ids this rank does not keep, or keeps, are refused where they would be misused") {
   auto a = request({1, 403}, 4);
   a->sequence = 7;
   a->keep = true;
+  a->sampling = infer::Sampling{0.7f, 0.9f, (std::uint64_t{1} << 60) + 3};
   auto b = request({14, 20}, 3);
   b->sequence = 3;
   b->keep = true;
   b->continues = infer::Continuation{1007, 7};
-  const std::string payload = encode_batch({a, b}, {2});
-  const DecodedBatch d = decode_batch(payload, 512, 512, 1024, {2, 3});
+  const std::vector<std::byte> payload = encode_generate(make_batch({a, b}, {2}));
+  const GenerateBatch d = decode_generate(payload, 512, 512, 1024, {2, 3});
   REQUIRE(d.prompts.size() == 2);
   CHECK(d.end == std::vector<std::int32_t>{2});
   CHECK(d.max_tokens == 4);
+  CHECK(d.prompts[0].tokens == std::vector<std::int32_t>{1, 403});
   CHECK(d.prompts[0].sequence == 7);
   CHECK(d.prompts[0].keep);
   CHECK(!d.prompts[0].continues);
+  CHECK(d.prompts[0].sampling->temperature == 0.7f);  // bit for bit: no text in between
+  CHECK(d.prompts[0].sampling->top_p == 0.9f);
+  CHECK(d.prompts[0].sampling->seed == (std::uint64_t{1} << 60) + 3);
   CHECK(d.prompts[1].max_tokens == 3);
   REQUIRE(d.prompts[1].continues);
   CHECK(d.prompts[1].continues->ring_position == 1007);
   CHECK(d.prompts[1].continues->rope_position == 7);
 
-  auto refused = [](const std::string& p, const std::set<std::int32_t>& kept, const std::string& why) {
+  auto refused = [](std::span<const std::byte> p, const std::set<std::int32_t>& kept, const std::string& why) {
     try {
-      decode_batch(p, 512, 512, 1024, kept);
+      decode_generate(p, 512, 512, 1024, kept);
     } catch (const NetworkError& e) {
       CHECK(e.cause() == FailureCause::protocol);
       CHECK(e.origin_rank() == 0);
-      INFO(e.what());
-      CHECK(std::string(e.what()).find(why) != std::string::npos);
+      const std::string what = e.what();
+      INFO(what);
+      CHECK(what.find(why) != std::string::npos);
       return;
     }
-    FAIL("accepted: " << p);
+    FAIL("accepted a payload of " << p.size() << " bytes");
   };
-  refused(payload, {3}, "\"end\" names sequence 2, which this rank does not keep");
+  refused(payload, {3}, "ends name sequence 2, which this rank does not keep");
   refused(payload, {2}, "continues sequence 3, which this rank does not keep");
   refused(payload, {2, 3, 7}, "a new prompt takes sequence 7");
-  refused(encode_batch({}, {}), {}, "neither prompts nor sequences to end");
+  refused(encode_generate(make_batch({}, {})), {}, "neither prompts nor sequences to end");
   b->continues = infer::Continuation{1007, 508};  // history + 2 tokens + 3 > 512
-  refused(encode_batch({b}, {}), {3}, "exceed the model's context of 512");
+  refused(encode_generate(make_batch({b}, {})), {3}, "exceed the model's context of 512");
   b->continues = infer::Continuation{1007, 7};
   a->sequence = 3;
-  refused(encode_batch({b, a}, {}), {3}, "sequence 3 appears twice");
-  refused(R"({"max_tokens": 4, "end": [], "prompts": [{"tokens": [1], "temperature": 0, "top_p": 1, "seed": 1, "max_tokens": 4, "sequence": -1, "keep": false}]})",
-          {}, "\"sequence\" is not an integer in range");
-  refused(R"({"max_tokens": 4, "end": [], "prompts": [{"tokens": [1], "temperature": 0, "top_p": 1, "seed": 1, "max_tokens": 4, "sequence": 1, "keep": 1}]})",
-          {}, "\"keep\" must be true or false");
-  refused(R"({"max_tokens": 4, "end": [1.5], "prompts": []})", {1}, "an \"end\" id is not an integer");
+  refused(encode_generate(make_batch({b, a}, {})), {3}, "sequence 3 appears twice");
+  a->sequence = -1;
+  refused(encode_generate(make_batch({a}, {})), {}, "sequence -1 is negative");
+  a->sequence = 1;
+  a->prompt = {1, 512};
+  refused(encode_generate(make_batch({a}, {})), {}, "token id 512 is outside the model's vocabulary of 512");
+  a->prompt = {1, 403};
+  // Damaged payloads: every count is bounded by the bytes left; flags are 0 or 1; no byte after the last field.
+  std::vector<std::byte> p = encode_generate(make_batch({a}, {}));
+  for (std::size_t cut = 0; cut < p.size(); ++cut)  // cut inside a field, or short of what a count promised
+    refused(std::span(p).first(cut), {}, cut < 12 ? "ends at byte" : cut < 12 + 46 ? "counts 1 prompts in" : "counts 2 tokens in");
+  std::vector<std::byte> q = p;
+  q.push_back(std::byte{0});
+  refused(q, {}, "1 bytes after its last field");
+  q = p;
+  put_le(q.data() + 8, std::uint32_t{0x40000000});  // the prompt count
+  refused(q, {}, "counts 1073741824 prompts");
+  q = p;
+  put_le(q.data() + 12, std::uint32_t{0xFFFFFFFF});  // the first prompt's token count
+  refused(q, {}, "counts 4294967295 tokens");
+  q = p;
+  q[12 + 12] = std::byte{2};  // keep
+  refused(q, {}, "a flag byte that is neither 0 nor 1");
+  q = p;
+  put_le(q.data() + 12 + 14, std::bit_cast<std::uint32_t>(std::numeric_limits<float>::quiet_NaN()));  // temperature
+  refused(q, {}, "temperature or top_p is out of range");
   // An erasure-only job (sessions ended, nothing queued) is a batch of no prompts.
-  CHECK(decode_batch(encode_batch({}, {2}), 512, 512, 1024, {2}).prompts.empty());
+  CHECK(decode_generate(encode_generate(make_batch({}, {2})), 512, 512, 1024, {2}).prompts.empty());
 }
 
 }  // namespace ringattn::serve
