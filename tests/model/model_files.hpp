@@ -9,14 +9,15 @@
 #include <string>
 #include <vector>
 
-#include <doctest/doctest.h>
+#include "tests/skip.hpp"
 
 namespace test {
 
 inline constexpr std::int32_t kVocab = 512;
 
 // The stories260K folder: $RINGATTN_MODEL_DIR if set, else ../shared/models/stories260K beside
-// the checkout; nullopt (and a "skipped" message) where neither has the files.
+// the checkout. Where the files are not there: nullopt, and the calling test case is skipped
+// (tests/skip.hpp); it returns at once.
 inline std::optional<std::filesystem::path> model_dir() {
   namespace fs = std::filesystem;
   std::vector<fs::path> tries;
@@ -24,7 +25,7 @@ inline std::optional<std::filesystem::path> model_dir() {
   else tries.emplace_back(fs::path(RINGATTN_SOURCE_ROOT) / ".." / "shared" / "models" / "stories260K");
   for (const auto& p : tries)
     if (fs::is_regular_file(p / "tok512.bin") && fs::is_regular_file(p / "stories260K.bin")) return p;
-  MESSAGE("skipped: no model at " << tries.back().string() << " (set RINGATTN_MODEL_DIR to the stories260K folder)");
+  skip("no model at " + tries.back().string() + " (set RINGATTN_MODEL_DIR to the stories260K folder)");
   return std::nullopt;
 }
 

@@ -16,6 +16,7 @@
 #include "ringattn/error.hpp"
 #include "src/serve/http_endpoint.hpp"
 #include "tests/free_port.hpp"
+#include "tests/skip.hpp"
 
 using ringattn::serve::HttpEndpoint;
 using ringattn::serve::HttpResponse;
@@ -202,7 +203,7 @@ TEST_CASE("an IPv6 literal in brackets") {
   const bool have_v6 = probe >= 0 && ::bind(probe, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
   if (probe >= 0) ::close(probe);
   if (!have_v6) {
-    MESSAGE("no IPv6 loopback here; skipped");
+    ::test::skip("no IPv6 loopback here ([::1]:0 cannot be bound)");
     return;
   }
   HttpEndpoint ep("[::1]:0", route);
