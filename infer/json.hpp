@@ -1,31 +1,39 @@
-// infer — a JSON reader (nlohmann::json underneath) for the two inputs the job takes: a safetensors header and
-// prompt lines. Not a general library: numbers keep their text (so token ids and byte
-// offsets are read as exact integers, never through a double), and depth is bounded so a
-// hostile file cannot exhaust the stack. Errors throw std::runtime_error with the byte
-// offset; callers add the file name.
+// infer — the project's one strict JSON reader, on nlohmann::json (nlohmann-json3-dev): the
+// model files' inputs here (a safetensors header, prompt lines), and in the programs of src/
+// everything a peer or a client sends (control messages, the HTTP endpoint's bodies, node
+// reports). The tree is nlohmann's own; this adds the rules every reader of untrusted
+// input needs: RFC 8259 strictly (UTF-8 checked, nothing after the value), nesting bounded
+// as each array or object opens (a hostile body cannot exhaust memory or stack), a repeated
+// key in an object refused (no reader may see another value than the writer meant), and
+// integers read exactly (json_int: an integer literal in range, never through a double).
+// Errors throw std::runtime_error naming the byte offset where one is known; callers add
+// the file or peer.
 #pragma once
 
 #include <cstdint>
-#include <map>
+#include <optional>
 #include <string>
 #include <string_view>
-#include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace infer {
 
-struct Json {
-  enum class Kind { null, boolean, number, string, array, object };
-  Kind kind = Kind::null;
-  bool boolean = false;
-  std::string text;                    // a string's value, or a number's literal text
-  std::vector<Json> items;             // array
-  std::map<std::string, Json> fields;  // object (a repeated key is an error)
+using Json = nlohmann::ordered_json;  // fields in the order written
 
-  // The number as an exact integer in [lo, hi]; throws naming `what` otherwise.
-  std::int64_t as_int(std::string_view what, std::int64_t lo, std::int64_t hi) const;
-  const Json* find(const std::string& key) const;  // nullptr if absent or not an object
-};
+inline constexpr int kMaxJsonDepth = 64;  // the daemon's deepest message is 3 levels
 
+// Exactly one JSON value, whitespace around it allowed.
 Json parse_json(std::string_view text);
+
+// `j` as an exact integer in [lo, hi] (an integer literal: 1.0, 1e3 and "1" are refused);
+// throws naming `what`, the range and what it was.
+std::int64_t json_int(const Json& j, std::string_view what, std::int64_t lo, std::int64_t hi);
+
+// The field `key` of object `j`, or nullptr (also when `j` is not an object); the typed
+// ones also when the field has another type.
+const Json* json_field(const Json& j, std::string_view key);
+const std::string* json_string(const Json& j, std::string_view key);
+std::optional<double> json_number(const Json& j, std::string_view key);
 
 }  // namespace infer

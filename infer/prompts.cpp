@@ -48,30 +48,30 @@ std::vector<Prompt> read_prompts(const std::string& path, std::int64_t vocab, st
     Prompt p;
     try {
       const Json j = parse_json(line);
-      const Json* id = j.find("id");
-      const Json* tokens = j.find("tokens");
-      const Json* words = j.find("text");
+      const Json* id = json_field(j, "id");
+      const Json* tokens = json_field(j, "tokens");
+      const Json* words = json_field(j, "text");
       if (!id || !tokens == !words)
         throw std::runtime_error("needs {\"id\": ..., \"tokens\": [...]} or {\"id\": ..., \"text\": \"...\"}");
-      if (id->kind == Json::Kind::string)
-        p.id = quoted(id->text);
-      else if (id->kind == Json::Kind::number)
-        p.id = std::to_string(id->as_int("id", INT64_MIN, INT64_MAX));
+      if (id->is_string())
+        p.id = quoted(id->get<std::string>());
+      else if (id->is_number())
+        p.id = std::to_string(json_int(*id, "id", INT64_MIN, INT64_MAX));
       else
         throw std::runtime_error("id must be a string or an integer");
       if (words) {
-        if (words->kind != Json::Kind::string) throw std::runtime_error("text must be a string");
+        if (!words->is_string()) throw std::runtime_error("text must be a string");
         if (!tokenizer) throw std::runtime_error("a prompt as text needs the model's tokenizer (--tokenizer)");
-        for (const int t : tokenizer->encode(words->text, true, false)) p.tokens.push_back(t);
+        for (const int t : tokenizer->encode(words->get<std::string>(), true, false)) p.tokens.push_back(t);
         if (total + static_cast<std::int64_t>(p.tokens.size()) > max_tokens)
           throw std::runtime_error("the batch exceeds " + std::to_string(max_tokens) + " tokens");
-      } else if (tokens->kind != Json::Kind::array || tokens->items.empty())
+      } else if (!tokens->is_array() || tokens->empty())
         throw std::runtime_error("tokens must be a non-empty array of token ids");
       else {
-        if (total + static_cast<std::int64_t>(tokens->items.size()) > max_tokens)
+        if (total + static_cast<std::int64_t>(tokens->size()) > max_tokens)
           throw std::runtime_error("the batch exceeds " + std::to_string(max_tokens) + " tokens");
-        for (const Json& t : tokens->items)
-          p.tokens.push_back(static_cast<std::int32_t>(t.as_int("token id (the model's --vocab)", 0, vocab - 1)));
+        for (const Json& t : *tokens)
+          p.tokens.push_back(static_cast<std::int32_t>(json_int(t, "token id (the model's --vocab)", 0, vocab - 1)));
       }
     } catch (const std::runtime_error& e) {
       throw ringattn::FileError(where + e.what());

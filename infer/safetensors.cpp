@@ -48,34 +48,34 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   } catch (const std::runtime_error& e) {
     throw fail(std::string("header: ") + e.what());
   }
-  if (header.kind != Json::Kind::object) throw fail("header is not a JSON object");
+  if (!header.is_object()) throw fail("header is not a JSON object");
   data_.assign(bytes.begin() + 8 + static_cast<std::ptrdiff_t>(n), bytes.end());
   const std::uint64_t size = data_.size();
 
-  for (const auto& [name, t] : header.fields) {
+  for (const auto& [name, t] : header.items()) {
     if (name == "__metadata__") continue;
     auto bad = [&](const std::string& what) { return fail("tensor \"" + name + "\": " + what); };
-    const Json* dtype = t.find("dtype");
-    const Json* shape = t.find("shape");
-    const Json* offsets = t.find("data_offsets");
+    const Json* dtype = json_field(t, "dtype");
+    const Json* shape = json_field(t, "shape");
+    const Json* offsets = json_field(t, "data_offsets");
     if (!dtype || !shape || !offsets) throw bad("needs dtype, shape and data_offsets");
-    if (dtype->kind != Json::Kind::string || dtype->text != "F32")
-      throw bad("dtype " + (dtype->kind == Json::Kind::string ? dtype->text : std::string("?")) +
+    if (!dtype->is_string() || dtype->get<std::string>() != "F32")
+      throw bad("dtype " + (dtype->is_string() ? dtype->get<std::string>() : std::string("?")) +
                 ", only F32 is read (convert with numpy: .astype(np.float32))");
-    if (shape->kind != Json::Kind::array || shape->items.size() > 8) throw bad("shape must be an array of at most 8 sizes");
-    if (offsets->kind != Json::Kind::array || offsets->items.size() != 2) throw bad("data_offsets must be [begin, end]");
+    if (!shape->is_array() || shape->size() > 8) throw bad("shape must be an array of at most 8 sizes");
+    if (!offsets->is_array() || offsets->size() != 2) throw bad("data_offsets must be [begin, end]");
     Entry e;
     std::uint64_t elements = 1;
     try {
-      for (const Json& d : shape->items) {
-        const std::int64_t x = d.as_int("shape entry", 0, std::int64_t{1} << 40);
+      for (const Json& d : *shape) {
+        const std::int64_t x = json_int(d, "shape entry", 0, std::int64_t{1} << 40);
         e.shape.push_back(x);
         if (x != 0 && elements > (std::uint64_t{1} << 40) / static_cast<std::uint64_t>(x))
           throw std::runtime_error("shape has more than 2^40 elements");
         elements *= static_cast<std::uint64_t>(x);
       }
-      e.begin = static_cast<std::uint64_t>(offsets->items[0].as_int("data_offsets begin", 0, INT64_MAX));
-      e.end = static_cast<std::uint64_t>(offsets->items[1].as_int("data_offsets end", 0, INT64_MAX));
+      e.begin = static_cast<std::uint64_t>(json_int((*offsets)[0], "data_offsets begin", 0, INT64_MAX));
+      e.end = static_cast<std::uint64_t>(json_int((*offsets)[1], "data_offsets end", 0, INT64_MAX));
     } catch (const std::runtime_error& x) {
       throw bad(x.what());
     }

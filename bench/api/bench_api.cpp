@@ -33,7 +33,7 @@
 #include "ringattn/ring.hpp"
 #include "src/cli/args.hpp"
 #include "src/cli/json_object.hpp"
-#include "src/cli/json_value.hpp"
+#include "infer/json.hpp"
 #include "src/node/launcher_channel.hpp"
 #include "src/node/report.hpp"
 #include "src/run/launcher.hpp"
@@ -157,8 +157,8 @@ struct CallRow {
 };
 
 CallRow parse_call(const std::string& json) {
-  const cli::JsonValue j = cli::parse_json(json);
-  auto num = [&](const char* k) { return j.get(k) ? j.get(k)->number : 0.0; };
+  const infer::Json j = infer::parse_json(json);
+  auto num = [&](const char* k) { return infer::json_number(j, k).value_or(0.0); };
   return {static_cast<int>(num("rank")), static_cast<int>(num("call")), num("seconds"), num("compute_seconds"),
           num("wait_seconds"), num("useful_flops"), static_cast<long>(num("rss_kib")), static_cast<long>(num("hwm_kib"))};
 }

@@ -35,7 +35,7 @@
 #include "ringattn/ring.hpp"
 #include "src/cli/args.hpp"
 #include "src/cli/json_object.hpp"
-#include "src/cli/json_value.hpp"
+#include "infer/json.hpp"
 #include "src/node/launcher_channel.hpp"
 #include "src/node/report.hpp"
 #include "src/run/launcher.hpp"
@@ -219,14 +219,15 @@ int front(const Plan& p, const std::string& command) {
   };
   ls.on_line = [&](int, const std::string& line) {
     if (line.rfind("FILLED ", 0) == 0) {
-      const auto j = cli::parse_json(line.substr(7));
-      cli::logger("bench")->info("rank {}: cache of {:.0f} tokens filled ({:.2f} GiB)", j.get("rank")->number,
-                            j.get("context")->number, j.get("cache_bytes")->number / (1 << 30));
+      const infer::Json j = infer::parse_json(line.substr(7));
+      auto num = [&](const char* key) { return infer::json_number(j, key).value_or(0.0); };
+      cli::logger("bench")->info("rank {}: cache of {:.0f} tokens filled ({:.2f} GiB)", num("rank"), num("context"),
+                                 num("cache_bytes") / (1 << 30));
       return;
     }
     if (line.rfind("STEP ", 0) != 0) return;
-    const auto j = cli::parse_json(line.substr(5));
-    auto num = [&](const char* key) { return j.get(key) ? j.get(key)->number : 0.0; };
+    const infer::Json j = infer::parse_json(line.substr(5));
+    auto num = [&](const char* key) { return infer::json_number(j, key).value_or(0.0); };
     rows.push_back({static_cast<int>(num("rank")), static_cast<int>(num("step")), static_cast<std::int64_t>(num("context")),
                     static_cast<std::int64_t>(num("bytes_sent")), static_cast<std::int64_t>(num("cache_bytes")),
                     static_cast<std::int64_t>(num("tokens")), static_cast<std::int64_t>(num("cache_rows")), num("seconds"),

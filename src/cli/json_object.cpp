@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "src/cli/json_value.hpp"
+#include "infer/json.hpp"
 
 namespace ringattn::cli {
 
@@ -87,15 +87,13 @@ JsonObject& JsonObject::add(std::string_view key, const std::vector<std::string>
   return *this;
 }
 JsonObject& JsonObject::add_json(std::string_view key, std::string_view json) {
-  parse_json(json);  // the same strict, depth-bounded reader as for any input
-  (*j_)[std::string(key)] = Json::parse(json.begin(), json.end());
+  (*j_)[std::string(key)] = infer::parse_json(json);  // the same strict, depth-bounded reader as for any input
   return *this;
 }
 JsonObject& JsonObject::add_json(std::string_view key, const std::vector<std::string>& jsons) {
   Json a = Json::array();
   for (const auto& j : jsons) {
-    parse_json(j);
-    a.push_back(Json::parse(j));
+    a.push_back(infer::parse_json(j));
   }
   (*j_)[std::string(key)] = std::move(a);
   return *this;

@@ -20,7 +20,7 @@
 #include "src/cli/args.hpp"
 #include "src/cli/commands.hpp"
 #include "src/cli/json_object.hpp"
-#include "src/cli/json_value.hpp"
+#include "infer/json.hpp"
 #include "src/generate/generate_output.hpp"
 #include "src/generate/generate_rank.hpp"
 #include "src/node/launcher_channel.hpp"
@@ -157,20 +157,30 @@ int member(const Plan& p, int rank, const std::string& master, std::uint64_t rin
 }
 
 generate::TokenEvent parse_token_line(const std::string& json) {
-  const JsonValue j = parse_json(json);
-  auto field = [&](const char* key, JsonValue::Kind kind) -> const JsonValue& {
-    const JsonValue* v = j.get(key);
-    if (!v || v->kind != kind) throw Error(std::string("generate: a rank's GEN line has no valid \"") + key + "\": " + json);
+  const infer::Json j = infer::parse_json(json);
+  auto missing = [&](const char* key) {
+    return Error(std::string("generate: a rank's GEN line has no valid \"") + key + "\": " + json);
+  };
+  auto number = [&](const char* key) {
+    const std::optional<double> v = infer::json_number(j, key);
+    if (!v) throw missing(key);
+    return *v;
+  };
+  auto text = [&](const char* key) {
+    const std::string* v = infer::json_string(j, key);
+    if (!v) throw missing(key);
     return *v;
   };
   generate::TokenEvent e;
-  e.prompt = static_cast<std::int32_t>(field("prompt", JsonValue::Kind::number).number);
-  e.id = *json_member(json, "id");
-  e.token = static_cast<std::int32_t>(field("token", JsonValue::Kind::number).number);
-  e.piece = field("piece", JsonValue::Kind::string).string;
-  if (j.get("prompt_text")) {
-    e.prompt_text = field("prompt_text", JsonValue::Kind::string).string;
-    e.prompt_tokens = static_cast<std::int64_t>(field("prompt_tokens", JsonValue::Kind::number).number);
+  e.prompt = static_cast<std::int32_t>(number("prompt"));
+  const infer::Json* id = infer::json_field(j, "id");
+  if (!id) throw missing("id");
+  e.id = id->dump();
+  e.token = static_cast<std::int32_t>(number("token"));
+  e.piece = text("piece");
+  if (infer::json_field(j, "prompt_text")) {
+    e.prompt_text = text("prompt_text");
+    e.prompt_tokens = static_cast<std::int64_t>(number("prompt_tokens"));
   }
   return e;
 }

@@ -6,7 +6,7 @@
 #include <stdexcept>
 
 #include "infer/tokenizer.hpp"
-#include "src/cli/json_value.hpp"
+#include "infer/json.hpp"
 
 namespace ringattn::generate {
 
@@ -32,11 +32,11 @@ cli::JsonObject RankFigures::json() const {
 }
 
 RankFigures RankFigures::parse(const std::string& json) {
-  const cli::JsonValue j = cli::parse_json(json);
+  const infer::Json j = infer::parse_json(json);
   auto num = [&](const char* key) {
-    const cli::JsonValue* v = j.get(key);
-    if (!v || v->kind != cli::JsonValue::Kind::number) throw std::runtime_error(std::string("no number \"") + key + "\"");
-    return v->number;
+    const std::optional<double> v = infer::json_number(j, key);
+    if (!v) throw std::runtime_error(std::string("no number \"") + key + "\"");
+    return *v;
   };
   RankFigures f;
   f.rows = static_cast<std::int64_t>(num("rows"));

@@ -5,15 +5,10 @@
 #include <mutex>
 
 #include "src/cli/json_object.hpp"
-#include "src/cli/json_value.hpp"
+#include "infer/json.hpp"
 
 namespace ringattn::node {
 namespace {
-
-const cli::JsonValue* field(const cli::JsonValue& v, const char* key, cli::JsonValue::Kind kind) {
-  const cli::JsonValue* f = v.get(key);
-  return f != nullptr && f->kind == kind ? f : nullptr;
-}
 
 FailureCause cause_from(const std::string& name) {
   for (int c = 0; c <= static_cast<int>(FailureCause::protocol); ++c)
@@ -45,11 +40,11 @@ std::string fail_line(const FailReport& f) {
 
 std::optional<Ident> parse_ident(const std::string& json) {
   try {
-    const cli::JsonValue v = cli::parse_json(json);
-    const auto* job = field(v, "job", cli::JsonValue::Kind::string);
-    const auto* token = field(v, "token", cli::JsonValue::Kind::string);
+    const infer::Json v = infer::parse_json(json);
+    const std::string* job = infer::json_string(v, "job");
+    const std::string* token = infer::json_string(v, "token");
     if (!job || !token) return std::nullopt;
-    return Ident{job->string, token->string};
+    return Ident{*job, *token};
   } catch (const std::exception&) {
     return std::nullopt;
   }
@@ -57,12 +52,12 @@ std::optional<Ident> parse_ident(const std::string& json) {
 
 std::optional<FailReport> parse_fail(const std::string& json) {
   try {
-    const cli::JsonValue v = cli::parse_json(json);
-    const auto* cause = field(v, "cause", cli::JsonValue::Kind::string);
-    const auto* origin = field(v, "origin", cli::JsonValue::Kind::number);
-    const auto* message = field(v, "message", cli::JsonValue::Kind::string);
+    const infer::Json v = infer::parse_json(json);
+    const std::string* cause = infer::json_string(v, "cause");
+    const std::optional<double> origin = infer::json_number(v, "origin");
+    const std::string* message = infer::json_string(v, "message");
     if (!cause || !origin || !message) return std::nullopt;
-    return FailReport{cause_from(cause->string), static_cast<int>(origin->number), message->string};
+    return FailReport{cause_from(*cause), static_cast<int>(*origin), *message};
   } catch (const std::exception&) {
     return std::nullopt;
   }

@@ -12,7 +12,7 @@
 #include "src/cli/log.hpp"
 #include "ringattn/error.hpp"
 #include "src/cli/json_object.hpp"
-#include "src/cli/json_value.hpp"
+#include "infer/json.hpp"
 #include "src/io/finite_check.hpp"
 #include "src/node/memory_budget.hpp"
 #include "src/serve/control_protocol.hpp"
@@ -90,11 +90,10 @@ struct ControlServer::Impl {
 
   asio::awaitable<void> converse(Channel& channel) {
     const std::string text = co_await channel.read_json();
-    cli::JsonValue v;
     std::string op, invalid;
     try {
-      v = cli::parse_json(text);  // bounded: kMaxChannelJson, then kMaxJsonDepth levels
-      if (const auto* o = v.get("op"); o && o->kind == cli::JsonValue::Kind::string) op = o->string;
+      const infer::Json v = infer::parse_json(text);  // bounded: kMaxChannelJson, then kMaxJsonDepth levels
+      if (const std::string* o = infer::json_string(v, "op")) op = *o;
     } catch (const std::exception& e) {
       invalid = e.what();
     }

@@ -10,7 +10,7 @@
 
 #include "ringattn/error.hpp"
 #include "src/cli/json_object.hpp"
-#include "src/cli/json_value.hpp"
+#include "infer/json.hpp"
 
 namespace ringattn::serve {
 
@@ -31,11 +31,10 @@ std::string JobRequest::describe() const {
 
 namespace {
 
-std::int64_t field(const cli::JsonValue& v, const char* key, std::int64_t lo, std::int64_t hi, const std::string& why) {
-  const cli::JsonValue* f = v.get(key);
-  if (f == nullptr || f->kind != cli::JsonValue::Kind::number)
-    throw InvalidArgument("job request: '" + std::string(key) + "' is missing or not a number");
-  const double x = f->number;
+std::int64_t field(const infer::Json& v, const char* key, std::int64_t lo, std::int64_t hi, const std::string& why) {
+  const std::optional<double> f = infer::json_number(v, key);
+  if (!f) throw InvalidArgument("job request: '" + std::string(key) + "' is missing or not a number");
+  const double x = *f;
   // Checked as a double first: a cast of 1e300 or 512.5 to int64 is undefined or wrong.
   char buf[32];
   const std::string shown(buf, std::to_chars(buf, buf + sizeof buf, x).ptr);  // shortest round trip: 512.5, 1e+300
@@ -47,27 +46,27 @@ std::int64_t field(const cli::JsonValue& v, const char* key, std::int64_t lo, st
   return static_cast<std::int64_t>(x);
 }
 
-std::string text(const cli::JsonValue& v, const char* key, const std::string& def) {
-  const cli::JsonValue* f = v.get(key);
-  if (f == nullptr) return def;
-  if (f->kind != cli::JsonValue::Kind::string) throw InvalidArgument("job request: '" + std::string(key) + "' is not a string");
-  return f->string;
+std::string text(const infer::Json& v, const char* key, const std::string& def) {
+  if (!infer::json_field(v, key)) return def;
+  const std::string* f = infer::json_string(v, key);
+  if (!f) throw InvalidArgument("job request: '" + std::string(key) + "' is not a string");
+  return *f;
 }
 
 }  // namespace
 
 JobRequest parse_job_request(const std::string& json, int world, const RingLimits& limits, std::uint64_t max_job_bytes,
                              DType default_dtype) {
-  cli::JsonValue v;
+  infer::Json v;
   try {
-    v = cli::parse_json(json);
+    v = infer::parse_json(json);
   } catch (const std::exception& e) {
     throw InvalidArgument(std::string("job request is not valid JSON: ") + e.what());
   }
-  if (v.kind != cli::JsonValue::Kind::object) throw InvalidArgument("job request is not a JSON object");
+  if (!v.is_object()) throw InvalidArgument("job request is not a JSON object");
   JobRequest r;
   r.layout = parse_layout(text(v, "layout", "contiguous"));
-  r.dtype = v.get("dtype") ? parse_dtype(text(v, "dtype", "fp32")) : default_dtype;
+  r.dtype = infer::json_field(v, "dtype") ? parse_dtype(text(v, "dtype", "fp32")) : default_dtype;
   const std::string ring_limit = " (the ring's limit: raise the daemons' max_* settings)";
   r.heads = field(v, "heads", 1, limits.max_heads, ring_limit);
   r.kv_heads = field(v, "kv_heads", 1, std::min(limits.max_kv_heads, r.heads), ring_limit);
@@ -89,8 +88,8 @@ JobRequest parse_job_request(const std::string& json, int world, const RingLimit
   else if (mask == "causal") r.mask = Mask::causal();
   else if (mask == "window") r.mask = Mask::sliding_window(field(v, "window", 1, r.tokens, ""));
   else throw InvalidArgument("job request: mask '" + mask + "' is not none, causal or window");
-  const cli::JsonValue* lse = v.get("lse");
-  r.want_lse = lse != nullptr && lse->kind == cli::JsonValue::Kind::boolean && lse->boolean;
+  const infer::Json* lse = infer::json_field(v, "lse");
+  r.want_lse = lse != nullptr && lse->is_boolean() && lse->get<bool>();
   // Inputs and outputs held at once by the coordinating daemon (and a copy for the shards).
   const std::uint64_t bytes = 2 * (2 * r.q_bytes() + 2 * r.kv_bytes()) + r.lse_bytes();
   if (bytes > max_job_bytes)

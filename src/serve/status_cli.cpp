@@ -13,7 +13,7 @@
 #include "src/cli/args.hpp"
 #include "src/cli/json_object.hpp"
 #include "src/cli/json_on_failure.hpp"
-#include "src/cli/json_value.hpp"
+#include "infer/json.hpp"
 
 namespace ringattn::cli {
 int status_main(const std::vector<std::string>& argv);
@@ -26,7 +26,7 @@ struct NodeReport {
   std::string control;
   std::string json;   // the node's status object, or empty
   std::string error;  // why it could not be asked
-  cli::JsonValue value;
+  infer::Json value;
 };
 
 // One request on a fresh connection; returns the "data" member's text.
@@ -45,38 +45,36 @@ std::string ask(const std::string& to, const std::string& op, const std::string&
       [&](std::exception_ptr e) { failure = e; });
   io.run();
   if (failure) std::rethrow_exception(failure);
-  const cli::JsonValue v = cli::parse_json(reply);
-  const auto* event = v.get("event");
-  const auto data = cli::json_member(reply, "data");
-  if (!event || event->string != op || !data) {
-    const auto* d = v.get("data");
-    const auto* m = d ? d->get("message") : nullptr;
-    throw Error("daemon at " + to + ": " + (m ? m->string : "unexpected answer to '" + op + "'"));
+  const infer::Json v = infer::parse_json(reply);
+  const std::string* event = infer::json_string(v, "event");
+  const infer::Json* data = infer::json_field(v, "data");
+  if (!event || *event != op || !data) {
+    const std::string* m = data ? infer::json_string(*data, "message") : nullptr;
+    throw Error("daemon at " + to + ": " + (m ? *m : "unexpected answer to '" + op + "'"));
   }
-  return *data;
+  return data->dump();
 }
 
-std::string field(const cli::JsonValue& v, const char* key) {
-  const auto* f = v.get(key);
-  if (!f) return "-";
-  if (f->kind == cli::JsonValue::Kind::string) return f->string;
-  if (f->kind == cli::JsonValue::Kind::number) {
+std::string field(const infer::Json& v, const char* key) {
+  if (const std::string* s = infer::json_string(v, key)) return *s;
+  if (const std::optional<double> x = infer::json_number(v, key)) {
     char b[32];
-    std::snprintf(b, sizeof b, "%g", f->number);
+    std::snprintf(b, sizeof b, "%g", *x);
     return b;
   }
   return "-";
 }
 
 std::vector<NodeReport> survey(const std::string& to, const std::string& secret, bool tls, Millis timeout) {
-  const cli::JsonValue nodes = cli::parse_json(ask(to, "nodes", secret, tls, timeout));
+  const infer::Json nodes = infer::parse_json(ask(to, "nodes", secret, tls, timeout));
   std::vector<NodeReport> out;
-  for (const auto& n : nodes.items) {
+  if (!nodes.is_array()) throw Error("daemon at " + to + ": its node table is not a list");
+  for (const auto& n : nodes) {
     NodeReport r;
     r.control = field(n, "control");
     try {
       r.json = ask(r.control, "status", secret, tls, timeout);
-      r.value = cli::parse_json(r.json);
+      r.value = infer::parse_json(r.json);
     } catch (const std::exception& e) {
       r.error = e.what();
     }
@@ -87,9 +85,8 @@ std::vector<NodeReport> survey(const std::string& to, const std::string& secret,
 
 bool all_ready(const std::vector<NodeReport>& nodes) {
   if (nodes.empty()) return false;
-  const cli::JsonValue& first = nodes.front().value;
-  const auto* w = first.get("world_size");
-  if (!w || static_cast<std::size_t>(w->number) != nodes.size()) return false;
+  const std::optional<double> w = infer::json_number(nodes.front().value, "world_size");
+  if (!w || *w != static_cast<double>(nodes.size())) return false;
   for (const auto& n : nodes) {
     const std::string s = n.error.empty() ? field(n.value, "state") : "";
     if (s != "ready" && s != "running") return false;
@@ -136,15 +133,15 @@ int run_status(const cli::Args& a) {
         std::printf("%-4s %-16s %-22s unreachable: %s\n", "?", "-", n.control.c_str(), n.error.c_str());
         continue;
       }
-      const cli::JsonValue& v = n.value;
+      const infer::Json& v = n.value;
       std::string last = "-";
-      if (const auto* j = v.get("last_job"); j && j->kind == cli::JsonValue::Kind::object)
+      if (const infer::Json* j = infer::json_field(v, "last_job"); j && j->is_object())
         last = "#" + field(*j, "id") + " " + field(*j, "result") + " " + field(*j, "seconds") + " s";
       char uptime[32];
-      std::snprintf(uptime, sizeof uptime, "%.0f s", v.get("uptime_seconds") ? v.get("uptime_seconds")->number : 0.0);
+      std::snprintf(uptime, sizeof uptime, "%.0f s", infer::json_number(v, "uptime_seconds").value_or(0));
       const std::string jobs = field(v, "jobs_ok") + "/" +
-                               std::to_string(static_cast<long long>((v.get("jobs_failed") ? v.get("jobs_failed")->number : 0) +
-                                                                     (v.get("jobs_aborted") ? v.get("jobs_aborted")->number : 0)));
+                               std::to_string(static_cast<long long>(infer::json_number(v, "jobs_failed").value_or(0) +
+                                                                     infer::json_number(v, "jobs_aborted").value_or(0)));
       std::printf("%-4s %-16s %-22s %-9s %-9s %-8s %-7s %-12s %s\n", field(v, "rank").c_str(), field(v, "host").c_str(),
                   n.control.c_str(), field(v, "state").c_str(), uptime, field(v, "isa").c_str(),
                   field(v, "threads").c_str(), jobs.c_str(), last.c_str());

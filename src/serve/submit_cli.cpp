@@ -18,7 +18,7 @@
 #include "src/cli/args.hpp"
 #include "src/cli/json_object.hpp"
 #include "src/cli/json_on_failure.hpp"
-#include "src/cli/json_value.hpp"
+#include "infer/json.hpp"
 #include "src/io/finite_check.hpp"
 #include "src/io/npy_reader.hpp"
 #include "src/io/npy_writer.hpp"
@@ -62,19 +62,17 @@ std::string mib(std::uint64_t bytes) {
   return b;
 }
 
-double number(const cli::JsonValue& v, const char* key) {
-  const auto* f = v.get(key);
-  return f && f->kind == cli::JsonValue::Kind::number ? f->number : 0;
-}
-std::string text(const cli::JsonValue& v, const char* key) {
-  const auto* f = v.get(key);
-  return f && f->kind == cli::JsonValue::Kind::string ? f->string : "";
+double number(const infer::Json& v, const char* key) { return infer::json_number(v, key).value_or(0); }
+std::string text(const infer::Json& v, const char* key) {
+  const std::string* s = infer::json_string(v, key);
+  return s ? *s : "";
 }
 
-cli::JsonObject to_object(const cli::JsonValue& v) {  // a node's stats, as received
+cli::JsonObject to_object(const infer::Json& v) {  // a node's stats, as received
   cli::JsonObject o;
-  for (const auto& [k, f] : v.fields)
-    if (f.kind == cli::JsonValue::Kind::number) o.add(k, f.number);
+  if (v.is_object())
+    for (const auto& [k, f] : v.items())
+      if (f.is_number()) o.add(k, f.get<double>());
   return o;
 }
 
@@ -118,11 +116,11 @@ asio::awaitable<void> converse(std::string to, const std::string& secret, bool t
     int world = 0;
     bool redirected = false;
     for (;;) {
-      const cli::JsonValue e = cli::parse_json(co_await c.read_json());
+      const infer::Json e = infer::parse_json(co_await c.read_json());
       const std::string name = text(e, "event");
-      const cli::JsonValue* d = e.get("data");
-      static const cli::JsonValue empty;
-      const cli::JsonValue& data = d ? *d : empty;
+      const infer::Json* d = infer::json_field(e, "data");
+      static const infer::Json empty;
+      const infer::Json& data = d ? *d : empty;
       if (name == "redirect") {  // before anything is queued or sent
         const std::string next = text(data, "to");
         if (hops >= 2 || next.empty()) throw NetworkError("the daemons redirect in a loop; submit to rank 0", FailureCause::protocol);

@@ -174,8 +174,8 @@ def check_answer(status, text, ctype):
         j = json.loads(text)
     except ValueError:
         return "HTTP 200 that is not JSON: " + text[:300]
-    if "choices" not in j and "data" not in j:
-        return "HTTP 200 without choices: " + text[:300]
+    if "choices" not in j and j.get("object") not in ("list", "model", "session"):
+        return "HTTP 200 that is neither a completion, a model nor a list: " + text[:300]
     return None
 
 
