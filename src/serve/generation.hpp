@@ -90,6 +90,7 @@ struct Generation {
   std::int64_t reserved = 0;                     // cache rows it holds ring-wide while it runs
   bool settled = false;                          // SessionTable::finish saw it
   std::atomic<bool> cancelled{false};  // the client went away: its tokens are dropped
+  std::atomic<bool> stopped{false};    // the endpoint found a stop sequence: a whole reply, ended early
   bool ended = false;                  // ring thread only: done or error was pushed
   bool complete = false;               // ring thread only: done was pushed (its reply is whole)
   int generated = 0;                   // ring thread only

@@ -3,9 +3,11 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <functional>
 #include <optional>
 
 #include "ringattn/error.hpp"
@@ -18,6 +20,41 @@
 
 namespace ringattn::serve {
 
+StopMatcher::StopMatcher(std::vector<std::string> stops) {
+  for (std::string& s : stops)
+    if (!s.empty()) stops_.push_back(std::move(s));
+}
+
+std::string StopMatcher::feed(std::string_view piece) {
+  if (matched_) return "";
+  held_ += piece;
+  std::size_t at = std::string::npos;  // where the first whole stop sequence begins
+  for (const std::string& s : stops_) at = std::min(at, held_.find(s));
+  if (at != std::string::npos) {
+    matched_ = true;
+    std::string out = held_.substr(0, at);
+    held_.clear();
+    return out;
+  }
+  // Everything before the first place a stop sequence could still begin is text for sure
+  // (no stop sequence lies whole in held_, so one that begins there must run past its end).
+  std::size_t keep = held_.size();
+  for (std::size_t i = 0; i < held_.size() && keep == held_.size(); ++i) {
+    const std::string_view tail = std::string_view(held_).substr(i);
+    for (const std::string& s : stops_)
+      if (s.size() > tail.size() && s.compare(0, tail.size(), tail) == 0) keep = i;
+  }
+  std::string out = held_.substr(0, keep);
+  held_.erase(0, keep);
+  return out;
+}
+
+std::string StopMatcher::flush() {
+  std::string out;
+  out.swap(held_);
+  return matched_ ? std::string() : out;
+}
+
 namespace {
 
 constexpr std::size_t kMaxBody = 1 << 20;
@@ -27,21 +64,38 @@ constexpr auto kSilence = std::chrono::seconds(120);    // longest wait for the 
 // clients ignore: proxies keep the connection, and a client that has left is found by the
 // failed write and its request cancelled before the ring spends more on it.
 constexpr auto kHeartbeat = std::chrono::seconds(1);
+constexpr std::size_t kMaxStops = 4;           // OpenAI's
+constexpr std::size_t kMaxStopBytes = 1024;    // each; held-back text is scanned per token
 
+// An answer other than 200, as OpenAI words it: `param` the request's field at fault and
+// `code` OpenAI's code for it (each null when empty).
 struct ApiError {
   int status;
   std::string message;
+  std::string param{};
+  std::string code{};
   std::string type = "invalid_request_error";
 };
 
+ApiError bad(std::string param, std::string message, std::string code = "") {
+  return {400, std::move(message), std::move(param), std::move(code)};
+}
+
+ApiError server_error(int status, std::string message) { return {status, std::move(message), "", "", "server_error"}; }
+
 std::string error_json(const ApiError& e) {
-  return cli::JsonObject()
-      .add("error", cli::JsonObject().add("message", e.message).add("type", e.type).add("code", e.status))
-      .str();
+  cli::JsonObject o;
+  o.add("message", e.message).add("type", e.type);
+  if (e.param.empty()) o.add_null("param");
+  else o.add("param", e.param);
+  if (e.code.empty()) o.add_null("code");
+  else o.add("code", e.code);
+  return cli::JsonObject().add("error", o).str();
 }
 
 void fail(httplib::Response& res, const ApiError& e) {
   res.status = e.status;
+  if (e.status == 401) res.set_header("WWW-Authenticate", "Bearer");
   res.set_content(error_json(e), "application/json");
 }
 
@@ -50,6 +104,18 @@ bool same(const std::string& a, const std::string& b) {  // in time independent 
   unsigned char d = 0;
   for (std::size_t i = 0; i < a.size(); ++i) d |= static_cast<unsigned char>(a[i] ^ b[i]);
   return d == 0;
+}
+
+// Throws 401 unless the request carries `key` as its bearer token (`key` empty: none asked).
+void authorize(const std::string& key, const httplib::Request& req) {
+  if (key.empty()) return;
+  const std::string h = req.get_header_value("Authorization");
+  if (h.rfind("Bearer ", 0) != 0 || h.size() == 7)
+    throw ApiError{401, "no API key: send it as a bearer token (Authorization: Bearer <the daemon's api key>)", "", "",
+                   "authentication_error"};
+  if (!same(h.substr(7), key))
+    throw ApiError{401, "Incorrect API key provided: the bearer token is not this daemon's api key", "", "invalid_api_key",
+                   "authentication_error"};
 }
 
 std::string shortest(double x) {  // 1, 0.5, 9007199254740991
@@ -62,69 +128,122 @@ struct Asked {
   std::vector<std::int32_t> prompt;  // BOS and the prompt's ids; a session's follow-up: its ids only
   int max_tokens = 16;
   infer::Sampling sampling{1.0f, 1.0f, 1};
+  std::vector<std::string> stop;  // OpenAI's stop sequences, empty ones left out
   bool stream = false;
-  bool open_session = false;  // "session": true
-  std::string session;        // "session": "sess-N"
+  bool include_usage = false;  // stream_options.include_usage
+  bool open_session = false;   // "session": true
+  std::string session;         // "session": "sess-N"
 };
 
-// The request's fields, each checked; throws ApiError (400) naming the field.
+bool given(const cli::JsonValue* v) { return v && v->kind != cli::JsonValue::Kind::null; }
+
+std::vector<std::string> stop_sequences(const cli::JsonValue* v) {
+  std::vector<std::string> out;
+  if (!given(v)) return out;
+  const std::string what = "\"stop\" must be a string or an array of at most " + std::to_string(kMaxStops) +
+                           " strings, each at most " + std::to_string(kMaxStopBytes) + " bytes";
+  auto one = [&](const cli::JsonValue& s) {
+    if (s.kind != cli::JsonValue::Kind::string || s.string.size() > kMaxStopBytes) throw bad("stop", what);
+    if (!s.string.empty()) out.push_back(s.string);
+  };
+  if (v->kind == cli::JsonValue::Kind::string) one(*v);
+  else if (v->kind == cli::JsonValue::Kind::array && v->items.size() <= kMaxStops)
+    for (const cli::JsonValue& s : v->items) one(s);
+  else throw bad("stop", what);
+  return out;
+}
+
+// The prompt's text or token ids (a completion's); throws 400 naming what is accepted.
+void read_prompt(const cli::JsonValue& j, const HostedModel& m, std::string& text, std::optional<std::vector<std::int32_t>>& ids) {
+  const std::string shapes =
+      "\"prompt\" must be a string or a non-empty array of token ids (one prompt: an array of several prompts is not "
+      "supported, as n must be 1)";
+  const cli::JsonValue* p = j.get("prompt");
+  // An array of one prompt, ["text"] or [[ids]], is that prompt.
+  if (p && p->kind == cli::JsonValue::Kind::array && p->items.size() == 1 &&
+      (p->items[0].kind == cli::JsonValue::Kind::string || p->items[0].kind == cli::JsonValue::Kind::array))
+    p = &p->items[0];
+  if (p && p->kind == cli::JsonValue::Kind::string) {
+    text = p->string;
+    return;
+  }
+  if (!p || p->kind != cli::JsonValue::Kind::array || p->items.empty()) throw bad("prompt", shapes);
+  ids.emplace();
+  for (const cli::JsonValue& t : p->items) {
+    if (t.kind != cli::JsonValue::Kind::number) throw bad("prompt", shapes);
+    if (!(t.number >= 0 && t.number < static_cast<double>(m.options.model.vocab)) || t.number != std::floor(t.number))
+      throw bad("prompt", "\"prompt\" as token ids: each an integer in [0, " + std::to_string(m.options.model.vocab) + ")");
+    ids->push_back(static_cast<std::int32_t>(t.number));
+  }
+}
+
+// The request's fields, each checked; throws ApiError naming the field.
 Asked parse_request(const std::string& body, bool chat, const HostedModel& m, const RingLimits& limits) {
   cli::JsonValue j;
   try {
     j = cli::parse_json(body);
   } catch (const std::exception& e) {
-    throw ApiError{400, std::string("the body is not valid JSON: ") + e.what()};
+    throw bad("", std::string("the body is not valid JSON: ") + e.what());
   }
-  if (j.kind != cli::JsonValue::Kind::object) throw ApiError{400, "the body must be a JSON object"};
+  if (j.kind != cli::JsonValue::Kind::object) throw bad("", "the body must be a JSON object");
+  if (const cli::JsonValue* v = j.get("model"); given(v)) {
+    if (v->kind != cli::JsonValue::Kind::string) throw bad("model", "\"model\" must be a string: the hosted model's id, " + m.name);
+    if (v->string != m.name)
+      throw ApiError{404, "The model `" + v->string.substr(0, 100) + "` does not exist: this endpoint hosts " + m.name + " (GET /v1/models)",
+                     "model", "model_not_found"};
+  }
   Asked a;
-  if (const cli::JsonValue* s = j.get("session"); s && s->kind != cli::JsonValue::Kind::null) {
+  if (const cli::JsonValue* s = j.get("session"); given(s)) {
     if (s->kind == cli::JsonValue::Kind::boolean) a.open_session = s->boolean;
     else if (s->kind == cli::JsonValue::Kind::string && s->string.rfind("sess-", 0) == 0 && s->string.size() <= 32) a.session = s->string;
-    else throw ApiError{400, "\"session\" must be true (open one) or a session id \"sess-N\" this endpoint returned"};
+    else throw bad("session", "\"session\" must be true (open one) or a session id \"sess-N\" this endpoint returned");
   }
+  const std::string prompt_field = chat ? "messages" : "prompt";
   std::string text;
   std::optional<std::vector<std::int32_t>> ids;  // a prompt given as token ids
   if (chat) {
     const cli::JsonValue* msgs = j.get("messages");
     if (!msgs || msgs->kind != cli::JsonValue::Kind::array || msgs->items.empty())
-      throw ApiError{400, "\"messages\" must be a non-empty array of {\"role\", \"content\"}"};
+      throw bad("messages", "\"messages\" must be a non-empty array of {\"role\", \"content\"}");
     for (const cli::JsonValue& msg : msgs->items) {
       const cli::JsonValue* c = msg.get("content");
-      if (!c || c->kind != cli::JsonValue::Kind::string) throw ApiError{400, "every message needs a string \"content\""};
+      if (!c || c->kind != cli::JsonValue::Kind::string) throw bad("messages", "every message needs a string \"content\"");
       text += (text.empty() ? "" : "\n") + c->string;
     }
   } else {
-    const cli::JsonValue* p = j.get("prompt");
-    if (p && p->kind == cli::JsonValue::Kind::array && !p->items.empty()) {
-      ids.emplace();
-      for (const cli::JsonValue& t : p->items) {
-        if (t.kind != cli::JsonValue::Kind::number || !(t.number >= 0 && t.number < static_cast<double>(m.options.model.vocab)) ||
-            t.number != std::floor(t.number))
-          throw ApiError{400, "\"prompt\" as token ids: each an integer in [0, " + std::to_string(m.options.model.vocab) + ")"};
-        ids->push_back(static_cast<std::int32_t>(t.number));
-      }
-    } else if (p && p->kind == cli::JsonValue::Kind::string) {
-      text = p->string;
-    } else {
-      throw ApiError{400, "\"prompt\" must be a string or a non-empty array of token ids"};
-    }
+    read_prompt(j, m, text, ids);
   }
   auto number = [&](const char* key, double lo, double hi, double def, bool whole) {
     const cli::JsonValue* v = j.get(key);
-    if (!v || v->kind == cli::JsonValue::Kind::null) return def;
+    if (!given(v)) return def;
     if (v->kind != cli::JsonValue::Kind::number || !(v->number >= lo && v->number <= hi) || (whole && v->number != std::floor(v->number)))
-      throw ApiError{400, std::string("\"") + key + "\" must be " + (whole ? "an integer" : "a number") + " in [" + shortest(lo) +
-                              ", " + shortest(hi) + "]"};
+      throw bad(key, std::string("\"") + key + "\" must be " + (whole ? "an integer" : "a number") + " in [" + shortest(lo) + ", " +
+                         shortest(hi) + "]");
     return v->number;
   };
-  a.max_tokens = static_cast<int>(number("max_tokens", 1, 1 << 20, 16, true));
+  // max_completion_tokens is OpenAI's newer name for max_tokens; OpenAI refuses both at once.
+  const bool completion_tokens = given(j.get("max_completion_tokens"));
+  if (completion_tokens && given(j.get("max_tokens")))
+    throw bad("max_tokens", "setting \"max_tokens\" and \"max_completion_tokens\" at the same time is not supported (one is the other's newer name)",
+              "invalid_parameter_combination");
+  a.max_tokens = static_cast<int>(number(completion_tokens ? "max_completion_tokens" : "max_tokens", 1, 1 << 20, 16, true));
   a.sampling.temperature = static_cast<float>(number("temperature", 0, 2, 1, false));
   a.sampling.top_p = static_cast<float>(number("top_p", 0, 1, 1, false));
   a.sampling.seed = static_cast<std::uint64_t>(number("seed", 0, 9007199254740991.0, 1, true));
-  if (number("n", 1, 1, 1, true) != 1) throw ApiError{400, "\"n\" must be 1"};
-  if (const cli::JsonValue* s = j.get("stream"); s && s->kind != cli::JsonValue::Kind::null) {
-    if (s->kind != cli::JsonValue::Kind::boolean) throw ApiError{400, "\"stream\" must be true or false"};
+  if (number("n", 1, 1, 1, true) != 1) throw bad("n", "\"n\" must be 1");
+  a.stop = stop_sequences(j.get("stop"));
+  if (!a.stop.empty() && (a.open_session || !a.session.empty()))
+    throw bad("stop", "\"stop\" cannot be used with a session: the session's history would hold text its reply left out");
+  if (const cli::JsonValue* s = j.get("stream"); given(s)) {
+    if (s->kind != cli::JsonValue::Kind::boolean) throw bad("stream", "\"stream\" must be true or false");
     a.stream = s->boolean;
+  }
+  if (const cli::JsonValue* o = j.get("stream_options"); given(o)) {
+    if (!a.stream) throw bad("stream_options", "\"stream_options\" is only allowed with \"stream\": true");
+    const cli::JsonValue* u = o->kind == cli::JsonValue::Kind::object ? o->get("include_usage") : nullptr;
+    if (o->kind != cli::JsonValue::Kind::object || (given(u) && u->kind != cli::JsonValue::Kind::boolean))
+      throw bad("stream_options", "\"stream_options\" must be an object such as {\"include_usage\": true}");
+    a.include_usage = given(u) && u->boolean;
   }
   // BOS opens a text, not a session's next message (its history is already in the caches).
   const bool bos = a.session.empty();
@@ -134,32 +253,33 @@ Asked parse_request(const std::string& body, bool chat, const HostedModel& m, co
   } else {
     for (const int t : m.job.tokenizer->encode(text, bos, false)) a.prompt.push_back(t);
   }
-  if (a.prompt.empty()) throw ApiError{400, "a session's next message needs at least one token"};
+  if (a.prompt.empty()) throw bad(prompt_field, "a session's next message needs at least one token");
+  // The model's trained context first: it is what the client can change its request for
+  // (a session's history is added when it is admitted, sessions.cpp).
   const auto n = static_cast<std::int64_t>(a.prompt.size());
+  const std::int64_t context = m.options.model.context;
+  if (context > 0 && n + a.max_tokens > context)
+    throw bad(prompt_field,
+              "this model's maximum context length is " + std::to_string(context) + " tokens: the prompt's " + std::to_string(n) +
+                  " tokens and max_tokens " + std::to_string(a.max_tokens) + " exceed the model's context of " + std::to_string(context) +
+                  " positions",
+              "context_length_exceeded");
   if (n > limits.max_rows)
-    throw ApiError{400, "the prompt's " + std::to_string(n) + " tokens exceed the ring's max_rows of " +
-                            std::to_string(limits.max_rows) + " (one rank may hold a whole prompt)"};
+    throw bad(prompt_field, "the prompt's " + std::to_string(n) + " tokens exceed the ring's max_rows of " + std::to_string(limits.max_rows) +
+                                " (one rank may hold a whole prompt)");
   return a;
 }
 
-// One response object or stream chunk.
-std::string choice_json(bool chat, bool chunk, const std::string& id, std::time_t created, const std::string& model,
-                        const std::string& text, const std::string& finish, const cli::JsonObject* usage, const std::string& session) {
-  cli::JsonObject choice;
-  choice.add("index", 0);
-  if (chat) choice.add(chunk ? "delta" : "message", cli::JsonObject().add("role", "assistant").add("content", text));
-  else choice.add("text", text).add_null("logprobs");
-  if (finish.empty()) choice.add_null("finish_reason");
-  else choice.add("finish_reason", finish);
-  cli::JsonObject o;
-  o.add("id", id)
-      .add("object", chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion")
-      .add("created", static_cast<std::int64_t>(created))
-      .add("model", model)
-      .add("choices", std::vector<cli::JsonObject>{choice});
-  if (!session.empty()) o.add("session", session);  // an extension: send it back to continue the conversation
-  if (usage) o.add("usage", *usage);
-  return o.str();
+// A refusal of the ring service (sessions.hpp) as an answer.
+ApiError refused(const Refusal& e, bool chat) {
+  ApiError a{e.status(), e.what()};
+  if (e.status() >= 500) a.type = "server_error";
+  if (e.status() == 400) {  // SessionTable::admit's one: a session's history, the prompt and max_tokens exceed the context
+    a.param = chat ? "messages" : "prompt";
+    a.code = "context_length_exceeded";
+  }
+  if (e.status() == 404 || e.status() == 409) a.param = "session";
+  return a;
 }
 
 cli::JsonObject usage_json(std::size_t prompt, int completion) {
@@ -168,6 +288,58 @@ cli::JsonObject usage_json(std::size_t prompt, int completion) {
       .add("completion_tokens", completion)
       .add("total_tokens", static_cast<std::int64_t>(prompt) + completion);
 }
+
+// What every object of one reply carries, and its shapes: the whole response, a stream
+// chunk, the usage chunk.
+struct Reply {
+  bool chat = false;
+  std::string id, model, session;
+  std::time_t created = 0;
+  bool usage_chunk = false;  // stream_options.include_usage: "usage": null in every chunk, then one with it
+
+  cli::JsonObject head(bool chunk) const {
+    cli::JsonObject o;
+    o.add("id", id)
+        .add("object", chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion")
+        .add("created", static_cast<std::int64_t>(created))
+        .add("model", model);
+    return o;
+  }
+  cli::JsonObject with_choice(bool chunk, const std::string& text, const std::string& finish) const {
+    cli::JsonObject choice;
+    choice.add("index", 0);
+    if (chat) choice.add(chunk ? "delta" : "message", cli::JsonObject().add("role", "assistant").add("content", text));
+    else choice.add("text", text).add_null("logprobs");
+    if (finish.empty()) choice.add_null("finish_reason");
+    else choice.add("finish_reason", finish);
+    cli::JsonObject o = head(chunk);
+    o.add("choices", std::vector<cli::JsonObject>{choice});
+    if (!session.empty()) o.add("session", session);  // an extension: send it back to continue the conversation
+    return o;
+  }
+  std::string whole(const std::string& text, const std::string& finish, const cli::JsonObject& usage) const {
+    return with_choice(false, text, finish).add("usage", usage).str();
+  }
+  std::string chunk(const std::string& text, const std::string& finish) const {
+    cli::JsonObject o = with_choice(true, text, finish);
+    if (usage_chunk) o.add_null("usage");
+    return o.str();
+  }
+  std::string usage(const cli::JsonObject& counts) const {
+    cli::JsonObject o = head(true);
+    o.add("choices", std::vector<cli::JsonObject>{});
+    if (!session.empty()) o.add("session", session);
+    return o.add("usage", counts).str();
+  }
+};
+
+// A streamed reply's state between the calls of its content provider.
+struct Streamed {
+  StopMatcher stop;
+  int completion = 0;  // tokens generated
+};
+
+using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
 
 }  // namespace
 
@@ -180,124 +352,158 @@ OpenAiEndpoint::OpenAiEndpoint(const std::string& listen, std::string api_key, R
   s.set_read_timeout(10, 0);
   s.set_write_timeout(30, 0);
   s.set_keep_alive_max_count(100);
-  s.set_pre_routing_handler([key = std::move(api_key), &metrics](const httplib::Request& req, httplib::Response& res) {
-    if (key.empty() || same(req.get_header_value("Authorization"), "Bearer " + key)) return httplib::Server::HandlerResponse::Unhandled;
-    metrics.add("ringattn_api_requests_total", {{"status", "401"}});
-    res.set_header("WWW-Authenticate", "Bearer");
-    fail(res, {401, "a bearer token is required: Authorization: Bearer <the daemon's api key>", "authentication_error"});
-    return httplib::Server::HandlerResponse::Handled;
+  // The key is checked by each handler once the body is read, not before routing: an answer
+  // given with the body unread would leave it to be parsed as the connection's next request.
+  auto guarded = [key = api_key](Handler h) {
+    return [key, h = std::move(h)](const httplib::Request& req, httplib::Response& res) {
+      try {
+        authorize(key, req);
+        h(req, res);
+      } catch (const ApiError& e) {
+        fail(res, e);
+      }
+    };
+  };
+  // Every answer is counted once, whoever gave it (a handler, or httplib: 404, 413, 400).
+  s.set_post_routing_handler([&metrics](const httplib::Request&, httplib::Response& res) {
+    metrics.add("ringattn_api_requests_total", {{"status", std::to_string(res.status)}});
   });
   const HostedModel* model = service.model();
-  s.Get("/v1/models", [model](const httplib::Request&, httplib::Response& res) {
-    cli::JsonObject m;
-    m.add("id", model->name).add("object", "model").add("owned_by", "ringattn");
-    res.set_content(cli::JsonObject().add("object", "list").add("data", std::vector<cli::JsonObject>{m}).str(), "application/json");
-  });
+  const auto model_json = [model] { return cli::JsonObject().add("id", model->name).add("object", "model").add("created", 0).add("owned_by", "ringattn"); };
+  s.Get("/v1/models", guarded([model_json](const httplib::Request&, httplib::Response& res) {
+          res.set_content(cli::JsonObject().add("object", "list").add("data", std::vector<cli::JsonObject>{model_json()}).str(), "application/json");
+        }));
+  s.Get("/v1/models/(.+)", guarded([model, model_json](const httplib::Request& req, httplib::Response& res) {
+          if (req.matches[1] != model->name)
+            throw ApiError{404, "The model `" + req.matches[1].str().substr(0, 100) + "` does not exist: this endpoint hosts " + model->name,
+                           "model", "model_not_found"};
+          res.set_content(model_json().str(), "application/json");
+        }));
   auto handle = [&service, &metrics, model](const httplib::Request& req, httplib::Response& res, bool chat) {
+    if (const std::string h = service.health(); h != "ok") throw server_error(503, "the ring is " + h + "; try again once it is ready");
+    const Asked a = parse_request(req.body, chat, *model, service.limits());
+    auto g = std::make_shared<Generation>();
+    g->id = service.next_job_id();
+    g->prompt = a.prompt;
+    g->max_tokens = a.max_tokens;
+    g->sampling = a.sampling;
     try {
-      if (const std::string h = service.health(); h != "ok")
-        throw ApiError{503, "the ring is " + h + "; try again once it is ready", "server_error"};
-      const Asked a = parse_request(req.body, chat, *model, service.limits());
-      auto g = std::make_shared<Generation>();
-      g->id = service.next_job_id();
-      g->prompt = a.prompt;
-      g->max_tokens = a.max_tokens;
-      g->sampling = a.sampling;
-      try {
-        service.submit_generation(g, a.open_session, a.session);
-      } catch (const Refusal& e) {
-        throw ApiError{e.status(), e.what(), e.status() >= 500 ? "server_error" : "invalid_request_error"};
+      service.submit_generation(g, a.open_session, a.session);
+    } catch (const Refusal& e) {
+      throw refused(e, chat);
+    }
+    Reply reply;
+    reply.chat = chat;
+    reply.id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(g->id);
+    reply.created = std::time(nullptr);
+    reply.model = model->name;
+    reply.session = g->session;
+    reply.usage_chunk = a.include_usage;
+    const std::size_t prompt_tokens = g->prompt.size();  // a follow-up's: with the last reply's unfed token
+    if (!a.stream) {
+      StopMatcher stop(a.stop);
+      std::string text, finish;
+      int completion = 0;
+      for (;;) {
+        const std::optional<TokenEvent> e = g->stream.next(kSilence);
+        if (!e) {
+          g->cancelled = true;
+          throw server_error(504, "no token from the ring in 120 s");
+        }
+        if (e->kind == TokenEvent::Kind::error) throw server_error(e->status, e->error);
+        if (e->kind == TokenEvent::Kind::done) {
+          text += stop.flush();
+          finish = e->finish_reason;
+          break;
+        }
+        ++completion;
+        text += stop.feed(e->piece);
+        if (stop.matched()) {
+          g->stopped = true;  // the ring ends it as a whole reply
+          finish = "stop";
+          break;
+        }
       }
-      metrics.add("ringattn_api_requests_total", {{"status", "200"}});
-      const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(g->id);
-      const std::time_t created = std::time(nullptr);
-      const std::string name = model->name;
-      const std::size_t prompt_tokens = g->prompt.size();  // a follow-up's: with the last reply's unfed token
-      const std::string session = g->session;
-      if (!a.stream) {
-        std::string text, finish;
-        int completion = 0;
-        for (;;) {
-          const std::optional<TokenEvent> e = g->stream.next(kSilence);
+      res.set_content(reply.whole(text, finish, usage_json(prompt_tokens, completion)), "application/json");
+      return;
+    }
+    res.set_header("Cache-Control", "no-cache");
+    auto st = std::make_shared<Streamed>(Streamed{StopMatcher(a.stop)});
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [g, reply, st, prompt_tokens, &metrics](std::size_t, httplib::DataSink& sink) {
+          auto write = [&](const std::string& line) {
+            if (sink.write(line.data(), line.size())) return true;
+            if (!g->cancelled.exchange(true)) metrics.add("ringattn_api_clients_gone_total");  // its tokens are dropped
+            return false;
+          };
+          auto send = [&](const std::string& data) { return write("data: " + data + "\n\n"); };
+          // The text held back, the finishing chunk, usage if asked, [DONE].
+          auto end = [&](const std::string& held, const std::string& finish) {
+            if (!held.empty() && !send(reply.chunk(held, ""))) return false;
+            if (!send(reply.chunk("", finish))) return false;
+            if (reply.usage_chunk && !send(reply.usage(usage_json(prompt_tokens, st->completion)))) return false;
+            if (!send("[DONE]")) return false;
+            sink.done();
+            return true;
+          };
+          std::optional<TokenEvent> e;
+          for (auto silent = std::chrono::milliseconds(0); !e && silent < kSilence; silent += kHeartbeat)
+            if (!(e = g->stream.next(kHeartbeat)) && !write(": waiting for the ring\n\n")) return false;
           if (!e) {
             g->cancelled = true;
-            throw ApiError{504, "no token from the ring in 120 s", "server_error"};
+            send(error_json(server_error(504, "no token from the ring in 120 s")));
+            sink.done();
+            return true;
           }
-          if (e->kind == TokenEvent::Kind::error) throw ApiError{e->status, e->error, "server_error"};
-          if (e->kind == TokenEvent::Kind::done) {
-            finish = e->finish_reason;
-            break;
-          }
-          text += e->piece;
-          ++completion;
-        }
-        const cli::JsonObject usage = usage_json(prompt_tokens, completion);
-        res.set_content(choice_json(chat, false, id, created, name, text, finish, &usage, session), "application/json");
-        return;
-      }
-      res.set_header("Cache-Control", "no-cache");
-      auto completion = std::make_shared<int>(0);
-      res.set_chunked_content_provider(
-          "text/event-stream",
-          [g, chat, id, created, name, prompt_tokens, completion, session, &metrics](std::size_t, httplib::DataSink& sink) {
-            auto write = [&](const std::string& line) {
-              if (sink.write(line.data(), line.size())) return true;
-              if (!g->cancelled.exchange(true)) metrics.add("ringattn_api_clients_gone_total");  // its tokens are dropped
-              return false;
-            };
-            auto send = [&](const std::string& data) { return write("data: " + data + "\n\n"); };
-            std::optional<TokenEvent> e;
-            for (auto silent = std::chrono::milliseconds(0); !e && silent < kSilence; silent += kHeartbeat)
-              if (!(e = g->stream.next(kHeartbeat)) && !write(": waiting for the ring\n\n")) return false;
-            if (!e) {
-              g->cancelled = true;
-              send(error_json({504, "no token from the ring in 120 s", "server_error"}));
+          switch (e->kind) {
+            case TokenEvent::Kind::token: {
+              ++st->completion;
+              const std::string text = st->stop.feed(e->piece);
+              if (st->stop.matched()) {
+                g->stopped = true;  // the ring ends it as a whole reply
+                return end(text, "stop");
+              }
+              return text.empty() || send(reply.chunk(text, ""));  // all held back: nothing to send yet
+            }
+            case TokenEvent::Kind::done:
+              return end(st->stop.flush(), e->finish_reason);
+            case TokenEvent::Kind::error:
+              send(error_json(server_error(e->status, e->error)));
               sink.done();
               return true;
-            }
-            switch (e->kind) {
-              case TokenEvent::Kind::token:
-                ++*completion;
-                return send(choice_json(chat, true, id, created, name, e->piece, "", nullptr, session));
-              case TokenEvent::Kind::done: {
-                const cli::JsonObject usage = usage_json(prompt_tokens, *completion);
-                if (!send(choice_json(chat, true, id, created, name, "", e->finish_reason, &usage, session)) || !send("[DONE]")) return false;
-                sink.done();
-                return true;
-              }
-              case TokenEvent::Kind::error:
-                send(error_json({e->status, e->error, "server_error"}));
-                sink.done();
-                return true;
-            }
-            return false;
-          },
-          [g](bool success) {
-            if (!success) g->cancelled = true;
-          });
-    } catch (const ApiError& e) {
-      metrics.add("ringattn_api_requests_total", {{"status", std::to_string(e.status)}});
-      fail(res, e);
-    }
+          }
+          return false;
+        },
+        [g](bool success) {
+          if (!success) g->cancelled = true;
+        });
   };
-  s.Delete(R"(/v1/sessions/(sess-[0-9]+))", [&service, &metrics](const httplib::Request& req, httplib::Response& res) {
-    const std::string id = req.matches[1];
-    try {
-      service.close_session(id);
-      metrics.add("ringattn_api_requests_total", {{"status", "200"}});
-      res.set_content(cli::JsonObject().add("id", id).add("object", "session").add("deleted", true).str(), "application/json");
-    } catch (const Refusal& e) {
-      metrics.add("ringattn_api_requests_total", {{"status", std::to_string(e.status())}});
-      fail(res, {e.status(), e.what()});
-    }
-  });
-  s.Post("/v1/completions", [handle](const httplib::Request& req, httplib::Response& res) { handle(req, res, false); });
-  s.Post("/v1/chat/completions", [handle](const httplib::Request& req, httplib::Response& res) { handle(req, res, true); });
-  s.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+  s.Delete(R"(/v1/sessions/(sess-[0-9]+))", guarded([&service](const httplib::Request& req, httplib::Response& res) {
+             const std::string id = req.matches[1];
+             try {
+               service.close_session(id);
+             } catch (const Refusal& e) {
+               throw ApiError{e.status(), e.what()};
+             }
+             res.set_content(cli::JsonObject().add("id", id).add("object", "session").add("deleted", true).str(), "application/json");
+           }));
+  s.Post("/v1/completions", guarded([handle](const httplib::Request& req, httplib::Response& res) { handle(req, res, false); }));
+  s.Post("/v1/chat/completions", guarded([handle](const httplib::Request& req, httplib::Response& res) { handle(req, res, true); }));
+  s.set_error_handler([key = std::move(api_key)](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
+    try {
+      if (res.status == 404) authorize(key, req);  // what exists is not told to a client without the key
+    } catch (const ApiError& e) {
+      fail(res, e);
+      return;
+    }
+    // httplib bounds a form-encoded body to 8 KiB (curl -d sends one unless told otherwise).
+    const bool form = req.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0;
     fail(res, {res.status, res.status == 404 ? "not found: POST /v1/completions or /v1/chat/completions, GET /v1/models, DELETE /v1/sessions/ID"
-                          : res.status == 413 ? "the body is larger than 1 MiB"
-                                              : "the request was refused (HTTP " + std::to_string(res.status) + ")"});
+                           : res.status == 413 ? (form ? "a form-encoded body is bounded to 8 KiB: send JSON as Content-Type: application/json (1 MiB at most)"
+                                                       : "the body is larger than 1 MiB")
+                                               : "the request was refused (HTTP " + std::to_string(res.status) + ")"});
   });
   if (!s.bind_to_port(at.host, at.port))
     throw NetworkError("--api " + listen + ": cannot listen there (in use, or not this host's address)");

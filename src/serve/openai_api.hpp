@@ -1,25 +1,35 @@
 // ringattn serve — the OpenAI-style HTTP endpoint of a hosted model, on rank 0, for the
 // clients people already have (the openai packages, curl, LangChain, ...):
 //
-//   POST /v1/completions       {"prompt": "...", "max_tokens": 16, "temperature": 1, "top_p": 1,
-//                               "seed": 1, "stream": false}
+//   POST /v1/completions       {"model": id, "prompt": "...", "max_tokens": 16 (or
+//                               "max_completion_tokens"), "temperature": 1, "top_p": 1,
+//                               "seed": 1, "stop": "..." or ["...", ...], "stream": false,
+//                               "stream_options": {"include_usage": true}}
 //   POST /v1/chat/completions  {"messages": [{"role": ..., "content": "..."}], ...the same}: the
 //                               prompt is the messages' contents in order, joined by "\n" (a
 //                               base model such as stories260K has no chat format of its own)
-//   GET  /v1/models            the hosted model
+//   GET  /v1/models, /v1/models/ID   the hosted model
 //
-// With "stream": true the tokens come as server-sent events (`data: {chunk}` per token, then
-// `data: [DONE]`) the moment rank 0 chooses them; without, one JSON object at the end.
-// Errors are JSON ({"error": {"message", "type", "code"}}) with an HTTP status: 400 for a bad
-// request (named field, the numbers for one that does not fit), 401 without the bearer token,
-// 404, 413 for a body over 1 MiB, 503 while the ring is not ready or drains. Served by
-// cpp-httplib (Debian's libcpp-httplib-dev): a bounded pool of 16 connection threads, read
-// and write deadlines, the body's size bounded before it is read.
+// As OpenAI answers: a `model` other than the hosted one is 404 model_not_found (none given:
+// the hosted one answers); `stop` ends the text before the first stop sequence, which is
+// never sent, not even in part; with "stream": true the tokens come as server-sent events
+// (`data: {chunk}`, then `data: [DONE]`) the moment rank 0 chooses them, usage only in one
+// last chunk with no choices when include_usage asks for it; without, one JSON object with
+// usage. Errors are {"error": {"message", "type", "param", "code"}} (param: the field at
+// fault; code: OpenAI's string, e.g. invalid_api_key, model_not_found,
+// context_length_exceeded, or null) with an HTTP status: 400 for a bad request (named
+// field, the numbers for one that does not fit), 401 without the key or with a wrong one,
+// 404, 413 for a body over 1 MiB, 503 while the ring is not ready or drains; every answer
+// is counted in ringattn_api_requests_total{status}. Served by cpp-httplib (Debian's
+// libcpp-httplib-dev): a bounded pool of 16 connection threads, read and write deadlines,
+// the body's size bounded before it is read.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include "src/serve/metrics.hpp"
 
@@ -43,6 +53,25 @@ class OpenAiEndpoint {
  private:
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
+};
+
+// OpenAI's `stop` on a reply's text as its tokens come: the text ends before the first
+// place any stop sequence begins, matched across token boundaries. Text that could still
+// be the start of a stop sequence is held back until a later piece decides, so no part of
+// one is ever returned. (Empty sequences never match: OpenAI ignores them.)
+class StopMatcher {
+ public:
+  explicit StopMatcher(std::vector<std::string> stops);
+  // A token's piece in; out: the text now known to come before any stop sequence.
+  std::string feed(std::string_view piece);
+  bool matched() const { return matched_; }
+  // The text held back, once the reply ended without a match.
+  std::string flush();
+
+ private:
+  std::vector<std::string> stops_;
+  std::string held_;
+  bool matched_ = false;
 };
 
 }  // namespace ringattn::serve

@@ -135,6 +135,11 @@ void RingService::run_generation(std::vector<std::shared_ptr<Generation>>& batch
     const auto i = static_cast<std::size_t>(prompt);
     Generation& g = *batch[i];
     if (g.ended) return false;
+    if (g.stopped) {  // its text reached a stop sequence (openai_api.cpp): complete, not cancelled
+      g.ended = g.complete = true;
+      metrics_.add("ringattn_generations_total", {{"result", "ok"}});
+      return false;
+    }
     if (g.cancelled) {
       g.ended = true;
       metrics_.add("ringattn_generations_total", {{"result", "cancelled"}});
