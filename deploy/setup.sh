@@ -48,6 +48,7 @@ if [[ $mode != demo ]]; then
   # kubectl (deploy/k8s/test_k8s.sh makes the Secret with it): Debian's, unless one is installed
   # already (another kubectl package conflicts with kubernetes-client)
   command -v kubectl >/dev/null || PACKAGES+=(kubernetes-client)
+  command -v npm >/dev/null || PACKAGES+=(nodejs npm)  # the openai Node client test (a NodeSource nodejs has npm and conflicts with Debian's)
 fi
 
 missing=()
