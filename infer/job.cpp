@@ -437,10 +437,12 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
                  world, s + 1, steps - 1, stepping.size(), now() - ts, attention);
   }
   stats.decode_seconds = now() - t1;
-  if (kept)
+  if (kept)  // what stays holds its rows only: the growth reserved for max_tokens goes back
     for (std::size_t i = 0; i < prompts.size(); ++i)
-      if (!prompts[i].keep)
-        for (ringattn::KVCache& cache : caches) cache.erase(sequence_of(i));
+      for (ringattn::KVCache& cache : caches) {
+        if (prompts[i].keep) cache.shrink(sequence_of(i));
+        else cache.erase(sequence_of(i));
+      }
   return owned;
 }
 

@@ -3,6 +3,8 @@
 
 #include <ringattn/error.hpp>
 
+#include <algorithm>
+
 #include "agreement.hpp"
 #include "job.hpp"
 
@@ -59,8 +61,16 @@ LoadedJob load_job(JobOptions& opt, std::int64_t max_batch_tokens) {
     job.prompts.back().id = id;
     job.prompts.back().tokens = std::move(tokens);
   };
-  if (opt.random_prompt > 0)
+  if (opt.random_prompt > 0) {
+    // Bounded before a token is drawn: by the model's context, and by the batch.
+    const std::int64_t most = opt.model.context > 0 ? std::min(opt.model.context, max_batch_tokens) : max_batch_tokens;
+    if (opt.random_prompt > most)
+      throw ringattn::InvalidArgument("--random-prompt " + std::to_string(opt.random_prompt) + " is longer than " +
+                                      (opt.model.context > 0 && opt.model.context <= max_batch_tokens
+                                           ? "the model's trained context of " + std::to_string(opt.model.context) + " positions"
+                                           : "the batch's " + std::to_string(max_batch_tokens) + " tokens"));
     one("\"random\"", random_tokens(opt.random_prompt, opt.model.vocab, opt.seed));
+  }
   else if (opt.prompt_text)
     one("\"prompt\"", tok->encode(*opt.prompt_text, true, false));
   else

@@ -181,6 +181,19 @@ void KVCache::reserve(std::int32_t sequence, std::int64_t rows) {
   s.v.reserve(static_cast<std::size_t>(rows) * im.row_bytes());
 }
 
+void KVCache::shrink(std::int32_t sequence) {
+  auto it = impl_->seqs.find(sequence);
+  if (it == impl_->seqs.end()) return;
+  auto& s = it->second;
+  if (s.positions.empty()) {  // reserved here, but its rows went to other ranks
+    impl_->seqs.erase(it);
+    return;
+  }
+  s.positions.shrink_to_fit();
+  s.k.shrink_to_fit();
+  s.v.shrink_to_fit();
+}
+
 void KVCache::erase(std::int32_t sequence) {
   auto it = impl_->seqs.find(sequence);
   if (it == impl_->seqs.end()) return;

@@ -62,6 +62,9 @@ class KVCache {
 
   void reserve(std::int32_t sequence, std::int64_t rows);
   void erase(std::int32_t sequence);  // a finished prompt frees its rows
+  // Gives back a sequence's spare capacity (reserve()'s, or appends' doubling) and forgets
+  // a sequence reserved here that holds no row: for rows kept long after they were made.
+  void shrink(std::int32_t sequence);
   // Keeps the first `rows` rows of a sequence (no-op if it holds fewer): takes back
   // tokens, e.g. a decode step that failed, or speculative tokens that were rejected.
   void truncate(std::int32_t sequence, std::int64_t rows);

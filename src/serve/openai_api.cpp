@@ -132,7 +132,7 @@ struct Asked {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool open_session = false;   // "session": true
-  std::string session;         // "session": "sess-N"
+  std::string session;         // "session": "sess-<32 hex digits>"
 };
 
 bool given(const cli::JsonValue* v) { return v && v->kind != cli::JsonValue::Kind::null; }
@@ -195,8 +195,8 @@ Asked parse_request(const std::string& body, bool chat, const HostedModel& m, co
   Asked a;
   if (const cli::JsonValue* s = j.get("session"); given(s)) {
     if (s->kind == cli::JsonValue::Kind::boolean) a.open_session = s->boolean;
-    else if (s->kind == cli::JsonValue::Kind::string && s->string.rfind("sess-", 0) == 0 && s->string.size() <= 32) a.session = s->string;
-    else throw bad("session", "\"session\" must be true (open one) or a session id \"sess-N\" this endpoint returned");
+    else if (s->kind == cli::JsonValue::Kind::string && s->string.rfind("sess-", 0) == 0 && s->string.size() <= 64) a.session = s->string;
+    else throw bad("session", "\"session\" must be true (open one) or a session id \"sess-...\" this endpoint returned");
   }
   const std::string prompt_field = chat ? "messages" : "prompt";
   std::string text;
@@ -479,7 +479,7 @@ OpenAiEndpoint::OpenAiEndpoint(const std::string& listen, std::string api_key, R
           if (!success) g->cancelled = true;
         });
   };
-  s.Delete(R"(/v1/sessions/(sess-[0-9]+))", guarded([&service](const httplib::Request& req, httplib::Response& res) {
+  s.Delete(R"(/v1/sessions/(sess-[0-9a-f]{1,59}))", guarded([&service](const httplib::Request& req, httplib::Response& res) {
              const std::string id = req.matches[1];
              try {
                service.close_session(id);

@@ -72,6 +72,10 @@ void RingService::finish_generations(std::vector<std::shared_ptr<Generation>>& b
 void RingService::record_sessions() {
   metrics_.set("ringattn_sessions", {}, static_cast<double>(sessions_->size()));
   metrics_.set("ringattn_cache_rows_reserved", {}, static_cast<double>(sessions_->reserved()));
+  if (const std::uint64_t e = sessions_->evicted(); e > evicted_recorded_) {
+    metrics_.add("ringattn_sessions_evicted_total", {}, static_cast<double>(e - evicted_recorded_));
+    evicted_recorded_ = e;
+  }
 }
 
 std::vector<infer::SequenceResult> RingService::run_kept_batch(const GenerateBatch& b, infer::JobStats& st, const infer::TokenSink& sink) {

@@ -136,6 +136,7 @@ class RingService {
   std::deque<std::shared_ptr<Generation>> generations_;  // queued (rank 0)
   std::unique_ptr<SessionTable> sessions_;               // rank 0 with a model
   KeptRows kept_;  // every rank with a model: the sessions' rows (ring thread only)
+  std::uint64_t evicted_recorded_ = 0;  // sessions_->evicted() already counted in the metrics
   std::shared_ptr<Job> running_;
   std::uint64_t running_id_ = 0;  // the job a worker runs (0: none)
   std::condition_variable grace_cv_;

@@ -82,6 +82,7 @@ void describe_metrics(Metrics& m) {
   m.describe("ringattn_decode_tokens_per_second", T::gauge, "the last batch's generated tokens / its decode time");
   m.describe("ringattn_generation_cache_rows", T::gauge, "KV-cache rows (tokens, per layer) this rank keeps for sessions between jobs");
   m.describe("ringattn_sessions", T::gauge, "open sessions (rank 0)");
+  m.describe("ringattn_sessions_evicted_total", T::counter, "idle sessions ended to make room for a request in a full cache (rank 0)");
   m.describe("ringattn_cache_rows_reserved", T::gauge, "KV-cache rows the ring holds or has promised: sessions and requests in flight (rank 0)");
   m.describe("ringattn_cache_rows_capacity", T::gauge, "KV-cache rows the ring may hold: cache_mib on every daemon in this model's rows");
   m.describe("ringattn_api_requests_total", T::counter, "requests to the OpenAI-style endpoint, by HTTP status");

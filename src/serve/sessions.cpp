@@ -1,6 +1,10 @@
 // ringattn serve — sessions and their cache rows (sessions.hpp).
 #include "src/serve/sessions.hpp"
 
+#include <sys/random.h>
+
+#include <cerrno>
+#include <cstring>
 #include <iterator>
 #include <limits>
 #include <utility>
@@ -25,6 +29,26 @@ std::int32_t SessionTable::new_sequence() {
   return next_sequence_++;
 }
 
+// 128 bits from the kernel's generator: a session is reachable only by whoever was told its id.
+std::string SessionTable::new_session_id() {
+  for (;;) {
+    unsigned char b[16];
+    std::size_t got = 0;
+    while (got < sizeof b) {
+      const ssize_t n = ::getrandom(b + got, sizeof b - got, 0);
+      if (n < 0 && errno != EINTR) throw Refusal(503, std::string("no random bytes for a session id: ") + std::strerror(errno));
+      if (n > 0) got += static_cast<std::size_t>(n);
+    }
+    std::string id = "sess-";
+    static constexpr char kHex[] = "0123456789abcdef";
+    for (const unsigned char c : b) {
+      id += kHex[c >> 4];
+      id += kHex[c & 15];
+    }
+    if (!sessions_.count(id)) return id;
+  }
+}
+
 void SessionTable::admit(Generation& g, bool open, const std::string& session) {
   Session* s = nullptr;
   std::int64_t history = 0;
@@ -32,7 +56,8 @@ void SessionTable::admit(Generation& g, bool open, const std::string& session) {
     auto it = sessions_.find(session);
     if (it == sessions_.end())
       throw Refusal(404, "no session " + session + ": it was closed, expired (idle over " + std::to_string(static_cast<long long>(ttl_)) +
-                             " s) or ended with the ring's last re-forming; open a new one with \"session\": true");
+                             " s), evicted while idle to make room in a full cache (least recently used first) or ended with the ring's last "
+                             "re-forming; open a new one with \"session\": true");
     s = &it->second;
     if (s->busy) throw Refusal(409, "session " + session + " is busy with another request; send the next message when its reply is done");
     if (s->pending) g.prompt.insert(g.prompt.begin(), *s->pending);
@@ -46,7 +71,21 @@ void SessionTable::admit(Generation& g, bool open, const std::string& session) {
   if (need > capacity_)
     throw Refusal(413, "the request needs " + std::to_string(need) + " KV-cache rows, and the ring holds at most " +
                            std::to_string(capacity_) + " (cache_mib on every daemon)");
-  const std::int64_t others = reserved_ - (s ? s->rows : 0);
+  std::int64_t others = reserved_ - (s ? s->rows : 0);
+  // Idle sessions never keep a request out: the least recently used go first, until it fits
+  // (none goes for a request that would not fit even then).
+  std::int64_t idle = 0;
+  for (const auto& [id, x] : sessions_)
+    if (!x.busy && &x != s) idle += x.rows;
+  while (others + need > capacity_ && others - idle + need <= capacity_) {
+    auto lru = sessions_.end();
+    for (auto it = sessions_.begin(); it != sessions_.end(); ++it)
+      if (!it->second.busy && (!s || &it->second != s) && (lru == sessions_.end() || it->second.used < lru->second.used)) lru = it;
+    if (lru == sessions_.end()) break;
+    others -= lru->second.rows;
+    ++evicted_;
+    end(lru);
+  }
   if (others + need > capacity_)
     throw Refusal(503, "the request needs " + std::to_string(need) + " KV-cache rows; " + std::to_string(capacity_ - others) + " of " +
                            std::to_string(capacity_) + " are free now (sessions and requests in flight hold the rest): retry later or close idle sessions");
@@ -60,7 +99,7 @@ void SessionTable::admit(Generation& g, bool open, const std::string& session) {
   } else {
     g.sequence = new_sequence();
     if (open) {
-      g.session = "sess-" + std::to_string(++next_id_);
+      g.session = new_session_id();
       Session n;
       n.sequence = g.sequence;
       n.busy = true;

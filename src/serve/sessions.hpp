@@ -14,8 +14,10 @@
 // Memory. The ring holds at most `capacity` cache rows (tokens) at once, counted
 // ring-wide: each request reserves its history, its prompt and max_tokens while it runs,
 // each idle session its history. A request that could never fit is refused (413) with
-// both numbers, one that does not fit beside the others now is refused (503) with the
-// numbers. Rows spread over the ranks by the prefill's balance and decode_store_rank's
+// both numbers; one that does not fit beside the others now first ends idle sessions, least
+// recently used first (so that idle sessions never keep a request out), and is refused
+// (503) with the numbers only if requests in flight hold the rest. Session ids are 128
+// random bits: a session is reachable only by whoever was told its id. Rows spread over the ranks by the prefill's balance and decode_store_rank's
 // round robin; a short prompt lies whole on one rank.
 #pragma once
 
@@ -78,6 +80,7 @@ class SessionTable {
   std::size_t size() const { return sessions_.size(); }
   std::int64_t reserved() const { return reserved_; }
   std::int64_t capacity() const { return capacity_; }
+  std::uint64_t evicted() const { return evicted_; }  // idle sessions ended to make room, ever
 
  private:
   struct Session {
@@ -89,6 +92,7 @@ class SessionTable {
     bool busy = false, close_when_done = false;
   };
   std::int32_t new_sequence();
+  std::string new_session_id();
   void end(std::map<std::string, Session>::iterator it);
 
   std::int64_t capacity_;
@@ -96,7 +100,7 @@ class SessionTable {
   std::int64_t context_;
   std::int64_t reserved_ = 0;
   std::int32_t next_sequence_ = 0;
-  std::uint64_t next_id_ = 0;
+  std::uint64_t evicted_ = 0;
   std::map<std::string, Session> sessions_;
   std::vector<std::int32_t> ended_;
 };

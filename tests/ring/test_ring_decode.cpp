@@ -324,4 +324,16 @@ TEST_CASE("KV cache: appends are checked, all or nothing") {
   c.erase(0);
   CHECK(c.rows() == 1);
   CHECK(decode_store_rank(3, 10, 4) == 1);
+  // shrink: a sequence keeps its rows and gives back what was reserved; one reserved here
+  // that holds no row is forgotten.
+  c.reserve(1, 4096);
+  c.reserve(9, 4096);
+  c.shrink(1);
+  c.shrink(9);
+  c.shrink(42);  // unknown: nothing
+  CHECK(c.sequences() == std::vector<std::int32_t>{1});
+  CHECK(c.rows(1) == 1);
+  CHECK(c.view(1).positions[0] == 5);
+  c.append(1, std::vector<std::int64_t>{6}, std::vector<float>(2 * 32, 1.0f), std::vector<float>(2 * 32, 1.0f));
+  CHECK(c.rows(1) == 2);
 }

@@ -240,25 +240,34 @@ TEST_CASE("serve --model: a session's follow-up equals its concatenated prompt f
   CHECK(jc.get("session") == nullptr);
   CHECK(every_rank(*m.ring, "ringattn_generation_cache_rows") == 58);  // the request without a session kept nothing
 
-  // 4. The cache is accounted: 58 rows held; a request that could never fit (413) and one
-  // that does not fit beside the session now (503), each with both numbers.
+  // 4. The cache is accounted: 58 rows held; a request that could never fit is refused (413,
+  // both numbers); one that fits only without the idle session (255 rows, 248 free) ends it
+  // (least recently used first) and is answered: idle sessions never keep a request out.
   const std::string prompt = ids_json(run.begin(), run.begin() + 4);
   Outcome big = ::ringattn::stest::run("/usr/bin/curl", curl_post(m, "/v1/completions", ids_body(prompt, 400, "")));
   CHECK(big.out.find("HTTP 413") != std::string::npos);
   CHECK(big.out.find("needs 405 KV-cache rows, and the ring holds at most 306") != std::string::npos);
-  Outcome busy = ::ringattn::stest::run("/usr/bin/curl", curl_post(m, "/v1/completions", ids_body(prompt, 250, "")));
-  CHECK(busy.out.find("HTTP 503") != std::string::npos);
-  CHECK(busy.out.find("needs 255 KV-cache rows; 248 of 306 are free now") != std::string::npos);
+  Outcome roomy = ::ringattn::stest::run("/usr/bin/curl", curl_post(m, "/v1/completions", ids_body(prompt, 250, "")));
+  CHECK(roomy.out.find("HTTP 200") != std::string::npos);
+  CHECK(eventually([&] { return every_rank(*m.ring, "ringattn_generation_cache_rows") == 0; }, 10));
+  CHECK(metric(*m.ring, 0, "ringattn_sessions") == 0);
+  CHECK(metric(*m.ring, 0, "ringattn_sessions_evicted_total") == 1);
+  Outcome evicted = ::ringattn::stest::run("/usr/bin/curl", curl_post(m, "/v1/completions", ids_body("[403]", 4, cli::json_quote(session))));
+  CHECK(evicted.out.find("HTTP 404") != std::string::npos);
+  CHECK(evicted.out.find("evicted while idle") != std::string::npos);
 
   // 5. Closed: its rows go on every rank; it is gone for good.
-  Outcome del = ::ringattn::stest::run("/usr/bin/curl", {"-s", "-X", "DELETE", "-H", m.auth(), "-w", "\nHTTP %{http_code}\n", m.url("/v1/sessions/" + session)});
+  const Outcome opened = ::ringattn::stest::run("/usr/bin/curl", curl_post(m, "/v1/completions", ids_body(prompt, 8, "true")));
+  const std::string closing = response_json(opened).get("session")->string;
+  CHECK(eventually([&] { return every_rank(*m.ring, "ringattn_generation_cache_rows") == 12; }, 10));
+  Outcome del = ::ringattn::stest::run("/usr/bin/curl", {"-s", "-X", "DELETE", "-H", m.auth(), "-w", "\nHTTP %{http_code}\n", m.url("/v1/sessions/" + closing)});
   CHECK(del.out.find("HTTP 200") != std::string::npos);
   CHECK(eventually([&] { return every_rank(*m.ring, "ringattn_generation_cache_rows") == 0; }, 10));
   CHECK(metric(*m.ring, 0, "ringattn_sessions") == 0);
   CHECK(metric(*m.ring, 0, "ringattn_cache_rows_reserved") == 0);
-  Outcome again = ::ringattn::stest::run("/usr/bin/curl", curl_post(m, "/v1/completions", ids_body("[403]", 4, cli::json_quote(session))));
+  Outcome again = ::ringattn::stest::run("/usr/bin/curl", curl_post(m, "/v1/completions", ids_body("[403]", 4, cli::json_quote(closing))));
   CHECK(again.out.find("HTTP 404") != std::string::npos);
-  CHECK(::ringattn::stest::run("/usr/bin/curl", {"-s", "-X", "DELETE", "-H", m.auth(), "-w", "\nHTTP %{http_code}\n", m.url("/v1/sessions/" + session)})
+  CHECK(::ringattn::stest::run("/usr/bin/curl", {"-s", "-X", "DELETE", "-H", m.auth(), "-w", "\nHTTP %{http_code}\n", m.url("/v1/sessions/" + closing)})
             .out.find("HTTP 404") != std::string::npos);
 
   // 6. A client that leaves mid-stream ends its session: its rows go on every rank.

@@ -5,10 +5,12 @@
 
 #include <bit>
 #include <chrono>
+#include <functional>
 #include <limits>
 #include <span>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "ringattn/byte_order.hpp"
 #include "ringattn/error.hpp"
@@ -48,7 +50,10 @@ TEST_CASE("sessions: a session keeps its history's rows; its follow-up starts wi
   SessionTable t(100, 600, 512);
   auto a = request({1, 403, 407}, 5);
   t.admit(*a, true, "");
-  CHECK(a->session == "sess-1");
+  const std::string id = a->session;
+  CHECK(id.rfind("sess-", 0) == 0);
+  CHECK(id.size() == 5 + 32);  // 128 random bits: not guessable from another session's id
+  CHECK(id.find_first_not_of("0123456789abcdef", 5) == std::string::npos);
   CHECK(a->keep);
   CHECK(a->reserved == 8);
   CHECK(t.reserved() == 8);
@@ -57,7 +62,7 @@ TEST_CASE("sessions: a session keeps its history's rows; its follow-up starts wi
   CHECK(plain->sequence > a->sequence);  // fresh ids increase in arrival order
   CHECK(!plain->keep);
   CHECK(t.reserved() == 14);
-  CHECK(status_of([&] { t.admit(*request({5}, 1), false, "sess-1"); }) == 409);  // busy with `a`
+  CHECK(status_of([&] { t.admit(*request({5}, 1), false, id); }) == 409);  // busy with `a`
 
   // `a` ends at max_tokens: 3 + 4 fed, its 5th token chosen but not fed.
   const infer::SequenceResult ra = reply({10, 11, 12, 13, 14}, 7);
@@ -66,7 +71,7 @@ TEST_CASE("sessions: a session keeps its history's rows; its follow-up starts wi
   t.finish(*plain, nullptr, true);
   CHECK(t.reserved() == 7);  // the session's history only
   auto b = request({20, 21}, 3);
-  t.admit(*b, false, "sess-1");
+  t.admit(*b, false, id);
   CHECK(b->prompt == std::vector<std::int32_t>{14, 20, 21});  // the unfed token goes in first
   REQUIRE(b->continues);
   CHECK(b->continues->rope_position == 7);
@@ -79,13 +84,17 @@ TEST_CASE("sessions: a session keeps its history's rows; its follow-up starts wi
   t.finish(*b, &rb, true);
   CHECK(t.reserved() == 11);
   auto c = request({40}, 2);
-  t.admit(*c, false, "sess-1");
+  t.admit(*c, false, id);
   CHECK(c->prompt == std::vector<std::int32_t>{40});
   t.finish(*c, nullptr, false);  // failed (or its client left): the session ends
   CHECK(t.size() == 0);
   CHECK(t.reserved() == 0);
   CHECK(t.take_ended() == std::vector<std::int32_t>{a->sequence});
-  CHECK(status_of([&] { t.admit(*request({5}, 1), false, "sess-1"); }) == 404);
+  CHECK(status_of([&] { t.admit(*request({5}, 1), false, id); }) == 404);
+  auto d = request({1}, 1), e = request({1}, 1);
+  t.admit(*d, true, "");
+  t.admit(*e, true, "");
+  CHECK(d->session != e->session);
 }
 
 TEST_CASE("sessions: refusals with both numbers: past the context (400), past the ring (413), not now (503)") {
@@ -105,7 +114,7 @@ TEST_CASE("sessions: refusals with both numbers: past the context (400), past th
     CHECK(e.status() == 413);
     CHECK(std::string(e.what()).find("needs 32 KV-cache rows, and the ring holds at most 30") != std::string::npos);
   }
-  auto held = request({1, 2}, 18);
+  auto held = request({1, 2}, 18);  // in flight: its rows are not anyone else's
   small.admit(*held, true, "");
   try {
     small.admit(*request({1, 2}, 10), false, "");
@@ -115,6 +124,36 @@ TEST_CASE("sessions: refusals with both numbers: past the context (400), past th
     CHECK(std::string(e.what()).find("needs 12 KV-cache rows; 10 of 30 are free now") != std::string::npos);
   }
   CHECK(small.reserved() == 20);  // a refusal reserves nothing
+}
+
+TEST_CASE("sessions: idle sessions never keep a request out — the least recently used are ended to make room") {
+  SessionTable t(30, 600, 512);
+  std::vector<std::shared_ptr<Generation>> open;
+  for (int i = 0; i < 3; ++i) {  // three idle sessions of 9 rows each: 27 of 30 held
+    auto g = request({1, 2}, 8);
+    t.admit(*g, true, "");
+    const infer::SequenceResult r = reply({5, 6, 7, 8, 9, 10, 11, 12}, 9);
+    g->complete = true;
+    t.finish(*g, &r, true);
+    open.push_back(g);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // distinct last-use times
+  }
+  CHECK(t.reserved() == 27);
+  // The newest is used again, so the oldest are the least recently used.
+  auto again = request({3}, 1);
+  t.admit(*again, false, open[2]->session);
+  t.finish(*again, nullptr, true);  // finished without a result: that session ends
+  CHECK(t.size() == 2);
+  t.take_ended();
+  auto big = request({1, 2}, 18);  // 20 rows: needs both remaining idle sessions' room? 18 + 20 > 30
+  t.admit(*big, false, "");
+  CHECK(t.evicted() == 1);  // one was enough: 30 - 9 = 21 >= 20
+  CHECK(t.size() == 1);
+  CHECK(t.take_ended() == std::vector<std::int32_t>{open[0]->sequence});  // the least recently used went
+  CHECK(status_of([&] { t.admit(*request({5}, 1), false, open[0]->session); }) == 404);
+  // A request in flight is never evicted: with `big` running, nothing more fits.
+  CHECK(status_of([&] { t.admit(*request({1, 2}, 20), false, ""); }) == 503);
+  CHECK(t.evicted() == 1);  // and no idle session went for a request that could not fit anyway
 }
 
 TEST_CASE("sessions: closing a busy session waits for its reply; idle ones expire; the ring's re-forming drops all") {
@@ -129,7 +168,7 @@ TEST_CASE("sessions: closing a busy session waits for its reply; idle ones expir
   CHECK(t.size() == 0);
   CHECK(t.reserved() == 0);
   CHECK(t.take_ended().size() == 1);
-  CHECK(status_of([&] { t.close("sess-1"); }) == 404);
+  CHECK(status_of([&] { t.close(a->session); }) == 404);
 
   auto b = request({1, 2}, 2);
   t.admit(*b, true, "");
