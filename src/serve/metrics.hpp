@@ -2,7 +2,7 @@
 //
 // A small registry of our own instead of prometheus-cpp: the daemon has a handful of
 // counters, gauges and histograms, and serving them from the same Asio code as the rest
-// (http_endpoint.hpp: bounded requests, deadlines) costs less than a second HTTP stack
+// (http_server.hpp: bounded requests, deadlines) costs less than a second HTTP stack
 // with its own thread pool. Thread-safe: the ring thread records, the HTTP thread renders.
 //
 //   Metrics m;

@@ -15,6 +15,7 @@
 #include "src/cli/json_object.hpp"
 #include "src/cli/json_value.hpp"
 #include "src/cli/log.hpp"
+#include "src/serve/http_server.hpp"
 #include "src/serve/ring_service.hpp"
 #include "src/serve/sessions.hpp"
 
@@ -58,7 +59,16 @@ std::string StopMatcher::flush() {
 namespace {
 
 constexpr std::size_t kMaxBody = 1 << 20;
-constexpr std::size_t kThreads = 16;                    // connections served at once
+
+// Connections: 64 at once, 16 of them from one address (a stream holds its connection until
+// its last token); a request's head and body within 10 s (http_server.hpp).
+HttpLimits api_limits() {
+  HttpLimits l;
+  l.body_bytes = kMaxBody;
+  l.threads = 64;
+  l.per_client = 16;
+  return l;
+}
 constexpr auto kSilence = std::chrono::seconds(120);    // longest wait for the ring's next token
 // A stream silent this long (a long prefill, a busy ring) gets an SSE comment line, which
 // clients ignore: proxies keep the connection, and a client that has left is found by the
@@ -344,27 +354,32 @@ using Handler = std::function<void(const httplib::Request&, httplib::Response&)>
 }  // namespace
 
 OpenAiEndpoint::OpenAiEndpoint(const std::string& listen, std::string api_key, RingService& service, Metrics& metrics)
-    : server_(std::make_unique<httplib::Server>()) {
-  const HostPort at = parse_host_port(listen, "--api");
-  httplib::Server& s = *server_;
-  s.new_task_queue = [] { return new httplib::ThreadPool(kThreads); };
-  s.set_payload_max_length(kMaxBody);
-  s.set_read_timeout(10, 0);
-  s.set_write_timeout(30, 0);
-  s.set_keep_alive_max_count(100);
-  // The key is checked by each handler once the body is read, not before routing: an answer
-  // given with the body unread would leave it to be parsed as the connection's next request.
-  auto guarded = [key = api_key](Handler h) {
-    return [key, h = std::move(h)](const httplib::Request& req, httplib::Response& res) {
+    : server_(std::make_unique<HttpServer>(listen, "--api", api_limits())) {
+  httplib::Server& s = server_->routes();
+  // The key is checked before anything else, the body unread: a client without it costs a
+  // head, and the server closes a connection answered with its body unread (so the body is
+  // never taken for the next request).
+  s.set_pre_routing_handler([key = api_key](const httplib::Request& req, httplib::Response& res) {
+    try {
+      authorize(key, req);
+      return httplib::Server::HandlerResponse::Unhandled;
+    } catch (const ApiError& e) {
+      fail(res, e);
+      return httplib::Server::HandlerResponse::Handled;
+    }
+  });
+  auto guarded = [](Handler h) {
+    return [h = std::move(h)](const httplib::Request& req, httplib::Response& res) {
       try {
-        authorize(key, req);
         h(req, res);
       } catch (const ApiError& e) {
         fail(res, e);
       }
     };
   };
-  // Every answer is counted once, whoever gave it (a handler, or httplib: 404, 413, 400).
+  // Every answer is counted once, whoever gave it (a handler, or httplib: 404, 413, 400, or
+  // the server before httplib: 431, 503 for a client over its connections).
+  server_->on_refusal([&metrics](int status) { metrics.add("ringattn_api_requests_total", {{"status", std::to_string(status)}}); });
   s.set_post_routing_handler([&metrics](const httplib::Request&, httplib::Response& res) {
     metrics.add("ringattn_api_requests_total", {{"status", std::to_string(res.status)}});
   });
@@ -490,14 +505,8 @@ OpenAiEndpoint::OpenAiEndpoint(const std::string& listen, std::string api_key, R
            }));
   s.Post("/v1/completions", guarded([handle](const httplib::Request& req, httplib::Response& res) { handle(req, res, false); }));
   s.Post("/v1/chat/completions", guarded([handle](const httplib::Request& req, httplib::Response& res) { handle(req, res, true); }));
-  s.set_error_handler([key = std::move(api_key)](const httplib::Request& req, httplib::Response& res) {
+  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
-    try {
-      if (res.status == 404) authorize(key, req);  // what exists is not told to a client without the key
-    } catch (const ApiError& e) {
-      fail(res, e);
-      return;
-    }
     // httplib bounds a form-encoded body to 8 KiB (curl -d sends one unless told otherwise).
     const bool form = req.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0;
     fail(res, {res.status, res.status == 404 ? "not found: POST /v1/completions or /v1/chat/completions, GET /v1/models, DELETE /v1/sessions/ID"
@@ -505,15 +514,10 @@ OpenAiEndpoint::OpenAiEndpoint(const std::string& listen, std::string api_key, R
                                                        : "the body is larger than 1 MiB")
                                                : "the request was refused (HTTP " + std::to_string(res.status) + ")"});
   });
-  if (!s.bind_to_port(at.host, at.port))
-    throw NetworkError("--api " + listen + ": cannot listen there (in use, or not this host's address)");
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  server_->start();
   cli::logger("serve")->info("OpenAI-style endpoint on http://{}/v1 ({})", listen, "completions, chat/completions, models");
 }
 
-OpenAiEndpoint::~OpenAiEndpoint() {
-  server_->stop();
-  if (thread_.joinable()) thread_.join();
-}
+OpenAiEndpoint::~OpenAiEndpoint() = default;
 
 }  // namespace ringattn::serve

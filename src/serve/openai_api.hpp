@@ -20,9 +20,10 @@
 // context_length_exceeded, or null) with an HTTP status: 400 for a bad request (named
 // field, the numbers for one that does not fit), 401 without the key or with a wrong one,
 // 404, 413 for a body over 1 MiB, 503 while the ring is not ready or drains; every answer
-// is counted in ringattn_api_requests_total{status}. Served by cpp-httplib (Debian's
-// libcpp-httplib-dev): a bounded pool of 16 connection threads, read and write deadlines,
-// the body's size bounded before it is read.
+// is counted in ringattn_api_requests_total{status}. Served by the daemon's HTTP server
+// (http_server.hpp: cpp-httplib with bounds on the head, the body however framed, one
+// deadline per request, connections per client address); the key is checked before the body
+// is read.
 #pragma once
 
 #include <memory>
@@ -33,13 +34,10 @@
 
 #include "src/serve/metrics.hpp"
 
-namespace httplib {
-class Server;
-}
-
 namespace ringattn::serve {
 
 class RingService;
+class HttpServer;
 
 class OpenAiEndpoint {
  public:
@@ -51,8 +49,7 @@ class OpenAiEndpoint {
   OpenAiEndpoint& operator=(const OpenAiEndpoint&) = delete;
 
  private:
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
+  std::unique_ptr<HttpServer> server_;
 };
 
 // OpenAI's `stop` on a reply's text as its tokens come: the text ends before the first

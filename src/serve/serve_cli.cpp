@@ -24,7 +24,7 @@
 #include "src/cli/args.hpp"
 #include "src/cli/json_object.hpp"
 #include "src/serve/control_server.hpp"
-#include "src/serve/http_endpoint.hpp"
+#include "src/serve/http_server.hpp"
 #include "src/serve/metrics.hpp"
 #include "src/serve/openai_api.hpp"
 #include "src/serve/ring_service.hpp"
@@ -95,6 +95,41 @@ void describe_metrics(Metrics& m) {
                        {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60, 300});
   m.describe_histogram("ringattn_step_seconds", "one ring step on this rank (fold plus exposed wait)",
                        {0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5});
+}
+
+// /metrics and /healthz: GET only, with the bounds of a scraper's and a probe's requests.
+std::unique_ptr<HttpServer> metrics_server(const std::string& listen, RingService& service, Metrics& metrics,
+                                           std::chrono::steady_clock::time_point started) {
+  HttpLimits l;
+  l.head_bytes = 8 << 10;
+  l.body_bytes = 4 << 10;
+  l.request_deadline = std::chrono::seconds(5);
+  l.threads = 8;
+  l.per_client = 4;
+  auto server = std::make_unique<HttpServer>(listen, "--metrics", l);
+  httplib::Server& s = server->routes();
+  constexpr const char* kText = "text/plain; charset=utf-8";
+  s.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (req.method == "GET" || req.method == "HEAD") return httplib::Server::HandlerResponse::Unhandled;
+    res.status = 405;
+    res.set_header("Allow", "GET");
+    res.set_content("only GET: /metrics or /healthz\n", kText);
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  s.Get("/healthz", [&service](const httplib::Request&, httplib::Response& res) {
+    const std::string h = service.health();
+    res.status = h == "ok" ? 200 : 503;
+    res.set_content(h + "\n", kText);
+  });
+  s.Get("/metrics", [&metrics, started](const httplib::Request&, httplib::Response& res) {
+    metrics.set("ringattn_uptime_seconds", {}, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+    res.set_content(metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  s.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+    if (res.status == 404) res.set_content("not found: try /metrics or /healthz\n", kText);
+  });
+  server->start();
+  return server;
 }
 
 bool wildcard(const std::string& host) { return host == "0.0.0.0" || host == "::" || host.empty(); }
@@ -173,21 +208,8 @@ int run_serve(const cli::Args& a) {
   }
   ControlServer server(c.control, secret, c.ring.tls, c.ring.timeout, service, metrics);
   const auto started = std::chrono::steady_clock::now();
-  std::unique_ptr<HttpEndpoint> http;
-  auto serve_http = [&](const std::string& listen) {
-    return std::make_unique<HttpEndpoint>(listen, [&](const std::string& path) -> HttpResponse {
-      if (path == "/healthz") {
-        const std::string h = service.health();
-        return {h == "ok" ? 200 : 503, "text/plain; charset=utf-8", h + "\n"};
-      }
-      if (path == "/metrics") {
-        metrics.set("ringattn_uptime_seconds", {},
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-        return {200, "text/plain; version=0.0.4; charset=utf-8", metrics.render()};
-      }
-      return {404, "text/plain; charset=utf-8", "not found: try /metrics or /healthz\n"};
-    });
-  };
+  std::unique_ptr<HttpServer> http;
+  auto serve_http = [&](const std::string& listen) { return metrics_server(listen, service, metrics, started); };
   if (metrics_on) {
     try {
       http = serve_http(c.metrics);
