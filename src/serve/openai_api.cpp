@@ -13,7 +13,7 @@
 #include "ringattn/error.hpp"
 #include "ringattn/launch.hpp"
 #include "src/cli/json_object.hpp"
-#include "src/cli/json_value.hpp"
+#include "infer/json.hpp"
 #include "src/cli/log.hpp"
 #include "src/serve/http_server.hpp"
 #include "src/serve/ring_service.hpp"
@@ -145,95 +145,99 @@ struct Asked {
   std::string session;         // "session": "sess-<32 hex digits>"
 };
 
-bool given(const cli::JsonValue* v) { return v && v->kind != cli::JsonValue::Kind::null; }
+using infer::Json;
 
-std::vector<std::string> stop_sequences(const cli::JsonValue* v) {
+bool given(const Json* v) { return v && !v->is_null(); }
+
+std::vector<std::string> stop_sequences(const Json* v) {
   std::vector<std::string> out;
   if (!given(v)) return out;
   const std::string what = "\"stop\" must be a string or an array of at most " + std::to_string(kMaxStops) +
                            " strings, each at most " + std::to_string(kMaxStopBytes) + " bytes";
-  auto one = [&](const cli::JsonValue& s) {
-    if (s.kind != cli::JsonValue::Kind::string || s.string.size() > kMaxStopBytes) throw bad("stop", what);
-    if (!s.string.empty()) out.push_back(s.string);
+  auto one = [&](const Json& s) {
+    if (!s.is_string() || s.get_ref<const std::string&>().size() > kMaxStopBytes) throw bad("stop", what);
+    if (!s.get_ref<const std::string&>().empty()) out.push_back(s.get<std::string>());
   };
-  if (v->kind == cli::JsonValue::Kind::string) one(*v);
-  else if (v->kind == cli::JsonValue::Kind::array && v->items.size() <= kMaxStops)
-    for (const cli::JsonValue& s : v->items) one(s);
+  if (v->is_string()) one(*v);
+  else if (v->is_array() && v->size() <= kMaxStops)
+    for (const Json& s : *v) one(s);
   else throw bad("stop", what);
   return out;
 }
 
 // The prompt's text or token ids (a completion's); throws 400 naming what is accepted.
-void read_prompt(const cli::JsonValue& j, const HostedModel& m, std::string& text, std::optional<std::vector<std::int32_t>>& ids) {
+void read_prompt(const Json& j, const HostedModel& m, std::string& text, std::optional<std::vector<std::int32_t>>& ids) {
   const std::string shapes =
       "\"prompt\" must be a string or a non-empty array of token ids (one prompt: an array of several prompts is not "
       "supported, as n must be 1)";
-  const cli::JsonValue* p = j.get("prompt");
+  const Json* p = infer::json_field(j, "prompt");
   // An array of one prompt, ["text"] or [[ids]], is that prompt.
-  if (p && p->kind == cli::JsonValue::Kind::array && p->items.size() == 1 &&
-      (p->items[0].kind == cli::JsonValue::Kind::string || p->items[0].kind == cli::JsonValue::Kind::array))
-    p = &p->items[0];
-  if (p && p->kind == cli::JsonValue::Kind::string) {
-    text = p->string;
+  if (p && p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) p = &(*p)[0];
+  if (p && p->is_string()) {
+    text = p->get<std::string>();
     return;
   }
-  if (!p || p->kind != cli::JsonValue::Kind::array || p->items.empty()) throw bad("prompt", shapes);
+  if (!p || !p->is_array() || p->empty()) throw bad("prompt", shapes);
   ids.emplace();
-  for (const cli::JsonValue& t : p->items) {
-    if (t.kind != cli::JsonValue::Kind::number) throw bad("prompt", shapes);
-    if (!(t.number >= 0 && t.number < static_cast<double>(m.options.model.vocab)) || t.number != std::floor(t.number))
+  for (const Json& t : *p) {
+    if (!t.is_number()) throw bad("prompt", shapes);
+    const double x = t.get<double>();
+    if (!(x >= 0 && x < static_cast<double>(m.options.model.vocab)) || x != std::floor(x))
       throw bad("prompt", "\"prompt\" as token ids: each an integer in [0, " + std::to_string(m.options.model.vocab) + ")");
-    ids->push_back(static_cast<std::int32_t>(t.number));
+    ids->push_back(static_cast<std::int32_t>(x));
   }
 }
 
 // The request's fields, each checked; throws ApiError naming the field.
 Asked parse_request(const std::string& body, bool chat, const HostedModel& m, const RingLimits& limits) {
-  cli::JsonValue j;
+  Json j;
   try {
-    j = cli::parse_json(body);
+    j = infer::parse_json(body);
   } catch (const std::exception& e) {
     throw bad("", std::string("the body is not valid JSON: ") + e.what());
   }
-  if (j.kind != cli::JsonValue::Kind::object) throw bad("", "the body must be a JSON object");
-  if (const cli::JsonValue* v = j.get("model"); given(v)) {
-    if (v->kind != cli::JsonValue::Kind::string) throw bad("model", "\"model\" must be a string: the hosted model's id, " + m.name);
-    if (v->string != m.name)
-      throw ApiError{404, "The model `" + v->string.substr(0, 100) + "` does not exist: this endpoint hosts " + m.name + " (GET /v1/models)",
+  if (!j.is_object()) throw bad("", "the body must be a JSON object");
+  auto field = [&](const char* key) { return infer::json_field(j, key); };
+  if (const Json* v = field("model"); given(v)) {
+    if (!v->is_string()) throw bad("model", "\"model\" must be a string: the hosted model's id, " + m.name);
+    if (v->get<std::string>() != m.name)
+      throw ApiError{404, "The model `" + v->get<std::string>().substr(0, 100) + "` does not exist: this endpoint hosts " + m.name +
+                              " (GET /v1/models)",
                      "model", "model_not_found"};
   }
   Asked a;
-  if (const cli::JsonValue* s = j.get("session"); given(s)) {
-    if (s->kind == cli::JsonValue::Kind::boolean) a.open_session = s->boolean;
-    else if (s->kind == cli::JsonValue::Kind::string && s->string.rfind("sess-", 0) == 0 && s->string.size() <= 64) a.session = s->string;
+  if (const Json* s = field("session"); given(s)) {
+    if (s->is_boolean()) a.open_session = s->get<bool>();
+    else if (s->is_string() && s->get<std::string>().rfind("sess-", 0) == 0 && s->get<std::string>().size() <= 64) a.session = s->get<std::string>();
     else throw bad("session", "\"session\" must be true (open one) or a session id \"sess-...\" this endpoint returned");
   }
   const std::string prompt_field = chat ? "messages" : "prompt";
   std::string text;
   std::optional<std::vector<std::int32_t>> ids;  // a prompt given as token ids
   if (chat) {
-    const cli::JsonValue* msgs = j.get("messages");
-    if (!msgs || msgs->kind != cli::JsonValue::Kind::array || msgs->items.empty())
+    const Json* msgs = field("messages");
+    if (!msgs || !msgs->is_array() || msgs->empty())
       throw bad("messages", "\"messages\" must be a non-empty array of {\"role\", \"content\"}");
-    for (const cli::JsonValue& msg : msgs->items) {
-      const cli::JsonValue* c = msg.get("content");
-      if (!c || c->kind != cli::JsonValue::Kind::string) throw bad("messages", "every message needs a string \"content\"");
-      text += (text.empty() ? "" : "\n") + c->string;
+    for (const Json& msg : *msgs) {
+      const std::string* c = infer::json_string(msg, "content");
+      if (!c) throw bad("messages", "every message needs a string \"content\"");
+      text += (text.empty() ? "" : "\n") + *c;
     }
   } else {
     read_prompt(j, m, text, ids);
   }
   auto number = [&](const char* key, double lo, double hi, double def, bool whole) {
-    const cli::JsonValue* v = j.get(key);
+    const Json* v = field(key);
     if (!given(v)) return def;
-    if (v->kind != cli::JsonValue::Kind::number || !(v->number >= lo && v->number <= hi) || (whole && v->number != std::floor(v->number)))
+    const double x = v->is_number() ? v->get<double>() : std::nan("");
+    if (!(x >= lo && x <= hi) || (whole && x != std::floor(x)))
       throw bad(key, std::string("\"") + key + "\" must be " + (whole ? "an integer" : "a number") + " in [" + shortest(lo) + ", " +
                          shortest(hi) + "]");
-    return v->number;
+    return x;
   };
   // max_completion_tokens is OpenAI's newer name for max_tokens; OpenAI refuses both at once.
-  const bool completion_tokens = given(j.get("max_completion_tokens"));
-  if (completion_tokens && given(j.get("max_tokens")))
+  const bool completion_tokens = given(field("max_completion_tokens"));
+  if (completion_tokens && given(field("max_tokens")))
     throw bad("max_tokens", "setting \"max_tokens\" and \"max_completion_tokens\" at the same time is not supported (one is the other's newer name)",
               "invalid_parameter_combination");
   a.max_tokens = static_cast<int>(number(completion_tokens ? "max_completion_tokens" : "max_tokens", 1, 1 << 20, 16, true));
@@ -241,19 +245,19 @@ Asked parse_request(const std::string& body, bool chat, const HostedModel& m, co
   a.sampling.top_p = static_cast<float>(number("top_p", 0, 1, 1, false));
   a.sampling.seed = static_cast<std::uint64_t>(number("seed", 0, 9007199254740991.0, 1, true));
   if (number("n", 1, 1, 1, true) != 1) throw bad("n", "\"n\" must be 1");
-  a.stop = stop_sequences(j.get("stop"));
+  a.stop = stop_sequences(field("stop"));
   if (!a.stop.empty() && (a.open_session || !a.session.empty()))
     throw bad("stop", "\"stop\" cannot be used with a session: the session's history would hold text its reply left out");
-  if (const cli::JsonValue* s = j.get("stream"); given(s)) {
-    if (s->kind != cli::JsonValue::Kind::boolean) throw bad("stream", "\"stream\" must be true or false");
-    a.stream = s->boolean;
+  if (const Json* s = field("stream"); given(s)) {
+    if (!s->is_boolean()) throw bad("stream", "\"stream\" must be true or false");
+    a.stream = s->get<bool>();
   }
-  if (const cli::JsonValue* o = j.get("stream_options"); given(o)) {
+  if (const Json* o = field("stream_options"); given(o)) {
     if (!a.stream) throw bad("stream_options", "\"stream_options\" is only allowed with \"stream\": true");
-    const cli::JsonValue* u = o->kind == cli::JsonValue::Kind::object ? o->get("include_usage") : nullptr;
-    if (o->kind != cli::JsonValue::Kind::object || (given(u) && u->kind != cli::JsonValue::Kind::boolean))
+    const Json* u = infer::json_field(*o, "include_usage");
+    if (!o->is_object() || (given(u) && !u->is_boolean()))
       throw bad("stream_options", "\"stream_options\" must be an object such as {\"include_usage\": true}");
-    a.include_usage = given(u) && u->boolean;
+    a.include_usage = given(u) && u->get<bool>();
   }
   // BOS opens a text, not a session's next message (its history is already in the caches).
   const bool bos = a.session.empty();

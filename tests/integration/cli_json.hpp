@@ -1,7 +1,8 @@
 // Reading a command's --json output in checks that go on when it is not what they expect.
 // `field(j, "key")` is the field, or — if j is not an object or has no such field — one
-// failed check naming the key and what j was, and a null value (false, 0, "", no items),
-// so the checks after it run and report too instead of the suite dying on a null pointer.
+// failed check naming the key and what j was, and a null value (its size is 0; reading it
+// as a string or number throws inside the check that does, which fails that check only),
+// so the checks after it run and report too instead of the suite dying.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -9,21 +10,21 @@
 #include <string>
 #include <string_view>
 
-#include "src/cli/json_value.hpp"
+#include "infer/json.hpp"
 
 namespace ringattn::itest {
 
-inline const cli::JsonValue& field(const cli::JsonValue& j, std::string_view key) {
-  static const cli::JsonValue null_value;
-  if (const cli::JsonValue* f = j.get(key)) return *f;
+inline const infer::Json& field(const infer::Json& j, std::string_view key) {
+  static const infer::Json null_value;
+  if (const infer::Json* f = infer::json_field(j, key)) return *f;
   std::string seen;
-  if (j.kind != cli::JsonValue::Kind::object) {
+  if (!j.is_object()) {
     seen = "not an object";
   } else {
-    for (const auto& [name, value] : j.fields) {
+    for (const auto& [name, value] : j.items()) {
       seen += seen.empty() ? "fields: " : ", ";
       seen += name;
-      if (value.kind == cli::JsonValue::Kind::string) seen += " = \"" + value.string + "\"";
+      if (value.is_string()) seen += " = \"" + value.get<std::string>() + "\"";
     }
     if (seen.empty()) seen = "an empty object";
   }

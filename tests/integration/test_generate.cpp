@@ -15,13 +15,13 @@
 #include <string>
 #include <vector>
 
-#include "src/cli/json_value.hpp"
+#include "infer/json.hpp"
 #include "tests/integration/spawn.hpp"
 #include "tests/model/model_files.hpp"
 
 namespace ringattn::itest {
-using cli::JsonValue;
-using cli::parse_json;
+using infer::Json;
+using infer::parse_json;
 namespace {
 
 std::vector<std::string> generate(const std::filesystem::path& dir, std::vector<std::string> more) {
@@ -133,20 +133,20 @@ TEST_CASE("generate --json: the text, the token ids run.c printed, and the figur
   const auto dir = ::test::model_dir();
   if (!dir) return;
   const std::string out = text_of(*dir, {"--prompt", "Once upon a time", "--max-tokens", "60", "--nodes", "2", "--json"});
-  const JsonValue j = parse_json(out);
-  REQUIRE(j.get("results"));
-  REQUIRE(j.get("results")->items.size() == 1);
-  const JsonValue& r = j.get("results")->items[0];
-  CHECK(r.get("text")->string == ::test::kRunText);
-  CHECK(r.get("prompt_tokens")->number == 5);
+  const Json j = parse_json(out);
+  REQUIRE(infer::json_field(j, "results"));
+  REQUIRE(j.at("results").size() == 1);
+  const Json& r = j.at("results")[0];
+  CHECK(r.at("text").get<std::string>() == ::test::kRunText);
+  CHECK(r.at("prompt_tokens").get<double>() == 5);
   std::vector<int> ids;
-  for (const JsonValue& t : r.get("tokens")->items) ids.push_back(static_cast<int>(t.number));
+  for (const Json& t : r.at("tokens")) ids.push_back(static_cast<int>(t.get<double>()));
   CHECK(ids == std::vector<int>(::test::kRunIds.begin() + 4, ::test::kRunIds.end()));
-  CHECK(j.get("nodes")->number == 2);
-  CHECK(j.get("decode_steps")->number == 59);
-  CHECK(j.get("prefill_tokens_per_s")->number > 0);
-  CHECK(j.get("time_to_first_token_seconds")->number > 0);
-  CHECK(j.get("ranks")->items.size() == 2);
+  CHECK(j.at("nodes").get<double>() == 2);
+  CHECK(j.at("decode_steps").get<double>() == 59);
+  CHECK(j.at("prefill_tokens_per_s").get<double>() > 0);
+  CHECK(j.at("time_to_first_token_seconds").get<double>() > 0);
+  CHECK(j.at("ranks").size() == 2);
 }
 
 TEST_CASE("generate --prompts: a packed batch of text and token prompts gives each its text alone") {
@@ -159,9 +159,9 @@ TEST_CASE("generate --prompts: a packed batch of text and token prompts gives ea
          "{\"id\": \"c\", \"tokens\": [1, 403, 407, 261, 378]}\n";
   }
   auto results = [&](int p) {
-    const JsonValue j = parse_json(text_of(*dir, {"--prompts", file.string(), "--max-tokens", "60", "--nodes", nodes(p), "--json"}));
+    const Json j = parse_json(text_of(*dir, {"--prompts", file.string(), "--max-tokens", "60", "--nodes", nodes(p), "--json"}));
     std::vector<std::string> texts;
-    for (const JsonValue& r : j.get("results")->items) texts.push_back(r.get("text")->string);
+    for (const Json& r : j.at("results")) texts.push_back(r.at("text").get<std::string>());
     return texts;
   };
   const std::vector<std::string> one = results(1);
@@ -174,10 +174,10 @@ TEST_CASE("generate --prompts: a packed batch of text and token prompts gives ea
     CHECK(results(p) == one);
   }
   {  // every prompt decoded on rank 0, as the daemons decode (the holders send it their last rows)
-    const JsonValue j = parse_json(
+    const Json j = parse_json(
         text_of(*dir, {"--prompts", file.string(), "--max-tokens", "60", "--nodes", "3", "--json", "--decode-rank", "0"}));
     std::vector<std::string> texts;
-    for (const JsonValue& r : j.get("results")->items) texts.push_back(r.get("text")->string);
+    for (const Json& r : j.at("results")) texts.push_back(r.at("text").get<std::string>());
     CHECK(texts == one);
   }
   std::filesystem::remove(file);

@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "src/cli/json_object.hpp"
-#include "src/cli/json_value.hpp"
+#include "infer/json.hpp"
 #include "tests/model/model_files.hpp"
 #include "tests/serve/daemon_ring.hpp"
 
@@ -64,14 +64,14 @@ std::string sse_text(const std::string& out, std::string* error = nullptr, bool*
       if (done) *done = true;
       continue;
     }
-    const cli::JsonValue j = cli::parse_json(data);
-    if (const cli::JsonValue* e = j.get("error")) {
-      if (error) *error = e->get("message")->string;
+    const infer::Json j = infer::parse_json(data);
+    if (const infer::Json* e = infer::json_field(j, "error")) {
+      if (error) *error = e->at("message").get<std::string>();
       continue;
     }
-    const cli::JsonValue& choice = j.get("choices")->items.at(0);
-    if (const cli::JsonValue* t = choice.get("text")) text += t->string;
-    else if (const cli::JsonValue* d = choice.get("delta")) text += d->get("content")->string;
+    const infer::Json& choice = j.at("choices").at(0);
+    if (const infer::Json* t = infer::json_field(choice, "text")) text += t->get<std::string>();
+    else if (const infer::Json* d = infer::json_field(choice, "delta")) text += d->at("content").get<std::string>();
   }
   return text;
 }
@@ -150,10 +150,10 @@ TEST_CASE("serve --model: curl and Python stream llama2.c's exact text at once; 
   const Outcome whole = run("/usr/bin/curl", curl_post(m, "/v1/chat/completions",
                                 "{\"messages\": [{\"role\": \"user\", \"content\": \"Once upon a time\"}], \"max_tokens\": 60, \"temperature\": 0}"));
   REQUIRE(whole.out.find("HTTP 200") != std::string::npos);
-  const cli::JsonValue cj = cli::parse_json(whole.out.substr(0, whole.out.find("\nHTTP")));
-  CHECK(cj.get("choices")->items.at(0).get("message")->get("content")->string == completion_60());
-  CHECK(cj.get("usage")->get("completion_tokens")->number == 60);
-  CHECK(cj.get("usage")->get("prompt_tokens")->number == 5);
+  const infer::Json cj = infer::parse_json(whole.out.substr(0, whole.out.find("\nHTTP")));
+  CHECK(cj.at("choices").at(0).at("message").at("content").get<std::string>() == completion_60());
+  CHECK(cj.at("usage").at("completion_tokens").get<double>() == 60);
+  CHECK(cj.at("usage").at("prompt_tokens").get<double>() == 5);
 
   // Refused before any work, each with its HTTP status and what to fix.
   Outcome r = run("/usr/bin/curl", curl_post(m, "/v1/completions", body(4, false), false));
@@ -180,7 +180,7 @@ TEST_CASE("serve --model: curl and Python stream llama2.c's exact text at once; 
 }
 
 // A whole (not streamed) response's JSON, as curl_post printed it.
-cli::JsonValue response_json(const Outcome& o) { return cli::parse_json(o.out.substr(0, o.out.find("\nHTTP"))); }
+infer::Json response_json(const Outcome& o) { return infer::parse_json(o.out.substr(0, o.out.find("\nHTTP"))); }
 
 std::string ids_json(std::vector<int>::const_iterator a, std::vector<int>::const_iterator b) {
   std::string s = "[";
@@ -211,10 +211,10 @@ TEST_CASE("serve --model: a session's follow-up equals its concatenated prompt f
   // 1. A session's first reply: 20 greedy tokens = llama2.c's first 20.
   Outcome a = ::ringattn::stest::run("/usr/bin/curl", curl_post(m, "/v1/completions", ids_body(ids_json(run.begin(), run.begin() + 4), 20, "true")));
   REQUIRE(a.out.find("HTTP 200") != std::string::npos);
-  const cli::JsonValue ja = response_json(a);
-  const std::string session = ja.get("session")->string;
+  const infer::Json ja = response_json(a);
+  const std::string session = ja.at("session").get<std::string>();
   CHECK(session.rfind("sess-", 0) == 0);
-  CHECK(ja.get("choices")->items.at(0).get("finish_reason")->string == "length");
+  CHECK(ja.at("choices").at(0).at("finish_reason").get<std::string>() == "length");
   // Its rows stay: BOS, 4 prompt ids and 19 generated (the 20th is chosen, not yet fed).
   CHECK(eventually([&] { return every_rank(*m.ring, "ringattn_generation_cache_rows") == 24; }, 10));
   CHECK(metric(*m.ring, 0, "ringattn_sessions") == 1);
@@ -233,11 +233,11 @@ TEST_CASE("serve --model: a session's follow-up equals its concatenated prompt f
   std::vector<int> whole(run.begin(), run.begin() + 24);
   whole.insert(whole.end(), follow.begin(), follow.end());
   Outcome c = ::ringattn::stest::run("/usr/bin/curl", curl_post(m, "/v1/completions", ids_body(ids_json(whole.begin(), whole.end()), 30, "")));
-  const cli::JsonValue jc = response_json(c);
+  const infer::Json jc = response_json(c);
   INFO("follow-up: " << b.out.substr(0, 400) << "\nfrom scratch: " << c.out << "\nrank 0: " << m.ring->log(0));
   REQUIRE(!follow_up.empty());
-  CHECK(follow_up == jc.get("choices")->items.at(0).get("text")->string);
-  CHECK(jc.get("session") == nullptr);
+  CHECK(follow_up == jc.at("choices").at(0).at("text").get<std::string>());
+  CHECK(infer::json_field(jc, "session") == nullptr);
   CHECK(every_rank(*m.ring, "ringattn_generation_cache_rows") == 58);  // the request without a session kept nothing
 
   // 4. The cache is accounted: 58 rows held; a request that could never fit is refused (413,
@@ -258,7 +258,7 @@ TEST_CASE("serve --model: a session's follow-up equals its concatenated prompt f
 
   // 5. Closed: its rows go on every rank; it is gone for good.
   const Outcome opened = ::ringattn::stest::run("/usr/bin/curl", curl_post(m, "/v1/completions", ids_body(prompt, 8, "true")));
-  const std::string closing = response_json(opened).get("session")->string;
+  const std::string closing = response_json(opened).at("session").get<std::string>();
   CHECK(eventually([&] { return every_rank(*m.ring, "ringattn_generation_cache_rows") == 12; }, 10));
   Outcome del = ::ringattn::stest::run("/usr/bin/curl", {"-s", "-X", "DELETE", "-H", m.auth(), "-w", "\nHTTP %{http_code}\n", m.url("/v1/sessions/" + closing)});
   CHECK(del.out.find("HTTP 200") != std::string::npos);
@@ -278,7 +278,7 @@ TEST_CASE("serve --model: a session's follow-up equals its concatenated prompt f
 
   // 7. An idle session expires after session_ttl (15 s here): its rows go on every rank.
   Outcome idle = ::ringattn::stest::run("/usr/bin/curl", curl_post(m, "/v1/completions", ids_body(prompt, 8, "true")));
-  const std::string idle_id = response_json(idle).get("session")->string;
+  const std::string idle_id = response_json(idle).at("session").get<std::string>();
   CHECK(every_rank(*m.ring, "ringattn_generation_cache_rows") == 12);
   CHECK(eventually([&] { return every_rank(*m.ring, "ringattn_generation_cache_rows") == 0 && metric(*m.ring, 0, "ringattn_sessions") == 0; }, 60));
   Outcome expired = ::ringattn::stest::run("/usr/bin/curl", curl_post(m, "/v1/completions", ids_body("[403]", 4, cli::json_quote(idle_id))));
@@ -297,7 +297,7 @@ TEST_CASE("serve --model: a client gone mid-stream is cancelled; a worker killed
 
   // A session open across the failure: the re-formed ring keeps none of the old one's rows.
   const Outcome kept = run("/usr/bin/curl", curl_post(m, "/v1/completions", ids_body("[403, 407, 261, 378]", 8, "true")));
-  const std::string session = response_json(kept).get("session")->string;
+  const std::string session = response_json(kept).at("session").get<std::string>();
 
   itest::Spawned stream(curl_post(m, "/v1/completions", body(500, true)), {}, "/usr/bin/curl");
   CHECK(eventually([&] { stream.pump(); return stream.out().find("data: ") != std::string::npos; }, 60));
@@ -324,9 +324,9 @@ TEST_CASE("serve --model: prompts shorter than the ring (an empty one is BOS alo
   auto text_of = [&](const Outcome& o, bool chat) {
     INFO("response: " << o.out.substr(0, 600) << "\nrank 0: " << m.ring->log(0));
     REQUIRE(o.out.find("HTTP 200") != std::string::npos);
-    const cli::JsonValue j = response_json(o);
-    const cli::JsonValue& c = j.get("choices")->items.at(0);
-    return chat ? c.get("message")->get("content")->string : c.get("text")->string;
+    const infer::Json j = response_json(o);
+    const infer::Json& c = j.at("choices").at(0);
+    return chat ? c.at("message").at("content").get<std::string>() : c.at("text").get<std::string>();
   };
   // From BOS alone run.c's greedy text starts "Once upon a time": its 64 ids are kRunIds.
   CHECK(text_of(run("/usr/bin/curl", curl_post(m, "/v1/completions", "{\"prompt\": \"\", \"max_tokens\": 64, \"temperature\": 0}")), false) ==
@@ -345,7 +345,7 @@ TEST_CASE("serve --model: prompts shorter than the ring (an empty one is BOS alo
   // A session opened by an empty prompt goes on from its kept rows like any other.
   const Outcome opened = run("/usr/bin/curl", curl_post(m, "/v1/completions", "{\"prompt\": \"\", \"max_tokens\": 4, \"temperature\": 0, \"session\": true}"));
   CHECK(text_of(opened, false) == "Once upon a time");
-  const std::string session = response_json(opened).get("session")->string;
+  const std::string session = response_json(opened).at("session").get<std::string>();
   const std::vector<int>& ids = ::test::kRunIds;
   // The 4th chosen token (378) is not fed yet: the follow-up's first id is it.
   const Outcome next = run("/usr/bin/curl", curl_post(m, "/v1/completions", ids_body("[378]", 8, cli::json_quote(session))));
@@ -395,19 +395,19 @@ TEST_CASE("serve --model: 200 requests from 8 connections, every text exact; ran
     const Outcome o = run("/usr/bin/python3", {kClient, m.api(), m.token, "load", std::to_string(n), "8", kPrompt, "60", want}, 600);
     INFO("client: " << o.err);
     REQUIRE(o.exit_code == 0);
-    return cli::parse_json(o.out);
+    return infer::parse_json(o.out);
   };
   // A first round of the same size warms the allocator's arenas (one per connection thread
   // that served): RSS settles after it (+1 %, then +0.2 %, +0.05 % by hand), a leak would not.
-  const cli::JsonValue warm = load(200);
-  CHECK(warm.get("ok")->number == 200);
+  const infer::Json warm = load(200);
+  CHECK(warm.at("ok").get<double>() == 200);
   const long before = rss_kib(m.ring->pid(0));
-  const cli::JsonValue j = load(200);
+  const infer::Json j = load(200);
   const long after = rss_kib(m.ring->pid(0));
   INFO("rss " << before << " -> " << after << " KiB");
-  CHECK(j.get("ok")->number == 200);
-  CHECK(j.get("wrong")->number == 0);
-  CHECK(j.get("errors")->number == 0);
+  CHECK(j.at("ok").get<double>() == 200);
+  CHECK(j.at("wrong").get<double>() == 0);
+  CHECK(j.at("errors").get<double>() == 0);
 #if defined(__SANITIZE_ADDRESS__)
   MESSAGE("RSS not compared under AddressSanitizer (its quarantine keeps freed memory resident)");
 #else

@@ -24,7 +24,7 @@
 #include <sstream>
 #include <thread>
 
-#include "src/cli/json_value.hpp"
+#include "infer/json.hpp"
 #include "src/serve/openai_api.hpp"
 #include "tests/model/model_files.hpp"
 #include "tests/serve/daemon_ring.hpp"
@@ -175,12 +175,12 @@ TEST_CASE("the official openai Node client against 2 daemons hosting stories260K
     return;
   }
   REQUIRE(o.exit_code == 0);
-  const cli::JsonValue report = cli::parse_json(o.out);
-  const auto& checks = report.get("checks")->items;
+  const infer::Json report = infer::parse_json(o.out);
+  const infer::Json& checks = report.at("checks");
   CHECK(checks.size() >= 50);  // every section ran
-  for (const cli::JsonValue& k : checks) {
-    INFO(k.get("name")->string << ": " << k.get("detail")->string);
-    CHECK(k.get("ok")->boolean);
+  for (const infer::Json& k : checks) {
+    INFO(k.at("name").get<std::string>() << ": " << k.at("detail").get<std::string>());
+    CHECK(k.at("ok").get<bool>());
   }
 
   // Every answer the client got is counted under its status, and nothing else is
@@ -194,11 +194,11 @@ TEST_CASE("the official openai Node client against 2 daemons hosting stories260K
       if (line.rfind(prefix, 0) == 0) counted[line.substr(prefix.size(), 3)] = std::stod(line.substr(line.find("} ") + 2));
   }
   std::map<std::string, double> answered;
-  for (const auto& [status, n] : report.get("statuses")->fields) answered[status] = n.number;
+  for (const auto& [status, n] : report.at("statuses").items()) answered[status] = n.get<double>();
   CHECK(counted == answered);
   for (const char* status : {"200", "400", "401", "404", "413"}) CHECK(answered[status] >= 1);
   // Every generation answered ended as a whole reply on the ring, those cut by a stop too.
-  const double generations = report.get("generations")->number;
+  const double generations = report.at("generations").get<double>();
   CHECK(generations >= 25);
   CHECK(eventually([&] { return metric_of(http_get(ring.metrics(0), "/metrics").second, "ringattn_generations_total{result=\"ok\"}") == generations; },
                    10));

@@ -14,7 +14,7 @@
 #include "core/logger.hpp"
 #include "src/cli/args.hpp"
 #include "src/cli/json_object.hpp"
-#include "src/cli/json_value.hpp"
+#include "infer/json.hpp"
 
 using ringattn::InvalidArgument;
 using namespace ringattn::cli;
@@ -224,7 +224,7 @@ TEST_SUITE("cli args") {
     CHECK(json_quote("line\nnext\t") == "\"line\\nnext\\t\"");
     CHECK(json_quote(std::string("a\x01", 2)) == "\"a\\u0001\"");
     CHECK(json_quote("bad \xff utf-8") == "\"bad \xef\xbf\xbd utf-8\"");  // U+FFFD: always valid JSON
-    CHECK(parse_json(json_quote("line\nnext\t\x01")).string == "line\nnext\t\x01");
+    CHECK(infer::parse_json(json_quote("line\nnext\t\x01")).get<std::string>() == "line\nnext\t\x01");
     JsonObject o;
     o.add("ok", false).add("n", 3).add("x", 0.5).add("inf", std::numeric_limits<double>::infinity()).add("s", "it's");
     CHECK(o.str() == "{\"ok\":false,\"n\":3,\"x\":0.5,\"inf\":null,\"s\":\"it's\"}");
