@@ -27,35 +27,96 @@
 # stopped however it ends. Ends with "embedding: N passed, N skipped, N failed" (checks +
 # pytest's).
 #   deploy/test_embedding.sh [BUILDDIR]
+# No end is silent: whatever stops it (a failure, a signal, even SIGKILL) prints the check that
+# was running, why, and the count so far.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-build=$(realpath "${1:-build}")
+
+# exit_reason STATUS: "exit status N", with the signal's name for a process a signal ended
+exit_reason() {
+  if (($1 > 128 && $1 < 160)); then
+    echo "exit status $1: SIG$(kill -l "$(($1 - 128))")"
+  elif (($1 == 124)); then
+    echo "exit status 124: its timeout expired"
+  else
+    echo "exit status $1"
+  fi
+}
+
+# Never a silent end. The checks run in a child of this process (--checks WORKDIR BUILDDIR),
+# which keeps in WORKDIR/state the check it is in, the count so far and, if a signal came, its
+# name. This process waits for it in the foreground (a Ctrl-C or a signal to the process group
+# reaches the child as it would without this process) and, however the child ended (a signal
+# it trapped, a SIGKILL, an error of this script), prints the check, why, the end of its
+# output and the closing count. (The child cannot print them itself: a trap runs inside the
+# check, whose output goes to its log.)
+if [[ ${1:-} != --checks ]]; then
+  trap : INT TERM HUP  # outlive the child to report
+  work=$(mktemp -d)
+  bash "$0" --checks "$work" "$@"
+  rc=$?
+  current="" passed=0 skipped=0 failed=0 since=$EPOCHSECONDS end=""
+  [[ -f $work/state ]] && { read -r current; read -r passed skipped failed since; read -r end; } <"$work/state"
+  if [[ $end != closed ]]; then
+    why=$(exit_reason "$rc")
+    [[ $end == signal* ]] && why="SIG${end#signal } from another process (this script signals only the ranks it starts)"
+    echo "embedding: ${current:-between checks} FAILED after $((EPOCHSECONDS - since)) s: $why"
+    [[ -n $current && -s $work/log ]] && tail -n 40 "$work/log"
+    echo "embedding: $passed passed, $skipped skipped, $((failed + 1)) failed"
+    ((rc != 0)) || rc=1
+  fi
+  rm -rf "$work"
+  exit "$rc"
+fi
+work=$2
+build=$(realpath "${3:-build}")
 PY=/usr/bin/python3  # Debian's: the module, numpy and pytest are built for it
 
-work=$(mktemp -d)
 pids=()
-cleanup() {
-  ((${#pids[@]})) && kill "${pids[@]}" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
 passed=0
 skipped=0
 failed=0
-check() {  # check NAME CMD... : one line on success, the last 40 lines of output on failure
-  local name=$1 log=$work/log start=$SECONDS
+current=""  # the check running, since $since
+since=$EPOCHSECONDS
+record() {  # record [END]: the state the waiting process reads (END: closed, or signal NAME)
+  printf '%s\n%s %s %s %s\n%s\n' "$current" "$passed" "$skipped" "$failed" "$since" "${1:-}" >"$work/state"
+}
+record
+cleanup() {  # the ranks still running; the waiting process removes $work
+  ((${#pids[@]})) && kill "${pids[@]}" 2>/dev/null
+}
+on_signal() {  # on_signal NAME: noted for the waiting process, then this process ends by it
+  trap '' INT TERM HUP
+  record "signal $1"
+  cleanup
+  trap - EXIT "$1"
+  kill -s "$1" $$
+  exit $((128 + $(kill -l "$1")))
+}
+trap cleanup EXIT
+trap 'on_signal INT' INT
+trap 'on_signal TERM' TERM
+trap 'on_signal HUP' HUP
+
+check() {  # check NAME CMD... : one line on success, why and the last 40 lines of output on failure
+  local name=$1 log=$work/log rc start=$SECONDS
+  current=$name since=$EPOCHSECONDS
   shift
-  if "$@" >"$log" 2>&1; then
+  record
+  "$@" >"$log" 2>&1
+  rc=$?
+  current=""
+  if ((rc == 0)); then
     passed=$((passed + 1))
     echo "embedding: $name: ok ($((SECONDS - start)) s)"
   else
     failed=$((failed + 1))
-    echo "embedding: $name FAILED"
+    echo "embedding: $name FAILED ($(exit_reason $rc), after $((SECONDS - start)) s)"
     tail -n 40 "$log"
+    record
     return 1
   fi
+  record
 }
 
 skip() {  # skip N WHY: N checks cannot run on this machine; under CI=true that is a failure
@@ -66,6 +127,7 @@ skip() {  # skip N WHY: N checks cannot run on this machine; under CI=true that 
     skipped=$((skipped + $1))
     echo "embedding: $1 checks skipped: $2"
   fi
+  record
 }
 
 free_port() { $PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
@@ -80,7 +142,7 @@ lib=$dest$prefix/$libdir
 inc=$dest$prefix/$includedir
 
 install_tree() {
-  meson install -C "$build" --destdir "$dest" --quiet || return 1
+  meson install -C "$build" --destdir "$dest" --quiet || return
   # Outputs are matched whole, never piped into grep -q: under pipefail the writer it stops
   # early (SIGPIPE) would fail the check.
   [[ $(readelf -d "$lib/libringattn.so") == *"Library soname: [libringattn.so.0]"* ]] ||
@@ -115,8 +177,8 @@ public_headers() {
 consumer=$work/consumer
 build_consumer() {
   PKG_CONFIG_SYSROOT_DIR=$dest meson setup "$consumer" tests/consumer --pkg-config-path "$lib/pkgconfig" \
-    --buildtype=release -Dwerror=true || return 1
-  ninja -C "$consumer" || return 1
+    --buildtype=release -Dwerror=true || return
+  ninja -C "$consumer" || return
   [[ $(ldd "$consumer/embed") == *"libringattn.so.0 => $lib/"* ]] || { ldd "$consumer/embed"; return 1; }
 }
 
@@ -140,7 +202,9 @@ ranks() {  # ranks WORLD VAR=VALUE... -- CMD...
     for pid in "${left[@]}"; do [[ $pid == "$finished" ]] || still+=("$pid"); done
     left=("${still[@]}")
     if ((status != 0)); then
-      rc=1
+      rc=$status
+      for r in "${!pids[@]}"; do [[ ${pids[r]} == "$finished" ]] && break; done
+      echo "ranks: rank $r of $world ended with $(exit_reason "$status"); stopping the others" >&2
       ((${#left[@]})) && kill "${left[@]}" 2>/dev/null
       break
     fi
@@ -184,8 +248,8 @@ infer=$work/infer
 infer_model=(--vocab 256 --dim 128 --layers 3 --heads 4 --kv-heads 2 --head-dim 32 --ffn 256 --tokens 4)
 build_infer() {
   PKG_CONFIG_SYSROOT_DIR=$dest meson setup "$infer" infer --pkg-config-path "$lib/pkgconfig" \
-    --buildtype=release -Dwerror=true || return 1
-  ninja -C "$infer" || return 1
+    --buildtype=release -Dwerror=true || return
+  ninja -C "$infer" || return
   [[ $(ldd "$infer/infer") == *"libringattn.so.0 => $lib/"* ]] || { ldd "$infer/infer"; return 1; }
   $PY infer/make_prompts.py --lengths 5,200,37,12,150,64,9,90 --vocab 256 --seed 7 --out "$work/prompts.jsonl"
 }
@@ -216,16 +280,16 @@ infer_p2() {
 # bf16 units, in fp32) at P = 1 and P = 2: the same tokens, logits within 2e-2.
 infer_bf16() {
   env RINGATTN_RANK=0 RINGATTN_WORLD_SIZE=1 timeout 120 "$infer/infer" --prompts "$work/prompts.jsonl" \
-    "${infer_model[@]}" --threads 1 --dtype bf16 --out "$work/infer-bf16-p1" || return 1
+    "${infer_model[@]}" --threads 1 --dtype bf16 --out "$work/infer-bf16-p1" || return
   ranks 2 RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" \
-    --prompts "$work/prompts.jsonl" "${infer_model[@]}" --threads 1 --dtype bf16 --out "$work/infer-bf16-p2" || return 1
+    --prompts "$work/prompts.jsonl" "${infer_model[@]}" --threads 1 --dtype bf16 --out "$work/infer-bf16-p2" || return
   $PY infer/compare.py "$work/infer-bf16-p1" "$work/infer-bf16-p2" --tol 2e-2
 }
 
 infer_p3_mpirun() {
   env -i PATH="$PATH" HOME="$HOME" RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" \
     timeout 120 mpirun -n 3 --oversubscribe --allow-run-as-root -x RINGATTN_MASTER -x RINGATTN_TOKEN \
-    "$infer/infer" --prompts "$work/prompts.jsonl" "${infer_model[@]}" --threads 1 --out "$work/infer-p3" || return 1
+    "$infer/infer" --prompts "$work/prompts.jsonl" "${infer_model[@]}" --threads 1 --out "$work/infer-p3" || return
   $PY infer/compare.py "$work/infer-p1" "$work/infer-p3" --tol 1e-5
 }
 
@@ -235,7 +299,7 @@ write_model() {  # numpy writes the seed's weights (once)
 }
 
 infer_safetensors() {  # read back at P = 2 the numpy-written weights must give P = 1's results
-  write_model || return 1
+  write_model || return
   infer_p2 "$work/infer-st" --weights "$work/model.safetensors"
 }
 
@@ -261,13 +325,13 @@ infer_stories_seeded() {
   local args=(--llama2c "$stories_dir/stories260K.bin" --tokenizer "$stories_dir/tok512.bin" --threads 1
               --temperature 1.0 --top-p 0.9)
   env RINGATTN_RANK=0 RINGATTN_WORLD_SIZE=1 timeout 120 "$infer/infer" "${args[@]}" --prompt "" --tokens 256 \
-    --sample-seed 133742 --out "$work/seeded-doc" >/dev/null || return 1
+    --sample-seed 133742 --out "$work/seeded-doc" >/dev/null || return
   env RINGATTN_RANK=0 RINGATTN_WORLD_SIZE=1 timeout 120 "$infer/infer" "${args[@]}" --prompt "Once upon a time" \
-    --tokens 120 --sample-seed 42 --out "$work/seeded-p1" >/dev/null || return 1
+    --tokens 120 --sample-seed 42 --out "$work/seeded-p1" >/dev/null || return
   ranks 2 RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" "${args[@]}" \
-    --prompt "Once upon a time" --tokens 120 --sample-seed 42 --out "$work/seeded-p2" >/dev/null || return 1
+    --prompt "Once upon a time" --tokens 120 --sample-seed 42 --out "$work/seeded-p2" >/dev/null || return
   ranks 3 RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" "${args[@]}" \
-    --prompt "Once upon a time" --tokens 120 --sample-seed 42 --out "$work/seeded-p3" >/dev/null || return 1
+    --prompt "Once upon a time" --tokens 120 --sample-seed 42 --out "$work/seeded-p3" >/dev/null || return
   $PY - "$work" "$stories_seeded" <<'PYEOF'
 import glob, json, sys
 def texts(d):
@@ -286,14 +350,14 @@ infer_stories() {  # infer_stories P [TOKENS TEXT]
   local args=(--llama2c "$stories_dir/stories260K.bin" --tokenizer "$stories_dir/tok512.bin" --prompt "Once upon a time"
               --tokens "$tokens" --threads 1 --out "$out")
   if ((p == 1)); then
-    env RINGATTN_RANK=0 RINGATTN_WORLD_SIZE=1 timeout 120 "$infer/infer" "${args[@]}" >/dev/null || return 1
+    env RINGATTN_RANK=0 RINGATTN_WORLD_SIZE=1 timeout 120 "$infer/infer" "${args[@]}" >/dev/null || return
   elif ((p == 2)); then
     ranks 2 RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" "${args[@]}" >/dev/null ||
-      return 1
+      return
   else
     env -i PATH="$PATH" HOME="$HOME" RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" \
       timeout 120 mpirun -n 3 --oversubscribe --allow-run-as-root -x RINGATTN_MASTER -x RINGATTN_TOKEN \
-      "$infer/infer" "${args[@]}" >/dev/null || return 1
+      "$infer/infer" "${args[@]}" >/dev/null || return
   fi
   $PY - "$out" "$want" <<'PYEOF'
 import glob, json, sys
@@ -306,7 +370,7 @@ PYEOF
   # 1e-5 of its row's largest |logit|: on Zen 4 the largest difference is 1.65e-5 absolute
   # (above 1e-5: this model's logits reach 13 to 22 in every row), 1.2e-6 relative.
   if ((p > 1)) && [[ -d $work/stories-p1-$tokens ]]; then
-    $PY infer/compare.py "$work/stories-p1-$tokens" "$out" --tol 1e-5 --relative || return 1
+    $PY infer/compare.py "$work/stories-p1-$tokens" "$out" --tol 1e-5 --relative || return
   fi
 }
 
@@ -317,7 +381,7 @@ infer_model_mismatch() {
   local other=$work/stories260K-flipped.bin master tok p0 rc0 rc1
   master="127.0.0.1:$(free_port)" tok=$(token)
   $PY -c 'import sys; b = bytearray(open(sys.argv[1], "rb").read()); b[len(b) // 2] ^= 1; open(sys.argv[2], "wb").write(b)' \
-    "$stories_dir/stories260K.bin" "$other" || return 1
+    "$stories_dir/stories260K.bin" "$other" || return
   local args=(--tokenizer "$stories_dir/tok512.bin" --prompt "Once upon a time" --tokens 4 --threads 1)
   env RINGATTN_MASTER="$master" RINGATTN_TOKEN="$tok" RINGATTN_RANK=0 RINGATTN_WORLD_SIZE=2 timeout 120 "$infer/infer" \
     --llama2c "$stories_dir/stories260K.bin" "${args[@]}" --out "$work/mismatch" >/dev/null 2>"$work/mismatch0.err" &
@@ -348,7 +412,7 @@ infer_bad_inputs() {
     echo "$out"
     ((rc == 3)) && [[ $out == *"$want"* ]] || { echo "expected exit 3 and '$want', got exit $rc"; return 1; }
   }
-  write_model || return 1
+  write_model || return
   head -c 100000 "$work/model.safetensors" >"$work/truncated.safetensors"
   printf '\377\377\377\377\377\377\377\177' >"$work/huge-header.safetensors"
   printf '{"id": "x", "tokens": [1, 256]}\n' >"$work/bad-token.jsonl"
@@ -499,4 +563,5 @@ if ((rc == 0 || pytest_failed > 0)); then  # pytest's tests count one by one, in
 fi
 skipped=$((skipped + pytest_skipped))
 echo "embedding: $passed passed, $skipped skipped, $failed failed"
+record closed
 [[ $failed -eq 0 ]]
