@@ -14,9 +14,9 @@
 #include "ringattn/error.hpp"
 #include "ringattn/log.hpp"
 #include "ringattn_config.h"
-#include "src/cli/args.hpp"
-#include "src/cli/command_table.hpp"
-#include "src/cli/commands.hpp"
+#include "cli/args.hpp"
+#include "cli/command_table.hpp"
+#include "cli/commands.hpp"
 
 namespace {
 

@@ -23,21 +23,21 @@
 #include <string>
 #include <vector>
 
-#include "bench/common/machine.hpp"
-#include "bench/common/shell_command.hpp"
-#include "src/cli/stats.hpp"
-#include "src/cli/log.hpp"
+#include "../common/machine.hpp"
+#include "../common/shell_command.hpp"
+#include "../../src/cli/stats.hpp"
+#include "../../src/cli/log.hpp"
 #include "ringattn/launch.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/layout.hpp"
 #include "ringattn/ring.hpp"
-#include "src/cli/args.hpp"
-#include "src/cli/json_object.hpp"
-#include "infer/json.hpp"
-#include "src/node/launcher_channel.hpp"
-#include "src/node/report.hpp"
-#include "src/run/launcher.hpp"
-#include "src/run/local_rendezvous.hpp"
+#include "../../src/cli/args.hpp"
+#include "../../src/cli/json_object.hpp"
+#include "../../infer/json.hpp"
+#include "../../src/node/launcher_channel.hpp"
+#include "../../src/node/report.hpp"
+#include "../../src/run/launcher.hpp"
+#include "../../src/run/local_rendezvous.hpp"
 
 namespace ringattn::cli {
 int bench_api_main(const std::vector<std::string>& argv);

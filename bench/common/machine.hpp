@@ -11,7 +11,7 @@
 #include <string>
 
 #include "ringattn/block_attention.hpp"
-#include "src/cli/json_object.hpp"
+#include "../../src/cli/json_object.hpp"
 
 namespace ringattn::bench {
 

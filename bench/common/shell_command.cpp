@@ -1,4 +1,4 @@
-#include "bench/common/shell_command.hpp"
+#include "shell_command.hpp"
 
 namespace ringattn::bench {
 

@@ -1,4 +1,4 @@
-#include "bench/common/svg_plot.hpp"
+#include "svg_plot.hpp"
 
 #include <algorithm>
 #include <cmath>

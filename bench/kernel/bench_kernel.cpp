@@ -16,18 +16,18 @@
 #include <string>
 #include <vector>
 
-#include "bench/kernel/dense_matmul.hpp"
+#include "dense_matmul.hpp"
 #include "ringattn/block_backward.hpp"
-#include "bench/common/machine.hpp"
-#include "bench/common/shell_command.hpp"
-#include "src/cli/timing.hpp"
+#include "../common/machine.hpp"
+#include "../common/shell_command.hpp"
+#include "../../src/cli/timing.hpp"
 #include "ringattn/split.hpp"
-#include "src/oracle/random_inputs.hpp"
+#include "../../src/oracle/random_inputs.hpp"
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
-#include "src/cli/log.hpp"
-#include "src/cli/args.hpp"
-#include "src/cli/json_object.hpp"
+#include "../../src/cli/log.hpp"
+#include "../../src/cli/args.hpp"
+#include "../../src/cli/json_object.hpp"
 
 namespace ringattn::cli {
 int bench_kernel_main(const std::vector<std::string>& argv);

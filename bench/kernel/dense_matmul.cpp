@@ -1,4 +1,4 @@
-#include "bench/kernel/dense_matmul.hpp"
+#include "dense_matmul.hpp"
 
 #include <omp.h>
 

@@ -27,18 +27,18 @@
 #include <string>
 #include <vector>
 
-#include "bench/common/machine.hpp"
-#include "bench/common/shell_command.hpp"
-#include "bench/overlap/overlap_model.hpp"
-#include "bench/overlap/overlap_report.hpp"
-#include "bench/overlap/overlap_worker.hpp"
+#include "../common/machine.hpp"
+#include "../common/shell_command.hpp"
+#include "overlap_model.hpp"
+#include "overlap_report.hpp"
+#include "overlap_worker.hpp"
 #include "ringattn/launch.hpp"
 #include "ringattn/error.hpp"
-#include "src/cli/log.hpp"
-#include "src/cli/args.hpp"
-#include "src/node/report.hpp"
-#include "src/run/launcher.hpp"
-#include "src/run/local_rendezvous.hpp"
+#include "../../src/cli/log.hpp"
+#include "../../src/cli/args.hpp"
+#include "../../src/node/report.hpp"
+#include "../../src/run/launcher.hpp"
+#include "../../src/run/local_rendezvous.hpp"
 
 namespace ringattn::cli {
 int bench_overlap_main(const std::vector<std::string>& argv);

@@ -1,11 +1,11 @@
-#include "bench/overlap/overlap_model.hpp"
+#include "overlap_model.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
 
-#include "src/plan/cost_model.hpp"
+#include "../../src/plan/cost_model.hpp"
 
 namespace ringattn::bench::overlap {
 

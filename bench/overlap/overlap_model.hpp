@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "src/cli/stats.hpp"
+#include "../../src/cli/stats.hpp"
 
 namespace ringattn::bench::overlap {
 

@@ -1,11 +1,11 @@
-#include "bench/overlap/overlap_report.hpp"
+#include "overlap_report.hpp"
 
 #include <cmath>
 #include <cstdio>
 #include <string>
 
-#include "bench/common/svg_plot.hpp"
-#include "src/cli/json_object.hpp"
+#include "../common/svg_plot.hpp"
+#include "../../src/cli/json_object.hpp"
 
 namespace ringattn::bench::overlap {
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "bench/overlap/overlap_model.hpp"
-#include "bench/overlap/overlap_worker.hpp"
+#include "overlap_model.hpp"
+#include "overlap_worker.hpp"
 
 namespace ringattn::bench::overlap {
 

@@ -1,4 +1,4 @@
-#include "bench/overlap/overlap_worker.hpp"
+#include "overlap_worker.hpp"
 
 #include <omp.h>
 #include <sched.h>
@@ -20,16 +20,16 @@
 #include <thread>
 #include <utility>
 
-#include "bench/overlap/overlap_model.hpp"
+#include "overlap_model.hpp"
 #include "ringattn/split.hpp"
-#include "src/node/launcher_channel.hpp"
-#include "src/node/report.hpp"
+#include "../../src/node/launcher_channel.hpp"
+#include "../../src/node/report.hpp"
 #include "ringattn/launch.hpp"
 #include "ringattn/block_attention.hpp"
 #include "ringattn/block_backward.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/step_probe.hpp"
-#include "src/cli/log.hpp"
+#include "../../src/cli/log.hpp"
 #include "ringattn/layout.hpp"
 
 namespace ringattn::bench::overlap {

@@ -15,17 +15,17 @@
 #include <string>
 #include <vector>
 
-#include "bench/common/machine.hpp"
-#include "bench/common/shell_command.hpp"
-#include "src/cli/log.hpp"
+#include "../common/machine.hpp"
+#include "../common/shell_command.hpp"
+#include "../../src/cli/log.hpp"
 #include "ringattn/split.hpp"
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/packing.hpp"
-#include "src/cli/args.hpp"
-#include "src/cli/json_object.hpp"
-#include "src/node/job.hpp"
-#include "src/oracle/random_inputs.hpp"
+#include "../../src/cli/args.hpp"
+#include "../../src/cli/json_object.hpp"
+#include "../../src/node/job.hpp"
+#include "../../src/oracle/random_inputs.hpp"
 
 namespace ringattn::cli {
 int bench_packed_main(const std::vector<std::string>& argv);

@@ -47,17 +47,17 @@
 #include <string>
 #include <vector>
 
-#include "bench/common/machine.hpp"
-#include "bench/common/shell_command.hpp"
-#include "bench/ring/single_process_baseline.hpp"
+#include "../common/machine.hpp"
+#include "../common/shell_command.hpp"
+#include "single_process_baseline.hpp"
 #include "ringattn/split.hpp"
 #include "ringattn/error.hpp"
-#include "src/cli/log.hpp"
-#include "src/cli/args.hpp"
-#include "src/cli/json_object.hpp"
-#include "src/io/npy_writer.hpp"
-#include "src/node/job.hpp"
-#include "src/run/coordinator.hpp"
+#include "../../src/cli/log.hpp"
+#include "../../src/cli/args.hpp"
+#include "../../src/cli/json_object.hpp"
+#include "../../src/io/npy_writer.hpp"
+#include "../../src/node/job.hpp"
+#include "../../src/run/coordinator.hpp"
 
 namespace ringattn::cli {
 int bench_ring_main(const std::vector<std::string>& argv);

@@ -1,4 +1,4 @@
-#include "bench/ring/single_process_baseline.hpp"
+#include "single_process_baseline.hpp"
 
 #include <chrono>
 

@@ -23,17 +23,17 @@
 #include <thread>
 #include <vector>
 
-#include "bench/common/machine.hpp"
-#include "bench/common/shell_command.hpp"
-#include "src/cli/stats.hpp"
-#include "bench/transport/iperf3.hpp"
-#include "bench/transport/raw_tcp.hpp"
+#include "../common/machine.hpp"
+#include "../common/shell_command.hpp"
+#include "../../src/cli/stats.hpp"
+#include "iperf3.hpp"
+#include "raw_tcp.hpp"
 #include "ringattn/launch.hpp"
 #include "ringattn/link_probe.hpp"
 #include "ringattn/error.hpp"
-#include "src/cli/log.hpp"
-#include "src/cli/args.hpp"
-#include "src/cli/json_object.hpp"
+#include "../../src/cli/log.hpp"
+#include "../../src/cli/args.hpp"
+#include "../../src/cli/json_object.hpp"
 
 namespace ringattn::cli {
 int bench_transport_main(const std::vector<std::string>& argv);

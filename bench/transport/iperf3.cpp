@@ -1,5 +1,5 @@
 // Runs `iperf3 -s -1` and `iperf3 -c ... -J` on a free port and reads the receiver's rate.
-#include "bench/transport/iperf3.hpp"
+#include "iperf3.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 // Plain blocking TCP between two threads (see raw_tcp.hpp).
-#include "bench/transport/raw_tcp.hpp"
+#include "raw_tcp.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -1,4 +1,4 @@
-#include "src/cli/args.hpp"
+#include "args.hpp"
 
 
 #include <array>

@@ -2,7 +2,7 @@
 // row; keep rows in the order `ringattn --help` should list them.
 #pragma once
 
-#include "src/cli/commands.hpp"
+#include "commands.hpp"
 
 namespace ringattn::cli {
 

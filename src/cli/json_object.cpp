@@ -1,11 +1,11 @@
-#include "src/cli/json_object.hpp"
+#include "json_object.hpp"
 
 #include <cmath>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
-#include "infer/json.hpp"
+#include "../../infer/json.hpp"
 
 namespace ringattn::cli {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "src/cli/json_object.hpp"
+#include "json_object.hpp"
 
 namespace ringattn::cli {
 

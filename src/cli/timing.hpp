@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "src/cli/stats.hpp"
+#include "stats.hpp"
 
 namespace ringattn::cli {
 

@@ -6,12 +6,12 @@
 #include <string>
 #include <vector>
 
-#include "src/cli/timing.hpp"
-#include "src/oracle/random_inputs.hpp"
-#include "src/oracle/reference.hpp"
+#include "../cli/timing.hpp"
+#include "../oracle/random_inputs.hpp"
+#include "../oracle/reference.hpp"
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
-#include "src/cli/args.hpp"
+#include "../cli/args.hpp"
 
 namespace ringattn::cli {
 

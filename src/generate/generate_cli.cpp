@@ -17,16 +17,16 @@
 #include <ringattn/log.hpp>
 #include <ringattn/types.hpp>
 
-#include "src/cli/args.hpp"
-#include "src/cli/commands.hpp"
-#include "src/cli/json_object.hpp"
-#include "infer/json.hpp"
-#include "src/generate/generate_output.hpp"
-#include "src/generate/generate_rank.hpp"
-#include "src/node/launcher_channel.hpp"
-#include "src/node/report.hpp"
-#include "src/run/launcher.hpp"
-#include "src/run/local_rendezvous.hpp"
+#include "../cli/args.hpp"
+#include "../cli/commands.hpp"
+#include "../cli/json_object.hpp"
+#include "../../infer/json.hpp"
+#include "generate_output.hpp"
+#include "generate_rank.hpp"
+#include "../node/launcher_channel.hpp"
+#include "../node/report.hpp"
+#include "../run/launcher.hpp"
+#include "../run/local_rendezvous.hpp"
 
 namespace ringattn::cli {
 

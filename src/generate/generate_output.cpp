@@ -1,12 +1,12 @@
 // ringattn generate — printing the text and the figures (generate_output.hpp).
-#include "src/generate/generate_output.hpp"
+#include "generate_output.hpp"
 
 #include <algorithm>
 #include <cstdio>
 #include <stdexcept>
 
-#include "infer/tokenizer.hpp"
-#include "infer/json.hpp"
+#include "../../infer/tokenizer.hpp"
+#include "../../infer/json.hpp"
 
 namespace ringattn::generate {
 

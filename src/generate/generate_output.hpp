@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "src/cli/json_object.hpp"
+#include "../cli/json_object.hpp"
 
 namespace ringattn::generate {
 

@@ -1,14 +1,14 @@
 // ringattn generate — one rank's part (generate_rank.hpp).
-#include "src/generate/generate_rank.hpp"
+#include "generate_rank.hpp"
 
 #include <chrono>
 #include <map>
 #include <optional>
 #include <span>
 
-#include "infer/job.hpp"
-#include "infer/load.hpp"
-#include "src/node/heartbeat.hpp"
+#include "../../infer/job.hpp"
+#include "../../infer/load.hpp"
+#include "../node/heartbeat.hpp"
 
 namespace ringattn::generate {
 

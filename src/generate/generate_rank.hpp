@@ -9,8 +9,8 @@
 
 #include <ringattn/ring.hpp>
 
-#include "infer/options.hpp"
-#include "src/generate/generate_output.hpp"
+#include "../../infer/options.hpp"
+#include "generate_output.hpp"
 
 namespace ringattn::generate {
 

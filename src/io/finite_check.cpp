@@ -1,5 +1,5 @@
 // The NaN/inf scan of input rows; see finite_check.hpp.
-#include "src/io/finite_check.hpp"
+#include "finite_check.hpp"
 
 #include <bit>
 #include <cmath>

@@ -12,8 +12,8 @@
 #include <string>
 #include <string_view>
 
-#include "src/io/npy_header.hpp"
-#include "src/io/npy_reader.hpp"
+#include "npy_header.hpp"
+#include "npy_reader.hpp"
 
 namespace ringattn::io {
 

@@ -5,6 +5,6 @@
 //   npy_writer.hpp  write outputs atomically (temporary file + rename)
 #pragma once
 
-#include "src/io/npy_header.hpp"
-#include "src/io/npy_reader.hpp"
-#include "src/io/npy_writer.hpp"
+#include "npy_header.hpp"
+#include "npy_reader.hpp"
+#include "npy_writer.hpp"

@@ -1,4 +1,4 @@
-#include "src/io/npy_header.hpp"
+#include "npy_header.hpp"
 
 #include <bit>
 #include <cstring>

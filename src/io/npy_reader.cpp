@@ -1,4 +1,4 @@
-#include "src/io/npy_reader.hpp"
+#include "npy_reader.hpp"
 
 #include <algorithm>
 #include <array>

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "src/io/npy_header.hpp"
-#include "src/io/posix_file.hpp"
+#include "npy_header.hpp"
+#include "posix_file.hpp"
 
 namespace ringattn::io {
 

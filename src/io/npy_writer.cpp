@@ -1,4 +1,4 @@
-#include "src/io/npy_writer.hpp"
+#include "npy_writer.hpp"
 
 #include <unistd.h>
 

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "src/io/npy_reader.hpp"
-#include "src/io/posix_file.hpp"
+#include "npy_reader.hpp"
+#include "posix_file.hpp"
 
 namespace ringattn::io {
 

@@ -1,4 +1,4 @@
-#include "src/io/posix_file.hpp"
+#include "posix_file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

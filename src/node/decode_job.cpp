@@ -1,8 +1,8 @@
-#include "src/node/decode_job.hpp"
+#include "decode_job.hpp"
 
 #include <algorithm>
 
-#include "src/cli/log.hpp"
+#include "../cli/log.hpp"
 #include "ringattn/kv_cache.hpp"
 
 namespace ringattn::node {

@@ -6,7 +6,7 @@
 #include <span>
 
 #include "ringattn/ring.hpp"
-#include "src/node/job.hpp"
+#include "job.hpp"
 
 namespace ringattn::node {
 

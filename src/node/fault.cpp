@@ -1,9 +1,9 @@
-#include "src/node/fault.hpp"
+#include "fault.hpp"
 
 #include <cstdlib>
 
 #include "ringattn/error.hpp"
-#include "src/cli/args.hpp"
+#include "../cli/args.hpp"
 
 namespace ringattn::node {
 

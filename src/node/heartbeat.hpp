@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "src/node/report.hpp"
+#include "report.hpp"
 
 namespace ringattn::node {
 

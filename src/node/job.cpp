@@ -1,4 +1,4 @@
-#include "src/node/job.hpp"
+#include "job.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/packing.hpp"
-#include "src/io/npy_reader.hpp"
+#include "../io/npy_reader.hpp"
 
 namespace ringattn::node {
 

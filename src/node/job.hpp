@@ -8,7 +8,7 @@
 
 #include "ringattn/block_attention.hpp"
 #include "ringattn/ring.hpp"
-#include "src/cli/args.hpp"
+#include "../cli/args.hpp"
 #include "ringattn/layout.hpp"
 
 namespace ringattn::node {

@@ -1,4 +1,4 @@
-#include "src/node/launcher_channel.hpp"
+#include "launcher_channel.hpp"
 
 #include <unistd.h>
 
@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "ringattn/error.hpp"
-#include "src/cli/log.hpp"
+#include "../cli/log.hpp"
 
 namespace ringattn::node {
 

@@ -1,4 +1,4 @@
-#include "src/node/memory_budget.hpp"
+#include "memory_budget.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "ringattn/error.hpp"
-#include "src/plan/units.hpp"
+#include "../plan/units.hpp"
 #include "ringattn/layout.hpp"
 
 namespace ringattn::node {

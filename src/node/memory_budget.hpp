@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "src/node/job.hpp"
+#include "job.hpp"
 
 namespace ringattn::node {
 

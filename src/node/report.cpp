@@ -1,11 +1,11 @@
 // The node <-> launcher lines (see report.hpp).
-#include "src/node/report.hpp"
+#include "report.hpp"
 
 #include <cstdio>
 #include <mutex>
 
-#include "src/cli/json_object.hpp"
-#include "infer/json.hpp"
+#include "../cli/json_object.hpp"
+#include "../../infer/json.hpp"
 
 namespace ringattn::node {
 namespace {

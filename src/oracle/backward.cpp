@@ -1,6 +1,6 @@
 // Dense attention's backward in float64 (backward.hpp): per KV-head group, each query row
 // recomputes its probabilities from its own scores and adds its part to dK and dV.
-#include "src/oracle/backward.hpp"
+#include "backward.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -15,7 +15,7 @@
 #include <cstdint>
 
 #include "ringattn/positions.hpp"
-#include "src/oracle/reference.hpp"
+#include "reference.hpp"
 
 namespace ringattn::oracle {
 

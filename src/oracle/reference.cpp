@@ -1,7 +1,7 @@
 // Dense attention in float64, one (query row, head) at a time over its visible keys.
 // Non-finite inputs follow the semantics stated in reference.hpp (and block_attention.hpp):
 // a non-finite score poisons the whole row, a non-finite value one output element.
-#include "src/oracle/reference.hpp"
+#include "reference.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "src/plan/cost_model.hpp"
+#include "cost_model.hpp"
 
 #include <algorithm>
 #include <cmath>

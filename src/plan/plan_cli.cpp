@@ -7,10 +7,10 @@
 
 #include "ringattn/error.hpp"
 #include "ringattn/types.hpp"
-#include "src/cli/args.hpp"
-#include "src/plan/cost_model.hpp"
-#include "src/plan/plan_report.hpp"
-#include "src/plan/units.hpp"
+#include "../cli/args.hpp"
+#include "cost_model.hpp"
+#include "plan_report.hpp"
+#include "units.hpp"
 
 namespace ringattn::cli {
 

@@ -1,11 +1,11 @@
-#include "src/plan/plan_report.hpp"
+#include "plan_report.hpp"
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <sstream>
 
-#include "src/plan/units.hpp"
+#include "units.hpp"
 
 namespace ringattn::plan {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "src/plan/cost_model.hpp"
+#include "cost_model.hpp"
 
 namespace ringattn::plan {
 

@@ -1,4 +1,4 @@
-#include "src/plan/units.hpp"
+#include "units.hpp"
 
 #include <array>
 #include <cctype>

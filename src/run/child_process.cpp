@@ -1,4 +1,4 @@
-#include "src/run/child_process.hpp"
+#include "child_process.hpp"
 
 #include <fcntl.h>
 #include <signal.h>

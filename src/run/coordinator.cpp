@@ -1,4 +1,4 @@
-#include "src/run/coordinator.hpp"
+#include "coordinator.hpp"
 
 #include <signal.h>
 
@@ -13,17 +13,17 @@
 #include <optional>
 #include <sstream>
 
-#include "src/cli/log.hpp"
+#include "../cli/log.hpp"
 #include "ringattn/launch.hpp"
 #include "ringattn/error.hpp"
-#include "src/io/npy_reader.hpp"
-#include "src/io/npy_writer.hpp"
-#include "src/node/memory_budget.hpp"
-#include "src/node/report.hpp"
-#include "src/run/launcher.hpp"
-#include "src/run/local_rendezvous.hpp"
-#include "src/run/output_paths.hpp"
-#include "src/run/work_dir.hpp"
+#include "../io/npy_reader.hpp"
+#include "../io/npy_writer.hpp"
+#include "../node/memory_budget.hpp"
+#include "../node/report.hpp"
+#include "launcher.hpp"
+#include "local_rendezvous.hpp"
+#include "output_paths.hpp"
+#include "work_dir.hpp"
 
 namespace ringattn::run {
 

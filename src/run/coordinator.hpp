@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "src/node/job.hpp"
+#include "../node/job.hpp"
 
 namespace ringattn::run {
 

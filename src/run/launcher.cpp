@@ -1,4 +1,4 @@
-#include "src/run/launcher.hpp"
+#include "launcher.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -15,12 +15,12 @@
 #include <optional>
 #include <sstream>
 
-#include "src/cli/log.hpp"
+#include "../cli/log.hpp"
 #include "ringattn/error.hpp"
-#include "src/cli/commands.hpp"
-#include "src/run/child_process.hpp"
-#include "src/run/root_cause.hpp"
-#include "src/run/work_dir.hpp"
+#include "../cli/commands.hpp"
+#include "child_process.hpp"
+#include "root_cause.hpp"
+#include "work_dir.hpp"
 
 namespace ringattn::run {
 

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "src/node/report.hpp"
+#include "../node/report.hpp"
 
 namespace ringattn::run {
 

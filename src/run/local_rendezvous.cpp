@@ -1,4 +1,4 @@
-#include "src/run/local_rendezvous.hpp"
+#include "local_rendezvous.hpp"
 
 namespace ringattn::run {
 

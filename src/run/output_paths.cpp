@@ -1,4 +1,4 @@
-#include "src/run/output_paths.hpp"
+#include "output_paths.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>

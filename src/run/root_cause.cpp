@@ -1,4 +1,4 @@
-#include "src/run/root_cause.hpp"
+#include "root_cause.hpp"
 
 #include <algorithm>
 #include <map>

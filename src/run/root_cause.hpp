@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "src/node/report.hpp"
-#include "src/run/child_process.hpp"
+#include "../node/report.hpp"
+#include "child_process.hpp"
 
 namespace ringattn::run {
 

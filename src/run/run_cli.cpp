@@ -10,16 +10,16 @@
 #include <vector>
 
 #include "ringattn/split.hpp"
-#include "src/oracle/random_inputs.hpp"
-#include "src/oracle/reference.hpp"
+#include "../oracle/random_inputs.hpp"
+#include "../oracle/reference.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/packing.hpp"
-#include "src/cli/json_object.hpp"
-#include "src/cli/json_on_failure.hpp"
-#include "src/io/npy_reader.hpp"
-#include "src/io/npy_writer.hpp"
-#include "src/node/job.hpp"
-#include "src/run/coordinator.hpp"
+#include "../cli/json_object.hpp"
+#include "../cli/json_on_failure.hpp"
+#include "../io/npy_reader.hpp"
+#include "../io/npy_writer.hpp"
+#include "../node/job.hpp"
+#include "coordinator.hpp"
 
 namespace ringattn::cli {
 int run_main(const std::vector<std::string>& argv);

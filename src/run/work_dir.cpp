@@ -1,4 +1,4 @@
-#include "src/run/work_dir.hpp"
+#include "work_dir.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>

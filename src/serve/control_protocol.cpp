@@ -1,4 +1,4 @@
-#include "src/serve/control_protocol.hpp"
+#include "control_protocol.hpp"
 
 #include <cstdlib>
 

@@ -1,4 +1,4 @@
-#include "src/serve/control_server.hpp"
+#include "control_server.hpp"
 
 #include "ringattn/channel.hpp"  // first Asio include: silences GCC's coroutine false positive
 
@@ -9,14 +9,14 @@
 #include <cmath>
 #include <thread>
 
-#include "src/cli/log.hpp"
+#include "../cli/log.hpp"
 #include "ringattn/error.hpp"
-#include "src/cli/json_object.hpp"
-#include "infer/json.hpp"
-#include "src/io/finite_check.hpp"
-#include "src/node/memory_budget.hpp"
-#include "src/serve/control_protocol.hpp"
-#include "src/serve/peer_messages.hpp"
+#include "../cli/json_object.hpp"
+#include "../../infer/json.hpp"
+#include "../io/finite_check.hpp"
+#include "../node/memory_budget.hpp"
+#include "control_protocol.hpp"
+#include "peer_messages.hpp"
 
 namespace ringattn::serve {
 

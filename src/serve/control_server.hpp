@@ -8,8 +8,8 @@
 #include <memory>
 #include <string>
 
-#include "src/serve/metrics.hpp"
-#include "src/serve/ring_service.hpp"
+#include "metrics.hpp"
+#include "ring_service.hpp"
 
 namespace ringattn::serve {
 

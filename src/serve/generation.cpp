@@ -1,12 +1,12 @@
 // ringattn serve — a generation request's events and the GENERATE batch (generation.hpp).
-#include "src/serve/generation.hpp"
+#include "generation.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
 #include "ringattn/error.hpp"
-#include "src/serve/payload_codec.hpp"
+#include "payload_codec.hpp"
 
 namespace ringattn::serve {
 

@@ -1,6 +1,6 @@
 // ringattn serve — the daemon's HTTP server (http_server.hpp): httplib::Server with each
 // connection read through BoundedStream and served by our own keep-alive loop.
-#include "src/serve/http_server.hpp"
+#include "http_server.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -1,4 +1,4 @@
-#include "src/serve/job.hpp"
+#include "job.hpp"
 
 #include <asio/post.hpp>
 #include <asio/redirect_error.hpp>
@@ -9,8 +9,8 @@
 #include <cstring>
 
 #include "ringattn/error.hpp"
-#include "src/cli/json_object.hpp"
-#include "infer/json.hpp"
+#include "../cli/json_object.hpp"
+#include "../../infer/json.hpp"
 
 namespace ringattn::serve {
 

@@ -5,7 +5,7 @@
 // declared, series within a family in label order (labels sorted by name on the way in,
 // so {a,b} and {b,a} are one series). Histogram buckets are stored per bound and summed
 // into the cumulative _bucket lines only when rendering.
-#include "src/serve/metrics.hpp"
+#include "metrics.hpp"
 
 #include <algorithm>
 #include <charconv>

@@ -1,5 +1,5 @@
 // ringattn serve — the OpenAI-style endpoint (openai_api.hpp).
-#include "src/serve/openai_api.hpp"
+#include "openai_api.hpp"
 
 #include <httplib.h>
 
@@ -12,12 +12,12 @@
 
 #include "ringattn/error.hpp"
 #include "ringattn/launch.hpp"
-#include "src/cli/json_object.hpp"
-#include "infer/json.hpp"
-#include "src/cli/log.hpp"
-#include "src/serve/http_server.hpp"
-#include "src/serve/ring_service.hpp"
-#include "src/serve/sessions.hpp"
+#include "../cli/json_object.hpp"
+#include "../../infer/json.hpp"
+#include "../cli/log.hpp"
+#include "http_server.hpp"
+#include "ring_service.hpp"
+#include "sessions.hpp"
 
 namespace ringattn::serve {
 

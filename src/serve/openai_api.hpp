@@ -32,7 +32,7 @@
 #include <thread>
 #include <vector>
 
-#include "src/serve/metrics.hpp"
+#include "metrics.hpp"
 
 namespace ringattn::serve {
 

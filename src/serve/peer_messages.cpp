@@ -1,4 +1,4 @@
-#include "src/serve/peer_messages.hpp"
+#include "peer_messages.hpp"
 
 #include <bit>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include "ringattn/byte_order.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/layout.hpp"
-#include "src/serve/payload_codec.hpp"
+#include "payload_codec.hpp"
 
 namespace ringattn::serve::peer {
 namespace {

@@ -33,8 +33,8 @@
 
 #include "ringattn/positions.hpp"
 #include "ringattn/ring.hpp"
-#include "src/serve/job.hpp"
-#include "src/serve/payload_codec.hpp"
+#include "job.hpp"
+#include "payload_codec.hpp"
 
 namespace ringattn::serve::peer {
 

@@ -7,13 +7,13 @@
 #include <algorithm>
 
 #include "ringattn/error.hpp"
-#include "infer/agreement.hpp"
-#include "infer/job.hpp"
-#include "src/cli/log.hpp"
-#include "src/serve/peer_messages.hpp"
-#include "src/serve/ring_service.hpp"
-#include "src/serve/service_events.hpp"
-#include "src/serve/sessions.hpp"
+#include "../../infer/agreement.hpp"
+#include "../../infer/job.hpp"
+#include "../cli/log.hpp"
+#include "peer_messages.hpp"
+#include "ring_service.hpp"
+#include "service_events.hpp"
+#include "sessions.hpp"
 
 namespace ringattn::serve {
 

@@ -1,16 +1,16 @@
 // RingService's jobs: rank 0 coordinates (uploads the shards, runs its own forward,
 // gathers the results, records the job), the workers run theirs; both on the ring's
 // public message channel and Ring::forward (the lifecycle is in ring_service.cpp).
-#include "src/serve/ring_service.hpp"
+#include "ring_service.hpp"
 
 #include <algorithm>
 
-#include "src/cli/log.hpp"
+#include "../cli/log.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/layout.hpp"
-#include "src/cli/json_object.hpp"
-#include "src/serve/peer_messages.hpp"
-#include "src/serve/service_events.hpp"
+#include "../cli/json_object.hpp"
+#include "peer_messages.hpp"
+#include "service_events.hpp"
 
 namespace ringattn::serve {
 namespace {

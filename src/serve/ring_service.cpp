@@ -1,6 +1,6 @@
 // RingService: the daemon's ring — its state, forming and re-forming it, the nodes' table,
 // status, the job queue; the jobs themselves are in ring_jobs.cpp.
-#include "src/serve/ring_service.hpp"
+#include "ring_service.hpp"
 
 #include <unistd.h>
 
@@ -8,14 +8,14 @@
 #include <array>
 #include <thread>
 
-#include "src/cli/log.hpp"
+#include "../cli/log.hpp"
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/layout.hpp"
 #include "ringattn_config.h"
-#include "src/cli/json_object.hpp"
-#include "src/serve/peer_messages.hpp"
-#include "src/serve/service_events.hpp"
+#include "../cli/json_object.hpp"
+#include "peer_messages.hpp"
+#include "service_events.hpp"
 
 namespace ringattn::serve {
 namespace {

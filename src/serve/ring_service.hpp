@@ -20,14 +20,14 @@
 #include <thread>
 
 #include "ringattn/ring.hpp"
-#include "src/cli/json_object.hpp"
-#include "infer/load.hpp"
-#include "src/serve/generation.hpp"
-#include "src/serve/job.hpp"
-#include "src/serve/metrics.hpp"
-#include "src/serve/peer_messages.hpp"
-#include "src/serve/serve_config.hpp"
-#include "src/serve/sessions.hpp"
+#include "../cli/json_object.hpp"
+#include "../../infer/load.hpp"
+#include "generation.hpp"
+#include "job.hpp"
+#include "metrics.hpp"
+#include "peer_messages.hpp"
+#include "serve_config.hpp"
+#include "sessions.hpp"
 
 namespace ringattn::serve {
 

@@ -16,19 +16,19 @@
 #include <optional>
 #include <thread>
 
-#include "src/cli/log.hpp"
+#include "../cli/log.hpp"
 #include "ringattn/launch.hpp"
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/log.hpp"
-#include "src/cli/args.hpp"
-#include "src/cli/json_object.hpp"
-#include "src/serve/control_server.hpp"
-#include "src/serve/http_server.hpp"
-#include "src/serve/metrics.hpp"
-#include "src/serve/openai_api.hpp"
-#include "src/serve/ring_service.hpp"
-#include "src/serve/serve_config.hpp"
+#include "../cli/args.hpp"
+#include "../cli/json_object.hpp"
+#include "control_server.hpp"
+#include "http_server.hpp"
+#include "metrics.hpp"
+#include "openai_api.hpp"
+#include "ring_service.hpp"
+#include "serve_config.hpp"
 #include "ringattn_config.h"
 
 namespace ringattn::cli {

@@ -1,4 +1,4 @@
-#include "src/serve/serve_config.hpp"
+#include "serve_config.hpp"
 
 #include <sched.h>
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "ringattn/ring.hpp"
-#include "src/cli/args.hpp"
+#include "../cli/args.hpp"
 
 namespace ringattn::serve {
 

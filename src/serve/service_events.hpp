@@ -5,7 +5,7 @@
 #include <chrono>
 #include <string>
 
-#include "src/cli/json_object.hpp"
+#include "../cli/json_object.hpp"
 
 namespace ringattn::serve {
 

@@ -1,5 +1,5 @@
 // ringattn serve — sessions and their cache rows (sessions.hpp).
-#include "src/serve/sessions.hpp"
+#include "sessions.hpp"
 
 #include <sys/random.h>
 

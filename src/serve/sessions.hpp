@@ -30,10 +30,10 @@
 
 #include <ringattn/kv_cache.hpp>
 
-#include "infer/job.hpp"
-#include "infer/prompts.hpp"
-#include "src/serve/generation.hpp"
-#include "src/serve/service_events.hpp"
+#include "../../infer/job.hpp"
+#include "../../infer/prompts.hpp"
+#include "generation.hpp"
+#include "service_events.hpp"
 
 namespace ringattn::serve {
 

@@ -1,7 +1,7 @@
 // `ringattn status` — asks a daemon for the ring's nodes, then every node for its own
 // state: version, ISA, threads, state, uptime, jobs, last job. --wait S polls until every
 // node of the ring reports the ring ready (for scripts that start daemons).
-#include "src/serve/control_protocol.hpp"  // first Asio include: silences GCC's coroutine false positive
+#include "control_protocol.hpp"  // first Asio include: silences GCC's coroutine false positive
 
 #include <asio/io_context.hpp>
 #include <chrono>
@@ -10,10 +10,10 @@
 #include <thread>
 
 #include "ringattn/error.hpp"
-#include "src/cli/args.hpp"
-#include "src/cli/json_object.hpp"
-#include "src/cli/json_on_failure.hpp"
-#include "infer/json.hpp"
+#include "../cli/args.hpp"
+#include "../cli/json_object.hpp"
+#include "../cli/json_on_failure.hpp"
+#include "../../infer/json.hpp"
 
 namespace ringattn::cli {
 int status_main(const std::vector<std::string>& argv);

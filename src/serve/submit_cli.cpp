@@ -1,7 +1,7 @@
 // `ringattn submit` — sends one attention job to a ring of daemons (`ringattn serve`):
 // streams Q, K and V to the daemon, which coordinates the ring (another rank redirects
 // to rank 0), shows the job's progress, and writes O (and lse) all-or-nothing.
-#include "src/serve/control_protocol.hpp"  // first Asio include: silences GCC's coroutine false positive
+#include "control_protocol.hpp"  // first Asio include: silences GCC's coroutine false positive
 
 #include <unistd.h>
 
@@ -15,16 +15,16 @@
 
 #include "ringattn/error.hpp"
 #include "ringattn/log.hpp"
-#include "src/cli/args.hpp"
-#include "src/cli/json_object.hpp"
-#include "src/cli/json_on_failure.hpp"
-#include "infer/json.hpp"
-#include "src/io/finite_check.hpp"
-#include "src/io/npy_reader.hpp"
-#include "src/io/npy_writer.hpp"
-#include "src/node/job.hpp"
-#include "src/run/output_paths.hpp"
-#include "src/serve/job.hpp"
+#include "../cli/args.hpp"
+#include "../cli/json_object.hpp"
+#include "../cli/json_on_failure.hpp"
+#include "../../infer/json.hpp"
+#include "../io/finite_check.hpp"
+#include "../io/npy_reader.hpp"
+#include "../io/npy_writer.hpp"
+#include "../node/job.hpp"
+#include "../run/output_paths.hpp"
+#include "job.hpp"
 
 namespace ringattn::cli {
 int submit_main(const std::vector<std::string>& argv);
