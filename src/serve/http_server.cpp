@@ -21,6 +21,7 @@ namespace ringattn::serve {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+thread_local int serving_fd = -1;  // the connection this thread is serving a request on
 constexpr auto kSlice = std::chrono::milliseconds(100);  // how soon a wait notices the server stopping
 
 std::string address_of(const sockaddr_storage& a, int& port) {
@@ -219,7 +220,9 @@ class HttpServer::Bounded final : public httplib::Server {
       for (int left = l_.keep_alive_requests; left > 0 && s.next_request(); --left) {
         s.begin_request();
         bool closed = false;
+        serving_fd = sock;
         ok = process_request(s, left == 1, closed, [&s](httplib::Request& req) { s.note(req); });
+        serving_fd = -1;
         if (!ok || closed || s.head_full() || s.body_unread()) break;
       }
       leave(client);
@@ -272,6 +275,12 @@ HttpServer::HttpServer(const std::string& listen, const std::string& what, const
 }
 
 httplib::Server& HttpServer::routes() { return *server_; }
+
+bool HttpServer::client_gone() {
+  if (serving_fd < 0) return false;
+  pollfd p{serving_fd, POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
 
 void HttpServer::on_refusal(std::function<void(int status)> f) { server_->refused = std::move(f); }
 

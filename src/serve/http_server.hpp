@@ -54,6 +54,9 @@ class HttpServer {
   void on_refusal(std::function<void(int status)> f);
   void start();               // serves on a thread of its own
   std::uint16_t port() const { return port_; }
+  // On a thread serving a request of some HttpServer (a handler): whether its client has
+  // closed the connection (it will read no answer). False elsewhere.
+  static bool client_gone();
   const HttpLimits& limits() const { return limits_; }
 
   class Bounded;  // the httplib::Server with the bounds above

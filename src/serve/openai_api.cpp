@@ -424,7 +424,16 @@ OpenAiEndpoint::OpenAiEndpoint(const std::string& listen, std::string api_key, R
       std::string text, finish;
       int completion = 0;
       for (;;) {
-        const std::optional<TokenEvent> e = g->stream.next(kSilence);
+        // Between tokens, each heartbeat: has the client closed its connection? Then the
+        // request is cancelled before the ring spends more on a reply nobody reads.
+        std::optional<TokenEvent> e;
+        for (auto silent = std::chrono::milliseconds(0); !e && silent < kSilence; silent += kHeartbeat) {
+          if ((e = g->stream.next(kHeartbeat))) break;
+          if (HttpServer::client_gone()) {
+            if (!g->cancelled.exchange(true)) metrics.add("ringattn_api_clients_gone_total");
+            throw server_error(499, "the client closed the connection");  // nobody reads it
+          }
+        }
         if (!e) {
           g->cancelled = true;
           throw server_error(504, "no token from the ring in 120 s");

@@ -123,6 +123,22 @@ void leave_mid_stream(ModelRing& m, const std::string& request) {
   m.ring->signal(1, SIGCONT);
 }
 
+// The same for a whole (not streamed) reply: the client goes once curl says its request body
+// was sent ("} [N bytes data]" under -v); the endpoint, finding the connection closed at its
+// next heartbeat, cancels the request while rank 1 is still held.
+void leave_before_reply(ModelRing& m, const std::string& request) {
+  const double gone = metric(*m.ring, 0, "ringattn_api_clients_gone_total");
+  m.ring->signal(1, SIGSTOP);
+  {
+    std::vector<std::string> args = curl_post(m, "/v1/completions", request);
+    args.insert(args.begin(), "-v");
+    itest::Spawned client(args, {}, "/usr/bin/curl");
+    CHECK(eventually([&] { client.pump(); return client.err().find("} [") != std::string::npos; }, 60));
+  }
+  CHECK(eventually([&] { return metric(*m.ring, 0, "ringattn_api_clients_gone_total") >= gone + 1; }, 60));
+  m.ring->signal(1, SIGCONT);
+}
+
 }  // namespace
 
 TEST_CASE("serve --model: curl and Python stream llama2.c's exact text at once; chat and whole responses too; refusals before work") {
@@ -293,6 +309,8 @@ TEST_CASE("serve --model: a client gone mid-stream is cancelled; a worker killed
   REQUIRE(m.ring->wait_ready(60));
   leave_mid_stream(m, body(500, true));
   CHECK(eventually([&] { return metric(*m.ring, 0, "ringattn_generations_total{result=\"cancelled\"}") >= 1; }, 60));
+  leave_before_reply(m, body(500, false));  // a whole reply's client that leaves is found too
+  CHECK(eventually([&] { return metric(*m.ring, 0, "ringattn_generations_total{result=\"cancelled\"}") >= 2; }, 60));
   CHECK(sse_text(run("/usr/bin/curl", curl_post(m, "/v1/completions", body(60, true))).out) == completion_60());
 
   // A session open across the failure: the re-formed ring keeps none of the old one's rows.
