@@ -32,6 +32,7 @@ void RingStep::start(const CallSpec& spec, std::uint64_t call, const Positions& 
   const std::int64_t rows = positions.size();
   positions_ = positions;
   positions.materialize_into(tags_);
+  own_.assign(tags_.begin(), tags_.end());
   if (spec.documents ? static_cast<std::int64_t>(documents.size()) != rows : !documents.empty())
     throw InvalidArgument("RingStep: " + std::to_string(documents.size()) + " document ids for " +
                           std::to_string(positions.size()) + " rows");
@@ -136,6 +137,16 @@ void RingStep::finish(int step) {
     positions_ = Positions::from_sorted(tags_.data(), static_cast<std::int64_t>(h.rows));
   } catch (const InvalidArgument& e) {
     refuse(FailureCause::protocol, p.origin, std::string("carries rank ") + std::to_string(p.origin) + "'s " + e.what());
+  }
+  // Positions are global, each on one rank: a block holding one of this rank's own means
+  // the ranks passed overlapping positions (attention would count those keys twice).
+  for (std::size_t i = 0, j = 0; i < own_.size() && j < h.rows;) {
+    if (own_[i] == tags_[j])
+      refuse(FailureCause::mismatch, p.origin,
+             "carries position " + std::to_string(own_[i]) + ", which rank " + std::to_string(self) + " holds too: every global " +
+                 "position belongs to one rank (shard the sequence with shard_positions or shard_documents)");
+    if (own_[i] < tags_[j]) ++i;
+    else ++j;
   }
   // Documents: decoded likewise, checked non-decreasing (the kernel's invariant).
   groups_.resize(spec_.documents ? h.rows : 0);

@@ -91,6 +91,7 @@ class RingStep {
   std::optional<std::uint32_t> crc_;  // A's CRC once it arrived from a peer
   Positions positions_;               // of the block in A
   std::vector<std::int64_t> tags_;    // scratch for decoding positions
+  std::vector<std::int64_t> own_;     // this rank's positions in this call (no visiting block may hold one)
   std::vector<std::int32_t> docs_, groups_;  // of the block in A; scratch for decoding them
   View view_;
   RingPass pass_;

@@ -211,6 +211,32 @@ TEST_CASE("ring api: a rank that calls with another shape fails the call on ever
   }
 }
 
+TEST_CASE("ring api: ranks that pass overlapping positions fail the call on every rank, naming the position (forward and backward)") {
+  const int world = 3;
+  const Problem p(120, 4, 2, 32, Mask::none(), DType::f32, 37);
+  for (const bool backward : {false, true}) {
+    const std::string master = "127.0.0.1:" + std::to_string(test::free_port());
+    const auto errors = on_ranks(world, [&](int r) {
+      Ring ring = Ring::connect(options(r, world, master, 5));
+      // Rank 2 passes rank 0's positions: without the check both return numbers, wrong ones.
+      const auto good = shard_positions(Layout::contiguous, p.tokens, world, r).materialize();
+      const auto pos = shard_positions(Layout::contiguous, p.tokens, world, r == 2 ? 0 : r).materialize();
+      const std::size_t rows = pos.size();
+      std::vector<float> q(rows * 4 * 32, 0.5f), k(rows * 2 * 32, 0.25f), v(k.size(), 1.0f), o(q.size()), lse(rows * 4);
+      ring.forward(p.spec, q, k, v, backward ? good : pos, o, lse);  // throws on every rank when !backward
+      if (backward) {
+        std::vector<float> d_o(q.size(), 1.0f), dq(q.size()), dk(k.size()), dv(v.size());
+        ring.backward(p.spec, q, k, v, pos, o, lse, d_o, dq, dk, dv);
+      }
+    });
+    for (int r = 0; r < world; ++r) {
+      const std::string& e = errors[static_cast<std::size_t>(r)];
+      INFO("rank " << r << ": " << e);
+      CHECK(e.find("every global position belongs to one rank") != std::string::npos);
+    }
+  }
+}
+
 TEST_CASE("ring api: a call refused before sending (bad sizes, limits, positions, no rows) leaves the ring usable") {
   const int world = 2;
   const std::string master = "127.0.0.1:" + std::to_string(test::free_port());
