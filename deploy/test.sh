@@ -163,9 +163,14 @@ asan() {
     meson setup build-asan --buildtype=plain -Doptimization=1 -Dcpp_args='-g1 -fno-omit-frame-pointer' \
       -Db_sanitize=address,undefined -Db_lundef=false -Dwerror=true -Dpython=disabled >/dev/null || return 1
   fi
-  build build-asan || return 1
+  # Only what these suites run (their programs and the ringattn they spawn), not the
+  # benchmarks and the binaries of suites not run here.
+  local suites=(unit kernels net ring serve) targets
+  targets=$(deploy/suite_targets.py build-asan "${suites[@]}") || return 1
+  # shellcheck disable=SC2086  # one target per word
+  build build-asan $targets || return 1
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    meson_suites build-asan --suite unit --suite kernels --suite net --suite ring --suite serve
+    meson_suites build-asan --no-rebuild "${suites[@]/#/--suite=}"
 }
 step "asan+ubsan: unit, kernels, net, ring, serve (the daemons too)" asan
 
