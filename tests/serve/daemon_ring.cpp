@@ -6,8 +6,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
+#include <thread>
 #include <sys/stat.h>
 
 namespace ringattn::stest {
@@ -141,6 +144,24 @@ long rss_kib(pid_t pid) {
     if (std::sscanf(line, "VmRSS: %ld kB", &kib) == 1) break;
   std::fclose(f);
   return kib;
+}
+
+double metric(const DaemonRing& r, int rank, const std::string& series) {
+  const auto [code, text] = http_get(r.metrics(rank), "/metrics");
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  return 0;
+}
+
+bool eventually(const std::function<bool()>& pred, double seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < until) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return pred();
 }
 
 }  // namespace ringattn::stest

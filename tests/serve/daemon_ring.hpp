@@ -6,6 +6,7 @@
 
 #include <signal.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -66,5 +67,11 @@ std::pair<int, std::string> http_get(const std::string& address, const std::stri
 
 // Resident set of a process in KiB (VmRSS), -1 if gone.
 long rss_kib(pid_t pid);
+
+// One series (its name and labels as /metrics writes them) of daemon `rank`; 0 if absent.
+double metric(const DaemonRing& r, int rank, const std::string& series);
+
+// pred() polled every 100 ms until it holds or `seconds` passed; its last answer.
+bool eventually(const std::function<bool()>& pred, double seconds);
 
 }  // namespace ringattn::stest

@@ -88,24 +88,6 @@ std::string body(int max_tokens, bool stream, const std::string& prompt = kPromp
          ", \"temperature\": 0, \"stream\": " + (stream ? "true" : "false") + "}";
 }
 
-double metric(const DaemonRing& r, int rank, const std::string& series) {
-  const auto [code, text] = http_get(r.metrics(rank), "/metrics");
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
-  return 0;
-}
-
-bool eventually(const std::function<bool()>& pred, double seconds) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < until) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return pred();
-}
-
 const std::string kClient = RINGATTN_SOURCE_ROOT "/tests/serve/openai_client.py";
 
 // A client that leaves a stream before the ring could end it: rank 1 is held stopped, so no

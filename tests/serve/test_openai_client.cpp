@@ -120,23 +120,6 @@ TEST_CASE("StopMatcher: random texts, stops and token splits equal the reference
 
 namespace {
 
-double metric_of(const std::string& text, const std::string& series) {
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
-  return 0;
-}
-
-bool eventually(const std::function<bool()>& pred, double seconds) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < until) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return pred();
-}
-
 const std::string kRunSh = RINGATTN_SOURCE_ROOT "/tests/serve/openai_node/run.sh";
 
 }  // namespace
@@ -200,9 +183,9 @@ TEST_CASE("the official openai Node client against 2 daemons hosting stories260K
   // Every generation answered ended as a whole reply on the ring, those cut by a stop too.
   const double generations = report.at("generations").get<double>();
   CHECK(generations >= 25);
-  CHECK(eventually([&] { return metric_of(http_get(ring.metrics(0), "/metrics").second, "ringattn_generations_total{result=\"ok\"}") == generations; },
+  CHECK(eventually([&] { return metric(ring, 0, "ringattn_generations_total{result=\"ok\"}") == generations; },
                    10));
-  CHECK(metric_of(http_get(ring.metrics(0), "/metrics").second, "ringattn_generations_total{result=\"cancelled\"}") == 0);
+  CHECK(metric(ring, 0, "ringattn_generations_total{result=\"cancelled\"}") == 0);
 }
 
 }  // namespace ringattn::stest
