@@ -428,8 +428,9 @@ infer_bad_inputs() {
     expect_error 'has shape [256, 128], the model' --prompts "$work/prompts.jsonl" \
       --weights "$work/model.safetensors" --dim 64 --ffn 256 &&
     expect_error "bad-token.jsonl line 1: token id" --prompts "$work/bad-token.jsonl" &&
-    expect_error "bad-utf8.jsonl line 1: JSON at byte 11: invalid UTF-8 in a string" --prompts "$work/bad-utf8.jsonl" &&
-    expect_error "deep.jsonl line 1: JSON at byte" --prompts "$work/deep.jsonl" &&
+    expect_error "bad-utf8.jsonl line 1: invalid JSON at offset 12: syntax error while parsing value - invalid string: ill-formed UTF-8 byte" \
+      --prompts "$work/bad-utf8.jsonl" &&
+    expect_error "deep.jsonl line 1: invalid JSON at offset 70: " --prompts "$work/deep.jsonl" &&
     expect_error "nested deeper than 64" --prompts "$work/deep.jsonl" &&
     expect_error "weights /dev/zero: not a regular file" --prompts "$work/prompts.jsonl" --weights /dev/zero &&
     expect_error "prompts $work/fifo: not a regular file" --prompts "$work/fifo" &&
