@@ -71,7 +71,8 @@ meson_suites() {  # meson_suites BUILDDIR [--suite S]...   (JOBS=n: n tests at a
   return $rc
 }
 
-step "release: all suites" meson_suites build
+release_suites() { JOBS=2 meson_suites build; }  # two at a time: the tests hold under load (causes, not timings)
+step "release: all suites" release_suites
 
 embedding() {  # deploy/test_embedding.sh on the release build; its checks and pytest's count as tests
   local log rc=0
@@ -169,7 +170,7 @@ asan() {
   targets=$(deploy/suite_targets.py build-asan "${suites[@]}") || return 1
   # shellcheck disable=SC2086  # one target per word
   build build-asan $targets || return 1
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 JOBS=2 \
     meson_suites build-asan --no-rebuild "${suites[@]/#/--suite=}"
 }
 step "asan+ubsan: unit, kernels, net, ring, serve (the daemons too)" asan

@@ -138,9 +138,10 @@ void RingStep::finish(int step) {
   } catch (const InvalidArgument& e) {
     refuse(FailureCause::protocol, p.origin, std::string("carries rank ") + std::to_string(p.origin) + "'s " + e.what());
   }
-  // Positions are global, each on one rank: a block holding one of this rank's own means
-  // the ranks passed overlapping positions (attention would count those keys twice).
-  for (std::size_t i = 0, j = 0; i < own_.size() && j < h.rows;) {
+  // Positions are global, each on one rank: another rank's block holding one of this rank's
+  // own means the ranks passed overlapping positions (attention would count those keys
+  // twice). (A probe that laps the ring gets its own block back: that is no overlap.)
+  for (std::size_t i = 0, j = 0; p.origin != self && i < own_.size() && j < h.rows;) {
     if (own_[i] == tags_[j])
       refuse(FailureCause::mismatch, p.origin,
              "carries position " + std::to_string(own_[i]) + ", which rank " + std::to_string(self) + " holds too: every global " +

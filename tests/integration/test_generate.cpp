@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -256,6 +257,21 @@ TEST_CASE("generate: bad input fails before the ring forms, naming the file and 
   r = run_ringattn(generate(*dir, {"--max-tokens", "5"}));
   CHECK(r.exit_code == 2);
   CHECK(r.err.find("--prompt") != std::string::npos);
+  // A random prompt is bounded before a token is drawn (2^30 tokens took 26 s and more than
+  // 4 GiB a rank, then std::bad_alloc).
+  r = run_ringattn(generate(*dir, {"--random-prompt", "1073741824", "--max-tokens", "4"}), {}, 30);
+  CHECK(r.exit_code != 0);
+  CHECK(r.wall_seconds < 20);  // a hang guard: the refusal comes before any allocation
+  CHECK(r.err.find("--random-prompt 1073741824 is longer than the model's trained context of 512") != std::string::npos);
+  // A prompts file whose number overflows a double names the file and the line, as every
+  // other bad line does (nlohmann's own exception escaped the reader's handler).
+  const std::filesystem::path big = std::filesystem::temp_directory_path() / ("ringattn-big-id-" + std::to_string(::getpid()) + ".jsonl");
+  std::ofstream(big) << "{\"id\": 1e400, \"tokens\": [1]}\n";
+  r = run_ringattn(generate(*dir, {"--prompts", big.string(), "--max-tokens", "4"}));
+  std::filesystem::remove(big);
+  CHECK(r.exit_code != 0);
+  CHECK(r.err.find(big.string() + " line 1") != std::string::npos);
+  CHECK(r.err.find("number overflow") != std::string::npos);
 }
 
 }  // namespace ringattn::itest
