@@ -1,0 +1,41 @@
+// ringattn kernels — the inner loop of a weight matmul (a model's projections), one
+// table per ISA path.
+//
+// The weights are packed once (kernels/linear.cpp) into panels of kPanel = 32 output
+// columns, each panel k-major: fp32 as [K][32] floats; bf16 as [ceil(K/2)][32] uint32
+// words whose low half is column j's weight at k = 2i and high half the one at 2i + 1 (so
+// widening is one shift or one AND, and a bf16 weight is never stored wider than it came).
+// The layout is the same on every path, so the packed bytes do not depend on the CPU.
+//
+// A panel call computes m (1..max_rows) rows of one panel over the whole of K:
+//   acc[i][j] = sum over k = 0, 1, ..., K-1 in that order of x[i*ldx + k] * w[k][j]
+// one fused (or, generic, separate) multiply-add per step into one accumulator per
+// element, then y[i*ldy + j] = acc (store) or y + acc (add) for j < cols (<= 32). Each
+// element's chain is the same whatever m, the panel's neighbours or the thread: a row's
+// result does not depend on the rows beside it (batch invariance, by construction).
+#pragma once
+
+#include <cstdint>
+
+namespace ringattn::kernels {
+
+inline constexpr int kPanel = 32;  // output columns per packed panel, every path
+
+using LinearPanelF32Fn = void (*)(const float* x, std::int64_t ldx, int m, const float* w, std::int64_t k,
+                                  float* y, std::int64_t ldy, int cols, bool add);
+using LinearPanelBf16Fn = void (*)(const float* x, std::int64_t ldx, int m, const std::uint32_t* w, std::int64_t k,
+                                   float* y, std::int64_t ldy, int cols, bool add);
+
+struct LinearOps {
+  const char* name;
+  int max_rows_f32;   // m per panel call (the register tile's rows)
+  int max_rows_bf16;
+  LinearPanelF32Fn panel_f32;
+  LinearPanelBf16Fn panel_bf16;
+};
+
+extern const LinearOps kLinearGeneric;
+extern const LinearOps kLinearAvx2;
+extern const LinearOps kLinearAvx512;
+
+}  // namespace ringattn::kernels
