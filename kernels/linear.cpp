@@ -102,15 +102,17 @@ void Linear::apply(const float* x, std::int64_t rows, std::int64_t ldx, float* y
                           std::to_string(kMaxThreads) + "]");
   if (rows == 0) return;
   const int mr = L.dtype == DType::bf16 ? L.ops->max_rows_bf16 : L.ops->max_rows_f32;
-  // Row blocks: x rows of one block stay in L2 while the thread's panels pass over them
-  // (about 256 KiB of x), each panel's weights then read from L2 for every tile of rows.
-  const std::int64_t block =
-      std::max<std::int64_t>(mr, ((std::int64_t{1} << 16) / L.in + mr - 1) / mr * mr);
+  // Blocking: a block of kBlockRows rows of x and a run of kSteps steps of k (x: 192 KiB,
+  // one panel's weights: 64 KiB fp32, 32 KiB bf16) stay in L2 while the thread's panels
+  // pass over them, so the weights are read from memory rows/96 times, not rows/12. The
+  // sums of a longer K are carried between runs through `carry` (exact: stored and loaded).
+  constexpr std::int64_t kBlockRows = 96, kSteps = 512;  // 96: a multiple of every path's tile rows
+  const std::int64_t runs = (L.in + kSteps - 1) / kSteps;
   int team = threads > 0 ? threads : omp_get_max_threads();
   if (omp_in_parallel()) team = 1;
   // Work: panels split between threads, or (fewer panels than threads) rows as well.
-  const std::int64_t work = L.panels * ((rows + mr - 1) / mr);
-  team = static_cast<int>(std::clamp<std::int64_t>(work, 1, team));
+  const std::int64_t tiles = (rows + mr - 1) / mr;
+  team = static_cast<int>(std::clamp<std::int64_t>(L.panels * tiles, 1, team));
   const int panel_groups = static_cast<int>(std::min<std::int64_t>(team, L.panels));
   const int row_groups = team / panel_groups;
 #pragma omp parallel num_threads(team)
@@ -119,20 +121,30 @@ void Linear::apply(const float* x, std::int64_t rows, std::int64_t ldx, float* y
     if (t < panel_groups * row_groups) {
       const int pg = t % panel_groups, rg = t / panel_groups;
       const std::int64_t p0 = L.panels * pg / panel_groups, p1 = L.panels * (pg + 1) / panel_groups;
-      const std::int64_t tiles = (rows + mr - 1) / mr;
       const std::int64_t r0 = tiles * rg / row_groups * mr, r1 = std::min(rows, tiles * (rg + 1) / row_groups * mr);
-      for (std::int64_t b = r0; b < r1; b += block) {
-        const std::int64_t b1 = std::min(r1, b + block);
-        for (std::int64_t p = p0; p < p1; ++p) {
-          const int cols = static_cast<int>(std::min<std::int64_t>(P, L.out - p * P));
-          const std::uint32_t* w = L.words.data + p * L.panel_words;
-          for (std::int64_t r = b; r < b1; r += mr) {
-            const int m = static_cast<int>(std::min<std::int64_t>(mr, b1 - r));
-            if (L.dtype == DType::bf16)
-              L.ops->panel_bf16(x + r * ldx, ldx, m, w, L.in, y + r * ldy + p * P, ldy, cols, add);
-            else
-              L.ops->panel_f32(x + r * ldx, ldx, m, reinterpret_cast<const float*>(w), L.in, y + r * ldy + p * P, ldy,
-                               cols, add);
+      const std::int64_t ldc = (p1 - p0) * P;
+      thread_local kernels::AlignedBuffer<float> carry;
+      if (runs > 1) carry.resize(static_cast<std::size_t>(std::min(kBlockRows, r1 - r0) * ldc));
+      for (std::int64_t b = r0; b < r1; b += kBlockRows) {
+        const std::int64_t b1 = std::min(r1, b + kBlockRows);
+        for (std::int64_t run = 0; run < runs; ++run) {
+          const std::int64_t k0 = run * kSteps, kn = std::min(kSteps, L.in - k0);
+          const bool last = run + 1 == runs;
+          for (std::int64_t p = p0; p < p1; ++p) {
+            const int cols = static_cast<int>(std::min<std::int64_t>(P, L.out - p * P));
+            const std::uint32_t* w = L.words.data + p * L.panel_words + (L.dtype == DType::bf16 ? k0 / 2 : k0) * P;
+            for (std::int64_t r = b; r < b1; r += mr) {
+              const int m = static_cast<int>(std::min<std::int64_t>(mr, b1 - r));
+              float* c = runs > 1 ? carry.data + (r - b) * ldc + (p - p0) * P : nullptr;
+              const float* from = run == 0 ? nullptr : c;
+              float* to = last ? y + r * ldy + p * P : c;
+              const std::int64_t ld_to = last ? ldy : ldc;
+              if (L.dtype == DType::bf16)
+                L.ops->panel_bf16(x + r * ldx + k0, ldx, m, w, kn, from, ldc, to, ld_to, cols, last && add);
+              else
+                L.ops->panel_f32(x + r * ldx + k0, ldx, m, reinterpret_cast<const float*>(w), kn, from, ldc, to, ld_to,
+                                 cols, last && add);
+            }
           }
         }
       }

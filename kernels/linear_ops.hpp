@@ -7,12 +7,16 @@
 // widening is one shift or one AND, and a bf16 weight is never stored wider than it came).
 // The layout is the same on every path, so the packed bytes do not depend on the CPU.
 //
-// A panel call computes m (1..max_rows) rows of one panel over the whole of K:
-//   acc[i][j] = sum over k = 0, 1, ..., K-1 in that order of x[i*ldx + k] * w[k][j]
+// A panel call computes m (1..max_rows) rows of one panel over a run of k steps:
+//   acc[i][j] = a[i*lda + j] (a non-null: a sum carried over from earlier steps) or 0,
+//   then for each step s = 0, 1, ..., k-1 in that order acc += x[i*ldx + s] * w[s][j]
 // one fused (or, generic, separate) multiply-add per step into one accumulator per
-// element, then y[i*ldy + j] = acc (store) or y + acc (add) for j < cols (<= 32). Each
-// element's chain is the same whatever m, the panel's neighbours or the thread: a row's
-// result does not depend on the rows beside it (batch invariance, by construction).
+// element, then y[i*ldy + j] = acc (store) or y + acc (add) for j < cols (<= 32). a may
+// be y. A long K runs as several calls, each carrying the last one's sums (stored, then
+// loaded: exact), so every element is one chain over k = 0..K-1 whatever the split, the
+// rows m, the panel's neighbours or the thread: a row's result does not depend on the
+// rows beside it (batch invariance, by construction). w points at the run's first step
+// (f32: step s's row; bf16: the word pair holding it, s even); x at its first element.
 #pragma once
 
 #include <cstdint>
@@ -22,9 +26,9 @@ namespace ringattn::kernels {
 inline constexpr int kPanel = 32;  // output columns per packed panel, every path
 
 using LinearPanelF32Fn = void (*)(const float* x, std::int64_t ldx, int m, const float* w, std::int64_t k,
-                                  float* y, std::int64_t ldy, int cols, bool add);
+                                  const float* a, std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add);
 using LinearPanelBf16Fn = void (*)(const float* x, std::int64_t ldx, int m, const std::uint32_t* w, std::int64_t k,
-                                   float* y, std::int64_t ldy, int cols, bool add);
+                                   const float* a, std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add);
 
 struct LinearOps {
   const char* name;

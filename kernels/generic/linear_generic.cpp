@@ -25,15 +25,22 @@ inline float high_half(std::uint32_t u) {
 }
 
 template <int M>
+void start(float (&acc)[M][kPanel], const float* a, std::int64_t lda, int cols) {
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < kPanel; ++j) acc[i][j] = a && j < cols ? a[i * lda + j] : 0.0f;
+}
+
+template <int M>
 void finish(float (&acc)[M][kPanel], float* y, std::int64_t ldy, int cols, bool add) {
   for (int i = 0; i < M; ++i)
     for (int j = 0; j < cols; ++j) y[i * ldy + j] = add ? y[i * ldy + j] + acc[i][j] : acc[i][j];
 }
 
 template <int M>
-void panel_f32_m(const float* x, std::int64_t ldx, const float* w, std::int64_t k, float* y, std::int64_t ldy,
-                 int cols, bool add) {
-  float acc[M][kPanel] = {};
+void panel_f32_m(const float* x, std::int64_t ldx, const float* w, std::int64_t k, const float* a, std::int64_t lda,
+                 float* y, std::int64_t ldy, int cols, bool add) {
+  float acc[M][kPanel];
+  start<M>(acc, a, lda, cols);
   for (std::int64_t s = 0; s < k; ++s) {
     const float* ws = w + s * kPanel;
     for (int i = 0; i < M; ++i) {
@@ -45,9 +52,10 @@ void panel_f32_m(const float* x, std::int64_t ldx, const float* w, std::int64_t 
 }
 
 template <int M>
-void panel_bf16_m(const float* x, std::int64_t ldx, const std::uint32_t* w, std::int64_t k, float* y,
-                  std::int64_t ldy, int cols, bool add) {
-  float acc[M][kPanel] = {};
+void panel_bf16_m(const float* x, std::int64_t ldx, const std::uint32_t* w, std::int64_t k, const float* a,
+                  std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
+  float acc[M][kPanel];
+  start<M>(acc, a, lda, cols);
   for (std::int64_t s = 0; s < k; ++s) {
     const std::uint32_t* ws = w + (s / 2) * kPanel;
     const bool high = s % 2 != 0;
@@ -59,23 +67,23 @@ void panel_bf16_m(const float* x, std::int64_t ldx, const std::uint32_t* w, std:
   finish<M>(acc, y, ldy, cols, add);
 }
 
-void panel_f32(const float* x, std::int64_t ldx, int m, const float* w, std::int64_t k, float* y, std::int64_t ldy,
-               int cols, bool add) {
+void panel_f32(const float* x, std::int64_t ldx, int m, const float* w, std::int64_t k, const float* a,
+               std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
   switch (m) {
-    case 1: return panel_f32_m<1>(x, ldx, w, k, y, ldy, cols, add);
-    case 2: return panel_f32_m<2>(x, ldx, w, k, y, ldy, cols, add);
-    case 3: return panel_f32_m<3>(x, ldx, w, k, y, ldy, cols, add);
-    default: return panel_f32_m<4>(x, ldx, w, k, y, ldy, cols, add);
+    case 1: return panel_f32_m<1>(x, ldx, w, k, a, lda, y, ldy, cols, add);
+    case 2: return panel_f32_m<2>(x, ldx, w, k, a, lda, y, ldy, cols, add);
+    case 3: return panel_f32_m<3>(x, ldx, w, k, a, lda, y, ldy, cols, add);
+    default: return panel_f32_m<4>(x, ldx, w, k, a, lda, y, ldy, cols, add);
   }
 }
 
-void panel_bf16(const float* x, std::int64_t ldx, int m, const std::uint32_t* w, std::int64_t k, float* y,
-                std::int64_t ldy, int cols, bool add) {
+void panel_bf16(const float* x, std::int64_t ldx, int m, const std::uint32_t* w, std::int64_t k, const float* a,
+                std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
   switch (m) {
-    case 1: return panel_bf16_m<1>(x, ldx, w, k, y, ldy, cols, add);
-    case 2: return panel_bf16_m<2>(x, ldx, w, k, y, ldy, cols, add);
-    case 3: return panel_bf16_m<3>(x, ldx, w, k, y, ldy, cols, add);
-    default: return panel_bf16_m<4>(x, ldx, w, k, y, ldy, cols, add);
+    case 1: return panel_bf16_m<1>(x, ldx, w, k, a, lda, y, ldy, cols, add);
+    case 2: return panel_bf16_m<2>(x, ldx, w, k, a, lda, y, ldy, cols, add);
+    case 3: return panel_bf16_m<3>(x, ldx, w, k, a, lda, y, ldy, cols, add);
+    default: return panel_bf16_m<4>(x, ldx, w, k, a, lda, y, ldy, cols, add);
   }
 }
 

@@ -1,5 +1,5 @@
 // ringattn::Linear (include/ringattn/linear.hpp): y = x · Wᵀ against float64 on every ISA
-// path, fp32 and bf16 weights, ragged shapes and strides; a row's result bitwise the same
+// path, fp32 and bf16 weights, ragged shapes and strides, K longer than one run; a row's result bitwise the same
 // whatever rows and threads share the call; add = the sum formed first, then added.
 #include <doctest/doctest.h>
 
@@ -62,7 +62,13 @@ bool same_bits(const float* a, const float* b, std::size_t n) { return std::memc
 TEST_CASE("linear: every path, fp32 and bf16, ragged shapes and strides, against float64") {
   for (Isa isa : available_isas())
     for (DType d : {DType::f32, DType::bf16})
-      for (auto [out, in] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {31, 7}, {32, 64}, {33, 2}, {100, 129}, {257, 300}}) {
+      for (auto [out, in] : {std::pair<std::int64_t, std::int64_t>{1, 1},
+                             {31, 7},
+                             {32, 64},
+                             {33, 2},
+                             {100, 129},
+                             {257, 300},
+                             {40, 1100}}) {
         CAPTURE(to_string(isa));
         CAPTURE(to_string(d));
         CAPTURE(out);
@@ -101,34 +107,36 @@ TEST_CASE("linear: every path, fp32 and bf16, ragged shapes and strides, against
 
 TEST_CASE("linear: a row's result is the same alone, in any batch, on any thread count") {
   for (Isa isa : available_isas())
-    for (DType d : {DType::f32, DType::bf16}) {
-      CAPTURE(to_string(isa));
-      CAPTURE(to_string(d));
-      const std::int64_t out = 200, in = 96, rows = 61;
-      const Weights w = weights(out, in, d, 5);
-      const Linear lin(d, out, in, w.data(d), isa);
-      const std::vector<float> x = randn(std::size_t(rows * in), 6);
-      std::vector<float> all(std::size_t(rows * out));
-      lin.apply(x, all, false, 2);
-      for (int threads : {1, 3}) {
-        std::vector<float> again(all.size());
-        lin.apply(x, again, false, threads);
-        CHECK(same_bits(again.data(), all.data(), all.size()));
-      }
-      for (std::int64_t first : {std::int64_t{0}, std::int64_t{7}, std::int64_t{29}})
-        for (std::int64_t n : {std::int64_t{1}, std::int64_t{2}, std::int64_t{13}}) {
-          std::vector<float> part(std::size_t(n * out));
-          lin.apply(std::span(x).subspan(std::size_t(first * in), std::size_t(n * in)), part, false, 1);
-          CHECK(same_bits(part.data(), all.data() + first * out, part.size()));
+    for (DType d : {DType::f32, DType::bf16})
+      for (std::int64_t in : {96, 1031}) {  // 1031: K in runs of 512 carried (kernels/linear.cpp)
+        CAPTURE(to_string(isa));
+        CAPTURE(to_string(d));
+        CAPTURE(in);
+        const std::int64_t out = 200, rows = 61;
+        const Weights w = weights(out, in, d, 5);
+        const Linear lin(d, out, in, w.data(d), isa);
+        const std::vector<float> x = randn(std::size_t(rows * in), 6);
+        std::vector<float> all(std::size_t(rows * out));
+        lin.apply(x, all, false, 2);
+        for (int threads : {1, 3}) {
+          std::vector<float> again(all.size());
+          lin.apply(x, again, false, threads);
+          CHECK(same_bits(again.data(), all.data(), all.size()));
         }
-      // add: y + (the same sum)
-      const std::vector<float> y0 = randn(all.size(), 8);
-      std::vector<float> y = y0;
-      lin.apply(x, y, true, 2);
-      int bad = 0;
-      for (std::size_t i = 0; i < y.size(); ++i) bad += y[i] != y0[i] + all[i];
-      CHECK(bad == 0);
-    }
+        for (std::int64_t first : {std::int64_t{0}, std::int64_t{7}, std::int64_t{29}})
+          for (std::int64_t n : {std::int64_t{1}, std::int64_t{2}, std::int64_t{13}}) {
+            std::vector<float> part(std::size_t(n * out));
+            lin.apply(std::span(x).subspan(std::size_t(first * in), std::size_t(n * in)), part, false, 1);
+            CHECK(same_bits(part.data(), all.data() + first * out, part.size()));
+          }
+        // add: y + (the same sum)
+        const std::vector<float> y0 = randn(all.size(), 8);
+        std::vector<float> y = y0;
+        lin.apply(x, y, true, 2);
+        int bad = 0;
+        for (std::size_t i = 0; i < y.size(); ++i) bad += y[i] != y0[i] + all[i];
+        CHECK(bad == 0);
+      }
 }
 
 TEST_CASE("linear: the packed weights are the same bytes on every path") {
@@ -153,7 +161,8 @@ TEST_CASE("linear: bad shapes and calls are refused, naming them") {
   std::vector<float> x(8), y(6);
   CHECK_THROWS_WITH_AS(lin.apply(x.data(), 2, 3, y.data(), 3), doctest::Contains("ldx 3"), InvalidArgument);
   CHECK_THROWS_WITH_AS(lin.apply(x.data(), 2, 4, y.data(), 2), doctest::Contains("ldy 2"), InvalidArgument);
-  CHECK_THROWS_WITH_AS(lin.apply(std::span<const float>(x).first(7), y), doctest::Contains("x holds 7"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(lin.apply(std::span<const float>(x).first(7), y), doctest::Contains("x holds 7"),
+                       InvalidArgument);
   CHECK_THROWS_WITH_AS(lin.apply(x.data(), 2, 4, y.data(), 3, false, -1), doctest::Contains("threads -1"),
                        InvalidArgument);
   CHECK_THROWS_WITH_AS(Linear().apply(x, y), doctest::Contains("empty"), InvalidArgument);

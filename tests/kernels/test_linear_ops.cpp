@@ -61,10 +61,15 @@ struct Panel {
     }
   }
   void run(const LinearOps& ops, const float* x, std::int64_t ldx, int m, float* y, std::int64_t ldy, bool add) const {
+    run_steps(ops, x, ldx, m, 0, k, nullptr, 0, y, ldy, add);
+  }
+  // Steps [s0, s0 + n) only (s0 even), carrying the sums in a (null: from zero).
+  void run_steps(const LinearOps& ops, const float* x, std::int64_t ldx, int m, int s0, int n, const float* a,
+                 std::int64_t lda, float* y, std::int64_t ldy, bool add) const {
     if (bf16)
-      ops.panel_bf16(x, ldx, m, words.data(), k, y, ldy, cols, add);
+      ops.panel_bf16(x + s0, ldx, m, words.data() + std::size_t(s0 / 2) * kPanel, n, a, lda, y, ldy, cols, add);
     else
-      ops.panel_f32(x, ldx, m, f32.data(), k, y, ldy, cols, add);
+      ops.panel_f32(x + s0, ldx, m, f32.data() + std::size_t(s0) * kPanel, n, a, lda, y, ldy, cols, add);
   }
 };
 
@@ -126,6 +131,34 @@ TEST_CASE("linear panel loop: every path against float64, the generic path, and 
               }
             }
           }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("linear panel loop: a K split into runs carrying their sums is the same, bit for bit") {
+  for (Isa isa : available_isas()) {
+    const LinearOps& ops = kernels::linear_ops_for(isa);
+    for (bool bf16 : {false, true}) {
+      const int m = bf16 ? ops.max_rows_bf16 : ops.max_rows_f32;
+      for (int cols : {32, 20, 7}) {
+        CAPTURE(ops.name);
+        CAPTURE(bf16);
+        CAPTURE(cols);
+        const int k = 101;
+        const Panel panel(k, cols, bf16, 11);
+        const std::vector<float> x = randn(std::size_t(m) * k, 12);
+        const std::vector<float> y0 = randn(std::size_t(m) * kPanel, 13);
+        for (bool add : {false, true}) {
+          std::vector<float> whole = y0, split = y0, carry(std::size_t(m) * kPanel, -1.0f);
+          panel.run(ops, x.data(), k, m, whole.data(), kPanel, add);
+          // Runs of 40, 34 and 27 steps: the first from zero into carry, the middle carry to
+          // carry in place, the last carry into y (stored or added).
+          panel.run_steps(ops, x.data(), k, m, 0, 40, nullptr, 0, carry.data(), kPanel, false);
+          panel.run_steps(ops, x.data(), k, m, 40, 34, carry.data(), kPanel, carry.data(), kPanel, false);
+          panel.run_steps(ops, x.data(), k, m, 74, 27, carry.data(), kPanel, split.data(), kPanel, add);
+          CHECK(std::memcmp(whole.data(), split.data(), whole.size() * 4) == 0);
         }
       }
     }

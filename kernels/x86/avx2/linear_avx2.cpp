@@ -15,6 +15,25 @@ namespace {
 constexpr int kRowsF32 = 6;
 constexpr int kRowsBf16 = 4;
 
+// The carried sums of columns [0, cols) of a half (cols <= 16), zero beyond.
+template <int M>
+inline void start(__m256 (&acc)[M][2], const float* a, std::int64_t lda, int cols) {
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i) {
+    if (!a) {
+      acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    } else if (cols == 16) {
+      acc[i][0] = _mm256_loadu_ps(a + i * lda);
+      acc[i][1] = _mm256_loadu_ps(a + i * lda + 8);
+    } else {
+      alignas(32) float t[16] = {};
+      for (int j = 0; j < cols; ++j) t[j] = a[i * lda + j];
+      acc[i][0] = _mm256_load_ps(t);
+      acc[i][1] = _mm256_load_ps(t + 8);
+    }
+  }
+}
+
 template <int M>
 inline void finish(__m256 (&acc)[M][2], float* y, std::int64_t ldy, int cols, bool add) {
 #pragma GCC unroll 8
@@ -49,11 +68,10 @@ inline void step(__m256 (&acc)[M][2], const float* x, std::int64_t ldx, std::int
 
 // Columns [0, 16) of a panel whose k-rows are kPanel wide (w points at the half).
 template <int M>
-void half_f32(const float* x, std::int64_t ldx, const float* w, std::int64_t k, float* y, std::int64_t ldy, int cols,
-              bool add) {
+void half_f32(const float* x, std::int64_t ldx, const float* w, std::int64_t k, const float* a, std::int64_t lda,
+              float* y, std::int64_t ldy, int cols, bool add) {
   __m256 acc[M][2];
-#pragma GCC unroll 8
-  for (int i = 0; i < M; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  start<M>(acc, a, lda, cols);
   for (std::int64_t s = 0; s < k; ++s) {
     const float* ws = w + s * kPanel;
     step<M>(acc, x, ldx, s, _mm256_loadu_ps(ws), _mm256_loadu_ps(ws + 8));
@@ -62,11 +80,10 @@ void half_f32(const float* x, std::int64_t ldx, const float* w, std::int64_t k, 
 }
 
 template <int M>
-void half_bf16(const float* x, std::int64_t ldx, const std::uint32_t* w, std::int64_t k, float* y, std::int64_t ldy,
-               int cols, bool add) {
+void half_bf16(const float* x, std::int64_t ldx, const std::uint32_t* w, std::int64_t k, const float* a,
+               std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
   __m256 acc[M][2];
-#pragma GCC unroll 8
-  for (int i = 0; i < M; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  start<M>(acc, a, lda, cols);
   const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
   std::int64_t s = 0;
   for (; s + 2 <= k; s += 2) {
@@ -89,37 +106,37 @@ void half_bf16(const float* x, std::int64_t ldx, const std::uint32_t* w, std::in
 }
 
 template <int M, class W>
-void panel_m(const float* x, std::int64_t ldx, const W* w, std::int64_t k, float* y, std::int64_t ldy, int cols,
-             bool add) {
+void panel_m(const float* x, std::int64_t ldx, const W* w, std::int64_t k, const float* a, std::int64_t lda, float* y,
+             std::int64_t ldy, int cols, bool add) {
   for (int h = 0; h < 2; ++h) {
     const int n = cols - 16 * h < 16 ? cols - 16 * h : 16;
     if (n <= 0) break;
     if constexpr (sizeof(W) == 4 && !std::is_same_v<W, float>)
-      half_bf16<M>(x, ldx, w + 16 * h, k, y + 16 * h, ldy, n, add);
+      half_bf16<M>(x, ldx, w + 16 * h, k, a ? a + 16 * h : nullptr, lda, y + 16 * h, ldy, n, add);
     else
-      half_f32<M>(x, ldx, w + 16 * h, k, y + 16 * h, ldy, n, add);
+      half_f32<M>(x, ldx, w + 16 * h, k, a ? a + 16 * h : nullptr, lda, y + 16 * h, ldy, n, add);
   }
 }
 
-void panel_f32(const float* x, std::int64_t ldx, int m, const float* w, std::int64_t k, float* y, std::int64_t ldy,
-               int cols, bool add) {
+void panel_f32(const float* x, std::int64_t ldx, int m, const float* w, std::int64_t k, const float* a,
+               std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
   switch (m) {
-    case 1: return panel_m<1>(x, ldx, w, k, y, ldy, cols, add);
-    case 2: return panel_m<2>(x, ldx, w, k, y, ldy, cols, add);
-    case 3: return panel_m<3>(x, ldx, w, k, y, ldy, cols, add);
-    case 4: return panel_m<4>(x, ldx, w, k, y, ldy, cols, add);
-    case 5: return panel_m<5>(x, ldx, w, k, y, ldy, cols, add);
-    default: return panel_m<6>(x, ldx, w, k, y, ldy, cols, add);
+    case 1: return panel_m<1>(x, ldx, w, k, a, lda, y, ldy, cols, add);
+    case 2: return panel_m<2>(x, ldx, w, k, a, lda, y, ldy, cols, add);
+    case 3: return panel_m<3>(x, ldx, w, k, a, lda, y, ldy, cols, add);
+    case 4: return panel_m<4>(x, ldx, w, k, a, lda, y, ldy, cols, add);
+    case 5: return panel_m<5>(x, ldx, w, k, a, lda, y, ldy, cols, add);
+    default: return panel_m<6>(x, ldx, w, k, a, lda, y, ldy, cols, add);
   }
 }
 
-void panel_bf16(const float* x, std::int64_t ldx, int m, const std::uint32_t* w, std::int64_t k, float* y,
-                std::int64_t ldy, int cols, bool add) {
+void panel_bf16(const float* x, std::int64_t ldx, int m, const std::uint32_t* w, std::int64_t k, const float* a,
+                std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
   switch (m) {
-    case 1: return panel_m<1>(x, ldx, w, k, y, ldy, cols, add);
-    case 2: return panel_m<2>(x, ldx, w, k, y, ldy, cols, add);
-    case 3: return panel_m<3>(x, ldx, w, k, y, ldy, cols, add);
-    default: return panel_m<4>(x, ldx, w, k, y, ldy, cols, add);
+    case 1: return panel_m<1>(x, ldx, w, k, a, lda, y, ldy, cols, add);
+    case 2: return panel_m<2>(x, ldx, w, k, a, lda, y, ldy, cols, add);
+    case 3: return panel_m<3>(x, ldx, w, k, a, lda, y, ldy, cols, add);
+    default: return panel_m<4>(x, ldx, w, k, a, lda, y, ldy, cols, add);
   }
 }
 

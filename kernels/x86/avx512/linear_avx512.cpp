@@ -14,6 +14,17 @@ namespace {
 constexpr int kRows = 12;
 
 template <int M>
+inline void start(__m512 (&acc)[M][2], const float* a, std::int64_t lda, int cols) {
+  const __mmask16 m0 = cols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1);
+  const __mmask16 m1 = cols >= 32 ? __mmask16(0xFFFF) : cols > 16 ? __mmask16((1u << (cols - 16)) - 1) : __mmask16(0);
+#pragma GCC unroll 16
+  for (int i = 0; i < M; ++i) {
+    acc[i][0] = a ? _mm512_maskz_loadu_ps(m0, a + i * lda) : _mm512_setzero_ps();
+    acc[i][1] = a ? _mm512_maskz_loadu_ps(m1, a + i * lda + 16) : _mm512_setzero_ps();
+  }
+}
+
+template <int M>
 inline void finish(__m512 (&acc)[M][2], float* y, std::int64_t ldy, int cols, bool add) {
   const __mmask16 m0 = cols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1);
   const __mmask16 m1 = cols >= 32 ? __mmask16(0xFFFF) : cols > 16 ? __mmask16((1u << (cols - 16)) - 1) : __mmask16(0);
@@ -41,11 +52,10 @@ inline void step(__m512 (&acc)[M][2], const float* x, std::int64_t ldx, std::int
 }
 
 template <int M>
-void panel_f32_m(const float* x, std::int64_t ldx, const float* w, std::int64_t k, float* y, std::int64_t ldy,
-                 int cols, bool add) {
+void panel_f32_m(const float* x, std::int64_t ldx, const float* w, std::int64_t k, const float* a, std::int64_t lda,
+                 float* y, std::int64_t ldy, int cols, bool add) {
   __m512 acc[M][2];
-#pragma GCC unroll 16
-  for (int i = 0; i < M; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  start<M>(acc, a, lda, cols);
   for (std::int64_t s = 0; s < k; ++s) {
     const float* ws = w + s * kPanel;
     step<M>(acc, x, ldx, s, _mm512_loadu_ps(ws), _mm512_loadu_ps(ws + 16));
@@ -54,11 +64,10 @@ void panel_f32_m(const float* x, std::int64_t ldx, const float* w, std::int64_t 
 }
 
 template <int M>
-void panel_bf16_m(const float* x, std::int64_t ldx, const std::uint32_t* w, std::int64_t k, float* y,
-                  std::int64_t ldy, int cols, bool add) {
+void panel_bf16_m(const float* x, std::int64_t ldx, const std::uint32_t* w, std::int64_t k, const float* a,
+                  std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
   __m512 acc[M][2];
-#pragma GCC unroll 16
-  for (int i = 0; i < M; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  start<M>(acc, a, lda, cols);
   const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
   std::int64_t s = 0;
   for (; s + 2 <= k; s += 2) {
@@ -97,26 +106,26 @@ void by_rows(int m, A... a) {
 }
 template <int M>
 struct F32 {
-  static void run(const float* x, std::int64_t ldx, const float* w, std::int64_t k, float* y, std::int64_t ldy,
-                  int cols, bool add) {
-    panel_f32_m<M>(x, ldx, w, k, y, ldy, cols, add);
+  static void run(const float* x, std::int64_t ldx, const float* w, std::int64_t k, const float* a, std::int64_t lda,
+                  float* y, std::int64_t ldy, int cols, bool add) {
+    panel_f32_m<M>(x, ldx, w, k, a, lda, y, ldy, cols, add);
   }
 };
 template <int M>
 struct Bf16 {
-  static void run(const float* x, std::int64_t ldx, const std::uint32_t* w, std::int64_t k, float* y,
-                  std::int64_t ldy, int cols, bool add) {
-    panel_bf16_m<M>(x, ldx, w, k, y, ldy, cols, add);
+  static void run(const float* x, std::int64_t ldx, const std::uint32_t* w, std::int64_t k, const float* a,
+                  std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
+    panel_bf16_m<M>(x, ldx, w, k, a, lda, y, ldy, cols, add);
   }
 };
 
-void panel_f32(const float* x, std::int64_t ldx, int m, const float* w, std::int64_t k, float* y, std::int64_t ldy,
-               int cols, bool add) {
-  by_rows<F32>(m, x, ldx, w, k, y, ldy, cols, add);
+void panel_f32(const float* x, std::int64_t ldx, int m, const float* w, std::int64_t k, const float* a,
+               std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
+  by_rows<F32>(m, x, ldx, w, k, a, lda, y, ldy, cols, add);
 }
-void panel_bf16(const float* x, std::int64_t ldx, int m, const std::uint32_t* w, std::int64_t k, float* y,
-                std::int64_t ldy, int cols, bool add) {
-  by_rows<Bf16>(m, x, ldx, w, k, y, ldy, cols, add);
+void panel_bf16(const float* x, std::int64_t ldx, int m, const std::uint32_t* w, std::int64_t k, const float* a,
+                std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
+  by_rows<Bf16>(m, x, ldx, w, k, a, lda, y, ldy, cols, add);
 }
 
 }  // namespace
