@@ -19,6 +19,12 @@ namespace infer {
 
 namespace {
 
+// `v` holding at least n floats (grown, never shrunk; not zeroed: every use writes first).
+std::span<float> rows_of(std::vector<float>& v, std::size_t n) {
+  if (v.size() < n) v.resize(n);
+  return {v.data(), n};
+}
+
 std::uint64_t finalise(std::uint64_t z) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
@@ -289,7 +295,8 @@ void Model::attention_inputs(int l, std::span<const float> h, std::span<const st
   const LayerWeights& L = layers_[static_cast<std::size_t>(l)];
   const std::int64_t rows = static_cast<std::int64_t>(h.size()) / c_.dim;
   const std::int64_t qd = c_.heads * c_.head_dim, kd = c_.kv_heads * c_.head_dim, width = qd + 2 * kd;
-  std::vector<float> n(h.size()), t(static_cast<std::size_t>(rows * width));
+  const std::span<float> n = rows_of(scratch_.norm, h.size());
+  const std::span<float> t = rows_of(scratch_.qkv, static_cast<std::size_t>(rows * width));
   rms_norm(h, L.attn_norm, c_.norm_eps, n);
   L.qkv.apply(n.data(), rows, c_.dim, t.data(), width, false, threads_);
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -306,7 +313,8 @@ void Model::attention_output_and_mlp(int l, std::span<const float> o, std::span<
   const LayerWeights& L = layers_[static_cast<std::size_t>(l)];
   const std::size_t rows = h.size() / static_cast<std::size_t>(c_.dim), ffn = static_cast<std::size_t>(c_.ffn);
   L.wo.apply(o, h, /*add=*/true, threads_);
-  std::vector<float> n(h.size()), gu(rows * 2 * ffn), act(rows * ffn);
+  const std::span<float> n = rows_of(scratch_.norm, h.size());
+  const std::span<float> gu = rows_of(scratch_.gate_up, rows * 2 * ffn), act = rows_of(scratch_.act, rows * ffn);
   rms_norm(h, L.mlp_norm, c_.norm_eps, n);
   L.gate_up.apply(n, gu, false, threads_);
   for (std::size_t r = 0; r < rows; ++r) {
@@ -318,7 +326,7 @@ void Model::attention_output_and_mlp(int l, std::span<const float> o, std::span<
 }
 
 void Model::logits(std::span<const float> h, std::span<float> out) const {
-  std::vector<float> n(h.size());
+  const std::span<float> n = rows_of(scratch_.norm, h.size());
   rms_norm(h, final_norm_, c_.norm_eps, n);
   head_.apply(n, out, false, threads_);
 }

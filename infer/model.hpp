@@ -86,6 +86,7 @@ class Model {
   // format or path it came from.
   std::uint64_t digest() const;
 
+  // The calls below are const but share the model's scratch rows: one call at a time.
   // x [rows, dim] = embedding rows of the tokens.
   void embed(std::span<const std::int32_t> tokens, std::span<float> x) const;
   // q [rows, heads*head_dim], k and v [rows, kv_heads*head_dim] of layer l for hidden rows h,
@@ -100,6 +101,13 @@ class Model {
  private:
   ModelConfig c_;
   int threads_ = 0;
+  // The layers' intermediate rows, grown to the largest call and kept: a prefill of 2,048
+  // rows would otherwise fault in and zero ~200 MB of fresh pages per layer. One call at a
+  // time per Model (the ring runs one batch at a time anyway).
+  struct Scratch {
+    std::vector<float> norm, qkv, gate_up, act;
+  };
+  mutable Scratch scratch_;
   std::vector<float> embedding_;  // [vocab, dim] (a lookup table)
   std::vector<LayerWeights> layers_;
   std::vector<float> final_norm_;
