@@ -102,12 +102,15 @@ void Linear::apply(const float* x, std::int64_t rows, std::int64_t ldx, float* y
                           std::to_string(kMaxThreads) + "]");
   if (rows == 0) return;
   const int mr = L.dtype == DType::bf16 ? L.ops->max_rows_bf16 : L.ops->max_rows_f32;
-  // Blocking: a block of kBlockRows rows of x and a run of kSteps steps of k (x: 192 KiB,
+  const bool wide = L.ops->wide_panels > 1 && (L.dtype == DType::bf16 ? L.ops->wide_bf16 : L.ops->wide_f32);
+  // Blocking: a block of kBlockRows rows of x and a run of 512 steps of k (x: 192 KiB,
   // one panel's weights: 64 KiB fp32, 32 KiB bf16) stay in L2 while the thread's panels
   // pass over them, so the weights are read from memory rows/96 times, not rows/12. The
   // sums of a longer K are carried between runs through `carry` (exact: stored and loaded).
-  constexpr std::int64_t kBlockRows = 96, kSteps = 512;  // 96: a multiple of every path's tile rows
-  const std::int64_t runs = (L.in + kSteps - 1) / kSteps;
+  // A few rows (decode) have nothing to keep in cache but themselves: K in one run, so each
+  // panel's weights are one contiguous read. The split changes no bit of the result.
+  constexpr std::int64_t kBlockRows = 96, kFewRows = 16;  // 96: a multiple of every path's tile rows
+  const std::int64_t steps = rows <= kFewRows ? L.in : 512, runs = (L.in + steps - 1) / steps;
   int team = threads > 0 ? threads : omp_get_max_threads();
   if (omp_in_parallel()) team = 1;
   // Work: panels split between threads, or (fewer panels than threads) rows as well.
@@ -128,23 +131,34 @@ void Linear::apply(const float* x, std::int64_t rows, std::int64_t ldx, float* y
       for (std::int64_t b = r0; b < r1; b += kBlockRows) {
         const std::int64_t b1 = std::min(r1, b + kBlockRows);
         for (std::int64_t run = 0; run < runs; ++run) {
-          const std::int64_t k0 = run * kSteps, kn = std::min(kSteps, L.in - k0);
+          const std::int64_t k0 = run * steps, kn = std::min(steps, L.in - k0);
           const bool last = run + 1 == runs;
-          for (std::int64_t p = p0; p < p1; ++p) {
-            const int cols = static_cast<int>(std::min<std::int64_t>(P, L.out - p * P));
-            const std::uint32_t* w = L.words.data + p * L.panel_words + (L.dtype == DType::bf16 ? k0 / 2 : k0) * P;
+          for (std::int64_t p = p0; p < p1;) {
+            // A group of full panels side by side for the tiles of few rows (ops.wide_*).
+            const bool group = wide && p + L.ops->wide_panels <= p1 && (p + L.ops->wide_panels) * P <= L.out;
+            const std::int64_t pn = group ? L.ops->wide_panels : 1;
             for (std::int64_t r = b; r < b1; r += mr) {
               const int m = static_cast<int>(std::min<std::int64_t>(mr, b1 - r));
-              float* c = runs > 1 ? carry.data + (r - b) * ldc + (p - p0) * P : nullptr;
-              const float* from = run == 0 ? nullptr : c;
-              float* to = last ? y + r * ldy + p * P : c;
-              const std::int64_t ld_to = last ? ldy : ldc;
-              if (L.dtype == DType::bf16)
-                L.ops->panel_bf16(x + r * ldx + k0, ldx, m, w, kn, from, ldc, to, ld_to, cols, last && add);
-              else
-                L.ops->panel_f32(x + r * ldx + k0, ldx, m, reinterpret_cast<const float*>(w), kn, from, ldc, to, ld_to,
-                                 cols, last && add);
+              const bool together = group && m <= L.ops->wide_rows;
+              for (std::int64_t q = p; q < p + pn; q += together ? pn : 1) {
+                const int cols = static_cast<int>(std::min<std::int64_t>(P, L.out - q * P));
+                const std::uint32_t* w = L.words.data + q * L.panel_words + (L.dtype == DType::bf16 ? k0 / 2 : k0) * P;
+                float* c = runs > 1 ? carry.data + (r - b) * ldc + (q - p0) * P : nullptr;
+                const float* from = run == 0 ? nullptr : c;
+                float* to = last ? y + r * ldy + q * P : c;
+                const std::int64_t ld_to = last ? ldy : ldc;
+                const float* xr = x + r * ldx + k0;
+                if (together)
+                  (L.dtype == DType::bf16 ? L.ops->wide_bf16 : L.ops->wide_f32)(xr, ldx, m, w, L.panel_words, kn, from,
+                                                                                ldc, to, ld_to, last && add);
+                else if (L.dtype == DType::bf16)
+                  L.ops->panel_bf16(xr, ldx, m, w, kn, from, ldc, to, ld_to, cols, last && add);
+                else
+                  L.ops->panel_f32(xr, ldx, m, reinterpret_cast<const float*>(w), kn, from, ldc, to, ld_to, cols,
+                                   last && add);
+              }
             }
+            p += pn;
           }
         }
       }

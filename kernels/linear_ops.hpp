@@ -30,12 +30,24 @@ using LinearPanelF32Fn = void (*)(const float* x, std::int64_t ldx, int m, const
 using LinearPanelBf16Fn = void (*)(const float* x, std::int64_t ldx, int m, const std::uint32_t* w, std::int64_t k,
                                    const float* a, std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add);
 
+// Few rows, several panels: the same as `panels` panel calls side by side (panel q's
+// weights at w + q * stride words; its columns at q*32 of a and y), for m <= wide_rows and
+// full panels only. One row's column of a panel is one dependent chain of multiply-adds, so
+// a single panel keeps only 2 (AVX-512) chains a row in flight and waits on the FMA latency;
+// four panels keep 8. Null where a path has none.
+using LinearWideFn = void (*)(const float* x, std::int64_t ldx, int m, const void* w, std::int64_t stride,
+                              std::int64_t k, const float* a, std::int64_t lda, float* y, std::int64_t ldy, bool add);
+
 struct LinearOps {
   const char* name;
   int max_rows_f32;   // m per panel call (the register tile's rows)
   int max_rows_bf16;
   LinearPanelF32Fn panel_f32;
   LinearPanelBf16Fn panel_bf16;
+  int wide_rows = 0;    // m <= wide_rows may take the wide calls
+  int wide_panels = 0;  // panels per wide call
+  LinearWideFn wide_f32 = nullptr;
+  LinearWideFn wide_bf16 = nullptr;
 };
 
 extern const LinearOps kLinearGeneric;

@@ -165,6 +165,49 @@ TEST_CASE("linear panel loop: a K split into runs carrying their sums is the sam
   }
 }
 
+TEST_CASE("linear panel loop: the wide calls (few rows, several panels) equal the panels one by one, bit for bit") {
+  for (Isa isa : available_isas()) {
+    const LinearOps& ops = kernels::linear_ops_for(isa);
+    if (ops.wide_panels < 2) continue;
+    for (bool bf16 : {false, true}) {
+      for (int k : {1, 2, 7, 64, 65}) {
+        CAPTURE(ops.name);
+        CAPTURE(bf16);
+        CAPTURE(k);
+        const int np = ops.wide_panels;
+        std::vector<Panel> panels;
+        for (int q = 0; q < np; ++q) panels.emplace_back(k, kPanel, bf16, unsigned(100 * k + q));
+        // The panels' words end to end, as kernels/linear.cpp lays them out (stride = one panel).
+        const std::int64_t stride = bf16 ? std::int64_t((k + 1) / 2) * kPanel : std::int64_t(k) * kPanel;
+        std::vector<std::uint32_t> words;
+        for (const Panel& p : panels) {
+          if (bf16) {
+            words.insert(words.end(), p.words.begin(), p.words.end());
+          } else {
+            const auto* u = reinterpret_cast<const std::uint32_t*>(p.f32.data());
+            words.insert(words.end(), u, u + p.f32.size());
+          }
+        }
+        const std::int64_t ldx = k + 1, ld = np * kPanel + 3;
+        for (int m = 1; m <= ops.wide_rows; ++m) {
+          const std::vector<float> x = randn(std::size_t(m) * ldx, unsigned(m + k));
+          const std::vector<float> y0 = randn(std::size_t(m) * ld, 5), carried = randn(std::size_t(m) * ld, 6);
+          for (bool add : {false, true})
+            for (bool carry : {false, true}) {
+              std::vector<float> wide = y0, one = y0;
+              (bf16 ? ops.wide_bf16 : ops.wide_f32)(x.data(), ldx, m, words.data(), stride, k,
+                                                    carry ? carried.data() : nullptr, ld, wide.data(), ld, add);
+              for (int q = 0; q < np; ++q)
+                panels[std::size_t(q)].run_steps(ops, x.data(), ldx, m, 0, k, carry ? carried.data() + q * kPanel : nullptr,
+                                                 ld, one.data() + q * kPanel, ld, add);
+              CHECK(std::memcmp(wide.data(), one.data(), wide.size() * 4) == 0);
+            }
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("linear panel loop: the paths' tables are complete") {
   for (Isa isa : available_isas()) {
     const LinearOps& ops = kernels::linear_ops_for(isa);
@@ -173,5 +216,10 @@ TEST_CASE("linear panel loop: the paths' tables are complete") {
     CHECK((ops.panel_bf16 != nullptr));
     CHECK(ops.max_rows_f32 >= 1);
     CHECK(ops.max_rows_bf16 >= 1);
+    if (ops.wide_panels > 1) {  // a path with wide calls has both, for at least one row
+      CHECK((ops.wide_f32 != nullptr));
+      CHECK((ops.wide_bf16 != nullptr));
+      CHECK(ops.wide_rows >= 1);
+    }
   }
 }

@@ -86,6 +86,71 @@ void panel_bf16_m(const float* x, std::int64_t ldx, const std::uint32_t* w, std:
   finish<M>(acc, y, ldy, cols, add);
 }
 
+// Few rows over kWide full panels at once: M rows x 8 vectors of accumulators.
+constexpr int kWide = 4, kWideRows = 3;
+
+template <int M, bool Bf16>
+void wide_m(const float* x, std::int64_t ldx, const void* w, std::int64_t stride, std::int64_t k, const float* a,
+            std::int64_t lda, float* y, std::int64_t ldy, bool add) {
+  __m512 acc[M][2 * kWide];
+#pragma GCC unroll 16
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 8
+    for (int v = 0; v < 2 * kWide; ++v) acc[i][v] = a ? _mm512_loadu_ps(a + i * lda + 16 * v) : _mm512_setzero_ps();
+  auto step = [&](std::int64_t s, const __m512 (&wv)[2 * kWide]) {
+#pragma GCC unroll 16
+    for (int i = 0; i < M; ++i) {
+      const __m512 xi = _mm512_set1_ps(x[i * ldx + s]);
+#pragma GCC unroll 8
+      for (int v = 0; v < 2 * kWide; ++v) acc[i][v] = _mm512_fmadd_ps(xi, wv[v], acc[i][v]);
+    }
+  };
+  if constexpr (!Bf16) {
+    const float* wf = static_cast<const float*>(w);
+    for (std::int64_t s = 0; s < k; ++s) {
+      __m512 wv[2 * kWide];
+#pragma GCC unroll 8
+      for (int v = 0; v < 2 * kWide; ++v) wv[v] = _mm512_loadu_ps(wf + (v / 2) * stride + s * kPanel + 16 * (v % 2));
+      step(s, wv);
+    }
+  } else {
+    const std::uint32_t* wb = static_cast<const std::uint32_t*>(w);
+    const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+    for (std::int64_t s = 0; s < k; s += 2) {
+      __m512i raw[2 * kWide];
+#pragma GCC unroll 8
+      for (int v = 0; v < 2 * kWide; ++v)
+        raw[v] = _mm512_loadu_si512(wb + (v / 2) * stride + (s / 2) * kPanel + 16 * (v % 2));
+      __m512 wv[2 * kWide];
+#pragma GCC unroll 8
+      for (int v = 0; v < 2 * kWide; ++v) wv[v] = _mm512_castsi512_ps(_mm512_slli_epi32(raw[v], 16));
+      step(s, wv);
+      if (s + 1 < k) {  // odd K: the last word's low half only
+#pragma GCC unroll 8
+        for (int v = 0; v < 2 * kWide; ++v) wv[v] = _mm512_castsi512_ps(_mm512_and_si512(raw[v], high));
+        step(s + 1, wv);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 8
+    for (int v = 0; v < 2 * kWide; ++v) {
+      float* yv = y + i * ldy + 16 * v;
+      _mm512_storeu_ps(yv, add ? _mm512_add_ps(_mm512_loadu_ps(yv), acc[i][v]) : acc[i][v]);
+    }
+}
+
+template <bool Bf16>
+void wide(const float* x, std::int64_t ldx, int m, const void* w, std::int64_t stride, std::int64_t k, const float* a,
+          std::int64_t lda, float* y, std::int64_t ldy, bool add) {
+  switch (m) {
+    case 1: return wide_m<1, Bf16>(x, ldx, w, stride, k, a, lda, y, ldy, add);
+    case 2: return wide_m<2, Bf16>(x, ldx, w, stride, k, a, lda, y, ldy, add);
+    default: return wide_m<3, Bf16>(x, ldx, w, stride, k, a, lda, y, ldy, add);
+  }
+}
+
 // m in 1..kRows -> the instantiation for that many rows.
 template <template <int> class F, typename... A>
 void by_rows(int m, A... a) {
@@ -130,6 +195,6 @@ void panel_bf16(const float* x, std::int64_t ldx, int m, const std::uint32_t* w,
 
 }  // namespace
 
-const LinearOps kLinearAvx512 = {"avx512", kRows, kRows, panel_f32, panel_bf16};
+const LinearOps kLinearAvx512 = {"avx512", kRows, kRows, panel_f32, panel_bf16, kWideRows, kWide, wide<false>, wide<true>};
 
 }  // namespace ringattn::kernels
