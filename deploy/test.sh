@@ -138,10 +138,10 @@ capped() {  # capped ONEDNN_ISA RINGATTN_ISA [--python] [--test NAME]... SUITE..
   unset ONEDNN_MAX_CPU_ISA RINGATTN_ISA
   return $rc
 }
-step "capped at AVX2: kernels, ring, integration, serve, the overlap benchmark, Python" \
-  capped AVX2 avx2 --python --test bench-overlap-loopback kernels ring integration serve
-step "capped at generic/SSE4.1: kernels, ring, integration, Python" \
-  capped SSE41 generic --python kernels ring integration
+step "capped at AVX2: kernels, ring, integration, serve, model, the overlap benchmark, Python" \
+  capped AVX2 avx2 --python --test bench-overlap-loopback kernels ring integration serve model
+step "capped at generic/SSE4.1: kernels, ring, integration, model, Python" \
+  capped SSE41 generic --python kernels ring integration model
 
 under_load() {
   local burner rc=0

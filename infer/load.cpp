@@ -47,6 +47,7 @@ std::uint64_t LoadedJob::digest() const { return model.digest() ^ (tokenizer ? t
 
 LoadedJob load_model(JobOptions& opt) {
   LoadedJob job{read_model(opt), std::nullopt, {}, describe(opt)};
+  job.model.set_threads(opt.threads);  // the attention kernel's budget, for the matmuls around it
   opt.model = job.model.config();
   if (!opt.tokenizer.empty()) job.tokenizer = Tokenizer::load(opt.tokenizer, opt.model.vocab);
   return job;

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <utility>
 
 #include "input_file.hpp"
@@ -17,6 +18,12 @@
 namespace infer {
 
 namespace {
+
+// `v` holding at least n floats (grown, never shrunk; not zeroed: every use writes first).
+std::span<float> rows_of(std::vector<float>& v, std::size_t n) {
+  if (v.size() < n) v.resize(n);
+  return {v.data(), n};
+}
 
 std::uint64_t finalise(std::uint64_t z) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -28,48 +35,6 @@ std::int64_t elements(const TensorSpec& s) {
   std::int64_t n = 1;
   for (std::int64_t d : s.shape) n *= d;
   return n;
-}
-
-// [out, in] -> [in, out]
-std::vector<float> transpose(const std::vector<float>& w, std::int64_t out, std::int64_t in) {
-  std::vector<float> t(w.size());
-  for (std::int64_t o = 0; o < out; ++o)
-    for (std::int64_t i = 0; i < in; ++i) t[i * out + o] = w[o * in + i];
-  return t;
-}
-
-// y [rows, out] = x [rows, in] · wt [in, out]. Each y element sums over `in` in order, so
-// a row's result is the same whatever rows surround it; four rows share each pass over wt.
-void matmul(std::span<const float> x, const std::vector<float>& wt, std::int64_t in, std::int64_t out,
-            std::span<float> y) {
-  const std::int64_t rows = static_cast<std::int64_t>(x.size()) / in;
-  if (y.empty()) return;  // a rank with no decode tokens this step
-  std::memset(y.data(), 0, y.size_bytes());
-  std::int64_t r = 0;
-  for (; r + 4 <= rows; r += 4) {
-    float* y0 = &y[r * out];
-    float* y1 = y0 + out;
-    float* y2 = y1 + out;
-    float* y3 = y2 + out;
-    for (std::int64_t i = 0; i < in; ++i) {
-      const float a0 = x[r * in + i], a1 = x[(r + 1) * in + i], a2 = x[(r + 2) * in + i], a3 = x[(r + 3) * in + i];
-      const float* w = &wt[i * out];
-      for (std::int64_t o = 0; o < out; ++o) {
-        y0[o] += a0 * w[o];
-        y1[o] += a1 * w[o];
-        y2[o] += a2 * w[o];
-        y3[o] += a3 * w[o];
-      }
-    }
-  }
-  for (; r < rows; ++r) {
-    float* y0 = &y[r * out];
-    for (std::int64_t i = 0; i < in; ++i) {
-      const float a0 = x[r * in + i];
-      const float* w = &wt[i * out];
-      for (std::int64_t o = 0; o < out; ++o) y0[o] += a0 * w[o];
-    }
-  }
 }
 
 void rms_norm(std::span<const float> x, const std::vector<float>& gain, float eps, std::span<float> y) {
@@ -159,26 +124,35 @@ std::vector<float> generate_tensor(std::uint64_t seed, int index, const TensorSp
 
 namespace {
 
+// A matrix [out, in] of HF's layout as a Linear; `more` stacked below it (same `in`).
+ringattn::Linear linear(std::vector<float> w, std::int64_t out, std::int64_t in,
+                        std::initializer_list<std::vector<float>> more = {}) {
+  for (const auto& m : more) {
+    w.insert(w.end(), m.begin(), m.end());
+    out += static_cast<std::int64_t>(m.size()) / in;
+  }
+  return ringattn::Linear(ringattn::DType::f32, out, in, w.data());
+}
+
 // Puts tensors (in tensor_specs order, HF layout) into the model's layout.
 template <typename Source>
 void assemble(const ModelConfig& c, Source&& next, std::vector<float>& embedding, std::vector<LayerWeights>& layers,
-              std::vector<float>& final_norm, std::vector<float>& head) {
+              std::vector<float>& final_norm, ringattn::Linear& head) {
   embedding = next();
-  const std::int64_t qd = c.heads * c.head_dim, kd = c.kv_heads * c.head_dim;
+  const std::int64_t qd = c.heads * c.head_dim;
   layers.resize(static_cast<std::size_t>(c.layers));
   for (LayerWeights& L : layers) {
     L.attn_norm = next();
-    L.wq = transpose(next(), qd, c.dim);
-    L.wk = transpose(next(), kd, c.dim);
-    L.wv = transpose(next(), kd, c.dim);
-    L.wo = transpose(next(), c.dim, qd);
+    std::vector<float> wq = next(), wk = next(), wv = next();
+    L.qkv = linear(std::move(wq), qd, c.dim, {wk, wv});
+    L.wo = linear(next(), c.dim, qd);
     L.mlp_norm = next();
-    L.w_gate = transpose(next(), c.ffn, c.dim);
-    L.w_up = transpose(next(), c.ffn, c.dim);
-    L.w_down = transpose(next(), c.dim, c.ffn);
+    std::vector<float> gate = next(), up = next();
+    L.gate_up = linear(std::move(gate), c.ffn, c.dim, {up});
+    L.down = linear(next(), c.dim, c.ffn);
   }
   final_norm = next();
-  head = transpose(c.tied ? embedding : next(), c.vocab, c.dim);
+  head = linear(c.tied ? embedding : next(), c.vocab, c.dim);
 }
 
 }  // namespace
@@ -319,34 +293,42 @@ void Model::embed(std::span<const std::int32_t> tokens, std::span<float> x) cons
 void Model::attention_inputs(int l, std::span<const float> h, std::span<const std::int64_t> rope_positions,
                              std::span<float> q, std::span<float> k, std::span<float> v) const {
   const LayerWeights& L = layers_[static_cast<std::size_t>(l)];
-  std::vector<float> n(h.size());
+  const std::int64_t rows = static_cast<std::int64_t>(h.size()) / c_.dim;
+  const std::int64_t qd = c_.heads * c_.head_dim, kd = c_.kv_heads * c_.head_dim, width = qd + 2 * kd;
+  const std::span<float> n = rows_of(scratch_.norm, h.size());
+  const std::span<float> t = rows_of(scratch_.qkv, static_cast<std::size_t>(rows * width));
   rms_norm(h, L.attn_norm, c_.norm_eps, n);
-  matmul(n, L.wq, c_.dim, c_.heads * c_.head_dim, q);
-  matmul(n, L.wk, c_.dim, c_.kv_heads * c_.head_dim, k);
-  matmul(n, L.wv, c_.dim, c_.kv_heads * c_.head_dim, v);
+  L.qkv.apply(n.data(), rows, c_.dim, t.data(), width, false, threads_);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* tr = &t[static_cast<std::size_t>(r * width)];
+    std::memcpy(&q[static_cast<std::size_t>(r * qd)], tr, static_cast<std::size_t>(qd) * sizeof(float));
+    std::memcpy(&k[static_cast<std::size_t>(r * kd)], tr + qd, static_cast<std::size_t>(kd) * sizeof(float));
+    std::memcpy(&v[static_cast<std::size_t>(r * kd)], tr + qd + kd, static_cast<std::size_t>(kd) * sizeof(float));
+  }
   rope(q, c_.heads, c_.head_dim, rope_positions, c_.rope_theta, c_.rope_style);
   rope(k, c_.kv_heads, c_.head_dim, rope_positions, c_.rope_theta, c_.rope_style);
 }
 
 void Model::attention_output_and_mlp(int l, std::span<const float> o, std::span<float> h) const {
   const LayerWeights& L = layers_[static_cast<std::size_t>(l)];
-  const std::size_t rows = h.size() / static_cast<std::size_t>(c_.dim);
-  std::vector<float> t(h.size());
-  matmul(o, L.wo, c_.heads * c_.head_dim, c_.dim, t);
-  for (std::size_t i = 0; i < h.size(); ++i) h[i] += t[i];
-  std::vector<float> n(h.size()), gate(rows * static_cast<std::size_t>(c_.ffn)), up(gate.size());
+  const std::size_t rows = h.size() / static_cast<std::size_t>(c_.dim), ffn = static_cast<std::size_t>(c_.ffn);
+  L.wo.apply(o, h, /*add=*/true, threads_);
+  const std::span<float> n = rows_of(scratch_.norm, h.size());
+  const std::span<float> gu = rows_of(scratch_.gate_up, rows * 2 * ffn), act = rows_of(scratch_.act, rows * ffn);
   rms_norm(h, L.mlp_norm, c_.norm_eps, n);
-  matmul(n, L.w_gate, c_.dim, c_.ffn, gate);
-  matmul(n, L.w_up, c_.dim, c_.ffn, up);
-  for (std::size_t i = 0; i < gate.size(); ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
-  matmul(gate, L.w_down, c_.ffn, c_.dim, t);
-  for (std::size_t i = 0; i < h.size(); ++i) h[i] += t[i];
+  L.gate_up.apply(n, gu, false, threads_);
+  for (std::size_t r = 0; r < rows; ++r) {
+    const float* g = &gu[r * 2 * ffn];
+    const float* u = g + ffn;
+    for (std::size_t i = 0; i < ffn; ++i) act[r * ffn + i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+  }
+  L.down.apply(act, h, /*add=*/true, threads_);
 }
 
 void Model::logits(std::span<const float> h, std::span<float> out) const {
-  std::vector<float> n(h.size());
+  const std::span<float> n = rows_of(scratch_.norm, h.size());
   rms_norm(h, final_norm_, c_.norm_eps, n);
-  matmul(n, head_, c_.dim, c_.vocab, out);
+  head_.apply(n, out, false, threads_);
 }
 
 std::uint64_t Model::digest() const {
@@ -356,11 +338,20 @@ std::uint64_t Model::digest() const {
   f.value(c_.rope_theta);
   f.value(static_cast<int>(c_.rope_style));
   f.value(c_.norm_eps);
+  auto matrix = [&](const ringattn::Linear& w) {  // its shape, dtype and packed bytes (the same on every CPU)
+    f.value(w.out());
+    f.value(w.in());
+    f.value(static_cast<int>(w.dtype()));
+    f.bytes(w.packed().data(), w.packed().size());
+  };
   f.floats(embedding_);
-  for (const auto& l : layers_)
-    for (const auto* w : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.mlp_norm, &l.w_gate, &l.w_up, &l.w_down}) f.floats(*w);
+  for (const auto& l : layers_) {
+    f.floats(l.attn_norm);
+    f.floats(l.mlp_norm);
+    for (const auto* w : {&l.qkv, &l.wo, &l.gate_up, &l.down}) matrix(*w);
+  }
   f.floats(final_norm_);
-  f.floats(head_);
+  matrix(head_);
   return f.h;
 }
 

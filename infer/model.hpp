@@ -8,14 +8,20 @@
 // on which rank computes it or beside which other rows (the sums run in a fixed order).
 //
 // Tensor names and shapes are Hugging Face Llama's ([out, in], "model.layers.0.mlp.
-// up_proj.weight", ...), so a converted checkpoint of this shape loads unchanged. They
-// are kept transposed ([in, out]) in memory: the matmul then runs along contiguous rows.
+// up_proj.weight", ...), so a converted checkpoint of this shape loads unchanged. Every
+// matrix is a ringattn::Linear (include/ringattn/linear.hpp): packed once in the weights'
+// dtype, multiplied on the ISA path the attention kernels use, threaded, and batch
+// invariant (a row's result is bitwise the same whatever rows share the matmul). Q, K
+// and V are one stacked matrix, and so are the MLP's gate and up: one pass over the
+// normalised rows each.
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
+
+#include <ringattn/linear.hpp>
 
 namespace infer {
 
@@ -48,8 +54,11 @@ struct TensorSpec {
 std::vector<TensorSpec> tensor_specs(const ModelConfig& c);
 
 struct LayerWeights {
-  std::vector<float> attn_norm, wq, wk, wv, wo;  // matrices transposed: [in, out]
-  std::vector<float> mlp_norm, w_gate, w_up, w_down;
+  std::vector<float> attn_norm, mlp_norm;
+  ringattn::Linear qkv;      // [heads*head_dim + 2*kv_heads*head_dim, dim]: q, k, v stacked
+  ringattn::Linear wo;       // [dim, heads*head_dim]
+  ringattn::Linear gate_up;  // [2*ffn, dim]: gate, then up
+  ringattn::Linear down;     // [dim, ffn]
 };
 
 class Model {
@@ -68,11 +77,16 @@ class Model {
   static Model from_llama2c(const std::string& path);
 
   const ModelConfig& config() const { return c_; }
+  // OpenMP threads of every matmul (0: OpenMP's default, all cores unless OMP_NUM_THREADS
+  // says otherwise). The result does not depend on it.
+  void set_threads(int threads) { threads_ = threads; }
+  int threads() const { return threads_; }
   // A 64-bit digest of the configuration and every weight (FNV-1a over their bytes, in
   // one fixed order): two ranks whose digests agree hold the same model, whatever file
   // format or path it came from.
   std::uint64_t digest() const;
 
+  // The calls below are const but share the model's scratch rows: one call at a time.
   // x [rows, dim] = embedding rows of the tokens.
   void embed(std::span<const std::int32_t> tokens, std::span<float> x) const;
   // q [rows, heads*head_dim], k and v [rows, kv_heads*head_dim] of layer l for hidden rows h,
@@ -86,9 +100,18 @@ class Model {
 
  private:
   ModelConfig c_;
-  std::vector<float> embedding_;  // [vocab, dim] (a lookup table: not transposed)
+  int threads_ = 0;
+  // The layers' intermediate rows, grown to the largest call and kept: a prefill of 2,048
+  // rows would otherwise fault in and zero ~200 MB of fresh pages per layer. One call at a
+  // time per Model (the ring runs one batch at a time anyway).
+  struct Scratch {
+    std::vector<float> norm, qkv, gate_up, act;
+  };
+  mutable Scratch scratch_;
+  std::vector<float> embedding_;  // [vocab, dim] (a lookup table)
   std::vector<LayerWeights> layers_;
-  std::vector<float> final_norm_, head_;  // head_ [dim, vocab]
+  std::vector<float> final_norm_;
+  ringattn::Linear head_;  // [vocab, dim]: the embedding's rows again when tied
 };
 
 // The seed generator, portable by construction (integer arithmetic mod 2^64 only, then

@@ -67,6 +67,19 @@ const SoftmaxOps& ops_for(Isa isa) {
   }
 }
 
+const LinearOps& linear_ops_for(Isa isa) {
+  ops_for(isa);  // the same check and message
+  switch (isa) {
+#if RINGATTN_HAVE_AVX512
+    case Isa::avx512: return kLinearAvx512;
+#endif
+#if RINGATTN_HAVE_AVX2
+    case Isa::avx2: return kLinearAvx2;
+#endif
+    default: return kLinearGeneric;  // NEON: the generic loops, which aarch64's baseline vectorises
+  }
+}
+
 Isa resolve_isa(const std::optional<Isa>& forced) {
   if (forced) return *forced;
   if (const char* env = std::getenv("RINGATTN_ISA"); env && *env) {

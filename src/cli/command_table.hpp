@@ -9,6 +9,7 @@ namespace ringattn::cli {
 int version_main(const std::vector<std::string>& args);
 int demo_main(const std::vector<std::string>& args);
 int bench_kernel_main(const std::vector<std::string>& args);
+int bench_linear_main(const std::vector<std::string>& args);
 int bench_transport_main(const std::vector<std::string>& args);
 int bench_ring_main(const std::vector<std::string>& args);
 int bench_overlap_main(const std::vector<std::string>& args);
@@ -36,6 +37,7 @@ inline constexpr Command kCommands[] = {
     {"demo", "single-process kernel check against dense float64 attention", demo_main},
     {"plan", "cost model: memory, compute vs transfer, b* for overlap", plan_main},
     {"bench kernel", "block-attention kernel vs oneDNN roofline and naive (JSON lines)", bench_kernel_main},
+    {"bench linear", "the model's weight matmul vs oneDNN's matmul and a read of the weights (JSON lines)", bench_linear_main},
     {"bench transport", "K/V block stream between two transports vs iperf3 (JSON lines)", bench_transport_main},
     {"bench ring", "ring forward on P processes vs one process with as many threads (JSON lines)", bench_ring_main},
     {"bench overlap", "ring step vs block size: compute, transfer, overlap, crossover b* (CSV, JSON, SVG)", bench_overlap_main},

@@ -294,6 +294,28 @@ TEST_CASE("cli: bench kernel records the command that made each line") {
         "--no-naive --quiet");
 }
 
+TEST_CASE("cli: bench linear times the weight matmul beside oneDNN's and a read of the weights, per case") {
+  const Outcome o = run_ringattn({"bench", "linear", "--shapes", "t:40:70", "--rows", "1,13", "--dtype", "fp32,bf16",
+                                  "--threads", "1", "--quiet"});
+  INFO("stdout: " << o.out << "stderr: " << o.err);
+  CHECK(o.exit_code == 0);
+  CHECK(o.err.empty());
+  REQUIRE(lines_of(o.out).size() == 4);  // 2 row counts x 2 dtypes
+  for (const auto& line : lines_of(o.out)) {
+    const Json j = parse_json(line);
+    CHECK(field(j, "bench").get<std::string>() == "linear");
+    CHECK(field(j, "out").get<std::int64_t>() == 40);
+    CHECK(field(j, "in").get<std::int64_t>() == 70);
+    // 2 panels of 32 outputs, 70 steps (fp32: 4 bytes) or 35 word pairs (bf16: 2 bytes a weight)
+    CHECK(field(j, "weight_bytes").get<double>() == (field(j, "dtype").get<std::string>() == "bf16" ? 2 * 35 * 32 * 4 : 2 * 70 * 32 * 4));
+    for (const char* k : {"seconds", "roof_seconds", "stream_seconds", "of_roof", "of_stream"})
+      CHECK(field(j, k).get<double>() > 0);
+  }
+  const Outcome bad = run_ringattn({"bench", "linear", "--shapes", "t:40"});
+  CHECK(bad.exit_code == 2);
+  CHECK(has(bad.err, "is not NAME:OUT:IN"));
+}
+
 TEST_CASE("cli: bench overlap --replot says it re-analysed an existing sweep and how long that took") {
   ScratchDir dir;
   const std::filesystem::path sweep = std::filesystem::path(RINGATTN_SOURCE_ROOT) / "bench/results/overlap/unshaped";

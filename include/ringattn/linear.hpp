@@ -1,0 +1,63 @@
+// ringattn — a weight matmul for the model around the attention: y = x · Wᵀ for a
+// projection W [out, in] held once, in the dtype it came in (fp32 or bf16), packed once.
+//
+//   ringattn::Linear wq(DType::bf16, heads * head_dim, dim, q_proj_bits);  // HF's [out, in]
+//   wq.apply(x.data(), rows, dim, q.data(), heads * head_dim);              // q = x · Wqᵀ
+//   wo.apply(o.data(), rows, heads * head_dim, h.data(), dim, /*add=*/true); // h += o · Woᵀ
+//
+// Every output element is one chain of multiply-adds over k = 0, 1, ..., in - 1 in that
+// order, whatever the number of rows, the thread count or the position of the row in the
+// batch: a row's result is the same alone or beside 2,047 others (batch invariance), so
+// prefill at P ranks and decode one token at a time compute each row identically. Rows
+// share each pass over the weights (a register tile of up to 12 rows), so prefill reads
+// W about rows/12 times from cache and decode once per step for the whole batch.
+// bf16 weights are widened in registers; x, the sums and y are fp32.
+//
+// Paths: AVX-512, AVX2, generic (which aarch64's NEON baseline vectorises), chosen as
+// the attention kernels' (RINGATTN_ISA, or the best this CPU has). The packed bytes are
+// the same on every path and CPU. Copies of a Linear share its weights; apply() is
+// const and may run from several threads at once.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+
+#include "ringattn/types.hpp"
+
+namespace ringattn {
+
+class Linear {
+ public:
+  Linear() = default;  // no weights: out() == in() == 0
+  // W [out, in] row-major (row o holds output o's weights, PyTorch's and Hugging Face's
+  // layout): `w` points at out*in floats (f32) or bf16 bit patterns (uint16, bf16). The
+  // data is packed and the caller's buffer may go. Throws InvalidArgument for out or in
+  // outside [1, 2^24] or a null w, and as the kernels do for an `isa` this CPU lacks.
+  Linear(DType dtype, std::int64_t out, std::int64_t in, const void* w, std::optional<Isa> isa = std::nullopt);
+
+  // y[r * ldy + o] = sum over k of x[r * ldx + k] · W[o][k]  (add: y[...] += that sum,
+  // the sum formed first) for r < rows, o < out. ldx >= in, ldy >= out; y must not
+  // overlap x. threads: OpenMP threads (0: OpenMP's default; 1 inside a parallel region).
+  // Throws InvalidArgument for a bad shape, naming it.
+  void apply(const float* x, std::int64_t rows, std::int64_t ldx, float* y, std::int64_t ldy, bool add = false,
+             int threads = 0) const;
+  // Dense rows: x [rows, in], y [rows, out], rows = x.size() / in (y.size() must match).
+  void apply(std::span<const float> x, std::span<float> y, bool add = false, int threads = 0) const;
+
+  std::int64_t out() const;
+  std::int64_t in() const;
+  DType dtype() const;
+  Isa isa() const;
+  // The packed weights (padding zero): what the layer holds in memory, and what a digest
+  // of the model reads. The same bytes on every CPU.
+  std::span<const std::byte> packed() const;
+
+ private:
+  struct Impl;
+  std::shared_ptr<const Impl> impl_;
+};
+
+}  // namespace ringattn

@@ -1,0 +1,169 @@
+// ringattn::Linear (include/ringattn/linear.hpp): packing once, and the threaded walk over
+// row blocks and panels around each path's panel loop (kernels/linear_ops.hpp).
+#include "ringattn/linear.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "kernels/aligned_buffer.hpp"
+#include "kernels/dispatch.hpp"
+#include "ringattn/error.hpp"
+
+namespace ringattn {
+
+struct Linear::Impl {
+  DType dtype = DType::f32;
+  std::int64_t out = 0, in = 0, panels = 0;
+  std::int64_t panel_words = 0;  // 4-byte words per panel: in*32 (f32), ceil(in/2)*32 (bf16)
+  Isa isa = Isa::generic;
+  const kernels::LinearOps* ops = nullptr;
+  kernels::AlignedBuffer<std::uint32_t> words;
+};
+
+namespace {
+
+constexpr std::int64_t kMaxDim = std::int64_t{1} << 24;
+constexpr int P = kernels::kPanel;
+
+std::string shape(std::int64_t out, std::int64_t in) { return "[" + std::to_string(out) + ", " + std::to_string(in) + "]"; }
+
+}  // namespace
+
+Linear::Linear(DType dtype, std::int64_t out, std::int64_t in, const void* w, std::optional<Isa> isa) {
+  if (out < 1 || out > kMaxDim || in < 1 || in > kMaxDim)
+    throw InvalidArgument("linear: weight shape " + shape(out, in) + " is outside [1, 2^24] per side");
+  if (!w) throw InvalidArgument("linear: weight " + shape(out, in) + " has no data (null pointer)");
+  auto impl = std::make_shared<Impl>();
+  impl->dtype = dtype;
+  impl->out = out;
+  impl->in = in;
+  impl->isa = kernels::resolve_isa(isa);
+  impl->ops = &kernels::linear_ops_for(impl->isa);
+  impl->panels = (out + P - 1) / P;
+  impl->panel_words = (dtype == DType::bf16 ? (in + 1) / 2 : in) * P;
+  const std::size_t total = static_cast<std::size_t>(impl->panels * impl->panel_words);
+  impl->words.resize(total);
+  std::uint32_t* dst = impl->words.data;
+  std::memset(dst, 0, total * 4);
+  // Panel p, column j is output o = p*32 + j; its weights are row o of W.
+#pragma omp parallel for schedule(static) if (total > (1u << 20))
+  for (std::int64_t p = 0; p < impl->panels; ++p) {
+    std::uint32_t* panel = dst + p * impl->panel_words;
+    for (int j = 0; j < P && p * P + j < out; ++j) {
+      const std::int64_t o = p * P + j;
+      if (dtype == DType::f32) {
+        const float* row = static_cast<const float*>(w) + o * in;
+        for (std::int64_t k = 0; k < in; ++k) std::memcpy(&panel[k * P + j], &row[k], 4);
+      } else {
+        const std::uint16_t* row = static_cast<const std::uint16_t*>(w) + o * in;
+        for (std::int64_t k = 0; k < in; ++k)
+          panel[(k / 2) * P + j] |= static_cast<std::uint32_t>(row[k]) << (k % 2 ? 16 : 0);
+      }
+    }
+  }
+  impl_ = std::move(impl);
+}
+
+std::int64_t Linear::out() const { return impl_ ? impl_->out : 0; }
+std::int64_t Linear::in() const { return impl_ ? impl_->in : 0; }
+DType Linear::dtype() const { return impl_ ? impl_->dtype : DType::f32; }
+Isa Linear::isa() const { return impl_ ? impl_->isa : Isa::generic; }
+
+std::span<const std::byte> Linear::packed() const {
+  if (!impl_) return {};
+  return {reinterpret_cast<const std::byte*>(impl_->words.data),
+          static_cast<std::size_t>(impl_->panels * impl_->panel_words) * 4};
+}
+
+void Linear::apply(std::span<const float> x, std::span<float> y, bool add, int threads) const {
+  if (!impl_) throw InvalidArgument("linear: apply on an empty Linear (no weights)");
+  const std::int64_t rows = static_cast<std::int64_t>(x.size()) / impl_->in;
+  if (rows * impl_->in != static_cast<std::int64_t>(x.size()) || rows * impl_->out != static_cast<std::int64_t>(y.size()))
+    throw InvalidArgument("linear: x holds " + std::to_string(x.size()) + " and y " + std::to_string(y.size()) +
+                          " floats, not rows x " + std::to_string(impl_->in) + " and rows x " +
+                          std::to_string(impl_->out) + " for weight " + shape(impl_->out, impl_->in));
+  apply(x.data(), rows, impl_->in, y.data(), impl_->out, add, threads);
+}
+
+void Linear::apply(const float* x, std::int64_t rows, std::int64_t ldx, float* y, std::int64_t ldy, bool add,
+                   int threads) const {
+  if (!impl_) throw InvalidArgument("linear: apply on an empty Linear (no weights)");
+  const Impl& L = *impl_;
+  if (rows < 0 || ldx < L.in || ldy < L.out || (rows > 0 && (!x || !y)))
+    throw InvalidArgument("linear: apply with rows " + std::to_string(rows) + ", ldx " + std::to_string(ldx) +
+                          ", ldy " + std::to_string(ldy) + " to weight " + shape(L.out, L.in) +
+                          " (needs rows >= 0, ldx >= in, ldy >= out, data for rows > 0)");
+  if (threads < 0 || threads > kMaxThreads)
+    throw InvalidArgument("linear: threads " + std::to_string(threads) + " is outside [0, " +
+                          std::to_string(kMaxThreads) + "]");
+  if (rows == 0) return;
+  const int mr = L.dtype == DType::bf16 ? L.ops->max_rows_bf16 : L.ops->max_rows_f32;
+  const bool wide = L.ops->wide_panels > 1 && (L.dtype == DType::bf16 ? L.ops->wide_bf16 : L.ops->wide_f32);
+  // Blocking: a block of kBlockRows rows of x and a run of 512 steps of k (x: 192 KiB,
+  // one panel's weights: 64 KiB fp32, 32 KiB bf16) stay in L2 while the thread's panels
+  // pass over them, so the weights are read from memory rows/96 times, not rows/12. The
+  // sums of a longer K are carried between runs through `carry` (exact: stored and loaded).
+  // A few rows (decode) have nothing to keep in cache but themselves: K in one run, so each
+  // panel's weights are one contiguous read. The split changes no bit of the result.
+  constexpr std::int64_t kBlockRows = 96, kFewRows = 16;  // 96: a multiple of every path's tile rows
+  const std::int64_t steps = rows <= kFewRows ? L.in : 512, runs = (L.in + steps - 1) / steps;
+  int team = threads > 0 ? threads : omp_get_max_threads();
+  if (omp_in_parallel()) team = 1;
+  // Work: panels split between threads, or (fewer panels than threads) rows as well.
+  const std::int64_t tiles = (rows + mr - 1) / mr;
+  team = static_cast<int>(std::clamp<std::int64_t>(L.panels * tiles, 1, team));
+  const int panel_groups = static_cast<int>(std::min<std::int64_t>(team, L.panels));
+  const int row_groups = team / panel_groups;
+#pragma omp parallel num_threads(team)
+  {
+    const int t = omp_get_thread_num();
+    if (t < panel_groups * row_groups) {
+      const int pg = t % panel_groups, rg = t / panel_groups;
+      const std::int64_t p0 = L.panels * pg / panel_groups, p1 = L.panels * (pg + 1) / panel_groups;
+      const std::int64_t r0 = tiles * rg / row_groups * mr, r1 = std::min(rows, tiles * (rg + 1) / row_groups * mr);
+      const std::int64_t ldc = (p1 - p0) * P;
+      thread_local kernels::AlignedBuffer<float> carry;
+      if (runs > 1) carry.resize(static_cast<std::size_t>(std::min(kBlockRows, r1 - r0) * ldc));
+      for (std::int64_t b = r0; b < r1; b += kBlockRows) {
+        const std::int64_t b1 = std::min(r1, b + kBlockRows);
+        for (std::int64_t run = 0; run < runs; ++run) {
+          const std::int64_t k0 = run * steps, kn = std::min(steps, L.in - k0);
+          const bool last = run + 1 == runs;
+          for (std::int64_t p = p0; p < p1;) {
+            // A group of full panels side by side for the tiles of few rows (ops.wide_*).
+            const bool group = wide && p + L.ops->wide_panels <= p1 && (p + L.ops->wide_panels) * P <= L.out;
+            const std::int64_t pn = group ? L.ops->wide_panels : 1;
+            for (std::int64_t r = b; r < b1; r += mr) {
+              const int m = static_cast<int>(std::min<std::int64_t>(mr, b1 - r));
+              const bool together = group && m <= L.ops->wide_rows;
+              for (std::int64_t q = p; q < p + pn; q += together ? pn : 1) {
+                const int cols = static_cast<int>(std::min<std::int64_t>(P, L.out - q * P));
+                const std::uint32_t* w = L.words.data + q * L.panel_words + (L.dtype == DType::bf16 ? k0 / 2 : k0) * P;
+                float* c = runs > 1 ? carry.data + (r - b) * ldc + (q - p0) * P : nullptr;
+                const float* from = run == 0 ? nullptr : c;
+                float* to = last ? y + r * ldy + q * P : c;
+                const std::int64_t ld_to = last ? ldy : ldc;
+                const float* xr = x + r * ldx + k0;
+                if (together)
+                  (L.dtype == DType::bf16 ? L.ops->wide_bf16 : L.ops->wide_f32)(xr, ldx, m, w, L.panel_words, kn, from,
+                                                                                ldc, to, ld_to, last && add);
+                else if (L.dtype == DType::bf16)
+                  L.ops->panel_bf16(xr, ldx, m, w, kn, from, ldc, to, ld_to, cols, last && add);
+                else
+                  L.ops->panel_f32(xr, ldx, m, reinterpret_cast<const float*>(w), kn, from, ldc, to, ld_to, cols,
+                                   last && add);
+              }
+            }
+            p += pn;
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace ringattn

@@ -1,0 +1,170 @@
+// ringattn::Linear (include/ringattn/linear.hpp): y = x · Wᵀ against float64 on every ISA
+// path, fp32 and bf16 weights, ragged shapes and strides, K longer than one run; a row's result bitwise the same
+// whatever rows and threads share the call; add = the sum formed first, then added.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ringattn/block_attention.hpp"
+#include "ringattn/error.hpp"
+#include "ringattn/linear.hpp"
+
+using namespace ringattn;
+
+namespace {
+
+std::vector<float> randn(std::size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+std::uint16_t to_bf16(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  return static_cast<std::uint16_t>(u >> 16);
+}
+float from_bf16(std::uint16_t h) {
+  const std::uint32_t u = static_cast<std::uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// W [out, in] in `dtype`, and the values the sums should use.
+struct Weights {
+  std::vector<float> values;
+  std::vector<std::uint16_t> bits;
+  const void* data(DType d) const { return d == DType::bf16 ? static_cast<const void*>(bits.data()) : values.data(); }
+};
+Weights weights(std::int64_t out, std::int64_t in, DType d, unsigned seed) {
+  Weights w{randn(std::size_t(out * in), seed), {}};
+  if (d == DType::bf16) {
+    for (float& v : w.values) {
+      w.bits.push_back(to_bf16(v));
+      v = from_bf16(w.bits.back());
+    }
+  }
+  return w;
+}
+
+bool same_bits(const float* a, const float* b, std::size_t n) { return std::memcmp(a, b, n * 4) == 0; }
+
+}  // namespace
+
+TEST_CASE("linear: every path, fp32 and bf16, ragged shapes and strides, against float64") {
+  for (Isa isa : available_isas())
+    for (DType d : {DType::f32, DType::bf16})
+      for (auto [out, in] : {std::pair<std::int64_t, std::int64_t>{1, 1},
+                             {31, 7},
+                             {32, 64},
+                             {33, 2},
+                             {100, 129},
+                             {257, 300},
+                             {40, 1100}}) {
+        CAPTURE(to_string(isa));
+        CAPTURE(to_string(d));
+        CAPTURE(out);
+        CAPTURE(in);
+        const Weights w = weights(out, in, d, unsigned(out * 1000 + in));
+        const Linear lin(d, out, in, w.data(d), isa);
+        CHECK(lin.out() == out);
+        CHECK(lin.in() == in);
+        CHECK(lin.isa() == isa);
+        for (std::int64_t rows : {1, 5, 13, 40}) {
+          const std::int64_t ldx = in + 2, ldy = out + 3;
+          const std::vector<float> x = randn(std::size_t(rows * ldx), unsigned(rows));
+          const std::vector<float> y0 = randn(std::size_t(rows * ldy), 99);
+          std::vector<float> y = y0;
+          lin.apply(x.data(), rows, ldx, y.data(), ldy, false, 2);
+          int bad = 0;
+          for (std::int64_t r = 0; r < rows; ++r)
+            for (std::int64_t o = 0; o < ldy; ++o) {
+              const float got = y[std::size_t(r * ldy + o)];
+              if (o >= out) {
+                bad += got != y0[std::size_t(r * ldy + o)];  // padding columns untouched
+                continue;
+              }
+              double sum = 0, mag = 0;
+              for (std::int64_t k = 0; k < in; ++k) {
+                const double p = double(x[std::size_t(r * ldx + k)]) * w.values[std::size_t(o * in + k)];
+                sum += p;
+                mag += std::fabs(p);
+              }
+              bad += !(std::fabs(got - sum) <= 2.0 * double(in + 1) * 0x1p-24 * mag + 1e-30);
+            }
+          CHECK(bad == 0);
+        }
+      }
+}
+
+TEST_CASE("linear: a row's result is the same alone, in any batch, on any thread count") {
+  for (Isa isa : available_isas())
+    for (DType d : {DType::f32, DType::bf16})
+      for (std::int64_t in : {96, 1031}) {  // 1031: K in runs of 512 carried (kernels/linear.cpp)
+        CAPTURE(to_string(isa));
+        CAPTURE(to_string(d));
+        CAPTURE(in);
+        const std::int64_t out = 200, rows = 61;
+        const Weights w = weights(out, in, d, 5);
+        const Linear lin(d, out, in, w.data(d), isa);
+        const std::vector<float> x = randn(std::size_t(rows * in), 6);
+        std::vector<float> all(std::size_t(rows * out));
+        lin.apply(x, all, false, 2);
+        for (int threads : {1, 3}) {
+          std::vector<float> again(all.size());
+          lin.apply(x, again, false, threads);
+          CHECK(same_bits(again.data(), all.data(), all.size()));
+        }
+        for (std::int64_t first : {std::int64_t{0}, std::int64_t{7}, std::int64_t{29}})
+          for (std::int64_t n : {std::int64_t{1}, std::int64_t{2}, std::int64_t{13}}) {
+            std::vector<float> part(std::size_t(n * out));
+            lin.apply(std::span(x).subspan(std::size_t(first * in), std::size_t(n * in)), part, false, 1);
+            CHECK(same_bits(part.data(), all.data() + first * out, part.size()));
+          }
+        // add: y + (the same sum)
+        const std::vector<float> y0 = randn(all.size(), 8);
+        std::vector<float> y = y0;
+        lin.apply(x, y, true, 2);
+        int bad = 0;
+        for (std::size_t i = 0; i < y.size(); ++i) bad += y[i] != y0[i] + all[i];
+        CHECK(bad == 0);
+      }
+}
+
+TEST_CASE("linear: the packed weights are the same bytes on every path") {
+  const Weights w = weights(70, 33, DType::bf16, 3);
+  const Linear first(DType::bf16, 70, 33, w.data(DType::bf16), available_isas().front());
+  for (Isa isa : available_isas()) {
+    const Linear other(DType::bf16, 70, 33, w.data(DType::bf16), isa);
+    REQUIRE(other.packed().size() == first.packed().size());
+    CHECK(std::memcmp(other.packed().data(), first.packed().data(), first.packed().size()) == 0);
+  }
+  // bf16 holds 2 bytes a weight (plus padding to 32 outputs and an even k), never 4.
+  CHECK(first.packed().size() == std::size_t(96 * 17 * 4));
+}
+
+TEST_CASE("linear: bad shapes and calls are refused, naming them") {
+  const std::vector<float> w(12, 1.0f);
+  CHECK_THROWS_WITH_AS(Linear(DType::f32, 0, 4, w.data()), doctest::Contains("[0, 4]"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(Linear(DType::f32, 3, std::int64_t{1} << 25, w.data()), doctest::Contains("outside"),
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(Linear(DType::f32, 3, 4, nullptr), doctest::Contains("no data"), InvalidArgument);
+  const Linear lin(DType::f32, 3, 4, w.data());
+  std::vector<float> x(8), y(6);
+  CHECK_THROWS_WITH_AS(lin.apply(x.data(), 2, 3, y.data(), 3), doctest::Contains("ldx 3"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(lin.apply(x.data(), 2, 4, y.data(), 2), doctest::Contains("ldy 2"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(lin.apply(std::span<const float>(x).first(7), y), doctest::Contains("x holds 7"),
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(lin.apply(x.data(), 2, 4, y.data(), 3, false, -1), doctest::Contains("threads -1"),
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(Linear().apply(x, y), doctest::Contains("empty"), InvalidArgument);
+  lin.apply(x.data(), 0, 4, nullptr, 3);  // no rows: nothing to do
+}
