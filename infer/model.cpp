@@ -3,6 +3,8 @@
 
 #include "digest.hpp"
 
+#include <omp.h>
+
 #include <ringattn/error.hpp>
 
 #include <algorithm>
@@ -37,9 +39,16 @@ std::int64_t elements(const TensorSpec& s) {
   return n;
 }
 
-void rms_norm(std::span<const float> x, const std::vector<float>& gain, float eps, std::span<float> y) {
-  const std::size_t dim = gain.size();
-  for (std::size_t r = 0; r < x.size() / dim; ++r) {
+// OpenMP threads for a pass over `rows` rows (each row's math is the same on any thread):
+// one for a single row (decode), else the model's threads.
+int team(int threads, std::size_t rows) {
+  return rows < 2 ? 1 : threads > 0 ? threads : omp_get_max_threads();
+}
+
+void rms_norm(std::span<const float> x, const std::vector<float>& gain, float eps, std::span<float> y, int threads) {
+  const std::size_t dim = gain.size(), rows = x.size() / dim;
+#pragma omp parallel for num_threads(team(threads, rows)) schedule(static)
+  for (std::size_t r = 0; r < rows; ++r) {
     const float* xr = &x[r * dim];
     double ss = 0;
     for (std::size_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
@@ -51,18 +60,19 @@ void rms_norm(std::span<const float> x, const std::vector<float>& gain, float ep
 // RoPE: pair i of each head (its elements (i, i + D/2) rotate-half, (2i, 2i + 1)
 // interleaved) turns by pos * theta^(-2i/D).
 void rope(std::span<float> x, std::int64_t heads, std::int64_t head_dim, std::span<const std::int64_t> pos,
-          double theta, RopeStyle style) {
-  const std::int64_t half = head_dim / 2;
-  std::vector<float> c(static_cast<std::size_t>(half)), s(static_cast<std::size_t>(half));
+          double theta, RopeStyle style, int threads) {
+  const std::int64_t half = head_dim / 2;  // <= 128 (ModelConfig::check)
+  const std::int64_t step = style == RopeStyle::interleaved ? 2 : 1, partner = style == RopeStyle::interleaved ? 1 : half;
+#pragma omp parallel for num_threads(team(threads, pos.size())) schedule(static)
   for (std::size_t r = 0; r < pos.size(); ++r) {
+    float c[128], s[128];
     for (std::int64_t i = 0; i < half; ++i) {
       const double angle = static_cast<double>(pos[r]) * std::pow(theta, -2.0 * static_cast<double>(i) / head_dim);
       c[i] = static_cast<float>(std::cos(angle));
       s[i] = static_cast<float>(std::sin(angle));
     }
     for (std::int64_t h = 0; h < heads; ++h) {
-      float* v = &x[(r * heads + h) * head_dim];
-      const std::int64_t step = style == RopeStyle::interleaved ? 2 : 1, partner = style == RopeStyle::interleaved ? 1 : half;
+      float* v = &x[(r * static_cast<std::size_t>(heads) + static_cast<std::size_t>(h)) * static_cast<std::size_t>(head_dim)];
       for (std::int64_t i = 0; i < half; ++i) {
         float& a = v[i * step];
         float& b = v[i * step + partner];
@@ -297,16 +307,17 @@ void Model::attention_inputs(int l, std::span<const float> h, std::span<const st
   const std::int64_t qd = c_.heads * c_.head_dim, kd = c_.kv_heads * c_.head_dim, width = qd + 2 * kd;
   const std::span<float> n = rows_of(scratch_.norm, h.size());
   const std::span<float> t = rows_of(scratch_.qkv, static_cast<std::size_t>(rows * width));
-  rms_norm(h, L.attn_norm, c_.norm_eps, n);
+  rms_norm(h, L.attn_norm, c_.norm_eps, n, threads_);
   L.qkv.apply(n.data(), rows, c_.dim, t.data(), width, false, threads_);
+#pragma omp parallel for num_threads(team(threads_, static_cast<std::size_t>(rows))) schedule(static)
   for (std::int64_t r = 0; r < rows; ++r) {
     const float* tr = &t[static_cast<std::size_t>(r * width)];
     std::memcpy(&q[static_cast<std::size_t>(r * qd)], tr, static_cast<std::size_t>(qd) * sizeof(float));
     std::memcpy(&k[static_cast<std::size_t>(r * kd)], tr + qd, static_cast<std::size_t>(kd) * sizeof(float));
     std::memcpy(&v[static_cast<std::size_t>(r * kd)], tr + qd + kd, static_cast<std::size_t>(kd) * sizeof(float));
   }
-  rope(q, c_.heads, c_.head_dim, rope_positions, c_.rope_theta, c_.rope_style);
-  rope(k, c_.kv_heads, c_.head_dim, rope_positions, c_.rope_theta, c_.rope_style);
+  rope(q, c_.heads, c_.head_dim, rope_positions, c_.rope_theta, c_.rope_style, threads_);
+  rope(k, c_.kv_heads, c_.head_dim, rope_positions, c_.rope_theta, c_.rope_style, threads_);
 }
 
 void Model::attention_output_and_mlp(int l, std::span<const float> o, std::span<float> h) const {
@@ -315,8 +326,9 @@ void Model::attention_output_and_mlp(int l, std::span<const float> o, std::span<
   L.wo.apply(o, h, /*add=*/true, threads_);
   const std::span<float> n = rows_of(scratch_.norm, h.size());
   const std::span<float> gu = rows_of(scratch_.gate_up, rows * 2 * ffn), act = rows_of(scratch_.act, rows * ffn);
-  rms_norm(h, L.mlp_norm, c_.norm_eps, n);
+  rms_norm(h, L.mlp_norm, c_.norm_eps, n, threads_);
   L.gate_up.apply(n, gu, false, threads_);
+#pragma omp parallel for num_threads(team(threads_, rows)) schedule(static)
   for (std::size_t r = 0; r < rows; ++r) {
     const float* g = &gu[r * 2 * ffn];
     const float* u = g + ffn;
@@ -327,7 +339,7 @@ void Model::attention_output_and_mlp(int l, std::span<const float> o, std::span<
 
 void Model::logits(std::span<const float> h, std::span<float> out) const {
   const std::span<float> n = rows_of(scratch_.norm, h.size());
-  rms_norm(h, final_norm_, c_.norm_eps, n);
+  rms_norm(h, final_norm_, c_.norm_eps, n, threads_);
   head_.apply(n, out, false, threads_);
 }
 
