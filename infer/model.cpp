@@ -134,40 +134,48 @@ std::vector<float> generate_tensor(std::uint64_t seed, int index, const TensorSp
 
 namespace {
 
-// A matrix [out, in] of HF's layout as a Linear; `more` stacked below it (same `in`).
-ringattn::Linear linear(std::vector<float> w, std::int64_t out, std::int64_t in,
+// A matrix [out, in] of HF's layout as a Linear held in `dtype` (bf16: each weight rounded
+// to nearest even); `more` stacked below it (same `in`).
+ringattn::Linear linear(ringattn::DType dtype, std::vector<float> w, std::int64_t out, std::int64_t in,
                         std::initializer_list<std::vector<float>> more = {}) {
   for (const auto& m : more) {
     w.insert(w.end(), m.begin(), m.end());
     out += static_cast<std::int64_t>(m.size()) / in;
   }
-  return ringattn::Linear(ringattn::DType::f32, out, in, w.data());
+  if (dtype == ringattn::DType::f32) return ringattn::Linear(dtype, out, in, w.data());
+  std::vector<std::uint16_t> bits(w.size());
+  for (std::size_t i = 0; i < w.size(); ++i) {  // finite weights (every loader checks)
+    std::uint32_t u;
+    std::memcpy(&u, &w[i], 4);
+    bits[i] = static_cast<std::uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+  }
+  return ringattn::Linear(dtype, out, in, bits.data());
 }
 
 // Puts tensors (in tensor_specs order, HF layout) into the model's layout.
 template <typename Source>
-void assemble(const ModelConfig& c, Source&& next, std::vector<float>& embedding, std::vector<LayerWeights>& layers,
-              std::vector<float>& final_norm, ringattn::Linear& head) {
+void assemble(const ModelConfig& c, ringattn::DType dtype, Source&& next, std::vector<float>& embedding,
+              std::vector<LayerWeights>& layers, std::vector<float>& final_norm, ringattn::Linear& head) {
   embedding = next();
   const std::int64_t qd = c.heads * c.head_dim;
   layers.resize(static_cast<std::size_t>(c.layers));
   for (LayerWeights& L : layers) {
     L.attn_norm = next();
     std::vector<float> wq = next(), wk = next(), wv = next();
-    L.qkv = linear(std::move(wq), qd, c.dim, {wk, wv});
-    L.wo = linear(next(), c.dim, qd);
+    L.qkv = linear(dtype, std::move(wq), qd, c.dim, {wk, wv});
+    L.wo = linear(dtype, next(), c.dim, qd);
     L.mlp_norm = next();
     std::vector<float> gate = next(), up = next();
-    L.gate_up = linear(std::move(gate), c.ffn, c.dim, {up});
-    L.down = linear(next(), c.dim, c.ffn);
+    L.gate_up = linear(dtype, std::move(gate), c.ffn, c.dim, {up});
+    L.down = linear(dtype, next(), c.dim, c.ffn);
   }
   final_norm = next();
-  head = linear(c.tied ? embedding : next(), c.vocab, c.dim);
+  head = linear(dtype, c.tied ? embedding : next(), c.vocab, c.dim);
 }
 
 }  // namespace
 
-Model Model::from_seed(const ModelConfig& c, std::uint64_t seed) {
+Model Model::from_seed(const ModelConfig& c, std::uint64_t seed, ringattn::DType matrices) {
   c.check();
   Model m;
   m.c_ = c;
@@ -177,11 +185,11 @@ Model Model::from_seed(const ModelConfig& c, std::uint64_t seed) {
     const int index = t++;
     return generate_tensor(seed, index, specs[static_cast<std::size_t>(index)]);
   };
-  assemble(c, next, m.embedding_, m.layers_, m.final_norm_, m.head_);
+  assemble(c, matrices, next, m.embedding_, m.layers_, m.final_norm_, m.head_);
   return m;
 }
 
-Model Model::from_safetensors(const ModelConfig& c, const std::string& path) {
+Model Model::from_safetensors(const ModelConfig& c, const std::string& path, ringattn::DType matrices) {
   c.check();
   SafetensorsFile file(path);
   Model m;
@@ -195,14 +203,14 @@ Model Model::from_safetensors(const ModelConfig& c, const std::string& path) {
       if (!std::isfinite(x)) throw ringattn::FileError("weights " + path + ": tensor \"" + s.name + "\" holds NaN or inf");
     return w;
   };
-  assemble(c, next, m.embedding_, m.layers_, m.final_norm_, m.head_);
+  assemble(c, matrices, next, m.embedding_, m.layers_, m.final_norm_, m.head_);
   if (const auto extra = file.unused(); !extra.empty())
     throw ringattn::FileError("weights " + path + ": tensor \"" + extra.front() +
                               "\" is not part of this configuration (another --layers, or --untied?)");
   return m;
 }
 
-Model Model::from_llama2c(const std::string& path) {
+Model Model::from_llama2c(const std::string& path, ringattn::DType matrices) {
   auto fail = [&](const std::string& what) { return ringattn::FileError("model " + path + ": " + what); };
   constexpr std::uint64_t kMaxBytes = std::uint64_t{64} << 30;
   const std::vector<char> bytes = read_input_file(path, kMaxBytes, "model");
@@ -290,7 +298,7 @@ Model Model::from_llama2c(const std::string& path) {
   Model m;
   m.c_ = c;
   std::size_t t = 0;
-  assemble(c, [&] { return std::move(order[t++]); }, m.embedding_, m.layers_, m.final_norm_, m.head_);
+  assemble(c, matrices, [&] { return std::move(order[t++]); }, m.embedding_, m.layers_, m.final_norm_, m.head_);
   return m;
 }
 

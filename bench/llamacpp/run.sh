@@ -8,25 +8,28 @@
 #             installed into /var/cache/ringattn-bench by this script, never into the repo)
 # each --repeat times, interleaved; the greedy tokens must be the same everywhere (ringattn's
 # up to where it stops at BOS/EOS). Prints a table of medians and writes OUT/runs.jsonl (every
-# run) and OUT/summary.json.
-#   bench/llamacpp/run.sh [--build DIR] [--out DIR] [--repeat N] [--prompt N] [--tokens N]
+# run) and OUT/summary.json (OUT: bench/results/llamacpp/DTYPE unless --out says).
+#   bench/llamacpp/run.sh [--build DIR] [--out DIR] [--repeat N] [--prompt N] [--tokens N] [--dtype f32|bf16]
 #                         [--dim N --layers N --heads N --kv-heads N --head-dim N --ffn N --vocab N --seed S]
 # Defaults: issue 32's shape (dim 2048, 4 layers, 32/8 heads of 64, MLP 8192, vocab 512), a
-# 2048-token prompt, 32 tokens, 3 repeats, fp32 weights (the model loads fp32 only as yet).
+# 2048-token prompt, 32 tokens, 3 repeats, fp32 matrices. bf16: a BF16 GGUF for llama.cpp and
+# `--weights-dtype bf16` for ringattn, both rounding the same fp32 numbers to nearest even.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-build=$root/build out=$root/bench/results/llamacpp repeat=3 prompt=2048 tokens=32
-dim=2048 layers=4 heads=32 kv_heads=8 head_dim=64 ffn=8192 vocab=512 seed=1
+build=$root/build out= repeat=3 prompt=2048 tokens=32
+dim=2048 layers=4 heads=32 kv_heads=8 head_dim=64 ffn=8192 vocab=512 seed=1 dtype=f32
 while (($#)); do
   case $1 in
     --build) build=$2 ;; --out) out=$2 ;; --repeat) repeat=$2 ;; --prompt) prompt=$2 ;; --tokens) tokens=$2 ;;
     --dim) dim=$2 ;; --layers) layers=$2 ;; --heads) heads=$2 ;; --kv-heads) kv_heads=$2 ;;
-    --head-dim) head_dim=$2 ;; --ffn) ffn=$2 ;; --vocab) vocab=$2 ;; --seed) seed=$2 ;;
+    --head-dim) head_dim=$2 ;; --ffn) ffn=$2 ;; --vocab) vocab=$2 ;; --seed) seed=$2 ;; --dtype) dtype=$2 ;;
     *) echo "run.sh: unknown option '$1' (see the header of $0)" >&2; exit 2 ;;
   esac
   shift 2
 done
+out=${out:-$root/bench/results/llamacpp/$dtype}
+[[ $dtype == f32 || $dtype == bf16 ]] || { echo "run.sh: --dtype takes f32 or bf16, got '$dtype'" >&2; exit 2; }
 for n in repeat prompt tokens dim layers heads kv_heads head_dim ffn vocab seed; do
   [[ ${!n} =~ ^[0-9]+$ ]] || { echo "run.sh: --${n//_/-} must be a non-negative integer, got '${!n}'" >&2; exit 2; }
 done
@@ -49,10 +52,10 @@ fi
 
 mkdir -p "$cache/models" "$out"
 shape="--vocab $vocab --dim $dim --layers $layers --heads $heads --kv-heads $kv_heads --head-dim $head_dim --ffn $ffn"
-gguf=$cache/models/seed$seed-v$vocab-d$dim-l$layers-h$heads-kv$kv_heads-hd$head_dim-f$ffn-f32.gguf
+gguf=$cache/models/seed$seed-v$vocab-d$dim-l$layers-h$heads-kv$kv_heads-hd$head_dim-f$ffn-$dtype.gguf
 if [[ ! -f $gguf ]]; then
   echo "run.sh: writing $gguf" >&2
-  $py "$here/write_gguf.py" --seed "$seed" $shape --context $((prompt + tokens + 256)) --out "$gguf"
+  $py "$here/write_gguf.py" --seed "$seed" $shape --context $((prompt + tokens + 256)) --dtype "$dtype" --out "$gguf"
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -72,7 +75,7 @@ for ((r = 1; r <= repeat; r++)); do
     read -r impl nodes threads <<< "$who"
     echo "run.sh: [$r/$repeat] $impl P = $nodes, $threads thread(s) each" >&2
     if [[ $impl == ringattn ]]; then
-      "$exe" generate --model "seed:$seed" $shape --prompts "$work/prompts.jsonl" --max-tokens "$tokens" \
+      "$exe" generate --model "seed:$seed" $shape --weights-dtype "${dtype/f32/fp32}" --prompts "$work/prompts.jsonl" --max-tokens "$tokens" \
         --nodes "$nodes" --threads "$threads" --json --quiet > "$work/one.json"
     else
       node "$here/llama_greedy.mjs" --model "$gguf" --prompt "$work/ids.json" --gen "$tokens" --threads "$threads" \
@@ -95,7 +98,7 @@ EOF
   done
 done
 
-$py - "$runs" "$out/summary.json" "$prompt" "$tokens" "$exe generate --model seed:$seed $shape" <<'EOF'
+$py - "$runs" "$out/summary.json" "$prompt" "$tokens" "$exe generate --model seed:$seed $shape --weights-dtype ${dtype/f32/fp32}" <<'EOF'
 import json, statistics, subprocess, sys
 runs = [json.loads(l) for l in open(sys.argv[1])]
 def med(impl, nodes, threads, key):
