@@ -5,6 +5,7 @@
 
 #include <omp.h>
 
+#include <ringattn/block_attention.hpp>
 #include <ringattn/error.hpp>
 
 #include <algorithm>
@@ -144,11 +145,7 @@ ringattn::Linear linear(ringattn::DType dtype, std::vector<float> w, std::int64_
   }
   if (dtype == ringattn::DType::f32) return ringattn::Linear(dtype, out, in, w.data());
   std::vector<std::uint16_t> bits(w.size());
-  for (std::size_t i = 0; i < w.size(); ++i) {  // finite weights (every loader checks)
-    std::uint32_t u;
-    std::memcpy(&u, &w[i], 4);
-    bits[i] = static_cast<std::uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-  }
+  ringattn::to_bf16(w.data(), bits.data(), static_cast<std::int64_t>(w.size()));
   return ringattn::Linear(dtype, out, in, bits.data());
 }
 
