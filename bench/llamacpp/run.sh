@@ -98,7 +98,7 @@ EOF
   done
 done
 
-$py - "$runs" "$out/summary.json" "$prompt" "$tokens" "$exe generate --model seed:$seed $shape --weights-dtype ${dtype/f32/fp32}" <<'EOF'
+$py - "$runs" "$out/summary.json" "$prompt" "$tokens" "${exe#$root/} generate --model seed:$seed $shape --weights-dtype ${dtype/f32/fp32}" <<'EOF'
 import json, statistics, subprocess, sys
 runs = [json.loads(l) for l in open(sys.argv[1])]
 def med(impl, nodes, threads, key):
