@@ -16,14 +16,15 @@ std::string describe(const JobOptions& opt) {
   std::string s = !opt.llama2c.empty()  ? "model " + opt.llama2c + " (llama2.c)"
                   : !opt.weights.empty() ? "model " + opt.weights + " (safetensors)"
                                          : "a model drawn from --seed " + std::to_string(opt.seed);
+  if (opt.weights_dtype != ringattn::DType::f32) s += " as " + std::string(ringattn::to_string(opt.weights_dtype));
   if (!opt.tokenizer.empty()) s += ", tokenizer " + opt.tokenizer;
   return s;
 }
 
 Model read_model(const JobOptions& opt) {
-  if (!opt.llama2c.empty()) return Model::from_llama2c(opt.llama2c);
-  if (!opt.weights.empty()) return Model::from_safetensors(opt.model, opt.weights);
-  return Model::from_seed(opt.model, opt.seed);
+  if (!opt.llama2c.empty()) return Model::from_llama2c(opt.llama2c, opt.weights_dtype);
+  if (!opt.weights.empty()) return Model::from_safetensors(opt.model, opt.weights, opt.weights_dtype);
+  return Model::from_seed(opt.model, opt.seed, opt.weights_dtype);
 }
 
 // BOS, then n ids in [3, vocab) (past BOS, EOS and llama2.c's <unk>), splitmix64 from seed.

@@ -3,6 +3,9 @@
 
 #include "digest.hpp"
 
+#include <omp.h>
+
+#include <ringattn/block_attention.hpp>
 #include <ringattn/error.hpp>
 
 #include <algorithm>
@@ -37,9 +40,16 @@ std::int64_t elements(const TensorSpec& s) {
   return n;
 }
 
-void rms_norm(std::span<const float> x, const std::vector<float>& gain, float eps, std::span<float> y) {
-  const std::size_t dim = gain.size();
-  for (std::size_t r = 0; r < x.size() / dim; ++r) {
+// OpenMP threads for a pass over `rows` rows (each row's math is the same on any thread):
+// one for a single row (decode), else the model's threads.
+int team(int threads, std::size_t rows) {
+  return rows < 2 ? 1 : threads > 0 ? threads : omp_get_max_threads();
+}
+
+void rms_norm(std::span<const float> x, const std::vector<float>& gain, float eps, std::span<float> y, int threads) {
+  const std::size_t dim = gain.size(), rows = x.size() / dim;
+#pragma omp parallel for num_threads(team(threads, rows)) schedule(static)
+  for (std::size_t r = 0; r < rows; ++r) {
     const float* xr = &x[r * dim];
     double ss = 0;
     for (std::size_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
@@ -51,18 +61,19 @@ void rms_norm(std::span<const float> x, const std::vector<float>& gain, float ep
 // RoPE: pair i of each head (its elements (i, i + D/2) rotate-half, (2i, 2i + 1)
 // interleaved) turns by pos * theta^(-2i/D).
 void rope(std::span<float> x, std::int64_t heads, std::int64_t head_dim, std::span<const std::int64_t> pos,
-          double theta, RopeStyle style) {
-  const std::int64_t half = head_dim / 2;
-  std::vector<float> c(static_cast<std::size_t>(half)), s(static_cast<std::size_t>(half));
+          double theta, RopeStyle style, int threads) {
+  const std::int64_t half = head_dim / 2;  // <= 128 (ModelConfig::check)
+  const std::int64_t step = style == RopeStyle::interleaved ? 2 : 1, partner = style == RopeStyle::interleaved ? 1 : half;
+#pragma omp parallel for num_threads(team(threads, pos.size())) schedule(static)
   for (std::size_t r = 0; r < pos.size(); ++r) {
+    float c[128], s[128];
     for (std::int64_t i = 0; i < half; ++i) {
       const double angle = static_cast<double>(pos[r]) * std::pow(theta, -2.0 * static_cast<double>(i) / head_dim);
       c[i] = static_cast<float>(std::cos(angle));
       s[i] = static_cast<float>(std::sin(angle));
     }
     for (std::int64_t h = 0; h < heads; ++h) {
-      float* v = &x[(r * heads + h) * head_dim];
-      const std::int64_t step = style == RopeStyle::interleaved ? 2 : 1, partner = style == RopeStyle::interleaved ? 1 : half;
+      float* v = &x[(r * static_cast<std::size_t>(heads) + static_cast<std::size_t>(h)) * static_cast<std::size_t>(head_dim)];
       for (std::int64_t i = 0; i < half; ++i) {
         float& a = v[i * step];
         float& b = v[i * step + partner];
@@ -124,40 +135,44 @@ std::vector<float> generate_tensor(std::uint64_t seed, int index, const TensorSp
 
 namespace {
 
-// A matrix [out, in] of HF's layout as a Linear; `more` stacked below it (same `in`).
-ringattn::Linear linear(std::vector<float> w, std::int64_t out, std::int64_t in,
+// A matrix [out, in] of HF's layout as a Linear held in `dtype` (bf16: each weight rounded
+// to nearest even); `more` stacked below it (same `in`).
+ringattn::Linear linear(ringattn::DType dtype, std::vector<float> w, std::int64_t out, std::int64_t in,
                         std::initializer_list<std::vector<float>> more = {}) {
   for (const auto& m : more) {
     w.insert(w.end(), m.begin(), m.end());
     out += static_cast<std::int64_t>(m.size()) / in;
   }
-  return ringattn::Linear(ringattn::DType::f32, out, in, w.data());
+  if (dtype == ringattn::DType::f32) return ringattn::Linear(dtype, out, in, w.data());
+  std::vector<std::uint16_t> bits(w.size());
+  ringattn::to_bf16(w.data(), bits.data(), static_cast<std::int64_t>(w.size()));
+  return ringattn::Linear(dtype, out, in, bits.data());
 }
 
 // Puts tensors (in tensor_specs order, HF layout) into the model's layout.
 template <typename Source>
-void assemble(const ModelConfig& c, Source&& next, std::vector<float>& embedding, std::vector<LayerWeights>& layers,
-              std::vector<float>& final_norm, ringattn::Linear& head) {
+void assemble(const ModelConfig& c, ringattn::DType dtype, Source&& next, std::vector<float>& embedding,
+              std::vector<LayerWeights>& layers, std::vector<float>& final_norm, ringattn::Linear& head) {
   embedding = next();
   const std::int64_t qd = c.heads * c.head_dim;
   layers.resize(static_cast<std::size_t>(c.layers));
   for (LayerWeights& L : layers) {
     L.attn_norm = next();
     std::vector<float> wq = next(), wk = next(), wv = next();
-    L.qkv = linear(std::move(wq), qd, c.dim, {wk, wv});
-    L.wo = linear(next(), c.dim, qd);
+    L.qkv = linear(dtype, std::move(wq), qd, c.dim, {wk, wv});
+    L.wo = linear(dtype, next(), c.dim, qd);
     L.mlp_norm = next();
     std::vector<float> gate = next(), up = next();
-    L.gate_up = linear(std::move(gate), c.ffn, c.dim, {up});
-    L.down = linear(next(), c.dim, c.ffn);
+    L.gate_up = linear(dtype, std::move(gate), c.ffn, c.dim, {up});
+    L.down = linear(dtype, next(), c.dim, c.ffn);
   }
   final_norm = next();
-  head = linear(c.tied ? embedding : next(), c.vocab, c.dim);
+  head = linear(dtype, c.tied ? embedding : next(), c.vocab, c.dim);
 }
 
 }  // namespace
 
-Model Model::from_seed(const ModelConfig& c, std::uint64_t seed) {
+Model Model::from_seed(const ModelConfig& c, std::uint64_t seed, ringattn::DType matrices) {
   c.check();
   Model m;
   m.c_ = c;
@@ -167,11 +182,11 @@ Model Model::from_seed(const ModelConfig& c, std::uint64_t seed) {
     const int index = t++;
     return generate_tensor(seed, index, specs[static_cast<std::size_t>(index)]);
   };
-  assemble(c, next, m.embedding_, m.layers_, m.final_norm_, m.head_);
+  assemble(c, matrices, next, m.embedding_, m.layers_, m.final_norm_, m.head_);
   return m;
 }
 
-Model Model::from_safetensors(const ModelConfig& c, const std::string& path) {
+Model Model::from_safetensors(const ModelConfig& c, const std::string& path, ringattn::DType matrices) {
   c.check();
   SafetensorsFile file(path);
   Model m;
@@ -185,14 +200,14 @@ Model Model::from_safetensors(const ModelConfig& c, const std::string& path) {
       if (!std::isfinite(x)) throw ringattn::FileError("weights " + path + ": tensor \"" + s.name + "\" holds NaN or inf");
     return w;
   };
-  assemble(c, next, m.embedding_, m.layers_, m.final_norm_, m.head_);
+  assemble(c, matrices, next, m.embedding_, m.layers_, m.final_norm_, m.head_);
   if (const auto extra = file.unused(); !extra.empty())
     throw ringattn::FileError("weights " + path + ": tensor \"" + extra.front() +
                               "\" is not part of this configuration (another --layers, or --untied?)");
   return m;
 }
 
-Model Model::from_llama2c(const std::string& path) {
+Model Model::from_llama2c(const std::string& path, ringattn::DType matrices) {
   auto fail = [&](const std::string& what) { return ringattn::FileError("model " + path + ": " + what); };
   constexpr std::uint64_t kMaxBytes = std::uint64_t{64} << 30;
   const std::vector<char> bytes = read_input_file(path, kMaxBytes, "model");
@@ -280,7 +295,7 @@ Model Model::from_llama2c(const std::string& path) {
   Model m;
   m.c_ = c;
   std::size_t t = 0;
-  assemble(c, [&] { return std::move(order[t++]); }, m.embedding_, m.layers_, m.final_norm_, m.head_);
+  assemble(c, matrices, [&] { return std::move(order[t++]); }, m.embedding_, m.layers_, m.final_norm_, m.head_);
   return m;
 }
 
@@ -297,16 +312,17 @@ void Model::attention_inputs(int l, std::span<const float> h, std::span<const st
   const std::int64_t qd = c_.heads * c_.head_dim, kd = c_.kv_heads * c_.head_dim, width = qd + 2 * kd;
   const std::span<float> n = rows_of(scratch_.norm, h.size());
   const std::span<float> t = rows_of(scratch_.qkv, static_cast<std::size_t>(rows * width));
-  rms_norm(h, L.attn_norm, c_.norm_eps, n);
+  rms_norm(h, L.attn_norm, c_.norm_eps, n, threads_);
   L.qkv.apply(n.data(), rows, c_.dim, t.data(), width, false, threads_);
+#pragma omp parallel for num_threads(team(threads_, static_cast<std::size_t>(rows))) schedule(static)
   for (std::int64_t r = 0; r < rows; ++r) {
     const float* tr = &t[static_cast<std::size_t>(r * width)];
     std::memcpy(&q[static_cast<std::size_t>(r * qd)], tr, static_cast<std::size_t>(qd) * sizeof(float));
     std::memcpy(&k[static_cast<std::size_t>(r * kd)], tr + qd, static_cast<std::size_t>(kd) * sizeof(float));
     std::memcpy(&v[static_cast<std::size_t>(r * kd)], tr + qd + kd, static_cast<std::size_t>(kd) * sizeof(float));
   }
-  rope(q, c_.heads, c_.head_dim, rope_positions, c_.rope_theta, c_.rope_style);
-  rope(k, c_.kv_heads, c_.head_dim, rope_positions, c_.rope_theta, c_.rope_style);
+  rope(q, c_.heads, c_.head_dim, rope_positions, c_.rope_theta, c_.rope_style, threads_);
+  rope(k, c_.kv_heads, c_.head_dim, rope_positions, c_.rope_theta, c_.rope_style, threads_);
 }
 
 void Model::attention_output_and_mlp(int l, std::span<const float> o, std::span<float> h) const {
@@ -315,8 +331,9 @@ void Model::attention_output_and_mlp(int l, std::span<const float> o, std::span<
   L.wo.apply(o, h, /*add=*/true, threads_);
   const std::span<float> n = rows_of(scratch_.norm, h.size());
   const std::span<float> gu = rows_of(scratch_.gate_up, rows * 2 * ffn), act = rows_of(scratch_.act, rows * ffn);
-  rms_norm(h, L.mlp_norm, c_.norm_eps, n);
+  rms_norm(h, L.mlp_norm, c_.norm_eps, n, threads_);
   L.gate_up.apply(n, gu, false, threads_);
+#pragma omp parallel for num_threads(team(threads_, rows)) schedule(static)
   for (std::size_t r = 0; r < rows; ++r) {
     const float* g = &gu[r * 2 * ffn];
     const float* u = g + ffn;
@@ -327,7 +344,7 @@ void Model::attention_output_and_mlp(int l, std::span<const float> o, std::span<
 
 void Model::logits(std::span<const float> h, std::span<float> out) const {
   const std::span<float> n = rows_of(scratch_.norm, h.size());
-  rms_norm(h, final_norm_, c_.norm_eps, n);
+  rms_norm(h, final_norm_, c_.norm_eps, n, threads_);
   head_.apply(n, out, false, threads_);
 }
 

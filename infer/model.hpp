@@ -63,18 +63,22 @@ struct LayerWeights {
 
 class Model {
  public:
+  // Every loader takes the dtype the matrices are held in: f32 as they come, or bf16 (each
+  // weight rounded to nearest even at load: half the memory and the bytes a decode step
+  // reads; norms and the embedding lookup stay fp32).
   // Weights drawn from `seed` (generate_tensor below): the same on every machine.
-  static Model from_seed(const ModelConfig& c, std::uint64_t seed);
+  static Model from_seed(const ModelConfig& c, std::uint64_t seed, ringattn::DType matrices = ringattn::DType::f32);
   // Weights from a safetensors file (F32, the names of tensor_specs); every tensor of the
   // configuration must be there with its shape, and nothing else.
-  static Model from_safetensors(const ModelConfig& c, const std::string& path);
+  static Model from_safetensors(const ModelConfig& c, const std::string& path,
+                                ringattn::DType matrices = ringattn::DType::f32);
   // A llama2.c checkpoint (version 0, "legacy": seven int32 — dim, hidden_dim, n_layers,
   // n_heads, n_kv_heads, vocab_size (negative: a separate classifier at the end),
   // seq_len — then float32 tensors, each for every layer in turn), its configuration from
   // that header (interleaved RoPE, theta 10000, eps 1e-5). Throws ringattn::FileError
   // "model <path>: ..." for a header out of range or a size that is not exactly its
   // tensors', before it reads a weight.
-  static Model from_llama2c(const std::string& path);
+  static Model from_llama2c(const std::string& path, ringattn::DType matrices = ringattn::DType::f32);
 
   const ModelConfig& config() const { return c_; }
   // OpenMP threads of every matmul (0: OpenMP's default, all cores unless OMP_NUM_THREADS

@@ -37,6 +37,9 @@ struct JobOptions {
   // Attention's storage type: on the wire and in the KV cache. bf16 halves both; the ring
   // multiplies it in bf16 where the CPU has bf16 units and in fp32 elsewhere.
   ringattn::DType dtype = ringattn::DType::f32;
+  // The model's matrices as held and multiplied: fp32, or bf16 (rounded at load: half the
+  // memory and half the bytes a decode step reads; activations and sums stay fp32).
+  ringattn::DType weights_dtype = ringattn::DType::f32;
   // How the packed batch is cut over the ranks: none (the default) balances the prompts'
   // causal work (ringattn::shard_documents); a layout cuts the packed sequence as it cuts
   // one sequence (contiguous, zigzag or striped, ringattn/layout.hpp), prompts and all.

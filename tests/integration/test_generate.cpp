@@ -64,6 +64,25 @@ TEST_CASE("generate: llama2.c's greedy text for \"Once upon a time\", byte for b
   }
 }
 
+TEST_CASE("generate --weights-dtype bf16: the model's matrices rounded to bf16 give one text at P = 1-4 and every layout") {
+  const auto dir = ::test::model_dir();
+  if (!dir) return;
+  const Outcome one = run_ringattn(generate(*dir, {"--prompt", "Once upon a time", "--max-tokens", "60", "--nodes", "1",
+                                                    "--weights-dtype", "bf16", "--json"}));
+  INFO("stderr: " << one.err);
+  REQUIRE(one.exit_code == 0);
+  const Json j = parse_json(one.out);
+  CHECK(j.at("weights_dtype").get<std::string>() == "bf16");
+  const std::string text = j.at("results")[0].at("text").get<std::string>();
+  CHECK(text.size() > 100);  // the story goes on: rounding the weights keeps the model a model
+  for (int p = 2; p <= 4; ++p)
+    for (const char* layout : {"balanced", "contiguous", "striped"}) {
+      INFO("P " << p << ", layout " << layout);
+      CHECK(text_of(*dir, {"--prompt", "Once upon a time", "--max-tokens", "60", "--nodes", nodes(p), "--layout", layout,
+                           "--weights-dtype", "bf16"}) == text + "\n");
+    }
+}
+
 TEST_CASE("generate: zigzag at P = 3 and 4 (a prompt of at least 2P tokens) gives P = 1's text") {
   const auto dir = ::test::model_dir();
   if (!dir) return;

@@ -25,19 +25,6 @@ std::vector<float> randn(std::size_t n, unsigned seed) {
   for (auto& x : v) x = d(rng);
   return v;
 }
-std::uint16_t to_bf16(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  u += 0x7FFFu + ((u >> 16) & 1u);
-  return static_cast<std::uint16_t>(u >> 16);
-}
-float from_bf16(std::uint16_t h) {
-  const std::uint32_t u = static_cast<std::uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
 // W [out, in] in `dtype`, and the values the sums should use.
 struct Weights {
   std::vector<float> values;
@@ -46,11 +33,10 @@ struct Weights {
 };
 Weights weights(std::int64_t out, std::int64_t in, DType d, unsigned seed) {
   Weights w{randn(std::size_t(out * in), seed), {}};
-  if (d == DType::bf16) {
-    for (float& v : w.values) {
-      w.bits.push_back(to_bf16(v));
-      v = from_bf16(w.bits.back());
-    }
+  if (d == DType::bf16) {  // the library's rounding (nearest even), and the values it gives
+    w.bits.resize(w.values.size());
+    to_bf16(w.values.data(), w.bits.data(), static_cast<std::int64_t>(w.values.size()));
+    from_bf16(w.bits.data(), w.values.data(), static_cast<std::int64_t>(w.values.size()));
   }
   return w;
 }

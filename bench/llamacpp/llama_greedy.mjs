@@ -1,0 +1,126 @@
+// llama.cpp on a GGUF file, greedy, from token ids: the anchor bench/llamacpp/run.sh times
+// ringattn against and the oracle its greedy tokens must equal. llama.cpp is npm's
+// node-llama-cpp (its prebuilt CPU binaries; run.sh installs it into /var/cache, never here).
+//
+//   NODE_LLAMA_CPP_SKIP_DOWNLOAD=true NODE_LLAMA_CPP_GPU=false \
+//   node llama_greedy.mjs --model M.gguf --prompt prompt.json --gen 32 --threads 2 \
+//        [--flash auto|on|off] [--logits] [--mmap auto|on|off] [--kv f16|f32|bf16] [--log warn|info|debug]
+//
+// prompt.json: a JSON array of token ids, fed verbatim (no BOS added). The whole prompt is one
+// batch (one llama_decode), then one call per generated token, each the argmax (temperature
+// 0). Prints one JSON object on stdout: seconds and tokens/s of each phase, the tokens, and
+// llama.cpp's release and CPU features.
+import {createRequire} from "node:module";
+import fs from "node:fs";
+import path from "node:path";
+
+const NLC_DIR = process.env.NODE_LLAMA_CPP_DIR ?? "/var/cache/ringattn-bench/node-llama-cpp";
+const require = createRequire(path.join(NLC_DIR, "package.json"));
+const {getLlama, LlamaLogLevel} = await import(require.resolve("node-llama-cpp"));
+
+function parseArgs(argv) {
+    const a = {gen: 32, threads: 2, flash: "auto", logits: false, mmap: "auto", kv: "F16", log: "warn"};
+    for (let i = 0; i < argv.length; i++) {
+        const k = argv[i].replace(/^--/, "");
+        if (k === "logits") a.logits = true;
+        else a[k] = argv[++i];
+    }
+    a.gen = Number(a.gen);
+    a.threads = Number(a.threads);
+    if (!a.model || !a.prompt) throw new Error("need --model and --prompt");
+    return a;
+}
+const tri = (v) => (v === "auto" ? "auto" : v === "on" || v === "true");
+
+const args = parseArgs(process.argv.slice(2));
+const prompt = JSON.parse(fs.readFileSync(args.prompt, "utf8")).map(Number);
+const greedy = {temperature: 0};
+const logs = [];
+
+const tLoad0 = performance.now();
+const llama = await getLlama({
+    gpu: false,                 // CPU only; never probe cuda/vulkan
+    build: "never",             // never compile llama.cpp from source
+    usePrebuiltBinaries: true,
+    skipDownload: true,         // never download llama.cpp source from GitHub
+    progressLogs: false,
+    maxThreads: args.threads,
+    logLevel: LlamaLogLevel[args.log],
+    logger: (level, msg) => logs.push(`${level}: ${msg.trimEnd()}`),
+});
+const model = await llama.loadModel({
+    modelPath: args.model,
+    gpuLayers: 0,
+    useMmap: tri(args.mmap),
+});
+const need = prompt.length + args.gen + 1;
+const context = await model.createContext({
+    contextSize: need,           // rounded up internally (padding to 256)
+    batchSize: prompt.length,    // whole prompt in one llama_decode (n_ubatch = n_batch)
+    sequences: 1,
+    threads: {ideal: args.threads, min: args.threads},
+    flashAttention: tri(args.flash),
+    ignoreMemorySafetyChecks: true,
+    experimentalKvCacheKeyType: args.kv.toUpperCase(),   // llama.cpp default: F16
+    experimentalKvCacheValueType: args.kv.toUpperCase(),
+});
+const seq = context.getSequence();
+const loadSeconds = (performance.now() - tLoad0) / 1e3;
+
+// Prefill: all prompt tokens in one batch; only the last one requests output (logits).
+const items = prompt.map((t, i) => (i === prompt.length - 1
+    ? [t, {generateNext: {token: true, logits: args.logits, options: greedy}}]
+    : t));
+const t0 = performance.now();
+const res = await seq.controlledEvaluate(items);
+const t1 = performance.now();
+const last = res[prompt.length - 1];
+const out = [last.next.token];
+let lastLogits = null;
+if (args.logits && last.next.logits) {
+    lastLogits = [];
+    for (const [tok, v] of last.next.logits) lastLogits[tok] = v;
+}
+
+// Decode: feed each greedy token back, one token per llama_decode.
+const t2 = performance.now();
+while (out.length < args.gen) {
+    const r = await seq.controlledEvaluate([[out[out.length - 1], {generateNext: {token: true, options: greedy}}]]);
+    out.push(r[0].next.token);
+}
+const t3 = performance.now();
+
+const prefillS = (t1 - t0) / 1e3, decodeS = (t3 - t2) / 1e3;
+const nDecoded = args.gen - 1; // first generated token comes from the prefill logits
+console.log(JSON.stringify({
+    model: path.resolve(args.model),
+    n_prompt: prompt.length,
+    n_gen: out.length,
+    threads: context.currentThreads,
+    context_size: context.contextSize,
+    batch_size: context.batchSize,
+    flash_attention: context.flashAttention,
+    kv_cache_type: [context.kvCacheKeyType, context.kvCacheValueType],
+    load_seconds: +loadSeconds.toFixed(3),
+    prefill_seconds: +prefillS.toFixed(4),
+    prefill_tokens_per_s: +(prompt.length / prefillS).toFixed(2),
+    decode_seconds: +decodeS.toFixed(4),
+    decode_tokens: nDecoded,
+    decode_tokens_per_s: +(nDecoded / decodeS).toFixed(2),
+    tokens: out,
+    last_prompt_logits: lastLogits,
+    llama_cpp: {
+        release: llama.llamaCppRelease,
+        build_type: llama.buildType,
+        gpu: llama.gpu,
+        system_info: llama.systemInfo,
+        cpu_math_cores: llama.cpuMathCores,
+        supports_mmap: llama.supportsMmap,
+    },
+    node_llama_cpp: JSON.parse(fs.readFileSync(path.join(NLC_DIR, "node_modules/node-llama-cpp/package.json"), "utf8")).version,
+    node: process.version,
+    logs,
+}));
+await context.dispose();
+await model.dispose();
+await llama.dispose();

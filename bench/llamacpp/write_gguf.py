@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""Writes the seeded model `ringattn generate --model seed:S` draws as a GGUF file for llama.cpp.
+
+The weights are infer/write_weights.py's (the same numbers the C++ seed generator draws, bit
+for bit), in Hugging Face Llama's layout; GGUF's llama architecture wants three changes, made
+here and nowhere else:
+  - q_proj and k_proj rows reordered per head from rotate-half RoPE pairs (i, i + D/2) to
+    llama.cpp's interleaved pairs (2i, 2i + 1): GGUF row 2i = HF row i, row 2i + 1 = HF row
+    i + D/2 (what llama.cpp's convert_hf_to_gguf.py does); without it the text differs;
+  - every tensor's dimensions listed innermost first ([out, in] is ne = [in, out]);
+  - a tied classifier is no tensor at all (llama.cpp then reads token_embd for it).
+Matrices are F32 or BF16 (rounded to nearest even); the norms stay F32, as the converter
+keeps them. The vocabulary is llama.cpp's minimal SentencePiece one: <unk>, <s>, </s>, byte
+tokens, then fillers; ids pass through unchanged (the bench feeds ids, never text).
+  write_gguf.py --seed 1 --vocab 512 --dim 2048 --layers 4 --heads 32 --kv-heads 8 \\
+      --head-dim 64 --ffn 8192 [--untied] [--dtype bf16] --out model.gguf
+GGUF v3: "GGUF", version, tensor count, metadata count, the metadata (key, type, value), the
+tensor infos (name, dims, type, offset), padding to 32 bytes, then the data, each tensor
+32-byte aligned.
+"""
+import argparse
+import os
+import struct
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "infer"))
+from write_weights import generate, specs  # noqa: E402
+
+ALIGN = 32
+U32, I32, F32, BOOL, STR, ARR = 4, 5, 6, 7, 8, 9  # GGUF metadata value types
+GGML_F32, GGML_BF16 = 0, 30  # tensor types
+
+
+def gguf_name(hf):
+    if hf == "model.embed_tokens.weight":
+        return "token_embd.weight"
+    if hf == "model.norm.weight":
+        return "output_norm.weight"
+    if hf == "lm_head.weight":
+        return "output.weight"
+    _, _, layer, rest = hf.split(".", 3)
+    return f"blk.{layer}." + {
+        "input_layernorm.weight": "attn_norm.weight",
+        "self_attn.q_proj.weight": "attn_q.weight",
+        "self_attn.k_proj.weight": "attn_k.weight",
+        "self_attn.v_proj.weight": "attn_v.weight",
+        "self_attn.o_proj.weight": "attn_output.weight",
+        "post_attention_layernorm.weight": "ffn_norm.weight",
+        "mlp.gate_proj.weight": "ffn_gate.weight",
+        "mlp.up_proj.weight": "ffn_up.weight",
+        "mlp.down_proj.weight": "ffn_down.weight",
+    }[rest]
+
+
+def interleave_pairs(w, heads):
+    """HF rotate-half rows -> llama.cpp's interleaved rows, head by head."""
+    d = w.shape[0] // heads
+    return w.reshape(heads, 2, d // 2, w.shape[1]).swapaxes(1, 2).reshape(w.shape)
+
+
+def bf16_bits(a):
+    u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype("<u2")
+
+
+def text(s):
+    b = s.encode()
+    return struct.pack("<Q", len(b)) + b
+
+
+def meta(key, kind, value):
+    out = text(key) + struct.pack("<I", kind)
+    if kind == STR:
+        return out + text(value)
+    if kind == ARR:
+        item, values = value
+        out += struct.pack("<IQ", item, len(values))
+        if item == STR:
+            return out + b"".join(text(v) for v in values)
+        return out + np.asarray(values, dtype="<f4" if item == F32 else "<i4").tobytes()
+    return out + struct.pack({U32: "<I", I32: "<i", F32: "<f", BOOL: "<?"}[kind], value)
+
+
+def vocabulary(n):
+    # llama.cpp needs the byte token <0x0A>, and node-llama-cpp tokenizes "some test text here"
+    # when it loads a model: every byte of that must have a token (else it aborts).
+    if n >= 3 + 256:
+        pieces, kinds = [f"<0x{i:02X}>" for i in range(256)], [6] * 256
+    else:
+        extra = ["\u2581"] + sorted(set("some test text here") - {" "})
+        pieces, kinds = ["<0x0A>"] + extra, [6] + [1] * len(extra)
+    tokens = ["<unk>", "<s>", "</s>"] + pieces
+    types = [2, 3, 3] + kinds  # unknown, control, control, byte..., normal...
+    if len(tokens) > n:
+        sys.exit(f"write_gguf: a vocabulary of {n} is too small for llama.cpp's minimal one ({len(tokens)})")
+    tokens += [f"t{i}" for i in range(len(tokens), n)]
+    types += [1] * (n - len(types))
+    return tokens, types
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    for name, default in (("seed", 1), ("vocab", 512), ("dim", 2048), ("layers", 4), ("heads", 32),
+                          ("kv-heads", 8), ("head-dim", 64), ("ffn", 8192), ("context", 8192)):
+        p.add_argument("--" + name, type=int, default=default)
+    p.add_argument("--untied", action="store_true")
+    p.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
+    p.add_argument("--out", required=True)
+    c = p.parse_args()
+    tokens, types = vocabulary(c.vocab)
+    kv = [("general.architecture", STR, "llama"), ("general.name", STR, f"ringattn seed {c.seed}"),
+          ("general.file_type", U32, 0 if c.dtype == "f32" else 32), ("general.alignment", U32, ALIGN),
+          ("llama.vocab_size", U32, c.vocab), ("llama.context_length", U32, c.context),
+          ("llama.embedding_length", U32, c.dim), ("llama.block_count", U32, c.layers),
+          ("llama.feed_forward_length", U32, c.ffn), ("llama.attention.head_count", U32, c.heads),
+          ("llama.attention.head_count_kv", U32, c.kv_heads), ("llama.attention.key_length", U32, c.head_dim),
+          ("llama.attention.value_length", U32, c.head_dim), ("llama.rope.dimension_count", U32, c.head_dim),
+          ("llama.rope.freq_base", F32, 10000.0), ("llama.attention.layer_norm_rms_epsilon", F32, 1e-5),
+          ("tokenizer.ggml.model", STR, "llama"), ("tokenizer.ggml.tokens", ARR, (STR, tokens)),
+          ("tokenizer.ggml.scores", ARR, (F32, [0.0] * c.vocab)), ("tokenizer.ggml.token_type", ARR, (I32, types)),
+          ("tokenizer.ggml.unknown_token_id", U32, 0), ("tokenizer.ggml.bos_token_id", U32, 1),
+          ("tokenizer.ggml.eos_token_id", U32, 2), ("tokenizer.ggml.add_bos_token", BOOL, False),
+          ("tokenizer.ggml.add_eos_token", BOOL, False)]
+    tensors, offset = [], 0  # (index in specs, name, shape, type, offset, bytes)
+    for index, (hf, shape) in enumerate(specs(c)):
+        kind = GGML_F32 if len(shape) == 1 or c.dtype == "f32" else GGML_BF16
+        size = int(np.prod(shape)) * (4 if kind == GGML_F32 else 2)
+        tensors.append((index, hf, shape, kind, offset, size))
+        offset += -(-size // ALIGN) * ALIGN
+    partial = c.out + ".partial"  # a failed run leaves no file that looks whole
+    with open(partial, "wb") as f:
+        f.write(b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kv)))
+        for k in kv:
+            f.write(meta(*k))
+        for _, hf, shape, kind, off, _ in tensors:
+            dims = tuple(reversed(shape))
+            f.write(text(gguf_name(hf)) + struct.pack(f"<I{len(dims)}Q", len(dims), *dims) + struct.pack("<IQ", kind, off))
+        f.write(b"\0" * (-f.tell() % ALIGN))
+        start = f.tell()
+        for index, hf, shape, kind, off, size in tensors:
+            w = generate(c.seed, index, shape)
+            if hf.endswith("q_proj.weight"):
+                w = interleave_pairs(w, c.heads)
+            elif hf.endswith("k_proj.weight"):
+                w = interleave_pairs(w, c.kv_heads)
+            b = (w.astype("<f4") if kind == GGML_F32 else bf16_bits(w)).tobytes()
+            assert len(b) == size and f.tell() - start == off
+            f.write(b + b"\0" * (-len(b) % ALIGN))
+    os.replace(partial, c.out)
+
+
+if __name__ == "__main__":
+    main()
