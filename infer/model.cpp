@@ -138,7 +138,7 @@ namespace {
 // A matrix [out, in] of HF's layout as a Linear held in `dtype` (bf16: each weight rounded
 // to nearest even); `more` stacked below it (same `in`).
 ringattn::Linear linear(ringattn::DType dtype, std::vector<float> w, std::int64_t out, std::int64_t in,
-                        std::initializer_list<std::vector<float>> more = {}) {
+                        std::initializer_list<std::span<const float>> more = {}) {
   for (const auto& m : more) {
     w.insert(w.end(), m.begin(), m.end());
     out += static_cast<std::int64_t>(m.size()) / in;

@@ -111,7 +111,7 @@ void panel_m(const float* x, std::int64_t ldx, const W* w, std::int64_t k, const
   for (int h = 0; h < 2; ++h) {
     const int n = cols - 16 * h < 16 ? cols - 16 * h : 16;
     if (n <= 0) break;
-    if constexpr (sizeof(W) == 4 && !std::is_same_v<W, float>)
+    if constexpr (std::is_same_v<W, std::uint32_t>)
       half_bf16<M>(x, ldx, w + 16 * h, k, a ? a + 16 * h : nullptr, lda, y + 16 * h, ldy, n, add);
     else
       half_f32<M>(x, ldx, w + 16 * h, k, a ? a + 16 * h : nullptr, lda, y + 16 * h, ldy, n, add);
