@@ -67,11 +67,24 @@ const SoftmaxOps& ops_for(Isa isa) {
   }
 }
 
+std::vector<const LinearOps*> linear_ops_variants(Isa isa) {
+  ops_for(isa);  // the same check and message
+  switch (isa) {
+#if RINGATTN_HAVE_AVX512
+    case Isa::avx512:
+      // bf16 pairs by the dot instruction where the CPU has it (Zen 4+, Sapphire Rapids+).
+      if (__builtin_cpu_supports("avx512bf16")) return {&kLinearAvx512Bf16, &kLinearAvx512};
+      return {&kLinearAvx512};
+#endif
+    default: return {&linear_ops_for(isa)};
+  }
+}
+
 const LinearOps& linear_ops_for(Isa isa) {
   ops_for(isa);  // the same check and message
   switch (isa) {
 #if RINGATTN_HAVE_AVX512
-    case Isa::avx512: return kLinearAvx512;
+    case Isa::avx512: return *linear_ops_variants(isa).front();
 #endif
 #if RINGATTN_HAVE_AVX2
     case Isa::avx2: return kLinearAvx2;

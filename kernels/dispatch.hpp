@@ -2,6 +2,7 @@
 #pragma once
 
 #include <optional>
+#include <vector>
 
 #include "kernels/linear_ops.hpp"
 #include "kernels/softmax_ops.hpp"
@@ -13,6 +14,9 @@ namespace ringattn::kernels {
 const SoftmaxOps& ops_for(Isa isa);
 // The weight matmul's panel loop of `isa` (kernels/linear_ops.hpp); throws as ops_for.
 const LinearOps& linear_ops_for(Isa isa);
+// Every table of `isa` this CPU runs, the one linear_ops_for picks first (tests run all:
+// AVX-512 with and without the bf16 dot instruction).
+std::vector<const LinearOps*> linear_ops_variants(Isa isa);
 
 // `forced` if set, else env RINGATTN_ISA if set, else the best available path.
 Isa resolve_isa(const std::optional<Isa>& forced);

@@ -17,6 +17,15 @@
 // rows m, the panel's neighbours or the thread: a row's result does not depend on the
 // rows beside it (batch invariance, by construction). w points at the run's first step
 // (f32: step s's row; bf16: the word pair holding it, s even); x at its first element.
+//
+// bf16 weights multiply bf16 activations, as oneDNN's bf16 matmul and llama.cpp's bf16
+// dot do: x comes rounded (to nearest even, denormals to zero) and packed in the same word
+// pairs (x[i*ldx + p] holds steps 2p and 2p + 1; ldx in words; an odd K's last high half
+// zero), and each pair is folded as the AVX512-BF16 dot instruction does it:
+//   acc = fma(x[2p+1], w[2p+1][j], acc); acc = fma(x[2p], w[2p][j], acc)
+// The products of two bf16 values are exact in fp32, so a plain multiply and add is the
+// same and every path gives the same bits (save an accumulator that falls below 2^-126,
+// which the instruction flushes to zero). k counts steps: ceil(k / 2) pairs.
 #pragma once
 
 #include <cstdint>
@@ -27,16 +36,20 @@ inline constexpr int kPanel = 32;  // output columns per packed panel, every pat
 
 using LinearPanelF32Fn = void (*)(const float* x, std::int64_t ldx, int m, const float* w, std::int64_t k,
                                   const float* a, std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add);
-using LinearPanelBf16Fn = void (*)(const float* x, std::int64_t ldx, int m, const std::uint32_t* w, std::int64_t k,
-                                   const float* a, std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add);
+using LinearPanelBf16Fn = void (*)(const std::uint32_t* x, std::int64_t ldx, int m, const std::uint32_t* w,
+                                   std::int64_t k, const float* a, std::int64_t lda, float* y, std::int64_t ldy,
+                                   int cols, bool add);
 
 // Few rows, several panels: the same as `panels` panel calls side by side (panel q's
 // weights at w + q * stride words; its columns at q*32 of a and y), for m <= wide_rows and
 // full panels only. One row's column of a panel is one dependent chain of multiply-adds, so
 // a single panel keeps only 2 (AVX-512) chains a row in flight and waits on the FMA latency;
 // four panels keep 8. Null where a path has none.
-using LinearWideFn = void (*)(const float* x, std::int64_t ldx, int m, const void* w, std::int64_t stride,
-                              std::int64_t k, const float* a, std::int64_t lda, float* y, std::int64_t ldy, bool add);
+using LinearWideF32Fn = void (*)(const float* x, std::int64_t ldx, int m, const float* w, std::int64_t stride,
+                                 std::int64_t k, const float* a, std::int64_t lda, float* y, std::int64_t ldy, bool add);
+using LinearWideBf16Fn = void (*)(const std::uint32_t* x, std::int64_t ldx, int m, const std::uint32_t* w,
+                                  std::int64_t stride, std::int64_t k, const float* a, std::int64_t lda, float* y,
+                                  std::int64_t ldy, bool add);
 
 struct LinearOps {
   const char* name;
@@ -46,12 +59,13 @@ struct LinearOps {
   LinearPanelBf16Fn panel_bf16;
   int wide_rows = 0;    // m <= wide_rows may take the wide calls
   int wide_panels = 0;  // panels per wide call
-  LinearWideFn wide_f32 = nullptr;
-  LinearWideFn wide_bf16 = nullptr;
+  LinearWideF32Fn wide_f32 = nullptr;
+  LinearWideBf16Fn wide_bf16 = nullptr;
 };
 
 extern const LinearOps kLinearGeneric;
 extern const LinearOps kLinearAvx2;
-extern const LinearOps kLinearAvx512;
+extern const LinearOps kLinearAvx512;      // bf16 pairs folded with two FMAs (no AVX512-BF16 needed)
+extern const LinearOps kLinearAvx512Bf16;  // the same fp32 loops; bf16 pairs by the dot instruction
 
 }  // namespace ringattn::kernels

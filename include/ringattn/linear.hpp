@@ -9,9 +9,12 @@
 // order, whatever the number of rows, the thread count or the position of the row in the
 // batch: a row's result is the same alone or beside 2,047 others (batch invariance), so
 // prefill at P ranks and decode one token at a time compute each row identically. Rows
-// share each pass over the weights (a register tile of up to 12 rows), so prefill reads
-// W about rows/12 times from cache and decode once per step for the whole batch.
-// bf16 weights are widened in registers; x, the sums and y are fp32.
+// share each pass over the weights (a register tile of up to 12 rows, blocks of 384 rows),
+// so prefill reads W about rows/384 times from memory and decode once per step for the
+// whole batch. bf16 weights multiply x rounded to bf16 (to nearest even, denormals zero),
+// as oneDNN's bf16 matmul and llama.cpp do: each product is exact, the sums and y are
+// fp32, and the pairs fold in the AVX512-BF16 dot instruction's order on every path (the
+// instruction where the CPU has it, two FMAs elsewhere), so every path gives the same bits.
 //
 // Paths: AVX-512, AVX2, generic (which aarch64's NEON baseline vectorises), chosen as
 // the attention kernels' (RINGATTN_ISA, or the best this CPU has). The packed bytes are

@@ -3,6 +3,7 @@
 // 32 columns (each column its own chain), never across k.
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/linear_ops.hpp"
 
@@ -11,13 +12,9 @@ namespace {
 
 constexpr int kRows = 4;
 
-// Column j's weight at step s: fp32 as stored; bf16 the low (even s) or high (odd s) half
-// of its word, widened.
-inline float weight(const float* w, std::int64_t s, int j) { return w[s * kPanel + j]; }
-inline float weight(const std::uint32_t* w, std::int64_t s, int j) {
-  const std::uint32_t u = w[(s / 2) * kPanel + j], b = s % 2 ? u & 0xFFFF0000u : u << 16;
+inline float widen(std::uint32_t bits) {
   float f;
-  std::memcpy(&f, &b, 4);
+  std::memcpy(&f, &bits, 4);
   return f;
 }
 
@@ -33,32 +30,61 @@ void finish(float (&acc)[M][kPanel], float* y, std::int64_t ldy, int cols, bool 
     for (int j = 0; j < cols; ++j) y[i * ldy + j] = add ? y[i * ldy + j] + acc[i][j] : acc[i][j];
 }
 
-template <int M, class W>
-void panel_m(const float* x, std::int64_t ldx, const W* w, std::int64_t k, const float* a, std::int64_t lda, float* y,
-             std::int64_t ldy, int cols, bool add) {
+template <int M>
+void panel_f32_m(const float* x, std::int64_t ldx, const float* w, std::int64_t k, const float* a, std::int64_t lda,
+                 float* y, std::int64_t ldy, int cols, bool add) {
   float acc[M][kPanel];
   start<M>(acc, a, lda, cols);
   for (std::int64_t s = 0; s < k; ++s)
     for (int i = 0; i < M; ++i) {
       const float xs = x[i * ldx + s];
-      for (int j = 0; j < kPanel; ++j) acc[i][j] += xs * weight(w, s, j);
+      for (int j = 0; j < kPanel; ++j) acc[i][j] += xs * w[s * kPanel + j];
     }
   finish<M>(acc, y, ldy, cols, add);
 }
 
-template <class W>
-void panel(const float* x, std::int64_t ldx, int m, const W* w, std::int64_t k, const float* a, std::int64_t lda,
-           float* y, std::int64_t ldy, int cols, bool add) {
+// bf16 pairs, the high (odd) step first as the dot instruction folds them; each product
+// is exact, so contraction into an FMA changes nothing.
+template <int M>
+void panel_bf16_m(const std::uint32_t* x, std::int64_t ldx, const std::uint32_t* w, std::int64_t k, const float* a,
+                  std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
+  float acc[M][kPanel];
+  start<M>(acc, a, lda, cols);
+  for (std::int64_t p = 0; p < (k + 1) / 2; ++p)
+    for (int i = 0; i < M; ++i) {
+      const std::uint32_t xp = x[i * ldx + p];
+      const float odd = widen(xp & 0xFFFF0000u), even = widen(xp << 16);
+      for (int j = 0; j < kPanel; ++j) {
+        const std::uint32_t u = w[p * kPanel + j];
+        acc[i][j] += odd * widen(u & 0xFFFF0000u);
+        acc[i][j] += even * widen(u << 16);
+      }
+    }
+  finish<M>(acc, y, ldy, cols, add);
+}
+
+// m in 1..kRows -> f(std::integral_constant<int, m>).
+template <class F>
+void by_rows(int m, F f) {
   switch (m) {
-    case 1: return panel_m<1>(x, ldx, w, k, a, lda, y, ldy, cols, add);
-    case 2: return panel_m<2>(x, ldx, w, k, a, lda, y, ldy, cols, add);
-    case 3: return panel_m<3>(x, ldx, w, k, a, lda, y, ldy, cols, add);
-    default: return panel_m<4>(x, ldx, w, k, a, lda, y, ldy, cols, add);
+    case 1: return f(std::integral_constant<int, 1>{});
+    case 2: return f(std::integral_constant<int, 2>{});
+    case 3: return f(std::integral_constant<int, 3>{});
+    default: return f(std::integral_constant<int, 4>{});
   }
+}
+
+void panel_f32(const float* x, std::int64_t ldx, int m, const float* w, std::int64_t k, const float* a,
+               std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
+  by_rows(m, [&](auto M) { panel_f32_m<M>(x, ldx, w, k, a, lda, y, ldy, cols, add); });
+}
+void panel_bf16(const std::uint32_t* x, std::int64_t ldx, int m, const std::uint32_t* w, std::int64_t k,
+                const float* a, std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
+  by_rows(m, [&](auto M) { panel_bf16_m<M>(x, ldx, w, k, a, lda, y, ldy, cols, add); });
 }
 
 }  // namespace
 
-const LinearOps kLinearGeneric = {"generic", kRows, kRows, panel<float>, panel<std::uint32_t>};
+const LinearOps kLinearGeneric = {"generic", kRows, kRows, panel_f32, panel_bf16};
 
 }  // namespace ringattn::kernels

@@ -70,6 +70,13 @@ TEST_CASE("linear: every path, fp32 and bf16, ragged shapes and strides, against
           const std::vector<float> y0 = randn(std::size_t(rows * ldy), 99);
           std::vector<float> y = y0;
           lin.apply(x.data(), rows, ldx, y.data(), ldy, false, 2);
+          // bf16 weights multiply x rounded to bf16 (kernels/linear_ops.hpp): the sum uses those values.
+          std::vector<float> xv = x;
+          if (d == DType::bf16) {
+            std::vector<std::uint16_t> b(x.size());
+            to_bf16(x.data(), b.data(), static_cast<std::int64_t>(x.size()));
+            from_bf16(b.data(), xv.data(), static_cast<std::int64_t>(x.size()));
+          }
           int bad = 0;
           for (std::int64_t r = 0; r < rows; ++r)
             for (std::int64_t o = 0; o < ldy; ++o) {
@@ -80,7 +87,7 @@ TEST_CASE("linear: every path, fp32 and bf16, ragged shapes and strides, against
               }
               double sum = 0, mag = 0;
               for (std::int64_t k = 0; k < in; ++k) {
-                const double p = double(x[std::size_t(r * ldx + k)]) * w.values[std::size_t(o * in + k)];
+                const double p = double(xv[std::size_t(r * ldx + k)]) * w.values[std::size_t(o * in + k)];
                 sum += p;
                 mag += std::fabs(p);
               }
@@ -94,7 +101,7 @@ TEST_CASE("linear: every path, fp32 and bf16, ragged shapes and strides, against
 TEST_CASE("linear: a row's result is the same alone, in any batch, on any thread count") {
   for (Isa isa : available_isas())
     for (DType d : {DType::f32, DType::bf16})
-      for (std::int64_t in : {96, 1031}) {  // 1031: K in runs of 512 carried (kernels/linear.cpp)
+      for (std::int64_t in : {96, 4103}) {  // 4103: K in runs of 2048 carried (kernels/linear.cpp)
         CAPTURE(to_string(isa));
         CAPTURE(to_string(d));
         CAPTURE(in);
@@ -135,6 +142,30 @@ TEST_CASE("linear: the packed weights are the same bytes on every path") {
   }
   // bf16 holds 2 bytes a weight (plus padding to 32 outputs and an even k), never 4.
   CHECK(first.packed().size() == std::size_t(96 * 17 * 4));
+}
+
+TEST_CASE("linear: bf16 takes x as the dot instruction does: nearest even, denormals zero, NaN and inf kept") {
+  // One output, in = 6: W = [1, 1, 0, 0, 0, 0] plus a denormal weight, which counts as zero.
+  const std::uint16_t one = 0x3F80, denormal = 0x0001;
+  const std::vector<std::uint16_t> w = {one, one, 0, 0, 0, denormal};
+  for (Isa isa : available_isas()) {
+    CAPTURE(to_string(isa));
+    const Linear lin(DType::bf16, 1, 6, w.data(), isa);
+    const float tiny = 1e-39f;  // an fp32 denormal: zero to the instruction
+    auto y_of = [&](float a, float b, float c) {
+      const std::vector<float> x = {a, b, c, 0, 0, 1e30f};  // 1e30 meets the denormal weight: 0
+      std::vector<float> y(1);
+      lin.apply(x, y);
+      return y[0];
+    };
+    CHECK(y_of(1.0f + 0x1p-8f, 0, 0) == 1.0f);           // a tie: to the even neighbour
+    CHECK(y_of(1.0f + 0x1.8p-8f, 0, 0) == 1.0f + 0x1p-7f);  // above half: up
+    CHECK(y_of(tiny, 0, 0) == 0.0f);
+    CHECK(std::isnan(y_of(NAN, 1, 0)));
+    CHECK(y_of(INFINITY, 1, 0) == INFINITY);
+    CHECK(y_of(3.0e38f, 3.0e38f, 0) == INFINITY);  // each rounds to a finite bf16; the sum overflows
+    CHECK(y_of(2, 3, 1e30f) == 5.0f);              // the third weight is zero
+  }
 }
 
 TEST_CASE("linear: bad shapes and calls are refused, naming them") {

@@ -1,6 +1,6 @@
 // The weight matmul's panel loop (kernels/linear_ops.hpp) on every ISA path: against a
-// float64 sum, against the generic path, and a row's result the same whatever rows share
-// the call. The panels are packed here from the layout the header documents, not by
+// float64 sum, against the generic path (bf16: bit for bit, the dot instruction's order),
+// and a row's result the same whatever rows share the call. The panels are packed here from the layout the header documents, not by
 // kernels/linear.cpp, so a packing bug and a loop bug cannot cancel. No oneDNN: this runs
 // natively and under qemu-aarch64.
 #include <doctest/doctest.h>
@@ -34,6 +34,17 @@ float from_bf16(std::uint16_t h) {
   return f;
 }
 
+// m rows of k steps of x (row stride ldx) as bf16 word pairs, row stride ldp words.
+std::vector<std::uint32_t> pairs(const float* x, std::int64_t ldx, int m, int k, std::int64_t ldp) {
+  std::vector<std::uint32_t> out(std::size_t(m) * ldp, 0xDEADBEEFu);
+  for (int i = 0; i < m; ++i)
+    for (int p = 0; p < (k + 1) / 2; ++p) {
+      const std::uint32_t lo = to_bf16(x[i * ldx + 2 * p]), hi = 2 * p + 1 < k ? to_bf16(x[i * ldx + 2 * p + 1]) : 0;
+      out[std::size_t(i) * ldp + p] = lo | hi << 16;
+    }
+  return out;
+}
+
 // One panel: w[k][j] for k < K, j < cols (zero beyond), as the path reads it.
 struct Panel {
   int k, cols;
@@ -63,15 +74,30 @@ struct Panel {
   void run(const LinearOps& ops, const float* x, std::int64_t ldx, int m, float* y, std::int64_t ldy, bool add) const {
     run_steps(ops, x, ldx, m, 0, k, nullptr, 0, y, ldy, add);
   }
-  // Steps [s0, s0 + n) only (s0 even), carrying the sums in a (null: from zero).
+  // Steps [s0, s0 + n) only (s0 even), carrying the sums in a (null: from zero). bf16: x's
+  // steps [0, k) of each row rounded into word pairs first, as kernels/linear.cpp does.
   void run_steps(const LinearOps& ops, const float* x, std::int64_t ldx, int m, int s0, int n, const float* a,
                  std::int64_t lda, float* y, std::int64_t ldy, bool add) const {
-    if (bf16)
-      ops.panel_bf16(x + s0, ldx, m, words.data() + std::size_t(s0 / 2) * kPanel, n, a, lda, y, ldy, cols, add);
-    else
+    if (bf16) {
+      const std::int64_t ldp = (k + 1) / 2 + 1;  // strided: the pad word is never read
+      const std::vector<std::uint32_t> xp = pairs(x, ldx, m, k, ldp);
+      ops.panel_bf16(xp.data() + s0 / 2, ldp, m, words.data() + std::size_t(s0 / 2) * kPanel, n, a, lda, y, ldy, cols,
+                     add);
+    } else {
       ops.panel_f32(x + s0, ldx, m, f32.data() + std::size_t(s0) * kPanel, n, a, lda, y, ldy, cols, add);
+    }
   }
 };
+
+
+
+// Every table this CPU runs (AVX-512 with and without the bf16 dot instruction).
+std::vector<const LinearOps*> all_paths() {
+  std::vector<const LinearOps*> out;
+  for (Isa isa : available_isas())
+    for (const LinearOps* ops : kernels::linear_ops_variants(isa)) out.push_back(ops);
+  return out;
+}
 
 std::vector<float> randn(std::size_t n, unsigned seed) {
   std::mt19937 rng(seed);
@@ -85,8 +111,8 @@ std::vector<float> randn(std::size_t n, unsigned seed) {
 
 TEST_CASE("linear panel loop: every path against float64, the generic path, and itself row by row") {
   const LinearOps& generic = kernels::linear_ops_for(Isa::generic);
-  for (Isa isa : available_isas()) {
-    const LinearOps& ops = kernels::linear_ops_for(isa);
+  for (const LinearOps* path : all_paths()) {
+    const LinearOps& ops = *path;
     for (bool bf16 : {false, true}) {
       const int max_rows = bf16 ? ops.max_rows_bf16 : ops.max_rows_f32;
       REQUIRE(max_rows >= 1);
@@ -120,7 +146,8 @@ TEST_CASE("linear panel loop: every path against float64, the generic path, and 
                 }
                 double sum = 0, mag = 0;
                 for (int s = 0; s < k; ++s) {
-                  const double p = double(x[std::size_t(i) * ldx + s]) * panel.w[std::size_t(s) * kPanel + j];
+                  const float xs = x[std::size_t(i) * ldx + s];
+                  const double p = double(bf16 ? from_bf16(to_bf16(xs)) : xs) * panel.w[std::size_t(s) * kPanel + j];
                   sum += p;
                   mag += std::fabs(p);
                 }
@@ -128,6 +155,7 @@ TEST_CASE("linear panel loop: every path against float64, the generic path, and 
                 const double tol = 2.0 * (k + 1) * 0x1p-24 * (mag + (add ? std::fabs(y0[at]) : 0.0)) + 1e-30;
                 CHECK(std::fabs(y[at] - want) <= tol);
                 CHECK(std::fabs(double(y[at]) - yg[at]) <= 2 * tol);
+                if (bf16) CHECK(std::memcmp(&y[at], &yg[at], 4) == 0);  // exact products, one order: the same bits
               }
             }
           }
@@ -138,8 +166,8 @@ TEST_CASE("linear panel loop: every path against float64, the generic path, and 
 }
 
 TEST_CASE("linear panel loop: a K split into runs carrying their sums is the same, bit for bit") {
-  for (Isa isa : available_isas()) {
-    const LinearOps& ops = kernels::linear_ops_for(isa);
+  for (const LinearOps* path : all_paths()) {
+    const LinearOps& ops = *path;
     for (bool bf16 : {false, true}) {
       const int m = bf16 ? ops.max_rows_bf16 : ops.max_rows_f32;
       for (int cols : {32, 20, 7}) {
@@ -166,8 +194,8 @@ TEST_CASE("linear panel loop: a K split into runs carrying their sums is the sam
 }
 
 TEST_CASE("linear panel loop: the wide calls (few rows, several panels) equal the panels one by one, bit for bit") {
-  for (Isa isa : available_isas()) {
-    const LinearOps& ops = kernels::linear_ops_for(isa);
+  for (const LinearOps* path : all_paths()) {
+    const LinearOps& ops = *path;
     if (ops.wide_panels < 2) continue;
     for (bool bf16 : {false, true}) {
       for (int k : {1, 2, 7, 64, 65}) {
@@ -195,8 +223,14 @@ TEST_CASE("linear panel loop: the wide calls (few rows, several panels) equal th
           for (bool add : {false, true})
             for (bool carry : {false, true}) {
               std::vector<float> wide = y0, one = y0;
-              (bf16 ? ops.wide_bf16 : ops.wide_f32)(x.data(), ldx, m, words.data(), stride, k,
-                                                    carry ? carried.data() : nullptr, ld, wide.data(), ld, add);
+              const float* a = carry ? carried.data() : nullptr;
+              if (bf16) {
+                const std::vector<std::uint32_t> xp = pairs(x.data(), ldx, m, k, ldx);
+                ops.wide_bf16(xp.data(), ldx, m, words.data(), stride, k, a, ld, wide.data(), ld, add);
+              } else {
+                ops.wide_f32(x.data(), ldx, m, reinterpret_cast<const float*>(words.data()), stride, k, a, ld,
+                             wide.data(), ld, add);
+              }
               for (int q = 0; q < np; ++q)
                 panels[std::size_t(q)].run_steps(ops, x.data(), ldx, m, 0, k, carry ? carried.data() + q * kPanel : nullptr,
                                                  ld, one.data() + q * kPanel, ld, add);
@@ -209,8 +243,8 @@ TEST_CASE("linear panel loop: the wide calls (few rows, several panels) equal th
 }
 
 TEST_CASE("linear panel loop: the paths' tables are complete") {
-  for (Isa isa : available_isas()) {
-    const LinearOps& ops = kernels::linear_ops_for(isa);
+  for (const LinearOps* path : all_paths()) {
+    const LinearOps& ops = *path;
     CAPTURE(ops.name);
     CHECK((ops.panel_f32 != nullptr));
     CHECK((ops.panel_bf16 != nullptr));

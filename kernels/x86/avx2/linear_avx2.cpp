@@ -1,7 +1,8 @@
 // The AVX2 path of the weight matmul's panel loop (kernels/linear_ops.hpp). Sixteen ymm
 // registers hold a tile of up to 6 rows x 16 columns (12 accumulators), so a 32-column
-// panel runs as two halves, each over the whole of K; bf16 weights widen in registers
-// (shift or AND) with 4 rows a tile, the widened vectors needing registers of their own.
+// panel runs as two halves, each over the whole of K; bf16 weights and x pairs widen in
+// registers (shift or AND) with 4 rows a tile, the widened vectors needing registers of
+// their own.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -79,34 +80,34 @@ void half_f32(const float* x, std::int64_t ldx, const float* w, std::int64_t k, 
   finish<M>(acc, y, ldy, cols, add);
 }
 
+// bf16 pairs of x and of the weights: the odd step first, as the dot instruction folds them.
 template <int M>
-void half_bf16(const float* x, std::int64_t ldx, const std::uint32_t* w, std::int64_t k, const float* a,
+void half_bf16(const std::uint32_t* x, std::int64_t ldx, const std::uint32_t* w, std::int64_t k, const float* a,
                std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
   __m256 acc[M][2];
   start<M>(acc, a, lda, cols);
   const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
-  std::int64_t s = 0;
-  for (; s + 2 <= k; s += 2) {
-    const std::uint32_t* ws = w + (s / 2) * kPanel;
+  for (std::int64_t p = 0; p < (k + 1) / 2; ++p) {
+    const std::uint32_t* ws = w + p * kPanel;
     const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ws));
     const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ws + 8));
-    step<M>(acc, x, ldx, s, _mm256_castsi256_ps(_mm256_slli_epi32(v0, 16)),
-            _mm256_castsi256_ps(_mm256_slli_epi32(v1, 16)));
-    step<M>(acc, x, ldx, s + 1, _mm256_castsi256_ps(_mm256_and_si256(v0, high)),
-            _mm256_castsi256_ps(_mm256_and_si256(v1, high)));
-  }
-  if (s < k) {  // odd K: the last word's low half only
-    const std::uint32_t* ws = w + (s / 2) * kPanel;
-    const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ws));
-    const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ws + 8));
-    step<M>(acc, x, ldx, s, _mm256_castsi256_ps(_mm256_slli_epi32(v0, 16)),
-            _mm256_castsi256_ps(_mm256_slli_epi32(v1, 16)));
+    const __m256 o0 = _mm256_castsi256_ps(_mm256_and_si256(v0, high)), o1 = _mm256_castsi256_ps(_mm256_and_si256(v1, high));
+    const __m256 e0 = _mm256_castsi256_ps(_mm256_slli_epi32(v0, 16)), e1 = _mm256_castsi256_ps(_mm256_slli_epi32(v1, 16));
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) {
+      const __m256i xp = _mm256_set1_epi32(static_cast<int>(x[i * ldx + p]));
+      const __m256 xo = _mm256_castsi256_ps(_mm256_and_si256(xp, high)), xe = _mm256_castsi256_ps(_mm256_slli_epi32(xp, 16));
+      acc[i][0] = _mm256_fmadd_ps(xo, o0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(xo, o1, acc[i][1]);
+      acc[i][0] = _mm256_fmadd_ps(xe, e0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(xe, e1, acc[i][1]);
+    }
   }
   finish<M>(acc, y, ldy, cols, add);
 }
 
-template <int M, class W>
-void panel_m(const float* x, std::int64_t ldx, const W* w, std::int64_t k, const float* a, std::int64_t lda, float* y,
+template <int M, class X, class W>
+void panel_m(const X* x, std::int64_t ldx, const W* w, std::int64_t k, const float* a, std::int64_t lda, float* y,
              std::int64_t ldy, int cols, bool add) {
   for (int h = 0; h < 2; ++h) {
     const int n = cols - 16 * h < 16 ? cols - 16 * h : 16;
@@ -130,7 +131,7 @@ void panel_f32(const float* x, std::int64_t ldx, int m, const float* w, std::int
   }
 }
 
-void panel_bf16(const float* x, std::int64_t ldx, int m, const std::uint32_t* w, std::int64_t k, const float* a,
+void panel_bf16(const std::uint32_t* x, std::int64_t ldx, int m, const std::uint32_t* w, std::int64_t k, const float* a,
                 std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
   switch (m) {
     case 1: return panel_m<1>(x, ldx, w, k, a, lda, y, ldy, cols, add);

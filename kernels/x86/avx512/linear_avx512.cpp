@@ -1,10 +1,15 @@
-// The AVX-512 path of the weight matmul's panel loop (kernels/linear_ops.hpp): a register
+// The AVX-512 paths of the weight matmul's panel loop (kernels/linear_ops.hpp): a register
 // tile of up to 12 rows x 32 columns (24 accumulators), per k two weight vectors and one
-// broadcast of x per row. bf16 weights widen in registers (a shift for the even k, an AND
-// for the odd one); they are never stored as fp32.
+// broadcast of x per row. bf16 pairs (weights and x) go through the AVX512-BF16 dot
+// instruction where the CPU has it (kLinearAvx512Bf16: one instruction per pair, twice the
+// fp32 rate), else widen in registers (a shift for the even step, an AND for the odd one)
+// into two FMAs in the instruction's order (kLinearAvx512). The weights are never stored
+// as fp32.
 #include <immintrin.h>
 
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 #include "kernels/linear_ops.hpp"
 
@@ -12,6 +17,7 @@ namespace ringattn::kernels {
 namespace {
 
 constexpr int kRows = 12;
+constexpr int kRowsBf16 = 8;  // the widened pairs need registers of their own
 
 template <int M>
 inline void start(__m512 (&acc)[M][2], const float* a, std::int64_t lda, int cols) {
@@ -63,25 +69,32 @@ void panel_f32_m(const float* x, std::int64_t ldx, const float* w, std::int64_t 
   finish<M>(acc, y, ldy, cols, add);
 }
 
+// One pair p of bf16 steps for M rows: weights v0 (columns 0-15), v1 (16-31).
 template <int M>
-void panel_bf16_m(const float* x, std::int64_t ldx, const std::uint32_t* w, std::int64_t k, const float* a,
+inline void fold_pair(__m512 (&acc)[M][2], const std::uint32_t* x, std::int64_t ldx, std::int64_t p, __m512i v0,
+                      __m512i v1) {
+  const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+  const __m512 o0 = _mm512_castsi512_ps(_mm512_and_si512(v0, high)), o1 = _mm512_castsi512_ps(_mm512_and_si512(v1, high));
+  const __m512 e0 = _mm512_castsi512_ps(_mm512_slli_epi32(v0, 16)), e1 = _mm512_castsi512_ps(_mm512_slli_epi32(v1, 16));
+#pragma GCC unroll 16
+  for (int i = 0; i < M; ++i) {
+    const __m512i xp = _mm512_set1_epi32(static_cast<int>(x[i * ldx + p]));
+    const __m512 xo = _mm512_castsi512_ps(_mm512_and_si512(xp, high)), xe = _mm512_castsi512_ps(_mm512_slli_epi32(xp, 16));
+    acc[i][0] = _mm512_fmadd_ps(xo, o0, acc[i][0]);
+    acc[i][1] = _mm512_fmadd_ps(xo, o1, acc[i][1]);
+    acc[i][0] = _mm512_fmadd_ps(xe, e0, acc[i][0]);
+    acc[i][1] = _mm512_fmadd_ps(xe, e1, acc[i][1]);
+  }
+}
+
+template <int M>
+void panel_bf16_m(const std::uint32_t* x, std::int64_t ldx, const std::uint32_t* w, std::int64_t k, const float* a,
                   std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
   __m512 acc[M][2];
   start<M>(acc, a, lda, cols);
-  const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
-  std::int64_t s = 0;
-  for (; s + 2 <= k; s += 2) {
-    const std::uint32_t* ws = w + (s / 2) * kPanel;
-    const __m512i v0 = _mm512_loadu_si512(ws), v1 = _mm512_loadu_si512(ws + 16);
-    step<M>(acc, x, ldx, s, _mm512_castsi512_ps(_mm512_slli_epi32(v0, 16)),
-            _mm512_castsi512_ps(_mm512_slli_epi32(v1, 16)));
-    step<M>(acc, x, ldx, s + 1, _mm512_castsi512_ps(_mm512_and_si512(v0, high)),
-            _mm512_castsi512_ps(_mm512_and_si512(v1, high)));
-  }
-  if (s < k) {  // odd K: the last word's low half only (x has no element k)
-    const std::uint32_t* ws = w + (s / 2) * kPanel;
-    step<M>(acc, x, ldx, s, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_loadu_si512(ws), 16)),
-            _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_loadu_si512(ws + 16), 16)));
+  for (std::int64_t p = 0; p < (k + 1) / 2; ++p) {
+    const std::uint32_t* ws = w + p * kPanel;
+    fold_pair<M>(acc, x, ldx, p, _mm512_loadu_si512(ws), _mm512_loadu_si512(ws + 16));
   }
   finish<M>(acc, y, ldy, cols, add);
 }
@@ -89,49 +102,16 @@ void panel_bf16_m(const float* x, std::int64_t ldx, const std::uint32_t* w, std:
 // Few rows over kWide full panels at once: M rows x 8 vectors of accumulators.
 constexpr int kWide = 4, kWideRows = 3;
 
-template <int M, bool Bf16>
-void wide_m(const float* x, std::int64_t ldx, const void* w, std::int64_t stride, std::int64_t k, const float* a,
-            std::int64_t lda, float* y, std::int64_t ldy, bool add) {
-  __m512 acc[M][2 * kWide];
+template <int M>
+inline void wide_start(__m512 (&acc)[M][2 * kWide], const float* a, std::int64_t lda) {
 #pragma GCC unroll 16
   for (int i = 0; i < M; ++i)
 #pragma GCC unroll 8
     for (int v = 0; v < 2 * kWide; ++v) acc[i][v] = a ? _mm512_loadu_ps(a + i * lda + 16 * v) : _mm512_setzero_ps();
-  auto step = [&](std::int64_t s, const __m512 (&wv)[2 * kWide]) {
-#pragma GCC unroll 16
-    for (int i = 0; i < M; ++i) {
-      const __m512 xi = _mm512_set1_ps(x[i * ldx + s]);
-#pragma GCC unroll 8
-      for (int v = 0; v < 2 * kWide; ++v) acc[i][v] = _mm512_fmadd_ps(xi, wv[v], acc[i][v]);
-    }
-  };
-  if constexpr (!Bf16) {
-    const float* wf = static_cast<const float*>(w);
-    for (std::int64_t s = 0; s < k; ++s) {
-      __m512 wv[2 * kWide];
-#pragma GCC unroll 8
-      for (int v = 0; v < 2 * kWide; ++v) wv[v] = _mm512_loadu_ps(wf + (v / 2) * stride + s * kPanel + 16 * (v % 2));
-      step(s, wv);
-    }
-  } else {
-    const std::uint32_t* wb = static_cast<const std::uint32_t*>(w);
-    const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
-    for (std::int64_t s = 0; s < k; s += 2) {
-      __m512i raw[2 * kWide];
-#pragma GCC unroll 8
-      for (int v = 0; v < 2 * kWide; ++v)
-        raw[v] = _mm512_loadu_si512(wb + (v / 2) * stride + (s / 2) * kPanel + 16 * (v % 2));
-      __m512 wv[2 * kWide];
-#pragma GCC unroll 8
-      for (int v = 0; v < 2 * kWide; ++v) wv[v] = _mm512_castsi512_ps(_mm512_slli_epi32(raw[v], 16));
-      step(s, wv);
-      if (s + 1 < k) {  // odd K: the last word's low half only
-#pragma GCC unroll 8
-        for (int v = 0; v < 2 * kWide; ++v) wv[v] = _mm512_castsi512_ps(_mm512_and_si512(raw[v], high));
-        step(s + 1, wv);
-      }
-    }
-  }
+}
+
+template <int M>
+inline void wide_finish(__m512 (&acc)[M][2 * kWide], float* y, std::int64_t ldy, bool add) {
 #pragma GCC unroll 16
   for (int i = 0; i < M; ++i)
 #pragma GCC unroll 8
@@ -141,60 +121,135 @@ void wide_m(const float* x, std::int64_t ldx, const void* w, std::int64_t stride
     }
 }
 
-template <bool Bf16>
-void wide(const float* x, std::int64_t ldx, int m, const void* w, std::int64_t stride, std::int64_t k, const float* a,
-          std::int64_t lda, float* y, std::int64_t ldy, bool add) {
-  switch (m) {
-    case 1: return wide_m<1, Bf16>(x, ldx, w, stride, k, a, lda, y, ldy, add);
-    case 2: return wide_m<2, Bf16>(x, ldx, w, stride, k, a, lda, y, ldy, add);
-    default: return wide_m<3, Bf16>(x, ldx, w, stride, k, a, lda, y, ldy, add);
+template <int M>
+void wide_f32_m(const float* x, std::int64_t ldx, const float* w, std::int64_t stride, std::int64_t k, const float* a,
+                std::int64_t lda, float* y, std::int64_t ldy, bool add) {
+  __m512 acc[M][2 * kWide];
+  wide_start<M>(acc, a, lda);
+  for (std::int64_t s = 0; s < k; ++s) {
+    __m512 xi[M];
+#pragma GCC unroll 16
+    for (int i = 0; i < M; ++i) xi[i] = _mm512_set1_ps(x[i * ldx + s]);
+#pragma GCC unroll 8
+    for (int v = 0; v < 2 * kWide; ++v) {
+      const __m512 wv = _mm512_loadu_ps(w + (v / 2) * stride + s * kPanel + 16 * (v % 2));
+#pragma GCC unroll 16
+      for (int i = 0; i < M; ++i) acc[i][v] = _mm512_fmadd_ps(xi[i], wv, acc[i][v]);
+    }
   }
+  wide_finish<M>(acc, y, ldy, add);
 }
 
-// m in 1..kRows -> the instantiation for that many rows.
-template <template <int> class F, typename... A>
-void by_rows(int m, A... a) {
-  switch (m) {
-    case 1: return F<1>::run(a...);
-    case 2: return F<2>::run(a...);
-    case 3: return F<3>::run(a...);
-    case 4: return F<4>::run(a...);
-    case 5: return F<5>::run(a...);
-    case 6: return F<6>::run(a...);
-    case 7: return F<7>::run(a...);
-    case 8: return F<8>::run(a...);
-    case 9: return F<9>::run(a...);
-    case 10: return F<10>::run(a...);
-    case 11: return F<11>::run(a...);
-    default: return F<12>::run(a...);
+template <int M>
+void wide_bf16_m(const std::uint32_t* x, std::int64_t ldx, const std::uint32_t* w, std::int64_t stride, std::int64_t k,
+                 const float* a, std::int64_t lda, float* y, std::int64_t ldy, bool add) {
+  __m512 acc[M][2 * kWide];
+  wide_start<M>(acc, a, lda);
+  const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+  for (std::int64_t p = 0; p < (k + 1) / 2; ++p) {
+    __m512 xo[M], xe[M];
+#pragma GCC unroll 16
+    for (int i = 0; i < M; ++i) {
+      const __m512i xp = _mm512_set1_epi32(static_cast<int>(x[i * ldx + p]));
+      xo[i] = _mm512_castsi512_ps(_mm512_and_si512(xp, high));
+      xe[i] = _mm512_castsi512_ps(_mm512_slli_epi32(xp, 16));
+    }
+#pragma GCC unroll 8
+    for (int v = 0; v < 2 * kWide; ++v) {
+      const __m512i raw = _mm512_loadu_si512(w + (v / 2) * stride + p * kPanel + 16 * (v % 2));
+      const __m512 wo = _mm512_castsi512_ps(_mm512_and_si512(raw, high)), we = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
+#pragma GCC unroll 16
+      for (int i = 0; i < M; ++i) {
+        acc[i][v] = _mm512_fmadd_ps(xo[i], wo, acc[i][v]);
+        acc[i][v] = _mm512_fmadd_ps(xe[i], we, acc[i][v]);
+      }
+    }
   }
+  wide_finish<M>(acc, y, ldy, add);
 }
+
+// The same loops with the AVX512-BF16 dot instruction (chosen only on CPUs that have it).
+#pragma GCC push_options
+#pragma GCC target("avx512bf16")
+
 template <int M>
-struct F32 {
-  static void run(const float* x, std::int64_t ldx, const float* w, std::int64_t k, const float* a, std::int64_t lda,
-                  float* y, std::int64_t ldy, int cols, bool add) {
-    panel_f32_m<M>(x, ldx, w, k, a, lda, y, ldy, cols, add);
+void panel_dot_m(const std::uint32_t* x, std::int64_t ldx, const std::uint32_t* w, std::int64_t k, const float* a,
+                 std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
+  __m512 acc[M][2];
+  start<M>(acc, a, lda, cols);
+  for (std::int64_t p = 0; p < (k + 1) / 2; ++p) {
+    const std::uint32_t* ws = w + p * kPanel;
+    const __m512bh v0 = (__m512bh)_mm512_loadu_si512(ws), v1 = (__m512bh)_mm512_loadu_si512(ws + 16);
+#pragma GCC unroll 16
+    for (int i = 0; i < M; ++i) {
+      const __m512bh xp = (__m512bh)_mm512_set1_epi32(static_cast<int>(x[i * ldx + p]));
+      acc[i][0] = _mm512_dpbf16_ps(acc[i][0], xp, v0);
+      acc[i][1] = _mm512_dpbf16_ps(acc[i][1], xp, v1);
+    }
   }
-};
+  finish<M>(acc, y, ldy, cols, add);
+}
+
 template <int M>
-struct Bf16 {
-  static void run(const float* x, std::int64_t ldx, const std::uint32_t* w, std::int64_t k, const float* a,
-                  std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
-    panel_bf16_m<M>(x, ldx, w, k, a, lda, y, ldy, cols, add);
+void wide_dot_m(const std::uint32_t* x, std::int64_t ldx, const std::uint32_t* w, std::int64_t stride, std::int64_t k,
+                const float* a, std::int64_t lda, float* y, std::int64_t ldy, bool add) {
+  __m512 acc[M][2 * kWide];
+  wide_start<M>(acc, a, lda);
+  for (std::int64_t p = 0; p < (k + 1) / 2; ++p) {
+    __m512bh xp[M];
+#pragma GCC unroll 16
+    for (int i = 0; i < M; ++i) xp[i] = (__m512bh)_mm512_set1_epi32(static_cast<int>(x[i * ldx + p]));
+#pragma GCC unroll 8
+    for (int v = 0; v < 2 * kWide; ++v) {
+      const __m512bh wv = (__m512bh)_mm512_loadu_si512(w + (v / 2) * stride + p * kPanel + 16 * (v % 2));
+#pragma GCC unroll 16
+      for (int i = 0; i < M; ++i) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], xp[i], wv);
+    }
   }
-};
+  wide_finish<M>(acc, y, ldy, add);
+}
+
+#pragma GCC pop_options
+
+// m in 1..n (n <= 12) -> f(std::integral_constant<int, m>), n for anything larger.
+template <int N, class F>
+void by_rows(int m, F f) {
+  [&]<int... I>(std::integer_sequence<int, I...>) {
+    ((m == I + 1 || (I + 1 == N && m > N) ? (f(std::integral_constant<int, I + 1>{}), true) : false) || ...);
+  }(std::make_integer_sequence<int, N>{});
+}
 
 void panel_f32(const float* x, std::int64_t ldx, int m, const float* w, std::int64_t k, const float* a,
                std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
-  by_rows<F32>(m, x, ldx, w, k, a, lda, y, ldy, cols, add);
+  by_rows<kRows>(m, [&](auto M) { panel_f32_m<M>(x, ldx, w, k, a, lda, y, ldy, cols, add); });
 }
-void panel_bf16(const float* x, std::int64_t ldx, int m, const std::uint32_t* w, std::int64_t k, const float* a,
-                std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
-  by_rows<Bf16>(m, x, ldx, w, k, a, lda, y, ldy, cols, add);
+void panel_bf16(const std::uint32_t* x, std::int64_t ldx, int m, const std::uint32_t* w, std::int64_t k,
+                const float* a, std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
+  by_rows<kRowsBf16>(m, [&](auto M) { panel_bf16_m<M>(x, ldx, w, k, a, lda, y, ldy, cols, add); });
+}
+void wide_f32(const float* x, std::int64_t ldx, int m, const float* w, std::int64_t stride, std::int64_t k,
+              const float* a, std::int64_t lda, float* y, std::int64_t ldy, bool add) {
+  by_rows<kWideRows>(m, [&](auto M) { wide_f32_m<M>(x, ldx, w, stride, k, a, lda, y, ldy, add); });
+}
+void wide_bf16(const std::uint32_t* x, std::int64_t ldx, int m, const std::uint32_t* w, std::int64_t stride,
+               std::int64_t k, const float* a, std::int64_t lda, float* y, std::int64_t ldy, bool add) {
+  by_rows<kWideRows>(m, [&](auto M) { wide_bf16_m<M>(x, ldx, w, stride, k, a, lda, y, ldy, add); });
+}
+__attribute__((target("avx512bf16"))) void panel_dot(const std::uint32_t* x, std::int64_t ldx, int m,
+                                                     const std::uint32_t* w, std::int64_t k, const float* a,
+                                                     std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
+  by_rows<kRows>(m, [&](auto M) { panel_dot_m<M>(x, ldx, w, k, a, lda, y, ldy, cols, add); });
+}
+__attribute__((target("avx512bf16"))) void wide_dot(const std::uint32_t* x, std::int64_t ldx, int m,
+                                                    const std::uint32_t* w, std::int64_t stride, std::int64_t k,
+                                                    const float* a, std::int64_t lda, float* y, std::int64_t ldy,
+                                                    bool add) {
+  by_rows<kWideRows>(m, [&](auto M) { wide_dot_m<M>(x, ldx, w, stride, k, a, lda, y, ldy, add); });
 }
 
 }  // namespace
 
-const LinearOps kLinearAvx512 = {"avx512", kRows, kRows, panel_f32, panel_bf16, kWideRows, kWide, wide<false>, wide<true>};
+const LinearOps kLinearAvx512 = {"avx512", kRows, kRowsBf16, panel_f32, panel_bf16, kWideRows, kWide, wide_f32, wide_bf16};
+const LinearOps kLinearAvx512Bf16 = {"avx512-bf16", kRows, kRows, panel_f32, panel_dot, kWideRows, kWide, wide_f32, wide_dot};
 
 }  // namespace ringattn::kernels
