@@ -437,6 +437,7 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
                  world, s + 1, steps - 1, stepping.size(), now() - ts, attention);
   }
   stats.decode_seconds = now() - t1;
+  for (const ringattn::KVCache& cache : caches) stats.kv_cache_bytes += cache.bytes();
   if (kept)  // what stays holds its rows only: the growth reserved for max_tokens goes back
     for (std::size_t i = 0; i < prompts.size(); ++i)
       for (ringattn::KVCache& cache : caches) {

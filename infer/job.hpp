@@ -66,6 +66,7 @@ struct JobStats {
   double decode_attention_seconds = 0;   // inside Ring::decode
   double decode_compute_seconds = 0;     // of which in the kernel over this rank's cache (DecodeStats::compute_seconds)
   std::int64_t decode_steps = 0;
+  std::size_t kv_cache_bytes = 0;  // this rank's K/V held at the end of decode (every layer)
 };
 
 // Called on the rank that generates prompt `prompt` as soon as each of its tokens is chosen

@@ -124,8 +124,10 @@ std::vector<float> generate_tensor(std::uint64_t seed, int index, const TensorSp
   const bool norm = spec.shape.size() == 1;
   const float scale = norm ? 0.1f : static_cast<float>(1.0 / std::sqrt(static_cast<double>(spec.shape[1])));
   std::vector<float> w(static_cast<std::size_t>(elements(spec)));
-  for (std::size_t i = 0; i < w.size(); ++i) {
-    const std::uint64_t z = finalise(key + (i + 1) * 0x9E3779B97F4A7C15ull);
+  const std::int64_t n = static_cast<std::int64_t>(w.size());
+#pragma omp parallel for schedule(static) if (n > (1 << 20))  // each element alone: any split draws the same
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::uint64_t z = finalise(key + static_cast<std::uint64_t>(i + 1) * 0x9E3779B97F4A7C15ull);
     const float u = static_cast<float>(z >> 40) * 0x1p-24f;
     const float a = 2.0f * u - 1.0f;
     w[i] = norm ? 1.0f + scale * a : a * scale;
@@ -135,39 +137,32 @@ std::vector<float> generate_tensor(std::uint64_t seed, int index, const TensorSp
 
 namespace {
 
-// A matrix [out, in] of HF's layout as a Linear held in `dtype` (bf16: each weight rounded
-// to nearest even); `more` stacked below it (same `in`).
-ringattn::Linear linear(ringattn::DType dtype, std::vector<float> w, std::int64_t out, std::int64_t in,
-                        std::initializer_list<std::span<const float>> more = {}) {
-  for (const auto& m : more) {
-    w.insert(w.end(), m.begin(), m.end());
-    out += static_cast<std::int64_t>(m.size()) / in;
-  }
-  if (dtype == ringattn::DType::f32) return ringattn::Linear(dtype, out, in, w.data());
-  std::vector<std::uint16_t> bits(w.size());
-  ringattn::to_bf16(w.data(), bits.data(), static_cast<std::int64_t>(w.size()));
-  return ringattn::Linear(dtype, out, in, bits.data());
-}
-
 // Puts tensors (in tensor_specs order, HF layout) into the model's layout.
 template <typename Source>
-void assemble(const ModelConfig& c, ringattn::DType dtype, Source&& next, std::vector<float>& embedding,
+void assemble(const ModelConfig& c, ringattn::DType dtype, Source&& next, ringattn::Linear& embedding,
               std::vector<LayerWeights>& layers, std::vector<float>& final_norm, ringattn::Linear& head) {
-  embedding = next();
+  // Each matrix is packed (bf16: rounded) as it comes, straight from its tensors' floats,
+  // which go at once: loading holds the packed model and one layer's tensors at most.
+  using ringattn::Linear;
+  embedding = Linear(dtype, c.dim, {next()});
   const std::int64_t qd = c.heads * c.head_dim;
   layers.resize(static_cast<std::size_t>(c.layers));
   for (LayerWeights& L : layers) {
     L.attn_norm = next();
-    std::vector<float> wq = next(), wk = next(), wv = next();
-    L.qkv = linear(dtype, std::move(wq), qd, c.dim, {wk, wv});
-    L.wo = linear(dtype, next(), c.dim, qd);
+    {
+      const std::vector<float> wq = next(), wk = next(), wv = next();
+      L.qkv = Linear(dtype, c.dim, {wq, wk, wv});
+    }
+    L.wo = Linear(dtype, qd, {next()});
     L.mlp_norm = next();
-    std::vector<float> gate = next(), up = next();
-    L.gate_up = linear(dtype, std::move(gate), c.ffn, c.dim, {up});
-    L.down = linear(dtype, next(), c.dim, c.ffn);
+    {
+      const std::vector<float> gate = next(), up = next();
+      L.gate_up = Linear(dtype, c.dim, {gate, up});
+    }
+    L.down = Linear(dtype, c.ffn, {next()});
   }
   final_norm = next();
-  head = linear(dtype, c.tied ? embedding : next(), c.vocab, c.dim);
+  head = c.tied ? embedding : Linear(dtype, c.dim, {next()});  // tied: the same weights, held once
 }
 
 }  // namespace
@@ -300,13 +295,55 @@ Model Model::from_llama2c(const std::string& path, ringattn::DType matrices) {
 }
 
 void Model::embed(std::span<const std::int32_t> tokens, std::span<float> x) const {
-  for (std::size_t r = 0; r < tokens.size(); ++r)
-    std::memcpy(&x[r * c_.dim], &embedding_[static_cast<std::size_t>(tokens[r] * c_.dim)],
-                static_cast<std::size_t>(c_.dim) * sizeof(float));
+  const std::size_t dim = static_cast<std::size_t>(c_.dim);
+  for (std::int32_t t : tokens)  // before the threads: nothing may throw inside them
+    if (t < 0 || t >= c_.vocab)
+      throw ringattn::InvalidArgument("token id " + std::to_string(t) + " is outside the model's vocabulary [0, " +
+                                      std::to_string(c_.vocab) + ")");
+  if (x.size() != tokens.size() * dim)
+    throw ringattn::InvalidArgument("embed: " + std::to_string(x.size()) + " floats for " +
+                                    std::to_string(tokens.size()) + " tokens of dim " + std::to_string(dim));
+#pragma omp parallel for num_threads(team(threads_, tokens.size())) schedule(static)
+  for (std::size_t r = 0; r < tokens.size(); ++r) embedding_.row(tokens[r], x.subspan(r * dim, dim));
 }
+
+std::size_t Model::weight_bytes() const {
+  std::size_t n = (final_norm_.size() + 2 * layers_.size() * static_cast<std::size_t>(c_.dim)) * sizeof(float);
+  n += embedding_.packed().size() + (c_.tied ? 0 : head_.packed().size());
+  for (const LayerWeights& l : layers_)
+    for (const auto* w : {&l.qkv, &l.wo, &l.gate_up, &l.down}) n += w->packed().size();
+  return n;
+}
+
+// The per-row passes below run over chunks of at most kChunkRows rows: a prefill's
+// scratch rows stay a few tens of MB (a Llama-3.2-1B-shaped MLP over 2048 rows would hold
+// 200 MB), and the matmuls lose nothing (Linear reads the weights once per 384 rows anyway).
+// Each row's result is the same in any chunk (batch invariance).
+constexpr std::size_t kChunkRows = 384;
 
 void Model::attention_inputs(int l, std::span<const float> h, std::span<const std::int64_t> rope_positions,
                              std::span<float> q, std::span<float> k, std::span<float> v) const {
+  const std::size_t rows = h.size() / static_cast<std::size_t>(c_.dim);
+  const std::size_t dim = static_cast<std::size_t>(c_.dim), qd = static_cast<std::size_t>(c_.heads * c_.head_dim),
+                    kd = static_cast<std::size_t>(c_.kv_heads * c_.head_dim);
+  for (std::size_t r = 0; r < rows; r += kChunkRows) {
+    const std::size_t n = std::min(kChunkRows, rows - r);
+    attention_inputs_rows(l, h.subspan(r * dim, n * dim), rope_positions.subspan(r, n), q.subspan(r * qd, n * qd),
+                          k.subspan(r * kd, n * kd), v.subspan(r * kd, n * kd));
+  }
+}
+
+void Model::attention_output_and_mlp(int l, std::span<const float> o, std::span<float> h) const {
+  const std::size_t rows = h.size() / static_cast<std::size_t>(c_.dim);
+  const std::size_t dim = static_cast<std::size_t>(c_.dim), qd = static_cast<std::size_t>(c_.heads * c_.head_dim);
+  for (std::size_t r = 0; r < rows; r += kChunkRows) {
+    const std::size_t n = std::min(kChunkRows, rows - r);
+    attention_output_and_mlp_rows(l, o.subspan(r * qd, n * qd), h.subspan(r * dim, n * dim));
+  }
+}
+
+void Model::attention_inputs_rows(int l, std::span<const float> h, std::span<const std::int64_t> rope_positions,
+                                  std::span<float> q, std::span<float> k, std::span<float> v) const {
   const LayerWeights& L = layers_[static_cast<std::size_t>(l)];
   const std::int64_t rows = static_cast<std::int64_t>(h.size()) / c_.dim;
   const std::int64_t qd = c_.heads * c_.head_dim, kd = c_.kv_heads * c_.head_dim, width = qd + 2 * kd;
@@ -325,7 +362,7 @@ void Model::attention_inputs(int l, std::span<const float> h, std::span<const st
   rope(k, c_.kv_heads, c_.head_dim, rope_positions, c_.rope_theta, c_.rope_style, threads_);
 }
 
-void Model::attention_output_and_mlp(int l, std::span<const float> o, std::span<float> h) const {
+void Model::attention_output_and_mlp_rows(int l, std::span<const float> o, std::span<float> h) const {
   const LayerWeights& L = layers_[static_cast<std::size_t>(l)];
   const std::size_t rows = h.size() / static_cast<std::size_t>(c_.dim), ffn = static_cast<std::size_t>(c_.ffn);
   L.wo.apply(o, h, /*add=*/true, threads_);
@@ -361,14 +398,14 @@ std::uint64_t Model::digest() const {
     f.value(static_cast<int>(w.dtype()));
     f.bytes(w.packed().data(), w.packed().size());
   };
-  f.floats(embedding_);
+  matrix(embedding_);
   for (const auto& l : layers_) {
     f.floats(l.attn_norm);
     f.floats(l.mlp_norm);
     for (const auto* w : {&l.qkv, &l.wo, &l.gate_up, &l.down}) matrix(*w);
   }
   f.floats(final_norm_);
-  matrix(head_);
+  if (!c_.tied) matrix(head_);  // tied: the embedding's bytes, read above
   return f.h;
 }
 

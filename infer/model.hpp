@@ -65,7 +65,7 @@ class Model {
  public:
   // Every loader takes the dtype the matrices are held in: f32 as they come, or bf16 (each
   // weight rounded to nearest even at load: half the memory and the bytes a decode step
-  // reads; norms and the embedding lookup stay fp32).
+  // reads; the embedding too, its rows widened at lookup; norms stay fp32).
   // Weights drawn from `seed` (generate_tensor below): the same on every machine.
   static Model from_seed(const ModelConfig& c, std::uint64_t seed, ringattn::DType matrices = ringattn::DType::f32);
   // Weights from a safetensors file (F32, the names of tensor_specs); every tensor of the
@@ -89,6 +89,8 @@ class Model {
   // one fixed order): two ranks whose digests agree hold the same model, whatever file
   // format or path it came from.
   std::uint64_t digest() const;
+  // The bytes the weights hold in memory (packed matrices, norms; a tied head counted once).
+  std::size_t weight_bytes() const;
 
   // The calls below are const but share the model's scratch rows: one call at a time.
   // x [rows, dim] = embedding rows of the tokens.
@@ -103,6 +105,11 @@ class Model {
   void logits(std::span<const float> h, std::span<float> out) const;
 
  private:
+  // The passes above over one chunk of rows.
+  void attention_inputs_rows(int l, std::span<const float> h, std::span<const std::int64_t> rope_positions,
+                             std::span<float> q, std::span<float> k, std::span<float> v) const;
+  void attention_output_and_mlp_rows(int l, std::span<const float> o, std::span<float> h) const;
+
   ModelConfig c_;
   int threads_ = 0;
   // The layers' intermediate rows, grown to the largest call and kept: a prefill of 2,048
@@ -112,10 +119,10 @@ class Model {
     std::vector<float> norm, qkv, gate_up, act;
   };
   mutable Scratch scratch_;
-  std::vector<float> embedding_;  // [vocab, dim] (a lookup table)
+  ringattn::Linear embedding_;  // [vocab, dim], looked up a row at a time (Linear::row)
   std::vector<LayerWeights> layers_;
   std::vector<float> final_norm_;
-  ringattn::Linear head_;  // [vocab, dim]: the embedding's rows again when tied
+  ringattn::Linear head_;  // [vocab, dim]: tied, a copy of embedding_ sharing its weights
 };
 
 // The seed generator, portable by construction (integer arithmetic mod 2^64 only, then

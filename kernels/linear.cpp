@@ -52,9 +52,37 @@ void round_pairs(const float* x, std::int64_t n, std::uint32_t* out) {
 }  // namespace
 
 Linear::Linear(DType dtype, std::int64_t out, std::int64_t in, const void* w, std::optional<Isa> isa) {
+  if (!w && out >= 1 && in >= 1) throw InvalidArgument("linear: weight " + shape(out, in) + " has no data (null pointer)");
+  const std::size_t row_bytes = static_cast<std::size_t>(in) * dtype_size(dtype);
+  pack(dtype, out, in, isa, [&](std::int64_t o) {
+    return std::pair<const void*, bool>(static_cast<const std::byte*>(w) + static_cast<std::size_t>(o) * row_bytes,
+                                        dtype == DType::bf16);
+  });
+}
+
+Linear::Linear(DType dtype, std::int64_t in, std::initializer_list<std::span<const float>> blocks, std::optional<Isa> isa) {
+  std::int64_t out = 0;
+  for (const auto& b : blocks) {
+    if (in < 1 || b.empty() || static_cast<std::int64_t>(b.size()) % in != 0)
+      throw InvalidArgument("linear: a block of " + std::to_string(b.size()) + " weights is not rows of in = " +
+                            std::to_string(in) + " (needs a positive multiple)");
+    out += static_cast<std::int64_t>(b.size()) / in;
+  }
+  if (blocks.size() == 0) throw InvalidArgument("linear: no blocks of weights");
+  pack(dtype, out, in, isa, [&](std::int64_t o) {
+    for (const auto& b : blocks) {
+      const std::int64_t rows = static_cast<std::int64_t>(b.size()) / in;
+      if (o < rows) return std::pair<const void*, bool>(b.data() + o * in, false);
+      o -= rows;
+    }
+    return std::pair<const void*, bool>(nullptr, false);  // not reached: o < out
+  });
+}
+
+void Linear::pack(DType dtype, std::int64_t out, std::int64_t in, std::optional<Isa> isa,
+                  const std::function<std::pair<const void*, bool>(std::int64_t)>& row_of) {
   if (out < 1 || out > kMaxDim || in < 1 || in > kMaxDim)
     throw InvalidArgument("linear: weight shape " + shape(out, in) + " is outside [1, 2^24] per side");
-  if (!w) throw InvalidArgument("linear: weight " + shape(out, in) + " has no data (null pointer)");
   auto impl = std::make_shared<Impl>();
   impl->dtype = dtype;
   impl->out = out;
@@ -72,14 +100,15 @@ Linear::Linear(DType dtype, std::int64_t out, std::int64_t in, const void* w, st
   for (std::int64_t p = 0; p < impl->panels; ++p) {
     std::uint32_t* panel = dst + p * impl->panel_words;
     for (int j = 0; j < P && p * P + j < out; ++j) {
-      const std::int64_t o = p * P + j;
-      if (dtype == DType::f32) {
-        const float* row = static_cast<const float*>(w) + o * in;
-        for (std::int64_t k = 0; k < in; ++k) std::memcpy(&panel[k * P + j], &row[k], 4);
+      const auto [row, bf16_bits] = row_of(p * P + j);
+      if (dtype == DType::f32) {  // (the f32 constructor's rows are floats)
+        for (std::int64_t k = 0; k < in; ++k) std::memcpy(&panel[k * P + j], static_cast<const float*>(row) + k, 4);
+      } else if (bf16_bits) {
+        const auto* r = static_cast<const std::uint16_t*>(row);
+        for (std::int64_t k = 0; k < in; ++k) panel[(k / 2) * P + j] |= flush_denormal(r[k]) << (k % 2 ? 16 : 0);
       } else {
-        const std::uint16_t* row = static_cast<const std::uint16_t*>(w) + o * in;
-        for (std::int64_t k = 0; k < in; ++k)
-          panel[(k / 2) * P + j] |= flush_denormal(row[k]) << (k % 2 ? 16 : 0);
+        const auto* r = static_cast<const float*>(row);
+        for (std::int64_t k = 0; k < in; ++k) panel[(k / 2) * P + j] |= to_bf16(r[k]) << (k % 2 ? 16 : 0);
       }
     }
   }
@@ -90,6 +119,20 @@ std::int64_t Linear::out() const { return impl_ ? impl_->out : 0; }
 std::int64_t Linear::in() const { return impl_ ? impl_->in : 0; }
 DType Linear::dtype() const { return impl_ ? impl_->dtype : DType::f32; }
 Isa Linear::isa() const { return impl_ ? impl_->isa : Isa::generic; }
+
+void Linear::row(std::int64_t o, std::span<float> w_row) const {
+  if (!impl_) throw InvalidArgument("linear: row of an empty Linear (no weights)");
+  const Impl& L = *impl_;
+  if (o < 0 || o >= L.out || static_cast<std::int64_t>(w_row.size()) != L.in)
+    throw InvalidArgument("linear: row " + std::to_string(o) + " into " + std::to_string(w_row.size()) +
+                          " floats of weight " + shape(L.out, L.in) + " (needs 0 <= row < out, in floats)");
+  const std::uint32_t* panel = L.words.data + (o / P) * L.panel_words;
+  const std::int64_t j = o % P;
+  for (std::int64_t k = 0; k < L.in; ++k) {
+    const std::uint32_t u = L.dtype == DType::bf16 ? (panel[(k / 2) * P + j] >> (k % 2 ? 16 : 0)) << 16 : panel[k * P + j];
+    std::memcpy(&w_row[static_cast<std::size_t>(k)], &u, 4);
+  }
+}
 
 std::span<const std::byte> Linear::packed() const {
   if (!impl_) return {};

@@ -24,9 +24,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <span>
+#include <utility>
 
 #include "ringattn/types.hpp"
 
@@ -40,6 +43,12 @@ class Linear {
   // data is packed and the caller's buffer may go. Throws InvalidArgument for out or in
   // outside [1, 2^24] or a null w, and as the kernels do for an `isa` this CPU lacks.
   Linear(DType dtype, std::int64_t out, std::int64_t in, const void* w, std::optional<Isa> isa = std::nullopt);
+  // W stacked from fp32 blocks of rows, each [rows_b, in], in order (Q, K, V; gate, up),
+  // held in `dtype` (bf16: each weight rounded to nearest even) with no stacked or rounded
+  // copy on the way: a model loads with one tensor's floats beside its packed weights.
+  // Throws InvalidArgument for an empty block or one whose size is not a multiple of in.
+  Linear(DType dtype, std::int64_t in, std::initializer_list<std::span<const float>> blocks,
+         std::optional<Isa> isa = std::nullopt);
 
   // y[r * ldy + o] = sum over k of x[r * ldx + k] · W[o][k]  (add: y[...] += that sum,
   // the sum formed first) for r < rows, o < out. ldx >= in, ldy >= out; y must not
@@ -49,6 +58,11 @@ class Linear {
              int threads = 0) const;
   // Dense rows: x [rows, in], y [rows, out], rows = x.size() / in (y.size() must match).
   void apply(std::span<const float> x, std::span<float> y, bool add = false, int threads = 0) const;
+
+  // Output o's weights (row o of W) widened to fp32 into w_row [in]: the lookup a tied
+  // embedding makes, so the matrix is held once. Throws InvalidArgument for o outside
+  // [0, out) or a w_row of another size.
+  void row(std::int64_t o, std::span<float> w_row) const;
 
   std::int64_t out() const;
   std::int64_t in() const;
@@ -60,6 +74,9 @@ class Linear {
 
  private:
   struct Impl;
+  // Packs row o of W from row_of(o): fp32 floats (bf16 false) or bf16 bit patterns.
+  void pack(DType dtype, std::int64_t out, std::int64_t in, std::optional<Isa> isa,
+            const std::function<std::pair<const void*, bool>(std::int64_t)>& row_of);
   std::shared_ptr<const Impl> impl_;
 };
 

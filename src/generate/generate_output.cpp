@@ -28,7 +28,10 @@ cli::JsonObject RankFigures::json() const {
       .add("prefill_attention_seconds", prefill_attention_seconds)
       .add("decode_seconds", decode_seconds)
       .add("decode_attention_seconds", decode_attention_seconds)
-      .add("decode_compute_seconds", decode_compute_seconds);
+      .add("decode_compute_seconds", decode_compute_seconds)
+      .add("weight_bytes", weight_bytes)
+      .add("kv_cache_bytes", kv_cache_bytes)
+      .add("peak_rss_bytes", peak_rss_bytes);
 }
 
 RankFigures RankFigures::parse(const std::string& json) {
@@ -48,6 +51,9 @@ RankFigures RankFigures::parse(const std::string& json) {
   f.decode_seconds = num("decode_seconds");
   f.decode_attention_seconds = num("decode_attention_seconds");
   f.decode_compute_seconds = num("decode_compute_seconds");
+  f.weight_bytes = static_cast<std::int64_t>(num("weight_bytes"));
+  f.kv_cache_bytes = static_cast<std::int64_t>(num("kv_cache_bytes"));
+  f.peak_rss_bytes = static_cast<std::int64_t>(num("peak_rss_bytes"));
   return f;
 }
 

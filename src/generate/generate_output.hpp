@@ -35,6 +35,9 @@ struct RankFigures {
   std::int64_t rows = 0, prompt_tokens = 0, decode_steps = 0, prompts = 0;
   double prefill_seconds = 0, prefill_attention_seconds = 0, decode_seconds = 0, decode_attention_seconds = 0;
   double decode_compute_seconds = 0;  // the decode kernel over this rank's cache
+  // Memory: the model's weights as held, this rank's K/V cache at the end, the process's peak
+  // resident set (VmHWM) after the run.
+  std::int64_t weight_bytes = 0, kv_cache_bytes = 0, peak_rss_bytes = 0;
   cli::JsonObject json() const;
   static RankFigures parse(const std::string& json);  // throws std::runtime_error
 };

@@ -8,6 +8,7 @@
 
 #include "../../infer/job.hpp"
 #include "../../infer/load.hpp"
+#include "../cli/peak_rss.hpp"
 #include "../node/heartbeat.hpp"
 
 namespace ringattn::generate {
@@ -46,6 +47,9 @@ RankFigures run_rank(infer::JobOptions opt, const RingOptions& ring_options, con
   f.decode_seconds = st.decode_seconds;
   f.decode_attention_seconds = st.decode_attention_seconds;
   f.decode_compute_seconds = st.decode_compute_seconds;
+  f.weight_bytes = static_cast<std::int64_t>(job.model.weight_bytes());
+  f.kv_cache_bytes = static_cast<std::int64_t>(st.kv_cache_bytes);
+  f.peak_rss_bytes = static_cast<std::int64_t>(cli::peak_rss_kib()) * 1024;
   return f;
 }
 

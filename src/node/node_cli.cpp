@@ -32,6 +32,7 @@
 #include "ringattn/error.hpp"
 #include "../cli/log.hpp"
 #include "../cli/json_object.hpp"
+#include "../cli/peak_rss.hpp"
 #include "../io/finite_check.hpp"
 #include "../io/npy_reader.hpp"
 #include "../io/npy_writer.hpp"
@@ -99,32 +100,13 @@ void read_shard(const std::string& path, const Positions& pos, DType dtype, std:
   flush();
 }
 
-// Peak resident set of this process so far (inputs read, ring done, outputs written),
-// so `bench ring` can check per-node memory without wrapping nodes in /usr/bin/time.
-// VmHWM belongs to this process's own address space. getrusage's ru_maxrss (and so
-// /usr/bin/time) is not: Linux carries it over fork and exec, so a node started by a
-// process holding a lot of memory would report its parent's peak.
-long peak_rss_kib() {
-  std::FILE* f = std::fopen("/proc/self/status", "r");
-  char line[256];
-  long kib = -1;
-  while (f && std::fgets(line, sizeof line, f))
-    if (std::sscanf(line, "VmHWM: %ld kB", &kib) == 1) break;
-  if (f) std::fclose(f);
-  if (kib < 0) {
-    rusage ru{};
-    ::getrusage(RUSAGE_SELF, &ru);
-    kib = ru.ru_maxrss;
-  }
-  return kib;
-}
 
 std::string json_stats(int rank, std::int64_t rows, const ForwardStats& s, const RingTraffic& t, Isa isa) {
   cli::JsonObject o;
   o.add("rank", rank).add("rows", rows).add("total_seconds", s.seconds).add("compute_seconds", s.compute_seconds);
   o.add("wait_seconds", s.wait_seconds).add("useful_flops", s.useful_flops).add("steps", s.steps);
   o.add("steps_skipped", s.steps_skipped).add("payload_bytes_sent", s.bytes_sent).add("bytes_sent", t.bytes_sent);
-  o.add("io_cpu_seconds", t.io_cpu_seconds).add("max_rss_kib", static_cast<std::int64_t>(peak_rss_kib()));
+  o.add("io_cpu_seconds", t.io_cpu_seconds).add("max_rss_kib", static_cast<std::int64_t>(cli::peak_rss_kib()));
   o.add("isa", to_string(isa));
   return o.str();
 }

@@ -132,6 +132,27 @@ TEST_CASE("linear: a row's result is the same alone, in any batch, on any thread
       }
 }
 
+TEST_CASE("linear: row(o) gives output o's weights back, widened (a tied embedding's lookup)") {
+  for (DType d : {DType::f32, DType::bf16})
+    for (auto [out, in] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {33, 7}, {70, 64}}) {
+      CAPTURE(to_string(d));
+      CAPTURE(out);
+      CAPTURE(in);
+      const Weights w = weights(out, in, d, 21);
+      const Linear lin(d, out, in, w.data(d));
+      std::vector<float> got(static_cast<std::size_t>(in));
+      for (std::int64_t o = 0; o < out; ++o) {
+        lin.row(o, got);
+        CHECK(same_bits(got.data(), w.values.data() + o * in, got.size()));
+      }
+      const std::string past = "row " + std::to_string(out);
+      CHECK_THROWS_WITH_AS(lin.row(out, got), doctest::Contains(past.c_str()), InvalidArgument);
+      CHECK_THROWS_WITH_AS(lin.row(-1, got), doctest::Contains("row -1"), InvalidArgument);
+      std::vector<float> wrong(static_cast<std::size_t>(in + 1));
+      CHECK_THROWS_AS(lin.row(0, wrong), InvalidArgument);
+    }
+}
+
 TEST_CASE("linear: the packed weights are the same bytes on every path") {
   const Weights w = weights(70, 33, DType::bf16, 3);
   const Linear first(DType::bf16, 70, 33, w.data(DType::bf16), available_isas().front());
