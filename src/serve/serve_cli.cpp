@@ -187,6 +187,7 @@ int run_serve(const cli::Args& a) {
     model->options.tokenizer = c.tokenizer;
     model->options.threads = c.ring.threads;
     model->options.dtype = c.wire_dtype;
+    model->options.weights_dtype = c.weights_dtype;
     model->job = infer::load_model(model->options);
     model->digest = model->job.digest();
     model->name = std::filesystem::path(c.model).stem().string();

@@ -360,6 +360,26 @@ TEST_CASE("serve --model: prompts shorter than the ring (an empty one is BOS alo
   for (int r = 0; r < 3; ++r) CHECK(http_get(m.ring->metrics(r), "/healthz").first == 200);
 }
 
+TEST_CASE("serve --model --weights-dtype bf16: the daemons hold the matrices in bf16 and give generate's bf16 text") {
+  const auto dir = ::test::model_dir();
+  if (!dir) return;
+  const itest::Outcome g = itest::run_ringattn({"generate", "--model", (*dir / "stories260K.bin").string(), "--tokenizer",
+                                                (*dir / "tok512.bin").string(), "--prompt", kPrompt, "--max-tokens", "40",
+                                                "--nodes", "1", "--weights-dtype", "bf16", "--json"});
+  INFO("generate: " << g.err);
+  REQUIRE(g.exit_code == 0);
+  const std::string whole = infer::parse_json(g.out).at("results")[0].at("text").get<std::string>();
+  REQUIRE(whole.rfind(kPrompt, 0) == 0);
+  ModelRing m(*dir, {"--weights-dtype", "bf16"});
+  REQUIRE(m.ring->wait_ready(60));
+  const Outcome o = run("/usr/bin/curl", curl_post(m, "/v1/completions", body(40, false)));
+  INFO("response: " << o.out.substr(0, 600) << "\nrank 0: " << m.ring->log(0));
+  REQUIRE(o.out.find("HTTP 200") != std::string::npos);
+  const std::string text = response_json(o).at("choices").at(0).at("text").get<std::string>();
+  CHECK(text.size() > 20);
+  CHECK(kPrompt + text == whole);
+}
+
 TEST_CASE("serve --model: a daemon holding another model file is refused, naming both ranks and both files") {
   const auto dir = ::test::model_dir();
   if (!dir) return;
