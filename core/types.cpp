@@ -21,22 +21,32 @@ std::string to_string(const Mask& m) {
   return "?";
 }
 
+namespace {
+struct IsaName {
+  Isa isa;
+  std::string_view name;
+};
+constexpr IsaName kIsaNames[] = {
+    {Isa::generic, "generic"}, {Isa::avx2, "avx2"}, {Isa::avx512, "avx512"}, {Isa::neon, "neon"}};
+}  // namespace
+
 std::string_view to_string(Isa i) {
-  switch (i) {
-    case Isa::generic: return "generic";
-    case Isa::avx2: return "avx2";
-    case Isa::avx512: return "avx512";
-    case Isa::neon: return "neon";
-  }
+  for (const IsaName& n : kIsaNames)
+    if (n.isa == i) return n.name;
   return "?";
 }
 
+std::string isa_names() {
+  std::string all;
+  for (const IsaName& n : kIsaNames) all += (all.empty() ? "" : ", ") + std::string(n.name);
+  return all;
+}
+
 Isa parse_isa(std::string_view s) {
-  if (s == "generic" || s == "scalar") return Isa::generic;
-  if (s == "avx2") return Isa::avx2;
-  if (s == "avx512") return Isa::avx512;
-  if (s == "neon") return Isa::neon;
-  throw InvalidArgument("isa: expected one of generic, avx2, avx512, neon; got '" + std::string(s) + "'");
+  if (s == "scalar") return Isa::generic;  // the generic path's old name
+  for (const IsaName& n : kIsaNames)
+    if (n.name == s) return n.isa;
+  throw InvalidArgument("isa: expected one of " + isa_names() + "; got '" + std::string(s) + "'");
 }
 
 }  // namespace ringattn

@@ -1,7 +1,8 @@
-// One run-time dispatch for every ISA-specific piece. The best path the CPU supports
-// wins unless a caller forces one (config, CLI --isa) or the environment does
-// (RINGATTN_ISA=generic|avx2|avx512|neon). Forcing a path the CPU lacks is an error,
-// not a silent fallback: a benchmark that says "avx2" must have run avx2.
+// One run-time dispatch for every ISA-specific piece: the registry below, one entry per
+// path this build has ({ISA, CPU check, routines}), best first. The best path the CPU
+// supports wins unless a caller forces one (config, CLI --isa) or the environment does
+// (RINGATTN_ISA, one of isa_names()). Forcing a path the CPU lacks is an error, not a
+// silent fallback: a benchmark that says "avx2" must have run avx2.
 #include "kernels/dispatch.hpp"
 
 #include <cstdlib>
@@ -12,85 +13,68 @@
 #include "ringattn_config.h"
 
 namespace ringattn {
-
+namespace kernels {
 namespace {
 
-bool cpu_has(Isa isa) {
-  switch (isa) {
-    case Isa::generic: return true;
+bool always() { return true; }
 #if RINGATTN_HAVE_AVX512
-    case Isa::avx512:
-      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("avx512vl");
+bool has_avx512() {
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+}
+bool has_avx512_bf16() { return has_avx512() && __builtin_cpu_supports("avx512bf16"); }  // Zen 4+, Sapphire Rapids+
 #endif
 #if RINGATTN_HAVE_AVX2
-    case Isa::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+bool has_avx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+#endif
+
+struct IsaPath {
+  Isa isa;
+  bool (*cpu_has)();
+  const SoftmaxOps* attention;  // the attention kernels' row passes (softmax_ops.hpp)
+  const LinearOps* linear;      // the weight matmul's panel loop (linear_ops.hpp)
+  // A faster weight-matmul table where the CPU has more than the path needs (tried first).
+  const LinearOps* linear_plus = nullptr;
+  bool (*plus_has)() = nullptr;
+};
+
+const IsaPath kPaths[] = {
+#if RINGATTN_HAVE_AVX512
+    {.isa = Isa::avx512, .cpu_has = has_avx512, .attention = &kOpsAvx512, .linear = &kLinearAvx512,
+     .linear_plus = &kLinearAvx512Bf16, .plus_has = has_avx512_bf16},
+#endif
+#if RINGATTN_HAVE_AVX2
+    {.isa = Isa::avx2, .cpu_has = has_avx2, .attention = &kOpsAvx2, .linear = &kLinearAvx2},
 #endif
 #if RINGATTN_HAVE_NEON
-    case Isa::neon: return true;  // baseline on aarch64
+    // The weight matmul's generic loops, which aarch64's baseline vectorises.
+    {.isa = Isa::neon, .cpu_has = always, .attention = &kOpsNeon, .linear = &kLinearGeneric},
 #endif
-    default: return false;
-  }
+    {.isa = Isa::generic, .cpu_has = always, .attention = &kOpsGeneric, .linear = &kLinearGeneric},
+};
+
+// The entry of `isa`; throws InvalidArgument if this build or this CPU lacks it.
+const IsaPath& path(Isa isa) {
+  for (const IsaPath& p : kPaths)
+    if (p.isa == isa && p.cpu_has()) return p;
+  std::string have;
+  for (Isa i : available_isas()) have += (have.empty() ? "" : ", ") + std::string(to_string(i));
+  throw InvalidArgument("isa: '" + std::string(to_string(isa)) + "' is not available on this CPU/build (available: " +
+                        have + ")");
 }
 
 }  // namespace
 
-std::vector<Isa> available_isas() {
-  std::vector<Isa> out;
-  for (Isa i : {Isa::avx512, Isa::avx2, Isa::neon, Isa::generic})
-    if (cpu_has(i)) out.push_back(i);
-  return out;
-}
-
-Isa default_isa() { return kernels::resolve_isa(std::nullopt); }
-
-namespace kernels {
-
-const SoftmaxOps& ops_for(Isa isa) {
-  if (!cpu_has(isa)) {
-    std::string have;
-    for (Isa i : available_isas()) have += (have.empty() ? "" : ", ") + std::string(to_string(i));
-    throw InvalidArgument("isa: '" + std::string(to_string(isa)) +
-                          "' is not available on this CPU/build (available: " + have + ")");
-  }
-  switch (isa) {
-#if RINGATTN_HAVE_AVX512
-    case Isa::avx512: return kOpsAvx512;
-#endif
-#if RINGATTN_HAVE_AVX2
-    case Isa::avx2: return kOpsAvx2;
-#endif
-#if RINGATTN_HAVE_NEON
-    case Isa::neon: return kOpsNeon;
-#endif
-    default: return kOpsGeneric;
-  }
-}
+const SoftmaxOps& ops_for(Isa isa) { return *path(isa).attention; }
 
 std::vector<const LinearOps*> linear_ops_variants(Isa isa) {
-  ops_for(isa);  // the same check and message
-  switch (isa) {
-#if RINGATTN_HAVE_AVX512
-    case Isa::avx512:
-      // bf16 pairs by the dot instruction where the CPU has it (Zen 4+, Sapphire Rapids+).
-      if (__builtin_cpu_supports("avx512bf16")) return {&kLinearAvx512Bf16, &kLinearAvx512};
-      return {&kLinearAvx512};
-#endif
-    default: return {&linear_ops_for(isa)};
-  }
+  const IsaPath& p = path(isa);
+  if (p.linear_plus && p.plus_has()) return {p.linear_plus, p.linear};
+  return {p.linear};
 }
 
 const LinearOps& linear_ops_for(Isa isa) {
-  ops_for(isa);  // the same check and message
-  switch (isa) {
-#if RINGATTN_HAVE_AVX512
-    case Isa::avx512: return *linear_ops_variants(isa).front();
-#endif
-#if RINGATTN_HAVE_AVX2
-    case Isa::avx2: return kLinearAvx2;
-#endif
-    default: return kLinearGeneric;  // NEON: the generic loops, which aarch64's baseline vectorises
-  }
+  const IsaPath& p = path(isa);
+  return p.linear_plus && p.plus_has() ? *p.linear_plus : *p.linear;
 }
 
 Isa resolve_isa(const std::optional<Isa>& forced) {
@@ -106,4 +90,14 @@ Isa resolve_isa(const std::optional<Isa>& forced) {
 }
 
 }  // namespace kernels
+
+std::vector<Isa> available_isas() {
+  std::vector<Isa> out;
+  for (const kernels::IsaPath& p : kernels::kPaths)
+    if (p.cpu_has()) out.push_back(p.isa);
+  return out;
+}
+
+Isa default_isa() { return kernels::resolve_isa(std::nullopt); }
+
 }  // namespace ringattn

@@ -119,6 +119,7 @@ std::int64_t Linear::out() const { return impl_ ? impl_->out : 0; }
 std::int64_t Linear::in() const { return impl_ ? impl_->in : 0; }
 DType Linear::dtype() const { return impl_ ? impl_->dtype : DType::f32; }
 Isa Linear::isa() const { return impl_ ? impl_->isa : Isa::generic; }
+const char* Linear::kernel() const { return impl_ ? impl_->ops->name : "none"; }
 
 void Linear::row(std::int64_t o, std::span<float> w_row) const {
   if (!impl_) throw InvalidArgument("linear: row of an empty Linear (no weights)");

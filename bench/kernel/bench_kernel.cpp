@@ -253,7 +253,7 @@ int ringattn::cli::bench_kernel_main(const std::vector<std::string>& argv) {
       .option("dtype", "LIST", "fp32, bf16 or both", "fp32,bf16")
       .option("mask", "LIST", "none, causal or both", "none,causal")
       .option("threads", "LIST", "OpenMP threads (0: all cores)", "1,2")
-      .option("isa", "NAME", "force an ISA path (generic, avx2, avx512, neon)")
+      .option("isa", "NAME", "force an ISA path (" + isa_names() + ")")
       .flag("no-naive", "skip the naive baseline")
       .flag("backward", "time the backward kernel instead (useful FLOPs 2.5x the forward's) against its five\n"
                         "matmuls as bare dense oneDNN ones");

@@ -138,7 +138,8 @@ void run_case(const Shape& s, std::int64_t rows, DType dt, int threads, std::opt
   cli::JsonObject o;
   o.add("bench", "linear");
   bench::add_machine(o, dt, lin.isa());
-  o.add("shape", s.name).add("out", s.out).add("in", s.in).add("rows", rows).add("dtype", to_string(dt));
+  o.add("kernel", lin.kernel()).add("shape", s.name).add("out", s.out).add("in", s.in).add("rows", rows);
+  o.add("dtype", to_string(dt));
   o.add("threads", threads).add("seconds", t_linear).add("gflops", flops / t_linear / 1e9);
   o.add("roof_impl", roof.impl()).add("roof_dtype", to_string(roof_dt)).add("roof_seconds", t_roof);
   o.add("roof_gflops", flops / t_roof / 1e9).add("of_roof", t_roof / t_linear);
@@ -175,7 +176,7 @@ int ringattn::cli::bench_linear_main(const std::vector<std::string>& argv) {
       .option("rows", "LIST", "rows per call: 1 and a few are decode, hundreds prefill", "1,4,512")
       .option("dtype", "LIST", "the weights' dtype: fp32, bf16 or both", "fp32,bf16")
       .option("threads", "LIST", "OpenMP threads (0: all cores)", "0")
-      .option("isa", "NAME", "force an ISA path (generic, avx2, avx512, neon)");
+      .option("isa", "NAME", "force an ISA path (" + isa_names() + ")");
   if (!a.parse(argv)) return 0;
   const std::vector<Shape> shapes = parse_shapes(a.str("shapes"));
   std::vector<DType> dtypes;

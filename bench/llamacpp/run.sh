@@ -86,8 +86,12 @@ import json, sys
 impl, nodes, threads, rep, path = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 j = json.load(open(path))
 if impl == "ringattn":
+    ranks = j["ranks"]  # memory: the largest rank's peak against its weights + K/V cache
+    top = max(ranks, key=lambda r: r["peak_rss_bytes"])
     row = dict(prefill_tokens_per_s=j["prefill_tokens_per_s"], decode_tokens_per_s=j["decode_tokens_per_s"],
-               prefill_seconds=j["prefill_seconds"], decode_seconds=j["decode_seconds"], tokens=j["results"][0]["tokens"])
+               prefill_seconds=j["prefill_seconds"], decode_seconds=j["decode_seconds"], tokens=j["results"][0]["tokens"],
+               peak_rss_bytes=top["peak_rss_bytes"], weight_bytes=top["weight_bytes"], kv_cache_bytes=top["kv_cache_bytes"],
+               rss_over_weights_and_cache=top["peak_rss_bytes"] / (top["weight_bytes"] + top["kv_cache_bytes"]))
 else:
     row = dict(prefill_tokens_per_s=j["prefill_tokens_per_s"], decode_tokens_per_s=j["decode_tokens_per_s"],
                prefill_seconds=j["prefill_seconds"], decode_seconds=j["decode_seconds"], tokens=j["tokens"],
@@ -121,6 +125,9 @@ s = dict(machine=f"{cpu[0]} (family {cpu[1].split(':')[-1].strip()}, model {cpu[
 for key in ("prefill_tokens_per_s", "decode_tokens_per_s"):
     s[key] = {f"{i} P={n} x{t}": med(i, n, t, key)
               for i, n, t in (("ringattn", 1, 2), ("ringattn", 2, 1), ("llama.cpp", 1, 2), ("llama.cpp", 1, 1))}
+s["ringattn_peak_rss_over_weights_and_cache"] = {
+    f"P={n} x{t}": max(r["rss_over_weights_and_cache"] for r in runs if (r["impl"], r["nodes"], r["threads"]) == ("ringattn", n, t))
+    for n, t in ((1, 2), (2, 1))}
 p, d = s["prefill_tokens_per_s"], s["decode_tokens_per_s"]
 s["ratios"] = {"prefill P=1 x2 / llama.cpp x2": p["ringattn P=1 x2"] / p["llama.cpp P=1 x2"],
                "prefill P=2 x1 / llama.cpp x1": p["ringattn P=2 x1"] / p["llama.cpp P=1 x1"],
@@ -133,6 +140,8 @@ for k in p:
     print(f"{k:24} {p[k]:14.1f} {d[k]:13.1f}")
 for k, v in s["ratios"].items():
     print(f"{k:32} {v:5.2f}")
+for k, v in s["ringattn_peak_rss_over_weights_and_cache"].items():
+    print(f"ringattn {k} peak RSS / (weights + KV cache) {v:5.3f} (the largest of its runs and ranks)")
 print("greedy tokens agree" if agree else "greedy tokens DIFFER")
 sys.exit(0 if agree else 1)
 EOF

@@ -68,6 +68,8 @@ class Linear {
   std::int64_t in() const;
   DType dtype() const;
   Isa isa() const;
+  // The panel loop's name: the ISA path, "avx512-bf16" where AVX-512 has the bf16 dot.
+  const char* kernel() const;
   // The packed weights (padding zero): what the layer holds in memory, and what a digest
   // of the model reads. The same bytes on every CPU.
   std::span<const std::byte> packed() const;

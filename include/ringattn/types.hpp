@@ -65,5 +65,8 @@ enum class Isa : std::uint8_t { generic = 0, avx2 = 1, avx512 = 2, neon = 3 };
 
 std::string_view to_string(Isa i);
 Isa parse_isa(std::string_view s);  // throws InvalidArgument naming the value
+// Every path's name, "generic, avx2, avx512, neon": what --isa and RINGATTN_ISA take
+// (which of them this build and CPU run: available_isas()).
+std::string isa_names();
 
 }  // namespace ringattn

@@ -26,7 +26,7 @@ void declare_job_options(cli::Args& a, bool with_files) {
       .option("window", "W", "sliding window: query i sees keys i-W < j <= i")
       .option("dtype", "T", "fp32 or bf16: kernel inputs and the K/V wire format", "fp32")
       .option("threads", "T", "OpenMP threads per node (0: all cores)", "1")
-      .option("isa", "NAME", "force an ISA path (generic, avx2, avx512, neon)")
+      .option("isa", "NAME", "force an ISA path (" + isa_names() + ")")
       .option("timeout", "SEC", "deadline for connecting and for every network wait", "30")
       .option("decode", "K",
               "generate the last K tokens of every document one step at a time (Ring::decode on the KV cache the "

@@ -28,6 +28,7 @@ struct Key {
 };
 
 const std::vector<Key>& keys() {
+  static const std::string isa_help = "force a kernel path: " + isa_names();
   static const std::vector<Key> k = {
       {"rank", Kind::integer, "R", "this daemon's rank, 0..world_size-1",
        {"RINGATTN_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "RANK"}},
@@ -46,7 +47,7 @@ const std::vector<Key>& keys() {
       {"tls", Kind::boolean, "", "TLS 1.3 on every ring and control connection, keyed by the token", {"RINGATTN_TLS"}},
       {"threads", Kind::integer, "N", "kernel threads per job (0: all cores; default: this host's cores / the ring's daemons "
                                      "on it, as --peers or a loopback --master tell)", {"RINGATTN_THREADS"}},
-      {"isa", Kind::text, "ISA", "force a kernel path: generic, avx2, avx512, neon", {"RINGATTN_ISA"}},
+      {"isa", Kind::text, "ISA", isa_help.c_str(), {"RINGATTN_ISA"}},
       {"wire_dtype", Kind::text, "DTYPE", "dtype of jobs that do not ask for one: fp32 or bf16", {"RINGATTN_WIRE_DTYPE"}},
       {"max_rows", Kind::integer, "N", "largest shard (rows per rank) of a job", {"RINGATTN_MAX_ROWS"}},
       {"max_heads", Kind::integer, "N", "most query heads of a job", {"RINGATTN_MAX_HEADS"}},

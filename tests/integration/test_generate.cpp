@@ -83,6 +83,31 @@ TEST_CASE("generate --weights-dtype bf16: the model's matrices rounded to bf16 g
     }
 }
 
+TEST_CASE("generate --json: each rank reports the weights it holds (bf16 half of fp32's), its KV cache and its peak RSS") {
+  const auto dir = ::test::model_dir();
+  if (!dir) return;
+  auto rank0 = [&](const char* dtype) {
+    const Outcome r = run_ringattn(generate(*dir, {"--prompt", "Once upon a time", "--max-tokens", "20", "--nodes", "2",
+                                                   "--weights-dtype", dtype, "--json"}));
+    INFO("stderr: " << r.err);
+    REQUIRE(r.exit_code == 0);
+    const Json j = parse_json(r.out);
+    REQUIRE(j.at("ranks").size() == 2);
+    return j.at("ranks")[0];
+  };
+  const Json f = rank0("fp32"), b = rank0("bf16");
+  const double wf = f.at("weight_bytes").get<double>(), wb = b.at("weight_bytes").get<double>();
+  // stories260K: 260K parameters, tied head counted once; the norms (fp32 in both) are 0.3% of it.
+  CHECK(wf > 4 * 250e3);
+  CHECK(wf < 4 * 330e3);  // the packed panels' padding is small
+  CHECK(wb / wf == doctest::Approx(0.5).epsilon(0.02));
+  for (const Json* r : {&f, &b}) {
+    const double kv = r->at("kv_cache_bytes").get<double>(), rss = r->at("peak_rss_bytes").get<double>();
+    CHECK(kv > 0);
+    CHECK(rss > r->at("weight_bytes").get<double>() + kv);
+  }
+}
+
 TEST_CASE("generate: zigzag at P = 3 and 4 (a prompt of at least 2P tokens) gives P = 1's text") {
   const auto dir = ::test::model_dir();
   if (!dir) return;

@@ -64,6 +64,7 @@ TEST_CASE("linear: every path, fp32 and bf16, ragged shapes and strides, against
         CHECK(lin.out() == out);
         CHECK(lin.in() == in);
         CHECK(lin.isa() == isa);
+        CHECK(std::string(lin.kernel()).rfind(std::string(to_string(isa)), 0) == 0);  // "avx512" or "avx512-bf16"
         for (std::int64_t rows : {1, 5, 13, 40}) {
           const std::int64_t ldx = in + 2, ldy = out + 3;
           const std::vector<float> x = randn(std::size_t(rows * ldx), unsigned(rows));
