@@ -5,7 +5,10 @@ Each prompt alone, no packing, no ring, no cache: greedy generation by recomputi
 whole sequence for every new token, with RoPE at positions 0, 1, ... of the prompt and
 dense causal attention. Compares every prompt's generated tokens (exactly) and logits
 (to --tol) with a run's rank-R.jsonl files. The weights are the seed's (drawn as
-write_weights.py draws them) or a safetensors file's.
+write_weights.py draws them) or a safetensors file's. --weights-dtype bf16 checks a run of
+infer --weights-dtype bf16 by the contract of ringattn::Linear: every matrix (the embedding
+too) rounded to bf16, and each matmul's input rows rounded to bf16 (from their fp32 value)
+before the float64 product.
   reference.py RUN_DIR --prompts p.jsonl --tokens 4 [model flags as for infer] [--tol 1e-3]
 """
 import argparse
@@ -44,6 +47,22 @@ def rope(x, positions, theta=10000.0):  # x [T, heads, D], rotate-half
     return np.concatenate([a * c - b * s, b * c + a * s], axis=-1)
 
 
+def bf16(x):
+    """x rounded to float32, then to bf16 (nearest even, denormals to zero), as float64."""
+    u = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    u = ((u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)
+    u = np.where((u & 0x7F800000) == 0, u & 0x80000000, u).astype(np.uint32)
+    return u.view(np.float32).astype(np.float64)
+
+
+def MATMUL_INPUT(x):  # bf16 under --weights-dtype bf16
+    return x
+
+
+def mm(x, weight):
+    return MATMUL_INPUT(x) @ weight.T
+
+
 def forward(w, c, tokens):
     """Logits of the last token of `tokens`."""
     t = len(tokens)
@@ -54,22 +73,22 @@ def forward(w, c, tokens):
     for l in range(c.layers):
         p = f"model.layers.{l}."
         n = rms_norm(h, w[p + "input_layernorm.weight"])
-        q = rope((n @ w[p + "self_attn.q_proj.weight"].T).reshape(t, c.heads, c.head_dim), pos)
-        k = rope((n @ w[p + "self_attn.k_proj.weight"].T).reshape(t, c.kv_heads, c.head_dim), pos)
-        v = (n @ w[p + "self_attn.v_proj.weight"].T).reshape(t, c.kv_heads, c.head_dim)
+        q = rope((mm(n, w[p + "self_attn.q_proj.weight"])).reshape(t, c.heads, c.head_dim), pos)
+        k = rope((mm(n, w[p + "self_attn.k_proj.weight"])).reshape(t, c.kv_heads, c.head_dim), pos)
+        v = (mm(n, w[p + "self_attn.v_proj.weight"])).reshape(t, c.kv_heads, c.head_dim)
         k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
         s = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(c.head_dim)
         s = np.where(mask[None], s, -np.inf)
         s = np.exp(s - s.max(axis=-1, keepdims=True))
         s /= s.sum(axis=-1, keepdims=True)
         o = np.einsum("hqk,khd->qhd", s, v).reshape(t, c.heads * c.head_dim)
-        h = h + o @ w[p + "self_attn.o_proj.weight"].T
+        h = h + mm(o, w[p + "self_attn.o_proj.weight"])
         n = rms_norm(h, w[p + "post_attention_layernorm.weight"])
-        g = n @ w[p + "mlp.gate_proj.weight"].T
-        u = n @ w[p + "mlp.up_proj.weight"].T
-        h = h + (g / (1 + np.exp(-g)) * u) @ w[p + "mlp.down_proj.weight"].T
+        g = mm(n, w[p + "mlp.gate_proj.weight"])
+        u = mm(n, w[p + "mlp.up_proj.weight"])
+        h = h + mm(g / (1 + np.exp(-g)) * u, w[p + "mlp.down_proj.weight"])
     head = w["model.embed_tokens.weight"] if not c.untied else w["lm_head.weight"]
-    return rms_norm(h[-1], w["model.norm.weight"]) @ head.T
+    return mm(rms_norm(h[-1], w["model.norm.weight"]), head)
 
 
 def main():
@@ -83,11 +102,16 @@ def main():
         p.add_argument("--" + name, type=int, default=default)
     p.add_argument("--untied", action="store_true")
     p.add_argument("--tol", type=float, default=1e-3)
+    p.add_argument("--weights-dtype", choices=("fp32", "bf16"), default="fp32")
     c = p.parse_args()
     if c.weights:
         w = {k: v.astype(np.float64) for k, v in load_safetensors(c.weights).items()}
     else:
         w = {name: generate(c.seed, i, shape).astype(np.float64) for i, (name, shape) in enumerate(specs(c))}
+    if c.weights_dtype == "bf16":
+        global MATMUL_INPUT
+        MATMUL_INPUT = bf16
+        w = {k: bf16(v) if v.ndim == 2 else v for k, v in w.items()}
     run = {}
     for path in glob.glob(os.path.join(c.run, "rank-*.jsonl")):
         with open(path) as f:
