@@ -7,6 +7,7 @@
 #include <ringattn/layout.hpp>
 #include <ringattn/packing.hpp>
 
+#include "batch_plan.hpp"
 #include "sampler.hpp"
 
 #include <algorithm>
@@ -69,20 +70,6 @@ struct HeadPadding {
 struct PaddedCall {
   std::vector<float> q, k, v, o;
 };
-
-// Every rank's rows of the packed batch: balanced by prompt (shard_documents), or cut by
-// a layout over the whole packed sequence, each row with the prompt it belongs to.
-std::vector<ringattn::PackedShard> shard_batch(const std::vector<std::int64_t>& cu, int world,
-                                               const std::optional<ringattn::Layout>& layout) {
-  if (!layout) return ringattn::shard_documents(cu, world);
-  const std::vector<std::int32_t> ids = ringattn::document_ids(cu);
-  std::vector<ringattn::PackedShard> shards(static_cast<std::size_t>(world));
-  for (int r = 0; r < world; ++r) {
-    shards[r].positions = ringattn::shard_positions(*layout, cu.back(), world, r).materialize();
-    for (const std::int64_t p : shards[r].positions) shards[r].documents.push_back(ids[static_cast<std::size_t>(p)]);
-  }
-  return shards;
-}
 
 constexpr std::uint32_t kLastRows = 0x4C48;  // a holder's last hidden rows, to the decode rank
 
@@ -155,83 +142,22 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
   const ModelConfig& c = model.config();
   const int rank = ring.rank(), world = ring.world_size();
   const std::int64_t max_rows = ring.limits().max_rows;
-  // Checked alike on every rank (from the batch and the limits all share), before any call,
-  // so that all fail together rather than some waiting on the others.
-  std::vector<std::size_t> fresh, follow;  // prompts prefilled; prompts fed through Ring::decode
-  for (std::size_t i = 0; i < prompts.size(); ++i) (prompts[i].continues ? follow : fresh).push_back(i);
-  auto sequence_of = [&](std::size_t i) { return prompts[i].sequence >= 0 ? prompts[i].sequence : static_cast<std::int32_t>(i); };
-  auto limit_of = [&](std::size_t i) { return prompts[i].max_tokens > 0 ? prompts[i].max_tokens : options.tokens; };
-  if (!follow.empty() && (!kept || !options.decode_rank))
-    throw ringattn::InvalidArgument("prompt " + std::to_string(follow[0]) +
-                                    " continues a kept sequence, which needs kept caches and a decode rank");
-  std::int64_t fresh_tokens = 0;
-  for (const std::size_t i : fresh) {
-    if (prompts[i].tokens.empty()) throw ringattn::InvalidArgument("prompt " + std::to_string(i) + " has no token (BOS at least)");
-    fresh_tokens += static_cast<std::int64_t>(prompts[i].tokens.size());
-  }
-  // A batch too short to cut (fewer prompt tokens than ranks: an empty prompt is BOS alone)
-  // leaves some rank without a row, and a ring call needs one on every rank. Its prompts
-  // are fed like follow-ups instead, from empty rows: the feeding rank (the decode rank, or
-  // rank 0) sends their queries around the ring past the other ranks' empty caches and
-  // appends their K/V where decode_store_rank puts them. The same attention, only routed
-  // through Ring::decode.
-  const int feeder = options.decode_rank.value_or(0);
-  std::vector<Continuation> fed_from;  // per entry of `follow`: where its tokens start
-  for (const std::size_t i : follow) fed_from.push_back(*prompts[i].continues);
-  if (!fresh.empty() && fresh_tokens < world) {
-    std::vector<std::size_t> all(follow.size() + fresh.size());
-    std::merge(follow.begin(), follow.end(), fresh.begin(), fresh.end(), all.begin());
-    fed_from.clear();
-    for (const std::size_t i : all) fed_from.push_back(prompts[i].continues.value_or(Continuation{}));
-    follow = std::move(all);
-    fresh.clear();
-  }
-  std::vector<std::int64_t> cu{0};  // the fresh prompts, packed
-  std::vector<std::int32_t> fresh_ids;
-  for (const std::size_t i : fresh) {
-    cu.push_back(cu.back() + static_cast<std::int64_t>(prompts[i].tokens.size()));
-    fresh_ids.push_back(sequence_of(i));
-    if (fresh_ids.size() > 1 && fresh_ids.back() <= fresh_ids[fresh_ids.size() - 2])
-      throw ringattn::InvalidArgument("prompt " + std::to_string(i) + ": the sequence ids of the prefilled prompts must increase (" +
-                                      std::to_string(fresh_ids[fresh_ids.size() - 2]) + " then " + std::to_string(fresh_ids.back()) + ")");
-  }
-  if (static_cast<std::int64_t>(prompts.size()) > max_rows)
-    throw ringattn::InvalidArgument(std::to_string(prompts.size()) + " prompts, but one rank may own them all and a decode call carries at most " +
-                                    std::to_string(max_rows) +
-                                    " tokens per rank (max_rows): split the batch or raise RINGATTN_MAX_ROWS");
-  std::int64_t follow_tokens = 0;
-  for (const std::size_t i : follow) {
-    if (prompts[i].tokens.empty()) throw ringattn::InvalidArgument("prompt " + std::to_string(i) + " continues its sequence with no token");
-    follow_tokens += static_cast<std::int64_t>(prompts[i].tokens.size());
-  }
-  if (follow_tokens > max_rows)
-    throw ringattn::InvalidArgument("the batch's follow-up messages hold " + std::to_string(follow_tokens) +
-                                    " tokens, above the ring's max_rows " + std::to_string(max_rows) + " for one decode call");
-  int steps = 0;  // the most any prompt generates: every rank knows it
-  for (std::size_t i = 0; i < prompts.size(); ++i) steps = std::max(steps, limit_of(i));
-  std::vector<ringattn::PackedShard> shards;
-  if (!fresh.empty()) shards = shard_batch(cu, world, options.layout);
-  for (std::size_t r = 0; r < shards.size(); ++r)
-    if (static_cast<std::int64_t>(shards[r].positions.size()) > max_rows)
-      throw ringattn::InvalidArgument("rank " + std::to_string(r) + " would hold " +
-                                      std::to_string(shards[r].positions.size()) +
-                                      " rows of the packed batch, above the ring's max_rows " +
-                                      std::to_string(max_rows) + ": raise RINGATTN_MAX_ROWS or run more ranks");
-  const ringattn::PackedShard shard = shards.empty() ? ringattn::PackedShard{} : shards[static_cast<std::size_t>(rank)];
-  const std::vector<std::int64_t>& positions = shard.positions;
-  const std::vector<std::int32_t>& documents = shard.documents;  // index into `fresh`
+  const BatchPlan plan = plan_batch(prompts, options, rank, world, max_rows, kept != nullptr);
+  const std::vector<std::size_t>& fresh = plan.fresh;
+  const std::vector<std::size_t>& follow = plan.follow;
+  const std::vector<Continuation>& fed_from = plan.fed_from;
+  const std::vector<std::int64_t>& cu = plan.cu;
+  const std::vector<ringattn::PackedShard>& shards = plan.shards;
+  const std::vector<std::int64_t>& positions = plan.shard.positions;
+  const std::vector<std::int32_t>& documents = plan.shard.documents;  // index into `fresh`
+  const std::vector<std::int32_t>& token_ids = plan.token_ids;
+  const std::vector<std::int32_t>& row_ids = plan.row_ids;
+  const std::vector<std::int64_t>& rope_pos = plan.rope_pos;
+  const int steps = plan.steps;
   const std::int64_t rows = static_cast<std::int64_t>(positions.size());
+  auto sequence_of = [&](std::size_t i) { return infer::sequence_of(prompts, i); };
+  auto limit_of = [&](std::size_t i) { return infer::limit_of(prompts, options, i); };
   stats.rows = rows;
-
-  std::vector<std::int32_t> token_ids(static_cast<std::size_t>(rows)), row_ids(static_cast<std::size_t>(rows));
-  std::vector<std::int64_t> rope_pos(static_cast<std::size_t>(rows));
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const std::int32_t d = documents[r];
-    const std::int64_t in_prompt = positions[r] - cu[d];
-    token_ids[r] = prompts[fresh[d]].tokens[static_cast<std::size_t>(in_prompt)];
-    row_ids[r] = fresh_ids[d];
-    rope_pos[r] = options.rope == RopePositions::global ? in_prompt : r;
-  }
 
   ringattn::AttentionSpec spec;
   spec.heads = c.heads;
@@ -285,6 +211,7 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
   model.embed(token_ids, h);
   std::vector<float> q(static_cast<std::size_t>(rows * qd)), k(static_cast<std::size_t>(rows * kd)), v(k.size()),
       o(q.size());
+  const int feeder = options.decode_rank.value_or(0);  // feeds the follow-ups (and a batch too short to cut)
   const bool feeds = !follow.empty() && rank == feeder;
   DecodeRows fed;  // the follow-ups' tokens, in prompt order
   std::vector<std::size_t> fed_last;  // the row of each follow-up's last token in fed
