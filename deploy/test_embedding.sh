@@ -299,12 +299,27 @@ infer_bf16_weights() {
     "${infer_model[@]}" --threads 1 --weights-dtype bf16 --out "$work/infer-w16-p1" || return
   $PY infer/reference.py "$work/infer-w16-p1" --prompts "$work/prompts.jsonl" --seed 1 "${infer_model[@]}" \
     --weights-dtype bf16 --tol 1e-2 || return
-  local p
+  local p layout
   for p in 2 3; do
-    ranks $p RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" \
-      --prompts "$work/prompts.jsonl" "${infer_model[@]}" --threads 1 --weights-dtype bf16 \
-      --out "$work/infer-w16-p$p" || return
-    $PY infer/compare.py "$work/infer-w16-p1" "$work/infer-w16-p$p" --tol 1e-2 || return
+    for layout in balanced contiguous zigzag striped; do
+      ranks $p RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" \
+        --prompts "$work/prompts.jsonl" "${infer_model[@]}" --threads 1 --weights-dtype bf16 --layout $layout \
+        --out "$work/infer-w16-p$p-$layout" || return
+      $PY infer/compare.py "$work/infer-w16-p1" "$work/infer-w16-p$p-$layout" --tol 1e-2 || return
+    done
+  done
+}
+
+# fp32 weights in every layout at P = 2 and 3: tokens equal, logits within 1e-5 of P = 1.
+infer_layouts() {
+  local p layout
+  for p in 2 3; do
+    for layout in contiguous zigzag striped; do
+      ranks $p RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" \
+        --prompts "$work/prompts.jsonl" "${infer_model[@]}" --threads 1 --layout $layout \
+        --out "$work/infer-p$p-$layout" || return
+      $PY infer/compare.py "$work/infer-p1" "$work/infer-p$p-$layout" --tol 1e-5 || return
+    done
   done
 }
 
@@ -562,7 +577,8 @@ if check "infer: configure infer through ringattn.pc, build -Werror" build_infer
     check "infer: P = 3 under mpirun: tokens equal, logits within 1e-5 of P = 1" infer_p3_mpirun
     check "infer: weights from a numpy-written safetensors file, P = 2, match P = 1 from the seed" infer_safetensors
     check "infer: bf16 K/V on the wire and in the cache, P = 2 against P = 1: tokens equal, logits within 2e-2" infer_bf16
-    check "infer: bf16 weights at P = 1 against float64 numpy under the same rounding (tokens equal, logits within 1e-2), P = 2 and 3 within 1e-2 of P = 1" infer_bf16_weights
+    check "infer: P = 2 and 3 in the contiguous, zigzag and striped layouts: tokens equal, logits within 1e-5 of P = 1" infer_layouts
+    check "infer: bf16 weights at P = 1 against float64 numpy under the same rounding (tokens equal, logits within 1e-2), P = 2 and 3 in every layout within 1e-2 of P = 1" infer_bf16_weights
     check "infer: bad weights and prompts files (a bad token, invalid UTF-8, JSON 50,000 deep, /dev/zero, a FIFO, a 10 MB line) fail with the file and tensor or line named" infer_bad_inputs
     check "infer: the positions trap (--rope-positions local, P = 2) fails the comparison" infer_positions_trap
     if [[ -f $stories_dir/stories260K.bin && -f $stories_dir/tok512.bin ]]; then

@@ -36,7 +36,8 @@ or mpirun's with RINGATTN_MASTER).
   --dtype fp32|bf16       attention's K/V on the wire and in the KV cache (default fp32)
   --weights-dtype fp32|bf16
                           the model's matrices as held and multiplied (default fp32; bf16:
-                          rounded at load, half the memory, activations stay fp32)
+                          rounded at load, half the memory; each matmul's
+                          input rows rounded to bf16 too, sums fp32)
   --layout L              balanced (default: whole prompts, long ones zigzag-cut), or the packed
                           batch cut as one sequence: contiguous, zigzag or striped
 )";
