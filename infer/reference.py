@@ -55,16 +55,11 @@ def bf16(x):
     return u.view(np.float32).astype(np.float64)
 
 
-def MATMUL_INPUT(x):  # bf16 under --weights-dtype bf16
-    return x
+def forward(w, c, tokens, matmul_input=lambda x: x):
+    """Logits of the last token of `tokens`; each matmul's input rows pass matmul_input first."""
+    def mm(x, weight):
+        return matmul_input(x) @ weight.T
 
-
-def mm(x, weight):
-    return MATMUL_INPUT(x) @ weight.T
-
-
-def forward(w, c, tokens):
-    """Logits of the last token of `tokens`."""
     t = len(tokens)
     h = w["model.embed_tokens.weight"][tokens]
     pos = np.arange(t, dtype=np.float64)
@@ -108,9 +103,8 @@ def main():
         w = {k: v.astype(np.float64) for k, v in load_safetensors(c.weights).items()}
     else:
         w = {name: generate(c.seed, i, shape).astype(np.float64) for i, (name, shape) in enumerate(specs(c))}
+    matmul_input = bf16 if c.weights_dtype == "bf16" else (lambda x: x)
     if c.weights_dtype == "bf16":
-        global MATMUL_INPUT
-        MATMUL_INPUT = bf16
         w = {k: bf16(v) if v.ndim == 2 else v for k, v in w.items()}
     run = {}
     for path in glob.glob(os.path.join(c.run, "rank-*.jsonl")):
@@ -128,7 +122,7 @@ def main():
             continue
         seq, got = list(prompt["tokens"]), run[key]
         for step in range(c.tokens):
-            logits = forward(w, c, np.array(seq))
+            logits = forward(w, c, np.array(seq), matmul_input)
             if step < len(got["logits"]):
                 worst = max(worst, float(np.max(np.abs(logits - np.array(got["logits"][step])))))
             seq.append(int(np.argmax(logits)))
