@@ -4,12 +4,18 @@
 
 namespace ringattn {
 
-std::string_view to_string(DType d) { return d == DType::bf16 ? "bf16" : "fp32"; }
+std::string_view to_string(DType d) { return d == DType::bf16 ? "bf16" : d == DType::f16 ? "fp16" : "fp32"; }
 
 DType parse_dtype(std::string_view s) {
   if (s == "fp32" || s == "f32" || s == "float32") return DType::f32;
   if (s == "bf16" || s == "bfloat16") return DType::bf16;
   throw InvalidArgument("dtype: expected fp32 or bf16, got '" + std::string(s) + "'");
+}
+
+DType parse_weights_dtype(std::string_view s) {
+  if (s == "fp16" || s == "f16" || s == "float16") return DType::f16;
+  if (s == "fp32" || s == "f32" || s == "float32" || s == "bf16" || s == "bfloat16") return parse_dtype(s);
+  throw InvalidArgument("weights dtype: expected fp32, bf16 or fp16, got '" + std::string(s) + "'");
 }
 
 std::string to_string(const Mask& m) {

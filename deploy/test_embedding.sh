@@ -310,6 +310,25 @@ infer_bf16_weights() {
   done
 }
 
+# fp16 weights (--weights-dtype fp16: matrices rounded to IEEE half at load, widened in
+# registers, the inputs not rounded): P = 1 against float64 numpy with the same rounded
+# matrices at fp32's 1e-4, then P = 2 and 3 within fp32's 1e-5 of P = 1.
+infer_fp16_weights() {
+  env RINGATTN_RANK=0 RINGATTN_WORLD_SIZE=1 timeout 120 "$infer/infer" --prompts "$work/prompts.jsonl" \
+    "${infer_model[@]}" --threads 1 --weights-dtype fp16 --out "$work/infer-h16-p1" || return
+  $PY infer/reference.py "$work/infer-h16-p1" --prompts "$work/prompts.jsonl" --seed 1 "${infer_model[@]}" \
+    --weights-dtype fp16 --tol 1e-4 || return
+  local p layout
+  for p in 2 3; do
+    for layout in balanced striped; do
+      ranks $p RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" \
+        --prompts "$work/prompts.jsonl" "${infer_model[@]}" --threads 1 --weights-dtype fp16 --layout $layout \
+        --out "$work/infer-h16-p$p-$layout" || return
+      $PY infer/compare.py "$work/infer-h16-p1" "$work/infer-h16-p$p-$layout" --tol 1e-5 || return
+    done
+  done
+}
+
 # fp32 weights in every layout at P = 2 and 3: tokens equal, logits within 1e-5 of P = 1.
 infer_layouts() {
   local p layout
@@ -579,6 +598,7 @@ if check "infer: configure infer through ringattn.pc, build -Werror" build_infer
     check "infer: bf16 K/V on the wire and in the cache, P = 2 against P = 1: tokens equal, logits within 2e-2" infer_bf16
     check "infer: P = 2 and 3 in the contiguous, zigzag and striped layouts: tokens equal, logits within 1e-5 of P = 1" infer_layouts
     check "infer: bf16 weights at P = 1 against float64 numpy under the same rounding (tokens equal, logits within 1e-2), P = 2 and 3 in every layout within 1e-2 of P = 1" infer_bf16_weights
+    check "infer: fp16 weights at P = 1 against float64 numpy with the same rounded matrices (logits within 1e-4), P = 2 and 3 within 1e-5 of P = 1" infer_fp16_weights
     check "infer: bad weights and prompts files (a bad token, invalid UTF-8, JSON 50,000 deep, /dev/zero, a FIFO, a 10 MB line) fail with the file and tensor or line named" infer_bad_inputs
     check "infer: the positions trap (--rope-positions local, P = 2) fails the comparison" infer_positions_trap
     if [[ -f $stories_dir/stories260K.bin && -f $stories_dir/tok512.bin ]]; then

@@ -34,10 +34,11 @@ or mpirun's with RINGATTN_MASTER).
                           local: at the rank's row index (the positions trap, for tests)
   --threads N             kernel threads per process (default RINGATTN_THREADS, else all)
   --dtype fp32|bf16       attention's K/V on the wire and in the KV cache (default fp32)
-  --weights-dtype fp32|bf16
+  --weights-dtype fp32|bf16|fp16
                           the model's matrices as held and multiplied (default fp32; bf16:
                           rounded at load, half the memory; each matmul's
-                          input rows rounded to bf16 too, sums fp32)
+                          input rows rounded to bf16 too, sums fp32; fp16: rounded at
+                          load, half the memory, widened in registers, inputs fp32)
   --layout L              balanced (default: whole prompts, long ones zigzag-cut), or the packed
                           batch cut as one sequence: contiguous, zigzag or striped
 )";
@@ -99,7 +100,7 @@ bool parse_args(int argc, char** argv, JobOptions& o) {
     else if (flag == "--head-dim") m.head_dim = number(flag, v, 2, 256);
     else if (flag == "--ffn") m.ffn = number(flag, v, 1, 1 << 20);
     else if (flag == "--dtype") o.dtype = ringattn::parse_dtype(v);
-    else if (flag == "--weights-dtype") o.weights_dtype = ringattn::parse_dtype(v);
+    else if (flag == "--weights-dtype") o.weights_dtype = ringattn::parse_weights_dtype(v);
     else if (flag == "--layout") o.layout = v == "balanced" ? std::nullopt : std::optional(ringattn::parse_layout(v));
     else if (flag == "--rope-positions") {
       if (v == "global") o.rope = RopePositions::global;

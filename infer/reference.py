@@ -8,7 +8,8 @@ dense causal attention. Compares every prompt's generated tokens (exactly) and l
 write_weights.py draws them) or a safetensors file's. --weights-dtype bf16 checks a run of
 infer --weights-dtype bf16 by the contract of ringattn::Linear: every matrix (the embedding
 too) rounded to bf16, and each matmul's input rows rounded to bf16 (from their fp32 value)
-before the float64 product.
+before the float64 product. --weights-dtype fp16: every matrix rounded to IEEE half
+(numpy's float16: nearest even), the inputs as they are.
   reference.py RUN_DIR --prompts p.jsonl --tokens 4 [model flags as for infer] [--tol 1e-3]
 """
 import argparse
@@ -97,7 +98,7 @@ def main():
         p.add_argument("--" + name, type=int, default=default)
     p.add_argument("--untied", action="store_true")
     p.add_argument("--tol", type=float, default=1e-3)
-    p.add_argument("--weights-dtype", choices=("fp32", "bf16"), default="fp32")
+    p.add_argument("--weights-dtype", choices=("fp32", "bf16", "fp16"), default="fp32")
     c = p.parse_args()
     if c.weights:
         w = {k: v.astype(np.float64) for k, v in load_safetensors(c.weights).items()}
@@ -106,6 +107,9 @@ def main():
     matmul_input = bf16 if c.weights_dtype == "bf16" else (lambda x: x)
     if c.weights_dtype == "bf16":
         w = {k: bf16(v) if v.ndim == 2 else v for k, v in w.items()}
+    if c.weights_dtype == "fp16":  # from float32, as the loader rounds them
+        w = {k: v.astype(np.float32).astype(np.float16).astype(np.float64) if v.ndim == 2 else v
+             for k, v in w.items()}
     run = {}
     for path in glob.glob(os.path.join(c.run, "rank-*.jsonl")):
         with open(path) as f:

@@ -24,7 +24,9 @@ bool has_avx512() {
 bool has_avx512_bf16() { return has_avx512() && __builtin_cpu_supports("avx512bf16"); }  // Zen 4+, Sapphire Rapids+
 #endif
 #if RINGATTN_HAVE_AVX2
-bool has_avx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+bool has_avx2() {
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+}
 #endif
 
 struct IsaPath {

@@ -24,6 +24,8 @@ KernelSetup set_up(const AttentionConfig& cfg) {
     for (auto d : kSupportedHeadDims) list += (list.empty() ? "" : ", ") + std::to_string(d);
     bad("head_dim = " + std::to_string(cfg.head_dim) + " is not supported (supported: " + list + ")");
   }
+  if (cfg.dtype != DType::f32 && cfg.dtype != DType::bf16)
+    bad("dtype = " + std::string(to_string(cfg.dtype)) + ": attention takes fp32 or bf16 inputs");
   if (cfg.mask.kind == MaskKind::window && cfg.mask.window < 1)
     bad("window = " + std::to_string(cfg.mask.window) + " must be >= 1");
   if (!(cfg.scale >= 0.0f) || std::isinf(cfg.scale)) bad("scale = " + std::to_string(cfg.scale) + " must be finite and > 0");

@@ -12,13 +12,14 @@
 #include "kernels/aligned_buffer.hpp"
 #include "kernels/dispatch.hpp"
 #include "ringattn/error.hpp"
+#include "ringattn/half.hpp"
 
 namespace ringattn {
 
 struct Linear::Impl {
   DType dtype = DType::f32;
   std::int64_t out = 0, in = 0, panels = 0;
-  std::int64_t panel_words = 0;  // 4-byte words per panel: in*32 (f32), ceil(in/2)*32 (bf16)
+  std::int64_t panel_words = 0;  // 4-byte words per panel: in*32 (f32), ceil(in/2)*32 (bf16), in*16 (f16)
   Isa isa = Isa::generic;
   const kernels::LinearOps* ops = nullptr;
   kernels::AlignedBuffer<std::uint32_t> words;
@@ -56,7 +57,7 @@ Linear::Linear(DType dtype, std::int64_t out, std::int64_t in, const void* w, st
   const std::size_t row_bytes = static_cast<std::size_t>(in) * dtype_size(dtype);
   pack(dtype, out, in, isa, [&](std::int64_t o) {
     return std::pair<const void*, bool>(static_cast<const std::byte*>(w) + static_cast<std::size_t>(o) * row_bytes,
-                                        dtype == DType::bf16);
+                                        dtype != DType::f32);
   });
 }
 
@@ -90,7 +91,9 @@ void Linear::pack(DType dtype, std::int64_t out, std::int64_t in, std::optional<
   impl->isa = kernels::resolve_isa(isa);
   impl->ops = &kernels::linear_ops_for(impl->isa);
   impl->panels = (out + P - 1) / P;
-  impl->panel_words = (dtype == DType::bf16 ? (in + 1) / 2 : in) * P;
+  if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f16)
+    throw InvalidArgument("linear: unknown weight dtype " + std::to_string(static_cast<int>(dtype)));
+  impl->panel_words = dtype == DType::bf16 ? (in + 1) / 2 * P : dtype == DType::f16 ? in * P / 2 : in * P;
   const std::size_t total = static_cast<std::size_t>(impl->panels * impl->panel_words);
   impl->words.resize(total);
   std::uint32_t* dst = impl->words.data;
@@ -100,10 +103,15 @@ void Linear::pack(DType dtype, std::int64_t out, std::int64_t in, std::optional<
   for (std::int64_t p = 0; p < impl->panels; ++p) {
     std::uint32_t* panel = dst + p * impl->panel_words;
     for (int j = 0; j < P && p * P + j < out; ++j) {
-      const auto [row, bf16_bits] = row_of(p * P + j);
+      const auto [row, bits] = row_of(p * P + j);
       if (dtype == DType::f32) {  // (the f32 constructor's rows are floats)
         for (std::int64_t k = 0; k < in; ++k) std::memcpy(&panel[k * P + j], static_cast<const float*>(row) + k, 4);
-      } else if (bf16_bits) {
+      } else if (dtype == DType::f16) {  // [K][32] halves
+        auto* halves = reinterpret_cast<std::uint16_t*>(panel);
+        const auto* h = static_cast<const std::uint16_t*>(row);
+        const auto* f = static_cast<const float*>(row);
+        for (std::int64_t k = 0; k < in; ++k) halves[k * P + j] = bits ? h[k] : to_f16(f[k]);
+      } else if (bits) {
         const auto* r = static_cast<const std::uint16_t*>(row);
         for (std::int64_t k = 0; k < in; ++k) panel[(k / 2) * P + j] |= flush_denormal(r[k]) << (k % 2 ? 16 : 0);
       } else {
@@ -130,6 +138,10 @@ void Linear::row(std::int64_t o, std::span<float> w_row) const {
   const std::uint32_t* panel = L.words.data + (o / P) * L.panel_words;
   const std::int64_t j = o % P;
   for (std::int64_t k = 0; k < L.in; ++k) {
+    if (L.dtype == DType::f16) {
+      w_row[static_cast<std::size_t>(k)] = from_f16(reinterpret_cast<const std::uint16_t*>(panel)[k * P + j]);
+      continue;
+    }
     const std::uint32_t u = L.dtype == DType::bf16 ? (panel[(k / 2) * P + j] >> (k % 2 ? 16 : 0)) << 16 : panel[k * P + j];
     std::memcpy(&w_row[static_cast<std::size_t>(k)], &u, 4);
   }
@@ -163,9 +175,11 @@ void Linear::apply(const float* x, std::int64_t rows, std::int64_t ldx, float* y
     throw InvalidArgument("linear: threads " + std::to_string(threads) + " is outside [0, " +
                           std::to_string(kMaxThreads) + "]");
   if (rows == 0) return;
-  const bool bf16 = L.dtype == DType::bf16;
+  const bool bf16 = L.dtype == DType::bf16, f16 = L.dtype == DType::f16;
   const int mr = bf16 ? L.ops->max_rows_bf16 : L.ops->max_rows_f32;
-  const bool wide = L.ops->wide_panels > 1 && (bf16 ? L.ops->wide_bf16 != nullptr : L.ops->wide_f32 != nullptr);
+  const bool wide = L.ops->wide_panels > 1 && (bf16 ? L.ops->wide_bf16 != nullptr
+                                               : f16  ? L.ops->wide_f16 != nullptr
+                                                      : L.ops->wide_f32 != nullptr);
   // Blocking: a block of kBlockRows rows of x (L2/L3) and a run of up to 2048 steps of k:
   // each panel's run of weights (256 KiB fp32, 128 KiB bf16) stays in L2 while the block's
   // tiles pass over it, so the weights come from memory rows/384 times, not rows/12, and
@@ -218,7 +232,7 @@ void Linear::apply(const float* x, std::int64_t rows, std::int64_t ldx, float* y
               const bool together = group && m <= L.ops->wide_rows;
               for (std::int64_t q = p; q < p + pn; q += together ? pn : 1) {
                 const int cols = static_cast<int>(std::min<std::int64_t>(P, L.out - q * P));
-                const std::uint32_t* w = L.words.data + q * L.panel_words + (bf16 ? k0 / 2 : k0) * P;
+                const std::uint32_t* w = L.words.data + q * L.panel_words + (bf16 ? k0 / 2 : f16 ? 0 : k0) * P;
                 float* c = runs > 1 ? carry.data + (r - b) * ldc + (q - p0) * P : nullptr;
                 const float* from = run == 0 ? nullptr : c;
                 float* to = last ? y + r * ldy + q * P : c;
@@ -226,7 +240,12 @@ void Linear::apply(const float* x, std::int64_t rows, std::int64_t ldx, float* y
                 const float* xr = x + r * ldx + k0;
                 const std::uint32_t* pr = xp + r * ldp + k0 / 2;
                 const auto* wf = reinterpret_cast<const float*>(w);
-                if (together && bf16)
+                const auto* wh = reinterpret_cast<const std::uint16_t*>(w) + (f16 ? k0 * P : 0);
+                if (together && f16)
+                  L.ops->wide_f16(xr, ldx, m, wh, L.panel_words * 2, kn, from, ldc, to, ld_to, last && add);
+                else if (f16)
+                  L.ops->panel_f16(xr, ldx, m, wh, kn, from, ldc, to, ld_to, cols, last && add);
+                else if (together && bf16)
                   L.ops->wide_bf16(pr, ldp, m, w, L.panel_words, kn, from, ldc, to, ld_to, last && add);
                 else if (together)
                   L.ops->wide_f32(xr, ldx, m, wf, L.panel_words, kn, from, ldc, to, ld_to, last && add);

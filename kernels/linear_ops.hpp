@@ -26,6 +26,11 @@
 // The products of two bf16 values are exact in fp32, so a plain multiply and add is the
 // same and every path gives the same bits (save an accumulator that falls below 2^-126,
 // which the instruction flushes to zero). k counts steps: ceil(k / 2) pairs.
+//
+// f16 (IEEE half) weights are packed as [K][32] halves (a step's 32 columns in 64 bytes)
+// and widened in registers (exact), x stays fp32: the f16 loops are the f32 loops with
+// the widened weights, so a f16 Linear gives the bits of a f32 Linear holding the same
+// (widened) values on the same path. w points at the run's first step's halves.
 #pragma once
 
 #include <cstdint>
@@ -45,22 +50,31 @@ using LinearPanelBf16Fn = void (*)(const std::uint32_t* x, std::int64_t ldx, int
 // full panels only. One row's column of a panel is one dependent chain of multiply-adds, so
 // a single panel keeps only 2 (AVX-512) chains a row in flight and waits on the FMA latency;
 // four panels keep 8. Null where a path has none.
+using LinearPanelF16Fn = void (*)(const float* x, std::int64_t ldx, int m, const std::uint16_t* w, std::int64_t k,
+                                  const float* a, std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add);
+
 using LinearWideF32Fn = void (*)(const float* x, std::int64_t ldx, int m, const float* w, std::int64_t stride,
                                  std::int64_t k, const float* a, std::int64_t lda, float* y, std::int64_t ldy, bool add);
 using LinearWideBf16Fn = void (*)(const std::uint32_t* x, std::int64_t ldx, int m, const std::uint32_t* w,
                                   std::int64_t stride, std::int64_t k, const float* a, std::int64_t lda, float* y,
                                   std::int64_t ldy, bool add);
 
+// f16 weights, stride in halves.
+using LinearWideF16Fn = void (*)(const float* x, std::int64_t ldx, int m, const std::uint16_t* w, std::int64_t stride,
+                                 std::int64_t k, const float* a, std::int64_t lda, float* y, std::int64_t ldy, bool add);
+
 struct LinearOps {
   const char* name;
-  int max_rows_f32;   // m per panel call (the register tile's rows)
+  int max_rows_f32;   // m per panel call (the register tile's rows), f32 and f16 weights
   int max_rows_bf16;
   LinearPanelF32Fn panel_f32;
   LinearPanelBf16Fn panel_bf16;
+  LinearPanelF16Fn panel_f16;
   int wide_rows = 0;    // m <= wide_rows may take the wide calls
   int wide_panels = 0;  // panels per wide call
   LinearWideF32Fn wide_f32 = nullptr;
   LinearWideBf16Fn wide_bf16 = nullptr;
+  LinearWideF16Fn wide_f16 = nullptr;
 };
 
 extern const LinearOps kLinearGeneric;

@@ -92,6 +92,8 @@ KVCache::KVCache(std::int64_t kv_heads, std::int64_t head_dim, DType dtype) : im
   if (kv_heads < 1 || head_dim < 1)
     throw InvalidArgument("KV cache: kv_heads = " + std::to_string(kv_heads) + " and head_dim = " +
                           std::to_string(head_dim) + " must be >= 1");
+  if (dtype != DType::f32 && dtype != DType::bf16)
+    throw InvalidArgument("KV cache: dtype " + std::string(to_string(dtype)) + ": K and V are held in fp32 or bf16");
   impl_->kv_heads = kv_heads;
   impl_->head_dim = head_dim;
   impl_->dtype = dtype;

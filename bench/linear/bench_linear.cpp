@@ -28,6 +28,7 @@
 #include "../../src/oracle/random_inputs.hpp"
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
+#include "ringattn/half.hpp"
 #include "ringattn/linear.hpp"
 #include "ringattn/split.hpp"
 
@@ -120,7 +121,12 @@ void run_case(const Shape& s, std::int64_t rows, DType dt, int threads, std::opt
   for (float& v : w) v *= scale;
   std::vector<std::uint16_t> bits;
   if (dt == DType::bf16) bits = oracle::round_to_bf16(w);  // w now holds the rounded values
-  const Linear lin(dt, s.out, s.in, dt == DType::bf16 ? static_cast<const void*>(bits.data()) : w.data(), isa);
+  if (dt == DType::f16)
+    for (float& v : w) {
+      bits.push_back(to_f16(v));
+      v = from_f16(bits.back());
+    }
+  const Linear lin(dt, s.out, s.in, dt != DType::f32 ? static_cast<const void*>(bits.data()) : w.data(), isa);
   const std::vector<float> x = oracle::random_normal(static_cast<std::size_t>(rows * s.in), 8);
   std::vector<float> y(static_cast<std::size_t>(rows * s.out));
   const double t_linear = cli::median_seconds([&] { lin.apply(x.data(), rows, s.in, y.data(), s.out, false, threads); });
@@ -174,13 +180,13 @@ int ringattn::cli::bench_linear_main(const std::vector<std::string>& argv) {
   a.option("shapes", "LIST", "NAME:OUT:IN,... (default: one dim-2048 Llama layer and a 512-token classifier)",
            "qkv:3072:2048,o:2048:2048,gate_up:16384:2048,down:2048:8192,head:512:2048")
       .option("rows", "LIST", "rows per call: 1 and a few are decode, hundreds prefill", "1,4,512")
-      .option("dtype", "LIST", "the weights' dtype: fp32, bf16 or both", "fp32,bf16")
+      .option("dtype", "LIST", "the weights' dtypes: fp32, bf16, fp16 (its roof: oneDNN's fp32 matmul)", "fp32,bf16")
       .option("threads", "LIST", "OpenMP threads (0: all cores)", "0")
       .option("isa", "NAME", "force an ISA path (" + isa_names() + ")");
   if (!a.parse(argv)) return 0;
   const std::vector<Shape> shapes = parse_shapes(a.str("shapes"));
   std::vector<DType> dtypes;
-  for (const auto& d : split_commas(a.str("dtype"))) dtypes.push_back(parse_dtype(d));
+  for (const auto& d : split_commas(a.str("dtype"))) dtypes.push_back(parse_weights_dtype(d));
   const auto rows = cli::parse_int_list(a.str("rows"), "--rows");
   for (auto r : rows)
     if (r < 1 || r > (1 << 20)) throw InvalidArgument("bench linear: --rows values must be in [1, 2^20], got " + std::to_string(r));

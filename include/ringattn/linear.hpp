@@ -1,5 +1,5 @@
 // ringattn — a weight matmul for the model around the attention: y = x · Wᵀ for a
-// projection W [out, in] held once, in the dtype it came in (fp32 or bf16), packed once.
+// projection W [out, in] held once, in the dtype it came in (fp32, bf16 or fp16), packed once.
 //
 //   ringattn::Linear wq(DType::bf16, heads * head_dim, dim, q_proj_bits);  // HF's [out, in]
 //   wq.apply(x.data(), rows, dim, q.data(), heads * head_dim);              // q = x · Wqᵀ
@@ -15,6 +15,8 @@
 // as oneDNN's bf16 matmul and llama.cpp do: each product is exact, the sums and y are
 // fp32, and the pairs fold in the AVX512-BF16 dot instruction's order on every path (the
 // instruction where the CPU has it, two FMAs elsewhere), so every path gives the same bits.
+// fp16 weights widen in registers (exact) and multiply x as it is: the result is that of
+// fp32 weights holding the same values.
 //
 // Paths: AVX-512, AVX2, generic (which aarch64's NEON baseline vectorises), chosen as
 // the attention kernels' (RINGATTN_ISA, or the best this CPU has). The packed bytes are
@@ -39,12 +41,12 @@ class Linear {
  public:
   Linear() = default;  // no weights: out() == in() == 0
   // W [out, in] row-major (row o holds output o's weights, PyTorch's and Hugging Face's
-  // layout): `w` points at out*in floats (f32) or bf16 bit patterns (uint16, bf16). The
+  // layout): `w` points at out*in floats (f32) or bit patterns (uint16: bf16, f16). The
   // data is packed and the caller's buffer may go. Throws InvalidArgument for out or in
   // outside [1, 2^24] or a null w, and as the kernels do for an `isa` this CPU lacks.
   Linear(DType dtype, std::int64_t out, std::int64_t in, const void* w, std::optional<Isa> isa = std::nullopt);
   // W stacked from fp32 blocks of rows, each [rows_b, in], in order (Q, K, V; gate, up),
-  // held in `dtype` (bf16: each weight rounded to nearest even) with no stacked or rounded
+  // held in `dtype` (bf16, fp16: each weight rounded to nearest even) with no stacked or rounded
   // copy on the way: a model loads with one tensor's floats beside its packed weights.
   // Throws InvalidArgument for an empty block or one whose size is not a multiple of in.
   Linear(DType dtype, std::int64_t in, std::initializer_list<std::span<const float>> blocks,
@@ -76,7 +78,7 @@ class Linear {
 
  private:
   struct Impl;
-  // Packs row o of W from row_of(o): fp32 floats (bf16 false) or bf16 bit patterns.
+  // Packs row o of W from row_of(o): fp32 floats (false) or `dtype`'s bit patterns (true).
   void pack(DType dtype, std::int64_t out, std::int64_t in, std::optional<Isa> isa,
             const std::function<std::pair<const void*, bool>(std::int64_t)>& row_of);
   std::shared_ptr<const Impl> impl_;

@@ -8,12 +8,15 @@
 namespace ringattn {
 
 // Element type of tensors in memory and on the wire. State and accumulation are
-// always fp32; bf16 is storage and matmul-input precision only.
-enum class DType : std::uint8_t { f32 = 0, bf16 = 1 };
+// always fp32; bf16 is storage and matmul-input precision only. Attention's inputs and
+// the wire take fp32 or bf16; f16 (IEEE half) is a weight dtype only (ringattn::Linear).
+enum class DType : std::uint8_t { f32 = 0, bf16 = 1, f16 = 2 };
 
-std::string_view to_string(DType d);
+std::string_view to_string(DType d);  // "fp32", "bf16", "fp16"
 DType parse_dtype(std::string_view s);  // "fp32"/"f32"/"float32" or "bf16"; throws InvalidArgument
-inline std::size_t dtype_size(DType d) { return d == DType::bf16 ? 2 : 4; }
+// A model's weights: parse_dtype's names or "fp16"/"f16"/"float16"; throws InvalidArgument.
+DType parse_weights_dtype(std::string_view s);
+inline std::size_t dtype_size(DType d) { return d == DType::f32 ? 4 : 2; }
 
 // Which keys a query sees, evaluated on *global* token positions.
 //   none:    every key.

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "kernels/linear_ops.hpp"
+#include "ringattn/half.hpp"
 
 namespace ringattn::kernels {
 namespace {
@@ -30,16 +31,25 @@ void finish(float (&acc)[M][kPanel], float* y, std::int64_t ldy, int cols, bool 
     for (int j = 0; j < cols; ++j) y[i * ldy + j] = add ? y[i * ldy + j] + acc[i][j] : acc[i][j];
 }
 
-template <int M>
-void panel_f32_m(const float* x, std::int64_t ldx, const float* w, std::int64_t k, const float* a, std::int64_t lda,
+// A step's 32 weights as floats: f32 as they are, f16 widened (exact).
+inline const float* weights(const float* w, float (&)[kPanel]) { return w; }
+inline const float* weights(const std::uint16_t* w, float (&out)[kPanel]) {
+  for (int j = 0; j < kPanel; ++j) out[j] = from_f16(w[j]);
+  return out;
+}
+
+template <int M, class W>
+void panel_f32_m(const float* x, std::int64_t ldx, const W* w, std::int64_t k, const float* a, std::int64_t lda,
                  float* y, std::int64_t ldy, int cols, bool add) {
-  float acc[M][kPanel];
+  float acc[M][kPanel], wide[kPanel];
   start<M>(acc, a, lda, cols);
-  for (std::int64_t s = 0; s < k; ++s)
+  for (std::int64_t s = 0; s < k; ++s) {
+    const float* ws = weights(w + s * kPanel, wide);
     for (int i = 0; i < M; ++i) {
       const float xs = x[i * ldx + s];
-      for (int j = 0; j < kPanel; ++j) acc[i][j] += xs * w[s * kPanel + j];
+      for (int j = 0; j < kPanel; ++j) acc[i][j] += xs * ws[j];
     }
+  }
   finish<M>(acc, y, ldy, cols, add);
 }
 
@@ -82,9 +92,15 @@ void panel_bf16(const std::uint32_t* x, std::int64_t ldx, int m, const std::uint
                 const float* a, std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
   by_rows(m, [&](auto M) { panel_bf16_m<M>(x, ldx, w, k, a, lda, y, ldy, cols, add); });
 }
+void panel_f16(const float* x, std::int64_t ldx, int m, const std::uint16_t* w, std::int64_t k, const float* a,
+               std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
+  by_rows(m, [&](auto M) { panel_f32_m<M>(x, ldx, w, k, a, lda, y, ldy, cols, add); });
+}
 
 }  // namespace
 
-const LinearOps kLinearGeneric = {"generic", kRows, kRows, panel_f32, panel_bf16};
+const LinearOps kLinearGeneric = {
+    .name = "generic", .max_rows_f32 = kRows, .max_rows_bf16 = kRows,
+    .panel_f32 = panel_f32, .panel_bf16 = panel_bf16, .panel_f16 = panel_f16};
 
 }  // namespace ringattn::kernels

@@ -90,7 +90,7 @@ Plan make_plan(const Args& a) {
   p.layout = a.str("layout");
   if (p.layout != "balanced") j.layout = parse_layout(p.layout);
   j.dtype = parse_dtype(a.str("dtype"));
-  j.weights_dtype = parse_dtype(a.str("weights-dtype"));
+  j.weights_dtype = parse_weights_dtype(a.str("weights-dtype"));
   const std::string rope = a.maybe("rope-positions").value_or("global");
   if (rope != "global" && rope != "local") throw InvalidArgument("--rope-positions takes global or local");
   j.rope = rope == "global" ? infer::RopePositions::global : infer::RopePositions::local;
@@ -254,7 +254,8 @@ int generate_main(const std::vector<std::string>& argv) {
       .option("layout", "L", "balanced (whole prompts; long ones cut zigzag), contiguous, zigzag or striped", "balanced")
       .option("threads", "N", "kernel threads per rank (default: the cores / P, at least 1)")
       .option("dtype", "T", "K/V on the wire and in the KV cache: fp32 or bf16", "fp32")
-      .option("weights-dtype", "T", "the model's matrices as held and multiplied: fp32, or bf16 (rounded at load)", "fp32")
+      .option("weights-dtype", "T", "the model's matrices as held and multiplied: fp32, bf16 or fp16 (rounded at load)",
+              "fp32")
       .option("max-rows", "N", "most rows a rank holds (the ring's limit; all ranks alike)", std::to_string(RingLimits{}.max_rows))
       .option("timeout", "S", "seconds a peer may stay silent", "120")
       .option("vocab", "N", "seed:S model: vocabulary", "512")

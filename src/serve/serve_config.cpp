@@ -62,8 +62,8 @@ const std::vector<Key>& keys() {
       {"model", Kind::text, "FILE", "host a model: a llama2.c checkpoint each daemon loads from its own path (every "
                                      "daemon the same model)", {"RINGATTN_MODEL"}},
       {"tokenizer", Kind::text, "FILE", "the model's llama2.c tokenizer", {"RINGATTN_TOKENIZER"}},
-      {"weights_dtype", Kind::text, "DTYPE", "the hosted model's matrices as held and multiplied: fp32, or bf16 (rounded "
-                                             "at load; every daemon the same)", {"RINGATTN_WEIGHTS_DTYPE"}},
+      {"weights_dtype", Kind::text, "DTYPE", "the hosted model's matrices as held and multiplied: fp32, bf16 or fp16 "
+                                             "(rounded at load; every daemon the same)", {"RINGATTN_WEIGHTS_DTYPE"}},
       {"api", Kind::text, "HOST:PORT", "rank 0 with a model: the OpenAI-style HTTP endpoint (/v1/completions, "
                                        "/v1/chat/completions; 'off': none)", {"RINGATTN_API"}},
       {"api_key_file", Kind::text, "FILE", "the endpoint's bearer token, mode 0600 (default: the ring's token; 'none': "
@@ -312,9 +312,9 @@ ServeConfig load_serve_config(const cli::Args& a) {
   if (const Value* x = get("tokenizer")) c.tokenizer = x->text;
   if (const Value* x = get("weights_dtype")) {
     try {
-      c.weights_dtype = parse_dtype(x->text);
+      c.weights_dtype = parse_weights_dtype(x->text);
     } catch (const InvalidArgument& e) {
-      throw InvalidArgument(x->source + " = '" + x->text + "': expected fp32 or bf16");
+      throw InvalidArgument(x->source + " = '" + x->text + "': expected fp32, bf16 or fp16");
     }
     if (c.model.empty()) throw InvalidArgument(x->source + " sets a hosted model's dtype: give model and tokenizer too");
   }

@@ -26,7 +26,7 @@ struct ServeConfig {
   int cores = 1;                    // the cores this process may run on
   DType wire_dtype = DType::f32;    // the dtype of jobs that do not ask for one
   std::string model, tokenizer;     // a hosted model (llama2.c files, each daemon's own path); empty: none
-  DType weights_dtype = DType::f32;  // the hosted model's matrices (fp32, or bf16 rounded at load)
+  DType weights_dtype = DType::f32;  // the hosted model's matrices (fp32, or bf16 / fp16 rounded at load)
   std::string api = "off";          // rank 0: the OpenAI-style endpoint's HOST:PORT
   double cache_mib = 1024;    // KV-cache memory per daemon for the hosted model's requests and sessions
   double session_ttl = 600;         // seconds an idle session keeps its rows

@@ -83,6 +83,25 @@ TEST_CASE("generate --weights-dtype bf16: the model's matrices rounded to bf16 g
     }
 }
 
+TEST_CASE("generate --weights-dtype fp16: the matrices as IEEE halves give one text at P = 1-3") {
+  const auto dir = ::test::model_dir();
+  if (!dir) return;
+  const Outcome one = run_ringattn(generate(*dir, {"--prompt", "Once upon a time", "--max-tokens", "60", "--nodes", "1",
+                                                    "--weights-dtype", "fp16", "--json"}));
+  INFO("stderr: " << one.err);
+  REQUIRE(one.exit_code == 0);
+  const Json j = parse_json(one.out);
+  CHECK(j.at("weights_dtype").get<std::string>() == "fp16");
+  const std::string text = j.at("results")[0].at("text").get<std::string>();
+  CHECK(text.size() > 100);
+  for (int p = 2; p <= 3; ++p)
+    for (const char* layout : {"balanced", "striped"}) {
+      INFO("P " << p << ", layout " << layout);
+      CHECK(text_of(*dir, {"--prompt", "Once upon a time", "--max-tokens", "60", "--nodes", nodes(p), "--layout", layout,
+                           "--weights-dtype", "fp16"}) == text + "\n");
+    }
+}
+
 TEST_CASE("generate --json: each rank reports the weights it holds (bf16 half of fp32's), its KV cache and its peak RSS") {
   const auto dir = ::test::model_dir();
   if (!dir) return;
@@ -95,12 +114,13 @@ TEST_CASE("generate --json: each rank reports the weights it holds (bf16 half of
     REQUIRE(j.at("ranks").size() == 2);
     return j.at("ranks")[0];
   };
-  const Json f = rank0("fp32"), b = rank0("bf16");
+  const Json f = rank0("fp32"), b = rank0("bf16"), h = rank0("fp16");
   const double wf = f.at("weight_bytes").get<double>(), wb = b.at("weight_bytes").get<double>();
   // stories260K: 260K parameters, tied head counted once; the norms (fp32 in both) are 0.3% of it.
   CHECK(wf > 4 * 250e3);
   CHECK(wf < 4 * 330e3);  // the packed panels' padding is small
   CHECK(wb / wf == doctest::Approx(0.5).epsilon(0.02));
+  CHECK(h.at("weight_bytes").get<double>() == wb);  // fp16: 2 bytes a weight, as bf16
   for (const Json* r : {&f, &b}) {
     const double kv = r->at("kv_cache_bytes").get<double>(), rss = r->at("peak_rss_bytes").get<double>();
     CHECK(kv > 0);

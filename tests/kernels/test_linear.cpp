@@ -1,17 +1,20 @@
 // ringattn::Linear (include/ringattn/linear.hpp): y = x · Wᵀ against float64 on every ISA
-// path, fp32 and bf16 weights, ragged shapes and strides, K longer than one run; a row's result bitwise the same
+// path, fp32, bf16 and fp16 weights, ragged shapes and strides, K longer than one run; a row's result bitwise the same
 // whatever rows and threads share the call; add = the sum formed first, then added.
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
+#include "ringattn/half.hpp"
 #include "ringattn/linear.hpp"
 
 using namespace ringattn;
@@ -29,7 +32,7 @@ std::vector<float> randn(std::size_t n, unsigned seed) {
 struct Weights {
   std::vector<float> values;
   std::vector<std::uint16_t> bits;
-  const void* data(DType d) const { return d == DType::bf16 ? static_cast<const void*>(bits.data()) : values.data(); }
+  const void* data(DType d) const { return d != DType::f32 ? static_cast<const void*>(bits.data()) : values.data(); }
 };
 Weights weights(std::int64_t out, std::int64_t in, DType d, unsigned seed) {
   Weights w{randn(std::size_t(out * in), seed), {}};
@@ -38,6 +41,13 @@ Weights weights(std::int64_t out, std::int64_t in, DType d, unsigned seed) {
     to_bf16(w.values.data(), w.bits.data(), static_cast<std::int64_t>(w.values.size()));
     from_bf16(w.bits.data(), w.values.data(), static_cast<std::int64_t>(w.values.size()));
   }
+  if (d == DType::f16) {  // IEEE half, nearest even
+    w.bits.resize(w.values.size());
+    for (std::size_t i = 0; i < w.values.size(); ++i) {
+      w.bits[i] = to_f16(w.values[i]);
+      w.values[i] = from_f16(w.bits[i]);
+    }
+  }
   return w;
 }
 
@@ -45,9 +55,9 @@ bool same_bits(const float* a, const float* b, std::size_t n) { return std::memc
 
 }  // namespace
 
-TEST_CASE("linear: every path, fp32 and bf16, ragged shapes and strides, against float64") {
+TEST_CASE("linear: every path, fp32, bf16 and fp16, ragged shapes and strides, against float64") {
   for (Isa isa : available_isas())
-    for (DType d : {DType::f32, DType::bf16})
+    for (DType d : {DType::f32, DType::bf16, DType::f16})
       for (auto [out, in] : {std::pair<std::int64_t, std::int64_t>{1, 1},
                              {31, 7},
                              {32, 64},
@@ -101,7 +111,7 @@ TEST_CASE("linear: every path, fp32 and bf16, ragged shapes and strides, against
 
 TEST_CASE("linear: a row's result is the same alone, in any batch, on any thread count") {
   for (Isa isa : available_isas())
-    for (DType d : {DType::f32, DType::bf16})
+    for (DType d : {DType::f32, DType::bf16, DType::f16})
       for (std::int64_t in : {96, 4103}) {  // 4103: K in runs of 2048 carried (kernels/linear.cpp)
         CAPTURE(to_string(isa));
         CAPTURE(to_string(d));
@@ -134,7 +144,7 @@ TEST_CASE("linear: a row's result is the same alone, in any batch, on any thread
 }
 
 TEST_CASE("linear: row(o) gives output o's weights back, widened (a tied embedding's lookup)") {
-  for (DType d : {DType::f32, DType::bf16})
+  for (DType d : {DType::f32, DType::bf16, DType::f16})
     for (auto [out, in] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {33, 7}, {70, 64}}) {
       CAPTURE(to_string(d));
       CAPTURE(out);
@@ -164,6 +174,71 @@ TEST_CASE("linear: the packed weights are the same bytes on every path") {
   }
   // bf16 holds 2 bytes a weight (plus padding to 32 outputs and an even k), never 4.
   CHECK(first.packed().size() == std::size_t(96 * 17 * 4));
+}
+
+#if defined(__x86_64__)
+TEST_CASE("half: to_f16 and from_f16 give the compiler's IEEE conversions, bit for bit") {
+  // from_f16: every pattern (NaNs: both NaN, the same sign).
+  for (std::uint32_t h = 0; h < 65536; ++h) {
+    const float want = static_cast<float>(std::bit_cast<_Float16>(static_cast<std::uint16_t>(h)));
+    const float got = from_f16(static_cast<std::uint16_t>(h));
+    if (std::isnan(want)) {
+      CHECK(std::isnan(got));
+      CHECK(std::signbit(got) == std::signbit(want));
+    } else if (std::memcmp(&got, &want, 4) != 0) {
+      FAIL("from_f16(" << h << ") = " << got << ", want " << want);
+    }
+  }
+  // to_f16: every half's value, the midpoints and their neighbours, overflow, random floats.
+  std::vector<float> probe;
+  for (std::uint32_t h = 0; h < 0x7C00; ++h) {
+    const float v = from_f16(static_cast<std::uint16_t>(h)), next = from_f16(static_cast<std::uint16_t>(h + 1));
+    const float mid = v + (next - v) / 2;  // exact: one more bit than a half has
+    for (float f : {v, mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e30f)}) {
+      probe.push_back(f);
+      probe.push_back(-f);
+    }
+  }
+  for (float f : {65504.0f, 65519.99f, 65520.0f, 1e30f, INFINITY, 1e-40f, 0x1p-25f, 0x1.000002p-25f})
+    probe.push_back(f);
+  std::mt19937 rng(1);
+  for (int i = 0; i < 200000; ++i) {
+    const std::uint32_t u = rng();
+    float f;
+    std::memcpy(&f, &u, 4);
+    if (!std::isnan(f)) probe.push_back(f);
+  }
+  int bad = 0;
+  for (float f : probe) bad += to_f16(f) != std::bit_cast<std::uint16_t>(static_cast<_Float16>(f));
+  CHECK(bad == 0);
+  CHECK(std::isnan(from_f16(to_f16(NAN))));
+}
+#endif
+
+TEST_CASE("linear: fp16 weights give the bits of fp32 weights holding the same values, in 2 bytes a weight") {
+  for (Isa isa : available_isas())
+    for (auto [out, in, rows] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{33, 7, 1},
+                                 {130, 64, 3},  // few rows: the wide calls
+                                 {64, 2100, 5},  // K in two runs
+                                 {97, 300, 40}}) {
+      CAPTURE(to_string(isa));
+      CAPTURE(out);
+      CAPTURE(in);
+      const Weights w = weights(out, in, DType::f16, unsigned(out + in));
+      const Linear half(DType::f16, out, in, w.data(DType::f16), isa);
+      const Linear full(DType::f32, out, in, w.values.data(), isa);
+      CHECK(half.dtype() == DType::f16);
+      CHECK(half.packed().size() == std::size_t((out + 31) / 32 * 32 * in * 2));
+      const std::vector<float> x = randn(std::size_t(rows * in), 4);
+      std::vector<float> a(std::size_t(rows * out)), b(a.size());
+      half.apply(x, a, false, 2);
+      full.apply(x, b, false, 2);
+      CHECK(same_bits(a.data(), b.data(), a.size()));
+      // From fp32 blocks: each weight rounded to the nearest half, the same packed bytes.
+      const Linear blocks(DType::f16, in, {std::span<const float>(randn(std::size_t(out * in), unsigned(out + in)))}, isa);
+      REQUIRE(blocks.packed().size() == half.packed().size());
+      CHECK(std::memcmp(blocks.packed().data(), half.packed().data(), half.packed().size()) == 0);
+    }
 }
 
 TEST_CASE("linear: bf16 takes x as the dot instruction does: nearest even, denormals zero, NaN and inf kept") {

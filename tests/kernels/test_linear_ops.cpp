@@ -1,10 +1,12 @@
 // The weight matmul's panel loop (kernels/linear_ops.hpp) on every ISA path: against a
 // float64 sum, against the generic path (bf16: bit for bit, the dot instruction's order),
-// and a row's result the same whatever rows share the call. The panels are packed here from the layout the header documents, not by
+// and a row's result the same whatever rows share the call; f16 weights as the f32
+// loops on the widened values. The panels are packed here from the layout the header documents, not by
 // kernels/linear.cpp, so a packing bug and a loop bug cannot cancel. No oneDNN: this runs
 // natively and under qemu-aarch64.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -14,6 +16,7 @@
 
 #include "kernels/dispatch.hpp"
 #include "ringattn/block_attention.hpp"
+#include "ringattn/half.hpp"
 
 using namespace ringattn;
 using kernels::kPanel;
@@ -242,17 +245,55 @@ TEST_CASE("linear panel loop: the wide calls (few rows, several panels) equal th
   }
 }
 
+TEST_CASE("linear panel loop: f16 weights (panels and wide calls) give the bits of f32 weights of the same values") {
+  for (const LinearOps* path : all_paths()) {
+    const LinearOps& ops = *path;
+    for (int k : {1, 2, 17, 300}) {
+      CAPTURE(ops.name);
+      CAPTURE(k);
+      const int np = std::max(ops.wide_panels, 1);
+      // np panels end to end: f16 halves [k][32] each, and the same values widened as floats.
+      std::vector<std::uint16_t> halves;
+      std::vector<float> floats;
+      for (float v : randn(std::size_t(np) * k * kPanel, unsigned(k))) {
+        halves.push_back(to_f16(v));
+        floats.push_back(from_f16(halves.back()));
+      }
+      const std::int64_t ldx = k + 1, ld = np * kPanel + 3, stride = std::int64_t(k) * kPanel;
+      const int m = ops.max_rows_f32;
+      const std::vector<float> x = randn(std::size_t(m) * ldx, 3), y0 = randn(std::size_t(m) * ld, 4);
+      const std::vector<float> carried = randn(std::size_t(m) * ld, 5);
+      for (bool add : {false, true})
+        for (int cols : {32, 19}) {
+          std::vector<float> a = y0, b = y0;
+          ops.panel_f16(x.data(), ldx, m, halves.data(), k, carried.data(), ld, a.data(), ld, cols, add);
+          ops.panel_f32(x.data(), ldx, m, floats.data(), k, carried.data(), ld, b.data(), ld, cols, add);
+          CHECK(std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
+        }
+      for (int rows = 1; rows <= ops.wide_rows; ++rows)
+        for (bool add : {false, true}) {
+          std::vector<float> a = y0, b = y0;
+          ops.wide_f16(x.data(), ldx, rows, halves.data(), stride, k, nullptr, ld, a.data(), ld, add);
+          ops.wide_f32(x.data(), ldx, rows, floats.data(), stride, k, nullptr, ld, b.data(), ld, add);
+          CHECK(std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
+        }
+    }
+  }
+}
+
 TEST_CASE("linear panel loop: the paths' tables are complete") {
   for (const LinearOps* path : all_paths()) {
     const LinearOps& ops = *path;
     CAPTURE(ops.name);
     CHECK((ops.panel_f32 != nullptr));
     CHECK((ops.panel_bf16 != nullptr));
+    CHECK((ops.panel_f16 != nullptr));
     CHECK(ops.max_rows_f32 >= 1);
     CHECK(ops.max_rows_bf16 >= 1);
     if (ops.wide_panels > 1) {  // a path with wide calls has both, for at least one row
       CHECK((ops.wide_f32 != nullptr));
       CHECK((ops.wide_bf16 != nullptr));
+      CHECK((ops.wide_f16 != nullptr));
       CHECK(ops.wide_rows >= 1);
     }
   }

@@ -2,7 +2,7 @@
 // registers hold a tile of up to 6 rows x 16 columns (12 accumulators), so a 32-column
 // panel runs as two halves, each over the whole of K; bf16 weights and x pairs widen in
 // registers (shift or AND) with 4 rows a tile, the widened vectors needing registers of
-// their own.
+// their own. f16 weights widen by F16C (every AVX2 CPU has it) into the f32 loops.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -67,15 +67,21 @@ inline void step(__m256 (&acc)[M][2], const float* x, std::int64_t ldx, std::int
   }
 }
 
+// 8 weights as floats: f32 loaded, f16 widened (F16C, exact).
+inline __m256 load8(const float* w) { return _mm256_loadu_ps(w); }
+inline __m256 load8(const std::uint16_t* w) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w)));
+}
+
 // Columns [0, 16) of a panel whose k-rows are kPanel wide (w points at the half).
-template <int M>
-void half_f32(const float* x, std::int64_t ldx, const float* w, std::int64_t k, const float* a, std::int64_t lda,
+template <int M, class W>
+void half_f32(const float* x, std::int64_t ldx, const W* w, std::int64_t k, const float* a, std::int64_t lda,
               float* y, std::int64_t ldy, int cols, bool add) {
   __m256 acc[M][2];
   start<M>(acc, a, lda, cols);
   for (std::int64_t s = 0; s < k; ++s) {
-    const float* ws = w + s * kPanel;
-    step<M>(acc, x, ldx, s, _mm256_loadu_ps(ws), _mm256_loadu_ps(ws + 8));
+    const W* ws = w + s * kPanel;
+    step<M>(acc, x, ldx, s, load8(ws), load8(ws + 8));
   }
   finish<M>(acc, y, ldy, cols, add);
 }
@@ -131,6 +137,18 @@ void panel_f32(const float* x, std::int64_t ldx, int m, const float* w, std::int
   }
 }
 
+void panel_f16(const float* x, std::int64_t ldx, int m, const std::uint16_t* w, std::int64_t k, const float* a,
+               std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
+  switch (m) {
+    case 1: return panel_m<1>(x, ldx, w, k, a, lda, y, ldy, cols, add);
+    case 2: return panel_m<2>(x, ldx, w, k, a, lda, y, ldy, cols, add);
+    case 3: return panel_m<3>(x, ldx, w, k, a, lda, y, ldy, cols, add);
+    case 4: return panel_m<4>(x, ldx, w, k, a, lda, y, ldy, cols, add);
+    case 5: return panel_m<5>(x, ldx, w, k, a, lda, y, ldy, cols, add);
+    default: return panel_m<6>(x, ldx, w, k, a, lda, y, ldy, cols, add);
+  }
+}
+
 void panel_bf16(const std::uint32_t* x, std::int64_t ldx, int m, const std::uint32_t* w, std::int64_t k, const float* a,
                 std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
   switch (m) {
@@ -143,6 +161,7 @@ void panel_bf16(const std::uint32_t* x, std::int64_t ldx, int m, const std::uint
 
 }  // namespace
 
-const LinearOps kLinearAvx2 = {"avx2", kRowsF32, kRowsBf16, panel_f32, panel_bf16};
+const LinearOps kLinearAvx2 = {.name = "avx2", .max_rows_f32 = kRowsF32, .max_rows_bf16 = kRowsBf16,
+                               .panel_f32 = panel_f32, .panel_bf16 = panel_bf16, .panel_f16 = panel_f16};
 
 }  // namespace ringattn::kernels

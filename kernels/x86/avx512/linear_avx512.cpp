@@ -3,8 +3,8 @@
 // broadcast of x per row. bf16 pairs (weights and x) go through the AVX512-BF16 dot
 // instruction where the CPU has it (kLinearAvx512Bf16: one instruction per pair, twice the
 // fp32 rate), else widen in registers (a shift for the even step, an AND for the odd one)
-// into two FMAs in the instruction's order (kLinearAvx512). The weights are never stored
-// as fp32.
+// into two FMAs in the instruction's order (kLinearAvx512). f16 weights widen in
+// registers (vcvtph2ps) into the f32 loops. The weights are never stored as fp32.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -57,14 +57,20 @@ inline void step(__m512 (&acc)[M][2], const float* x, std::int64_t ldx, std::int
   }
 }
 
-template <int M>
-void panel_f32_m(const float* x, std::int64_t ldx, const float* w, std::int64_t k, const float* a, std::int64_t lda,
+// 16 weights as floats: f32 loaded, f16 widened (exact).
+inline __m512 load16(const float* w) { return _mm512_loadu_ps(w); }
+inline __m512 load16(const std::uint16_t* w) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)));
+}
+
+template <int M, class W>
+void panel_f32_m(const float* x, std::int64_t ldx, const W* w, std::int64_t k, const float* a, std::int64_t lda,
                  float* y, std::int64_t ldy, int cols, bool add) {
   __m512 acc[M][2];
   start<M>(acc, a, lda, cols);
   for (std::int64_t s = 0; s < k; ++s) {
-    const float* ws = w + s * kPanel;
-    step<M>(acc, x, ldx, s, _mm512_loadu_ps(ws), _mm512_loadu_ps(ws + 16));
+    const W* ws = w + s * kPanel;
+    step<M>(acc, x, ldx, s, load16(ws), load16(ws + 16));
   }
   finish<M>(acc, y, ldy, cols, add);
 }
@@ -121,8 +127,8 @@ inline void wide_finish(__m512 (&acc)[M][2 * kWide], float* y, std::int64_t ldy,
     }
 }
 
-template <int M>
-void wide_f32_m(const float* x, std::int64_t ldx, const float* w, std::int64_t stride, std::int64_t k, const float* a,
+template <int M, class W>
+void wide_f32_m(const float* x, std::int64_t ldx, const W* w, std::int64_t stride, std::int64_t k, const float* a,
                 std::int64_t lda, float* y, std::int64_t ldy, bool add) {
   __m512 acc[M][2 * kWide];
   wide_start<M>(acc, a, lda);
@@ -132,7 +138,7 @@ void wide_f32_m(const float* x, std::int64_t ldx, const float* w, std::int64_t s
     for (int i = 0; i < M; ++i) xi[i] = _mm512_set1_ps(x[i * ldx + s]);
 #pragma GCC unroll 8
     for (int v = 0; v < 2 * kWide; ++v) {
-      const __m512 wv = _mm512_loadu_ps(w + (v / 2) * stride + s * kPanel + 16 * (v % 2));
+      const __m512 wv = load16(w + (v / 2) * stride + s * kPanel + 16 * (v % 2));
 #pragma GCC unroll 16
       for (int i = 0; i < M; ++i) acc[i][v] = _mm512_fmadd_ps(xi[i], wv, acc[i][v]);
     }
@@ -231,6 +237,14 @@ void wide_f32(const float* x, std::int64_t ldx, int m, const float* w, std::int6
               const float* a, std::int64_t lda, float* y, std::int64_t ldy, bool add) {
   by_rows<kWideRows>(m, [&](auto M) { wide_f32_m<M>(x, ldx, w, stride, k, a, lda, y, ldy, add); });
 }
+void panel_f16(const float* x, std::int64_t ldx, int m, const std::uint16_t* w, std::int64_t k, const float* a,
+               std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
+  by_rows<kRows>(m, [&](auto M) { panel_f32_m<M>(x, ldx, w, k, a, lda, y, ldy, cols, add); });
+}
+void wide_f16(const float* x, std::int64_t ldx, int m, const std::uint16_t* w, std::int64_t stride, std::int64_t k,
+              const float* a, std::int64_t lda, float* y, std::int64_t ldy, bool add) {
+  by_rows<kWideRows>(m, [&](auto M) { wide_f32_m<M>(x, ldx, w, stride, k, a, lda, y, ldy, add); });
+}
 void wide_bf16(const std::uint32_t* x, std::int64_t ldx, int m, const std::uint32_t* w, std::int64_t stride,
                std::int64_t k, const float* a, std::int64_t lda, float* y, std::int64_t ldy, bool add) {
   by_rows<kWideRows>(m, [&](auto M) { wide_bf16_m<M>(x, ldx, w, stride, k, a, lda, y, ldy, add); });
@@ -249,7 +263,13 @@ __attribute__((target("avx512bf16"))) void wide_dot(const std::uint32_t* x, std:
 
 }  // namespace
 
-const LinearOps kLinearAvx512 = {"avx512", kRows, kRowsBf16, panel_f32, panel_bf16, kWideRows, kWide, wide_f32, wide_bf16};
-const LinearOps kLinearAvx512Bf16 = {"avx512-bf16", kRows, kRows, panel_f32, panel_dot, kWideRows, kWide, wide_f32, wide_dot};
+const LinearOps kLinearAvx512 = {
+    .name = "avx512", .max_rows_f32 = kRows, .max_rows_bf16 = kRowsBf16,
+    .panel_f32 = panel_f32, .panel_bf16 = panel_bf16, .panel_f16 = panel_f16,
+    .wide_rows = kWideRows, .wide_panels = kWide, .wide_f32 = wide_f32, .wide_bf16 = wide_bf16, .wide_f16 = wide_f16};
+const LinearOps kLinearAvx512Bf16 = {
+    .name = "avx512-bf16", .max_rows_f32 = kRows, .max_rows_bf16 = kRows,
+    .panel_f32 = panel_f32, .panel_bf16 = panel_dot, .panel_f16 = panel_f16,
+    .wide_rows = kWideRows, .wide_panels = kWide, .wide_f32 = wide_f32, .wide_bf16 = wide_dot, .wide_f16 = wide_f16};
 
 }  // namespace ringattn::kernels
