@@ -7,6 +7,7 @@
 
 #include "attention_fixture.hpp"
 #include "ringattn/error.hpp"
+#include "ringattn/kv_cache.hpp"
 
 using namespace ringattn;
 
@@ -33,6 +34,13 @@ TEST_CASE("config validation names the argument and the value") {
   c = good();
   c.mask = Mask::sliding_window(0);
   CHECK_THROWS_WITH_AS(BlockAttention{c}, doctest::Contains("window = 0"), InvalidArgument);
+  c = good();
+  c.dtype = DType::f16;  // a weight dtype (ringattn::Linear), not attention's
+  CHECK_THROWS_WITH_AS(BlockAttention{c}, doctest::Contains("dtype = fp16: attention takes fp32 or bf16"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(KVCache(2, 64, DType::f16), doctest::Contains("K and V are held in fp32 or bf16"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(parse_dtype("fp16"), doctest::Contains("expected fp32 or bf16"), InvalidArgument);
+  CHECK(parse_weights_dtype("fp16") == DType::f16);
+  CHECK(to_string(DType::f16) == "fp16");
   c = good();
   c.scale = -1.0f;
   CHECK_THROWS_WITH_AS(BlockAttention{c}, doctest::Contains("scale"), InvalidArgument);
