@@ -329,6 +329,40 @@ infer_fp16_weights() {
   done
 }
 
+# Hugging Face model directories (infer/write_hf.py: seeded weights, HF's config.json, names
+# and layout, one file or shards with an index), each at P = 1 against an independent float64
+# PyTorch model of its architecture (infer/hf_reference.py), then P = 2 and 3 against P = 1.
+# Held as stored: fp32 and fp16 (widened in registers, inputs as they are) to 1e-4 of float64
+# and 1e-5 across P; bf16 (each matmul's input rounded to bf16, mirrored by the reference) to
+# 1e-2, as --weights-dtype bf16 above. And the llama fp32 directory is the seed's weights: its
+# run equals `--seed 1`'s to the bit.
+infer_hf() {
+  local spec arch dtype extra name tol cross mm p
+  for spec in "llama fp32 --tied --shards=1" "llama3 bf16 --tied --shards=3" "mistral fp16 --tied --shards=1" \
+      "qwen2 fp16 --shards=2" "qwen2 bf16 --tied --shards=1" "qwen3 fp32 --tied --shards=3" "qwen3 bf16 --shards=1"; do
+    read -r arch dtype extra <<<"$spec"
+    name="$arch-$dtype${extra//[ =-]/}"
+    local shape=(--vocab 256 --dim 128 --layers 3 --heads 4 --kv-heads 2 --head-dim 32 --ffn 256)
+    [[ $arch == qwen3 ]] && shape=(--vocab 256 --dim 96 --layers 3 --heads 4 --kv-heads 2 --head-dim 32 --ffn 192)
+    $PY infer/write_hf.py --out "$work/hf-$name" --arch "$arch" --dtype "$dtype" $extra --seed 1 "${shape[@]}" || return
+    tol=1e-4 cross=1e-5 mm=fp32
+    [[ $dtype == bf16 ]] && tol=1e-2 cross=1e-2 mm=bf16
+    env RINGATTN_RANK=0 RINGATTN_WORLD_SIZE=1 timeout 120 "$infer/infer" --prompts "$work/prompts.jsonl" \
+      --hf "$work/hf-$name" --tokens 4 --threads 1 --out "$work/infer-hf-$name-p1" || return
+    echo "$name: P = 1 against float64 PyTorch"
+    $PY infer/hf_reference.py "$work/infer-hf-$name-p1" --model "$work/hf-$name" --prompts "$work/prompts.jsonl" \
+      --tokens 4 --tol $tol --matmul-input $mm || return
+    for p in 2 3; do
+      ranks $p RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" \
+        --prompts "$work/prompts.jsonl" --hf "$work/hf-$name" --tokens 4 --threads 1 --layout striped \
+        --out "$work/infer-hf-$name-p$p" || return
+      $PY infer/compare.py "$work/infer-hf-$name-p1" "$work/infer-hf-$name-p$p" --tol $cross || return
+    done
+  done
+  echo "llama fp32 directory against --seed 1, to the bit"
+  $PY infer/compare.py "$work/infer-p1" "$work/infer-hf-llama-fp32tiedshards1-p1" --tol 0
+}
+
 # fp32 weights in every layout at P = 2 and 3: tokens equal, logits within 1e-5 of P = 1.
 infer_layouts() {
   local p layout
@@ -598,6 +632,7 @@ if check "infer: configure infer through ringattn.pc, build -Werror" build_infer
     check "infer: bf16 K/V on the wire and in the cache, P = 2 against P = 1: tokens equal, logits within 2e-2" infer_bf16
     check "infer: P = 2 and 3 in the contiguous, zigzag and striped layouts: tokens equal, logits within 1e-5 of P = 1" infer_layouts
     check "infer: bf16 weights at P = 1 against float64 numpy under the same rounding (tokens equal, logits within 1e-2), P = 2 and 3 in every layout within 1e-2 of P = 1" infer_bf16_weights
+    check "infer: Hugging Face directories (llama, llama3 rope scaling, mistral, qwen2 biases, qwen3 q/k norms; fp32, bf16, fp16; tied and untied; sharded) against float64 PyTorch, P = 2 and 3 against P = 1" infer_hf
     check "infer: fp16 weights at P = 1 against float64 numpy with the same rounded matrices (logits within 1e-4), P = 2 and 3 within 1e-5 of P = 1" infer_fp16_weights
     check "infer: bad weights and prompts files (a bad token, invalid UTF-8, JSON 50,000 deep, /dev/zero, a FIFO, a 10 MB line) fail with the file and tensor or line named" infer_bad_inputs
     check "infer: the positions trap (--rope-positions local, P = 2) fails the comparison" infer_positions_trap

@@ -12,19 +12,22 @@ namespace infer {
 
 namespace {
 
-std::string describe(const JobOptions& opt) {
+std::string describe(const JobOptions& opt, const Model& m) {
   std::string s = !opt.llama2c.empty()  ? "model " + opt.llama2c + " (llama2.c)"
+                  : !opt.hf.empty()      ? "model " + opt.hf + " (Hugging Face " + m.config().architecture + ")"
                   : !opt.weights.empty() ? "model " + opt.weights + " (safetensors)"
                                          : "a model drawn from --seed " + std::to_string(opt.seed);
-  if (opt.weights_dtype != ringattn::DType::f32) s += " as " + std::string(ringattn::to_string(opt.weights_dtype));
+  if (m.matrices_dtype() != ringattn::DType::f32) s += " as " + std::string(ringattn::to_string(m.matrices_dtype()));
   if (!opt.tokenizer.empty()) s += ", tokenizer " + opt.tokenizer;
   return s;
 }
 
 Model read_model(const JobOptions& opt) {
-  if (!opt.llama2c.empty()) return Model::from_llama2c(opt.llama2c, opt.weights_dtype);
-  if (!opt.weights.empty()) return Model::from_safetensors(opt.model, opt.weights, opt.weights_dtype);
-  return Model::from_seed(opt.model, opt.seed, opt.weights_dtype);
+  const ringattn::DType held = opt.weights_dtype.value_or(ringattn::DType::f32);
+  if (!opt.hf.empty()) return Model::from_hf(opt.hf, opt.weights_dtype);
+  if (!opt.llama2c.empty()) return Model::from_llama2c(opt.llama2c, held);
+  if (!opt.weights.empty()) return Model::from_safetensors(opt.model, opt.weights, held);
+  return Model::from_seed(opt.model, opt.seed, held);
 }
 
 // BOS, then n ids in [3, vocab) (past BOS, EOS and llama2.c's <unk>), splitmix64 from seed.
@@ -47,7 +50,8 @@ std::vector<std::int32_t> random_tokens(std::int64_t n, std::int64_t vocab, std:
 std::uint64_t LoadedJob::digest() const { return model.digest() ^ (tokenizer ? tokenizer->digest() * 31 : 0); }
 
 LoadedJob load_model(JobOptions& opt) {
-  LoadedJob job{read_model(opt), std::nullopt, {}, describe(opt)};
+  LoadedJob job{read_model(opt), std::nullopt, {}, {}};
+  job.description = describe(opt, job.model);
   job.model.set_threads(opt.threads);  // the attention kernel's budget, for the matmuls around it
   opt.model = job.model.config();
   if (!opt.tokenizer.empty()) job.tokenizer = Tokenizer::load(opt.tokenizer, opt.model.vocab);

@@ -12,9 +12,13 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <initializer_list>
+#include <map>
 #include <utility>
 
+#include "hf_config.hpp"
+#include "hf_weights.hpp"
 #include "input_file.hpp"
 #include "safetensors.hpp"
 
@@ -59,16 +63,16 @@ void rms_norm(std::span<const float> x, const std::vector<float>& gain, float ep
 }
 
 // RoPE: pair i of each head (its elements (i, i + D/2) rotate-half, (2i, 2i + 1)
-// interleaved) turns by pos * theta^(-2i/D).
+// interleaved) turns by pos * inv_freq[i].
 void rope(std::span<float> x, std::int64_t heads, std::int64_t head_dim, std::span<const std::int64_t> pos,
-          double theta, RopeStyle style, int threads) {
+          const std::vector<double>& inv_freq, RopeStyle style, int threads) {
   const std::int64_t half = head_dim / 2;  // <= 128 (ModelConfig::check)
   const std::int64_t step = style == RopeStyle::interleaved ? 2 : 1, partner = style == RopeStyle::interleaved ? 1 : half;
 #pragma omp parallel for num_threads(team(threads, pos.size())) schedule(static)
   for (std::size_t r = 0; r < pos.size(); ++r) {
     float c[128], s[128];
     for (std::int64_t i = 0; i < half; ++i) {
-      const double angle = static_cast<double>(pos[r]) * std::pow(theta, -2.0 * static_cast<double>(i) / head_dim);
+      const double angle = static_cast<double>(pos[r]) * inv_freq[static_cast<std::size_t>(i)];
       c[i] = static_cast<float>(std::cos(angle));
       s[i] = static_cast<float>(std::sin(angle));
     }
@@ -82,6 +86,43 @@ void rope(std::span<float> x, std::int64_t heads, std::int64_t head_dim, std::sp
         b = b0 * c[i] + a0 * s[i];
       }
     }
+  }
+}
+
+// theta^(-2i/D) for each pair i, then Llama 3's scaling where the config has it (Hugging
+// Face's _compute_llama3_parameters): wavelengths shorter than original_context /
+// high_freq_factor kept, longer than original_context / low_freq_factor divided by factor,
+// a linear blend of the two between.
+std::vector<double> rope_frequencies(const ModelConfig& c) {
+  std::vector<double> f(static_cast<std::size_t>(c.head_dim / 2));
+  const RopeScaling& r = c.rope_scaling;
+  for (std::size_t i = 0; i < f.size(); ++i) {
+    double x = std::pow(c.rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(c.head_dim));
+    if (r.factor > 0) {
+      const double wavelen = 2 * M_PI / x;
+      const double low = r.original_context / r.low_freq_factor, high = r.original_context / r.high_freq_factor;
+      if (wavelen > low) {
+        x /= r.factor;
+      } else if (wavelen >= high) {
+        const double smooth = (r.original_context / wavelen - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+        x = (1 - smooth) * x / r.factor + smooth * x;
+      }
+    }
+    f[i] = x;
+  }
+  return f;
+}
+
+// RMSNorm of each head_dim-long piece of x in place (qwen3's q/k norm), gains [head_dim].
+void head_norm(std::span<float> x, const std::vector<float>& gain, float eps, int threads) {
+  const std::size_t d = gain.size(), pieces = x.size() / d;
+#pragma omp parallel for num_threads(team(threads, pieces)) schedule(static)
+  for (std::size_t p = 0; p < pieces; ++p) {
+    float* v = &x[p * d];
+    double ss = 0;
+    for (std::size_t i = 0; i < d; ++i) ss += static_cast<double>(v[i]) * v[i];
+    const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(d) + eps));
+    for (std::size_t i = 0; i < d; ++i) v[i] = v[i] * inv * gain[i];
   }
 }
 
@@ -108,6 +149,15 @@ std::vector<TensorSpec> tensor_specs(const ModelConfig& c) {
     t.push_back({p + "self_attn.q_proj.weight", {c.heads * c.head_dim, c.dim}});
     t.push_back({p + "self_attn.k_proj.weight", {c.kv_heads * c.head_dim, c.dim}});
     t.push_back({p + "self_attn.v_proj.weight", {c.kv_heads * c.head_dim, c.dim}});
+    if (c.qkv_bias) {
+      t.push_back({p + "self_attn.q_proj.bias", {c.heads * c.head_dim}});
+      t.push_back({p + "self_attn.k_proj.bias", {c.kv_heads * c.head_dim}});
+      t.push_back({p + "self_attn.v_proj.bias", {c.kv_heads * c.head_dim}});
+    }
+    if (c.qk_norm) {
+      t.push_back({p + "self_attn.q_norm.weight", {c.head_dim}});
+      t.push_back({p + "self_attn.k_norm.weight", {c.head_dim}});
+    }
     t.push_back({p + "self_attn.o_proj.weight", {c.dim, c.heads * c.head_dim}});
     t.push_back({p + "post_attention_layernorm.weight", {c.dim}});
     t.push_back({p + "mlp.gate_proj.weight", {c.ffn, c.dim}});
@@ -137,33 +187,96 @@ std::vector<float> generate_tensor(std::uint64_t seed, int index, const TensorSp
 
 namespace {
 
-// Puts tensors (in tensor_specs order, HF layout) into the model's layout.
-template <typename Source>
-void assemble(const ModelConfig& c, ringattn::DType dtype, Source&& next, ringattn::Linear& embedding,
+// A model's tensors as assemble() asks for them, by name (tensor_specs). The default
+// matrix() packs the tensors' floats; a mapped file's source packs its own bytes.
+class TensorSource {
+ public:
+  virtual ~TensorSource() = default;
+  virtual std::vector<float> floats(const TensorSpec& t) = 0;
+  virtual ringattn::Linear matrix(ringattn::DType dtype, std::int64_t in, const std::vector<const TensorSpec*>& parts) {
+    std::vector<std::vector<float>> values;
+    std::vector<ringattn::Linear::Block> blocks;
+    for (const TensorSpec* t : parts) values.push_back(floats(*t));
+    for (std::size_t i = 0; i < parts.size(); ++i)
+      blocks.push_back({ringattn::DType::f32, values[i].data(), parts[i]->shape[0]});
+    return ringattn::Linear(dtype, in, std::span<const ringattn::Linear::Block>(blocks));
+  }
+};
+
+// Tensors from a function of their index in tensor_specs (a seed, a checkpoint read whole).
+class IndexedSource : public TensorSource {
+ public:
+  IndexedSource(const ModelConfig& c, std::function<std::vector<float>(std::size_t, const TensorSpec&)> get)
+      : get_(std::move(get)) {
+    const std::vector<TensorSpec> specs = tensor_specs(c);
+    for (std::size_t i = 0; i < specs.size(); ++i) index_[specs[i].name] = i;
+  }
+  std::vector<float> floats(const TensorSpec& t) override { return get_(index_.at(t.name), t); }
+
+ private:
+  std::function<std::vector<float>(std::size_t, const TensorSpec&)> get_;
+  std::map<std::string, std::size_t> index_;
+};
+
+// Puts the tensors into the model's layout. Each matrix is packed as it comes (converted to
+// `dtype` on the way), and its source data goes at once: loading holds the packed model and
+// one layer's tensors at most.
+void assemble(const ModelConfig& c, ringattn::DType dtype, TensorSource& src, ringattn::Linear& embedding,
               std::vector<LayerWeights>& layers, std::vector<float>& final_norm, ringattn::Linear& head) {
-  // Each matrix is packed (bf16: rounded) as it comes, straight from its tensors' floats,
-  // which go at once: loading holds the packed model and one layer's tensors at most.
-  using ringattn::Linear;
-  embedding = Linear(dtype, c.dim, {next()});
+  std::map<std::string, TensorSpec> spec;
+  for (TensorSpec& t : tensor_specs(c)) spec[t.name] = std::move(t);
+  auto matrix = [&](std::int64_t in, std::initializer_list<std::string> names) {
+    std::vector<const TensorSpec*> parts;
+    for (const std::string& n : names) parts.push_back(&spec.at(n));
+    return src.matrix(dtype, in, parts);
+  };
+  auto floats = [&](const std::string& n) { return src.floats(spec.at(n)); };
+  embedding = matrix(c.dim, {"model.embed_tokens.weight"});
   const std::int64_t qd = c.heads * c.head_dim;
   layers.resize(static_cast<std::size_t>(c.layers));
-  for (LayerWeights& L : layers) {
-    L.attn_norm = next();
-    {
-      const std::vector<float> wq = next(), wk = next(), wv = next();
-      L.qkv = Linear(dtype, c.dim, {wq, wk, wv});
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    LayerWeights& L = layers[l];
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    L.attn_norm = floats(p + "input_layernorm.weight");
+    L.qkv = matrix(c.dim, {p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight", p + "self_attn.v_proj.weight"});
+    if (c.qkv_bias)
+      for (const char* n : {"q_proj.bias", "k_proj.bias", "v_proj.bias"}) {
+        const std::vector<float> b = floats(p + "self_attn." + n);
+        L.qkv_bias.insert(L.qkv_bias.end(), b.begin(), b.end());
+      }
+    if (c.qk_norm) {
+      L.q_norm = floats(p + "self_attn.q_norm.weight");
+      L.k_norm = floats(p + "self_attn.k_norm.weight");
     }
-    L.wo = Linear(dtype, qd, {next()});
-    L.mlp_norm = next();
-    {
-      const std::vector<float> gate = next(), up = next();
-      L.gate_up = Linear(dtype, c.dim, {gate, up});
-    }
-    L.down = Linear(dtype, c.ffn, {next()});
+    L.wo = matrix(qd, {p + "self_attn.o_proj.weight"});
+    L.mlp_norm = floats(p + "post_attention_layernorm.weight");
+    L.gate_up = matrix(c.dim, {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"});
+    L.down = matrix(c.ffn, {p + "mlp.down_proj.weight"});
   }
-  final_norm = next();
-  head = c.tied ? embedding : Linear(dtype, c.dim, {next()});  // tied: the same weights, held once
+  final_norm = floats("model.norm.weight");
+  head = c.tied ? embedding : matrix(c.dim, {"lm_head.weight"});  // tied: the same weights, held once
 }
+
+// A Hugging Face directory's tensors, packed straight from the mapped files.
+class HfSource : public TensorSource {
+ public:
+  explicit HfSource(HfWeights& w) : w_(w) {}
+  std::vector<float> floats(const TensorSpec& t) override { return w_.take(t.name, t.shape); }
+  ringattn::Linear matrix(ringattn::DType dtype, std::int64_t in, const std::vector<const TensorSpec*>& parts) override {
+    std::vector<ringattn::Linear::Block> blocks;
+    for (const TensorSpec* t : parts) {
+      const TensorView v = w_.view(t->name, t->shape);
+      check_finite(v, "weights " + w_.file_of(t->name), t->name);
+      blocks.push_back({v.dtype, v.data, t->shape[0]});
+    }
+    ringattn::Linear out(dtype, in, std::span<const ringattn::Linear::Block>(blocks));
+    for (const TensorSpec* t : parts) w_.release(t->name);
+    return out;
+  }
+
+ private:
+  HfWeights& w_;
+};
 
 }  // namespace
 
@@ -171,13 +284,11 @@ Model Model::from_seed(const ModelConfig& c, std::uint64_t seed, ringattn::DType
   c.check();
   Model m;
   m.c_ = c;
-  const std::vector<TensorSpec> specs = tensor_specs(c);
-  int t = 0;
-  auto next = [&] {
-    const int index = t++;
-    return generate_tensor(seed, index, specs[static_cast<std::size_t>(index)]);
-  };
-  assemble(c, matrices, next, m.embedding_, m.layers_, m.final_norm_, m.head_);
+  m.inv_freq_ = rope_frequencies(c);
+  IndexedSource src(c, [&](std::size_t index, const TensorSpec& t) {
+    return generate_tensor(seed, static_cast<int>(index), t);
+  });
+  assemble(c, matrices, src, m.embedding_, m.layers_, m.final_norm_, m.head_);
   return m;
 }
 
@@ -186,16 +297,9 @@ Model Model::from_safetensors(const ModelConfig& c, const std::string& path, rin
   SafetensorsFile file(path);
   Model m;
   m.c_ = c;
-  const std::vector<TensorSpec> specs = tensor_specs(c);
-  std::size_t t = 0;
-  auto next = [&] {
-    const TensorSpec& s = specs[t++];
-    std::vector<float> w = file.take(s.name, s.shape);
-    for (float x : w)
-      if (!std::isfinite(x)) throw ringattn::FileError("weights " + path + ": tensor \"" + s.name + "\" holds NaN or inf");
-    return w;
-  };
-  assemble(c, matrices, next, m.embedding_, m.layers_, m.final_norm_, m.head_);
+  m.inv_freq_ = rope_frequencies(c);
+  IndexedSource src(c, [&](std::size_t, const TensorSpec& t) { return file.take(t.name, t.shape); });
+  assemble(c, matrices, src, m.embedding_, m.layers_, m.final_norm_, m.head_);
   if (const auto extra = file.unused(); !extra.empty())
     throw ringattn::FileError("weights " + path + ": tensor \"" + extra.front() +
                               "\" is not part of this configuration (another --layers, or --untied?)");
@@ -289,8 +393,27 @@ Model Model::from_llama2c(const std::string& path, ringattn::DType matrices) {
   if (!c.tied) order.push_back(tensor(classifier, -1, "wcls"));
   Model m;
   m.c_ = c;
-  std::size_t t = 0;
-  assemble(c, matrices, [&] { return std::move(order[t++]); }, m.embedding_, m.layers_, m.final_norm_, m.head_);
+  m.inv_freq_ = rope_frequencies(c);
+  IndexedSource src(c, [&](std::size_t index, const TensorSpec&) { return std::move(order[index]); });
+  assemble(c, matrices, src, m.embedding_, m.layers_, m.final_norm_, m.head_);
+  return m;
+}
+
+Model Model::from_hf(const std::string& dir, std::optional<ringattn::DType> matrices) {
+  const ModelConfig c = read_hf_config(dir);
+  HfWeights weights(dir);
+  Model m;
+  m.c_ = c;
+  m.inv_freq_ = rope_frequencies(c);
+  const ringattn::DType held = matrices.value_or(weights.dtype("model.embed_tokens.weight"));
+  HfSource src(weights);
+  assemble(c, held, src, m.embedding_, m.layers_, m.final_norm_, m.head_);
+  for (const std::string& extra : weights.unused()) {
+    // Tolerated: a tied checkpoint that also stores the head, and RoPE tables old exports saved.
+    if (c.tied && extra.ends_with("\"lm_head.weight\"")) continue;
+    if (extra.ends_with(".rotary_emb.inv_freq\"")) continue;
+    throw ringattn::FileError("model " + dir + ": " + extra + " is not part of the model config.json describes");
+  }
   return m;
 }
 
@@ -310,8 +433,10 @@ void Model::embed(std::span<const std::int32_t> tokens, std::span<float> x) cons
 std::size_t Model::weight_bytes() const {
   std::size_t n = (final_norm_.size() + 2 * layers_.size() * static_cast<std::size_t>(c_.dim)) * sizeof(float);
   n += embedding_.packed().size() + (c_.tied ? 0 : head_.packed().size());
-  for (const LayerWeights& l : layers_)
+  for (const LayerWeights& l : layers_) {
     for (const auto* w : {&l.qkv, &l.wo, &l.gate_up, &l.down}) n += w->packed().size();
+    n += (l.qkv_bias.size() + l.q_norm.size() + l.k_norm.size()) * sizeof(float);
+  }
   return n;
 }
 
@@ -353,13 +478,19 @@ void Model::attention_inputs_rows(int l, std::span<const float> h, std::span<con
   L.qkv.apply(n.data(), rows, c_.dim, t.data(), width, false, threads_);
 #pragma omp parallel for num_threads(team(threads_, static_cast<std::size_t>(rows))) schedule(static)
   for (std::int64_t r = 0; r < rows; ++r) {
-    const float* tr = &t[static_cast<std::size_t>(r * width)];
+    float* tr = &t[static_cast<std::size_t>(r * width)];
+    if (!L.qkv_bias.empty())
+      for (std::int64_t i = 0; i < width; ++i) tr[i] += L.qkv_bias[static_cast<std::size_t>(i)];
     std::memcpy(&q[static_cast<std::size_t>(r * qd)], tr, static_cast<std::size_t>(qd) * sizeof(float));
     std::memcpy(&k[static_cast<std::size_t>(r * kd)], tr + qd, static_cast<std::size_t>(kd) * sizeof(float));
     std::memcpy(&v[static_cast<std::size_t>(r * kd)], tr + qd + kd, static_cast<std::size_t>(kd) * sizeof(float));
   }
-  rope(q, c_.heads, c_.head_dim, rope_positions, c_.rope_theta, c_.rope_style, threads_);
-  rope(k, c_.kv_heads, c_.head_dim, rope_positions, c_.rope_theta, c_.rope_style, threads_);
+  if (c_.qk_norm) {
+    head_norm(q, L.q_norm, c_.norm_eps, threads_);
+    head_norm(k, L.k_norm, c_.norm_eps, threads_);
+  }
+  rope(q, c_.heads, c_.head_dim, rope_positions, inv_freq_, c_.rope_style, threads_);
+  rope(k, c_.kv_heads, c_.head_dim, rope_positions, inv_freq_, c_.rope_style, threads_);
 }
 
 void Model::attention_output_and_mlp_rows(int l, std::span<const float> o, std::span<float> h) const {
@@ -392,6 +523,11 @@ std::uint64_t Model::digest() const {
   f.value(c_.rope_theta);
   f.value(static_cast<int>(c_.rope_style));
   f.value(c_.norm_eps);
+  f.bytes(c_.architecture.data(), c_.architecture.size());
+  f.value(static_cast<int>(c_.qkv_bias) | static_cast<int>(c_.qk_norm) << 1);
+  for (double x : {c_.rope_scaling.factor, c_.rope_scaling.low_freq_factor, c_.rope_scaling.high_freq_factor,
+                   c_.rope_scaling.original_context})
+    f.value(x);
   auto matrix = [&](const ringattn::Linear& w) {  // its shape, dtype and packed bytes (the same on every CPU)
     f.value(w.out());
     f.value(w.in());
@@ -402,6 +538,9 @@ std::uint64_t Model::digest() const {
   for (const auto& l : layers_) {
     f.floats(l.attn_norm);
     f.floats(l.mlp_norm);
+    f.floats(l.qkv_bias);
+    f.floats(l.q_norm);
+    f.floats(l.k_norm);
     for (const auto* w : {&l.qkv, &l.wo, &l.gate_up, &l.down}) matrix(*w);
   }
   f.floats(final_norm_);

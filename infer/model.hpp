@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -29,7 +30,16 @@ namespace infer {
 // llama2.c's interleaved pairs (2i, 2i + 1), which its own checkpoints are trained with.
 enum class RopeStyle { rotate_half, interleaved };
 
+// Llama 3's RoPE scaling (rope_scaling of rope_type "llama3"): long wavelengths divided by
+// `factor`, short ones kept, a smooth blend between (factor 0: none).
+struct RopeScaling {
+  double factor = 0;
+  double low_freq_factor = 0, high_freq_factor = 0;
+  double original_context = 0;  // original_max_position_embeddings
+};
+
 struct ModelConfig {
+  std::string architecture = "llama";  // llama, mistral, qwen2 or qwen3 (hf_config.hpp)
   std::int64_t vocab = 256;
   std::int64_t dim = 128;
   std::int64_t layers = 2;
@@ -40,8 +50,12 @@ struct ModelConfig {
   bool tied = true;  // the output head is the embedding
   double rope_theta = 10000;
   RopeStyle rope_style = RopeStyle::rotate_half;
+  RopeScaling rope_scaling;
   float norm_eps = 1e-5f;
-  std::int64_t context = 0;  // positions the model was trained for (0: not stated)
+  bool qkv_bias = false;  // qwen2: biases on q, k and v
+  bool qk_norm = false;   // qwen3: RMSNorm over each head of q and k (gains [head_dim]) before RoPE
+  std::int64_t context = 0;  // positions the model was trained for (0: not stated); a Mistral
+                             // sliding window bounds it (attention is exact up to the window)
 
   void check() const;  // throws ringattn::InvalidArgument naming the bad size
 };
@@ -55,6 +69,8 @@ std::vector<TensorSpec> tensor_specs(const ModelConfig& c);
 
 struct LayerWeights {
   std::vector<float> attn_norm, mlp_norm;
+  std::vector<float> qkv_bias;        // [heads*head_dim + 2*kv_heads*head_dim] (qkv_bias), else empty
+  std::vector<float> q_norm, k_norm;  // [head_dim] each (qk_norm), else empty
   ringattn::Linear qkv;      // [heads*head_dim + 2*kv_heads*head_dim, dim]: q, k, v stacked
   ringattn::Linear wo;       // [dim, heads*head_dim]
   ringattn::Linear gate_up;  // [2*ffn, dim]: gate, then up
@@ -79,8 +95,15 @@ class Model {
   // "model <path>: ..." for a header out of range or a size that is not exactly its
   // tensors', before it reads a weight.
   static Model from_llama2c(const std::string& path, ringattn::DType matrices = ringattn::DType::f32);
+  // A Hugging Face model directory: config.json (hf_config.hpp) and model.safetensors or a
+  // sharded model.safetensors.index.json, F32, BF16 or F16, mapped and packed tensor by
+  // tensor. The matrices are held in `matrices`, else in the dtype the checkpoint holds its
+  // embedding in. Every tensor's name and shape is checked against the configuration;
+  // throws ringattn::FileError naming the file and the tensor.
+  static Model from_hf(const std::string& dir, std::optional<ringattn::DType> matrices = std::nullopt);
 
   const ModelConfig& config() const { return c_; }
+  ringattn::DType matrices_dtype() const { return embedding_.dtype(); }
   // OpenMP threads of every matmul (0: OpenMP's default, all cores unless OMP_NUM_THREADS
   // says otherwise). The result does not depend on it.
   void set_threads(int threads) { threads_ = threads; }
@@ -111,6 +134,7 @@ class Model {
   void attention_output_and_mlp_rows(int l, std::span<const float> o, std::span<float> h) const;
 
   ModelConfig c_;
+  std::vector<double> inv_freq_;  // RoPE's angle per position of each pair (scaling applied)
   int threads_ = 0;
   // The layers' intermediate rows, grown to the largest call and kept: a prefill of 2,048
   // rows would otherwise fault in and zero ~200 MB of fresh pages per layer. One call at a

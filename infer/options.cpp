@@ -16,6 +16,9 @@ or mpirun's with RINGATTN_MASTER).
   --prompt TEXT           one prompt as text instead (needs --tokenizer): BOS, then its ids
   --llama2c FILE          a llama2.c checkpoint (version 0, float32, e.g. stories260K.bin):
                           the weights and the shape from its header (no --weights, no shape flags)
+  --hf DIR                a Hugging Face model directory (config.json of a llama, mistral, qwen2
+                          or qwen3 model; model.safetensors or its sharded index; F32, BF16,
+                          F16): the shape from config.json (no --weights, no shape flags)
   --tokenizer FILE        llama2.c's tokenizer.bin for the model: --prompt, and each result's
                           "text" (what llama2.c's run.c prints for the prompt and the tokens)
   --tokens K              tokens generated per prompt (default 4)
@@ -35,7 +38,8 @@ or mpirun's with RINGATTN_MASTER).
   --threads N             kernel threads per process (default RINGATTN_THREADS, else all)
   --dtype fp32|bf16       attention's K/V on the wire and in the KV cache (default fp32)
   --weights-dtype fp32|bf16|fp16
-                          the model's matrices as held and multiplied (default fp32; bf16:
+                          the model's matrices as held and multiplied (default: as the
+                          checkpoint holds them, fp32 for a seed and llama2.c; bf16:
                           rounded at load, half the memory; each matmul's
                           input rows rounded to bf16 too, sums fp32; fp16: rounded at
                           load, half the memory, widened in registers, inputs fp32)
@@ -86,6 +90,7 @@ bool parse_args(int argc, char** argv, JobOptions& o) {
     else if (flag == "--top-p") o.top_p = real(flag, v, 0, 1);
     else if (flag == "--sample-seed") o.sample_seed = static_cast<std::uint64_t>(number(flag, v, 0, INT64_MAX));
     else if (flag == "--llama2c") o.llama2c = v;
+    else if (flag == "--hf") o.hf = v;
     else if (flag == "--tokenizer") o.tokenizer = v;
     else if (flag == "--out") o.out_dir = v;
     else if (flag == "--weights") o.weights = v;
@@ -114,6 +119,13 @@ bool parse_args(int argc, char** argv, JobOptions& o) {
     throw ringattn::InvalidArgument("give one of --prompts FILE and --prompt TEXT (see --help)");
   if (o.prompt_text && o.tokenizer.empty())
     throw ringattn::InvalidArgument("--prompt TEXT needs --tokenizer FILE to turn it into token ids");
+  if (!o.hf.empty()) {
+    if (!o.weights.empty() || !o.llama2c.empty())
+      throw ringattn::InvalidArgument("--hf with --weights or --llama2c: two models, give one");
+    if (!shape_flag.empty())
+      throw ringattn::InvalidArgument(shape_flag + " with --hf: config.json gives the model's shape");
+    return true;  // checked when config.json is read
+  }
   if (!o.llama2c.empty()) {
     if (!o.weights.empty()) throw ringattn::InvalidArgument("--llama2c and --weights are two models: give one");
     if (!shape_flag.empty())

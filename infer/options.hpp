@@ -23,6 +23,7 @@ struct JobOptions {
   std::uint64_t seed = 1;
   std::string weights;  // safetensors file; empty: weights from the seed
   std::string llama2c;  // a llama2.c checkpoint: the model and its shape from its header
+  std::string hf;       // a Hugging Face model directory: config.json and safetensors
   std::string tokenizer;  // llama2.c's tokenizer.bin: text in (--prompt) and out ("text")
   std::optional<std::string> prompt_text;  // one prompt as text (may be ""), instead of a prompts file
   std::string prompts;
@@ -37,9 +38,10 @@ struct JobOptions {
   // Attention's storage type: on the wire and in the KV cache. bf16 halves both; the ring
   // multiplies it in bf16 where the CPU has bf16 units and in fp32 elsewhere.
   ringattn::DType dtype = ringattn::DType::f32;
-  // The model's matrices as held and multiplied: fp32, or bf16 (rounded at load: half the
-  // memory and half the bytes a decode step reads; activations and sums stay fp32).
-  ringattn::DType weights_dtype = ringattn::DType::f32;
+  // The model's matrices as held and multiplied: fp32, bf16 or fp16 (rounded at load: half
+  // the memory and half the bytes a decode step reads; sums stay fp32). Unset: as the
+  // checkpoint holds them (a Hugging Face directory's dtype; fp32 for the others).
+  std::optional<ringattn::DType> weights_dtype;
   // How the packed batch is cut over the ranks: none (the default) balances the prompts'
   // causal work (ringattn::shard_documents); a layout cuts the packed sequence as it cuts
   // one sequence (contiguous, zigzag or striped, ringattn/layout.hpp), prompts and all.

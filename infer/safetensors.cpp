@@ -3,13 +3,14 @@
 #include "safetensors.hpp"
 
 #include <ringattn/error.hpp>
+#include <ringattn/half.hpp>
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
-#include "input_file.hpp"
 #include "json.hpp"
 
 namespace infer {
@@ -19,8 +20,8 @@ static_assert(std::endian::native == std::endian::little, "safetensors data is l
 namespace {
 
 constexpr std::uint64_t kMaxHeader = 100u << 20;  // as the reference implementation
-// The whole file is read into memory: bounded, so that a wrong path (a disk image, a
-// device) fails at once with its size instead of exhausting memory.
+// A bound on one file (mapped, never read whole): a wrong path (a disk image) fails at
+// once with its size. Hugging Face shards are a few GB.
 constexpr std::uint64_t kMaxFile = std::uint64_t{64} << 30;
 
 std::string shape_text(std::span<const std::int64_t> shape) {
@@ -29,28 +30,43 @@ std::string shape_text(std::span<const std::int64_t> shape) {
   return s + "]";
 }
 
+float element(const TensorView& t, std::uint64_t i) {
+  if (t.dtype == ringattn::DType::f32) {
+    float f;
+    std::memcpy(&f, t.data + i * 4, 4);
+    return f;
+  }
+  std::uint16_t h;
+  std::memcpy(&h, t.data + i * 2, 2);
+  if (t.dtype == ringattn::DType::f16) return ringattn::from_f16(h);
+  const std::uint32_t u = static_cast<std::uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
 }  // namespace
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   auto fail = [&](const std::string& what) -> ringattn::FileError {
     return ringattn::FileError("weights " + path + ": " + what);
   };
-  const std::vector<char> bytes = read_input_file(path, kMaxFile, "weights");
-  if (bytes.size() < 8) throw fail("shorter than the 8-byte header length: not a safetensors file");
+  file_ = std::make_unique<MappedFile>(path, kMaxFile, "weights");
+  const std::uint64_t size = file_->size();
+  if (size < 8) throw fail("shorter than the 8-byte header length: not a safetensors file");
   std::uint64_t n = 0;
-  std::memcpy(&n, bytes.data(), 8);
-  if (n > kMaxHeader || n > bytes.size() - 8)
-    throw fail("header length " + std::to_string(n) + " exceeds the file (" + std::to_string(bytes.size()) +
+  std::memcpy(&n, file_->data(), 8);
+  if (n > kMaxHeader || n > size - 8)
+    throw fail("header length " + std::to_string(n) + " exceeds the file (" + std::to_string(size) +
                " bytes) or 100 MiB: not a safetensors file, or truncated");
   Json header;
   try {
-    header = parse_json(std::string_view(bytes.data() + 8, n));
+    header = parse_json(std::string_view(reinterpret_cast<const char*>(file_->data()) + 8, n));
   } catch (const std::runtime_error& e) {
     throw fail(std::string("header: ") + e.what());
   }
   if (!header.is_object()) throw fail("header is not a JSON object");
-  data_.assign(bytes.begin() + 8 + static_cast<std::ptrdiff_t>(n), bytes.end());
-  const std::uint64_t size = data_.size();
+  const std::uint64_t data_at = 8 + n, data_size = size - data_at;
 
   for (const auto& [name, t] : header.items()) {
     if (name == "__metadata__") continue;
@@ -59,12 +75,14 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     const Json* shape = json_field(t, "shape");
     const Json* offsets = json_field(t, "data_offsets");
     if (!dtype || !shape || !offsets) throw bad("needs dtype, shape and data_offsets");
-    if (!dtype->is_string() || dtype->get<std::string>() != "F32")
-      throw bad("dtype " + (dtype->is_string() ? dtype->get<std::string>() : std::string("?")) +
-                ", only F32 is read (convert with numpy: .astype(np.float32))");
+    Entry e;
+    const std::string dt = dtype->is_string() ? dtype->get<std::string>() : std::string("?");
+    if (dt == "F32") e.dtype = ringattn::DType::f32;
+    else if (dt == "BF16") e.dtype = ringattn::DType::bf16;
+    else if (dt == "F16") e.dtype = ringattn::DType::f16;
+    else throw bad("dtype " + dt + ": only F32, BF16 and F16 are read");
     if (!shape->is_array() || shape->size() > 8) throw bad("shape must be an array of at most 8 sizes");
     if (!offsets->is_array() || offsets->size() != 2) throw bad("data_offsets must be [begin, end]");
-    Entry e;
     std::uint64_t elements = 1;
     try {
       for (const Json& d : *shape) {
@@ -79,28 +97,57 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     } catch (const std::runtime_error& x) {
       throw bad(x.what());
     }
-    if (e.begin > e.end || e.end > size)
+    if (e.begin > e.end || e.end > data_size)
       throw bad("data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + ") outside the " +
-                std::to_string(size) + " data bytes (truncated file?)");
-    if (e.end - e.begin != elements * 4)
-      throw bad("holds " + std::to_string(e.end - e.begin) + " bytes, shape " + shape_text(e.shape) + " needs " +
-                std::to_string(elements * 4));
+                std::to_string(data_size) + " data bytes (truncated file?)");
+    const std::uint64_t width = ringattn::dtype_size(e.dtype);
+    if (e.end - e.begin != elements * width)
+      throw bad("holds " + std::to_string(e.end - e.begin) + " bytes, shape " + shape_text(e.shape) + " of " + dt +
+                " needs " + std::to_string(elements * width));
+    e.begin += data_at;
+    e.end += data_at;
+    if (e.begin % width != 0)
+      throw bad("its data starts at byte " + std::to_string(e.begin) + " of the file, not a multiple of " +
+                std::to_string(width) + " (a header not padded as safetensors writers pad it)");
     entries_.emplace(name, std::move(e));
   }
 }
 
-std::vector<float> SafetensorsFile::take(const std::string& name, std::span<const std::int64_t> shape) {
+TensorView SafetensorsFile::view(const std::string& name, std::span<const std::int64_t> shape) {
   const auto it = entries_.find(name);
   if (it == entries_.end())
     throw ringattn::FileError("weights " + path_ + ": no tensor \"" + name + "\" (expected shape " +
-                              shape_text(shape) + "; does the file match --layers and --untied?)");
+                              shape_text(shape) + "; does the file match the model's configuration?)");
   Entry& e = it->second;
   if (!std::equal(e.shape.begin(), e.shape.end(), shape.begin(), shape.end()))
     throw ringattn::FileError("weights " + path_ + ": tensor \"" + name + "\" has shape " + shape_text(e.shape) +
                               ", the model's configuration needs " + shape_text(shape));
-  std::vector<float> out((e.end - e.begin) / 4);
-  if (!out.empty()) std::memcpy(out.data(), data_.data() + e.begin, e.end - e.begin);
   e.used = true;
+  return {e.dtype, file_->data() + e.begin, (e.end - e.begin) / ringattn::dtype_size(e.dtype)};
+}
+
+std::vector<float> SafetensorsFile::take(const std::string& name, std::span<const std::int64_t> shape) {
+  const TensorView t = view(name, shape);
+  check_finite(t, "weights " + path_, name);
+  std::vector<float> out = widen(t);
+  release(name);
+  return out;
+}
+
+void SafetensorsFile::release(const std::string& name) const {
+  const auto it = entries_.find(name);
+  if (it != entries_.end()) file_->release(it->second.begin, it->second.end - it->second.begin);
+}
+
+ringattn::DType SafetensorsFile::dtype(const std::string& name) const {
+  const auto it = entries_.find(name);
+  if (it == entries_.end()) throw ringattn::FileError("weights " + path_ + ": no tensor \"" + name + "\"");
+  return it->second.dtype;
+}
+
+std::vector<std::string> SafetensorsFile::names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, e] : entries_) out.push_back(name);
   return out;
 }
 
@@ -109,6 +156,28 @@ std::vector<std::string> SafetensorsFile::unused() const {
   for (const auto& [name, e] : entries_)
     if (!e.used) names.push_back(name);
   return names;
+}
+
+void check_finite(const TensorView& t, const std::string& what, const std::string& name) {
+  // Exponent all ones: inf or NaN, in each format's bits.
+  bool bad = false;
+  if (t.dtype == ringattn::DType::f32) {
+    for (std::uint64_t i = 0; i < t.elements && !bad; ++i) bad = !std::isfinite(element(t, i));
+  } else {
+    const std::uint16_t mask = t.dtype == ringattn::DType::f16 ? 0x7C00 : 0x7F80;
+    for (std::uint64_t i = 0; i < t.elements && !bad; ++i) {
+      std::uint16_t h;
+      std::memcpy(&h, t.data + i * 2, 2);
+      bad = (h & mask) == mask;
+    }
+  }
+  if (bad) throw ringattn::FileError(what + ": tensor \"" + name + "\" holds NaN or inf");
+}
+
+std::vector<float> widen(const TensorView& t) {
+  std::vector<float> out(static_cast<std::size_t>(t.elements));
+  for (std::uint64_t i = 0; i < t.elements; ++i) out[static_cast<std::size_t>(i)] = element(t, i);
+  return out;
 }
 
 }  // namespace infer

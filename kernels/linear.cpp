@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "kernels/aligned_buffer.hpp"
 #include "kernels/dispatch.hpp"
@@ -54,36 +55,53 @@ void round_pairs(const float* x, std::int64_t n, std::uint32_t* out) {
 
 Linear::Linear(DType dtype, std::int64_t out, std::int64_t in, const void* w, std::optional<Isa> isa) {
   if (!w && out >= 1 && in >= 1) throw InvalidArgument("linear: weight " + shape(out, in) + " has no data (null pointer)");
-  const std::size_t row_bytes = static_cast<std::size_t>(in) * dtype_size(dtype);
-  pack(dtype, out, in, isa, [&](std::int64_t o) {
-    return std::pair<const void*, bool>(static_cast<const std::byte*>(w) + static_cast<std::size_t>(o) * row_bytes,
-                                        dtype != DType::f32);
-  });
+  const Block b{dtype, w, out};
+  pack(dtype, out, in, isa, std::span<const Block>(&b, 1));
 }
 
 Linear::Linear(DType dtype, std::int64_t in, std::initializer_list<std::span<const float>> blocks, std::optional<Isa> isa) {
-  std::int64_t out = 0;
+  std::vector<Block> list;
   for (const auto& b : blocks) {
     if (in < 1 || b.empty() || static_cast<std::int64_t>(b.size()) % in != 0)
       throw InvalidArgument("linear: a block of " + std::to_string(b.size()) + " weights is not rows of in = " +
                             std::to_string(in) + " (needs a positive multiple)");
-    out += static_cast<std::int64_t>(b.size()) / in;
+    list.push_back({DType::f32, b.data(), static_cast<std::int64_t>(b.size()) / in});
   }
-  if (blocks.size() == 0) throw InvalidArgument("linear: no blocks of weights");
-  pack(dtype, out, in, isa, [&](std::int64_t o) {
-    for (const auto& b : blocks) {
-      const std::int64_t rows = static_cast<std::int64_t>(b.size()) / in;
-      if (o < rows) return std::pair<const void*, bool>(b.data() + o * in, false);
-      o -= rows;
-    }
-    return std::pair<const void*, bool>(nullptr, false);  // not reached: o < out
-  });
+  *this = Linear(dtype, in, std::span<const Block>(list), isa);
 }
 
-void Linear::pack(DType dtype, std::int64_t out, std::int64_t in, std::optional<Isa> isa,
-                  const std::function<std::pair<const void*, bool>(std::int64_t)>& row_of) {
+Linear::Linear(DType dtype, std::int64_t in, std::span<const Block> blocks, std::optional<Isa> isa) {
+  std::int64_t out = 0;
+  for (const Block& b : blocks) {
+    if (b.rows < 1 || !b.data || (b.dtype != DType::f32 && b.dtype != DType::bf16 && b.dtype != DType::f16))
+      throw InvalidArgument("linear: a block of " + std::to_string(b.rows) + " rows" +
+                            (b.data ? "" : " without data") + " (needs rows >= 1, data, dtype fp32, bf16 or fp16)");
+    out += b.rows;
+  }
+  if (blocks.empty()) throw InvalidArgument("linear: no blocks of weights");
+  pack(dtype, out, in, isa, blocks);
+}
+
+namespace {
+
+// Element k of a source row of `dtype`, as fp32 (exact).
+float source_value(const void* row, DType dtype, std::int64_t k) {
+  if (dtype == DType::f32) return static_cast<const float*>(row)[k];
+  const std::uint16_t h = static_cast<const std::uint16_t*>(row)[k];
+  if (dtype == DType::f16) return from_f16(h);
+  const std::uint32_t u = static_cast<std::uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+}  // namespace
+
+void Linear::pack(DType dtype, std::int64_t out, std::int64_t in, std::optional<Isa> isa, std::span<const Block> blocks) {
   if (out < 1 || out > kMaxDim || in < 1 || in > kMaxDim)
     throw InvalidArgument("linear: weight shape " + shape(out, in) + " is outside [1, 2^24] per side");
+  if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f16)
+    throw InvalidArgument("linear: unknown weight dtype " + std::to_string(static_cast<int>(dtype)));
   auto impl = std::make_shared<Impl>();
   impl->dtype = dtype;
   impl->out = out;
@@ -91,32 +109,45 @@ void Linear::pack(DType dtype, std::int64_t out, std::int64_t in, std::optional<
   impl->isa = kernels::resolve_isa(isa);
   impl->ops = &kernels::linear_ops_for(impl->isa);
   impl->panels = (out + P - 1) / P;
-  if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f16)
-    throw InvalidArgument("linear: unknown weight dtype " + std::to_string(static_cast<int>(dtype)));
   impl->panel_words = dtype == DType::bf16 ? (in + 1) / 2 * P : dtype == DType::f16 ? in * P / 2 : in * P;
   const std::size_t total = static_cast<std::size_t>(impl->panels * impl->panel_words);
   impl->words.resize(total);
   std::uint32_t* dst = impl->words.data;
   std::memset(dst, 0, total * 4);
-  // Panel p, column j is output o = p*32 + j; its weights are row o of W.
+  // Row o of W: the block holding it, and the row's first element there.
+  auto row_of = [&](std::int64_t o) {
+    for (const Block& b : blocks) {
+      if (o < b.rows)
+        return std::pair<const void*, DType>(static_cast<const std::byte*>(b.data) +
+                                                 static_cast<std::size_t>(o * in) * dtype_size(b.dtype),
+                                             b.dtype);
+      o -= b.rows;
+    }
+    return std::pair<const void*, DType>(nullptr, DType::f32);  // not reached: o < out
+  };
+  // Panel p, column j is output o = p*32 + j; its weights are row o of W, each converted
+  // to the held dtype (widened exactly, or rounded to nearest even).
 #pragma omp parallel for schedule(static) if (total > (1u << 20))
   for (std::int64_t p = 0; p < impl->panels; ++p) {
     std::uint32_t* panel = dst + p * impl->panel_words;
     for (int j = 0; j < P && p * P + j < out; ++j) {
-      const auto [row, bits] = row_of(p * P + j);
-      if (dtype == DType::f32) {  // (the f32 constructor's rows are floats)
-        for (std::int64_t k = 0; k < in; ++k) std::memcpy(&panel[k * P + j], static_cast<const float*>(row) + k, 4);
+      const auto [row, from] = row_of(p * P + j);
+      if (dtype == DType::f32) {
+        for (std::int64_t k = 0; k < in; ++k) {
+          const float v = source_value(row, from, k);
+          std::memcpy(&panel[k * P + j], &v, 4);
+        }
       } else if (dtype == DType::f16) {  // [K][32] halves
         auto* halves = reinterpret_cast<std::uint16_t*>(panel);
         const auto* h = static_cast<const std::uint16_t*>(row);
-        const auto* f = static_cast<const float*>(row);
-        for (std::int64_t k = 0; k < in; ++k) halves[k * P + j] = bits ? h[k] : to_f16(f[k]);
-      } else if (bits) {
-        const auto* r = static_cast<const std::uint16_t*>(row);
-        for (std::int64_t k = 0; k < in; ++k) panel[(k / 2) * P + j] |= flush_denormal(r[k]) << (k % 2 ? 16 : 0);
-      } else {
-        const auto* r = static_cast<const float*>(row);
-        for (std::int64_t k = 0; k < in; ++k) panel[(k / 2) * P + j] |= to_bf16(r[k]) << (k % 2 ? 16 : 0);
+        for (std::int64_t k = 0; k < in; ++k)
+          halves[k * P + j] = from == DType::f16 ? h[k] : to_f16(source_value(row, from, k));
+      } else {  // bf16 word pairs
+        const auto* h = static_cast<const std::uint16_t*>(row);
+        for (std::int64_t k = 0; k < in; ++k) {
+          const std::uint32_t b = from == DType::bf16 ? flush_denormal(h[k]) : to_bf16(source_value(row, from, k));
+          panel[(k / 2) * P + j] |= b << (k % 2 ? 16 : 0);
+        }
       }
     }
   }

@@ -26,12 +26,10 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <optional>
 #include <span>
-#include <utility>
 
 #include "ringattn/types.hpp"
 
@@ -51,6 +49,18 @@ class Linear {
   // Throws InvalidArgument for an empty block or one whose size is not a multiple of in.
   Linear(DType dtype, std::int64_t in, std::initializer_list<std::span<const float>> blocks,
          std::optional<Isa> isa = std::nullopt);
+  // A block of W's rows as a file holds them: `rows` rows of `in` values of `dtype` (fp32
+  // floats, or bf16 / fp16 bit patterns), row-major.
+  struct Block {
+    DType dtype = DType::f32;
+    const void* data = nullptr;
+    std::int64_t rows = 0;
+  };
+  // W stacked from blocks in any dtype, held in `dtype`: each value widened (exact) or
+  // rounded to nearest even as it is packed, with no stacked or converted copy (a
+  // checkpoint's bf16 Q, K and V straight from its mapped file). Throws InvalidArgument
+  // for no blocks, or a block without data or rows.
+  Linear(DType dtype, std::int64_t in, std::span<const Block> blocks, std::optional<Isa> isa = std::nullopt);
 
   // y[r * ldy + o] = sum over k of x[r * ldx + k] · W[o][k]  (add: y[...] += that sum,
   // the sum formed first) for r < rows, o < out. ldx >= in, ldy >= out; y must not
@@ -78,9 +88,7 @@ class Linear {
 
  private:
   struct Impl;
-  // Packs row o of W from row_of(o): fp32 floats (false) or `dtype`'s bit patterns (true).
-  void pack(DType dtype, std::int64_t out, std::int64_t in, std::optional<Isa> isa,
-            const std::function<std::pair<const void*, bool>(std::int64_t)>& row_of);
+  void pack(DType dtype, std::int64_t out, std::int64_t in, std::optional<Isa> isa, std::span<const Block> blocks);
   std::shared_ptr<const Impl> impl_;
 };
 

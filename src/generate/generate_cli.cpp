@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <filesystem>
 #include <thread>
 
 #include <ringattn/block_attention.hpp>
@@ -68,6 +69,8 @@ Plan make_plan(const Args& a) {
     j.model.head_dim = a.int64("head-dim");
     j.model.ffn = a.int64("ffn");
     j.model.check();
+  } else if (std::filesystem::is_directory(model)) {  // a Hugging Face model directory
+    j.hf = model;
   } else if (model.ends_with(".safetensors")) {
     throw InvalidArgument("--model " + model + ": generate reads llama2.c checkpoints (version 0, e.g. stories260K.bin) "
                           "and seed:S; the batch job infer/ reads safetensors");
@@ -90,7 +93,7 @@ Plan make_plan(const Args& a) {
   p.layout = a.str("layout");
   if (p.layout != "balanced") j.layout = parse_layout(p.layout);
   j.dtype = parse_dtype(a.str("dtype"));
-  j.weights_dtype = parse_weights_dtype(a.str("weights-dtype"));
+  if (auto d = a.maybe("weights-dtype")) j.weights_dtype = parse_weights_dtype(*d);
   const std::string rope = a.maybe("rope-positions").value_or("global");
   if (rope != "global" && rope != "local") throw InvalidArgument("--rope-positions takes global or local");
   j.rope = rope == "global" ? infer::RopePositions::global : infer::RopePositions::local;
@@ -115,7 +118,7 @@ JsonObject run_fields(const Plan& p, int nodes) {
       .add("layout", p.layout)
       .add("threads", p.job.threads)
       .add("dtype", std::string(to_string(p.job.dtype)))
-      .add("weights_dtype", std::string(to_string(p.job.weights_dtype)))
+      .add("weights_dtype", p.job.weights_dtype ? std::string(to_string(*p.job.weights_dtype)) : "stored")
       .add("isa", std::string(to_string(default_isa())))
       .add("max_tokens", p.job.tokens)
       .add("temperature", static_cast<double>(p.job.temperature));
@@ -241,7 +244,9 @@ int generate_main(const std::vector<std::string>& argv) {
          "sharded over the ring and prefilled through Ring::forward, then decoded on the stationary KV shards\n"
          "through Ring::decode. The text is printed as it comes; the figures follow on stderr (--json: one\n"
          "object on stdout). Greedy text is the same at every P and layout.");
-  a.option("model", "FILE", "a llama2.c checkpoint (version 0, float32: stories260K.bin), or seed:S for weights drawn from S in the shape of the flags below")
+  a.option("model", "FILE", "a llama2.c checkpoint (version 0, float32: stories260K.bin), a Hugging Face model directory "
+           "(llama, mistral, qwen2, qwen3; safetensors F32/BF16/F16), or seed:S for weights drawn from S in the shape "
+           "of the flags below")
       .option("tokenizer", "FILE", "the model's llama2.c tokenizer (tok512.bin): --prompt, and the text printed")
       .option("prompt", "TEXT", "one prompt (BOS, then its tokens)")
       .option("prompts", "FILE", "JSON lines {\"id\": ..., \"text\": \"...\"} or {\"id\": ..., \"tokens\": [...]}, packed into one batch")
@@ -254,8 +259,8 @@ int generate_main(const std::vector<std::string>& argv) {
       .option("layout", "L", "balanced (whole prompts; long ones cut zigzag), contiguous, zigzag or striped", "balanced")
       .option("threads", "N", "kernel threads per rank (default: the cores / P, at least 1)")
       .option("dtype", "T", "K/V on the wire and in the KV cache: fp32 or bf16", "fp32")
-      .option("weights-dtype", "T", "the model's matrices as held and multiplied: fp32, bf16 or fp16 (rounded at load)",
-              "fp32")
+      .option("weights-dtype", "T", "the model's matrices as held and multiplied: fp32, bf16 or fp16 (rounded at "
+              "load; default: as the checkpoint stores them, fp32 for llama2.c and seed:S)")
       .option("max-rows", "N", "most rows a rank holds (the ring's limit; all ranks alike)", std::to_string(RingLimits{}.max_rows))
       .option("timeout", "S", "seconds a peer may stay silent", "120")
       .option("vocab", "N", "seed:S model: vocabulary", "512")

@@ -241,6 +241,29 @@ TEST_CASE("linear: fp16 weights give the bits of fp32 weights holding the same v
     }
 }
 
+TEST_CASE("linear: blocks in any dtype, held in any dtype, pack as the values converted once") {
+  // Q, K, V from a file in bf16, fp16 or fp32, held in each dtype: the packed bytes equal a
+  // Linear made from the values widened to fp32 (the held dtype rounds them the same way).
+  const std::int64_t in = 40;
+  for (DType from : {DType::f32, DType::bf16, DType::f16})
+    for (DType held : {DType::f32, DType::bf16, DType::f16}) {
+      CAPTURE(to_string(from));
+      CAPTURE(to_string(held));
+      const Weights q = weights(33, in, from, 1), k = weights(8, in, from, 2), v = weights(8, in, from, 3);
+      const Linear::Block blocks[] = {{from, q.data(from), 33}, {from, k.data(from), 8}, {from, v.data(from), 8}};
+      const Linear stacked(held, in, std::span<const Linear::Block>(blocks));
+      const Linear floats(held, in, {std::span<const float>(q.values), std::span<const float>(k.values),
+                                     std::span<const float>(v.values)});
+      CHECK(stacked.out() == 49);
+      REQUIRE(stacked.packed().size() == floats.packed().size());
+      CHECK(std::memcmp(stacked.packed().data(), floats.packed().data(), floats.packed().size()) == 0);
+    }
+  const Linear::Block none{DType::bf16, nullptr, 4};
+  CHECK_THROWS_WITH_AS(Linear(DType::f32, in, std::span<const Linear::Block>(&none, 1)),
+                       doctest::Contains("without data"), InvalidArgument);
+  CHECK_THROWS_AS(Linear(DType::f32, in, std::span<const Linear::Block>()), InvalidArgument);
+}
+
 TEST_CASE("linear: bf16 takes x as the dot instruction does: nearest even, denormals zero, NaN and inf kept") {
   // One output, in = 6: W = [1, 1, 0, 0, 0, 0] plus a denormal weight, which counts as zero.
   const std::uint16_t one = 0x3F80, denormal = 0x0001;

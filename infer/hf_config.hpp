@@ -1,0 +1,25 @@
+// infer — a Hugging Face model directory's config.json, read into a ModelConfig.
+//
+// Architectures (model_type): llama (Llama 2 and 3, incl. rope_scaling of rope_type
+// "llama3"), mistral, qwen2 (q/k/v biases) and qwen3 (q/k RMSNorm over each head). Every
+// field that sizes the model is checked (an exact integer in range) before it is used;
+// a setting the runtime does not implement (another activation, attention or MLP biases
+// beyond qwen2's, a sliding window, another RoPE scaling, a quantization_config) is
+// refused, naming the file and the key, never ignored.
+#pragma once
+
+#include <string>
+
+#include "json.hpp"
+#include "model.hpp"
+
+namespace infer {
+
+// The configuration config.json describes (`path` names it in errors). RoPE is HF's
+// rotate-half. Throws ringattn::FileError "model <path>: ...".
+ModelConfig hf_config(const Json& config, const std::string& path);
+
+// Reads and parses `dir`/config.json (bounded, a regular file), then as above.
+ModelConfig read_hf_config(const std::string& dir);
+
+}  // namespace infer

@@ -1,0 +1,250 @@
+#!/usr/bin/env python3
+"""An independent float64 PyTorch implementation of the Hugging Face architectures the infer
+job loads (llama, llama 3's rope scaling, mistral, qwen2, qwen3), to check a run of it.
+
+Reads the model directory itself: config.json and model.safetensors, or the shards named by
+model.safetensors.index.json (F32, BF16 or F16, each widened exactly to float64). The model
+is HF's modeling code written out: RMSNorm, q/k/v (qwen2: plus biases; qwen3: RMSNorm of each
+head of q and k before RoPE), rotate-half RoPE in float64 (llama3: inv_freq rescaled as HF's
+_compute_llama3_parameters), causal GQA attention, SiLU-gated MLP, tied or separate head.
+As reference.py: each prompt alone, greedy, the whole sequence recomputed for every token;
+generated tokens compared exactly, every step's logits to --tol, against the run's
+rank-R.jsonl files. --matmul-input bf16 mirrors the runtime holding bf16 weights: each
+matmul's input rows rounded to bf16 (from their fp32 value) before the float64 product.
+Exits 1 on a mismatch, 2 on a model or config it does not implement.
+  /usr/bin/python3 hf_reference.py RUN_DIR --model DIR --prompts p.jsonl --tokens 4 \\
+      [--tol 1e-4] [--matmul-input fp32|bf16]
+"""
+import argparse
+import glob
+import json
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+import torch
+
+torch.set_grad_enabled(False)
+
+
+def refuse(message):  # exit 2: a model this file does not implement, or a broken directory
+    print(f"hf_reference: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    body, out = data[8 + n:], {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        raw = body[t["data_offsets"][0]:t["data_offsets"][1]]
+        if t["dtype"] == "F32":
+            a = np.frombuffer(raw, dtype="<f4")
+        elif t["dtype"] == "BF16":  # the top half of a float32
+            a = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
+        elif t["dtype"] == "F16":
+            a = np.frombuffer(raw, dtype="<f2")
+        else:
+            refuse(f"{path}: tensor {name}: dtype {t['dtype']} is not implemented")
+        out[name] = torch.from_numpy(a.astype(np.float64).reshape(t["shape"]))
+    return out
+
+
+def read_weights(model_dir):
+    index = os.path.join(model_dir, "model.safetensors.index.json")
+    if not os.path.exists(index):
+        return read_safetensors(os.path.join(model_dir, "model.safetensors"))
+    with open(index) as f:
+        weight_map = json.load(f)["weight_map"]
+    w = {}
+    for file in sorted(set(weight_map.values())):
+        shard = read_safetensors(os.path.join(model_dir, file))
+        if any(weight_map.get(name) != file for name in shard):
+            refuse(f"{file} holds tensors that {index} places elsewhere")
+        w.update(shard)
+    if set(w) != set(weight_map):
+        refuse(f"{index} names tensors that no shard holds")
+    return w
+
+
+class Model:
+    """The config's numbers, refusing what this file does not implement rather than guessing."""
+
+    def __init__(self, model_dir):
+        with open(os.path.join(model_dir, "config.json")) as f:
+            cfg = json.load(f)
+        self.type = cfg.get("model_type")
+        if self.type not in ("llama", "mistral", "qwen2", "qwen3"):
+            refuse(f"model_type {self.type!r} is not implemented")
+        try:
+            self.dim, self.ffn = cfg["hidden_size"], cfg["intermediate_size"]
+            self.layers, self.vocab = cfg["num_hidden_layers"], cfg["vocab_size"]
+            self.heads = cfg["num_attention_heads"]
+            self.kv_heads = cfg.get("num_key_value_heads") or self.heads
+            self.head_dim = cfg.get("head_dim") or self.dim // self.heads
+            self.eps = cfg["rms_norm_eps"]
+        except KeyError as e:
+            refuse(f"config.json has no {e}")
+        self.theta = cfg.get("rope_theta", 10000.0)
+        self.tied = cfg.get("tie_word_embeddings", False)  # these four classes default to untied
+        self.bias = self.type == "qwen2"  # q/k/v biases, always there in qwen2
+        self.qk_norm = self.type == "qwen3"
+        for key, fine in (("hidden_act", "silu"), ("attention_bias", False), ("mlp_bias", False),
+                          ("use_sliding_window", False), ("partial_rotary_factor", 1.0)):
+            if cfg.get(key, fine) != fine:
+                refuse(f"{key} = {cfg[key]!r} is not implemented")
+        # mistral's window: exact only if no sequence is longer (checked per prompt)
+        self.window = cfg.get("sliding_window") if self.type == "mistral" else None
+        if self.heads % self.kv_heads or self.head_dim % 2:
+            refuse(f"{self.heads} heads, {self.kv_heads} kv heads, head_dim {self.head_dim}: not implemented")
+        self.scaling = cfg.get("rope_scaling")
+        kind = (self.scaling or {}).get("rope_type", (self.scaling or {}).get("type", "default"))
+        if kind not in ("default", "llama3"):
+            refuse(f"rope_scaling of type {kind!r} is not implemented")
+        self.inv_freq = self.rope_inv_freq(kind == "llama3")
+
+    def rope_inv_freq(self, llama3):
+        d = self.head_dim
+        inv_freq = self.theta ** (-2.0 * torch.arange(d // 2, dtype=torch.float64) / d)
+        if not llama3:
+            return inv_freq
+        s = self.scaling  # HF's _compute_llama3_parameters, in float64
+        factor, low, high = s["factor"], s["low_freq_factor"], s["high_freq_factor"]
+        old = s["original_max_position_embeddings"]
+        wavelen = 2 * math.pi / inv_freq
+        smooth = (old / wavelen - low) / (high - low)
+        medium = (1 - smooth) * inv_freq / factor + smooth * inv_freq
+        return torch.where(wavelen < old / high, inv_freq,
+                           torch.where(wavelen > old / low, inv_freq / factor, medium))
+
+    def expected(self):
+        """Every tensor's name and shape, as HF's classes hold them."""
+        q, kv, t = self.heads * self.head_dim, self.kv_heads * self.head_dim, {}
+        t["model.embed_tokens.weight"] = (self.vocab, self.dim)
+        for l in range(self.layers):
+            p = f"model.layers.{l}."
+            for name, shape in (("input_layernorm", (self.dim,)), ("post_attention_layernorm", (self.dim,)),
+                                ("self_attn.q_proj", (q, self.dim)), ("self_attn.k_proj", (kv, self.dim)),
+                                ("self_attn.v_proj", (kv, self.dim)), ("self_attn.o_proj", (self.dim, q)),
+                                ("mlp.gate_proj", (self.ffn, self.dim)), ("mlp.up_proj", (self.ffn, self.dim)),
+                                ("mlp.down_proj", (self.dim, self.ffn))):
+                t[p + name + ".weight"] = shape
+                if self.bias and name in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"):
+                    t[p + name + ".bias"] = shape[:1]
+            if self.qk_norm:
+                t[p + "self_attn.q_norm.weight"] = t[p + "self_attn.k_norm.weight"] = (self.head_dim,)
+        t["model.norm.weight"] = (self.dim,)
+        if not self.tied:
+            t["lm_head.weight"] = (self.vocab, self.dim)
+        return t
+
+
+def bf16(x):
+    """x rounded to float32, then to bf16 (nearest even, denormals to zero), as float64."""
+    u = x.to(torch.float32).view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    u = torch.where((u & 0x7F800000) == 0, u & 0x80000000, u)
+    return torch.where(u >= 1 << 31, u - (1 << 32), u).to(torch.int32).view(torch.float32).to(torch.float64)
+
+
+def rms_norm(x, g, eps):
+    return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * g
+
+
+def rope(x, cos, sin):  # x [T, heads, D]; pairs (i, i + D/2)
+    a, b = x.chunk(2, dim=-1)
+    return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
+
+
+def forward(w, m, tokens, matmul_input=lambda x: x):
+    """Logits of the last token of `tokens`; each matmul's input rows pass matmul_input first."""
+    def linear(x, name, bias=False):
+        y = matmul_input(x) @ w[name + ".weight"].T
+        return y + w[name + ".bias"] if bias else y  # the bias after the product, unrounded
+
+    t, group = len(tokens), m.heads // m.kv_heads
+    h = w["model.embed_tokens.weight"][torch.tensor(tokens)]
+    angle = torch.arange(t, dtype=torch.float64)[:, None] * m.inv_freq[None, :]
+    cos, sin = angle.cos()[:, None, :], angle.sin()[:, None, :]
+    causal = torch.ones(t, t, dtype=torch.bool).tril()
+    for l in range(m.layers):
+        p = f"model.layers.{l}."
+        n = rms_norm(h, w[p + "input_layernorm.weight"], m.eps)
+        q = linear(n, p + "self_attn.q_proj", m.bias).view(t, m.heads, m.head_dim)
+        k = linear(n, p + "self_attn.k_proj", m.bias).view(t, m.kv_heads, m.head_dim)
+        v = linear(n, p + "self_attn.v_proj", m.bias).view(t, m.kv_heads, m.head_dim)
+        if m.qk_norm:  # qwen3: per head, before RoPE
+            q = rms_norm(q, w[p + "self_attn.q_norm.weight"], m.eps)
+            k = rms_norm(k, w[p + "self_attn.k_norm.weight"], m.eps)
+        q, k = rope(q, cos, sin), rope(k, cos, sin)
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)  # kv head j: j*group..
+        s = torch.einsum("qhd,khd->hqk", q, k) / math.sqrt(m.head_dim)
+        s = s.masked_fill(~causal, -math.inf).softmax(dim=-1)
+        o = torch.einsum("hqk,khd->qhd", s, v).reshape(t, m.heads * m.head_dim)
+        h = h + linear(o, p + "self_attn.o_proj")
+        n = rms_norm(h, w[p + "post_attention_layernorm.weight"], m.eps)
+        g, u = linear(n, p + "mlp.gate_proj"), linear(n, p + "mlp.up_proj")
+        h = h + linear(torch.nn.functional.silu(g) * u, p + "mlp.down_proj")
+    head = w["model.embed_tokens.weight"] if m.tied else w["lm_head.weight"]
+    return matmul_input(rms_norm(h[-1], w["model.norm.weight"], m.eps)) @ head.T
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("run")
+    p.add_argument("--model", required=True, help="a Hugging Face model directory")
+    p.add_argument("--prompts", required=True)
+    p.add_argument("--tokens", type=int, default=4)
+    p.add_argument("--tol", type=float, default=1e-4)
+    p.add_argument("--matmul-input", choices=("fp32", "bf16"), default="fp32")
+    c = p.parse_args()
+    m = Model(c.model)
+    w = read_weights(c.model)
+    want = m.expected()
+    if {n: tuple(x.shape) for n, x in w.items()} != want:
+        odd = sorted(n for n in set(w) | set(want) if n not in w or n not in want or tuple(w[n].shape) != want[n])
+        refuse(f"{c.model}: the tensors are not those of a {m.type} of this config: {', '.join(odd[:5])}")
+    matmul_input = bf16 if c.matmul_input == "bf16" else (lambda x: x)
+    run = {}
+    for path in glob.glob(os.path.join(c.run, "rank-*.jsonl")):
+        with open(path) as f:
+            for line in f:
+                r = json.loads(line)
+                run[json.dumps(r["id"])] = r
+    worst, bad = 0.0, []
+    with open(c.prompts) as f:
+        prompts = [json.loads(line) for line in f if line.strip()]
+    for prompt in prompts:
+        key = json.dumps(prompt["id"])
+        if m.window is not None and len(prompt["tokens"]) + c.tokens > m.window:
+            refuse(f"prompt {key} and {c.tokens} tokens outgrow sliding_window {m.window}: not implemented")
+        if key not in run:
+            bad.append(f"prompt {key} is missing from the run")
+            continue
+        seq, got = list(prompt["tokens"]), run[key]
+        if len(got["logits"]) != c.tokens:
+            bad.append(f"prompt {key}: the run has {len(got['logits'])} rows of logits, not {c.tokens}")
+        for step in range(c.tokens):
+            logits = forward(w, m, seq, matmul_input)
+            if step < len(got["logits"]):
+                worst = max(worst, float((logits - torch.tensor(got["logits"][step], dtype=torch.float64))
+                                         .abs().max()))
+            seq.append(int(logits.argmax()))
+        if seq[len(prompt["tokens"]):] != got["tokens"]:
+            bad.append(f"prompt {key}: tokens {seq[len(prompt['tokens']):]} (float64) against {got['tokens']}")
+    ok = not bad and worst <= c.tol
+    print(f"hf_reference: {m.type} ({c.model}), {len(prompts)} prompts, {c.tokens} tokens each, max |logit diff| "
+          f"against float64 {worst:.3g}, tolerance {c.tol:g}: {'match' if ok else 'MISMATCH'}")
+    for line in bad[:10]:
+        print("hf_reference:", line)
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
