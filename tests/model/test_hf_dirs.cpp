@@ -1,0 +1,289 @@
+// Hugging Face model directories (Model::from_hf, infer/hf_config.hpp, hf_weights.hpp) on
+// directories written here: the seed's tensors stored as F32, BF16 and F16, in one file or
+// sharded, load into the very model from_seed builds (the same digest: configuration,
+// packed bytes, norms); hostile config.json, safetensors headers and indexes are refused
+// naming the file and what is wrong. The float64 PyTorch check of each architecture's
+// logits is deploy/test_embedding.sh's (infer/hf_reference.py).
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include <ringattn/block_attention.hpp>
+#include <ringattn/error.hpp>
+#include <ringattn/half.hpp>
+
+#include "json.hpp"
+#include "model.hpp"
+#include "tests/error_of.hpp"
+
+namespace fs = std::filesystem;
+using infer::Json;
+using infer::Model;
+using infer::ModelConfig;
+using ringattn::DType;
+using ringattn::test::error_of;
+
+namespace {
+
+// A safetensors file written from named tensors: F32 floats, or BF16 / F16 bit patterns.
+struct Tensor {
+  std::string dtype;  // "F32", "BF16", "F16" (or anything, for the hostile cases)
+  std::vector<std::int64_t> shape;
+  std::string bytes;
+};
+
+// misalign: the header one byte longer than a multiple of 8, so every 2- and 4-byte tensor
+// starts off its alignment.
+std::string safetensors(const std::map<std::string, Tensor>& tensors, bool misalign = false) {
+  Json header = Json::object();
+  header["__metadata__"] = {{"format", "pt"}};
+  std::string data;
+  for (const auto& [name, t] : tensors) {
+    header[name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {data.size(), data.size() + t.bytes.size()}}};
+    data += t.bytes;
+  }
+  std::string h = header.dump();
+  while ((8 + h.size()) % 8 != 0) h += ' ';
+  if (misalign) h += ' ';
+  const std::uint64_t n = h.size();
+  return std::string(reinterpret_cast<const char*>(&n), 8) + h + data;
+}
+
+Tensor stored(const std::vector<float>& v, const std::vector<std::int64_t>& shape, DType d) {
+  Tensor t{d == DType::f32 ? "F32" : d == DType::bf16 ? "BF16" : "F16", shape, {}};
+  if (d == DType::f32) {
+    t.bytes.assign(reinterpret_cast<const char*>(v.data()), v.size() * 4);
+    return t;
+  }
+  std::vector<std::uint16_t> bits(v.size());
+  if (d == DType::bf16) ringattn::to_bf16(v.data(), bits.data(), static_cast<std::int64_t>(v.size()));
+  else
+    for (std::size_t i = 0; i < v.size(); ++i) bits[i] = ringattn::to_f16(v[i]);
+  t.bytes.assign(reinterpret_cast<const char*>(bits.data()), bits.size() * 2);
+  return t;
+}
+
+ModelConfig small() {
+  ModelConfig c;
+  c.vocab = 64;
+  c.dim = 32;
+  c.layers = 2;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.head_dim = 8;
+  c.ffn = 48;
+  c.tied = false;
+  c.rope_theta = 10000;
+  c.norm_eps = 1e-5f;
+  c.context = 512;
+  return c;
+}
+
+Json config_json(const ModelConfig& c) {
+  return {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"hidden_size", c.dim},
+          {"intermediate_size", c.ffn}, {"num_hidden_layers", c.layers}, {"num_attention_heads", c.heads},
+          {"num_key_value_heads", c.kv_heads}, {"head_dim", c.head_dim}, {"vocab_size", c.vocab},
+          {"rms_norm_eps", 1e-5}, {"rope_theta", 10000.0}, {"max_position_embeddings", c.context},
+          {"tie_word_embeddings", c.tied}, {"hidden_act", "silu"}, {"torch_dtype", "float32"}};
+}
+
+// The seed's tensors of c, by name, stored in `d`.
+std::map<std::string, Tensor> seeded(const ModelConfig& c, DType d, std::uint64_t seed = 5) {
+  std::map<std::string, Tensor> out;
+  const auto specs = infer::tensor_specs(c);
+  for (std::size_t i = 0; i < specs.size(); ++i)
+    out[specs[i].name] = stored(infer::generate_tensor(seed, static_cast<int>(i), specs[i]), specs[i].shape,
+                                specs[i].shape.size() == 1 ? DType::f32 : d);
+  return out;
+}
+
+struct Dir {
+  fs::path path;
+  explicit Dir(const std::string& name)
+      : path(fs::temp_directory_path() / ("ringattn-hf-" + std::to_string(::getpid()) + "-" + name)) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~Dir() { fs::remove_all(path); }
+  void write(const std::string& file, const std::string& bytes) const {
+    std::ofstream(path / file, std::ios::binary) << bytes;
+  }
+  std::string str() const { return path.string(); }
+};
+
+// A directory holding c's seeded tensors in one model.safetensors, with `edit` applied to
+// config.json and the tensors first.
+void write_model(const Dir& d, const ModelConfig& c, DType dtype, const std::function<void(Json&)>& edit_config = {},
+                 const std::function<void(std::map<std::string, Tensor>&)>& edit_tensors = {}) {
+  Json cfg = config_json(c);
+  if (edit_config) edit_config(cfg);
+  auto tensors = seeded(c, dtype);
+  if (edit_tensors) edit_tensors(tensors);
+  d.write("config.json", cfg.dump());
+  d.write("model.safetensors", safetensors(tensors));
+}
+
+std::string load_error(const Dir& d) {
+  return error_of([&] { Model::from_hf(d.str()); });
+}
+
+}  // namespace
+
+TEST_CASE("hf: a directory of the seed's tensors loads as from_seed's model, in each stored and held dtype") {
+  const ModelConfig c = small();
+  for (DType stored_as : {DType::f32, DType::bf16, DType::f16}) {
+    CAPTURE(ringattn::to_string(stored_as));
+    Dir d("same-" + std::string(ringattn::to_string(stored_as)));
+    write_model(d, c, stored_as);
+    const Model m = Model::from_hf(d.str());
+    CHECK(m.matrices_dtype() == stored_as);  // held as stored
+    // From fp32 floats rounded at load, from_seed holds the same bits (a bf16 or fp16 file's
+    // tensors are those floats rounded the same way).
+    CHECK(m.digest() == Model::from_seed(c, 5, stored_as).digest());
+    // Held in another dtype on request: converted at load as from_seed converts.
+    for (DType held : {DType::f32, DType::bf16, DType::f16})
+      if (stored_as == DType::f32 || held == stored_as) {
+        CAPTURE(ringattn::to_string(held));
+        CHECK(Model::from_hf(d.str(), held).digest() == Model::from_seed(c, 5, held).digest());
+      }
+  }
+}
+
+TEST_CASE("hf: sharded by model.safetensors.index.json, the same model as one file") {
+  const ModelConfig c = small();
+  const auto tensors = seeded(c, DType::bf16);
+  Dir d("sharded");
+  d.write("config.json", config_json(c).dump());
+  std::map<std::string, Tensor> a, b;
+  Json map = Json::object();
+  int i = 0;
+  for (const auto& [name, t] : tensors) {
+    (i++ % 2 ? b : a)[name] = t;
+    map[name] = i % 2 ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+  }
+  d.write("model-00001-of-00002.safetensors", safetensors(a));
+  d.write("model-00002-of-00002.safetensors", safetensors(b));
+  d.write("model.safetensors.index.json", Json{{"metadata", {{"total_size", 0}}}, {"weight_map", map}}.dump());
+  CHECK(Model::from_hf(d.str()).digest() == Model::from_seed(c, 5, DType::bf16).digest());
+
+  // Hostile indexes: a path out of the directory, a file that does not hold the tensor,
+  // a shard tensor the index does not list.
+  Json bad = map;
+  bad["model.norm.weight"] = "../model-00001-of-00002.safetensors";
+  d.write("model.safetensors.index.json", Json{{"weight_map", bad}}.dump());
+  CHECK(load_error(d).find("is not a .safetensors file name in the model's directory") != std::string::npos);
+  bad = map;
+  bad["model.norm.weight"] = map["model.norm.weight"] == "model-00001-of-00002.safetensors"
+                                 ? "model-00002-of-00002.safetensors"
+                                 : "model-00001-of-00002.safetensors";
+  d.write("model.safetensors.index.json", Json{{"weight_map", bad}}.dump());
+  CHECK(load_error(d).find("which does not hold it") != std::string::npos);
+  bad = map;
+  bad.erase("model.norm.weight");
+  d.write("model.safetensors.index.json", Json{{"weight_map", bad}}.dump());
+  CHECK(load_error(d).find("\"model.norm.weight\" of") != std::string::npos);
+  CHECK(load_error(d).find("is not in the weight_map") != std::string::npos);
+  d.write("model.safetensors.index.json", "{\"weight_map\": {}}");
+  CHECK(load_error(d).find("no \"weight_map\"") != std::string::npos);
+}
+
+TEST_CASE("hf: hostile or unsupported config.json is refused naming the key") {
+  const ModelConfig c = small();
+  struct Case {
+    std::function<void(Json&)> edit;
+    const char* want;
+  };
+  const Case cases[] = {
+      {[](Json& j) { j["model_type"] = "gpt2"; }, "model_type \"gpt2\" is not one this runtime implements"},
+      {[](Json& j) { j.erase("model_type"); }, "no \"model_type\" string"},
+      {[](Json& j) { j.erase("hidden_size"); }, "no \"hidden_size\""},
+      {[](Json& j) { j["hidden_size"] = 32.5; }, "hidden_size must be an integer"},
+      {[](Json& j) { j["num_hidden_layers"] = 0; }, "num_hidden_layers must be an integer in [1, 1024], got 0"},
+      {[](Json& j) { j["vocab_size"] = "64"; }, "vocab_size must be an integer"},
+      {[](Json& j) { j["num_key_value_heads"] = 3; }, "num_key_value_heads 3 does not divide num_attention_heads 4"},
+      {[](Json& j) { j["head_dim"] = 7; }, "--head-dim must be even"},
+      {[](Json& j) { j["hidden_act"] = "gelu"; }, "hidden_act \"gelu\""},
+      {[](Json& j) { j["attention_bias"] = true; }, "attention_bias true"},
+      {[](Json& j) { j["mlp_bias"] = true; }, "mlp_bias true"},
+      {[](Json& j) { j["rms_norm_eps"] = -1; }, "\"rms_norm_eps\" = -1 is outside"},
+      {[](Json& j) { j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4}}; },
+       "rope_scaling of rope_type \"yarn\" is not implemented"},
+      {[](Json& j) { j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8}}; },
+       "rope_scaling llama3 needs factor, low_freq_factor, high_freq_factor"},
+      {[](Json& j) { j["quantization_config"] = {{"quant_method", "gptq"}}; }, "a quantization_config"},
+      {[](Json& j) { j["model_type"] = "qwen2"; j["use_sliding_window"] = true; }, "use_sliding_window true"},
+      {[](Json& j) { j = Json::array(); }, "not a JSON object"},
+  };
+  for (const Case& k : cases) {
+    CAPTURE(k.want);
+    Dir d("config");
+    write_model(d, c, DType::f32, k.edit);
+    const std::string e = load_error(d);
+    CHECK(e.find(k.want) != std::string::npos);
+    CHECK(e.find("config.json") != std::string::npos);
+  }
+  Dir d("config-syntax");
+  write_model(d, c, DType::f32);
+  d.write("config.json", "{\"model_type\": \"llama\",");
+  CHECK(load_error(d).find("config.json") != std::string::npos);
+  fs::remove(d.path / "config.json");
+  CHECK(load_error(d).find("config.json: cannot open") != std::string::npos);
+}
+
+TEST_CASE("hf: a Mistral sliding window bounds the context; llama3 rope scaling loads") {
+  const ModelConfig c = small();
+  Dir d("window");
+  write_model(d, c, DType::f32, [](Json& j) {
+    j["model_type"] = "mistral";
+    j["sliding_window"] = 100;
+  });
+  const Model m = Model::from_hf(d.str());
+  CHECK(m.config().context == 100);
+  CHECK(m.config().architecture == "mistral");
+  write_model(d, c, DType::f32, [](Json& j) {
+    j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
+                         {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 64}};
+  });
+  const Model s = Model::from_hf(d.str());
+  CHECK(s.config().rope_scaling.factor == 8.0);
+  CHECK(s.digest() != Model::from_seed(c, 5).digest());  // the scaling is part of the model
+}
+
+TEST_CASE("hf: hostile or mismatched tensors are refused naming the file and the tensor") {
+  const ModelConfig c = small();
+  Dir d("tensors");
+  auto error_with = [&](const std::function<void(std::map<std::string, Tensor>&)>& edit) {
+    write_model(d, c, DType::bf16, {}, edit);
+    return load_error(d);
+  };
+  const std::string q = "model.layers.1.self_attn.q_proj.weight";
+  std::string e = error_with([&](auto& t) { t.erase(q); });
+  CHECK(e.find("no tensor \"" + q + "\"") != std::string::npos);
+  e = error_with([&](auto& t) { t[q].shape = {16, 64}; });
+  CHECK(e.find("tensor \"" + q + "\" has shape [16, 64], the model's configuration needs [32, 32]") != std::string::npos);
+  e = error_with([&](auto& t) { t[q].dtype = "I8"; });
+  CHECK(e.find("tensor \"" + q + "\": dtype I8: only F32, BF16 and F16 are read") != std::string::npos);
+  e = error_with([&](auto& t) { t[q].bytes.resize(10); });
+  CHECK(e.find("holds 10 bytes") != std::string::npos);
+  e = error_with([&](auto& t) { std::memset(t[q].bytes.data() + 6, 0xFF, 2); });  // a bf16 NaN
+  CHECK(e.find("tensor \"" + q + "\" holds NaN or inf") != std::string::npos);
+  e = error_with([&](auto& t) { t["model.layers.2.mlp.up_proj.weight"] = t[q]; });
+  CHECK(e.find("\"model.layers.2.mlp.up_proj.weight\" is not part of the model") != std::string::npos);
+  CHECK(e.find("model.safetensors") != std::string::npos);
+  // A header padded to an odd length puts every 2-byte tensor off its alignment.
+  write_model(d, c, DType::bf16);
+  d.write("model.safetensors", safetensors(seeded(c, DType::bf16), /*misalign=*/true));
+  CHECK(load_error(d).find("not a multiple of 2") != std::string::npos);
+  d.write("model.safetensors", std::string("\x10\0\0\0\0\0\0\0{}", 10));
+  CHECK(load_error(d).find("header length 16 exceeds the file") != std::string::npos);
+  fs::remove(d.path / "model.safetensors");
+  CHECK(load_error(d).find("neither model.safetensors nor model.safetensors.index.json") != std::string::npos);
+}
