@@ -15,6 +15,7 @@ namespace {
 std::string describe(const JobOptions& opt, const Model& m) {
   std::string s = !opt.llama2c.empty()  ? "model " + opt.llama2c + " (llama2.c)"
                   : !opt.hf.empty()      ? "model " + opt.hf + " (Hugging Face " + m.config().architecture + ")"
+                  : !opt.gguf.empty()    ? "model " + opt.gguf + " (GGUF " + m.config().architecture + ")"
                   : !opt.weights.empty() ? "model " + opt.weights + " (safetensors)"
                                          : "a model drawn from --seed " + std::to_string(opt.seed);
   if (m.matrices_dtype() != ringattn::DType::f32) s += " as " + std::string(ringattn::to_string(m.matrices_dtype()));
@@ -25,6 +26,7 @@ std::string describe(const JobOptions& opt, const Model& m) {
 Model read_model(const JobOptions& opt) {
   const ringattn::DType held = opt.weights_dtype.value_or(ringattn::DType::f32);
   if (!opt.hf.empty()) return Model::from_hf(opt.hf, opt.weights_dtype);
+  if (!opt.gguf.empty()) return Model::from_gguf(opt.gguf, opt.weights_dtype);
   if (!opt.llama2c.empty()) return Model::from_llama2c(opt.llama2c, held);
   if (!opt.weights.empty()) return Model::from_safetensors(opt.model, opt.weights, held);
   return Model::from_seed(opt.model, opt.seed, held);

@@ -17,6 +17,8 @@
 #include <map>
 #include <utility>
 
+#include "gguf.hpp"
+#include "gguf_config.hpp"
 #include "hf_config.hpp"
 #include "hf_weights.hpp"
 #include "input_file.hpp"
@@ -108,6 +110,7 @@ std::vector<double> rope_frequencies(const ModelConfig& c) {
         x = (1 - smooth) * x / r.factor + smooth * x;
       }
     }
+    if (!c.rope_factors.empty()) x /= c.rope_factors[i];
     f[i] = x;
   }
   return f;
@@ -257,26 +260,49 @@ void assemble(const ModelConfig& c, ringattn::DType dtype, TensorSource& src, ri
   head = c.tied ? embedding : matrix(c.dim, {"lm_head.weight"});  // tied: the same weights, held once
 }
 
-// A Hugging Face directory's tensors, packed straight from the mapped files.
-class HfSource : public TensorSource {
+// A mapped checkpoint's tensors (a Hugging Face directory, a GGUF file), packed straight
+// from the mapping; `rename` maps tensor_specs' names to the file's.
+template <class Weights>
+class MappedSource : public TensorSource {
  public:
-  explicit HfSource(HfWeights& w) : w_(w) {}
-  std::vector<float> floats(const TensorSpec& t) override { return w_.take(t.name, t.shape); }
+  MappedSource(Weights& w, std::function<std::string(const std::string&)> rename)
+      : w_(w), rename_(std::move(rename)) {}
+  std::vector<float> floats(const TensorSpec& t) override { return w_.take(rename_(t.name), t.shape); }
   ringattn::Linear matrix(ringattn::DType dtype, std::int64_t in, const std::vector<const TensorSpec*>& parts) override {
     std::vector<ringattn::Linear::Block> blocks;
     for (const TensorSpec* t : parts) {
-      const TensorView v = w_.view(t->name, t->shape);
-      check_finite(v, "weights " + w_.file_of(t->name), t->name);
+      const std::string name = rename_(t->name);
+      const TensorView v = w_.view(name, t->shape);
+      check_finite(v, "weights " + w_.file_of(name), name);
       blocks.push_back({v.dtype, v.data, t->shape[0]});
     }
     ringattn::Linear out(dtype, in, std::span<const ringattn::Linear::Block>(blocks));
-    for (const TensorSpec* t : parts) w_.release(t->name);
+    for (const TensorSpec* t : parts) w_.release(rename_(t->name));
     return out;
   }
 
  private:
-  HfWeights& w_;
+  Weights& w_;
+  std::function<std::string(const std::string&)> rename_;
 };
+
+// llama.cpp's name of a Hugging Face tensor name (its converter's table, for the tensors a
+// llama, qwen2 or qwen3 model has).
+std::string gguf_name(const std::string& hf) {
+  if (hf == "model.embed_tokens.weight") return "token_embd.weight";
+  if (hf == "model.norm.weight") return "output_norm.weight";
+  if (hf == "lm_head.weight") return "output.weight";
+  static const std::map<std::string, std::string> layer = {
+      {"input_layernorm.weight", "attn_norm.weight"},     {"self_attn.q_proj.weight", "attn_q.weight"},
+      {"self_attn.k_proj.weight", "attn_k.weight"},       {"self_attn.v_proj.weight", "attn_v.weight"},
+      {"self_attn.q_proj.bias", "attn_q.bias"},           {"self_attn.k_proj.bias", "attn_k.bias"},
+      {"self_attn.v_proj.bias", "attn_v.bias"},           {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+      {"self_attn.k_norm.weight", "attn_k_norm.weight"},  {"self_attn.o_proj.weight", "attn_output.weight"},
+      {"post_attention_layernorm.weight", "ffn_norm.weight"}, {"mlp.gate_proj.weight", "ffn_gate.weight"},
+      {"mlp.up_proj.weight", "ffn_up.weight"},            {"mlp.down_proj.weight", "ffn_down.weight"}};
+  const std::size_t dot = hf.find('.', 13);  // "model.layers." is 13 characters
+  return "blk." + hf.substr(13, dot - 13) + "." + layer.at(hf.substr(dot + 1));
+}
 
 }  // namespace
 
@@ -399,6 +425,24 @@ Model Model::from_llama2c(const std::string& path, ringattn::DType matrices) {
   return m;
 }
 
+Model Model::from_gguf(const std::string& path, std::optional<ringattn::DType> matrices) {
+  GgufFile file(path);
+  const ModelConfig c = gguf_config(file);
+  Model m;
+  m.c_ = c;
+  m.inv_freq_ = rope_frequencies(c);
+  const ringattn::DType held = matrices.value_or([&] {
+    const GgmlType t = file.type("token_embd.weight");
+    return t == GgmlType::bf16 ? ringattn::DType::bf16 : t == GgmlType::f16 ? ringattn::DType::f16 : ringattn::DType::f32;
+  }());
+  MappedSource<GgufFile> src(file, gguf_name);
+  assemble(c, held, src, m.embedding_, m.layers_, m.final_norm_, m.head_);
+  for (const std::string& extra : file.unused())
+    if (extra != "rope_freqs.weight")  // read by gguf_config
+      throw ringattn::FileError("model " + path + ": tensor \"" + extra + "\" is not part of the model its metadata describes");
+  return m;
+}
+
 Model Model::from_hf(const std::string& dir, std::optional<ringattn::DType> matrices) {
   const ModelConfig c = read_hf_config(dir);
   HfWeights weights(dir);
@@ -406,7 +450,7 @@ Model Model::from_hf(const std::string& dir, std::optional<ringattn::DType> matr
   m.c_ = c;
   m.inv_freq_ = rope_frequencies(c);
   const ringattn::DType held = matrices.value_or(weights.dtype("model.embed_tokens.weight"));
-  HfSource src(weights);
+  MappedSource<HfWeights> src(weights, [](const std::string& n) { return n; });
   assemble(c, held, src, m.embedding_, m.layers_, m.final_norm_, m.head_);
   for (const std::string& extra : weights.unused()) {
     // Tolerated: a tied checkpoint that also stores the head, and RoPE tables old exports saved.
@@ -524,6 +568,7 @@ std::uint64_t Model::digest() const {
   f.value(static_cast<int>(c_.rope_style));
   f.value(c_.norm_eps);
   f.bytes(c_.architecture.data(), c_.architecture.size());
+  f.floats(c_.rope_factors);
   f.value(static_cast<int>(c_.qkv_bias) | static_cast<int>(c_.qk_norm) << 1);
   for (double x : {c_.rope_scaling.factor, c_.rope_scaling.low_freq_factor, c_.rope_scaling.high_freq_factor,
                    c_.rope_scaling.original_context})

@@ -51,6 +51,7 @@ struct ModelConfig {
   double rope_theta = 10000;
   RopeStyle rope_style = RopeStyle::rotate_half;
   RopeScaling rope_scaling;
+  std::vector<float> rope_factors;  // GGUF's rope_freqs: pair i's frequency divided by [i] (empty: none)
   float norm_eps = 1e-5f;
   bool qkv_bias = false;  // qwen2: biases on q, k and v
   bool qk_norm = false;   // qwen3: RMSNorm over each head of q and k (gains [head_dim]) before RoPE
@@ -101,6 +102,10 @@ class Model {
   // embedding in. Every tensor's name and shape is checked against the configuration;
   // throws ringattn::FileError naming the file and the tensor.
   static Model from_hf(const std::string& dir, std::optional<ringattn::DType> matrices = std::nullopt);
+  // A GGUF file (gguf_config.hpp: architectures llama, qwen2, qwen3; F32, F16, BF16 tensors),
+  // mapped and packed tensor by tensor as from_hf; matrices held as the embedding is stored
+  // unless `matrices` says.
+  static Model from_gguf(const std::string& path, std::optional<ringattn::DType> matrices = std::nullopt);
 
   const ModelConfig& config() const { return c_; }
   ringattn::DType matrices_dtype() const { return embedding_.dtype(); }

@@ -19,6 +19,8 @@ or mpirun's with RINGATTN_MASTER).
   --hf DIR                a Hugging Face model directory (config.json of a llama, mistral, qwen2
                           or qwen3 model; model.safetensors or its sharded index; F32, BF16,
                           F16): the shape from config.json (no --weights, no shape flags)
+  --gguf FILE             a GGUF file (llama, qwen2, qwen3; F32, F16, BF16 tensors): the shape
+                          from its metadata (no --weights, no shape flags)
   --tokenizer FILE        llama2.c's tokenizer.bin for the model: --prompt, and each result's
                           "text" (what llama2.c's run.c prints for the prompt and the tokens)
   --tokens K              tokens generated per prompt (default 4)
@@ -91,6 +93,7 @@ bool parse_args(int argc, char** argv, JobOptions& o) {
     else if (flag == "--sample-seed") o.sample_seed = static_cast<std::uint64_t>(number(flag, v, 0, INT64_MAX));
     else if (flag == "--llama2c") o.llama2c = v;
     else if (flag == "--hf") o.hf = v;
+    else if (flag == "--gguf") o.gguf = v;
     else if (flag == "--tokenizer") o.tokenizer = v;
     else if (flag == "--out") o.out_dir = v;
     else if (flag == "--weights") o.weights = v;
@@ -119,12 +122,13 @@ bool parse_args(int argc, char** argv, JobOptions& o) {
     throw ringattn::InvalidArgument("give one of --prompts FILE and --prompt TEXT (see --help)");
   if (o.prompt_text && o.tokenizer.empty())
     throw ringattn::InvalidArgument("--prompt TEXT needs --tokenizer FILE to turn it into token ids");
-  if (!o.hf.empty()) {
-    if (!o.weights.empty() || !o.llama2c.empty())
-      throw ringattn::InvalidArgument("--hf with --weights or --llama2c: two models, give one");
+  if (!o.hf.empty() || !o.gguf.empty()) {
+    const char* which = o.hf.empty() ? "--gguf" : "--hf";
+    if (!o.weights.empty() + !o.llama2c.empty() + !o.hf.empty() + !o.gguf.empty() > 1)
+      throw ringattn::InvalidArgument(std::string(which) + " with another model (--weights, --llama2c, --hf, --gguf): give one");
     if (!shape_flag.empty())
-      throw ringattn::InvalidArgument(shape_flag + " with --hf: config.json gives the model's shape");
-    return true;  // checked when config.json is read
+      throw ringattn::InvalidArgument(shape_flag + " with " + which + ": the checkpoint gives the model's shape");
+    return true;  // checked when the checkpoint is read
   }
   if (!o.llama2c.empty()) {
     if (!o.weights.empty()) throw ringattn::InvalidArgument("--llama2c and --weights are two models: give one");

@@ -24,6 +24,7 @@ struct JobOptions {
   std::string weights;  // safetensors file; empty: weights from the seed
   std::string llama2c;  // a llama2.c checkpoint: the model and its shape from its header
   std::string hf;       // a Hugging Face model directory: config.json and safetensors
+  std::string gguf;     // a GGUF file: the model from its metadata
   std::string tokenizer;  // llama2.c's tokenizer.bin: text in (--prompt) and out ("text")
   std::optional<std::string> prompt_text;  // one prompt as text (may be ""), instead of a prompts file
   std::string prompts;

@@ -71,6 +71,8 @@ Plan make_plan(const Args& a) {
     j.model.check();
   } else if (std::filesystem::is_directory(model)) {  // a Hugging Face model directory
     j.hf = model;
+  } else if (model.ends_with(".gguf")) {
+    j.gguf = model;
   } else if (model.ends_with(".safetensors")) {
     throw InvalidArgument("--model " + model + ": generate reads llama2.c checkpoints (version 0, e.g. stories260K.bin) "
                           "and seed:S; the batch job infer/ reads safetensors");
@@ -245,7 +247,8 @@ int generate_main(const std::vector<std::string>& argv) {
          "through Ring::decode. The text is printed as it comes; the figures follow on stderr (--json: one\n"
          "object on stdout). Greedy text is the same at every P and layout.");
   a.option("model", "FILE", "a llama2.c checkpoint (version 0, float32: stories260K.bin), a Hugging Face model directory "
-           "(llama, mistral, qwen2, qwen3; safetensors F32/BF16/F16), or seed:S for weights drawn from S in the shape "
+           "(llama, mistral, qwen2, qwen3; safetensors F32/BF16/F16), a .gguf file (llama, qwen2, qwen3; F32/F16/BF16), "
+           "or seed:S for weights drawn from S in the shape "
            "of the flags below")
       .option("tokenizer", "FILE", "the model's llama2.c tokenizer (tok512.bin): --prompt, and the text printed")
       .option("prompt", "TEXT", "one prompt (BOS, then its tokens)")

@@ -1,0 +1,71 @@
+// infer — a validating reader of GGUF files (llama.cpp's format, versions 2 and 3),
+// memory-mapped.
+//
+// Layout: "GGUF", u32 version, u64 tensor count, u64 metadata count; the metadata (a string
+// key, a u32 value type, the value: integers, floats, bool, a string = u64 length + bytes,
+// or an array = u32 item type + u64 count + items); the tensor infos (name, u32 dimension
+// count, u64 dimensions innermost first, u32 ggml type, u64 offset); padding to
+// general.alignment (default 32); the data, each tensor at its offset, aligned.
+//
+// Every count, length, dimension and offset is checked against the bytes left and the
+// bounds below before it sizes or indexes anything; errors throw ringattn::FileError
+// "model <path>: ..." naming the key or the tensor.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "input_file.hpp"
+#include "safetensors.hpp"
+
+namespace infer {
+
+// ggml tensor types this reader knows the size of.
+enum class GgmlType : std::uint32_t { f32 = 0, f16 = 1, q8_0 = 8, q4_k = 12, bf16 = 30 };
+
+class GgufFile {
+ public:
+  using Value = std::variant<std::int64_t, double, bool, std::string, std::vector<std::string>, std::vector<double>>;
+
+  explicit GgufFile(const std::string& path);
+
+  const std::string& path() const { return path_; }
+  std::uint32_t version() const { return version_; }
+  // Metadata: absent -> nullopt; present with another type -> FileError naming the key.
+  std::optional<std::int64_t> integer(const std::string& key, std::int64_t lo, std::int64_t hi) const;
+  std::optional<double> number(const std::string& key) const;
+  std::optional<std::string> string(const std::string& key) const;
+  const std::vector<std::string>* strings(const std::string& key) const;
+  const std::vector<double>* numbers(const std::string& key) const;
+
+  bool has(const std::string& name) const { return tensors_.count(name) != 0; }
+  GgmlType type(const std::string& name) const;
+  // An F32, F16 or BF16 tensor of exactly `shape` (outermost first, as [out, in]), marked
+  // used; a quantized one is refused naming its type.
+  TensorView view(const std::string& name, std::span<const std::int64_t> shape);
+  std::vector<float> take(const std::string& name, std::span<const std::int64_t> shape);
+  void release(const std::string& name) const;
+  const std::string& file_of(const std::string&) const { return path_; }
+  std::vector<std::string> unused() const;
+
+ private:
+  struct Tensor {
+    GgmlType type = GgmlType::f32;
+    std::vector<std::int64_t> shape;  // outermost first
+    std::uint64_t begin = 0, bytes = 0;
+    bool used = false;
+  };
+  std::string path_;
+  std::unique_ptr<MappedFile> file_;
+  std::uint32_t version_ = 0;
+  std::map<std::string, Value> meta_;
+  std::map<std::string, Tensor> tensors_;
+};
+
+}  // namespace infer
