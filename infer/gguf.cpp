@@ -115,9 +115,20 @@ GgufFile::Value scalar(Cursor& c, std::uint32_t type, const std::string& what) {
 
 GgufFile::GgufFile(const std::string& path) : path_(path) {
   file_ = std::make_unique<MappedFile>(path, kMaxFile, "model");
-  Cursor c(file_->data(), file_->size(), path_);
+  data_ = file_->data();
+  size_ = file_->size();
+  parse();
+}
+
+GgufFile::GgufFile(std::span<const std::byte> bytes, const std::string& name)
+    : path_(name), data_(bytes.data()), size_(bytes.size()) {
+  parse();
+}
+
+void GgufFile::parse() {
+  Cursor c(data_, size_, path_);
   c.need(4, "the magic");
-  if (std::memcmp(file_->data(), "GGUF", 4) != 0) throw c.fail("not a GGUF file (no \"GGUF\" magic)");
+  if (std::memcmp(data_, "GGUF", 4) != 0) throw c.fail("not a GGUF file (no \"GGUF\" magic)");
   c.get<std::uint32_t>("magic");
   version_ = c.get<std::uint32_t>("version");
   if (version_ != 2 && version_ != 3)
@@ -189,8 +200,8 @@ GgufFile::GgufFile(const std::string& path) : path_(path) {
   }
   const std::uint64_t data = (c.at() + static_cast<std::uint64_t>(alignment) - 1) / alignment * alignment;
   for (Info& f : infos) {
-    if (f.offset % static_cast<std::uint64_t>(alignment) != 0 || f.offset > file_->size() ||
-        data > file_->size() - f.offset || f.t.bytes > file_->size() - data - f.offset)
+    if (f.offset % static_cast<std::uint64_t>(alignment) != 0 || data > size_ || f.offset > size_ - data ||
+        f.t.bytes > size_ - data - f.offset)
       throw c.fail("tensor \"" + f.name + "\": " + std::to_string(f.t.bytes) + " bytes at data offset " +
                    std::to_string(f.offset) + " are outside the file or off its " + std::to_string(alignment) +
                    "-byte alignment (truncated?)");
@@ -234,6 +245,18 @@ const std::vector<double>* GgufFile::numbers(const std::string& key) const {
   return it == meta_.end() ? nullptr : std::get_if<std::vector<double>>(&it->second);
 }
 
+std::vector<std::string> GgufFile::names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, t] : tensors_) out.push_back(name);
+  return out;
+}
+
+const std::vector<std::int64_t>& GgufFile::shape(const std::string& name) const {
+  const auto it = tensors_.find(name);
+  if (it == tensors_.end()) throw ringattn::FileError("model " + path_ + ": no tensor \"" + name + "\"");
+  return it->second.shape;
+}
+
 GgmlType GgufFile::type(const std::string& name) const {
   const auto it = tensors_.find(name);
   if (it == tensors_.end()) throw ringattn::FileError("model " + path_ + ": no tensor \"" + name + "\"");
@@ -259,7 +282,7 @@ TensorView GgufFile::view(const std::string& name, std::span<const std::int64_t>
                                 ": quantized weights do not load yet (F32, F16 and BF16 do)");
   }
   t.used = true;
-  return {d, file_->data() + t.begin, t.bytes / ringattn::dtype_size(d)};
+  return {d, data_ + t.begin, t.bytes / ringattn::dtype_size(d)};
 }
 
 std::vector<float> GgufFile::take(const std::string& name, std::span<const std::int64_t> shape) {
@@ -272,7 +295,7 @@ std::vector<float> GgufFile::take(const std::string& name, std::span<const std::
 
 void GgufFile::release(const std::string& name) const {
   const auto it = tensors_.find(name);
-  if (it != tensors_.end()) file_->release(it->second.begin, it->second.bytes);
+  if (it != tensors_.end() && file_) file_->release(it->second.begin, it->second.bytes);
 }
 
 std::vector<std::string> GgufFile::unused() const {

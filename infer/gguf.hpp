@@ -33,7 +33,10 @@ class GgufFile {
  public:
   using Value = std::variant<std::int64_t, double, bool, std::string, std::vector<std::string>, std::vector<double>>;
 
-  explicit GgufFile(const std::string& path);
+  explicit GgufFile(const std::string& path);  // maps the file, then as below
+  // The bytes of a GGUF file held by the caller for the object's life (a fuzzer's input);
+  // `name` stands for the path in errors.
+  GgufFile(std::span<const std::byte> bytes, const std::string& name);
 
   const std::string& path() const { return path_; }
   std::uint32_t version() const { return version_; }
@@ -45,6 +48,9 @@ class GgufFile {
   const std::vector<double>* numbers(const std::string& key) const;
 
   bool has(const std::string& name) const { return tensors_.count(name) != 0; }
+  std::vector<std::string> names() const;
+  // A tensor's dimensions, outermost first; throws FileError if it is absent.
+  const std::vector<std::int64_t>& shape(const std::string& name) const;
   GgmlType type(const std::string& name) const;
   // An F32, F16 or BF16 tensor of exactly `shape` (outermost first, as [out, in]), marked
   // used; a quantized one is refused naming its type.
@@ -61,8 +67,11 @@ class GgufFile {
     std::uint64_t begin = 0, bytes = 0;
     bool used = false;
   };
+  void parse();
   std::string path_;
-  std::unique_ptr<MappedFile> file_;
+  std::unique_ptr<MappedFile> file_;  // null for caller-held bytes
+  const std::byte* data_ = nullptr;
+  std::uint64_t size_ = 0;
   std::uint32_t version_ = 0;
   std::map<std::string, Value> meta_;
   std::map<std::string, Tensor> tensors_;

@@ -68,7 +68,9 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   if (!header.is_object()) throw fail("header is not a JSON object");
   const std::uint64_t data_at = 8 + n, data_size = size - data_at;
 
-  for (const auto& [name, t] : header.items()) {
+  for (const auto& item : header.items()) {
+    const std::string name = item.key();  // (a lambda may not capture a structured binding in clang 14)
+    const Json& t = item.value();
     if (name == "__metadata__") continue;
     auto bad = [&](const std::string& what) { return fail("tensor \"" + name + "\": " + what); };
     const Json* dtype = json_field(t, "dtype");

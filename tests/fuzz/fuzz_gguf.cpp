@@ -1,0 +1,33 @@
+// libFuzzer target for the GGUF reader (infer/gguf.cpp): any input must either parse or
+// throw FileError; a crash, sanitizer report, other exception or runaway allocation is a
+// bug. An accepted file's metadata is read back and every F32/F16/BF16 tensor taken whole
+// (its bytes checked finite and widened), so each offset and size the reader accepted
+// must lie inside the input.
+//
+//   ./build-fuzz/tests/fuzz/fuzz_gguf -max_total_time=60 tests/fuzz/corpus/gguf
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "infer/gguf.hpp"
+#include "ringattn/error.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data), size);
+  try {
+    infer::GgufFile f(bytes, "fuzz.gguf");
+    (void)f.string("general.architecture");
+    (void)f.strings("tokenizer.ggml.tokens");
+    for (const auto& name : f.names()) {
+      const auto t = f.type(name);
+      if (t == infer::GgmlType::f32 || t == infer::GgmlType::f16 || t == infer::GgmlType::bf16) {
+        try {
+          (void)f.take(name, f.shape(name));
+        } catch (const ringattn::FileError&) {  // NaN or inf in the data: refused, fine
+        }
+      }
+    }
+  } catch (const ringattn::FileError&) {
+  }
+  return 0;
+}
