@@ -4,7 +4,9 @@
 
 namespace ringattn {
 
-std::string_view to_string(DType d) { return d == DType::bf16 ? "bf16" : d == DType::f16 ? "fp16" : "fp32"; }
+std::string_view to_string(DType d) {
+  return d == DType::bf16 ? "bf16" : d == DType::f16 ? "fp16" : d == DType::q8_0 ? "q8_0" : "fp32";
+}
 
 DType parse_dtype(std::string_view s) {
   if (s == "fp32" || s == "f32" || s == "float32") return DType::f32;
@@ -14,8 +16,9 @@ DType parse_dtype(std::string_view s) {
 
 DType parse_weights_dtype(std::string_view s) {
   if (s == "fp16" || s == "f16" || s == "float16") return DType::f16;
+  if (s == "q8_0") return DType::q8_0;
   if (s == "fp32" || s == "f32" || s == "float32" || s == "bf16" || s == "bfloat16") return parse_dtype(s);
-  throw InvalidArgument("weights dtype: expected fp32, bf16 or fp16, got '" + std::string(s) + "'");
+  throw InvalidArgument("weights dtype: expected fp32, bf16, fp16 or q8_0, got '" + std::string(s) + "'");
 }
 
 std::string to_string(const Mask& m) {

@@ -277,12 +277,13 @@ TensorView GgufFile::view(const std::string& name, std::span<const std::int64_t>
     case GgmlType::f32: d = ringattn::DType::f32; break;
     case GgmlType::f16: d = ringattn::DType::f16; break;
     case GgmlType::bf16: d = ringattn::DType::bf16; break;
+    case GgmlType::q8_0: d = ringattn::DType::q8_0; break;
     default:
       throw ringattn::FileError("model " + path_ + ": tensor \"" + name + "\" is " + type_name(t.type) +
-                                ": quantized weights do not load yet (F32, F16 and BF16 do)");
+                                ": this quantization does not load yet (F32, F16, BF16 and Q8_0 do)");
   }
   t.used = true;
-  return {d, data_ + t.begin, t.bytes / ringattn::dtype_size(d)};
+  return {d, data_ + t.begin, d == ringattn::DType::q8_0 ? t.bytes / 34 * 32 : t.bytes / ringattn::dtype_size(d)};
 }
 
 std::vector<float> GgufFile::take(const std::string& name, std::span<const std::int64_t> shape) {

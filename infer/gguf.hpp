@@ -52,8 +52,8 @@ class GgufFile {
   // A tensor's dimensions, outermost first; throws FileError if it is absent.
   const std::vector<std::int64_t>& shape(const std::string& name) const;
   GgmlType type(const std::string& name) const;
-  // An F32, F16 or BF16 tensor of exactly `shape` (outermost first, as [out, in]), marked
-  // used; a quantized one is refused naming its type.
+  // An F32, F16, BF16 or Q8_0 tensor of exactly `shape` (outermost first, as [out, in]),
+  // marked used; another quantization is refused naming its type.
   TensorView view(const std::string& name, std::span<const std::int64_t> shape);
   std::vector<float> take(const std::string& name, std::span<const std::int64_t> shape);
   void release(const std::string& name) const;

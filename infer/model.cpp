@@ -261,12 +261,13 @@ void assemble(const ModelConfig& c, ringattn::DType dtype, TensorSource& src, ri
 }
 
 // A mapped checkpoint's tensors (a Hugging Face directory, a GGUF file), packed straight
-// from the mapping; `rename` maps tensor_specs' names to the file's.
+// from the mapping; `rename` maps tensor_specs' names to the file's. Each matrix is held in
+// `held`, else in the dtype the file stores it in (a GGUF file mixes them).
 template <class Weights>
 class MappedSource : public TensorSource {
  public:
-  MappedSource(Weights& w, std::function<std::string(const std::string&)> rename)
-      : w_(w), rename_(std::move(rename)) {}
+  MappedSource(Weights& w, std::function<std::string(const std::string&)> rename, std::optional<ringattn::DType> held)
+      : w_(w), rename_(std::move(rename)), held_(held) {}
   std::vector<float> floats(const TensorSpec& t) override { return w_.take(rename_(t.name), t.shape); }
   ringattn::Linear matrix(ringattn::DType dtype, std::int64_t in, const std::vector<const TensorSpec*>& parts) override {
     std::vector<ringattn::Linear::Block> blocks;
@@ -276,7 +277,8 @@ class MappedSource : public TensorSource {
       check_finite(v, "weights " + w_.file_of(name), name);
       blocks.push_back({v.dtype, v.data, t->shape[0]});
     }
-    ringattn::Linear out(dtype, in, std::span<const ringattn::Linear::Block>(blocks));
+    ringattn::Linear out(held_.value_or(blocks.front().dtype), in, std::span<const ringattn::Linear::Block>(blocks));
+    (void)dtype;  // assemble()'s: the held dtype is this source's choice
     for (const TensorSpec* t : parts) w_.release(rename_(t->name));
     return out;
   }
@@ -284,6 +286,7 @@ class MappedSource : public TensorSource {
  private:
   Weights& w_;
   std::function<std::string(const std::string&)> rename_;
+  std::optional<ringattn::DType> held_;
 };
 
 // llama.cpp's name of a Hugging Face tensor name (its converter's table, for the tensors a
@@ -431,12 +434,8 @@ Model Model::from_gguf(const std::string& path, std::optional<ringattn::DType> m
   Model m;
   m.c_ = c;
   m.inv_freq_ = rope_frequencies(c);
-  const ringattn::DType held = matrices.value_or([&] {
-    const GgmlType t = file.type("token_embd.weight");
-    return t == GgmlType::bf16 ? ringattn::DType::bf16 : t == GgmlType::f16 ? ringattn::DType::f16 : ringattn::DType::f32;
-  }());
-  MappedSource<GgufFile> src(file, gguf_name);
-  assemble(c, held, src, m.embedding_, m.layers_, m.final_norm_, m.head_);
+  MappedSource<GgufFile> src(file, gguf_name, matrices);
+  assemble(c, ringattn::DType::f32, src, m.embedding_, m.layers_, m.final_norm_, m.head_);
   for (const std::string& extra : file.unused())
     if (extra != "rope_freqs.weight")  // read by gguf_config
       throw ringattn::FileError("model " + path + ": tensor \"" + extra + "\" is not part of the model its metadata describes");
@@ -449,9 +448,8 @@ Model Model::from_hf(const std::string& dir, std::optional<ringattn::DType> matr
   Model m;
   m.c_ = c;
   m.inv_freq_ = rope_frequencies(c);
-  const ringattn::DType held = matrices.value_or(weights.dtype("model.embed_tokens.weight"));
-  MappedSource<HfWeights> src(weights, [](const std::string& n) { return n; });
-  assemble(c, held, src, m.embedding_, m.layers_, m.final_norm_, m.head_);
+  MappedSource<HfWeights> src(weights, [](const std::string& n) { return n; }, matrices);
+  assemble(c, ringattn::DType::f32, src, m.embedding_, m.layers_, m.final_norm_, m.head_);
   for (const std::string& extra : weights.unused()) {
     // Tolerated: a tied checkpoint that also stores the head, and RoPE tables old exports saved.
     if (c.tied && extra.ends_with("\"lm_head.weight\"")) continue;

@@ -98,17 +98,16 @@ class Model {
   static Model from_llama2c(const std::string& path, ringattn::DType matrices = ringattn::DType::f32);
   // A Hugging Face model directory: config.json (hf_config.hpp) and model.safetensors or a
   // sharded model.safetensors.index.json, F32, BF16 or F16, mapped and packed tensor by
-  // tensor. The matrices are held in `matrices`, else in the dtype the checkpoint holds its
-  // embedding in. Every tensor's name and shape is checked against the configuration;
+  // tensor. The matrices are held in `matrices`, else each in the dtype the file stores it in. Every tensor's name and shape is checked against the configuration;
   // throws ringattn::FileError naming the file and the tensor.
   static Model from_hf(const std::string& dir, std::optional<ringattn::DType> matrices = std::nullopt);
-  // A GGUF file (gguf_config.hpp: architectures llama, qwen2, qwen3; F32, F16, BF16 tensors),
-  // mapped and packed tensor by tensor as from_hf; matrices held as the embedding is stored
-  // unless `matrices` says.
+  // A GGUF file (gguf_config.hpp: architectures llama, qwen2, qwen3; F32, F16, BF16, Q8_0
+  // tensors), mapped and packed tensor by tensor as from_hf; each matrix held as stored
+  // (Q8_0 as Q8_0, dequantized a panel's run at a time) unless `matrices` says.
   static Model from_gguf(const std::string& path, std::optional<ringattn::DType> matrices = std::nullopt);
 
   const ModelConfig& config() const { return c_; }
-  ringattn::DType matrices_dtype() const { return embedding_.dtype(); }
+  ringattn::DType matrices_dtype() const { return embedding_.dtype(); }  // (the embedding's; a GGUF file may mix)
   // OpenMP threads of every matmul (0: OpenMP's default, all cores unless OMP_NUM_THREADS
   // says otherwise). The result does not depend on it.
   void set_threads(int threads) { threads_ = threads; }

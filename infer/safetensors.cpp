@@ -37,6 +37,11 @@ float element(const TensorView& t, std::uint64_t i) {
     return f;
   }
   std::uint16_t h;
+  if (t.dtype == ringattn::DType::q8_0) {  // blocks of 32: fp16 d, int8 q[32]
+    const std::byte* b = t.data + i / 32 * 34;
+    std::memcpy(&h, b, 2);
+    return ringattn::from_f16(h) * static_cast<float>(static_cast<std::int8_t>(b[2 + i % 32]));
+  }
   std::memcpy(&h, t.data + i * 2, 2);
   if (t.dtype == ringattn::DType::f16) return ringattn::from_f16(h);
   const std::uint32_t u = static_cast<std::uint32_t>(h) << 16;
@@ -165,6 +170,12 @@ void check_finite(const TensorView& t, const std::string& what, const std::strin
   bool bad = false;
   if (t.dtype == ringattn::DType::f32) {
     for (std::uint64_t i = 0; i < t.elements && !bad; ++i) bad = !std::isfinite(element(t, i));
+  } else if (t.dtype == ringattn::DType::q8_0) {  // the blocks' fp16 scales
+    for (std::uint64_t b = 0; b < t.elements / 32 && !bad; ++b) {
+      std::uint16_t h;
+      std::memcpy(&h, t.data + b * 34, 2);
+      bad = (h & 0x7C00) == 0x7C00;
+    }
   } else {
     const std::uint16_t mask = t.dtype == ringattn::DType::f16 ? 0x7C00 : 0x7F80;
     for (std::uint64_t i = 0; i < t.elements && !bad; ++i) {

@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -73,9 +74,10 @@ Linear::Linear(DType dtype, std::int64_t in, std::initializer_list<std::span<con
 Linear::Linear(DType dtype, std::int64_t in, std::span<const Block> blocks, std::optional<Isa> isa) {
   std::int64_t out = 0;
   for (const Block& b : blocks) {
-    if (b.rows < 1 || !b.data || (b.dtype != DType::f32 && b.dtype != DType::bf16 && b.dtype != DType::f16))
+    if (b.rows < 1 || !b.data ||
+        (b.dtype != DType::f32 && b.dtype != DType::bf16 && b.dtype != DType::f16 && b.dtype != DType::q8_0))
       throw InvalidArgument("linear: a block of " + std::to_string(b.rows) + " rows" +
-                            (b.data ? "" : " without data") + " (needs rows >= 1, data, dtype fp32, bf16 or fp16)");
+                            (b.data ? "" : " without data") + " (needs rows >= 1, data, dtype fp32, bf16, fp16 or q8_0)");
     out += b.rows;
   }
   if (blocks.empty()) throw InvalidArgument("linear: no blocks of weights");
@@ -84,9 +86,28 @@ Linear::Linear(DType dtype, std::int64_t in, std::span<const Block> blocks, std:
 
 namespace {
 
+// q8_0: 32 weights a block, as GGUF stores them (fp16 d, int8 q[32]) and as Linear packs
+// them: per panel, per block of 32 steps, 32 fp32 scales (one a column) then [32 steps][32
+// columns] int8 — 288 words.
+constexpr std::int64_t kQ8Block = 32, kQ8Bytes = 34, kQ8Words = 32 + 32 * 32 / 4;
+
+float q8_value(const std::byte* row, std::int64_t k) {
+  const std::byte* b = row + (k / kQ8Block) * kQ8Bytes;
+  std::uint16_t d;
+  std::memcpy(&d, b, 2);
+  return from_f16(d) * static_cast<float>(static_cast<std::int8_t>(b[2 + k % kQ8Block]));
+}
+
+// Bytes of one row of `in` values of `dtype` in a source block.
+std::size_t row_bytes(DType dtype, std::int64_t in) {
+  return dtype == DType::q8_0 ? static_cast<std::size_t>(in / kQ8Block * kQ8Bytes)
+                              : static_cast<std::size_t>(in) * dtype_size(dtype);
+}
+
 // Element k of a source row of `dtype`, as fp32 (exact).
 float source_value(const void* row, DType dtype, std::int64_t k) {
   if (dtype == DType::f32) return static_cast<const float*>(row)[k];
+  if (dtype == DType::q8_0) return q8_value(static_cast<const std::byte*>(row), k);
   const std::uint16_t h = static_cast<const std::uint16_t*>(row)[k];
   if (dtype == DType::f16) return from_f16(h);
   const std::uint32_t u = static_cast<std::uint32_t>(h) << 16;
@@ -100,8 +121,11 @@ float source_value(const void* row, DType dtype, std::int64_t k) {
 void Linear::pack(DType dtype, std::int64_t out, std::int64_t in, std::optional<Isa> isa, std::span<const Block> blocks) {
   if (out < 1 || out > kMaxDim || in < 1 || in > kMaxDim)
     throw InvalidArgument("linear: weight shape " + shape(out, in) + " is outside [1, 2^24] per side");
-  if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f16)
+  if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f16 && dtype != DType::q8_0)
     throw InvalidArgument("linear: unknown weight dtype " + std::to_string(static_cast<int>(dtype)));
+  for (const Block& b : blocks)
+    if ((dtype == DType::q8_0 || b.dtype == DType::q8_0) && in % kQ8Block != 0)
+      throw InvalidArgument("linear: q8_0 weights need rows of a multiple of 32 values, not in = " + std::to_string(in));
   auto impl = std::make_shared<Impl>();
   impl->dtype = dtype;
   impl->out = out;
@@ -109,7 +133,10 @@ void Linear::pack(DType dtype, std::int64_t out, std::int64_t in, std::optional<
   impl->isa = kernels::resolve_isa(isa);
   impl->ops = &kernels::linear_ops_for(impl->isa);
   impl->panels = (out + P - 1) / P;
-  impl->panel_words = dtype == DType::bf16 ? (in + 1) / 2 * P : dtype == DType::f16 ? in * P / 2 : in * P;
+  impl->panel_words = dtype == DType::bf16  ? (in + 1) / 2 * P
+                      : dtype == DType::f16  ? in * P / 2
+                      : dtype == DType::q8_0 ? in / kQ8Block * kQ8Words
+                                             : in * P;
   const std::size_t total = static_cast<std::size_t>(impl->panels * impl->panel_words);
   impl->words.resize(total);
   std::uint32_t* dst = impl->words.data;
@@ -118,9 +145,8 @@ void Linear::pack(DType dtype, std::int64_t out, std::int64_t in, std::optional<
   auto row_of = [&](std::int64_t o) {
     for (const Block& b : blocks) {
       if (o < b.rows)
-        return std::pair<const void*, DType>(static_cast<const std::byte*>(b.data) +
-                                                 static_cast<std::size_t>(o * in) * dtype_size(b.dtype),
-                                             b.dtype);
+        return std::pair<const void*, DType>(
+            static_cast<const std::byte*>(b.data) + static_cast<std::size_t>(o) * row_bytes(b.dtype, in), b.dtype);
       o -= b.rows;
     }
     return std::pair<const void*, DType>(nullptr, DType::f32);  // not reached: o < out
@@ -136,6 +162,29 @@ void Linear::pack(DType dtype, std::int64_t out, std::int64_t in, std::optional<
         for (std::int64_t k = 0; k < in; ++k) {
           const float v = source_value(row, from, k);
           std::memcpy(&panel[k * P + j], &v, 4);
+        }
+      } else if (dtype == DType::q8_0) {  // each block: its scale, its 32 int8 in column j
+        for (std::int64_t b = 0; b < in / kQ8Block; ++b) {
+          std::uint32_t* blk = panel + b * kQ8Words;
+          auto* q = reinterpret_cast<std::int8_t*>(blk + 32);
+          float d;
+          if (from == DType::q8_0) {
+            const std::byte* src = static_cast<const std::byte*>(row) + b * kQ8Bytes;
+            std::uint16_t h;
+            std::memcpy(&h, src, 2);
+            d = from_f16(h);
+            for (std::int64_t i = 0; i < kQ8Block; ++i) q[i * P + j] = static_cast<std::int8_t>(src[2 + i]);
+          } else {  // quantized as llama.cpp's quantize_row_q8_0_ref: d = max|x| / 127, q = round(x / d)
+            float v[kQ8Block], amax = 0;
+            for (std::int64_t i = 0; i < kQ8Block; ++i) {
+              v[i] = source_value(row, from, b * kQ8Block + i);
+              amax = std::max(amax, std::fabs(v[i]));
+            }
+            const float dq = amax / 127, id = dq != 0 ? 1.0f / dq : 0.0f;
+            d = from_f16(to_f16(dq));
+            for (std::int64_t i = 0; i < kQ8Block; ++i) q[i * P + j] = static_cast<std::int8_t>(std::round(v[i] * id));
+          }
+          std::memcpy(&blk[j], &d, 4);
         }
       } else if (dtype == DType::f16) {  // [K][32] halves
         auto* halves = reinterpret_cast<std::uint16_t*>(panel);
@@ -169,6 +218,14 @@ void Linear::row(std::int64_t o, std::span<float> w_row) const {
   const std::uint32_t* panel = L.words.data + (o / P) * L.panel_words;
   const std::int64_t j = o % P;
   for (std::int64_t k = 0; k < L.in; ++k) {
+    if (L.dtype == DType::q8_0) {
+      const std::uint32_t* blk = panel + (k / kQ8Block) * kQ8Words;
+      float d;
+      std::memcpy(&d, &blk[j], 4);
+      w_row[static_cast<std::size_t>(k)] =
+          d * static_cast<float>(reinterpret_cast<const std::int8_t*>(blk + 32)[(k % kQ8Block) * P + j]);
+      continue;
+    }
     if (L.dtype == DType::f16) {
       w_row[static_cast<std::size_t>(k)] = from_f16(reinterpret_cast<const std::uint16_t*>(panel)[k * P + j]);
       continue;
@@ -206,9 +263,9 @@ void Linear::apply(const float* x, std::int64_t rows, std::int64_t ldx, float* y
     throw InvalidArgument("linear: threads " + std::to_string(threads) + " is outside [0, " +
                           std::to_string(kMaxThreads) + "]");
   if (rows == 0) return;
-  const bool bf16 = L.dtype == DType::bf16, f16 = L.dtype == DType::f16;
+  const bool bf16 = L.dtype == DType::bf16, f16 = L.dtype == DType::f16, q8 = L.dtype == DType::q8_0;
   const int mr = bf16 ? L.ops->max_rows_bf16 : L.ops->max_rows_f32;
-  const bool wide = L.ops->wide_panels > 1 && (bf16 ? L.ops->wide_bf16 != nullptr
+  const bool wide = !q8 && L.ops->wide_panels > 1 && (bf16 ? L.ops->wide_bf16 != nullptr
                                                : f16  ? L.ops->wide_f16 != nullptr
                                                       : L.ops->wide_f32 != nullptr);
   // Blocking: a block of kBlockRows rows of x (L2/L3) and a run of up to 2048 steps of k:
@@ -258,6 +315,22 @@ void Linear::apply(const float* x, std::int64_t rows, std::int64_t ldx, float* y
             // A group of full panels side by side for the tiles of few rows (ops.wide_*).
             const bool group = wide && p + L.ops->wide_panels <= p1 && (p + L.ops->wide_panels) * P <= L.out;
             const std::int64_t pn = group ? L.ops->wide_panels : 1;
+            // q8_0: the panel's run of steps dequantized once for the block's row tiles into
+            // fp32 (d * q, exact), then the f32 loop: the weights are never expanded whole.
+            thread_local kernels::AlignedBuffer<float> deq;
+            if (q8) {
+              deq.resize(static_cast<std::size_t>(kn * P));
+              const std::uint32_t* base = L.words.data + p * L.panel_words;
+              for (std::int64_t s0 = 0; s0 < kn; s0 += kQ8Block) {
+                const std::uint32_t* blk = base + (k0 + s0) / kQ8Block * kQ8Words;
+                float d[P];
+                std::memcpy(d, blk, sizeof d);
+                const auto* q = reinterpret_cast<const std::int8_t*>(blk + 32);
+                for (std::int64_t i = 0; i < kQ8Block; ++i)
+                  for (int c = 0; c < P; ++c)
+                    deq.data[(s0 + i) * P + c] = d[c] * static_cast<float>(q[i * P + c]);
+              }
+            }
             for (std::int64_t r = b; r < b1; r += mr) {
               const int m = static_cast<int>(std::min<std::int64_t>(mr, b1 - r));
               const bool together = group && m <= L.ops->wide_rows;
@@ -272,7 +345,9 @@ void Linear::apply(const float* x, std::int64_t rows, std::int64_t ldx, float* y
                 const std::uint32_t* pr = xp + r * ldp + k0 / 2;
                 const auto* wf = reinterpret_cast<const float*>(w);
                 const auto* wh = reinterpret_cast<const std::uint16_t*>(w) + (f16 ? k0 * P : 0);
-                if (together && f16)
+                if (q8)
+                  L.ops->panel_f32(xr, ldx, m, deq.data, kn, from, ldc, to, ld_to, cols, last && add);
+                else if (together && f16)
                   L.ops->wide_f16(xr, ldx, m, wh, L.panel_words * 2, kn, from, ldc, to, ld_to, last && add);
                 else if (f16)
                   L.ops->panel_f16(xr, ldx, m, wh, kn, from, ldc, to, ld_to, cols, last && add);

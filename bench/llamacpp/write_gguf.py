@@ -9,11 +9,12 @@ here and nowhere else:
     i + D/2 (what llama.cpp's convert_hf_to_gguf.py does); without it the text differs;
   - every tensor's dimensions listed innermost first ([out, in] is ne = [in, out]);
   - a tied classifier is no tensor at all (llama.cpp then reads token_embd for it).
-Matrices are F32 or BF16 (rounded to nearest even); the norms stay F32, as the converter
-keeps them. The vocabulary is llama.cpp's minimal SentencePiece one: <unk>, <s>, </s>, byte
+Matrices are F32, BF16 (rounded to nearest even) or Q8_0 (llama.cpp's quantize_row_q8_0_ref:
+per block of 32, d = max|x| / 127 stored as fp16, q = round(x / d) half away from zero); the
+norms stay F32, as the converter keeps them. The vocabulary is llama.cpp's minimal SentencePiece one: <unk>, <s>, </s>, byte
 tokens, then fillers; ids pass through unchanged (the bench feeds ids, never text).
   write_gguf.py --seed 1 --vocab 512 --dim 2048 --layers 4 --heads 32 --kv-heads 8 \\
-      --head-dim 64 --ffn 8192 [--untied] [--dtype bf16] --out model.gguf
+      --head-dim 64 --ffn 8192 [--untied] [--dtype bf16|q8_0] --out model.gguf
 GGUF v3: "GGUF", version, tensor count, metadata count, the metadata (key, type, value), the
 tensor infos (name, dims, type, offset), padding to 32 bytes, then the data, each tensor
 32-byte aligned.
@@ -30,7 +31,7 @@ from write_weights import generate, specs  # noqa: E402
 
 ALIGN = 32
 U32, I32, F32, BOOL, STR, ARR = 4, 5, 6, 7, 8, 9  # GGUF metadata value types
-GGML_F32, GGML_BF16 = 0, 30  # tensor types
+GGML_F32, GGML_Q8_0, GGML_BF16 = 0, 8, 30  # tensor types
 
 
 def gguf_name(hf):
@@ -63,6 +64,19 @@ def interleave_pairs(w, heads):
 def bf16_bits(a):
     u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
     return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype("<u2")
+
+
+def q8_0_bytes(a):
+    """Rows of a as GGUF Q8_0 blocks: per 32 values an fp16 scale and 32 int8."""
+    x = np.ascontiguousarray(a, dtype=np.float32).reshape(-1, 32)
+    d = (np.abs(x).max(axis=1) / np.float32(127)).astype(np.float32)
+    inv = np.where(d != 0, np.float32(1) / np.where(d != 0, d, np.float32(1)), np.float32(0)).astype(np.float32)
+    v = (x * inv[:, None]).astype(np.float32)
+    q = (np.sign(v) * np.floor(np.abs(v) + np.float32(0.5))).astype(np.int8)  # C's roundf
+    blocks = np.empty((x.shape[0], 34), dtype=np.uint8)
+    blocks[:, :2] = d.astype("<f2").view(np.uint8).reshape(-1, 2)
+    blocks[:, 2:] = q.view(np.uint8)
+    return blocks.tobytes()
 
 
 def text(s):
@@ -106,12 +120,12 @@ def main():
                           ("kv-heads", 8), ("head-dim", 64), ("ffn", 8192), ("context", 8192)):
         p.add_argument("--" + name, type=int, default=default)
     p.add_argument("--untied", action="store_true")
-    p.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
+    p.add_argument("--dtype", choices=["f32", "bf16", "q8_0"], default="f32")
     p.add_argument("--out", required=True)
     c = p.parse_args()
     tokens, types = vocabulary(c.vocab)
     kv = [("general.architecture", STR, "llama"), ("general.name", STR, f"ringattn seed {c.seed}"),
-          ("general.file_type", U32, 0 if c.dtype == "f32" else 32), ("general.alignment", U32, ALIGN),
+          ("general.file_type", U32, {"f32": 0, "bf16": 32, "q8_0": 7}[c.dtype]), ("general.alignment", U32, ALIGN),
           ("llama.vocab_size", U32, c.vocab), ("llama.context_length", U32, c.context),
           ("llama.embedding_length", U32, c.dim), ("llama.block_count", U32, c.layers),
           ("llama.feed_forward_length", U32, c.ffn), ("llama.attention.head_count", U32, c.heads),
@@ -125,8 +139,11 @@ def main():
           ("tokenizer.ggml.add_eos_token", BOOL, False)]
     tensors, offset = [], 0  # (index in specs, name, shape, type, offset, bytes)
     for index, (hf, shape) in enumerate(specs(c)):
-        kind = GGML_F32 if len(shape) == 1 or c.dtype == "f32" else GGML_BF16
-        size = int(np.prod(shape)) * (4 if kind == GGML_F32 else 2)
+        kind = GGML_F32 if len(shape) == 1 or c.dtype == "f32" else GGML_BF16 if c.dtype == "bf16" else GGML_Q8_0
+        if kind == GGML_Q8_0 and shape[1] % 32:
+            sys.exit(f"write_gguf: {hf} has rows of {shape[1]}, not whole Q8_0 blocks of 32")
+        n = int(np.prod(shape))
+        size = n * 4 if kind == GGML_F32 else n * 2 if kind == GGML_BF16 else n // 32 * 34
         tensors.append((index, hf, shape, kind, offset, size))
         offset += -(-size // ALIGN) * ALIGN
     partial = c.out + ".partial"  # a failed run leaves no file that looks whole
@@ -145,7 +162,8 @@ def main():
                 w = interleave_pairs(w, c.heads)
             elif hf.endswith("k_proj.weight"):
                 w = interleave_pairs(w, c.kv_heads)
-            b = (w.astype("<f4") if kind == GGML_F32 else bf16_bits(w)).tobytes()
+            b = (w.astype("<f4").tobytes() if kind == GGML_F32 else bf16_bits(w).tobytes() if kind == GGML_BF16
+                 else q8_0_bytes(w))
             assert len(b) == size and f.tell() - start == off
             f.write(b + b"\0" * (-len(b) % ALIGN))
     os.replace(partial, c.out)

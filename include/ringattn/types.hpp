@@ -9,14 +9,17 @@ namespace ringattn {
 
 // Element type of tensors in memory and on the wire. State and accumulation are
 // always fp32; bf16 is storage and matmul-input precision only. Attention's inputs and
-// the wire take fp32 or bf16; f16 (IEEE half) is a weight dtype only (ringattn::Linear).
-enum class DType : std::uint8_t { f32 = 0, bf16 = 1, f16 = 2 };
+// the wire take fp32 or bf16; f16 (IEEE half) and q8_0 are weight dtypes only
+// (ringattn::Linear). q8_0 is GGUF's block format: each run of 32 weights along a row is an
+// fp16 scale d and 32 int8 q, weight = d * q (34 bytes per 32 weights).
+enum class DType : std::uint8_t { f32 = 0, bf16 = 1, f16 = 2, q8_0 = 3 };
 
-std::string_view to_string(DType d);  // "fp32", "bf16", "fp16"
+std::string_view to_string(DType d);  // "fp32", "bf16", "fp16", "q8_0"
 DType parse_dtype(std::string_view s);  // "fp32"/"f32"/"float32" or "bf16"; throws InvalidArgument
 // A model's weights: parse_dtype's names or "fp16"/"f16"/"float16"; throws InvalidArgument.
 DType parse_weights_dtype(std::string_view s);
-inline std::size_t dtype_size(DType d) { return d == DType::f32 ? 4 : 2; }
+// Bytes per element; q8_0 has none of its own (34 bytes per 32): 0, sized by its blocks.
+inline std::size_t dtype_size(DType d) { return d == DType::f32 ? 4 : d == DType::q8_0 ? 0 : 2; }
 
 // Which keys a query sees, evaluated on *global* token positions.
 //   none:    every key.

@@ -314,7 +314,7 @@ ServeConfig load_serve_config(const cli::Args& a) {
     try {
       c.weights_dtype = parse_weights_dtype(x->text);
     } catch (const InvalidArgument& e) {
-      throw InvalidArgument(x->source + " = '" + x->text + "': expected fp32, bf16 or fp16");
+      throw InvalidArgument(x->source + " = '" + x->text + "': expected fp32, bf16, fp16 or q8_0");
     }
     if (c.model.empty()) throw InvalidArgument(x->source + " sets a hosted model's dtype: give model and tokenizer too");
   }

@@ -3,6 +3,7 @@
 // whatever rows and threads share the call; add = the sum formed first, then added.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -262,6 +263,58 @@ TEST_CASE("linear: blocks in any dtype, held in any dtype, pack as the values co
   CHECK_THROWS_WITH_AS(Linear(DType::f32, in, std::span<const Linear::Block>(&none, 1)),
                        doctest::Contains("without data"), InvalidArgument);
   CHECK_THROWS_AS(Linear(DType::f32, in, std::span<const Linear::Block>()), InvalidArgument);
+}
+
+TEST_CASE("linear: q8_0 weights give the bits of fp32 weights holding the dequantized values; GGUF blocks pack as quantized floats") {
+  for (Isa isa : available_isas())
+    for (auto [out, in, rows] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{33, 32, 1},
+                                 {70, 96, 3}, {40, 4160, 2}, {97, 256, 40}}) {
+      CAPTURE(to_string(isa));
+      CAPTURE(out);
+      CAPTURE(in);
+      const std::vector<float> w = randn(std::size_t(out * in), unsigned(out + in));
+      const Linear q(DType::q8_0, in, {std::span<const float>(w)}, isa);
+      CHECK(q.dtype() == DType::q8_0);
+      CHECK(q.packed().size() == std::size_t((out + 31) / 32 * (in / 32) * 288 * 4));  // 9 bits a weight
+      std::vector<float> values(w.size());
+      for (std::int64_t o = 0; o < out; ++o) q.row(o, std::span(values).subspan(std::size_t(o * in), std::size_t(in)));
+      // Each block: d = max|x| / 127 (held as fp16), q = round(x / d): within d / 2 of x,
+      // plus q times d's fp16 rounding (2^-11 d).
+      int bad = 0;
+      for (std::size_t b0 = 0; b0 < w.size(); b0 += 32) {
+        float amax = 0;
+        for (std::size_t i = b0; i < b0 + 32; ++i) amax = std::max(amax, std::fabs(w[i]));
+        for (std::size_t i = b0; i < b0 + 32; ++i) bad += !(std::fabs(values[i] - w[i]) <= amax / 127 * 0.57f);
+      }
+      CHECK(bad == 0);
+      const Linear full(DType::f32, out, in, values.data(), isa);
+      const std::vector<float> x = randn(std::size_t(rows * in), 9);
+      std::vector<float> a(std::size_t(rows * out)), b(a.size());
+      q.apply(x, a, false, 2);
+      full.apply(x, b, false, 2);
+      CHECK(same_bits(a.data(), b.data(), a.size()));
+      // The same weights as GGUF Q8_0 blocks (fp16 d, int8 q[32] a block) pack to the same bytes.
+      std::string gguf;
+      for (std::int64_t o = 0; o < out; ++o)
+        for (std::int64_t k0 = 0; k0 < in; k0 += 32) {
+          float amax = 0;
+          for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(w[std::size_t(o * in + k0 + i)]));
+          const float d = amax / 127, id = d != 0 ? 1 / d : 0;
+          const std::uint16_t h = to_f16(d);
+          gguf.append(reinterpret_cast<const char*>(&h), 2);
+          for (int i = 0; i < 32; ++i) gguf += static_cast<char>(static_cast<std::int8_t>(std::round(w[std::size_t(o * in + k0 + i)] * id)));
+        }
+      const Linear::Block block{DType::q8_0, gguf.data(), out};
+      const Linear from_blocks(DType::q8_0, in, std::span<const Linear::Block>(&block, 1), isa);
+      REQUIRE(from_blocks.packed().size() == q.packed().size());
+      CHECK(std::memcmp(from_blocks.packed().data(), q.packed().data(), q.packed().size()) == 0);
+      // Held widened: the dequantized values themselves.
+      const Linear widened(DType::f32, in, std::span<const Linear::Block>(&block, 1), isa);
+      REQUIRE(widened.packed().size() == full.packed().size());
+      CHECK(std::memcmp(widened.packed().data(), full.packed().data(), full.packed().size()) == 0);
+    }
+  CHECK_THROWS_WITH_AS(Linear(DType::q8_0, 33, {std::span<const float>(std::vector<float>(66, 1.0f))}),
+                       doctest::Contains("multiple of 32"), InvalidArgument);
 }
 
 TEST_CASE("linear: bf16 takes x as the dot instruction does: nearest even, denormals zero, NaN and inf kept") {

@@ -109,7 +109,7 @@ TEST_CASE("serve config: errors name the source of the bad value") {
   }
   CHECK(error_of({"--world-size", "1", "--rank", "0", "--log-format", "xml"}).find("--log-format") != std::string::npos);
   CHECK(error_of({"--world-size", "1", "--rank", "0", "--model", "m.bin", "--tokenizer", "t.bin", "--weights-dtype",
-                  "fp8"}).find("--weights-dtype = 'fp8': expected fp32, bf16 or fp16") != std::string::npos);
+                  "fp8"}).find("--weights-dtype = 'fp8': expected fp32, bf16, fp16 or q8_0") != std::string::npos);
   CHECK(error_of({"--world-size", "1", "--rank", "0", "--weights-dtype", "bf16"}).find("give model and tokenizer") !=
         std::string::npos);
   CHECK(load({"--world-size", "1", "--rank", "0", "--model", "m.bin", "--tokenizer", "t.bin", "--api", "off",
