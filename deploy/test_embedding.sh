@@ -388,7 +388,23 @@ infer_gguf() {
     --gguf "$work/seed-q8_0.gguf" --weights-dtype fp32 --tokens 4 --threads 1 --out "$work/infer-gguf-q8_0-wide" &&
     $PY infer/compare.py "$work/infer-gguf-q8_0-wide" "$work/infer-gguf-q8_0-p1" --tol 0 &&
     echo "Q8_0 against the fp32 seed model (quantization error, reported, not bounded here):" &&
-    { $PY infer/compare.py "$work/infer-p1" "$work/infer-gguf-q8_0-p1" --tol 1 || true; }
+    { $PY infer/compare.py "$work/infer-p1" "$work/infer-gguf-q8_0-p1" --tol 1 || true; } || return
+  # `ringattn generate` on a GGUF file of another shape than its seed defaults (8/2 heads of
+  # 16): the ranks read the shape, the ring's limits hold it; P = 2 gives P = 1's tokens.
+  $PY bench/llamacpp/write_gguf.py --seed 3 --vocab 256 --dim 128 --layers 2 --heads 8 --kv-heads 2 \
+    --head-dim 16 --ffn 256 --context 2048 --dtype q8_0 --out "$work/other.gguf" || return
+  local p
+  for p in 1 2; do
+    timeout 120 "$build/ringattn" generate --model "$work/other.gguf" --prompts "$work/prompts.jsonl" \
+      --max-tokens 4 --nodes $p --threads 1 --json >"$work/gen-gguf-p$p.json" || return
+  done
+  $PY - "$work/gen-gguf-p1.json" "$work/gen-gguf-p2.json" <<'PYEOF'
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+ta, tb = ([r["tokens"] for r in j["results"]] for j in (a, b))
+print("generate on GGUF: P = 1", ta[:2], "... P = 2 equal:", ta == tb)
+sys.exit(0 if ta == tb and len(ta) == 8 else 1)
+PYEOF
 }
 
 # fp32 weights in every layout at P = 2 and 3: tokens equal, logits within 1e-5 of P = 1.

@@ -9,7 +9,7 @@
 # each --repeat times, interleaved; the greedy tokens must be the same everywhere (ringattn's
 # up to where it stops at BOS/EOS). Prints a table of medians and writes OUT/runs.jsonl (every
 # run) and OUT/summary.json (OUT: bench/results/llamacpp/DTYPE unless --out says).
-#   bench/llamacpp/run.sh [--build DIR] [--out DIR] [--repeat N] [--prompt N] [--tokens N] [--dtype f32|bf16]
+#   bench/llamacpp/run.sh [--build DIR] [--out DIR] [--repeat N] [--prompt N] [--tokens N] [--dtype f32|bf16|q8_0]
 #                         [--dim N --layers N --heads N --kv-heads N --head-dim N --ffn N --vocab N --seed S]
 # Defaults: issue 32's shape (dim 2048, 4 layers, 32/8 heads of 64, MLP 8192, vocab 512), a
 # 2048-token prompt, 32 tokens, 3 repeats, fp32 matrices. bf16: a BF16 GGUF for llama.cpp and
@@ -29,7 +29,7 @@ while (($#)); do
   shift 2
 done
 out=${out:-$root/bench/results/llamacpp/$dtype}
-[[ $dtype == f32 || $dtype == bf16 ]] || { echo "run.sh: --dtype takes f32 or bf16, got '$dtype'" >&2; exit 2; }
+[[ $dtype == f32 || $dtype == bf16 || $dtype == q8_0 ]] || { echo "run.sh: --dtype takes f32, bf16 or q8_0, got '$dtype'" >&2; exit 2; }
 for n in repeat prompt tokens dim layers heads kv_heads head_dim ffn vocab seed; do
   [[ ${!n} =~ ^[0-9]+$ ]] || { echo "run.sh: --${n//_/-} must be a non-negative integer, got '${!n}'" >&2; exit 2; }
 done
@@ -53,6 +53,9 @@ fi
 mkdir -p "$cache/models" "$out"
 shape="--vocab $vocab --dim $dim --layers $layers --heads $heads --kv-heads $kv_heads --head-dim $head_dim --ffn $ffn"
 gguf=$cache/models/seed$seed-v$vocab-d$dim-l$layers-h$heads-kv$kv_heads-hd$head_dim-f$ffn-$dtype.gguf
+# f32 and bf16: ringattn draws the seed's weights itself (--weights-dtype rounds them as the
+# GGUF writer does); q8_0: ringattn reads the very GGUF file llama.cpp reads.
+if [[ $dtype == q8_0 ]]; then model_args=(--model "$gguf"); else model_args=(--model "seed:$seed" $shape --weights-dtype "${dtype/f32/fp32}"); fi
 if [[ ! -f $gguf ]]; then
   echo "run.sh: writing $gguf" >&2
   $py "$here/write_gguf.py" --seed "$seed" $shape --context $((prompt + tokens + 256)) --dtype "$dtype" --out "$gguf"
@@ -75,7 +78,7 @@ for ((r = 1; r <= repeat; r++)); do
     read -r impl nodes threads <<< "$who"
     echo "run.sh: [$r/$repeat] $impl P = $nodes, $threads thread(s) each" >&2
     if [[ $impl == ringattn ]]; then
-      "$exe" generate --model "seed:$seed" $shape --weights-dtype "${dtype/f32/fp32}" --prompts "$work/prompts.jsonl" --max-tokens "$tokens" \
+      "$exe" generate "${model_args[@]}" --prompts "$work/prompts.jsonl" --max-tokens "$tokens" \
         --nodes "$nodes" --threads "$threads" --json --quiet > "$work/one.json"
     else
       node "$here/llama_greedy.mjs" --model "$gguf" --prompt "$work/ids.json" --gen "$tokens" --threads "$threads" \
@@ -102,7 +105,7 @@ EOF
   done
 done
 
-$py - "$runs" "$out/summary.json" "$prompt" "$tokens" "${exe#$root/} generate --model seed:$seed $shape --weights-dtype ${dtype/f32/fp32}" <<'EOF'
+$py - "$runs" "$out/summary.json" "$prompt" "$tokens" "${exe#$root/} generate ${model_args[*]}" <<'EOF'
 import json, statistics, subprocess, sys
 runs = [json.loads(l) for l in open(sys.argv[1])]
 def med(impl, nodes, threads, key):

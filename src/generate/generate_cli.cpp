@@ -130,7 +130,9 @@ RingOptions ring_options(const Plan& p, RingOptions o) {
   o.threads = p.job.threads;
   o.timeout = p.timeout;
   o.limits.max_rows = p.max_rows;
-  if (p.job.llama2c.empty()) {  // seed:S: the shape is known here, so a long prompt's blocks are bounded by it
+  if (p.job.llama2c.empty() && p.job.hf.empty() && p.job.gguf.empty()) {
+    // seed:S: the shape is known here, so a long prompt's blocks are bounded by it (a
+    // checkpoint's shape is read by the ranks: the ring's default limits hold it)
     o.limits.max_heads = p.job.model.heads;
     o.limits.max_kv_heads = p.job.model.kv_heads;
     // the head dim the ring runs: padded to a multiple of 16, at least 32 (infer/job.cpp)
