@@ -125,20 +125,10 @@ void panel_m(const X* x, std::int64_t ldx, const W* w, std::int64_t k, const flo
   }
 }
 
-void panel_f32(const float* x, std::int64_t ldx, int m, const float* w, std::int64_t k, const float* a,
-               std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
-  switch (m) {
-    case 1: return panel_m<1>(x, ldx, w, k, a, lda, y, ldy, cols, add);
-    case 2: return panel_m<2>(x, ldx, w, k, a, lda, y, ldy, cols, add);
-    case 3: return panel_m<3>(x, ldx, w, k, a, lda, y, ldy, cols, add);
-    case 4: return panel_m<4>(x, ldx, w, k, a, lda, y, ldy, cols, add);
-    case 5: return panel_m<5>(x, ldx, w, k, a, lda, y, ldy, cols, add);
-    default: return panel_m<6>(x, ldx, w, k, a, lda, y, ldy, cols, add);
-  }
-}
-
-void panel_f16(const float* x, std::int64_t ldx, int m, const std::uint16_t* w, std::int64_t k, const float* a,
-               std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
+// fp32 rows of x against f32 or f16 weights: m in 1..6 rows a tile.
+template <class W>
+void panel_fp32_x(const float* x, std::int64_t ldx, int m, const W* w, std::int64_t k, const float* a,
+                  std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
   switch (m) {
     case 1: return panel_m<1>(x, ldx, w, k, a, lda, y, ldy, cols, add);
     case 2: return panel_m<2>(x, ldx, w, k, a, lda, y, ldy, cols, add);
@@ -162,6 +152,7 @@ void panel_bf16(const std::uint32_t* x, std::int64_t ldx, int m, const std::uint
 }  // namespace
 
 const LinearOps kLinearAvx2 = {.name = "avx2", .max_rows_f32 = kRowsF32, .max_rows_bf16 = kRowsBf16,
-                               .panel_f32 = panel_f32, .panel_bf16 = panel_bf16, .panel_f16 = panel_f16};
+                               .panel_f32 = panel_fp32_x<float>, .panel_bf16 = panel_bf16,
+                               .panel_f16 = panel_fp32_x<std::uint16_t>};
 
 }  // namespace ringattn::kernels
