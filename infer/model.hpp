@@ -137,6 +137,7 @@ class Model {
                              std::span<float> q, std::span<float> k, std::span<float> v) const;
   void attention_output_and_mlp_rows(int l, std::span<const float> o, std::span<float> h) const;
 
+  void configure(const ModelConfig& c);  // c_, and RoPE's frequencies from it
   ModelConfig c_;
   std::vector<double> inv_freq_;  // RoPE's angle per position of each pair (scaling applied)
   int threads_ = 0;
