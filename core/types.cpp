@@ -5,7 +5,14 @@
 namespace ringattn {
 
 std::string_view to_string(DType d) {
-  return d == DType::bf16 ? "bf16" : d == DType::f16 ? "fp16" : d == DType::q8_0 ? "q8_0" : "fp32";
+  switch (d) {
+    case DType::bf16: return "bf16";
+    case DType::f16: return "fp16";
+    case DType::q8_0: return "q8_0";
+    case DType::q4_k: return "q4_k";
+    case DType::q6_k: return "q6_k";
+    default: return "fp32";
+  }
 }
 
 DType parse_dtype(std::string_view s) {

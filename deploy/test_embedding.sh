@@ -407,6 +407,37 @@ sys.exit(0 if ta == tb and len(ta) == 8 else 1)
 PYEOF
 }
 
+# GGUF files in llama.cpp's Q4_K_M mix (write_gguf.py --dtype q4_k_m: Q4_K matrices, Q6_K for
+# the classifier and for V and the MLP's down in layers 0, 3, 6, 7 of 8, so a layer's Q4_K Q and K
+# sit beside a Q6_K V in one Linear), untied and tied (the embedding then Q6_K): held as blocks
+# equal to the same file widened to fp32 at load, to the bit; P = 2 and 3 (zigzag) within 1e-5
+# of P = 1; against the fp32 seed model of the same shape: the quantization error, reported.
+infer_gguf_kquants() {
+  local tie shape=(--vocab 256 --dim 256 --layers 8 --heads 8 --kv-heads 2 --head-dim 32 --ffn 512)
+  env RINGATTN_RANK=0 RINGATTN_WORLD_SIZE=1 timeout 120 "$infer/infer" --prompts "$work/prompts.jsonl" \
+    --seed 1 "${shape[@]}" --tokens 4 --threads 1 --out "$work/infer-k-seed" || return
+  for tie in untied tied; do
+    $PY bench/llamacpp/write_gguf.py --seed 1 "${shape[@]}" --context 2048 --dtype q4_k_m \
+      $([[ $tie == untied ]] && echo --untied) --out "$work/seed-q4km-$tie.gguf" || return
+    env RINGATTN_RANK=0 RINGATTN_WORLD_SIZE=1 timeout 120 "$infer/infer" --prompts "$work/prompts.jsonl" \
+      --gguf "$work/seed-q4km-$tie.gguf" --tokens 4 --threads 1 --out "$work/infer-q4km-$tie-p1" || return
+    env RINGATTN_RANK=0 RINGATTN_WORLD_SIZE=1 timeout 120 "$infer/infer" --prompts "$work/prompts.jsonl" \
+      --gguf "$work/seed-q4km-$tie.gguf" --weights-dtype fp32 --tokens 4 --threads 1 \
+      --out "$work/infer-q4km-$tie-wide" || return
+    $PY infer/compare.py "$work/infer-q4km-$tie-wide" "$work/infer-q4km-$tie-p1" --tol 0 || return
+  done
+  ranks 2 RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" \
+    --prompts "$work/prompts.jsonl" --gguf "$work/seed-q4km-untied.gguf" --tokens 4 --threads 1 \
+    --out "$work/infer-q4km-untied-p2" || return
+  ranks 3 RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" \
+    --prompts "$work/prompts.jsonl" --gguf "$work/seed-q4km-tied.gguf" --layout zigzag --tokens 4 --threads 1 \
+    --out "$work/infer-q4km-tied-p3" || return
+  $PY infer/compare.py "$work/infer-q4km-untied-p1" "$work/infer-q4km-untied-p2" --tol 1e-5 &&
+    $PY infer/compare.py "$work/infer-q4km-tied-p1" "$work/infer-q4km-tied-p3" --tol 1e-5 &&
+    echo "Q4_K_M against the fp32 seed model of the same shape (quantization error, reported, not bounded here):" &&
+    { $PY infer/compare.py "$work/infer-k-seed" "$work/infer-q4km-tied-p1" --tol 1 || true; }
+}
+
 # fp32 weights in every layout at P = 2 and 3: tokens equal, logits within 1e-5 of P = 1.
 infer_layouts() {
   local p layout
@@ -678,6 +709,7 @@ if check "infer: configure infer through ringattn.pc, build -Werror" build_infer
     check "infer: bf16 weights at P = 1 against float64 numpy under the same rounding (tokens equal, logits within 1e-2), P = 2 and 3 in every layout within 1e-2 of P = 1" infer_bf16_weights
     check "infer: Hugging Face directories (llama, llama3 rope scaling, mistral, qwen2 biases, qwen3 q/k norms; fp32, bf16, fp16; tied and untied; sharded) against float64 PyTorch, P = 2 and 3 against P = 1" infer_hf
     check "infer: GGUF F32, BF16 and Q8_0 files of the seed's weights (llama.cpp's names and q/k order) equal the seed's model (Q8_0: its dequantized values'), P = 2 equals P = 1" infer_gguf
+    check "infer: GGUF Q4_K_M files (Q4_K and Q6_K mixed in a layer, tied and untied) held as blocks equal their values widened, to the bit; P = 2 and 3 equal P = 1" infer_gguf_kquants
     check "infer: fp16 weights at P = 1 against float64 numpy with the same rounded matrices (logits within 1e-4), P = 2 and 3 within 1e-5 of P = 1" infer_fp16_weights
     check "infer: bad weights and prompts files (a bad token, invalid UTF-8, JSON 50,000 deep, /dev/zero, a FIFO, a 10 MB line) fail with the file and tensor or line named" infer_bad_inputs
     check "infer: the positions trap (--rope-positions local, P = 2) fails the comparison" infer_positions_trap

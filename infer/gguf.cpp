@@ -2,6 +2,7 @@
 // is checked against the bytes that remain before anything is allocated from it.
 #include "gguf.hpp"
 
+#include <ringattn/blocks.hpp>
 #include <ringattn/error.hpp>
 
 #include <algorithm>
@@ -32,6 +33,7 @@ const char* type_name(GgmlType t) {
     case GgmlType::bf16: return "BF16";
     case GgmlType::q8_0: return "Q8_0";
     case GgmlType::q4_k: return "Q4_K";
+    case GgmlType::q6_k: return "Q6_K";
   }
   return "?";
 }
@@ -46,6 +48,7 @@ std::uint64_t tensor_bytes(GgmlType t, std::int64_t ne0, std::int64_t elements) 
     case GgmlType::bf16: return n * 2;
     case GgmlType::q8_0: return ne0 % 32 ? 0 : n / 32 * 34;   // fp16 scale + 32 int8
     case GgmlType::q4_k: return ne0 % 256 ? 0 : n / 256 * 144;  // 2 fp16 + 12 scale bytes + 128 nibble bytes
+    case GgmlType::q6_k: return ne0 % 256 ? 0 : n / 256 * 210;  // 128 + 64 bytes of q, 16 int8 scales, fp16
   }
   return 0;
 }
@@ -189,8 +192,9 @@ void GgufFile::parse() {
     }
     const auto type = c.get<std::uint32_t>("type of " + f.name);
     f.t.type = static_cast<GgmlType>(type);
-    if (type != 0 && type != 1 && type != 8 && type != 12 && type != 30)
-      throw c.fail("tensor \"" + f.name + "\": ggml type " + std::to_string(type) + " is not read (F32, F16, BF16, Q8_0, Q4_K)");
+    if (type != 0 && type != 1 && type != 8 && type != 12 && type != 14 && type != 30)
+      throw c.fail("tensor \"" + f.name + "\": ggml type " + std::to_string(type) +
+                   " is not read (F32, F16, BF16, Q8_0, Q4_K, Q6_K)");
     f.t.bytes = tensor_bytes(f.t.type, f.t.shape.back(), elements);
     if (f.t.bytes == 0)
       throw c.fail("tensor \"" + f.name + "\": a row of " + std::to_string(f.t.shape.back()) + " is not whole " +
@@ -278,12 +282,15 @@ TensorView GgufFile::view(const std::string& name, std::span<const std::int64_t>
     case GgmlType::f16: d = ringattn::DType::f16; break;
     case GgmlType::bf16: d = ringattn::DType::bf16; break;
     case GgmlType::q8_0: d = ringattn::DType::q8_0; break;
+    case GgmlType::q4_k: d = ringattn::DType::q4_k; break;
+    case GgmlType::q6_k: d = ringattn::DType::q6_k; break;
     default:
       throw ringattn::FileError("model " + path_ + ": tensor \"" + name + "\" is " + type_name(t.type) +
-                                ": this quantization does not load yet (F32, F16, BF16 and Q8_0 do)");
+                                ": a type this reader does not know");
   }
   t.used = true;
-  return {d, data_ + t.begin, d == ringattn::DType::q8_0 ? t.bytes / 34 * 32 : t.bytes / ringattn::dtype_size(d)};
+  return {d, data_ + t.begin,
+          t.bytes / static_cast<std::uint64_t>(ringattn::block_bytes(d)) * static_cast<std::uint64_t>(ringattn::block_values(d))};
 }
 
 std::vector<float> GgufFile::take(const std::string& name, std::span<const std::int64_t> shape) {

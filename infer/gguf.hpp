@@ -27,7 +27,7 @@
 namespace infer {
 
 // ggml tensor types this reader knows the size of.
-enum class GgmlType : std::uint32_t { f32 = 0, f16 = 1, q8_0 = 8, q4_k = 12, bf16 = 30 };
+enum class GgmlType : std::uint32_t { f32 = 0, f16 = 1, q8_0 = 8, q4_k = 12, q6_k = 14, bf16 = 30 };
 
 class GgufFile {
  public:
@@ -52,8 +52,8 @@ class GgufFile {
   // A tensor's dimensions, outermost first; throws FileError if it is absent.
   const std::vector<std::int64_t>& shape(const std::string& name) const;
   GgmlType type(const std::string& name) const;
-  // An F32, F16, BF16 or Q8_0 tensor of exactly `shape` (outermost first, as [out, in]),
-  // marked used; another quantization is refused naming its type.
+  // An F32, F16, BF16, Q8_0, Q4_K or Q6_K tensor of exactly `shape` (outermost first, as
+  // [out, in]), marked used.
   TensorView view(const std::string& name, std::span<const std::int64_t> shape);
   std::vector<float> take(const std::string& name, std::span<const std::int64_t> shape);
   void release(const std::string& name) const;

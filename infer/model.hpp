@@ -101,9 +101,10 @@ class Model {
   // tensor. The matrices are held in `matrices`, else each in the dtype the file stores it in. Every tensor's name and shape is checked against the configuration;
   // throws ringattn::FileError naming the file and the tensor.
   static Model from_hf(const std::string& dir, std::optional<ringattn::DType> matrices = std::nullopt);
-  // A GGUF file (gguf_config.hpp: architectures llama, qwen2, qwen3; F32, F16, BF16, Q8_0
-  // tensors), mapped and packed tensor by tensor as from_hf; each matrix held as stored
-  // (Q8_0 as Q8_0, dequantized a panel's run at a time) unless `matrices` says.
+  // A GGUF file (gguf_config.hpp: architectures llama, qwen2, qwen3; F32, F16, BF16, Q8_0,
+  // Q4_K, Q6_K tensors), mapped and packed tensor by tensor as from_hf; each matrix held as
+  // stored (the block formats as blocks, unpacked a panel's run at a time; a Q4_K_M file's
+  // mixed Q/K/V as runs of each) unless `matrices` says (Q4_K, Q6_K: fp32, bf16, fp16, q8_0).
   static Model from_gguf(const std::string& path, std::optional<ringattn::DType> matrices = std::nullopt);
 
   const ModelConfig& config() const { return c_; }

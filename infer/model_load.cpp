@@ -184,7 +184,9 @@ class MappedSource : public TensorSource {
       check_finite(v, "weights " + w_.file_of(name), name);
       blocks.push_back({v.dtype, v.data, t->shape[0]});
     }
-    ringattn::Linear out(held_.value_or(blocks.front().dtype), in, std::span<const ringattn::Linear::Block>(blocks));
+    // Held in `held`, else each tensor in its own dtype (a Q4_K_M file's Q6_K V beside its
+    // Q4_K Q and K: one Linear of two runs).
+    ringattn::Linear out(held_, in, std::span<const ringattn::Linear::Block>(blocks));
     (void)dtype;  // assemble()'s: the held dtype is this source's choice
     for (const TensorSpec* t : parts) w_.release(rename_(t->name));
     return out;

@@ -2,6 +2,7 @@
 // before it is checked against the file.
 #include "safetensors.hpp"
 
+#include <ringattn/blocks.hpp>
 #include <ringattn/error.hpp>
 #include <ringattn/half.hpp>
 
@@ -30,6 +31,7 @@ std::string shape_text(std::span<const std::int64_t> shape) {
   return s + "]";
 }
 
+// Element i of an fp32, bf16 or fp16 tensor, as fp32 (exact).
 float element(const TensorView& t, std::uint64_t i) {
   if (t.dtype == ringattn::DType::f32) {
     float f;
@@ -37,11 +39,6 @@ float element(const TensorView& t, std::uint64_t i) {
     return f;
   }
   std::uint16_t h;
-  if (t.dtype == ringattn::DType::q8_0) {  // blocks of 32: fp16 d, int8 q[32]
-    const std::byte* b = t.data + i / 32 * 34;
-    std::memcpy(&h, b, 2);
-    return ringattn::from_f16(h) * static_cast<float>(static_cast<std::int8_t>(b[2 + i % 32]));
-  }
   std::memcpy(&h, t.data + i * 2, 2);
   if (t.dtype == ringattn::DType::f16) return ringattn::from_f16(h);
   const std::uint32_t u = static_cast<std::uint32_t>(h) << 16;
@@ -170,12 +167,18 @@ void check_finite(const TensorView& t, const std::string& what, const std::strin
   bool bad = false;
   if (t.dtype == ringattn::DType::f32) {
     for (std::uint64_t i = 0; i < t.elements && !bad; ++i) bad = !std::isfinite(element(t, i));
-  } else if (t.dtype == ringattn::DType::q8_0) {  // the blocks' fp16 scales
-    for (std::uint64_t b = 0; b < t.elements / 32 && !bad; ++b) {
-      std::uint16_t h;
-      std::memcpy(&h, t.data + b * 34, 2);
-      bad = (h & 0x7C00) == 0x7C00;
-    }
+  } else if (t.dtype == ringattn::DType::q8_0 || t.dtype == ringattn::DType::q4_k || t.dtype == ringattn::DType::q6_k) {
+    // The blocks' fp16 scales: q8_0's d at byte 0, q4_k's d and dmin at 0 and 2, q6_k's d at 208.
+    const std::int64_t n = ringattn::block_values(t.dtype), size = ringattn::block_bytes(t.dtype);
+    const std::vector<int> at = t.dtype == ringattn::DType::q4_k   ? std::vector<int>{0, 2}
+                                : t.dtype == ringattn::DType::q6_k ? std::vector<int>{208}
+                                                                   : std::vector<int>{0};
+    for (std::uint64_t b = 0; b < t.elements / static_cast<std::uint64_t>(n) && !bad; ++b)
+      for (const int o : at) {
+        std::uint16_t h;
+        std::memcpy(&h, t.data + b * static_cast<std::uint64_t>(size) + o, 2);
+        bad = bad || (h & 0x7C00) == 0x7C00;
+      }
   } else {
     const std::uint16_t mask = t.dtype == ringattn::DType::f16 ? 0x7C00 : 0x7F80;
     for (std::uint64_t i = 0; i < t.elements && !bad; ++i) {
@@ -189,7 +192,7 @@ void check_finite(const TensorView& t, const std::string& what, const std::strin
 
 std::vector<float> widen(const TensorView& t) {
   std::vector<float> out(static_cast<std::size_t>(t.elements));
-  for (std::uint64_t i = 0; i < t.elements; ++i) out[static_cast<std::size_t>(i)] = element(t, i);
+  ringattn::decode_blocks(t.dtype, t.data, static_cast<std::int64_t>(t.elements), out.data());
   return out;
 }
 

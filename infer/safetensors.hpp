@@ -28,8 +28,8 @@
 namespace infer {
 
 // A tensor's elements where the file holds them: `elements` values of `dtype`
-// (f32, bf16 or f16 bit patterns, little-endian, aligned to their size; or GGUF's q8_0
-// blocks of 32, 34 bytes each).
+// (f32, bf16 or f16 bit patterns, little-endian, aligned to their size; or GGUF's q8_0,
+// q4_k or q6_k blocks, include/ringattn/blocks.hpp).
 struct TensorView {
   ringattn::DType dtype = ringattn::DType::f32;
   const std::byte* data = nullptr;

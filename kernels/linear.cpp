@@ -13,17 +13,28 @@
 
 #include "kernels/aligned_buffer.hpp"
 #include "kernels/dispatch.hpp"
+#include "kernels/quant_blocks.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/half.hpp"
 
 namespace ringattn {
 
-struct Linear::Impl {
+// A run of W's rows held in one dtype: its own panels, at `offset` words into the buffer.
+// A Linear is one part, or (blocks kept in their own dtypes) several stacked by rows.
+struct LinearPart {
   DType dtype = DType::f32;
-  std::int64_t out = 0, in = 0, panels = 0;
-  std::int64_t panel_words = 0;  // 4-byte words per panel: in*32 (f32), ceil(in/2)*32 (bf16), in*16 (f16)
+  std::int64_t row0 = 0, out = 0, panels = 0;
+  std::int64_t panel_words = 0;  // 4-byte words per panel: in*32 (f32), ceil(in/2)*32 (bf16), in*16
+                                 // (f16), in/block * the format's words (q8_0, q4_k, q6_k)
+  std::size_t offset = 0;
+  const kernels::QuantFormat* quant = nullptr;  // the block format, or null
+};
+
+struct Linear::Impl {
+  std::int64_t out = 0, in = 0;
   Isa isa = Isa::generic;
   const kernels::LinearOps* ops = nullptr;
+  std::vector<LinearPart> parts;
   kernels::AlignedBuffer<std::uint32_t> words;
 };
 
@@ -56,8 +67,10 @@ void round_pairs(const float* x, std::int64_t n, std::uint32_t* out) {
 
 Linear::Linear(DType dtype, std::int64_t out, std::int64_t in, const void* w, std::optional<Isa> isa) {
   if (!w && out >= 1 && in >= 1) throw InvalidArgument("linear: weight " + shape(out, in) + " has no data (null pointer)");
+  if (out < 1 || out > kMaxDim)
+    throw InvalidArgument("linear: weight shape " + shape(out, in) + " is outside [1, 2^24] per side");
   const Block b{dtype, w, out};
-  pack(dtype, out, in, isa, std::span<const Block>(&b, 1));
+  pack(dtype, in, isa, std::span<const Block>(&b, 1));
 }
 
 Linear::Linear(DType dtype, std::int64_t in, std::initializer_list<std::span<const float>> blocks, std::optional<Isa> isa) {
@@ -71,43 +84,33 @@ Linear::Linear(DType dtype, std::int64_t in, std::initializer_list<std::span<con
   *this = Linear(dtype, in, std::span<const Block>(list), isa);
 }
 
-Linear::Linear(DType dtype, std::int64_t in, std::span<const Block> blocks, std::optional<Isa> isa) {
-  std::int64_t out = 0;
+Linear::Linear(std::optional<DType> dtype, std::int64_t in, std::span<const Block> blocks, std::optional<Isa> isa) {
   for (const Block& b : blocks) {
-    if (b.rows < 1 || !b.data ||
-        (b.dtype != DType::f32 && b.dtype != DType::bf16 && b.dtype != DType::f16 && b.dtype != DType::q8_0))
-      throw InvalidArgument("linear: a block of " + std::to_string(b.rows) + " rows" +
-                            (b.data ? "" : " without data") + " (needs rows >= 1, data, dtype fp32, bf16, fp16 or q8_0)");
-    out += b.rows;
+    const bool known = b.dtype == DType::f32 || b.dtype == DType::bf16 || b.dtype == DType::f16 ||
+                       kernels::quant_format(b.dtype) != nullptr;
+    if (b.rows < 1 || !b.data || !known)
+      throw InvalidArgument("linear: a block of " + std::to_string(b.rows) + " rows" + (b.data ? "" : " without data") +
+                            " (needs rows >= 1, data, dtype fp32, bf16, fp16, q8_0, q4_k or q6_k)");
   }
   if (blocks.empty()) throw InvalidArgument("linear: no blocks of weights");
-  pack(dtype, out, in, isa, blocks);
+  pack(dtype, in, isa, blocks);
 }
 
 namespace {
 
-// q8_0: 32 weights a block, as GGUF stores them (fp16 d, int8 q[32]) and as Linear packs
-// them: per panel, per block of 32 steps, 32 fp32 scales (one a column) then [32 steps][32
-// columns] int8 — 288 words.
-constexpr std::int64_t kQ8Block = 32, kQ8Bytes = 34, kQ8Words = 32 + 32 * 32 / 4;
-
-float q8_value(const std::byte* row, std::int64_t k) {
-  const std::byte* b = row + (k / kQ8Block) * kQ8Bytes;
-  std::uint16_t d;
-  std::memcpy(&d, b, 2);
-  return from_f16(d) * static_cast<float>(static_cast<std::int8_t>(b[2 + k % kQ8Block]));
+bool known_held(DType d) {
+  return d == DType::f32 || d == DType::bf16 || d == DType::f16 || kernels::quant_format(d) != nullptr;
 }
 
 // Bytes of one row of `in` values of `dtype` in a source block.
 std::size_t row_bytes(DType dtype, std::int64_t in) {
-  return dtype == DType::q8_0 ? static_cast<std::size_t>(in / kQ8Block * kQ8Bytes)
-                              : static_cast<std::size_t>(in) * dtype_size(dtype);
+  if (const auto* f = kernels::quant_format(dtype)) return static_cast<std::size_t>(in / f->block * f->bytes);
+  return static_cast<std::size_t>(in) * dtype_size(dtype);
 }
 
-// Element k of a source row of `dtype`, as fp32 (exact).
+// Element k of a source row of fp32, bf16 or fp16, as fp32 (exact).
 float source_value(const void* row, DType dtype, std::int64_t k) {
   if (dtype == DType::f32) return static_cast<const float*>(row)[k];
-  if (dtype == DType::q8_0) return q8_value(static_cast<const std::byte*>(row), k);
   const std::uint16_t h = static_cast<const std::uint16_t*>(row)[k];
   if (dtype == DType::f16) return from_f16(h);
   const std::uint32_t u = static_cast<std::uint32_t>(h) << 16;
@@ -116,31 +119,105 @@ float source_value(const void* row, DType dtype, std::int64_t k) {
   return f;
 }
 
+std::int64_t panel_words_of(DType dtype, std::int64_t in) {
+  if (const auto* f = kernels::quant_format(dtype)) return in / f->block * f->panel_words;
+  return dtype == DType::bf16 ? (in + 1) / 2 * P : dtype == DType::f16 ? in * P / 2 : in * P;
+}
+
+// Column j of a part's panel from W's row (`row`, of dtype `from`), converted to the
+// part's dtype. `scratch` holds `in` floats: a quantized row decoded, where it is converted.
+void pack_column(const LinearPart& part, std::int64_t in, std::uint32_t* panel, int j, const void* row, DType from,
+                 std::vector<float>& scratch) {
+  const auto* from_q = kernels::quant_format(from);
+  if (part.quant && from == part.dtype) {  // the file's blocks, the same numbers
+    for (std::int64_t b = 0; b < in / part.quant->block; ++b)
+      kernels::pack_block(*part.quant, static_cast<const std::byte*>(row) + b * from_q->bytes,
+                          panel + b * part.quant->panel_words, j);
+    return;
+  }
+  if (from_q) {  // decoded (llama.cpp's values), then converted as fp32 weights are
+    scratch.resize(static_cast<std::size_t>(in));
+    for (std::int64_t b = 0; b < in / from_q->block; ++b)
+      kernels::decode_block(*from_q, static_cast<const std::byte*>(row) + b * from_q->bytes,
+                            scratch.data() + b * from_q->block);
+    row = scratch.data();
+    from = DType::f32;
+  }
+  if (part.dtype == DType::q8_0) {
+    float v[32];
+    for (std::int64_t b = 0; b < in / 32; ++b) {
+      for (int i = 0; i < 32; ++i) v[i] = source_value(row, from, b * 32 + i);
+      kernels::quantize_q8_0(v, panel + b * part.quant->panel_words, j);
+    }
+  } else if (part.dtype == DType::f32) {
+    for (std::int64_t k = 0; k < in; ++k) {
+      const float v = source_value(row, from, k);
+      std::memcpy(&panel[k * P + j], &v, 4);
+    }
+  } else if (part.dtype == DType::f16) {  // [K][32] halves
+    auto* halves = reinterpret_cast<std::uint16_t*>(panel);
+    const auto* h = static_cast<const std::uint16_t*>(row);
+    for (std::int64_t k = 0; k < in; ++k)
+      halves[k * P + j] = from == DType::f16 ? h[k] : to_f16(source_value(row, from, k));
+  } else {  // bf16 word pairs
+    const auto* h = static_cast<const std::uint16_t*>(row);
+    for (std::int64_t k = 0; k < in; ++k) {
+      const std::uint32_t b = from == DType::bf16 ? flush_denormal(h[k]) : to_bf16(source_value(row, from, k));
+      panel[(k / 2) * P + j] |= b << (k % 2 ? 16 : 0);
+    }
+  }
+}
+
 }  // namespace
 
-void Linear::pack(DType dtype, std::int64_t out, std::int64_t in, std::optional<Isa> isa, std::span<const Block> blocks) {
+void Linear::pack(std::optional<DType> dtype, std::int64_t in, std::optional<Isa> isa, std::span<const Block> blocks) {
+  std::int64_t out = 0;
+  for (const Block& b : blocks) out += b.rows;
   if (out < 1 || out > kMaxDim || in < 1 || in > kMaxDim)
     throw InvalidArgument("linear: weight shape " + shape(out, in) + " is outside [1, 2^24] per side");
-  if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f16 && dtype != DType::q8_0)
-    throw InvalidArgument("linear: unknown weight dtype " + std::to_string(static_cast<int>(dtype)));
-  for (const Block& b : blocks)
-    if ((dtype == DType::q8_0 || b.dtype == DType::q8_0) && in % kQ8Block != 0)
-      throw InvalidArgument("linear: q8_0 weights need rows of a multiple of 32 values, not in = " + std::to_string(in));
+  if (dtype && !known_held(*dtype))
+    throw InvalidArgument("linear: unknown weight dtype " + std::to_string(static_cast<int>(*dtype)));
   auto impl = std::make_shared<Impl>();
-  impl->dtype = dtype;
   impl->out = out;
   impl->in = in;
   impl->isa = kernels::resolve_isa(isa);
   impl->ops = &kernels::linear_ops_for(impl->isa);
-  impl->panels = (out + P - 1) / P;
-  impl->panel_words = dtype == DType::bf16  ? (in + 1) / 2 * P
-                      : dtype == DType::f16  ? in * P / 2
-                      : dtype == DType::q8_0 ? in / kQ8Block * kQ8Words
-                                             : in * P;
-  const std::size_t total = static_cast<std::size_t>(impl->panels * impl->panel_words);
-  impl->words.resize(total);
+  // The parts: every block in `dtype`, or each run of blocks of one dtype in it. Every
+  // check before a byte is allocated.
+  std::vector<std::pair<std::size_t, std::size_t>> runs;  // [first block, end)
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    if (runs.empty() || (!dtype && blocks[i].dtype != blocks[runs.back().first].dtype)) runs.push_back({i, i});
+    runs.back().second = i + 1;
+  }
+  std::size_t words = 0;
+  std::int64_t row0 = 0;
+  for (const auto& [b0, b1] : runs) {
+    LinearPart part;
+    part.dtype = dtype.value_or(blocks[b0].dtype);
+    part.quant = kernels::quant_format(part.dtype);
+    part.row0 = row0;
+    for (std::size_t i = b0; i < b1; ++i) {
+      const Block& b = blocks[i];
+      part.out += b.rows;
+      for (const auto* f : {kernels::quant_format(b.dtype), part.quant})
+        if (f && in % f->block != 0)
+          throw InvalidArgument("linear: " + std::string(to_string(f->dtype)) + " weights need rows of a multiple of " +
+                                std::to_string(f->block) + " values, not in = " + std::to_string(in));
+      if ((part.dtype == DType::q4_k || part.dtype == DType::q6_k) && b.dtype != part.dtype)
+        throw InvalidArgument("linear: " + std::string(to_string(part.dtype)) + " weights come only from " +
+                              std::string(to_string(part.dtype)) + " blocks (a GGUF file's), not from " +
+                              std::string(to_string(b.dtype)) + ": hold them as fp32, bf16, fp16 or q8_0");
+    }
+    part.panels = (part.out + P - 1) / P;
+    part.panel_words = panel_words_of(part.dtype, in);
+    part.offset = words;
+    words += static_cast<std::size_t>(part.panels * part.panel_words);
+    row0 += part.out;
+    impl->parts.push_back(part);
+  }
+  impl->words.resize(words);
   std::uint32_t* dst = impl->words.data;
-  std::memset(dst, 0, total * 4);
+  std::memset(dst, 0, words * 4);
   // Row o of W: the block holding it, and the row's first element there.
   auto row_of = [&](std::int64_t o) {
     for (const Block& b : blocks) {
@@ -151,52 +228,16 @@ void Linear::pack(DType dtype, std::int64_t out, std::int64_t in, std::optional<
     }
     return std::pair<const void*, DType>(nullptr, DType::f32);  // not reached: o < out
   };
-  // Panel p, column j is output o = p*32 + j; its weights are row o of W, each converted
-  // to the held dtype (widened exactly, or rounded to nearest even).
-#pragma omp parallel for schedule(static) if (total > (1u << 20))
-  for (std::int64_t p = 0; p < impl->panels; ++p) {
-    std::uint32_t* panel = dst + p * impl->panel_words;
-    for (int j = 0; j < P && p * P + j < out; ++j) {
-      const auto [row, from] = row_of(p * P + j);
-      if (dtype == DType::f32) {
-        for (std::int64_t k = 0; k < in; ++k) {
-          const float v = source_value(row, from, k);
-          std::memcpy(&panel[k * P + j], &v, 4);
-        }
-      } else if (dtype == DType::q8_0) {  // each block: its scale, its 32 int8 in column j
-        for (std::int64_t b = 0; b < in / kQ8Block; ++b) {
-          std::uint32_t* blk = panel + b * kQ8Words;
-          auto* q = reinterpret_cast<std::int8_t*>(blk + 32);
-          float d;
-          if (from == DType::q8_0) {
-            const std::byte* src = static_cast<const std::byte*>(row) + b * kQ8Bytes;
-            std::uint16_t h;
-            std::memcpy(&h, src, 2);
-            d = from_f16(h);
-            for (std::int64_t i = 0; i < kQ8Block; ++i) q[i * P + j] = static_cast<std::int8_t>(src[2 + i]);
-          } else {  // quantized as llama.cpp's quantize_row_q8_0_ref: d = max|x| / 127, q = round(x / d)
-            float v[kQ8Block], amax = 0;
-            for (std::int64_t i = 0; i < kQ8Block; ++i) {
-              v[i] = source_value(row, from, b * kQ8Block + i);
-              amax = std::max(amax, std::fabs(v[i]));
-            }
-            const float dq = amax / 127, id = dq != 0 ? 1.0f / dq : 0.0f;
-            d = from_f16(to_f16(dq));
-            for (std::int64_t i = 0; i < kQ8Block; ++i) q[i * P + j] = static_cast<std::int8_t>(std::round(v[i] * id));
-          }
-          std::memcpy(&blk[j], &d, 4);
-        }
-      } else if (dtype == DType::f16) {  // [K][32] halves
-        auto* halves = reinterpret_cast<std::uint16_t*>(panel);
-        const auto* h = static_cast<const std::uint16_t*>(row);
-        for (std::int64_t k = 0; k < in; ++k)
-          halves[k * P + j] = from == DType::f16 ? h[k] : to_f16(source_value(row, from, k));
-      } else {  // bf16 word pairs
-        const auto* h = static_cast<const std::uint16_t*>(row);
-        for (std::int64_t k = 0; k < in; ++k) {
-          const std::uint32_t b = from == DType::bf16 ? flush_denormal(h[k]) : to_bf16(source_value(row, from, k));
-          panel[(k / 2) * P + j] |= b << (k % 2 ? 16 : 0);
-        }
+  // Panel p of a part, column j is output o = row0 + p*32 + j; its weights are row o of W,
+  // each converted to the part's dtype (kept, widened exactly, or rounded to nearest even).
+  for (const LinearPart& part : impl->parts) {
+#pragma omp parallel for schedule(static) if (part.panels * part.panel_words > (1 << 20))
+    for (std::int64_t p = 0; p < part.panels; ++p) {
+      std::uint32_t* panel = dst + part.offset + static_cast<std::size_t>(p * part.panel_words);
+      std::vector<float> scratch;
+      for (int j = 0; j < P && p * P + j < part.out; ++j) {
+        const auto [row, from] = row_of(part.row0 + p * P + j);
+        pack_column(part, in, panel, j, row, from, scratch);
       }
     }
   }
@@ -205,7 +246,8 @@ void Linear::pack(DType dtype, std::int64_t out, std::int64_t in, std::optional<
 
 std::int64_t Linear::out() const { return impl_ ? impl_->out : 0; }
 std::int64_t Linear::in() const { return impl_ ? impl_->in : 0; }
-DType Linear::dtype() const { return impl_ ? impl_->dtype : DType::f32; }
+DType Linear::dtype() const { return impl_ ? impl_->parts.front().dtype : DType::f32; }
+bool Linear::mixed() const { return impl_ && impl_->parts.size() > 1; }
 Isa Linear::isa() const { return impl_ ? impl_->isa : Isa::generic; }
 const char* Linear::kernel() const { return impl_ ? impl_->ops->name : "none"; }
 
@@ -215,30 +257,30 @@ void Linear::row(std::int64_t o, std::span<float> w_row) const {
   if (o < 0 || o >= L.out || static_cast<std::int64_t>(w_row.size()) != L.in)
     throw InvalidArgument("linear: row " + std::to_string(o) + " into " + std::to_string(w_row.size()) +
                           " floats of weight " + shape(L.out, L.in) + " (needs 0 <= row < out, in floats)");
-  const std::uint32_t* panel = L.words.data + (o / P) * L.panel_words;
-  const std::int64_t j = o % P;
+  const LinearPart* part = &L.parts.front();
+  for (const LinearPart& p : L.parts)
+    if (o >= p.row0) part = &p;
+  o -= part->row0;
+  const std::uint32_t* panel = L.words.data + part->offset + (o / P) * part->panel_words;
+  const int j = static_cast<int>(o % P);
   for (std::int64_t k = 0; k < L.in; ++k) {
-    if (L.dtype == DType::q8_0) {
-      const std::uint32_t* blk = panel + (k / kQ8Block) * kQ8Words;
-      float d;
-      std::memcpy(&d, &blk[j], 4);
-      w_row[static_cast<std::size_t>(k)] =
-          d * static_cast<float>(reinterpret_cast<const std::int8_t*>(blk + 32)[(k % kQ8Block) * P + j]);
-      continue;
+    float& v = w_row[static_cast<std::size_t>(k)];
+    if (part->quant) {
+      const int block = part->quant->block;
+      v = kernels::packed_value(*part->quant, panel + (k / block) * part->quant->panel_words, static_cast<int>(k % block), j);
+    } else if (part->dtype == DType::f16) {
+      v = from_f16(reinterpret_cast<const std::uint16_t*>(panel)[k * P + j]);
+    } else {
+      const std::uint32_t u =
+          part->dtype == DType::bf16 ? (panel[(k / 2) * P + j] >> (k % 2 ? 16 : 0)) << 16 : panel[k * P + j];
+      std::memcpy(&v, &u, 4);
     }
-    if (L.dtype == DType::f16) {
-      w_row[static_cast<std::size_t>(k)] = from_f16(reinterpret_cast<const std::uint16_t*>(panel)[k * P + j]);
-      continue;
-    }
-    const std::uint32_t u = L.dtype == DType::bf16 ? (panel[(k / 2) * P + j] >> (k % 2 ? 16 : 0)) << 16 : panel[k * P + j];
-    std::memcpy(&w_row[static_cast<std::size_t>(k)], &u, 4);
   }
 }
 
 std::span<const std::byte> Linear::packed() const {
   if (!impl_) return {};
-  return {reinterpret_cast<const std::byte*>(impl_->words.data),
-          static_cast<std::size_t>(impl_->panels * impl_->panel_words) * 4};
+  return {reinterpret_cast<const std::byte*>(impl_->words.data), impl_->words.size * 4};
 }
 
 void Linear::apply(std::span<const float> x, std::span<float> y, bool add, int threads) const {
@@ -250,6 +292,116 @@ void Linear::apply(std::span<const float> x, std::span<float> y, bool add, int t
                           std::to_string(impl_->out) + " for weight " + shape(impl_->out, impl_->in));
   apply(x.data(), rows, impl_->in, y.data(), impl_->out, add, threads);
 }
+
+namespace {
+
+// One part's rows of y (y points at the part's first column): the blocked, threaded walk
+// over row blocks, runs of k and panels around the path's panel loop.
+void apply_part(const kernels::LinearOps& ops, const std::uint32_t* words, const LinearPart& part, std::int64_t in,
+                const float* x, std::int64_t rows, std::int64_t ldx, float* y, std::int64_t ldy, bool add, int threads) {
+  const bool bf16 = part.dtype == DType::bf16, f16 = part.dtype == DType::f16;
+  const kernels::QuantFormat* quant = part.quant;
+  const int mr = bf16 ? ops.max_rows_bf16 : ops.max_rows_f32;
+  const bool wide = !quant && ops.wide_panels > 1 && (bf16 ? ops.wide_bf16 != nullptr
+                                                      : f16  ? ops.wide_f16 != nullptr
+                                                             : ops.wide_f32 != nullptr);
+  // Blocking: a block of kBlockRows rows of x (L2/L3) and a run of up to 2048 steps of k:
+  // each panel's run of weights (256 KiB fp32, 128 KiB bf16) stays in L2 while the block's
+  // tiles pass over it, so the weights come from memory rows/384 times, not rows/12, and
+  // every tile reads long sequential streams. Measured on Zen 5 (bench linear, dim-2048
+  // layer shapes at 512 and 2048 rows): 384 x 2048 gives 0.91-1.0 of oneDNN's roof where
+  // 96 x 512 gave 0.78-0.85 on the MLP's shapes. The sums of a longer K are carried
+  // between runs through `carry` (exact: stored and loaded). A few rows (decode) have
+  // nothing to keep in cache but themselves: K in one run, so each panel's weights are one
+  // contiguous read. The split changes no bit of the result. 2048 is a multiple of every
+  // block format's 32 or 256 steps.
+  constexpr std::int64_t kBlockRows = 384, kFewRows = 16;  // 384: a multiple of every path's tile rows
+  const std::int64_t steps = rows <= kFewRows ? in : 2048, runs = (in + steps - 1) / steps;
+  int team = threads > 0 ? threads : omp_get_max_threads();
+  if (omp_in_parallel()) team = 1;
+  // Work: panels split between threads, or (fewer panels than threads) rows as well.
+  const std::int64_t tiles = (rows + mr - 1) / mr;
+  team = static_cast<int>(std::clamp<std::int64_t>(part.panels * tiles, 1, team));
+  const int panel_groups = static_cast<int>(std::min<std::int64_t>(team, part.panels));
+  const int row_groups = team / panel_groups;
+  // bf16 weights multiply x rounded to bf16 pairs (kernels/linear_ops.hpp), rounded once
+  // here for every panel. The buffer is the calling thread's, kept between calls.
+  const std::int64_t ldp = (in + 1) / 2;
+  thread_local kernels::AlignedBuffer<std::uint32_t> pairs;
+  if (bf16) pairs.resize(static_cast<std::size_t>(rows * ldp));
+  std::uint32_t* const xp = pairs.data;
+  const std::int64_t out = part.out;
+#pragma omp parallel num_threads(team)
+  {
+    if (bf16) {
+#pragma omp for schedule(static)
+      for (std::int64_t r = 0; r < rows; ++r) round_pairs(x + r * ldx, in, xp + r * ldp);
+    }
+    const int t = omp_get_thread_num();
+    if (t < panel_groups * row_groups) {
+      const int pg = t % panel_groups, rg = t / panel_groups;
+      const std::int64_t p0 = part.panels * pg / panel_groups, p1 = part.panels * (pg + 1) / panel_groups;
+      const std::int64_t r0 = tiles * rg / row_groups * mr, r1 = std::min(rows, tiles * (rg + 1) / row_groups * mr);
+      const std::int64_t ldc = (p1 - p0) * P;
+      thread_local kernels::AlignedBuffer<float> carry;
+      if (runs > 1) carry.resize(static_cast<std::size_t>(std::min(kBlockRows, r1 - r0) * ldc));
+      for (std::int64_t b = r0; b < r1; b += kBlockRows) {
+        const std::int64_t b1 = std::min(r1, b + kBlockRows);
+        for (std::int64_t run = 0; run < runs; ++run) {
+          const std::int64_t k0 = run * steps, kn = std::min(steps, in - k0);
+          const bool last = run + 1 == runs;
+          for (std::int64_t p = p0; p < p1;) {
+            // A group of full panels side by side for the tiles of few rows (ops.wide_*).
+            const bool group = wide && p + ops.wide_panels <= p1 && (p + ops.wide_panels) * P <= out;
+            const std::int64_t pn = group ? ops.wide_panels : 1;
+            // Block formats: the panel's run of steps unpacked once for the block's row tiles
+            // into fp32 (llama.cpp's values, exact), then the f32 loop: never expanded whole.
+            thread_local kernels::AlignedBuffer<float> deq;
+            if (quant) {
+              deq.resize(static_cast<std::size_t>(kn * P));
+              const std::uint32_t* base = words + p * part.panel_words;
+              for (std::int64_t s0 = 0; s0 < kn; s0 += quant->block)
+                kernels::unpack_block(*quant, base + (k0 + s0) / quant->block * quant->panel_words, deq.data + s0 * P);
+            }
+            for (std::int64_t r = b; r < b1; r += mr) {
+              const int m = static_cast<int>(std::min<std::int64_t>(mr, b1 - r));
+              const bool together = group && m <= ops.wide_rows;
+              for (std::int64_t q = p; q < p + pn; q += together ? pn : 1) {
+                const int cols = static_cast<int>(std::min<std::int64_t>(P, out - q * P));
+                const std::uint32_t* w = words + q * part.panel_words + (bf16 ? k0 / 2 : f16 || quant ? 0 : k0) * P;
+                float* c = runs > 1 ? carry.data + (r - b) * ldc + (q - p0) * P : nullptr;
+                const float* from = run == 0 ? nullptr : c;
+                float* to = last ? y + r * ldy + q * P : c;
+                const std::int64_t ld_to = last ? ldy : ldc;
+                const float* xr = x + r * ldx + k0;
+                const std::uint32_t* pr = xp + r * ldp + k0 / 2;
+                const auto* wf = reinterpret_cast<const float*>(w);
+                const auto* wh = reinterpret_cast<const std::uint16_t*>(w) + (f16 ? k0 * P : 0);
+                if (quant)
+                  ops.panel_f32(xr, ldx, m, deq.data, kn, from, ldc, to, ld_to, cols, last && add);
+                else if (together && f16)
+                  ops.wide_f16(xr, ldx, m, wh, part.panel_words * 2, kn, from, ldc, to, ld_to, last && add);
+                else if (f16)
+                  ops.panel_f16(xr, ldx, m, wh, kn, from, ldc, to, ld_to, cols, last && add);
+                else if (together && bf16)
+                  ops.wide_bf16(pr, ldp, m, w, part.panel_words, kn, from, ldc, to, ld_to, last && add);
+                else if (together)
+                  ops.wide_f32(xr, ldx, m, wf, part.panel_words, kn, from, ldc, to, ld_to, last && add);
+                else if (bf16)
+                  ops.panel_bf16(pr, ldp, m, w, kn, from, ldc, to, ld_to, cols, last && add);
+                else
+                  ops.panel_f32(xr, ldx, m, wf, kn, from, ldc, to, ld_to, cols, last && add);
+              }
+            }
+            p += pn;
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
 
 void Linear::apply(const float* x, std::int64_t rows, std::int64_t ldx, float* y, std::int64_t ldy, bool add,
                    int threads) const {
@@ -263,110 +415,8 @@ void Linear::apply(const float* x, std::int64_t rows, std::int64_t ldx, float* y
     throw InvalidArgument("linear: threads " + std::to_string(threads) + " is outside [0, " +
                           std::to_string(kMaxThreads) + "]");
   if (rows == 0) return;
-  const bool bf16 = L.dtype == DType::bf16, f16 = L.dtype == DType::f16, q8 = L.dtype == DType::q8_0;
-  const int mr = bf16 ? L.ops->max_rows_bf16 : L.ops->max_rows_f32;
-  const bool wide = !q8 && L.ops->wide_panels > 1 && (bf16 ? L.ops->wide_bf16 != nullptr
-                                               : f16  ? L.ops->wide_f16 != nullptr
-                                                      : L.ops->wide_f32 != nullptr);
-  // Blocking: a block of kBlockRows rows of x (L2/L3) and a run of up to 2048 steps of k:
-  // each panel's run of weights (256 KiB fp32, 128 KiB bf16) stays in L2 while the block's
-  // tiles pass over it, so the weights come from memory rows/384 times, not rows/12, and
-  // every tile reads long sequential streams. Measured on Zen 5 (bench linear, dim-2048
-  // layer shapes at 512 and 2048 rows): 384 x 2048 gives 0.91-1.0 of oneDNN's roof where
-  // 96 x 512 gave 0.78-0.85 on the MLP's shapes. The sums of a longer K are carried
-  // between runs through `carry` (exact: stored and loaded). A few rows (decode) have
-  // nothing to keep in cache but themselves: K in one run, so each panel's weights are one
-  // contiguous read. The split changes no bit of the result.
-  constexpr std::int64_t kBlockRows = 384, kFewRows = 16;  // 384: a multiple of every path's tile rows
-  const std::int64_t steps = rows <= kFewRows ? L.in : 2048, runs = (L.in + steps - 1) / steps;
-  int team = threads > 0 ? threads : omp_get_max_threads();
-  if (omp_in_parallel()) team = 1;
-  // Work: panels split between threads, or (fewer panels than threads) rows as well.
-  const std::int64_t tiles = (rows + mr - 1) / mr;
-  team = static_cast<int>(std::clamp<std::int64_t>(L.panels * tiles, 1, team));
-  const int panel_groups = static_cast<int>(std::min<std::int64_t>(team, L.panels));
-  const int row_groups = team / panel_groups;
-  // bf16 weights multiply x rounded to bf16 pairs (kernels/linear_ops.hpp), rounded once
-  // here for every panel. The buffer is the calling thread's, kept between calls.
-  const std::int64_t ldp = (L.in + 1) / 2;
-  thread_local kernels::AlignedBuffer<std::uint32_t> pairs;
-  if (bf16) pairs.resize(static_cast<std::size_t>(rows * ldp));
-  std::uint32_t* const xp = pairs.data;
-#pragma omp parallel num_threads(team)
-  {
-    if (bf16) {
-#pragma omp for schedule(static)
-      for (std::int64_t r = 0; r < rows; ++r) round_pairs(x + r * ldx, L.in, xp + r * ldp);
-    }
-    const int t = omp_get_thread_num();
-    if (t < panel_groups * row_groups) {
-      const int pg = t % panel_groups, rg = t / panel_groups;
-      const std::int64_t p0 = L.panels * pg / panel_groups, p1 = L.panels * (pg + 1) / panel_groups;
-      const std::int64_t r0 = tiles * rg / row_groups * mr, r1 = std::min(rows, tiles * (rg + 1) / row_groups * mr);
-      const std::int64_t ldc = (p1 - p0) * P;
-      thread_local kernels::AlignedBuffer<float> carry;
-      if (runs > 1) carry.resize(static_cast<std::size_t>(std::min(kBlockRows, r1 - r0) * ldc));
-      for (std::int64_t b = r0; b < r1; b += kBlockRows) {
-        const std::int64_t b1 = std::min(r1, b + kBlockRows);
-        for (std::int64_t run = 0; run < runs; ++run) {
-          const std::int64_t k0 = run * steps, kn = std::min(steps, L.in - k0);
-          const bool last = run + 1 == runs;
-          for (std::int64_t p = p0; p < p1;) {
-            // A group of full panels side by side for the tiles of few rows (ops.wide_*).
-            const bool group = wide && p + L.ops->wide_panels <= p1 && (p + L.ops->wide_panels) * P <= L.out;
-            const std::int64_t pn = group ? L.ops->wide_panels : 1;
-            // q8_0: the panel's run of steps dequantized once for the block's row tiles into
-            // fp32 (d * q, exact), then the f32 loop: the weights are never expanded whole.
-            thread_local kernels::AlignedBuffer<float> deq;
-            if (q8) {
-              deq.resize(static_cast<std::size_t>(kn * P));
-              const std::uint32_t* base = L.words.data + p * L.panel_words;
-              for (std::int64_t s0 = 0; s0 < kn; s0 += kQ8Block) {
-                const std::uint32_t* blk = base + (k0 + s0) / kQ8Block * kQ8Words;
-                float d[P];
-                std::memcpy(d, blk, sizeof d);
-                const auto* q = reinterpret_cast<const std::int8_t*>(blk + 32);
-                for (std::int64_t i = 0; i < kQ8Block; ++i)
-                  for (int c = 0; c < P; ++c)
-                    deq.data[(s0 + i) * P + c] = d[c] * static_cast<float>(q[i * P + c]);
-              }
-            }
-            for (std::int64_t r = b; r < b1; r += mr) {
-              const int m = static_cast<int>(std::min<std::int64_t>(mr, b1 - r));
-              const bool together = group && m <= L.ops->wide_rows;
-              for (std::int64_t q = p; q < p + pn; q += together ? pn : 1) {
-                const int cols = static_cast<int>(std::min<std::int64_t>(P, L.out - q * P));
-                const std::uint32_t* w = L.words.data + q * L.panel_words + (bf16 ? k0 / 2 : f16 ? 0 : k0) * P;
-                float* c = runs > 1 ? carry.data + (r - b) * ldc + (q - p0) * P : nullptr;
-                const float* from = run == 0 ? nullptr : c;
-                float* to = last ? y + r * ldy + q * P : c;
-                const std::int64_t ld_to = last ? ldy : ldc;
-                const float* xr = x + r * ldx + k0;
-                const std::uint32_t* pr = xp + r * ldp + k0 / 2;
-                const auto* wf = reinterpret_cast<const float*>(w);
-                const auto* wh = reinterpret_cast<const std::uint16_t*>(w) + (f16 ? k0 * P : 0);
-                if (q8)
-                  L.ops->panel_f32(xr, ldx, m, deq.data, kn, from, ldc, to, ld_to, cols, last && add);
-                else if (together && f16)
-                  L.ops->wide_f16(xr, ldx, m, wh, L.panel_words * 2, kn, from, ldc, to, ld_to, last && add);
-                else if (f16)
-                  L.ops->panel_f16(xr, ldx, m, wh, kn, from, ldc, to, ld_to, cols, last && add);
-                else if (together && bf16)
-                  L.ops->wide_bf16(pr, ldp, m, w, L.panel_words, kn, from, ldc, to, ld_to, last && add);
-                else if (together)
-                  L.ops->wide_f32(xr, ldx, m, wf, L.panel_words, kn, from, ldc, to, ld_to, last && add);
-                else if (bf16)
-                  L.ops->panel_bf16(pr, ldp, m, w, kn, from, ldc, to, ld_to, cols, last && add);
-                else
-                  L.ops->panel_f32(xr, ldx, m, wf, kn, from, ldc, to, ld_to, cols, last && add);
-              }
-            }
-            p += pn;
-          }
-        }
-      }
-    }
-  }
+  for (const LinearPart& part : L.parts)
+    apply_part(*L.ops, L.words.data + part.offset, part, L.in, x, rows, ldx, y + part.row0, ldy, add, threads);
 }
 
 }  // namespace ringattn

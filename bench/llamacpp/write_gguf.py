@@ -9,12 +9,13 @@ here and nowhere else:
     i + D/2 (what llama.cpp's convert_hf_to_gguf.py does); without it the text differs;
   - every tensor's dimensions listed innermost first ([out, in] is ne = [in, out]);
   - a tied classifier is no tensor at all (llama.cpp then reads token_embd for it).
-Matrices are F32, BF16 (rounded to nearest even) or Q8_0 (llama.cpp's quantize_row_q8_0_ref:
-per block of 32, d = max|x| / 127 stored as fp16, q = round(x / d) half away from zero); the
-norms stay F32, as the converter keeps them. The vocabulary is llama.cpp's minimal SentencePiece one: <unk>, <s>, </s>, byte
+Matrices are F32, BF16 (rounded to nearest even), Q8_0 (llama.cpp's quantize_row_q8_0_ref:
+per block of 32, d = max|x| / 127 stored as fp16, q = round(x / d) half away from zero), Q4_K,
+or llama.cpp's Q4_K_M mix of Q4_K and Q6_K (q4_k_m_kind); the norms stay F32, as the converter
+keeps them. The vocabulary is llama.cpp's minimal SentencePiece one: <unk>, <s>, </s>, byte
 tokens, then fillers; ids pass through unchanged (the bench feeds ids, never text).
   write_gguf.py --seed 1 --vocab 512 --dim 2048 --layers 4 --heads 32 --kv-heads 8 \\
-      --head-dim 64 --ffn 8192 [--untied] [--dtype bf16|q8_0] --out model.gguf
+      --head-dim 64 --ffn 8192 [--untied] [--dtype bf16|q8_0|q4_k|q4_k_m] --out model.gguf
 GGUF v3: "GGUF", version, tensor count, metadata count, the metadata (key, type, value), the
 tensor infos (name, dims, type, offset), padding to 32 bytes, then the data, each tensor
 32-byte aligned.
@@ -31,7 +32,8 @@ from write_weights import generate, specs  # noqa: E402
 
 ALIGN = 32
 U32, I32, F32, BOOL, STR, ARR = 4, 5, 6, 7, 8, 9  # GGUF metadata value types
-GGML_F32, GGML_Q8_0, GGML_BF16 = 0, 8, 30  # tensor types
+GGML_F32, GGML_Q8_0, GGML_Q4_K, GGML_Q6_K, GGML_BF16 = 0, 8, 12, 14, 30  # tensor types
+BLOCK = {GGML_Q8_0: (32, 34), GGML_Q4_K: (256, 144), GGML_Q6_K: (256, 210)}  # values, bytes
 
 
 def gguf_name(hf):
@@ -79,6 +81,65 @@ def q8_0_bytes(a):
     return blocks.tobytes()
 
 
+def q4_k_bytes(a):
+    """Rows of a as GGUF Q4_K super-blocks of 256 (llama.cpp's block_q4_K, 144 bytes): fp16 d and
+    dmin, eight 6-bit (scale, min) pairs packed in 12 bytes, 128 bytes of 4-bit q; a value is
+    (d * scale) * q - dmin * min. Each sub-block of 32 spans [min(x, 0), max(x)] in 15 steps
+    (llama.cpp refines that span further; any valid blocks serve, as both readers read the same)."""
+    x = np.ascontiguousarray(a, dtype=np.float32).reshape(-1, 8, 32)
+    lo = np.minimum(x.min(axis=2), 0).astype(np.float32)
+    scale = ((x.max(axis=2) - lo) / np.float32(15)).astype(np.float32)
+    d = (scale.max(axis=1) / np.float32(63)).astype("<f2")
+    dmin = ((-lo).max(axis=1) / np.float32(63)).astype("<f2")
+    df, dminf = d.astype(np.float32), dmin.astype(np.float32)
+    sc = np.clip(np.rint(scale / np.where(df == 0, 1, df)[:, None]), 0, 63).astype(np.uint8)
+    m = np.clip(np.rint(-lo / np.where(dminf == 0, 1, dminf)[:, None]), 0, 63).astype(np.uint8)
+    d1 = (df[:, None] * sc).astype(np.float32)
+    m1 = (dminf[:, None] * m).astype(np.float32)
+    q = np.clip(np.rint((x + m1[:, :, None]) / np.where(d1 == 0, 1, d1)[:, :, None]), 0, 15).astype(np.uint8)
+    q[d1 == 0] = 0
+    scales = np.zeros((x.shape[0], 12), dtype=np.uint8)
+    scales[:, 0:4] = sc[:, 0:4] | ((sc[:, 4:8] >> 4) << 6)
+    scales[:, 4:8] = m[:, 0:4] | ((m[:, 4:8] >> 4) << 6)
+    scales[:, 8:12] = (sc[:, 4:8] & 0xF) | ((m[:, 4:8] & 0xF) << 4)
+    q = q.reshape(-1, 4, 2, 32)  # chunk of 64: the low nibbles' 32 values, then the high ones'
+    qs = (q[:, :, 0, :] | (q[:, :, 1, :] << 4)).reshape(-1, 128)
+    blocks = np.concatenate([d.view(np.uint8).reshape(-1, 2), dmin.view(np.uint8).reshape(-1, 2), scales, qs], axis=1)
+    return blocks.astype(np.uint8).tobytes()
+
+
+def q6_k_bytes(a):
+    """Rows of a as GGUF Q6_K super-blocks of 256 (llama.cpp's block_q6_K, 210 bytes): 128 bytes of
+    q's low 4 bits, 64 of its high 2 bits, int8 scales of the 16 sub-blocks of 16, fp16 d; a value
+    is (d * scale) * (q - 32). Each sub-block's largest magnitude maps to 31 steps."""
+    x = np.ascontiguousarray(a, dtype=np.float32).reshape(-1, 16, 16)
+    scale = (np.abs(x).max(axis=2) / np.float32(31)).astype(np.float32)
+    d = (scale.max(axis=1) / np.float32(127)).astype("<f2")
+    df = d.astype(np.float32)
+    sc = np.clip(np.rint(scale / np.where(df == 0, 1, df)[:, None]), -128, 127).astype(np.int8)
+    ds = (df[:, None] * sc).astype(np.float32)
+    q = (np.clip(np.rint(x / np.where(ds == 0, 1, ds)[:, :, None]), -32, 31) + 32).astype(np.uint8)
+    q[ds == 0] = 32
+    L = q.reshape(-1, 2, 4, 32)  # halves of 128, quarters of 32
+    ql = np.concatenate([L[:, :, 0] | (L[:, :, 2] << 4), L[:, :, 1] | (L[:, :, 3] << 4)], axis=2).reshape(-1, 128)
+    qh = ((L[:, :, 0] >> 4) | ((L[:, :, 1] >> 4) << 2) | ((L[:, :, 2] >> 4) << 4) | ((L[:, :, 3] >> 4) << 6)).reshape(-1, 64)
+    blocks = np.concatenate([ql, qh, sc.view(np.uint8), d.view(np.uint8).reshape(-1, 2)], axis=1)
+    return blocks.astype(np.uint8).tobytes()
+
+
+# llama.cpp's Q4_K_M mix (llama_tensor_get_type): Q6_K for the classifier (the embedding where it
+# is tied: no output tensor), and for attn_v and ffn_down in the first and last eighth of the
+# layers and every third layer between (use_more_bits); Q4_K else.
+def q4_k_m_kind(hf, layers, untied):
+    if hf == "lm_head.weight" or (hf == "model.embed_tokens.weight" and not untied):
+        return GGML_Q6_K
+    if hf.endswith("v_proj.weight") or hf.endswith("down_proj.weight"):
+        i = int(hf.split(".")[2])
+        if i < layers // 8 or i >= 7 * layers // 8 or (i - layers // 8) % 3 == 2:
+            return GGML_Q6_K
+    return GGML_Q4_K
+
+
 def text(s):
     b = s.encode()
     return struct.pack("<Q", len(b)) + b
@@ -120,12 +181,12 @@ def main():
                           ("kv-heads", 8), ("head-dim", 64), ("ffn", 8192), ("context", 8192)):
         p.add_argument("--" + name, type=int, default=default)
     p.add_argument("--untied", action="store_true")
-    p.add_argument("--dtype", choices=["f32", "bf16", "q8_0"], default="f32")
+    p.add_argument("--dtype", choices=["f32", "bf16", "q8_0", "q4_k", "q4_k_m"], default="f32")
     p.add_argument("--out", required=True)
     c = p.parse_args()
     tokens, types = vocabulary(c.vocab)
     kv = [("general.architecture", STR, "llama"), ("general.name", STR, f"ringattn seed {c.seed}"),
-          ("general.file_type", U32, {"f32": 0, "bf16": 32, "q8_0": 7}[c.dtype]), ("general.alignment", U32, ALIGN),
+          ("general.file_type", U32, {"f32": 0, "bf16": 32, "q8_0": 7, "q4_k": 14, "q4_k_m": 15}[c.dtype]), ("general.alignment", U32, ALIGN),
           ("llama.vocab_size", U32, c.vocab), ("llama.context_length", U32, c.context),
           ("llama.embedding_length", U32, c.dim), ("llama.block_count", U32, c.layers),
           ("llama.feed_forward_length", U32, c.ffn), ("llama.attention.head_count", U32, c.heads),
@@ -139,11 +200,12 @@ def main():
           ("tokenizer.ggml.add_eos_token", BOOL, False)]
     tensors, offset = [], 0  # (index in specs, name, shape, type, offset, bytes)
     for index, (hf, shape) in enumerate(specs(c)):
-        kind = GGML_F32 if len(shape) == 1 or c.dtype == "f32" else GGML_BF16 if c.dtype == "bf16" else GGML_Q8_0
-        if kind == GGML_Q8_0 and shape[1] % 32:
-            sys.exit(f"write_gguf: {hf} has rows of {shape[1]}, not whole Q8_0 blocks of 32")
+        kind = (GGML_F32 if len(shape) == 1 or c.dtype == "f32" else GGML_BF16 if c.dtype == "bf16" else
+                GGML_Q8_0 if c.dtype == "q8_0" else GGML_Q4_K if c.dtype == "q4_k" else q4_k_m_kind(hf, c.layers, c.untied))
         n = int(np.prod(shape))
-        size = n * 4 if kind == GGML_F32 else n * 2 if kind == GGML_BF16 else n // 32 * 34
+        if kind in BLOCK and shape[1] % BLOCK[kind][0]:
+            sys.exit(f"write_gguf: {hf} has rows of {shape[1]}, not whole blocks of {BLOCK[kind][0]}")
+        size = n * 4 if kind == GGML_F32 else n * 2 if kind == GGML_BF16 else n // BLOCK[kind][0] * BLOCK[kind][1]
         tensors.append((index, hf, shape, kind, offset, size))
         offset += -(-size // ALIGN) * ALIGN
     partial = c.out + ".partial"  # a failed run leaves no file that looks whole
@@ -162,8 +224,9 @@ def main():
                 w = interleave_pairs(w, c.heads)
             elif hf.endswith("k_proj.weight"):
                 w = interleave_pairs(w, c.kv_heads)
-            b = (w.astype("<f4").tobytes() if kind == GGML_F32 else bf16_bits(w).tobytes() if kind == GGML_BF16
-                 else q8_0_bytes(w))
+            b = {GGML_F32: lambda: w.astype("<f4").tobytes(), GGML_BF16: lambda: bf16_bits(w).tobytes(),
+                 GGML_Q8_0: lambda: q8_0_bytes(w), GGML_Q4_K: lambda: q4_k_bytes(w),
+                 GGML_Q6_K: lambda: q6_k_bytes(w)}[kind]()
             assert len(b) == size and f.tell() - start == off
             f.write(b + b"\0" * (-len(b) % ALIGN))
     os.replace(partial, c.out)

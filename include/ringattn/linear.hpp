@@ -1,5 +1,5 @@
 // ringattn — a weight matmul for the model around the attention: y = x · Wᵀ for a
-// projection W [out, in] held once, in the dtype it came in (fp32, bf16 or fp16), packed once.
+// projection W [out, in] held once, in the dtype it came in (fp32, bf16, fp16; GGUF's q8_0, q4_k, q6_k), packed once.
 //
 //   ringattn::Linear wq(DType::bf16, heads * head_dim, dim, q_proj_bits);  // HF's [out, in]
 //   wq.apply(x.data(), rows, dim, q.data(), heads * head_dim);              // q = x · Wqᵀ
@@ -16,7 +16,8 @@
 // fp32, and the pairs fold in the AVX512-BF16 dot instruction's order on every path (the
 // instruction where the CPU has it, two FMAs elsewhere), so every path gives the same bits.
 // fp16 weights widen in registers (exact) and multiply x as it is: the result is that of
-// fp32 weights holding the same values.
+// fp32 weights holding the same values. So do the block formats, unpacked a panel's run of
+// steps at a time into fp32 (llama.cpp's dequantized values to the bit), never whole.
 //
 // Paths: AVX-512, AVX2, generic (which aarch64's NEON baseline vectorises), chosen as
 // the attention kernels' (RINGATTN_ISA, or the best this CPU has). The packed bytes are
@@ -49,18 +50,24 @@ class Linear {
   // Throws InvalidArgument for an empty block or one whose size is not a multiple of in.
   Linear(DType dtype, std::int64_t in, std::initializer_list<std::span<const float>> blocks,
          std::optional<Isa> isa = std::nullopt);
-  // A block of W's rows as a file holds them: `rows` rows of `in` values of `dtype` (fp32
-  // floats, or bf16 / fp16 bit patterns), row-major.
+  // A block of W's rows as a file holds them: `rows` rows of `in` values of `dtype`, row-major:
+  // fp32 floats, bf16 / fp16 bit patterns, or GGUF blocks (q8_0, q4_k, q6_k: a row is in / 32
+  // or in / 256 blocks, kernels/quant_blocks.hpp).
   struct Block {
     DType dtype = DType::f32;
     const void* data = nullptr;
     std::int64_t rows = 0;
   };
   // W stacked from blocks in any dtype, held in `dtype`: each value widened (exact) or
-  // rounded to nearest even as it is packed, with no stacked or converted copy (a
-  // checkpoint's bf16 Q, K and V straight from its mapped file). Throws InvalidArgument
-  // for no blocks, or a block without data or rows.
-  Linear(DType dtype, std::int64_t in, std::span<const Block> blocks, std::optional<Isa> isa = std::nullopt);
+  // rounded to nearest even as it is packed (fp32, bf16, fp16; q8_0 quantized as llama.cpp
+  // does), with no stacked or converted copy (a checkpoint's bf16 Q, K and V straight from
+  // its mapped file). q4_k and q6_k are held only from blocks of that format. No `dtype`
+  // (nullopt): each run of blocks stays in its own dtype — a GGUF file's Q4_K Q and K beside
+  // its Q6_K V — and apply() multiplies each run's rows by its own loop. Throws
+  // InvalidArgument for no blocks, a block without data or rows, a row length the format's
+  // blocks do not divide, or a conversion not made.
+  Linear(std::optional<DType> dtype, std::int64_t in, std::span<const Block> blocks,
+         std::optional<Isa> isa = std::nullopt);
 
   // y[r * ldy + o] = sum over k of x[r * ldx + k] · W[o][k]  (add: y[...] += that sum,
   // the sum formed first) for r < rows, o < out. ldx >= in, ldy >= out; y must not
@@ -78,7 +85,8 @@ class Linear {
 
   std::int64_t out() const;
   std::int64_t in() const;
-  DType dtype() const;
+  DType dtype() const;  // the held dtype (of the first rows, where runs keep their own)
+  bool mixed() const;   // runs of rows held in more than one dtype
   Isa isa() const;
   // The panel loop's name: the ISA path, "avx512-bf16" where AVX-512 has the bf16 dot.
   const char* kernel() const;
@@ -88,7 +96,7 @@ class Linear {
 
  private:
   struct Impl;
-  void pack(DType dtype, std::int64_t out, std::int64_t in, std::optional<Isa> isa, std::span<const Block> blocks);
+  void pack(std::optional<DType> dtype, std::int64_t in, std::optional<Isa> isa, std::span<const Block> blocks);
   std::shared_ptr<const Impl> impl_;
 };
 

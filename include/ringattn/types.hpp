@@ -9,17 +9,20 @@ namespace ringattn {
 
 // Element type of tensors in memory and on the wire. State and accumulation are
 // always fp32; bf16 is storage and matmul-input precision only. Attention's inputs and
-// the wire take fp32 or bf16; f16 (IEEE half) and q8_0 are weight dtypes only
-// (ringattn::Linear). q8_0 is GGUF's block format: each run of 32 weights along a row is an
-// fp16 scale d and 32 int8 q, weight = d * q (34 bytes per 32 weights).
-enum class DType : std::uint8_t { f32 = 0, bf16 = 1, f16 = 2, q8_0 = 3 };
+// the wire take fp32 or bf16; f16 (IEEE half) and GGUF's block formats q8_0, q4_k and q6_k
+// are weight dtypes only (ringattn::Linear; kernels/quant_blocks.hpp has their layouts).
+// q8_0: each run of 32 weights along a row is an fp16 scale d and 32 int8 q, weight = d * q
+// (34 bytes per 32); q4_k and q6_k: super-blocks of 256 weights (144 and 210 bytes).
+enum class DType : std::uint8_t { f32 = 0, bf16 = 1, f16 = 2, q8_0 = 3, q4_k = 4, q6_k = 5 };
 
-std::string_view to_string(DType d);  // "fp32", "bf16", "fp16", "q8_0"
+std::string_view to_string(DType d);  // "fp32", "bf16", "fp16", "q8_0", "q4_k", "q6_k"
 DType parse_dtype(std::string_view s);  // "fp32"/"f32"/"float32" or "bf16"; throws InvalidArgument
 // A model's weights: parse_dtype's names or "fp16"/"f16"/"float16"; throws InvalidArgument.
 DType parse_weights_dtype(std::string_view s);
-// Bytes per element; q8_0 has none of its own (34 bytes per 32): 0, sized by its blocks.
-inline std::size_t dtype_size(DType d) { return d == DType::f32 ? 4 : d == DType::q8_0 ? 0 : 2; }
+// Bytes per element; the block formats have none of their own: 0, sized by their blocks.
+inline std::size_t dtype_size(DType d) {
+  return d == DType::f32 ? 4 : d == DType::bf16 || d == DType::f16 ? 2 : 0;
+}
 
 // Which keys a query sees, evaluated on *global* token positions.
 //   none:    every key.

@@ -1,0 +1,239 @@
+// GGUF's block formats (kernels/quant_blocks.hpp): a file's blocks decoded as llama.cpp's
+// dequantize_row_q8_0 / _q4_K / _q6_K do, and packed into and out of Linear's panels.
+#include "kernels/quant_blocks.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "ringattn/blocks.hpp"
+#include "ringattn/half.hpp"
+
+namespace ringattn::kernels {
+
+namespace {
+
+constexpr int P = 32;  // columns a panel (kernels/linear_ops.hpp's kPanel)
+
+constexpr QuantFormat kQ8_0{DType::q8_0, 32, 34, 32 + 32 * 32 / 4};
+constexpr QuantFormat kQ4K{DType::q4_k, 256, 144, 32 + 32 + 8 * 32 / 4 * 2 + 256 * 16 / 4};
+constexpr QuantFormat kQ6K{DType::q6_k, 256, 210, 32 + 16 * 32 / 4 + 256 * 16 / 4 + 256 * 8 / 4};
+
+float half_at(const std::byte* p) {
+  std::uint16_t h;
+  std::memcpy(&h, p, 2);
+  return from_f16(h);
+}
+
+std::uint8_t u8(const std::byte* p, int i) { return static_cast<std::uint8_t>(p[i]); }
+
+// q4_k: sub-block t's 6-bit scale and min from the 12 packed bytes (llama.cpp's get_scale_min_k4).
+void scale_min_k4(int t, const std::byte* s, int& sc, int& m) {
+  if (t < 4) {
+    sc = u8(s, t) & 63;
+    m = u8(s, t + 4) & 63;
+  } else {
+    sc = (u8(s, t + 4) & 0xF) | ((u8(s, t - 4) >> 6) << 4);
+    m = (u8(s, t + 4) >> 4) | ((u8(s, t) >> 6) << 4);
+  }
+}
+
+// q4_k value k's 4-bit q: the low nibbles of qs[32c .. 32c+31] are values 64c .. 64c+31,
+// the high ones 64c+32 .. 64c+63.
+int q4k_q(const std::byte* qs, int k) {
+  const std::uint8_t b = u8(qs, k / 64 * 32 + k % 32);
+  return k % 64 < 32 ? b & 0xF : b >> 4;
+}
+
+// q6_k value k's 6-bit q (0..63): each half of 128 values reads 64 bytes of ql (low nibbles
+// for its first and second 32, high nibbles for its third and fourth) and 32 of qh (2 bits
+// a quarter).
+int q6k_q(const std::byte* src, int k) {
+  const int half = k / 128, quarter = k % 128 / 32, l = k % 32;
+  const std::uint8_t ql = u8(src, half * 64 + l + (quarter & 1) * 32);
+  const std::uint8_t qh = u8(src, 128 + half * 32 + l);
+  return (quarter < 2 ? ql & 0xF : ql >> 4) | ((qh >> (2 * quarter)) & 3) << 4;
+}
+
+// Packed q4_k / q6_k: byte addresses inside a panel block.
+std::uint8_t* bytes_at(std::uint32_t* w, int word) { return reinterpret_cast<std::uint8_t*>(w + word); }
+const std::uint8_t* bytes_at(const std::uint32_t* w, int word) { return reinterpret_cast<const std::uint8_t*>(w + word); }
+constexpr int kQ4Scale = 64, kQ4Min = 128, kQ4Nib = 192;   // words
+constexpr int kQ6Scale = 32, kQ6Nib = 160, kQ6High = 1184;  // words
+
+float f32_at(const std::uint32_t* w, int i) {
+  float f;
+  std::memcpy(&f, w + i, 4);
+  return f;
+}
+
+}  // namespace
+
+const QuantFormat* quant_format(DType d) {
+  switch (d) {
+    case DType::q8_0: return &kQ8_0;
+    case DType::q4_k: return &kQ4K;
+    case DType::q6_k: return &kQ6K;
+    default: return nullptr;
+  }
+}
+
+void decode_block(const QuantFormat& f, const std::byte* src, float* out) {
+  if (f.dtype == DType::q8_0) {
+    const float d = half_at(src);
+    for (int i = 0; i < 32; ++i) out[i] = d * static_cast<float>(static_cast<std::int8_t>(src[2 + i]));
+  } else if (f.dtype == DType::q4_k) {
+    const float d = half_at(src), dmin = half_at(src + 2);
+    for (int t = 0; t < 8; ++t) {
+      int sc, m;
+      scale_min_k4(t, src + 4, sc, m);
+      const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
+      for (int i = t * 32; i < t * 32 + 32; ++i) out[i] = d1 * static_cast<float>(q4k_q(src + 16, i)) - m1;
+    }
+  } else {
+    const float d = half_at(src + 208);
+    for (int k = 0; k < 256; ++k) {
+      const float ds = d * static_cast<float>(static_cast<std::int8_t>(src[192 + k / 16]));
+      out[k] = ds * static_cast<float>(q6k_q(src, k) - 32);
+    }
+  }
+}
+
+void pack_block(const QuantFormat& f, const std::byte* src, std::uint32_t* dst, int j) {
+  if (f.dtype == DType::q8_0) {
+    const float d = half_at(src);
+    std::memcpy(dst + j, &d, 4);
+    for (int s = 0; s < 32; ++s) bytes_at(dst, 32)[s * P + j] = u8(src, 2 + s);
+  } else if (f.dtype == DType::q4_k) {
+    const float d = half_at(src), dmin = half_at(src + 2);
+    std::memcpy(dst + j, &d, 4);
+    std::memcpy(dst + 32 + j, &dmin, 4);
+    for (int t = 0; t < 8; ++t) {
+      int sc, m;
+      scale_min_k4(t, src + 4, sc, m);
+      bytes_at(dst, kQ4Scale)[t * P + j] = static_cast<std::uint8_t>(sc);
+      bytes_at(dst, kQ4Min)[t * P + j] = static_cast<std::uint8_t>(m);
+    }
+    for (int s = 0; s < 256; ++s)
+      bytes_at(dst, kQ4Nib)[s * 16 + j % 16] |= static_cast<std::uint8_t>(q4k_q(src + 16, s) << (j / 16 * 4));
+  } else {
+    const float d = half_at(src + 208);
+    std::memcpy(dst + j, &d, 4);
+    for (int u = 0; u < 16; ++u) bytes_at(dst, kQ6Scale)[u * P + j] = u8(src, 192 + u);
+    for (int s = 0; s < 256; ++s) {
+      const int q = q6k_q(src, s);
+      bytes_at(dst, kQ6Nib)[s * 16 + j % 16] |= static_cast<std::uint8_t>((q & 0xF) << (j / 16 * 4));
+      bytes_at(dst, kQ6High)[s * 8 + j % 8] |= static_cast<std::uint8_t>((q >> 4) << (j / 8 * 2));
+    }
+  }
+}
+
+void quantize_q8_0(const float* v, std::uint32_t* dst, int j) {
+  float amax = 0;
+  for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(v[i]));
+  const float dq = amax / 127, id = dq != 0 ? 1.0f / dq : 0.0f;
+  const float d = from_f16(to_f16(dq));
+  std::memcpy(dst + j, &d, 4);
+  for (int i = 0; i < 32; ++i)
+    bytes_at(dst, 32)[i * P + j] = static_cast<std::uint8_t>(static_cast<std::int8_t>(std::round(v[i] * id)));
+}
+
+void unpack_block(const QuantFormat& f, const std::uint32_t* src, float* out) {
+  if (f.dtype == DType::q8_0) {
+    float d[P];
+    std::memcpy(d, src, sizeof d);
+    const auto* q = reinterpret_cast<const std::int8_t*>(src + 32);
+    for (int s = 0; s < 32; ++s)
+      for (int c = 0; c < P; ++c) out[s * P + c] = d[c] * static_cast<float>(q[s * P + c]);
+  } else if (f.dtype == DType::q4_k) {
+    const std::uint8_t* scale = bytes_at(src, kQ4Scale);
+    const std::uint8_t* min = bytes_at(src, kQ4Min);
+    const std::uint8_t* nib = bytes_at(src, kQ4Nib);
+    for (int t = 0; t < 8; ++t) {
+      float d1[P], m1[P];
+      for (int c = 0; c < P; ++c) {
+        d1[c] = f32_at(src, c) * static_cast<float>(scale[t * P + c]);
+        m1[c] = f32_at(src, 32 + c) * static_cast<float>(min[t * P + c]);
+      }
+      for (int s = t * 32; s < t * 32 + 32; ++s) {
+        const std::uint8_t* b = nib + s * 16;
+        float* o = out + s * P;
+        for (int c = 0; c < 16; ++c) {
+          o[c] = d1[c] * static_cast<float>(b[c] & 0xF) - m1[c];
+          o[c + 16] = d1[c + 16] * static_cast<float>(b[c] >> 4) - m1[c + 16];
+        }
+      }
+    }
+  } else {
+    const auto* scale = reinterpret_cast<const std::int8_t*>(src + kQ6Scale);
+    const std::uint8_t* nib = bytes_at(src, kQ6Nib);
+    const std::uint8_t* high = bytes_at(src, kQ6High);
+    for (int u = 0; u < 16; ++u) {
+      float ds[P];
+      for (int c = 0; c < P; ++c) ds[c] = f32_at(src, c) * static_cast<float>(scale[u * P + c]);
+      for (int s = u * 16; s < u * 16 + 16; ++s) {
+        const std::uint8_t* b = nib + s * 16;
+        const std::uint8_t* h = high + s * 8;
+        float* o = out + s * P;
+        for (int c = 0; c < P; ++c) {
+          const int lo = c < 16 ? b[c] & 0xF : b[c - 16] >> 4;
+          const int q = (lo | ((h[c % 8] >> (c / 8 * 2)) & 3) << 4) - 32;
+          o[c] = ds[c] * static_cast<float>(q);
+        }
+      }
+    }
+  }
+}
+
+float packed_value(const QuantFormat& f, const std::uint32_t* src, int s, int j) {
+  if (f.dtype == DType::q8_0)
+    return f32_at(src, j) * static_cast<float>(reinterpret_cast<const std::int8_t*>(src + 32)[s * P + j]);
+  if (f.dtype == DType::q4_k) {
+    const float d1 = f32_at(src, j) * static_cast<float>(bytes_at(src, kQ4Scale)[s / 32 * P + j]);
+    const float m1 = f32_at(src, 32 + j) * static_cast<float>(bytes_at(src, kQ4Min)[s / 32 * P + j]);
+    const int q = (bytes_at(src, kQ4Nib)[s * 16 + j % 16] >> (j / 16 * 4)) & 0xF;
+    return d1 * static_cast<float>(q) - m1;
+  }
+  const float ds = f32_at(src, j) * static_cast<float>(reinterpret_cast<const std::int8_t*>(src + kQ6Scale)[s / 16 * P + j]);
+  const int lo = (bytes_at(src, kQ6Nib)[s * 16 + j % 16] >> (j / 16 * 4)) & 0xF;
+  const int q = (lo | ((bytes_at(src, kQ6High)[s * 8 + j % 8] >> (j / 8 * 2)) & 3) << 4) - 32;
+  return ds * static_cast<float>(q);
+}
+
+}  // namespace ringattn::kernels
+
+namespace ringattn {
+
+std::int64_t block_values(DType d) {
+  const auto* f = kernels::quant_format(d);
+  return f ? f->block : 1;
+}
+
+std::int64_t block_bytes(DType d) {
+  const auto* f = kernels::quant_format(d);
+  return f ? f->bytes : static_cast<std::int64_t>(dtype_size(d));
+}
+
+void decode_blocks(DType d, const void* src, std::int64_t values, float* out) {
+  const auto* bytes = static_cast<const std::byte*>(src);
+  if (const auto* f = kernels::quant_format(d)) {
+    for (std::int64_t b = 0; b < values / f->block; ++b) kernels::decode_block(*f, bytes + b * f->bytes, out + b * f->block);
+    return;
+  }
+  for (std::int64_t i = 0; i < values; ++i) {
+    if (d == DType::f32) {
+      std::memcpy(&out[i], bytes + i * 4, 4);
+      continue;
+    }
+    std::uint16_t h;
+    std::memcpy(&h, bytes + i * 2, 2);
+    if (d == DType::f16) {
+      out[i] = from_f16(h);
+    } else {
+      const std::uint32_t u = static_cast<std::uint32_t>(h) << 16;
+      std::memcpy(&out[i], &u, 4);
+    }
+  }
+}
+
+}  // namespace ringattn
