@@ -361,7 +361,7 @@ void apply_part(const kernels::LinearOps& ops, const std::uint32_t* words, const
               deq.resize(static_cast<std::size_t>(kn * P));
               const std::uint32_t* base = words + p * part.panel_words;
               for (std::int64_t s0 = 0; s0 < kn; s0 += quant->block)
-                kernels::unpack_block(*quant, base + (k0 + s0) / quant->block * quant->panel_words, deq.data + s0 * P);
+                ops.unpack(part.dtype, base + (k0 + s0) / quant->block * quant->panel_words, deq.data + s0 * P);
             }
             for (std::int64_t r = b; r < b1; r += mr) {
               const int m = static_cast<int>(std::min<std::int64_t>(mr, b1 - r));

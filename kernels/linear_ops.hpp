@@ -35,6 +35,8 @@
 
 #include <cstdint>
 
+#include "ringattn/types.hpp"
+
 namespace ringattn::kernels {
 
 inline constexpr int kPanel = 32;  // output columns per packed panel, every path
@@ -63,6 +65,10 @@ using LinearWideBf16Fn = void (*)(const std::uint32_t* x, std::int64_t ldx, int 
 using LinearWideF16Fn = void (*)(const float* x, std::int64_t ldx, int m, const std::uint16_t* w, std::int64_t stride,
                                  std::int64_t k, const float* a, std::int64_t lda, float* y, std::int64_t ldy, bool add);
 
+// A packed panel block of a block format (q8_0, q4_k, q6_k: kernels/quant_unpack.hpp) as
+// [steps][32] floats, vectorised for the path; the same bits on every path.
+using LinearUnpackFn = void (*)(DType d, const std::uint32_t* src, float* out);
+
 struct LinearOps {
   const char* name;
   int max_rows_f32;   // m per panel call (the register tile's rows), f32 and f16 weights
@@ -75,6 +81,7 @@ struct LinearOps {
   LinearWideF32Fn wide_f32 = nullptr;
   LinearWideBf16Fn wide_bf16 = nullptr;
   LinearWideF16Fn wide_f16 = nullptr;
+  LinearUnpackFn unpack = nullptr;
 };
 
 extern const LinearOps kLinearGeneric;

@@ -2,6 +2,8 @@
 // dequantize_row_q8_0 / _q4_K / _q6_K do, and packed into and out of Linear's panels.
 #include "kernels/quant_blocks.hpp"
 
+#include "kernels/quant_unpack.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -138,52 +140,7 @@ void quantize_q8_0(const float* v, std::uint32_t* dst, int j) {
     bytes_at(dst, 32)[i * P + j] = static_cast<std::uint8_t>(static_cast<std::int8_t>(std::round(v[i] * id)));
 }
 
-void unpack_block(const QuantFormat& f, const std::uint32_t* src, float* out) {
-  if (f.dtype == DType::q8_0) {
-    float d[P];
-    std::memcpy(d, src, sizeof d);
-    const auto* q = reinterpret_cast<const std::int8_t*>(src + 32);
-    for (int s = 0; s < 32; ++s)
-      for (int c = 0; c < P; ++c) out[s * P + c] = d[c] * static_cast<float>(q[s * P + c]);
-  } else if (f.dtype == DType::q4_k) {
-    const std::uint8_t* scale = bytes_at(src, kQ4Scale);
-    const std::uint8_t* min = bytes_at(src, kQ4Min);
-    const std::uint8_t* nib = bytes_at(src, kQ4Nib);
-    for (int t = 0; t < 8; ++t) {
-      float d1[P], m1[P];
-      for (int c = 0; c < P; ++c) {
-        d1[c] = f32_at(src, c) * static_cast<float>(scale[t * P + c]);
-        m1[c] = f32_at(src, 32 + c) * static_cast<float>(min[t * P + c]);
-      }
-      for (int s = t * 32; s < t * 32 + 32; ++s) {
-        const std::uint8_t* b = nib + s * 16;
-        float* o = out + s * P;
-        for (int c = 0; c < 16; ++c) {
-          o[c] = d1[c] * static_cast<float>(b[c] & 0xF) - m1[c];
-          o[c + 16] = d1[c + 16] * static_cast<float>(b[c] >> 4) - m1[c + 16];
-        }
-      }
-    }
-  } else {
-    const auto* scale = reinterpret_cast<const std::int8_t*>(src + kQ6Scale);
-    const std::uint8_t* nib = bytes_at(src, kQ6Nib);
-    const std::uint8_t* high = bytes_at(src, kQ6High);
-    for (int u = 0; u < 16; ++u) {
-      float ds[P];
-      for (int c = 0; c < P; ++c) ds[c] = f32_at(src, c) * static_cast<float>(scale[u * P + c]);
-      for (int s = u * 16; s < u * 16 + 16; ++s) {
-        const std::uint8_t* b = nib + s * 16;
-        const std::uint8_t* h = high + s * 8;
-        float* o = out + s * P;
-        for (int c = 0; c < P; ++c) {
-          const int lo = c < 16 ? b[c] & 0xF : b[c - 16] >> 4;
-          const int q = (lo | ((h[c % 8] >> (c / 8 * 2)) & 3) << 4) - 32;
-          o[c] = ds[c] * static_cast<float>(q);
-        }
-      }
-    }
-  }
-}
+void unpack_block(const QuantFormat& f, const std::uint32_t* src, float* out) { unpack_panel_block(f.dtype, src, out); }
 
 float packed_value(const QuantFormat& f, const std::uint32_t* src, int s, int j) {
   if (f.dtype == DType::q8_0)

@@ -53,7 +53,7 @@ fi
 
 mkdir -p "$cache/models" "$out"
 shape="--vocab $vocab --dim $dim --layers $layers --heads $heads --kv-heads $kv_heads --head-dim $head_dim --ffn $ffn"
-gguf=$cache/models/seed$seed-v$vocab-d$dim-l$layers-h$heads-kv$kv_heads-hd$head_dim-f$ffn-$dtype.gguf
+gguf=$cache/models/seed$seed-v$vocab-d$dim-l$layers-h$heads-kv$kv_heads-hd$head_dim-f$ffn-c$((prompt + tokens + 256))-$dtype.gguf
 # f32 and bf16: ringattn draws the seed's weights itself (--weights-dtype rounds them as the
 # GGUF writer does); q8_0 and q4_k_m: ringattn reads the very GGUF file llama.cpp reads.
 if [[ $dtype == q8_0 || $dtype == q4_k_m ]]; then model_args=(--model "$gguf"); else model_args=(--model "seed:$seed" $shape --weights-dtype "${dtype/f32/fp32}"); fi

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "kernels/linear_ops.hpp"
+#include "kernels/quant_unpack.hpp"
 #include "ringattn/half.hpp"
 
 namespace ringattn::kernels {
@@ -101,6 +102,6 @@ void panel_f16(const float* x, std::int64_t ldx, int m, const std::uint16_t* w, 
 
 const LinearOps kLinearGeneric = {
     .name = "generic", .max_rows_f32 = kRows, .max_rows_bf16 = kRows,
-    .panel_f32 = panel_f32, .panel_bf16 = panel_bf16, .panel_f16 = panel_f16};
+    .panel_f32 = panel_f32, .panel_bf16 = panel_bf16, .panel_f16 = panel_f16, .unpack = unpack_panel_block};
 
 }  // namespace ringattn::kernels

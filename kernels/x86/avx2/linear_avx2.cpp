@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "kernels/linear_ops.hpp"
+#include "kernels/quant_unpack.hpp"
 
 namespace ringattn::kernels {
 namespace {
@@ -153,6 +154,6 @@ void panel_bf16(const std::uint32_t* x, std::int64_t ldx, int m, const std::uint
 
 const LinearOps kLinearAvx2 = {.name = "avx2", .max_rows_f32 = kRowsF32, .max_rows_bf16 = kRowsBf16,
                                .panel_f32 = panel_fp32_x<float>, .panel_bf16 = panel_bf16,
-                               .panel_f16 = panel_fp32_x<std::uint16_t>};
+                               .panel_f16 = panel_fp32_x<std::uint16_t>, .unpack = unpack_panel_block};
 
 }  // namespace ringattn::kernels

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "kernels/linear_ops.hpp"
+#include "kernels/quant_unpack.hpp"
 
 namespace ringattn::kernels {
 namespace {
@@ -266,10 +267,12 @@ __attribute__((target("avx512bf16"))) void wide_dot(const std::uint32_t* x, std:
 const LinearOps kLinearAvx512 = {
     .name = "avx512", .max_rows_f32 = kRows, .max_rows_bf16 = kRowsBf16,
     .panel_f32 = panel_f32, .panel_bf16 = panel_bf16, .panel_f16 = panel_f16,
-    .wide_rows = kWideRows, .wide_panels = kWide, .wide_f32 = wide_f32, .wide_bf16 = wide_bf16, .wide_f16 = wide_f16};
+    .wide_rows = kWideRows, .wide_panels = kWide, .wide_f32 = wide_f32, .wide_bf16 = wide_bf16, .wide_f16 = wide_f16,
+    .unpack = unpack_panel_block};
 const LinearOps kLinearAvx512Bf16 = {
     .name = "avx512-bf16", .max_rows_f32 = kRows, .max_rows_bf16 = kRows,
     .panel_f32 = panel_f32, .panel_bf16 = panel_dot, .panel_f16 = panel_f16,
-    .wide_rows = kWideRows, .wide_panels = kWide, .wide_f32 = wide_f32, .wide_bf16 = wide_dot, .wide_f16 = wide_f16};
+    .wide_rows = kWideRows, .wide_panels = kWide, .wide_f32 = wide_f32, .wide_bf16 = wide_dot, .wide_f16 = wide_f16,
+    .unpack = unpack_panel_block};
 
 }  // namespace ringattn::kernels
