@@ -2,8 +2,6 @@
 // dequantize_row_q8_0 / _q4_K / _q6_K do, and packed into and out of Linear's panels.
 #include "kernels/quant_blocks.hpp"
 
-#include "kernels/quant_unpack.hpp"
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -139,8 +137,6 @@ void quantize_q8_0(const float* v, std::uint32_t* dst, int j) {
   for (int i = 0; i < 32; ++i)
     bytes_at(dst, 32)[i * P + j] = static_cast<std::uint8_t>(static_cast<std::int8_t>(std::round(v[i] * id)));
 }
-
-void unpack_block(const QuantFormat& f, const std::uint32_t* src, float* out) { unpack_panel_block(f.dtype, src, out); }
 
 float packed_value(const QuantFormat& f, const std::uint32_t* src, int s, int j) {
   if (f.dtype == DType::q8_0)

@@ -43,8 +43,7 @@ void pack_block(const QuantFormat& f, const std::byte* src, std::uint32_t* dst, 
 // Column j of a q8_0 panel block quantized from 32 floats as llama.cpp's
 // quantize_row_q8_0_ref does (d = max|v| / 127 rounded to fp16, q = round(v / d)).
 void quantize_q8_0(const float* v, std::uint32_t* dst, int j);
-// A packed panel block as floats out[step * 32 + column], every step of the block.
-void unpack_block(const QuantFormat& f, const std::uint32_t* src, float* out);
+// A packed panel block as floats: kernels/quant_unpack.hpp, compiled into each ISA path's table.
 // One value of a packed panel block: step s, column j.
 float packed_value(const QuantFormat& f, const std::uint32_t* src, int s, int j);
 
