@@ -89,6 +89,16 @@ std::string DaemonRing::log(int rank) {
   return std::string(std::istreambuf_iterator<char>(f), {});
 }
 
+std::string DaemonRing::logs(std::size_t tail) {
+  std::string all;
+  for (int r = 0; r < config_.world; ++r) {
+    const std::string l = log(r);
+    all += "\n--- rank " + std::to_string(r) + " log" + (l.size() > tail ? " (its last " + std::to_string(tail) + " bytes)" : "") +
+           ":\n" + (l.size() > tail ? l.substr(l.size() - tail) : l);
+  }
+  return all;
+}
+
 bool DaemonRing::wait_ready(double seconds) {
   std::vector<std::string> args = {"status", "--to", control(0), "--wait", std::to_string(seconds)};
   args.insert(args.end(), config_.client.begin(), config_.client.end());

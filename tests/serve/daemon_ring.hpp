@@ -47,6 +47,9 @@ class DaemonRing {
   const std::string& token_file() const { return token_file_; }
   const ScratchDir& dir() const { return dir_; }
   std::string log(int rank);  // what the daemon wrote to stderr so far (all its lives)
+  // The last `tail` bytes of every rank's log, headed by its rank: for INFO(ring.logs()) in a
+  // test case, which doctest reads only when an assertion fails, so a failure shows its cause.
+  std::string logs(std::size_t tail = 4000);
   std::string log_file(int rank) const { return dir_.file("rank" + std::to_string(rank) + ".log"); }
   itest::Env env() const { return {{"RINGATTN_TOKEN_FILE", token_file_}}; }
 

@@ -140,6 +140,7 @@ bool is_event(const std::string& e, const std::string& name) {
 
 TEST_CASE("serve: a ring of 3 daemons is exact for every layout, mask and dtype, and redirects clients to rank 0") {
   DaemonRing ring({});
+  INFO(ring.logs());
   REQUIRE(ring.wait_ready(60));
   struct Case {
     const char* layout;
@@ -175,6 +176,7 @@ TEST_CASE("serve: a ring of 3 daemons is exact for every layout, mask and dtype,
 
 TEST_CASE("serve: four clients at once all get exact results") {
   DaemonRing ring({});
+  INFO(ring.logs());
   REQUIRE(ring.wait_ready(60));
   std::vector<std::unique_ptr<ScratchDir>> dirs;
   std::vector<Inputs> inputs;
@@ -197,6 +199,7 @@ TEST_CASE("serve: four clients at once all get exact results") {
 
 TEST_CASE("serve: a daemon killed mid-job is named in the client's one line; the others stay up; it rejoins; the next job is exact") {
   DaemonRing ring({});
+  INFO(ring.logs());
   REQUIRE(ring.wait_ready(60));
   ScratchDir d;
   Inputs(long_shape(), 7, DType::f32).write(d);
@@ -223,6 +226,7 @@ TEST_CASE("serve: a daemon killed mid-job is named in the client's one line; the
 
 TEST_CASE("serve: a stopped daemon (SIGSTOP) is named within about the timeout; after SIGCONT the ring re-forms") {
   DaemonRing ring({});
+  INFO(ring.logs());
   REQUIRE(ring.wait_ready(60));
   ScratchDir d;
   Inputs(long_shape(), 9, DType::f32).write(d);
@@ -246,6 +250,7 @@ TEST_CASE("serve: a stopped daemon (SIGSTOP) is named within about the timeout; 
 
 TEST_CASE("serve: a client that disconnects mid-job aborts it, and the daemons serve the next job") {
   DaemonRing ring({});
+  INFO(ring.logs());
   REQUIRE(ring.wait_ready(60));
   ScratchDir d;
   Inputs(long_shape(), 11, DType::f32).write(d);
@@ -263,6 +268,7 @@ TEST_CASE("serve: a client that disconnects mid-job aborts it, and the daemons s
 
 TEST_CASE("serve: SIGTERM drains: the running job finishes and the daemon exits 0") {
   DaemonRing ring({});
+  INFO(ring.logs());
   REQUIRE(ring.wait_ready(60));
   ScratchDir d;
   const Inputs in(Shape{4096, 8, 8, 128}, 13, DType::f32);
@@ -271,6 +277,7 @@ TEST_CASE("serve: SIGTERM drains: the running job finishes and the daemon exits 
   // must give exactly these bits (a float64 reference of this size took 50 s of the suite,
   // minutes under the sanitizers; the jobs' float64 exactness is the first case's).
   const Outcome first = itest::run_ringattn(ring.submit_args(0, d.path().string(), {}), ring.env(), 180);
+  INFO(first.err);
   REQUIRE(first.exit_code == 0);
   const std::vector<float> want = itest::read_npy_floats(d.file("o.npy"));
   std::filesystem::remove(d.file("o.npy"));
@@ -291,6 +298,7 @@ TEST_CASE("serve: SIGTERM drains: the running job finishes and the daemon exits 
 
 TEST_CASE("serve: SIGTERM to a worker drains it too: the running job is delivered, then the worker leaves (3 runs)") {
   DaemonRing ring({});
+  INFO(ring.logs());
   ScratchDir d;
   const Inputs in(Shape{8192, 8, 2, 128}, 15, DType::f32);
   in.write(d);
@@ -298,6 +306,7 @@ TEST_CASE("serve: SIGTERM to a worker drains it too: the running job is delivere
   // must give exactly these bits; a float64 reference of this size would take half a minute).
   REQUIRE(ring.wait_ready(60));
   const Outcome first = itest::run_ringattn(ring.submit_args(0, d.path().string(), {"--causal"}), ring.env(), 180);
+  INFO(first.err);
   REQUIRE(first.exit_code == 0);
   const std::vector<float> want = itest::read_npy_floats(d.file("o.npy"));
   std::filesystem::remove(d.file("o.npy"));
@@ -322,6 +331,7 @@ TEST_CASE("serve: SIGTERM to a worker drains it too: the running job is delivere
 
 TEST_CASE("serve: a client over the control port's connection limit is told so, not that it may need --tls") {
   DaemonRing ring({});
+  INFO(ring.logs());
   REQUIRE(ring.wait_ready(60));
   // 16 authenticated clients that send nothing (each holds a slot until the daemon's idle deadline).
   const std::string token = serve::client_secret(ring.token_file());
@@ -349,6 +359,7 @@ TEST_CASE("serve: a client over the control port's connection limit is told so, 
 
 TEST_CASE("serve: a job whose upload holds NaN is recorded as refused, with the reason once, not as a client gone") {
   DaemonRing ring({});
+  INFO(ring.logs());
   REQUIRE(ring.wait_ready(60));
   // A raw client (submit itself refuses NaN before sending): the request, then each rank's
   // K, V and Q as the daemon asks, with one NaN in rank 1's Q.
@@ -380,6 +391,7 @@ TEST_CASE("serve: a job whose upload holds NaN is recorded as refused, with the 
 
 TEST_CASE("serve: the upload deadline measures silence: a slow but steady client is served") {
   DaemonRing ring({});  // --timeout 3: what the daemon waits on a silent client
+  INFO(ring.logs());
   REQUIRE(ring.wait_ready(60));
   const serve::JobRequest req = small_request();
   const std::string answer = raw_client(ring, 0, [&](Channel& c) -> asio::awaitable<std::string> {
@@ -421,6 +433,7 @@ TEST_CASE("serve: /healthz and /metrics report the ring and its jobs; nothing wi
   two.world = 2;
   two.extra = {"--max-head-dim", "64"};
   DaemonRing ring(two);
+  INFO(ring.logs());
   REQUIRE(ring.wait_ready(60));
   auto [code, body] = http_get(ring.metrics(0), "/healthz");
   CHECK(code == 200);
@@ -465,6 +478,7 @@ TEST_CASE("serve: with --tls every connection is encrypted, a plain client is re
   c.extra = {"--tls", "--log-format", "json", "--wire-dtype", "bf16"};
   c.client = {"--tls"};
   DaemonRing ring(c);
+  INFO(ring.logs());
   REQUIRE(ring.wait_ready(60));
   const Checked r = submit_and_check(ring, 1, Inputs(Shape{257, 4, 2, 32}, 16, DType::bf16), Mask::causal(), {"--causal", "--json"});
   INFO(r.outcome.err);
@@ -491,6 +505,7 @@ TEST_CASE("serve: with --tls every connection is encrypted, a plain client is re
 
 TEST_CASE("serve: a request nested 50,000 deep is refused as invalid JSON; no daemon dies (rank 0 or a worker)") {
   DaemonRing ring({});
+  INFO(ring.logs());
   REQUIRE(ring.wait_ready(60));
   const std::string deep(50000, '[');  // 50 KB: within the message cap, far beyond the depth bound
   for (int rank : {0, 1}) {

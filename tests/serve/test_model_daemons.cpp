@@ -127,6 +127,7 @@ TEST_CASE("serve --model: curl and Python stream llama2.c's exact text at once; 
   const auto dir = ::test::model_dir();
   if (!dir) return;
   ModelRing m(*dir);
+  INFO(m.ring->logs());
   REQUIRE(m.ring->wait_ready(60));
   // Four streaming clients at once: two curl completions, Python's http.client, a curl chat.
   itest::Spawned c1(curl_post(m, "/v1/completions", body(60, true)), {}, "/usr/bin/curl");
@@ -202,6 +203,7 @@ TEST_CASE("serve --model: a session's follow-up equals its concatenated prompt f
   if (!dir) return;
   // 0.5 MiB per daemon: 102 rows of stories260K's 5 layers (5 KiB per token), 306 on the ring.
   ModelRing m(*dir, {"--cache-mib", "0.5", "--session-ttl", "15"}, 30);
+  INFO(m.ring->logs());
   REQUIRE(m.ring->wait_ready(60));
   const std::vector<int>& run = ::test::kRunIds;  // "Once upon a time" (4 ids) and llama2.c's greedy 60
   CHECK(metric(*m.ring, 0, "ringattn_cache_rows_capacity") == 306);
@@ -288,6 +290,7 @@ TEST_CASE("serve --model: a client gone mid-stream is cancelled; a worker killed
   const auto dir = ::test::model_dir();
   if (!dir) return;
   ModelRing m(*dir, {}, 30);
+  INFO(m.ring->logs());
   REQUIRE(m.ring->wait_ready(60));
   leave_mid_stream(m, body(500, true));
   CHECK(eventually([&] { return metric(*m.ring, 0, "ringattn_generations_total{result=\"cancelled\"}") >= 1; }, 60));
@@ -320,6 +323,7 @@ TEST_CASE("serve --model: prompts shorter than the ring (an empty one is BOS alo
   const auto dir = ::test::model_dir();
   if (!dir) return;
   ModelRing m(*dir);  // 3 daemons: a batch of 1 or 2 tokens leaves a rank without a row
+  INFO(m.ring->logs());
   REQUIRE(m.ring->wait_ready(60));
   auto text_of = [&](const Outcome& o, bool chat) {
     INFO("response: " << o.out.substr(0, 600) << "\nrank 0: " << m.ring->log(0));
@@ -371,6 +375,7 @@ TEST_CASE("serve --model --weights-dtype bf16: the daemons hold the matrices in 
   const std::string whole = infer::parse_json(g.out).at("results")[0].at("text").get<std::string>();
   REQUIRE(whole.rfind(kPrompt, 0) == 0);
   ModelRing m(*dir, {"--weights-dtype", "bf16"});
+  INFO(m.ring->logs());
   REQUIRE(m.ring->wait_ready(60));
   const Outcome o = run("/usr/bin/curl", curl_post(m, "/v1/completions", body(40, false)));
   INFO("response: " << o.out.substr(0, 600) << "\nrank 0: " << m.ring->log(0));
@@ -384,6 +389,7 @@ TEST_CASE("serve --model: a daemon holding another model file is refused, naming
   const auto dir = ::test::model_dir();
   if (!dir) return;
   ModelRing m(*dir);
+  INFO(m.ring->logs());
   REQUIRE(m.ring->wait_ready(60));
   const std::string other = m.ring->dir().file("stories260K-flipped.bin");
   {
@@ -410,6 +416,7 @@ TEST_CASE("serve --model: 200 requests from 8 connections, every text exact; ran
   const auto dir = ::test::model_dir();
   if (!dir) return;
   ModelRing m(*dir);
+  INFO(m.ring->logs());
   REQUIRE(m.ring->wait_ready(60));
   const std::string want = completion_60();
   auto load = [&](int n) {

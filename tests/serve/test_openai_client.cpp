@@ -142,6 +142,7 @@ TEST_CASE("the official openai Node client against 2 daemons hosting stories260K
   c.world = 2;
   c.extra = {"--model", (*dir / "stories260K.bin").string(), "--tokenizer", (*dir / "tok512.bin").string(), "--api", api};
   DaemonRing ring(c);
+  INFO(ring.logs());
   REQUIRE(ring.wait_ready(60));
   std::string token;
   {

@@ -12,6 +12,7 @@ namespace ringattn::stest {
 
 TEST_CASE("soak: 100 sequential jobs and 4 concurrent clients are exact; RSS grows <= 5% after the first 10 jobs") {
   DaemonRing ring({});
+  INFO(ring.logs());
   REQUIRE(ring.wait_ready(60));
   // Five different jobs, computed once: the daemons see the same shapes again and again,
   // as a batch job's layers would.
