@@ -21,7 +21,10 @@ using itest::ScratchDir;
 
 struct RingConfig {
   int world = 3;
-  double timeout = 3;  // the daemons' --timeout: silence or stall of a peer mid-job
+  // The daemons' --timeout: silence or stall of a peer mid-job. 10 s for the cases that do
+  // not test the deadline itself (those set 3): at 3 s a loaded CI machine once went 3 s
+  // without a keep-alive from rank 0 during a 48 MiB upload, and a job failed as "silent".
+  double timeout = 10;
   double grace = 30;
   std::vector<std::string> extra;   // more serve options, for every daemon
   std::vector<std::string> client;  // more options for every submit and status (e.g. --tls)

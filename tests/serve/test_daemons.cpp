@@ -224,8 +224,15 @@ TEST_CASE("serve: a daemon killed mid-job is named in the client's one line; the
   CHECK(r.err_o <= kTolF32);
 }
 
+// The deadline's own cases: --timeout 3.
+RingConfig short_timeout() {
+  RingConfig c;
+  c.timeout = 3;
+  return c;
+}
+
 TEST_CASE("serve: a stopped daemon (SIGSTOP) is named within about the timeout; after SIGCONT the ring re-forms") {
-  DaemonRing ring({});
+  DaemonRing ring(short_timeout());
   INFO(ring.logs());
   REQUIRE(ring.wait_ready(60));
   ScratchDir d;
@@ -390,7 +397,7 @@ TEST_CASE("serve: a job whose upload holds NaN is recorded as refused, with the 
 }
 
 TEST_CASE("serve: the upload deadline measures silence: a slow but steady client is served") {
-  DaemonRing ring({});  // --timeout 3: what the daemon waits on a silent client
+  DaemonRing ring(short_timeout());  // what the daemon waits on a silent client
   INFO(ring.logs());
   REQUIRE(ring.wait_ready(60));
   const serve::JobRequest req = small_request();
