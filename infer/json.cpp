@@ -38,10 +38,13 @@ struct RepeatedKey {
 
 }  // namespace
 
-Json parse_json(std::string_view text) {
+namespace {
+
+template <class J>
+J parse_strict(std::string_view text) {
   // One entry per open array or object: an object's keys so far (an array's set stays empty).
   std::vector<std::set<std::string>> open;
-  const Json::parser_callback_t check = [&](int, nlohmann::json::parse_event_t event, Json& parsed) {
+  const typename J::parser_callback_t check = [&](int, nlohmann::json::parse_event_t event, J& parsed) {
     using E = nlohmann::json::parse_event_t;
     switch (event) {
       case E::object_start:
@@ -54,7 +57,7 @@ Json parse_json(std::string_view text) {
         open.pop_back();
         break;
       case E::key:
-        if (!open.back().insert(parsed.get<std::string>()).second) throw RepeatedKey{parsed.get<std::string>()};
+        if (!open.back().insert(parsed.template get<std::string>()).second) throw RepeatedKey{parsed.template get<std::string>()};
         break;
       case E::value:
         break;
@@ -62,7 +65,7 @@ Json parse_json(std::string_view text) {
     return true;
   };
   try {
-    return Json::parse(text.begin(), text.end(), check);
+    return J::parse(text.begin(), text.end(), check);
   } catch (const TooDeep&) {
     throw std::runtime_error("invalid JSON at offset " + std::to_string(too_deep_at(text)) + ": nested deeper than " +
                              std::to_string(kMaxJsonDepth) + " levels");
@@ -82,16 +85,22 @@ Json parse_json(std::string_view text) {
   }
 }
 
-std::int64_t json_int(const Json& j, std::string_view what, std::int64_t lo, std::int64_t hi) {
+}  // namespace
+
+Json parse_json(std::string_view text) { return parse_strict<Json>(text); }
+JsonMap parse_json_map(std::string_view text) { return parse_strict<JsonMap>(text); }
+
+template <class J>
+std::int64_t json_int(const J& j, std::string_view what, std::int64_t lo, std::int64_t hi) {
   std::string got = "a non-number";
   if (j.is_number_integer()) {
     if (j.is_number_unsigned()) {
-      const std::uint64_t u = j.get<std::uint64_t>();
+      const std::uint64_t u = j.template get<std::uint64_t>();
       if (u <= static_cast<std::uint64_t>(INT64_MAX) && static_cast<std::int64_t>(u) >= lo && static_cast<std::int64_t>(u) <= hi)
         return static_cast<std::int64_t>(u);
       got = std::to_string(u);
     } else {
-      const std::int64_t x = j.get<std::int64_t>();
+      const std::int64_t x = j.template get<std::int64_t>();
       if (x >= lo && x <= hi) return x;
       got = std::to_string(x);
     }
@@ -102,11 +111,18 @@ std::int64_t json_int(const Json& j, std::string_view what, std::int64_t lo, std
                            "], got " + got);
 }
 
-const Json* json_field(const Json& j, std::string_view key) {
+template std::int64_t json_int(const Json&, std::string_view, std::int64_t, std::int64_t);
+template std::int64_t json_int(const JsonMap&, std::string_view, std::int64_t, std::int64_t);
+
+template <class J>
+const J* json_field(const J& j, std::string_view key) {
   if (!j.is_object()) return nullptr;
   const auto it = j.find(std::string(key));
   return it == j.end() ? nullptr : &*it;
 }
+
+template const Json* json_field(const Json&, std::string_view);
+template const JsonMap* json_field(const JsonMap&, std::string_view);
 
 const std::string* json_string(const Json& j, std::string_view key) {
   const Json* f = json_field(j, key);

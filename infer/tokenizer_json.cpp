@@ -1,0 +1,211 @@
+// infer — running a tokenizer.json (tokenizer_json.hpp): added tokens, normalizer,
+// pre-tokenizer and BPE for encode; the decoder for decode.
+#include "tokenizer_json.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <utility>
+
+#include "tokenizer_json_impl.hpp"
+#include "unicode.hpp"
+
+namespace infer {
+
+namespace {
+
+using Impl = TokenizerJson::Impl;
+
+void replace_all(std::string& s, const std::string& from, const std::string& to) {
+  std::string out;
+  out.reserve(s.size());
+  std::size_t at = 0;
+  for (std::size_t hit; (hit = s.find(from, at)) != std::string::npos; at = hit + from.size()) {
+    out.append(s, at, hit - at);
+    out += to;
+  }
+  out.append(s, at, std::string::npos);
+  s = std::move(out);
+}
+
+std::string normalized(const Impl& t, std::string s) {
+  for (const Impl::Normalize& n : t.normalize) {
+    switch (n.kind) {
+      case Impl::Normalize::Kind::nfc:
+        s = unicode::encode_utf8(unicode::nfc(unicode::decode_utf8(s)));
+        break;
+      case Impl::Normalize::Kind::prepend:
+        if (!s.empty()) s = n.text + s;
+        break;
+      case Impl::Normalize::Kind::replace:
+        replace_all(s, n.text, n.with);
+        break;
+    }
+  }
+  return s;
+}
+
+// The model on one word (UTF-8): its tokens appended to `out`.
+void encode_word(const Impl& t, std::string_view word, std::vector<int>& out) {
+  std::vector<int> symbols;
+  if (t.byte_level) {
+    std::string mapped;
+    for (const char c : word) mapped += byte_char(static_cast<unsigned char>(c));
+    if (t.ignore_merges)
+      if (const auto it = t.ids.find(mapped); it != t.ids.end()) {
+        out.push_back(it->second);
+        return;
+      }
+    for (const char c : word) symbols.push_back(t.byte_token[static_cast<unsigned char>(c)]);
+  } else {
+    if (t.ignore_merges)
+      if (const auto it = t.ids.find(std::string(word)); it != t.ids.end()) {
+        out.push_back(it->second);
+        return;
+      }
+    bool last_unk = false;
+    for (std::size_t i = 0; i < word.size();) {
+      std::size_t n = 1;  // the word is well-formed UTF-8 (encode made it so)
+      const auto lead = static_cast<unsigned char>(word[i]);
+      if (lead >= 0xF0) n = 4;
+      else if (lead >= 0xE0) n = 3;
+      else if (lead >= 0xC0) n = 2;
+      const std::string ch(word.substr(i, n));
+      i += n;
+      if (const auto it = t.ids.find(ch); it != t.ids.end()) {
+        symbols.push_back(it->second);
+        last_unk = false;
+      } else if (t.byte_fallback) {
+        for (const char b : ch) symbols.push_back(t.byte_token[static_cast<unsigned char>(b)]);
+        last_unk = false;
+      } else {
+        if (!(t.fuse_unk && last_unk)) symbols.push_back(*t.unk);
+        last_unk = true;
+      }
+    }
+  }
+  t.merges.apply(symbols);
+  out.insert(out.end(), symbols.begin(), symbols.end());
+}
+
+// A stretch of text between added tokens.
+void encode_text(const Impl& t, std::string_view text, std::vector<int>& out) {
+  const std::string s = normalized(t, std::string(text));
+  if (s.empty()) return;
+  if (!t.split) {
+    encode_word(t, s, out);
+    return;
+  }
+  const std::u32string chars = unicode::decode_utf8(s);
+  for (const auto& [b, e] : split_words(chars, *t.split))
+    encode_word(t, unicode::encode_utf8(std::u32string_view(chars).substr(b, e - b)), out);
+}
+
+// The longest added token that starts at `at`, or nullptr.
+const Impl::Added* added_at(const Impl& t, std::string_view text, std::size_t at) {
+  for (const Impl::Added& a : t.added)  // longest first
+    if (text.compare(at, a.content.size(), a.content) == 0) return &a;
+  return nullptr;
+}
+
+}  // namespace
+
+TokenizerJson::TokenizerJson(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+TokenizerJson::TokenizerJson(TokenizerJson&&) noexcept = default;
+TokenizerJson& TokenizerJson::operator=(TokenizerJson&&) noexcept = default;
+TokenizerJson::~TokenizerJson() = default;
+
+std::vector<int> TokenizerJson::encode(std::string_view raw, bool add_special) const {
+  const Impl& t = *impl_;
+  // As a JavaScript string holds it: ill-formed UTF-8 replaced by U+FFFD.
+  const std::string text = unicode::encode_utf8(unicode::decode_utf8(raw));
+  std::vector<int> out;
+  if (add_special) out = t.prefix;
+  std::size_t start = 0;  // of the text not yet encoded
+  for (std::size_t i = 0; i < text.size();) {
+    const Impl::Added* a = t.added.empty() ? nullptr : added_at(t, text, i);
+    if (a == nullptr) {
+      ++i;
+      continue;
+    }
+    encode_text(t, std::string_view(text).substr(start, i - start), out);
+    out.push_back(a->id);
+    i += a->content.size();
+    start = i;
+  }
+  encode_text(t, std::string_view(text).substr(start), out);
+  if (add_special) out.insert(out.end(), t.suffix.begin(), t.suffix.end());
+  return out;
+}
+
+std::string TokenizerJson::decode(std::span<const int> ids, bool skip_special) const {
+  const Impl& t = *impl_;
+  std::string out, bytes;  // bytes: byte-level characters or <0xNN> pieces not yet made text
+  auto flush = [&] {
+    if (bytes.empty()) return;
+    if (t.byte_level) {
+      out += unicode::encode_utf8(unicode::decode_utf8(bytes));  // lossy, as the library's
+    } else {  // ByteFallback: the run's bytes if they are UTF-8, else one U+FFFD per byte
+      if (unicode::encode_utf8(unicode::decode_utf8(bytes)) == bytes) out += bytes;
+      else
+        for (std::size_t i = 0; i < bytes.size(); ++i) out += "\uFFFD";
+    }
+    bytes.clear();
+  };
+  for (const int id : ids) {
+    if (!has(id)) throw std::out_of_range("token id " + std::to_string(id) + " is not in the tokenizer's vocabulary");
+    const auto u = static_cast<std::size_t>(id);
+    if (skip_special && t.is_special[u]) continue;
+    const std::string& p = t.pieces[u];
+    const bool added = t.is_special[u] || std::any_of(t.added.begin(), t.added.end(), [&](const Impl::Added& a) { return a.id == id; });
+    if (t.byte_level) {
+      if (added) {
+        flush();
+        out += p;
+      } else {
+        for (const char32_t c : unicode::decode_utf8(p)) bytes += static_cast<char>(char_byte(c));
+      }
+      continue;
+    }
+    if (p.size() == 6 && p.compare(0, 3, "<0x") == 0 && p[5] == '>' && t.byte_fallback &&
+        t.byte_token[static_cast<std::size_t>(std::stoi(p.substr(3, 2), nullptr, 16))] == id) {
+      bytes += static_cast<char>(std::stoi(p.substr(3, 2), nullptr, 16));
+      continue;
+    }
+    flush();
+    std::string piece = p;
+    replace_all(piece, "\u2581", " ");
+    out += piece;
+  }
+  flush();
+  if (!t.byte_level)
+    for (int k = 0; k < t.strip_start && !out.empty() && out[0] == ' '; ++k) out.erase(0, 1);
+  if (t.clean_up_spaces)
+    for (const auto& [from, to] : {std::pair{" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"}, {" n't", "n't"},
+                                   {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}})
+      replace_all(out, from, to);
+  return out;
+}
+
+bool TokenizerJson::cleans_up_spaces() const { return impl_->clean_up_spaces; }
+
+std::int64_t TokenizerJson::vocab() const { return static_cast<std::int64_t>(impl_->pieces.size()); }
+
+bool TokenizerJson::has(int id) const { return id >= 0 && static_cast<std::size_t>(id) < impl_->pieces.size() && impl_->present[static_cast<std::size_t>(id)]; }
+
+const std::string& TokenizerJson::piece(int id) const {
+  if (!has(id)) throw std::out_of_range("token id " + std::to_string(id) + " is not in the tokenizer's vocabulary");
+  return impl_->pieces[static_cast<std::size_t>(id)];
+}
+
+std::optional<int> TokenizerJson::id_of(std::string_view piece) const {
+  const auto it = impl_->ids.find(std::string(piece));
+  return it == impl_->ids.end() ? std::nullopt : std::optional<int>(it->second);
+}
+
+bool TokenizerJson::special(int id) const { return has(id) && impl_->is_special[static_cast<std::size_t>(id)]; }
+
+bool TokenizerJson::byte_level() const { return impl_->byte_level; }
+
+std::uint64_t TokenizerJson::digest() const { return impl_->digest; }
+
+}  // namespace infer

@@ -1,0 +1,51 @@
+// infer — what a loaded tokenizer.json is (tokenizer_json.hpp): filled and checked by
+// tokenizer_json_load.cpp, run by tokenizer_json.cpp.
+#pragma once
+
+#include <array>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "bpe.hpp"
+#include "pretokenize.hpp"
+#include "tokenizer_json.hpp"
+
+namespace infer {
+
+struct TokenizerJson::Impl {
+  // One step of the normalizer, in the file's order.
+  struct Normalize {
+    enum class Kind { nfc, prepend, replace } kind;
+    std::string text, with;  // prepend: text; replace: text -> with
+  };
+  struct Added {
+    std::string content;
+    int id;
+    bool special;
+  };
+
+  std::vector<std::string> pieces;  // by id; "" where no token has that id
+  std::vector<std::uint8_t> present, is_special;
+  std::unordered_map<std::string, int> ids;  // the model's vocabulary and the added tokens
+  BpeMerges merges;
+
+  std::vector<Normalize> normalize;
+  std::optional<SplitPattern> split;
+  bool byte_level = false;      // ByteLevel pre-tokenizer and decoder
+  bool ignore_merges = false;
+  bool byte_fallback = false;
+  bool fuse_unk = false;
+  std::optional<int> unk;
+  std::array<int, 256> byte_token{};  // byte-level: the byte's character; fallback: <0xNN>; -1 none
+
+  std::vector<Added> added;  // longest first, for leftmost-longest matching
+  std::vector<int> prefix, suffix;  // the post-processor's single sequence: prefix, text, suffix
+
+  int strip_start = 0;  // the SentencePiece decoder's Strip(" ", n, 0)
+  bool clean_up_spaces = false;  // tokenizer_config.json's clean_up_tokenization_spaces
+  std::uint64_t digest = 0;
+};
+
+}  // namespace infer

