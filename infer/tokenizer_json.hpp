@@ -69,6 +69,7 @@ class TokenizerJson {
   struct Impl;  // tokenizer_json_impl.hpp: shared by the reader and the runner only
 
  private:
+  static TokenizerJson read_tokenizer(const JsonMap& j, const std::string& where);
   explicit TokenizerJson(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

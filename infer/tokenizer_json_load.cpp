@@ -342,6 +342,16 @@ std::uint64_t digest_of(const Impl& t, std::uint64_t merges) {
 }  // namespace
 
 TokenizerJson TokenizerJson::from_json(const JsonMap& j, const std::string& where) {
+  try {
+    return read_tokenizer(j, where);
+  } catch (const ringattn::FileError&) {
+    throw;
+  } catch (const std::exception& e) {  // json_int's range errors, nlohmann's type errors
+    throw ringattn::FileError("tokenizer " + where + ": " + e.what());
+  }
+}
+
+TokenizerJson TokenizerJson::read_tokenizer(const JsonMap& j, const std::string& where) {
   const Reader r(where);
   if (!j.is_object()) r.fail("is not a JSON object");
   auto t = std::make_unique<Impl>();

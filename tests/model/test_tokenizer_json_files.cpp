@@ -1,0 +1,142 @@
+// tokenizer.json files that must be refused, and what the small tokenizers of the fuzz seed
+// corpus do (no oracle needed: their vocabularies are a few hundred pieces written by hand,
+// so the expected ids follow from the merges). Each hostile file is a good one with one
+// field broken; the refusal names the file and the field, and is a FileError.
+#include <doctest/doctest.h>
+
+#include <ringattn/error.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include "infer/tokenizer_json.hpp"
+#include "tests/error_of.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using infer::JsonMap;
+using infer::TokenizerJson;
+using ringattn::test::error_of;
+
+const fs::path kSeeds = RINGATTN_SOURCE_ROOT "/tests/fuzz/corpus/tokenizer_json";
+
+JsonMap seed(const char* name) {
+  std::ifstream f(kSeeds / name);
+  return infer::parse_json_map(std::string(std::istreambuf_iterator<char>(f), {}));
+}
+
+// The error of loading `j` (from_json), "" if it loaded; every refusal must be a FileError.
+std::string refusal(const JsonMap& j) {
+  try {
+    (void)TokenizerJson::from_json(j, "bad.json");
+  } catch (const ringattn::FileError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool has(const std::string& s, const std::string& w) { return s.find(w) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("tokenizer.json: the fuzz seeds' tokenizers: merges by rank, byte fallback, added tokens, post-processor, decode") {
+  const TokenizerJson b = TokenizerJson::load(kSeeds / "tiny-byte-level.json");
+  CHECK(b.byte_level());
+  const int the = *b.id_of("\xc4\xa0the");  // "Ġthe": Ġt + he
+  const int end = *b.id_of("<|end|>");
+  CHECK(b.special(end));
+  CHECK(b.encode(" the", false) == std::vector<int>{the});
+  CHECK(b.encode(" the", true) == std::vector<int>{end, the});  // TemplateProcessing puts <|end|> first
+  CHECK(b.encode("x<|end|>y", false) == std::vector<int>{'x', end, 'y'});  // bytes below '!' map elsewhere; x, y are themselves
+  CHECK(b.decode(b.encode("caf\xc3\xa9 \xf0\x9f\x98\x80 the", false)) == "caf\xc3\xa9 \xf0\x9f\x98\x80 the");
+  CHECK(b.decode(b.encode("\xff", false)) == "\xef\xbf\xbd");  // ill-formed UTF-8 read as U+FFFD
+  CHECK(b.decode(std::vector<int>{end, the}, true) == " the");
+  CHECK_THROWS_AS(b.decode(std::vector<int>{static_cast<int>(b.vocab())}), std::out_of_range);
+
+  const TokenizerJson s = TokenizerJson::load(kSeeds / "tiny-sentencepiece.json");
+  CHECK_FALSE(s.byte_level());
+  const int bos = *s.id_of("<s>");
+  const int space_the = *s.id_of("\xe2\x96\x81the");
+  // "Hi": not in the vocabulary: byte fallback <0x48> <0x69>; the leading ▁ is its own piece.
+  CHECK(s.encode("the Hi", true) == std::vector<int>{bos, space_the, *s.id_of("\xe2\x96\x81"), *s.id_of("<0x48>"), *s.id_of("<0x69>")});
+  CHECK(s.decode(s.encode("the Hi", true)) == "<s> the Hi");  // Strip looks at the fused text, which starts "<s>"
+  CHECK(s.decode(s.encode("the Hi", false)) == "the Hi");
+  CHECK(s.decode(std::vector<int>{*s.id_of("<0xC3>")}) == "\xef\xbf\xbd");  // half a character: one U+FFFD per byte
+  CHECK(s.digest() != b.digest());
+}
+
+TEST_CASE("tokenizer.json: hostile and unsupported files are refused naming the field") {
+  const JsonMap good = seed("tiny-byte-level.json");
+  REQUIRE(refusal(good).empty());
+  struct Case {
+    const char* what;
+    std::function<void(JsonMap&)> breaks;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"not an object", [](JsonMap& j) { j = JsonMap::array(); }, "not a JSON object"},
+      {"no model", [](JsonMap& j) { j.erase("model"); }, "has no \"model\""},
+      {"a Unigram model", [](JsonMap& j) { j["model"]["type"] = "Unigram"; }, "only BPE"},
+      {"dropout", [](JsonMap& j) { j["model"]["dropout"] = 0.1; }, "model.dropout is set"},
+      {"a subword prefix", [](JsonMap& j) { j["model"]["continuing_subword_prefix"] = "##"; }, "continuing_subword_prefix"},
+      {"an id out of range", [](JsonMap& j) { j["model"]["vocab"]["zz"] = 1 << 30; }, "must be an integer in"},
+      {"a negative id", [](JsonMap& j) { j["model"]["vocab"]["zz"] = -1; }, "must be an integer in"},
+      {"an id given twice", [](JsonMap& j) { j["model"]["vocab"]["zz"] = 5; }, "gives id 5 to both"},
+      {"a fractional id", [](JsonMap& j) { j["model"]["vocab"]["zz"] = 5.5; }, "must be an integer"},
+      {"a merge of unknown pieces", [](JsonMap& j) { j["model"]["merges"].push_back(JsonMap::array({"q", "zzz"})); }, "is not in model.vocab"},
+      {"a merge whose result is no piece", [](JsonMap& j) { j["model"]["merges"].push_back(JsonMap::array({"q", "q"})); }, "\"qq\" is not in model.vocab"},
+      {"a merge string of three", [](JsonMap& j) { j["model"]["merges"].push_back("a b c"); }, "not two pieces"},
+      {"a merge of another type", [](JsonMap& j) { j["model"]["merges"].push_back(7); }, "neither"},
+      {"a missing byte piece", [](JsonMap& j) { j["model"]["vocab"].erase("A"); }, "lacks the piece \"A\" of byte 65"},
+      {"another regex", [](JsonMap& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\w+"; }, "is not one this runtime implements"},
+      {"a Split that removes", [](JsonMap& j) { j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Removed"; }, "behavior is not \"Isolated\""},
+      {"a ByteLevel with its own regex", [](JsonMap& j) { j["pre_tokenizer"]["pretokenizers"][1]["use_regex"] = true; }, "use_regex is true"},
+      {"a Whitespace pre-tokenizer", [](JsonMap& j) { j["pre_tokenizer"] = {{"type", "Whitespace"}}; }, "pre_tokenizer \"Whitespace\" is not implemented"},
+      {"an NFKC normalizer", [](JsonMap& j) { j["normalizer"] = {{"type", "NFKC"}}; }, "normalizer \"NFKC\" is not implemented"},
+      {"a WordPiece decoder", [](JsonMap& j) { j["decoder"] = {{"type", "WordPiece"}}; }, "ByteLevel expected"},
+      {"an added token that strips", [](JsonMap& j) { j["added_tokens"][0]["lstrip"] = true; }, "lstrip is true"},
+      {"an added token normalized", [](JsonMap& j) { j["added_tokens"][0]["normalized"] = true; }, "normalized is true"},
+      {"an added token without content", [](JsonMap& j) { j["added_tokens"][0]["content"] = ""; }, "content is empty"},
+      {"an added token on another's id", [](JsonMap& j) { j["added_tokens"][0]["id"] = 65; }, "which model.vocab gives to"},
+      {"a template of an unknown token", [](JsonMap& j) { j["post_processor"]["special_tokens"].erase("<|end|>"); }, "no entry for it"},
+      {"a template id that is no token", [](JsonMap& j) { j["post_processor"]["special_tokens"]["<|end|>"]["ids"][0] = 999999; }, "which is no token"},
+      {"a template without the text", [](JsonMap& j) { j["post_processor"]["single"].erase(1); }, "no Sequence A"},
+      {"a pair-only processor", [](JsonMap& j) { j["post_processor"] = {{"type", "RobertaProcessing"}}; }, "not implemented"},
+  };
+  for (const Case& c : cases) {
+    const std::string what = c.what;
+    CAPTURE(what);
+    JsonMap j = good;
+    c.breaks(j);
+    const std::string m = refusal(j);
+    CHECK(has(m, "bad.json"));
+    CHECK(has(m, c.says));
+  }
+  // The SentencePiece kind: its decoder and fallback must be the ones it is run with.
+  const JsonMap sp = seed("tiny-sentencepiece.json");
+  REQUIRE(refusal(sp).empty());
+  JsonMap j = sp;
+  j["decoder"]["decoders"].erase(1);  // no ByteFallback
+  CHECK(has(refusal(j), "not Replace, ByteFallback, Fuse"));
+  j = sp;
+  j["model"]["vocab"].erase("<0x41>");
+  CHECK(has(refusal(j), "lacks the piece \"<0x41>\""));
+  j = sp;
+  j["model"]["byte_fallback"] = false;
+  j["model"]["unk_token"] = nullptr;
+  CHECK(has(refusal(j), "neither byte_fallback nor unk_token"));
+  // Files: not JSON, too deep, missing.
+  const fs::path dir = fs::temp_directory_path() / "ringattn-tokjson-hostile";
+  fs::create_directories(dir);
+  std::ofstream(dir / "broken.json") << "{\"model\": {";
+  CHECK(has(error_of([&] { (void)TokenizerJson::load(dir / "broken.json"); }), "not valid JSON"));
+  std::ofstream(dir / "deep.json") << std::string(100, '[') << std::string(100, ']');
+  CHECK(has(error_of([&] { (void)TokenizerJson::load(dir / "deep.json"); }), "nested deeper"));
+  CHECK(has(error_of([&] { (void)TokenizerJson::load(dir / "absent.json"); }), "absent.json"));
+  std::ofstream(dir / "tokenizer_config.json") << "{\"clean_up_tokenization_spaces\": \"yes\"}";
+  CHECK(has(error_of([&] { (void)TokenizerJson::load(kSeeds / "tiny-byte-level.json", dir / "tokenizer_config.json"); }),
+            "clean_up_tokenization_spaces is not a boolean"));
+  fs::remove_all(dir);
+}
