@@ -232,6 +232,13 @@ std::optional<double> GgufFile::number(const std::string& key) const {
   throw ringattn::FileError("model " + path_ + ": metadata " + key + " is not a number");
 }
 
+std::optional<bool> GgufFile::boolean(const std::string& key) const {
+  const auto it = meta_.find(key);
+  if (it == meta_.end()) return std::nullopt;
+  if (const auto* b = std::get_if<bool>(&it->second)) return *b;
+  throw ringattn::FileError("model " + path_ + ": metadata " + key + " is not a bool");
+}
+
 std::optional<std::string> GgufFile::string(const std::string& key) const {
   const auto it = meta_.find(key);
   if (it == meta_.end()) return std::nullopt;

@@ -44,6 +44,7 @@ class GgufFile {
   std::optional<std::int64_t> integer(const std::string& key, std::int64_t lo, std::int64_t hi) const;
   std::optional<double> number(const std::string& key) const;
   std::optional<std::string> string(const std::string& key) const;
+  std::optional<bool> boolean(const std::string& key) const;
   const std::vector<std::string>* strings(const std::string& key) const;
   const std::vector<double>* numbers(const std::string& key) const;
 

@@ -22,7 +22,8 @@ bool folds_to(char32_t c, char lower) {
 
 class Matcher {
  public:
-  Matcher(std::u32string_view t, SplitPattern p) : t_(t), max_digits_(p == SplitPattern::llama3 ? 3 : 1) {}
+  Matcher(std::u32string_view t, SplitPattern p, Spaces s)
+      : t_(t), max_digits_(p == SplitPattern::llama3 ? 3 : 1), unicode_spaces_(s == Spaces::unicode) {}
 
   // The end of the word that starts at `i` (> i).
   std::size_t word_end(std::size_t i) const {
@@ -36,7 +37,7 @@ class Matcher {
     if (std::size_t e = symbols(i)) return e;
     // Only spaces are left: \s*[\r\n]+, then \s+(?!\S), then \s+.
     std::size_t run = i;
-    while (run < t_.size() && unicode::is_space(t_[run])) ++run;
+    while (run < t_.size() && space(t_[run])) ++run;
     for (std::size_t k = run; k > i; --k)
       if (newline(t_[k - 1])) return k;  // \s* gives back up to the last line break of the run
     if (run == t_.size() || run - i == 1) return run;  // at the end, or one space before a non-space
@@ -44,7 +45,11 @@ class Matcher {
   }
 
  private:
-  bool other(char32_t c) const { return !unicode::is_space(c) && !unicode::is_letter(c) && !unicode::is_number(c); }
+  bool space(char32_t c) const {
+    if (unicode_spaces_ && (c == U'\uFEFF' || c == U'\u0085')) return c == U'\u0085';
+    return unicode::is_space(c);
+  }
+  bool other(char32_t c) const { return !space(c) && !unicode::is_letter(c) && !unicode::is_number(c); }
 
   // (?i:'s|'t|'re|'ve|'m|'ll|'d)
   std::size_t contraction(std::size_t i) const {
@@ -82,6 +87,7 @@ class Matcher {
 
   std::u32string_view t_;
   std::size_t max_digits_;
+  bool unicode_spaces_;
 };
 
 }  // namespace
@@ -94,8 +100,8 @@ std::optional<SplitPattern> split_pattern(std::string_view regex) {
 
 std::string_view split_regex(SplitPattern p) { return p == SplitPattern::llama3 ? kLlama3 : kQwen2; }
 
-std::vector<std::pair<std::size_t, std::size_t>> split_words(std::u32string_view text, SplitPattern p) {
-  const Matcher m(text, p);
+std::vector<std::pair<std::size_t, std::size_t>> split_words(std::u32string_view text, SplitPattern p, Spaces spaces) {
+  const Matcher m(text, p, spaces);
   std::vector<std::pair<std::size_t, std::size_t>> words;
   for (std::size_t i = 0; i < text.size();) {
     const std::size_t e = m.word_end(i);

@@ -29,7 +29,12 @@ std::optional<SplitPattern> split_pattern(std::string_view regex);
 // The source text of a pattern, as tokenizer.json writes it.
 std::string_view split_regex(SplitPattern p);
 
+// What \s is: JavaScript's (transformers.js; U+FEFF is a space, U+0085 is not) or Unicode's
+// White_Space property (llama.cpp, and the tokenizers library's regex engine: the reverse).
+enum class Spaces { javascript, unicode };
+
 // The words of `text` as [begin, end) offsets into it, in order, tiling it.
-std::vector<std::pair<std::size_t, std::size_t>> split_words(std::u32string_view text, SplitPattern p);
+std::vector<std::pair<std::size_t, std::size_t>> split_words(std::u32string_view text, SplitPattern p,
+                                                             Spaces spaces = Spaces::javascript);
 
 }  // namespace infer

@@ -96,7 +96,7 @@ void encode_text(const Impl& t, std::string_view text, std::vector<int>& out) {
     return;
   }
   const std::u32string chars = unicode::decode_utf8(s);
-  for (const auto& [b, e] : split_words(chars, *t.split))
+  for (const auto& [b, e] : split_words(chars, *t.split, t.spaces))
     encode_word(t, unicode::encode_utf8(std::u32string_view(chars).substr(b, e - b)), out);
 }
 
@@ -179,14 +179,14 @@ std::string TokenizerJson::decode(std::span<const int> ids, bool skip_special) c
   flush();
   if (!t.byte_level)
     for (int k = 0; k < t.strip_start && !out.empty() && out[0] == ' '; ++k) out.erase(0, 1);
-  if (t.clean_up_spaces)
+  if (t.clean_up != CleanUp::none)
     for (const auto& [from, to] : {std::pair{" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"}, {" n't", "n't"},
                                    {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}})
-      replace_all(out, from, to);
+      if (t.clean_up == CleanUp::transformers || std::string_view(from) != " n't") replace_all(out, from, to);
   return out;
 }
 
-bool TokenizerJson::cleans_up_spaces() const { return impl_->clean_up_spaces; }
+TokenizerJson::CleanUp TokenizerJson::clean_up() const { return impl_->clean_up; }
 
 std::int64_t TokenizerJson::vocab() const { return static_cast<std::int64_t>(impl_->pieces.size()); }
 

@@ -33,6 +33,11 @@ namespace infer {
 
 class TokenizerJson {
  public:
+  // What decode does to spaces before punctuation and contractions: nothing; transformers'
+  // clean_up_tokenization (" ." " ?" " !" " ," " ' " " n't" " 'm" " 's" " 've" " 're" lose
+  // their space); or llama.cpp's clean_spaces (the same without " n't").
+  enum class CleanUp { none, transformers, llama_cpp };
+
   // Reads and checks `file` (at most 64 MiB). Throws ringattn::FileError naming the file and
   // the field for anything it cannot run exactly or that is inconsistent (a merge of tokens
   // not in the vocabulary, an id out of range, a byte-level vocabulary without the 256 bytes).
@@ -42,7 +47,9 @@ class TokenizerJson {
   // transformers). Chat templates and special-token roles are read elsewhere.
   static TokenizerJson load(const std::filesystem::path& file, const std::filesystem::path& config);
   // The same from a parsed tree; `where` names it in errors.
-  static TokenizerJson from_json(const JsonMap& j, const std::string& where);
+  // `llama_cpp`: run it as llama.cpp runs a GGUF vocabulary: \s is Unicode's White_Space
+  // (not JavaScript's) and decode cleans spaces llama.cpp's way when `clean_up` says so.
+  static TokenizerJson from_json(const JsonMap& j, const std::string& where, CleanUp clean_up = CleanUp::none, bool llama_cpp = false);
 
   TokenizerJson(TokenizerJson&&) noexcept;
   TokenizerJson& operator=(TokenizerJson&&) noexcept;
@@ -51,10 +58,9 @@ class TokenizerJson {
   std::vector<int> encode(std::string_view text, bool add_special) const;
   // The text of `ids` as the file's decoder makes it; special tokens as their text unless
   // `skip_special`. Throws std::out_of_range for an id that is no token.
-  // Then, if the config asks for it, transformers' clean_up_tokenization: " ." -> ".",
-  // " ?", " !", " ,", " ' " -> "'", " n't", " 'm", " 's", " 've", " 're" lose their space.
+  // Then the clean-up of spaces the tokenizer was loaded with.
   std::string decode(std::span<const int> ids, bool skip_special = false) const;
-  bool cleans_up_spaces() const;
+  CleanUp clean_up() const;
 
   // One more than the largest id (the model's embedding may have more rows).
   std::int64_t vocab() const;

@@ -33,6 +33,7 @@ struct TokenizerJson::Impl {
 
   std::vector<Normalize> normalize;
   std::optional<SplitPattern> split;
+  Spaces spaces = Spaces::javascript;
   bool byte_level = false;      // ByteLevel pre-tokenizer and decoder
   bool ignore_merges = false;
   bool byte_fallback = false;
@@ -44,7 +45,7 @@ struct TokenizerJson::Impl {
   std::vector<int> prefix, suffix;  // the post-processor's single sequence: prefix, text, suffix
 
   int strip_start = 0;  // the SentencePiece decoder's Strip(" ", n, 0)
-  bool clean_up_spaces = false;  // tokenizer_config.json's clean_up_tokenization_spaces
+  CleanUp clean_up = CleanUp::none;
   std::uint64_t digest = 0;
 };
 

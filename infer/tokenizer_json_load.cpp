@@ -341,9 +341,13 @@ std::uint64_t digest_of(const Impl& t, std::uint64_t merges) {
 
 }  // namespace
 
-TokenizerJson TokenizerJson::from_json(const JsonMap& j, const std::string& where) {
+TokenizerJson TokenizerJson::from_json(const JsonMap& j, const std::string& where, CleanUp clean_up, bool llama_cpp) {
   try {
-    return read_tokenizer(j, where);
+    TokenizerJson t = read_tokenizer(j, where);
+    t.impl_->clean_up = clean_up;
+    t.impl_->spaces = llama_cpp ? Spaces::unicode : Spaces::javascript;
+    t.impl_->digest = (t.impl_->digest ^ (static_cast<std::uint64_t>(clean_up) * 2 + llama_cpp)) * 1099511628211ull;
+    return t;
   } catch (const ringattn::FileError&) {
     throw;
   } catch (const std::exception& e) {  // json_int's range errors, nlohmann's type errors
@@ -385,7 +389,7 @@ namespace infer {
 
 TokenizerJson TokenizerJson::load(const std::filesystem::path& file, const std::filesystem::path& config) {
   TokenizerJson t = load(file);
-  t.impl_->clean_up_spaces = true;
+  t.impl_->clean_up = CleanUp::transformers;
   if (!std::filesystem::exists(config)) return t;
   const std::vector<char> bytes = read_input_file(config.string(), kMaxFileBytes, "tokenizer_config.json");
   JsonMap j;
@@ -397,7 +401,7 @@ TokenizerJson TokenizerJson::load(const std::filesystem::path& file, const std::
   if (!j.is_object()) throw ringattn::FileError("tokenizer config " + config.string() + ": is not a JSON object");
   if (const JsonMap* c = json_field(j, "clean_up_tokenization_spaces"); c != nullptr && !c->is_null()) {
     if (!c->is_boolean()) throw ringattn::FileError("tokenizer config " + config.string() + ": clean_up_tokenization_spaces is not a boolean");
-    t.impl_->clean_up_spaces = c->get<bool>();
+    t.impl_->clean_up = c->get<bool>() ? CleanUp::transformers : CleanUp::none;
   }
   return t;
 }

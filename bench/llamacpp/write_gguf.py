@@ -13,7 +13,9 @@ Matrices are F32, BF16 (rounded to nearest even), Q8_0 (llama.cpp's quantize_row
 per block of 32, d = max|x| / 127 stored as fp16, q = round(x / d) half away from zero), Q4_K,
 or llama.cpp's Q4_K_M mix of Q4_K and Q6_K (q4_k_m_kind); the norms stay F32, as the converter
 keeps them. The vocabulary is llama.cpp's minimal SentencePiece one: <unk>, <s>, </s>, byte
-tokens, then fillers; ids pass through unchanged (the bench feeds ids, never text).
+tokens, then fillers; ids pass through unchanged (the bench feeds ids, never text). With
+--tokenizer DIR it is instead that directory's byte-level BPE tokenizer.json as GGUF's "gpt2"
+kind (--pre llama-bpe or qwen2), the way llama.cpp's converter writes it, and --vocab is its size.
   write_gguf.py --seed 1 --vocab 512 --dim 2048 --layers 4 --heads 32 --kv-heads 8 \\
       --head-dim 64 --ffn 8192 [--untied] [--dtype bf16|q8_0|q4_k|q4_k_m] --out model.gguf
 GGUF v3: "GGUF", version, tensor count, metadata count, the metadata (key, type, value), the
@@ -21,6 +23,7 @@ tensor infos (name, dims, type, offset), padding to 32 bytes, then the data, eac
 32-byte aligned.
 """
 import argparse
+import json
 import os
 import struct
 import sys
@@ -175,6 +178,46 @@ def vocabulary(n):
     return tokens, types
 
 
+def hf_vocabulary(directory, pre):
+    """A Hugging Face byte-level BPE tokenizer (tokenizer.json, tokenizer_config.json in
+    `directory`) as GGUF's "gpt2" vocabulary, as llama.cpp's convert_hf_to_gguf.py writes it:
+    tokens by id, merges as "left right", added tokens CONTROL (3) when special and
+    USER_DEFINED (4) when not, the rest NORMAL (1); `pre` names the pre-tokenizer."""
+    with open(os.path.join(directory, "tokenizer.json"), encoding="utf-8") as f:
+        tj = json.load(f)
+    config = {}
+    if os.path.exists(os.path.join(directory, "tokenizer_config.json")):
+        with open(os.path.join(directory, "tokenizer_config.json"), encoding="utf-8") as f:
+            config = json.load(f)
+    by_id = {i: t for t, i in tj["model"]["vocab"].items()}
+    kinds = {}
+    for a in tj.get("added_tokens", []):
+        by_id[a["id"]] = a["content"]
+        kinds[a["id"]] = 3 if a["special"] else 4
+    n = max(by_id) + 1
+    if len(by_id) != n:
+        sys.exit(f"write_gguf: {directory}/tokenizer.json leaves ids without a token")
+    tokens = [by_id[i] for i in range(n)]
+    types = [kinds.get(i, 1) for i in range(n)]
+    merges = [m if isinstance(m, str) else " ".join(m) for m in tj["model"]["merges"]]
+    ids = {t: i for i, t in enumerate(tokens)}
+
+    def token_of(key):
+        v = config.get(key)
+        v = v.get("content") if isinstance(v, dict) else v
+        return ids.get(v) if isinstance(v, str) else None
+
+    kv = [("tokenizer.ggml.model", STR, "gpt2"), ("tokenizer.ggml.pre", STR, pre),
+          ("tokenizer.ggml.tokens", ARR, (STR, tokens)), ("tokenizer.ggml.token_type", ARR, (I32, types)),
+          ("tokenizer.ggml.merges", ARR, (STR, merges)),
+          ("tokenizer.ggml.add_bos_token", BOOL, bool(config.get("add_bos_token", False))),
+          ("tokenizer.ggml.add_eos_token", BOOL, bool(config.get("add_eos_token", False)))]
+    for key, name in (("bos_token", "bos"), ("eos_token", "eos")):
+        if token_of(key) is not None:
+            kv.append((f"tokenizer.ggml.{name}_token_id", U32, token_of(key)))
+    return n, kv
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     for name, default in (("seed", 1), ("vocab", 512), ("dim", 2048), ("layers", 4), ("heads", 32),
@@ -182,9 +225,20 @@ def main():
         p.add_argument("--" + name, type=int, default=default)
     p.add_argument("--untied", action="store_true")
     p.add_argument("--dtype", choices=["f32", "bf16", "q8_0", "q4_k", "q4_k_m"], default="f32")
+    p.add_argument("--tokenizer", help="a directory with a byte-level BPE tokenizer.json (and tokenizer_config.json): "
+                   "its vocabulary, as GGUF's gpt2 kind, replaces the minimal one, and --vocab is its size")
+    p.add_argument("--pre", default="llama-bpe", help="tokenizer.ggml.pre with --tokenizer (llama-bpe, qwen2)")
     p.add_argument("--out", required=True)
     c = p.parse_args()
-    tokens, types = vocabulary(c.vocab)
+    if c.tokenizer:
+        c.vocab, vocab_kv = hf_vocabulary(c.tokenizer, c.pre)
+    else:
+        tokens, types = vocabulary(c.vocab)
+        vocab_kv = [("tokenizer.ggml.model", STR, "llama"), ("tokenizer.ggml.tokens", ARR, (STR, tokens)),
+                    ("tokenizer.ggml.scores", ARR, (F32, [0.0] * c.vocab)), ("tokenizer.ggml.token_type", ARR, (I32, types)),
+                    ("tokenizer.ggml.unknown_token_id", U32, 0), ("tokenizer.ggml.bos_token_id", U32, 1),
+                    ("tokenizer.ggml.eos_token_id", U32, 2), ("tokenizer.ggml.add_bos_token", BOOL, False),
+                    ("tokenizer.ggml.add_eos_token", BOOL, False)]
     kv = [("general.architecture", STR, "llama"), ("general.name", STR, f"ringattn seed {c.seed}"),
           ("general.file_type", U32, {"f32": 0, "bf16": 32, "q8_0": 7, "q4_k": 14, "q4_k_m": 15}[c.dtype]), ("general.alignment", U32, ALIGN),
           ("llama.vocab_size", U32, c.vocab), ("llama.context_length", U32, c.context),
@@ -192,12 +246,7 @@ def main():
           ("llama.feed_forward_length", U32, c.ffn), ("llama.attention.head_count", U32, c.heads),
           ("llama.attention.head_count_kv", U32, c.kv_heads), ("llama.attention.key_length", U32, c.head_dim),
           ("llama.attention.value_length", U32, c.head_dim), ("llama.rope.dimension_count", U32, c.head_dim),
-          ("llama.rope.freq_base", F32, 10000.0), ("llama.attention.layer_norm_rms_epsilon", F32, 1e-5),
-          ("tokenizer.ggml.model", STR, "llama"), ("tokenizer.ggml.tokens", ARR, (STR, tokens)),
-          ("tokenizer.ggml.scores", ARR, (F32, [0.0] * c.vocab)), ("tokenizer.ggml.token_type", ARR, (I32, types)),
-          ("tokenizer.ggml.unknown_token_id", U32, 0), ("tokenizer.ggml.bos_token_id", U32, 1),
-          ("tokenizer.ggml.eos_token_id", U32, 2), ("tokenizer.ggml.add_bos_token", BOOL, False),
-          ("tokenizer.ggml.add_eos_token", BOOL, False)]
+          ("llama.rope.freq_base", F32, 10000.0), ("llama.attention.layer_norm_rms_epsilon", F32, 1e-5)] + vocab_kv
     tensors, offset = [], 0  # (index in specs, name, shape, type, offset, bytes)
     for index, (hf, shape) in enumerate(specs(c)):
         kind = (GGML_F32 if len(shape) == 1 or c.dtype == "f32" else GGML_BF16 if c.dtype == "bf16" else

@@ -20,6 +20,7 @@
 #include "gguf_config.hpp"
 #include "model.hpp"
 #include "tests/error_of.hpp"
+#include "tokenizer_gguf.hpp"
 
 namespace fs = std::filesystem;
 using infer::GgufFile;
@@ -43,6 +44,17 @@ struct Gguf {
   void u32(const std::string& k, std::uint32_t v) { meta += str(k) + le<std::uint32_t>(4) + le(v), ++keys; }
   void f32(const std::string& k, float v) { meta += str(k) + le<std::uint32_t>(6) + le(v), ++keys; }
   void text(const std::string& k, const std::string& v) { meta += str(k) + le<std::uint32_t>(8) + str(v), ++keys; }
+  void boolean(const std::string& k, bool v) { meta += str(k) + le<std::uint32_t>(7) + le<std::uint8_t>(v), ++keys; }
+  void texts(const std::string& k, const std::vector<std::string>& v) {
+    meta += str(k) + le<std::uint32_t>(9) + le<std::uint32_t>(8) + le<std::uint64_t>(v.size());
+    for (const auto& x : v) meta += str(x);
+    ++keys;
+  }
+  void i32s(const std::string& k, const std::vector<std::int32_t>& v) {
+    meta += str(k) + le<std::uint32_t>(9) + le<std::uint32_t>(5) + le<std::uint64_t>(v.size());
+    for (const auto x : v) meta += le(x);
+    ++keys;
+  }
   // A tensor of ggml type `type` with dims innermost first and raw data (padded to 32).
   void tensor(const std::string& name, std::vector<std::uint64_t> ne, std::uint32_t type, const std::string& bytes) {
     infos += str(name) + le<std::uint32_t>(static_cast<std::uint32_t>(ne.size()));
@@ -193,4 +205,85 @@ TEST_CASE("gguf: metadata the runtime does not implement, or that does not fit t
   Gguf g = llama();
   g.f32_tensor("output.weight", {8, 16}, NAN);
   CHECK(load_error(g.bytes()).find("tensor \"output.weight\" holds NaN or inf") != std::string::npos);
+}
+
+namespace {
+
+// GPT-2's byte characters (bytes that are printable Latin-1 stand for themselves).
+std::string byte_char(int b) {
+  static std::vector<std::string> m = [] {
+    std::vector<std::string> out(256);
+    int extra = 0;
+    for (int c = 0; c < 256; ++c) {
+      const bool printable = (c >= '!' && c <= '~') || (c >= 0xA1 && c <= 0xAC) || (c >= 0xAE && c <= 0xFF);
+      const unsigned u = printable ? static_cast<unsigned>(c) : 256u + static_cast<unsigned>(extra++);
+      out[static_cast<std::size_t>(c)] = u < 0x80 ? std::string(1, static_cast<char>(u))
+                                                  : std::string{static_cast<char>(0xC0 | (u >> 6)), static_cast<char>(0x80 | (u & 0x3F))};
+    }
+    return out;
+  }();
+  return m[static_cast<std::size_t>(b)];
+}
+
+// A byte-level vocabulary: the 256 byte characters, "Ġt", "he", "Ġthe", "<|end|>" (control),
+// "</s>" (normal in the file: llama.cpp makes it control), as `edit` leaves it.
+GgufFile vocab_file(std::string& keep, const std::function<void(std::vector<std::string>&, std::vector<std::int32_t>&, Gguf&)>& edit = {}) {
+  Gguf g;
+  g.text("general.architecture", "llama");
+  std::vector<std::string> tokens;
+  for (int b = 0; b < 256; ++b) tokens.push_back(byte_char(b));
+  const std::string G = byte_char(' ');
+  for (const std::string& t : {G + "t", std::string("he"), G + "the", std::string("<|end|>"), std::string("</s>")}) tokens.push_back(t);
+  std::vector<std::int32_t> types(tokens.size(), 1);
+  types[259] = 3;
+  g.text("tokenizer.ggml.model", "gpt2");
+  g.text("tokenizer.ggml.pre", "llama-bpe");
+  if (edit) edit(tokens, types, g);
+  g.texts("tokenizer.ggml.tokens", tokens);
+  g.i32s("tokenizer.ggml.token_type", types);
+  if (g.meta.find("tokenizer.ggml.merges") == std::string::npos) g.texts("tokenizer.ggml.merges", {G + " t", "h e", G + "t he"});
+  keep = g.bytes();
+  return GgufFile(std::as_bytes(std::span(keep.data(), keep.size())), "vocab.gguf");
+}
+
+}  // namespace
+
+TEST_CASE("gguf: a byte-level vocabulary runs as llama.cpp runs it; a hostile or unknown one is refused naming the key") {
+  std::string bytes;
+  {
+    const GgufFile f = vocab_file(bytes);
+    const infer::TokenizerJson t = infer::gguf_tokenizer(f);
+    // " the" merges to one token; <|end|> (control) and </s> (made control) are found in text.
+    CHECK(t.encode(" the<|end|></s>", false) == std::vector<int>{258, 259, 260});
+    CHECK(t.decode(std::vector<int>{258, 259}) == " the<|end|>");
+    CHECK(t.decode(t.encode("a , b 's", false)) == "a, b's");  // llama-bpe: llama.cpp's clean_spaces
+    CHECK(t.encode("x\xef\xbb\xbfy", false).size() == 5);  // U+FEFF is not a space to llama.cpp: x, EF BB BF, y
+  }
+  struct Case {
+    const char* what;
+    std::function<void(std::vector<std::string>&, std::vector<std::int32_t>&, Gguf&)> edit;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"a SentencePiece vocabulary", [](auto&, auto&, Gguf& g) { g = Gguf(); g.text("tokenizer.ggml.model", "llama"); }, "only GGUF's byte-level"},
+      {"another pre-tokenizer", [](auto&, auto&, Gguf& g) { g = Gguf(); g.text("tokenizer.ggml.model", "gpt2"); g.text("tokenizer.ggml.pre", "gpt-4o"); },
+       "tokenizer.ggml.pre is \"gpt-4o\""},
+      {"token types of another length", [](auto&, std::vector<std::int32_t>& ty, Gguf&) { ty.pop_back(); }, "token_type has 260 entries for 261"},
+      {"a token type out of range", [](auto&, std::vector<std::int32_t>& ty, Gguf&) { ty[5] = 9; }, "token_type[5] = 9"},
+      {"merges of another type", [](auto&, auto&, Gguf& g) { g.u32("tokenizer.ggml.merges", 1); }, "needs them"},
+      {"a token twice", [](std::vector<std::string>& t, auto&, Gguf&) { t[258] = t[257]; }, "twice"},
+      {"a merge of tokens not in it", [](auto&, auto&, Gguf& g) { g.texts("tokenizer.ggml.merges", {"q z"}); }, "is not in model.vocab"},
+      {"BOS asked for but not named", [](auto&, auto&, Gguf& g) { g.boolean("tokenizer.ggml.add_bos_token", true); }, "bos_token_id is missing"},
+  };
+  for (const Case& c : cases) {
+    const std::string what = c.what;
+    CAPTURE(what);
+    std::string keep;
+    const std::string m = error_of([&] {
+      const GgufFile f = vocab_file(keep, c.edit);
+      (void)infer::gguf_tokenizer(f);
+    });
+    CHECK(m.find("vocab.gguf") != std::string::npos);
+    CHECK(m.find(c.says) != std::string::npos);
+  }
 }

@@ -6,6 +6,9 @@
 // each family's special tokens inside text, and seeded random bytes (ill-formed UTF-8 read
 // as a JavaScript string reads it) and random characters. For every text: the ids without
 // and with the post-processor's special tokens, and the decoded text byte for byte.
+// GGUF vocabularies the same way against llama.cpp itself (npm node-llama-cpp): the real
+// Llama 3 and Qwen 3 vocabularies written into GGUF files as llama.cpp's converter does
+// (bench/llamacpp/write_gguf.py --tokenizer), tokenized by llama.cpp and by this runtime.
 // Without node/npm or a registry the cases skip (tests/skip.hpp); under CI=true they fail.
 #include <doctest/doctest.h>
 
@@ -17,6 +20,8 @@
 #include <random>
 #include <sstream>
 
+#include "infer/gguf.hpp"
+#include "infer/tokenizer_gguf.hpp"
 #include "infer/tokenizer_json.hpp"
 #include "infer/unicode.hpp"
 #include "tests/integration/spawn.hpp"
@@ -168,6 +173,69 @@ void compare_family(const std::string& family) {
 }
 
 }  // namespace
+
+namespace {
+
+// llama.cpp's ids and decoded bytes for `texts`, with the vocabulary of `family`'s
+// tokenizer.json written into a GGUF file `gguf` (pre-tokenizer `pre`); nullopt after a skip.
+std::optional<std::vector<Expected>> llama_cpp(const std::string& family, const std::string& pre, const std::vector<Text>& texts,
+                                               const fs::path& dir, const fs::path& gguf) {
+  auto run = [&](const std::vector<std::string>& args, double deadline, const std::string& exe = "/bin/bash") {
+    Spawned p(args, {}, exe);
+    return p.wait(deadline);
+  };
+  for (const char* step : {"install", "install-llama"}) {
+    const Outcome o = run({kRunSh, step}, 600);
+    if (o.exit_code == 77) {
+      ::test::skip(std::string("the tokenizer oracles (npm @lenml/tokenizers, node-llama-cpp): ") + o.err);
+      return std::nullopt;
+    }
+    REQUIRE_MESSAGE(o.exit_code == 0, "run.sh " << step << ": " << o.err);
+  }
+  const Outcome files = run({kRunSh, "files", family, (dir / "hf").string()}, 60);
+  REQUIRE_MESSAGE(files.exit_code == 0, "run.sh files: " << files.err);
+  const Outcome w = run({RINGATTN_SOURCE_ROOT "/bench/llamacpp/write_gguf.py", "--tokenizer", (dir / "hf").string(), "--pre", pre,
+                         "--dim", "64", "--layers", "1", "--heads", "2", "--kv-heads", "1", "--head-dim", "32", "--ffn", "128",
+                         "--context", "256", "--out", gguf.string()},
+                        300, "/usr/bin/python3");
+  REQUIRE_MESSAGE(w.exit_code == 0, "write_gguf.py: " << w.err);
+  infer::JsonMap c = infer::JsonMap::array();
+  for (const Text& t : texts) c.push_back({{"name", t.name}, {"hex", hex(t.bytes)}});
+  std::ofstream(dir / "corpus.json") << c.dump();
+  const Outcome enc = run({kRunSh, "gguf-encode", gguf.string(), (dir / "corpus.json").string(), (dir / "llama.json").string()}, 300);
+  REQUIRE_MESSAGE(enc.exit_code == 0, "run.sh gguf-encode: " << enc.err);
+  const infer::JsonMap out = infer::parse_json_map(read_file(dir / "llama.json"));
+  const auto& results = out.at("results");
+  REQUIRE(results.size() == texts.size());
+  std::vector<Expected> e;
+  for (const auto& r : results) e.push_back({r.at("ids").get<std::vector<int>>(), {}, unhex(r.at("decoded_hex").get<std::string>())});
+  return e;
+}
+
+void compare_gguf(const std::string& family, const std::string& pre) {
+  Scratch s;
+  const std::vector<Text> texts = corpus();
+  const fs::path gguf = s.dir / "vocab.gguf";
+  const auto want = llama_cpp(family, pre, texts, s.dir, gguf);
+  if (!want) return;
+  const infer::GgufFile f(gguf.string());
+  const TokenizerJson tok = infer::gguf_tokenizer(f);
+  int agreed = 0;
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    CAPTURE(texts[i].name);
+    const std::vector<int> ids = tok.encode(texts[i].bytes, false);
+    CHECK(ids == (*want)[i].ids);
+    CHECK(hex(tok.decode((*want)[i].ids)) == hex((*want)[i].decoded));
+    agreed += ids == (*want)[i].ids;
+  }
+  MESSAGE(family << " as GGUF: " << agreed << " of " << texts.size() << " texts tokenized as llama.cpp does");
+}
+
+}  // namespace
+
+TEST_CASE("GGUF vocabulary: Llama 3's (gpt2, llama-bpe) token for token as llama.cpp") { compare_gguf("llama3", "llama-bpe"); }
+
+TEST_CASE("GGUF vocabulary: Qwen 3's (gpt2, qwen2; no NFC in llama.cpp) token for token as llama.cpp") { compare_gguf("qwen3", "qwen2"); }
 
 TEST_CASE("tokenizer.json: Llama 3 (byte-level BPE, its regex, ignore_merges) token for token as transformers.js") {
   compare_family("llama3");

@@ -8,6 +8,9 @@
 #                                           into OUTDIR (FAMILY: llama3 | qwen3 | llama2)
 #   run.sh encode FAMILY CORPUS.json OUT.json
 #                                           runs oracle.mjs: encodes/decodes every corpus entry
+#   run.sh install-llama                    puts node-llama-cpp (llama.cpp, prebuilt CPU) in its cache
+#   run.sh gguf-encode MODEL.gguf CORPUS.json OUT.json
+#                                           runs gguf_oracle.mjs: llama.cpp on the file's vocabulary
 #
 # The packages never enter the repository: they are installed into $RINGATTN_TOKENIZERS_CACHE,
 # by default /var/cache/ringattn-test/tokenizers-node (~/.cache/ringattn-test/tokenizers-node
@@ -22,6 +25,15 @@ if ! mkdir -p "$(dirname "$cache")" 2>/dev/null || [[ ! -w "$(dirname "$cache")"
   cache=${XDG_CACHE_HOME:-$HOME/.cache}/ringattn-test/tokenizers-node
   mkdir -p "$(dirname "$cache")"
 fi
+
+# llama.cpp, for GGUF vocabularies: npm's node-llama-cpp with its prebuilt CPU build, in its own
+# cache beside the first (the bench's copy in /var/cache/ringattn-bench is not relied on).
+llama_version=3.22.1
+llama_cache=${RINGATTN_LLAMA_CACHE:-$(dirname "$cache")/node-llama-cpp}
+arch=$(uname -m | sed 's/x86_64/x64/; s/aarch64/arm64/')
+llama_installed() {
+  [[ "$(node -p "require('$llama_cache/node_modules/node-llama-cpp/package.json').version" 2>/dev/null)" == "$llama_version" ]]
+}
 
 installed() {
   local p
@@ -59,6 +71,28 @@ case "${1:-}" in
     mv "$tmp" "$cache"  # whole or not at all: a half install is never found
     rm -f "$tmp.log"
     ;;
+  install-llama)
+    llama_installed && exit 0
+    exec 9>"$llama_cache.lock"
+    flock 9
+    llama_installed && exit 0
+    tmp=$(mktemp -d "$llama_cache.XXXXXX")
+    if ! npm install --prefix "$tmp" --omit=optional --ignore-scripts --save-exact --no-audit --no-fund --fetch-retries=1 \
+        --fetch-timeout=30000 "node-llama-cpp@$llama_version" "@node-llama-cpp/linux-$arch@$llama_version" >"$tmp.log" 2>&1; then
+      echo "run.sh: npm could not install node-llama-cpp@$llama_version (no registry?): $(tail -n 3 "$tmp.log")" >&2
+      rm -rf "$tmp" "$tmp.log"
+      exit 77
+    fi
+    chmod 755 "$tmp"
+    rm -rf "$llama_cache"
+    mv "$tmp" "$llama_cache"
+    rm -f "$tmp.log"
+    ;;
+  gguf-encode)
+    [[ $# -eq 4 ]] || { echo "usage: run.sh gguf-encode MODEL.gguf CORPUS.json OUT.json" >&2; exit 2; }
+    llama_installed || { echo "run.sh: node-llama-cpp@$llama_version is not in $llama_cache: run.sh install-llama first" >&2; exit 77; }
+    NODE_LLAMA_CPP_SKIP_DOWNLOAD=true NODE_LLAMA_CPP_GPU=false exec node "$here/gguf_oracle.mjs" "$llama_cache" "$2" "$3" "$4"
+    ;;
   files)
     [[ $# -eq 3 ]] || { echo "usage: run.sh files FAMILY OUTDIR" >&2; exit 2; }
     family "$2"
@@ -74,7 +108,7 @@ case "${1:-}" in
     exec node "$here/oracle.mjs" "$cache" "$2" "$3" "$4"
     ;;
   *)
-    echo "usage: run.sh install | run.sh files FAMILY OUTDIR | run.sh encode FAMILY CORPUS.json OUT.json" >&2
+    echo "usage: run.sh install | files FAMILY OUTDIR | encode FAMILY CORPUS.json OUT.json | install-llama | gguf-encode MODEL.gguf CORPUS.json OUT.json" >&2
     exit 2
     ;;
 esac

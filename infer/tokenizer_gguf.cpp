@@ -1,0 +1,126 @@
+// infer — a GGUF file's vocabulary as a tokenizer (tokenizer_gguf.hpp).
+#include "tokenizer_gguf.hpp"
+
+#include <ringattn/error.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <string_view>
+#include <unordered_map>
+
+namespace infer {
+
+namespace {
+
+constexpr std::string_view kLlama3Regex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kQwen2Regex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+// Token texts llama.cpp makes control tokens when it loads a vocabulary, whatever the file
+// says (llama-vocab.cpp: its end-of-generation spellings, and the fill-in-the-middle ones,
+// of which it takes the first it meets per kind: here all), and the ones it makes
+// user-defined (gpt-oss). Both are then found in text like the file's own special tokens.
+constexpr std::string_view kControlLooking[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "<end_of_turn>",
+    "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>", "<end_of_utterance>",
+    "<eos>", "<turn|>", "<|tool_response>",
+    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<PRE>", "<|code_prefix|>", "<|prefix|>",
+    "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<SUF>", "<|code_suffix|>", "<|suffix|>",
+    "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<MID>", "<|code_middle|>", "<|middle|>",
+    "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]",
+    "<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>", "<|file_sep|>"};
+constexpr std::string_view kUserDefined[] = {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"};
+
+// llama.cpp's token kinds (tokenizer.ggml.token_type), after its load-time overrides.
+std::vector<int> token_kinds(const std::vector<std::string>& tokens, const std::vector<double>* types) {
+  std::vector<int> kinds(tokens.size(), 1);
+  if (types) std::copy(types->begin(), types->end(), kinds.begin());
+  std::unordered_map<std::string_view, std::size_t> id;
+  for (std::size_t i = 0; i < tokens.size(); ++i) id.emplace(tokens[i], i);
+  auto find = [&](std::string_view t) { const auto it = id.find(t); return it == id.end() ? tokens.size() : it->second; };
+  for (const std::string_view t : kControlLooking)
+    if (const std::size_t i = find(t); i < tokens.size()) kinds[i] = 3;
+  for (const std::string_view t : kUserDefined)
+    if (const std::size_t i = find(t); i < tokens.size()) kinds[i] = 4;
+  // Its two exceptions: "</s>" beside "<|tool_response>" (Gemma 4) is text; "<|end|>" beside
+  // "<|return|>" and "<|call|>", or "<|calls|>" and "<|flush|>", is user-defined.
+  auto has = [&](std::string_view t) { return find(t) < tokens.size(); };
+  if (has("<|tool_response>") && has("</s>")) kinds[find("</s>")] = types ? static_cast<int>((*types)[find("</s>")]) == 3 ? 3 : 1 : 1;
+  if (has("<|end|>") && ((has("<|return|>") && (has("<|call|>") || has("<|calls|>"))) || (has("<|calls|>") && has("<|flush|>"))))
+    kinds[find("<|end|>")] = 4;
+  return kinds;
+}
+
+}  // namespace
+
+TokenizerJson gguf_tokenizer(const GgufFile& f) {
+  auto fail = [&](const std::string& what) { return ringattn::FileError("model " + f.path() + ": " + what); };
+  const std::string kind = f.string("tokenizer.ggml.model").value_or("");
+  if (kind != "gpt2")
+    throw fail("tokenizer.ggml.model is \"" + kind +
+               "\"; only GGUF's byte-level BPE vocabularies (\"gpt2\": Llama 3, Qwen) are implemented");
+  const std::string pre = f.string("tokenizer.ggml.pre").value_or("default");
+  const bool llama3 = pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3";
+  if (!llama3 && pre != "qwen2")
+    throw fail("tokenizer.ggml.pre is \"" + pre + "\"; only llama-bpe (Llama 3) and qwen2 are implemented");
+  const std::vector<std::string>* tokens = f.strings("tokenizer.ggml.tokens");
+  const std::vector<std::string>* merges = f.strings("tokenizer.ggml.merges");
+  const std::vector<double>* types = f.numbers("tokenizer.ggml.token_type");
+  if (tokens == nullptr || tokens->empty()) throw fail("tokenizer.ggml.tokens is missing or not an array of strings");
+  if (merges == nullptr) throw fail("tokenizer.ggml.merges is missing or not an array of strings (a gpt2 vocabulary needs them)");
+  if (types != nullptr && types->size() != tokens->size())
+    throw fail("tokenizer.ggml.token_type has " + std::to_string(types->size()) + " entries for " + std::to_string(tokens->size()) + " tokens");
+  const auto n = static_cast<std::int64_t>(tokens->size());
+  if (types != nullptr)
+    for (std::size_t id = 0; id < types->size(); ++id)
+      if (const double type = (*types)[id]; type != std::floor(type) || type < 0 || type > 6)
+        throw fail("tokenizer.ggml.token_type[" + std::to_string(id) + "] = " + std::to_string(type) + " is no token type (0-6)");
+  const std::vector<int> kinds = token_kinds(*tokens, types);
+
+  JsonMap vocab = JsonMap::object(), added = JsonMap::array();
+  for (std::int64_t id = 0; id < n; ++id) {
+    const std::string& t = (*tokens)[static_cast<std::size_t>(id)];
+    const int type = kinds[static_cast<std::size_t>(id)];
+    // Unknown, control and user-defined tokens stay in the vocabulary (merges may make them)
+    // and are found in text first, as llama.cpp's parse_special does.
+    if (type == 2 || type == 3 || type == 4) added.push_back({{"id", id}, {"content", t}, {"special", type != 4}});
+    if (!vocab.emplace(t, id).second) {
+      throw fail("tokenizer.ggml.tokens has \"" + t + "\" twice (ids " + std::to_string(vocab[t].get<std::int64_t>()) + " and " +
+                 std::to_string(id) + ")");
+    }
+  }
+  JsonMap post = nullptr;
+  const bool add_bos = f.boolean("tokenizer.ggml.add_bos_token").value_or(false);
+  const bool add_eos = f.boolean("tokenizer.ggml.add_eos_token").value_or(false);
+  if (add_bos || add_eos) {
+    JsonMap single = JsonMap::array(), specials = JsonMap::object();
+    auto special = [&](const char* key) {
+      const auto id = f.integer(key, 0, n - 1);
+      if (!id) throw fail(std::string(key) + " is missing, but the file asks for the token to be added");
+      std::string name = std::to_string(*id);
+      name.insert(name.begin(), '#');  // (not "#" + ...: GCC 12 warns falsely of an overlapping memcpy)
+      specials[name] = {{"id", name}, {"ids", {*id}}, {"tokens", {(*tokens)[static_cast<std::size_t>(*id)]}}};
+      return JsonMap{{"SpecialToken", {{"id", name}, {"type_id", 0}}}};
+    };
+    if (add_bos) single.push_back(special("tokenizer.ggml.bos_token_id"));
+    single.push_back({{"Sequence", {{"id", "A"}, {"type_id", 0}}}});
+    if (add_eos) single.push_back(special("tokenizer.ggml.eos_token_id"));
+    post = {{"type", "TemplateProcessing"}, {"single", single}, {"special_tokens", specials}};
+  }
+  const JsonMap j = {
+      {"model", {{"type", "BPE"}, {"vocab", std::move(vocab)}, {"merges", *merges}, {"ignore_merges", llama3}}},
+      {"added_tokens", std::move(added)},
+      {"normalizer", nullptr},
+      {"pre_tokenizer",
+       {{"type", "Sequence"},
+        {"pretokenizers",
+         {{{"type", "Split"}, {"pattern", {{"Regex", llama3 ? kLlama3Regex : kQwen2Regex}}}, {"behavior", "Isolated"}},
+          {{"type", "ByteLevel"}}}}}},
+      {"post_processor", std::move(post)},
+      {"decoder", {{"type", "ByteLevel"}}}};
+  return TokenizerJson::from_json(j, f.path() + " (its GGUF vocabulary)",
+                                  llama3 ? TokenizerJson::CleanUp::llama_cpp : TokenizerJson::CleanUp::none, true);
+}
+
+}  // namespace infer
