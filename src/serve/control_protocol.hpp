@@ -8,8 +8,8 @@
 //        (limits, memory, draining), or {"event":"queued"}, then "alive" every second while
 //        it waits; {"event":"upload","world":P} once the ring is free for it:
 //   per rank 1..P-1, then 0 (layout order): TENSOR K rows, TENSOR V rows, TENSOR Q rows
-//        (rank 0 forwards each worker's shard as it arrives: the workers start while rank
-//        0's own rows still come) {"event":"started"} {"event":"step"}... {"event":
+//        (rank 0 forwards the workers' shards once the whole upload is in, so that how
+//        fast a client sends never counts against the ring's timeout) {"event":"started"} {"event":"step"}... {"event":
 //        "node_done"} per rank, then {"event":"done"} and per rank 0..P-1 TENSOR rows x
 //        (heads*head_dim + heads): O then lse of each row; or {"event":"error"} naming
 //        the rank and the cause

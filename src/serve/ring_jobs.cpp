@@ -155,8 +155,11 @@ ForwardStats RingService::forward_job(std::uint64_t job_id, const JobRequest& q,
   return st;
 }
 
-// Rank 0: the client's shards, the workers' first, each forwarded as it arrives (its
-// sends stay in `sends`, their payloads in `sent`); returns rank 0's own.
+// Rank 0: the client's shards (the workers' first), then each worker's forwarded (its
+// sends stay in `sends`, their payloads in `sent`); returns rank 0's own. Nothing goes to a
+// worker before the whole upload is in: a worker that had its shard would start its
+// forward and wait on rank 0, which is not in the ring call while a (slow) client is still
+// sending, and the ring would time out on a request's upload speed.
 ShardUpload RingService::upload_shards(Job& job, std::vector<ShardUpload>& sent, std::vector<MessageRequest>& sends) {
   const int P = world();
   sent.reserve(static_cast<std::size_t>(P));
@@ -165,19 +168,17 @@ ShardUpload RingService::upload_shards(Job& job, std::vector<ShardUpload>& sent,
     std::optional<ShardUpload> u = job.next_upload();
     if (!u) {
       const std::string refused = job.upload_error();
-      const std::string why = "job " + std::to_string(job.id) + " aborted: " +
-                              (refused.empty() ? "its client went away during the upload" : "its upload was refused: " + refused);
-      if (!sends.empty()) ring_->abort(why);  // workers hold half a job: start over
       job.cancelled = true;
-      throw Error(why);
+      throw Error("job " + std::to_string(job.id) + " aborted: " +
+                  (refused.empty() ? "its client went away during the upload" : "its upload was refused: " + refused));
     }
-    if (u->rank == 0) {
+    if (u->rank == 0)
       own = std::move(u);
-      continue;
-    }
-    sent.push_back(std::move(*u));
-    const ShardUpload& x = sent.back();
-    static constexpr std::byte kAttention[1] = {static_cast<std::byte>(peer::JobKind::attention)};
+    else
+      sent.push_back(std::move(*u));
+  }
+  static constexpr std::byte kAttention[1] = {static_cast<std::byte>(peer::JobKind::attention)};
+  for (const ShardUpload& x : sent) {
     sends.push_back(ring_->send_message(x.rank, static_cast<std::uint32_t>(peer::Msg::job), job.id, kAttention));
     sends.push_back(ring_->send_message(x.rank, static_cast<std::uint32_t>(peer::Msg::shard), job.id, x.kv));
     sends.push_back(ring_->send_message(x.rank, static_cast<std::uint32_t>(peer::Msg::query), job.id, x.q));
@@ -201,8 +202,8 @@ void RingService::gather_results(Job& job) {
   }
 }
 
-// One job on rank 0: ask the client for the shards (workers' first), forward each worker's
-// as it arrives, run rank 0's own, gather every rank's rows of O and lse.
+// One job on rank 0: ask the client for the shards (workers' first), forward the workers'
+// once all are in, run rank 0's own, gather every rank's rows of O and lse.
 void RingService::run_job(Job& job) {
   const JobRequest& q = job.request;
   const int P = world();

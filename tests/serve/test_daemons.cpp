@@ -396,43 +396,48 @@ TEST_CASE("serve: a job whose upload holds NaN is recorded as refused, with the 
   CHECK(r.outcome.exit_code == 0);
 }
 
-TEST_CASE("serve: the upload deadline measures silence: a slow but steady client is served") {
+TEST_CASE("serve: the upload deadline measures silence: a slow but steady client is served, whichever shard it is slow on") {
   DaemonRing ring(short_timeout());  // what the daemon waits on a silent client
   INFO(ring.logs());
   REQUIRE(ring.wait_ready(60));
   const serve::JobRequest req = small_request();
-  const std::string answer = raw_client(ring, 0, [&](Channel& c) -> asio::awaitable<std::string> {
-    const std::string e = co_await request_until(c, req, "upload");
-    if (!is_event(e, "upload")) co_return e;
-    bool first = true;
-    for (int rank : {1, 2, 0}) {
-      const auto rows = static_cast<std::size_t>(shard_positions(req.layout, req.tokens, 3, rank).size());
-      std::vector<float> t(rows * 2 * 32, 0.5f);
-      for (int tensor = 0; tensor < 3; ++tensor) {
-        if (!first) {
-          co_await c.write_tensor(std::as_bytes(std::span(t)));
-          continue;
-        }
-        // The first tensor by hand: its header, then 2 KiB every 1.5 s, 6 s in all, twice
-        // the daemon's deadline but never silent for longer than half of it.
-        first = false;
-        std::array<std::uint8_t, 16> head{'R', 'A', 'C', 'T', 2};
-        const std::uint64_t n = t.size() * sizeof(float);
-        for (int b = 0; b < 8; ++b) head[8 + b] = static_cast<std::uint8_t>(n >> (8 * b));
-        co_await c.write_bytes(std::as_bytes(std::span(head)));
-        const auto* bytes = reinterpret_cast<const std::byte*>(t.data());
-        for (std::size_t at = 0; at < n; at += 2048) {
-          asio::steady_timer pause(co_await asio::this_coro::executor, std::chrono::milliseconds(1500));
-          co_await pause.async_wait(asio::use_awaitable);
-          co_await c.write_bytes(std::span(bytes + at, std::min<std::size_t>(2048, n - at)));
+  // Slow on the first tensor (rank 1's, before any worker has its shard) and on the last
+  // (rank 0's own, when the workers would already be computing if rank 0 forwarded their
+  // shards before it had them all, and would wait on rank 0 longer than the timeout).
+  for (const int slow : {0, 8}) {
+    CAPTURE(slow);
+    const std::string answer = raw_client(ring, 0, [&](Channel& c) -> asio::awaitable<std::string> {
+      const std::string e = co_await request_until(c, req, "upload");
+      if (!is_event(e, "upload")) co_return e;
+      int index = 0;
+      for (int rank : {1, 2, 0}) {
+        const auto rows = static_cast<std::size_t>(shard_positions(req.layout, req.tokens, 3, rank).size());
+        std::vector<float> t(rows * 2 * 32, 0.5f);
+        for (int tensor = 0; tensor < 3; ++tensor, ++index) {
+          if (index != slow) {
+            co_await c.write_tensor(std::as_bytes(std::span(t)));
+            continue;
+          }
+          // This tensor by hand: its header, then 2 KiB every 1.5 s, 6 s in all, twice the
+          // daemon's deadline but never silent for longer than half of it.
+          std::array<std::uint8_t, 16> head{'R', 'A', 'C', 'T', 2};
+          const std::uint64_t n = t.size() * sizeof(float);
+          for (int b = 0; b < 8; ++b) head[8 + b] = static_cast<std::uint8_t>(n >> (8 * b));
+          co_await c.write_bytes(std::as_bytes(std::span(head)));
+          const auto* bytes = reinterpret_cast<const std::byte*>(t.data());
+          for (std::size_t at = 0; at < n; at += 2048) {
+            asio::steady_timer pause(co_await asio::this_coro::executor, std::chrono::milliseconds(1500));
+            co_await pause.async_wait(asio::use_awaitable);
+            co_await c.write_bytes(std::span(bytes + at, std::min<std::size_t>(2048, n - at)));
+          }
         }
       }
-    }
-    co_return co_await events_until(c, "done");
-  });
-  INFO(answer);
-  INFO(ring.log(0));
-  CHECK(contains(answer, "\"event\":\"done\""));
+      co_return co_await events_until(c, "done");
+    });
+    INFO(answer);
+    CHECK(contains(answer, "\"event\":\"done\""));
+    CHECK_FALSE(contains(ring.log(1), "ring broke"));
+  }
 }
 
 TEST_CASE("serve: /healthz and /metrics report the ring and its jobs; nothing without the token gets in") {
