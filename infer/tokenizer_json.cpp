@@ -107,6 +107,65 @@ const Impl::Added* added_at(const Impl& t, std::string_view text, std::size_t at
   return nullptr;
 }
 
+// A <0xNN> piece of a byte-fallback vocabulary.
+bool byte_fallback_piece(const Impl& t, int id) {
+  const std::string& p = t.pieces[static_cast<std::size_t>(id)];
+  if (!t.byte_fallback || p.size() != 6 || p.compare(0, 3, "<0x") != 0 || p[5] != '>') return false;
+  const int b = std::stoi(p.substr(3, 2), nullptr, 16);
+  return t.byte_token[static_cast<std::size_t>(b)] == id;
+}
+
+// The decoder's text of `ids` before Strip and the clean-up of spaces. Two runs of ids
+// make the text of both joined when the first ends outside a byte run and a character.
+std::string raw_text(const Impl& t, std::span<const int> ids, bool skip_special) {
+  std::string out, bytes;  // bytes: byte-level characters or <0xNN> pieces not yet made text
+  auto flush = [&] {
+    if (bytes.empty()) return;
+    if (t.byte_level) {
+      out += unicode::encode_utf8(unicode::decode_utf8(bytes));  // lossy, as the library's
+    } else {  // ByteFallback: the run's bytes if they are UTF-8, else one U+FFFD per byte
+      if (unicode::encode_utf8(unicode::decode_utf8(bytes)) == bytes) out += bytes;
+      else
+        for (std::size_t i = 0; i < bytes.size(); ++i) out += "\uFFFD";
+    }
+    bytes.clear();
+  };
+  for (const int id : ids) {
+    if (id < 0 || static_cast<std::size_t>(id) >= t.pieces.size() || !t.present[static_cast<std::size_t>(id)])
+      throw std::out_of_range("token id " + std::to_string(id) + " is not in the tokenizer's vocabulary");
+    const auto u = static_cast<std::size_t>(id);
+    if (skip_special && t.is_special[u]) continue;
+    const std::string& p = t.pieces[u];
+    if (t.byte_level) {
+      if (t.is_special[u] || t.is_added[u]) {
+        flush();
+        out += p;
+      } else {
+        for (const char32_t c : unicode::decode_utf8(p)) bytes += static_cast<char>(char_byte(c));
+      }
+      continue;
+    }
+    if (byte_fallback_piece(t, id)) {
+      bytes += static_cast<char>(std::stoi(p.substr(3, 2), nullptr, 16));
+      continue;
+    }
+    flush();
+    std::string piece = p;
+    replace_all(piece, "\u2581", " ");
+    out += piece;
+  }
+  flush();
+  return out;
+}
+
+// The clean-up of spaces before punctuation and contractions decode was loaded with.
+void clean_up_spaces(const Impl& t, std::string& out) {
+  if (t.clean_up == TokenizerJson::CleanUp::none) return;
+  for (const auto& [from, to] : {std::pair{" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"}, {" n't", "n't"},
+                                 {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}})
+    if (t.clean_up == TokenizerJson::CleanUp::transformers || std::string_view(from) != " n't") replace_all(out, from, to);
+}
+
 }  // namespace
 
 TokenizerJson::TokenizerJson(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -138,51 +197,64 @@ std::vector<int> TokenizerJson::encode(std::string_view raw, bool add_special) c
 }
 
 std::string TokenizerJson::decode(std::span<const int> ids, bool skip_special) const {
-  const Impl& t = *impl_;
-  std::string out, bytes;  // bytes: byte-level characters or <0xNN> pieces not yet made text
-  auto flush = [&] {
-    if (bytes.empty()) return;
-    if (t.byte_level) {
-      out += unicode::encode_utf8(unicode::decode_utf8(bytes));  // lossy, as the library's
-    } else {  // ByteFallback: the run's bytes if they are UTF-8, else one U+FFFD per byte
-      if (unicode::encode_utf8(unicode::decode_utf8(bytes)) == bytes) out += bytes;
-      else
-        for (std::size_t i = 0; i < bytes.size(); ++i) out += "\uFFFD";
-    }
-    bytes.clear();
-  };
-  for (const int id : ids) {
-    if (!has(id)) throw std::out_of_range("token id " + std::to_string(id) + " is not in the tokenizer's vocabulary");
-    const auto u = static_cast<std::size_t>(id);
-    if (skip_special && t.is_special[u]) continue;
-    const std::string& p = t.pieces[u];
-    const bool added = t.is_special[u] || std::any_of(t.added.begin(), t.added.end(), [&](const Impl::Added& a) { return a.id == id; });
-    if (t.byte_level) {
-      if (added) {
-        flush();
-        out += p;
-      } else {
-        for (const char32_t c : unicode::decode_utf8(p)) bytes += static_cast<char>(char_byte(c));
-      }
-      continue;
-    }
-    if (p.size() == 6 && p.compare(0, 3, "<0x") == 0 && p[5] == '>' && t.byte_fallback &&
-        t.byte_token[static_cast<std::size_t>(std::stoi(p.substr(3, 2), nullptr, 16))] == id) {
-      bytes += static_cast<char>(std::stoi(p.substr(3, 2), nullptr, 16));
-      continue;
-    }
-    flush();
-    std::string piece = p;
-    replace_all(piece, "\u2581", " ");
-    out += piece;
+  std::string out = raw_text(*impl_, ids, skip_special);
+  if (!impl_->byte_level)
+    for (int k = 0; k < impl_->strip_start && !out.empty() && out[0] == ' '; ++k) out.erase(0, 1);
+  clean_up_spaces(*impl_, out);
+  return out;
+}
+
+TokenizerJson::Stream TokenizerJson::stream(bool skip_special) const { return Stream(*impl_, skip_special); }
+
+std::string TokenizerJson::Stream::next(int id) {
+  const Impl& t = *t_;
+  if (id < 0 || static_cast<std::size_t>(id) >= t.pieces.size() || !t.present[static_cast<std::size_t>(id)])
+    throw std::out_of_range("token id " + std::to_string(id) + " is not in the tokenizer's vocabulary");
+  pending_.push_back(id);
+  // A byte-fallback run stays open past a byte and a skipped special token: its bytes are
+  // text only as a whole (one U+FFFD per byte if they are not UTF-8).
+  if (!t.byte_level && (byte_fallback_piece(t, id) || (skip_ && t.is_special[static_cast<std::size_t>(id)]))) return "";
+  std::string raw = raw_text(t, pending_, skip_);
+  // Byte-level: bytes that end inside a character decode to U+FFFD until the rest come (a
+  // real U+FFFD at the end is held one token longer, no more).
+  if (t.byte_level && raw.ends_with("\uFFFD")) return "";
+  pending_.clear();
+  append(std::move(raw));
+  return take(false);
+}
+
+std::string TokenizerJson::Stream::finish() {
+  append(raw_text(*t_, pending_, skip_));
+  pending_.clear();
+  return take(true);
+}
+
+void TokenizerJson::Stream::append(std::string raw) {
+  if (!started_ && !t_->byte_level) {  // the decoder's Strip(" ", n, 0): the first n spaces of the whole text
+    std::size_t k = 0;
+    for (; k < raw.size() && raw[k] == ' ' && stripped_ < t_->strip_start; ++k) ++stripped_;
+    raw.erase(0, k);
   }
-  flush();
-  if (!t.byte_level)
-    for (int k = 0; k < t.strip_start && !out.empty() && out[0] == ' '; ++k) out.erase(0, 1);
-  if (t.clean_up != CleanUp::none)
-    for (const auto& [from, to] : {std::pair{" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"}, {" n't", "n't"},
-                                   {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}})
-      if (t.clean_up == CleanUp::transformers || std::string_view(from) != " n't") replace_all(out, from, to);
+  if (!raw.empty()) started_ = true;
+  tail_ += raw;
+}
+
+std::string TokenizerJson::Stream::take(bool all) {
+  std::size_t cut = tail_.size();
+  if (t_->clean_up != CleanUp::none && !all) {
+    // Every clean-up pattern begins with a space, and " ' " also ends with one: the text
+    // before a space that follows neither a space nor a quote is cleaned as it will be in
+    // the whole text, whatever comes after.
+    cut = 0;
+    for (std::size_t s = tail_.size(); s-- > 1;)
+      if (tail_[s] == ' ' && tail_[s - 1] != ' ' && tail_[s - 1] != '\'') {
+        cut = s;
+        break;
+      }
+  }
+  std::string out = tail_.substr(0, cut);
+  tail_.erase(0, cut);
+  clean_up_spaces(*t_, out);
   return out;
 }
 

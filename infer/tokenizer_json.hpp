@@ -60,6 +60,33 @@ class TokenizerJson {
   // `skip_special`. Throws std::out_of_range for an id that is no token.
   // Then the clean-up of spaces the tokenizer was loaded with.
   std::string decode(std::span<const int> ids, bool skip_special = false) const;
+
+  struct Impl;  // tokenizer_json_impl.hpp: shared by the reader and the runner only
+
+  // decode() as the ids come, for text that streams while it is generated: next(id) gives
+  // the text `id` completes, finish() the rest, and all of it joined is decode(ids,
+  // skip_special) byte for byte. Text is held back while a later id could still change it:
+  // an unfinished UTF-8 character or byte-fallback run, and, where decode cleans up spaces,
+  // the text from the last space a clean-up could still remove. A stream reads the
+  // tokenizer it came from, which must outlive it. next() throws std::out_of_range as decode.
+  class Stream {
+   public:
+    std::string next(int id);
+    std::string finish();
+
+   private:
+    friend class TokenizerJson;
+    Stream(const Impl& t, bool skip_special) : t_(&t), skip_(skip_special) {}
+    void append(std::string raw);
+    std::string take(bool all);
+    const Impl* t_;
+    bool skip_;
+    std::vector<int> pending_;  // ids not yet made text (an open byte run, an unfinished character)
+    std::string tail_;          // text made but not given (what a clean-up could still change)
+    int stripped_ = 0;          // leading spaces the decoder's Strip removed so far
+    bool started_ = false;      // past the leading spaces
+  };
+  Stream stream(bool skip_special) const;
   CleanUp clean_up() const;
 
   // One more than the largest id (the model's embedding may have more rows).
@@ -71,8 +98,6 @@ class TokenizerJson {
   bool byte_level() const;
   // A 64-bit digest of everything encode and decode depend on, for ranks to prove they agree.
   std::uint64_t digest() const;
-
-  struct Impl;  // tokenizer_json_impl.hpp: shared by the reader and the runner only
 
  private:
   static TokenizerJson read_tokenizer(const JsonMap& j, const std::string& where);

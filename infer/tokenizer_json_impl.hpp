@@ -27,7 +27,7 @@ struct TokenizerJson::Impl {
   };
 
   std::vector<std::string> pieces;  // by id; "" where no token has that id
-  std::vector<std::uint8_t> present, is_special;
+  std::vector<std::uint8_t> present, is_special, is_added;  // by id
   std::unordered_map<std::string, int> ids;  // the model's vocabulary and the added tokens
   BpeMerges merges;
 

@@ -168,6 +168,8 @@ void read_added(const Reader& r, const JsonMap& j, Impl& t) {
   }
   t.is_special.resize(t.pieces.size(), 0);
   std::stable_sort(t.added.begin(), t.added.end(), [](const Impl::Added& a, const Impl::Added& b) { return a.content.size() > b.content.size(); });
+  t.is_added.assign(t.pieces.size(), 0);
+  for (const Impl::Added& a : t.added) t.is_added[static_cast<std::size_t>(a.id)] = 1;
 }
 
 void read_normalizer(const Reader& r, const JsonMap& n, Impl& t, int depth) {
@@ -362,6 +364,7 @@ TokenizerJson TokenizerJson::read_tokenizer(const JsonMap& j, const std::string&
   const std::uint64_t merges = read_model(r, j, *t);
   read_added(r, j, *t);
   t->is_special.resize(t->pieces.size(), 0);
+  t->is_added.resize(t->pieces.size(), 0);
   if (const JsonMap* n = json_field(j, "normalizer")) read_normalizer(r, *n, *t, 0);
   if (const JsonMap* p = json_field(j, "pre_tokenizer")) read_pre_tokenizer(r, *p, *t, 0);
   if (t->split && !t->byte_level) r.fail("pre_tokenizer Split without ByteLevel is not implemented");

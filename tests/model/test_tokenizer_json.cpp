@@ -154,6 +154,51 @@ std::optional<std::vector<Expected>> oracle(const std::string& family, const std
   return e;
 }
 
+// Streamed decode (TokenizerJson::Stream) gives decode's text byte for byte, token by token:
+// on the corpus as encoded (with and without special tokens), on texts the clean-up of
+// spaces rewrites, and on random ids that split characters, byte runs and words anywhere.
+void check_streams(const TokenizerJson& tok, const std::vector<Text>& texts) {
+  auto streamed = [&](const std::vector<int>& ids, bool skip) {
+    TokenizerJson::Stream s = tok.stream(skip);
+    std::string out;
+    for (const int id : ids) out += s.next(id);
+    return out + s.finish();
+  };
+  std::vector<std::vector<int>> runs;
+  for (const Text& t : texts) runs.push_back(tok.encode(t.bytes, true));
+  for (const char* t : {"a ' b , c . do n't it 's  ' ' x", "I 'm here ! are you ? we 've , they 're .", "  ' ' ' .  . n't ",
+                        "x '", "x ' ", "don 't", " n"})
+    runs.push_back(tok.encode(t, true));
+  std::vector<int> specials, short_pieces;
+  for (int id = 0; id < tok.vocab(); ++id) {
+    if (!tok.has(id)) continue;
+    if (tok.special(id)) specials.push_back(id);
+    else if (tok.piece(id).size() <= 2) short_pieces.push_back(id);
+  }
+  std::mt19937 rng(7);
+  for (int r = 0; r < 300; ++r) {
+    std::vector<int> ids;
+    const int n = 1 + static_cast<int>(rng() % 40);
+    while (static_cast<int>(ids.size()) < n) {
+      const unsigned k = rng() % 10;
+      const std::vector<int>& from = k < 4 && !short_pieces.empty() ? short_pieces : k < 5 && !specials.empty() ? specials : std::vector<int>{};
+      const int id = from.empty() ? static_cast<int>(rng() % static_cast<unsigned>(tok.vocab())) : from[rng() % from.size()];
+      if (tok.has(id)) ids.push_back(id);
+    }
+    runs.push_back(ids);
+  }
+  int equal = 0;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    CAPTURE(i);
+    for (const bool skip : {false, true}) {
+      const std::string whole = tok.decode(runs[i], skip);
+      CHECK(hex(streamed(runs[i], skip)) == hex(whole));
+      equal += streamed(runs[i], skip) == whole;
+    }
+  }
+  MESSAGE(equal << " of " << 2 * runs.size() << " streamed decodes equal decode");
+}
+
 void compare_family(const std::string& family) {
   Scratch s;
   const std::vector<Text> texts = corpus();
@@ -169,6 +214,7 @@ void compare_family(const std::string& family) {
     CHECK(hex(tok.decode((*want)[i].ids)) == hex((*want)[i].decoded));
     agreed += ids == (*want)[i].ids;
   }
+  check_streams(tok, texts);
   MESSAGE(family << ": " << agreed << " of " << texts.size() << " texts tokenized as the oracle does");
 }
 
@@ -228,6 +274,7 @@ void compare_gguf(const std::string& family, const std::string& pre) {
     CHECK(hex(tok.decode((*want)[i].ids)) == hex((*want)[i].decoded));
     agreed += ids == (*want)[i].ids;
   }
+  check_streams(tok, texts);
   MESSAGE(family << " as GGUF: " << agreed << " of " << texts.size() << " texts tokenized as llama.cpp does");
 }
 
