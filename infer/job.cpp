@@ -315,7 +315,7 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
       owned[i].tokens.push_back(t);
       owned[i].logits.insert(owned[i].logits.end(), row.begin(), row.end());
       const bool more = !on_token || on_token(owned[i].prompt, t);
-      const bool ended = options.stop_at_end && (!more || Tokenizer::ends_text(t));
+      const bool ended = options.stop_at_end && (!more || options.ends_text(t));
       if (ended || static_cast<int>(owned[i].tokens.size()) >= limit_of(static_cast<std::size_t>(owned[i].prompt))) done[i] = 1;
     }
   };

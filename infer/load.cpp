@@ -4,6 +4,7 @@
 #include <ringattn/error.hpp>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "agreement.hpp"
 #include "job.hpp"
@@ -19,7 +20,6 @@ std::string describe(const JobOptions& opt, const Model& m) {
                   : !opt.weights.empty() ? "model " + opt.weights + " (safetensors)"
                                          : "a model drawn from --seed " + std::to_string(opt.seed);
   if (m.matrices_dtype() != ringattn::DType::f32) s += " as " + std::string(ringattn::to_string(m.matrices_dtype()));
-  if (!opt.tokenizer.empty()) s += ", tokenizer " + opt.tokenizer;
   return s;
 }
 
@@ -35,7 +35,7 @@ Model read_model(const JobOptions& opt) {
 // BOS, then n ids in [3, vocab) (past BOS, EOS and llama2.c's <unk>), splitmix64 from seed.
 std::vector<std::int32_t> random_tokens(std::int64_t n, std::int64_t vocab, std::uint64_t seed) {
   if (vocab < 4) throw ringattn::InvalidArgument("a random prompt needs a vocabulary of at least 4 tokens");
-  std::vector<std::int32_t> ids{Tokenizer::kBos};
+  std::vector<std::int32_t> ids{1};  // llama2.c's BOS
   std::uint64_t x = seed;
   for (std::int64_t i = 0; i < n; ++i) {
     std::uint64_t z = (x += 0x9E3779B97F4A7C15ull);
@@ -52,19 +52,24 @@ std::vector<std::int32_t> random_tokens(std::int64_t n, std::int64_t vocab, std:
 std::uint64_t LoadedJob::digest() const { return model.digest() ^ (tokenizer ? tokenizer->digest() * 31 : 0); }
 
 LoadedJob load_model(JobOptions& opt) {
-  LoadedJob job{read_model(opt), std::nullopt, {}, {}};
+  LoadedJob job{read_model(opt), nullptr, {}, {}, {}};
   job.description = describe(opt, job.model);
   job.model.set_threads(opt.threads);  // the attention kernel's budget, for the matmuls around it
   opt.model = job.model.config();
-  if (!opt.tokenizer.empty()) job.tokenizer = Tokenizer::load(opt.tokenizer, opt.model.vocab);
+  opt.end_tokens = end_tokens(opt);
+  LoadedTokenizer t = load_text_tokenizer(opt);
+  job.tokenizer = std::move(t.tokenizer);
+  job.tokenizer_missing = std::move(t.missing);
+  if (job.tokenizer) job.description += ", " + job.tokenizer->describe();
   return job;
 }
 
 LoadedJob load_job(JobOptions& opt, std::int64_t max_batch_tokens) {
   LoadedJob job = load_model(opt);
-  const Tokenizer* tok = job.tokenizer ? &*job.tokenizer : nullptr;
-  if (opt.prompt_text && !tok) throw ringattn::InvalidArgument("a prompt as text needs the model's tokenizer (--tokenizer FILE)");
+  const TextTokenizer* tok = job.tokenizer.get();
+  if (opt.prompt_text && !tok) throw ringattn::InvalidArgument("a prompt as text needs the model's tokenizer: " + job.tokenizer_missing);
   auto one = [&](const char* id, std::vector<std::int32_t> tokens) {
+    if (tokens.empty()) throw ringattn::InvalidArgument("--prompt encodes to no tokens (an empty text, and the tokenizer adds no BOS)");
     job.prompts.emplace_back();
     job.prompts.back().id = id;
     job.prompts.back().tokens = std::move(tokens);
@@ -80,15 +85,24 @@ LoadedJob load_job(JobOptions& opt, std::int64_t max_batch_tokens) {
     one("\"random\"", random_tokens(opt.random_prompt, opt.model.vocab, opt.seed));
   }
   else if (opt.prompt_text)
-    one("\"prompt\"", tok->encode(*opt.prompt_text, true, false));
+    one("\"prompt\"", tok->encode(*opt.prompt_text, true));
   else
-    job.prompts = read_prompts(opt.prompts, opt.model.vocab, max_batch_tokens, tok);
+    job.prompts = read_prompts(opt.prompts, opt.model.vocab, max_batch_tokens, tok, job.tokenizer_missing);
   check_context(job.prompts, opt);
   return job;
 }
 
 void agree_on_job(ringattn::Ring& ring, const LoadedJob& job) {
   if (ring.world_size() > 1) agree_on_model(ring, job.digest(), job.description);
+}
+
+void set_model_path(JobOptions& o, const std::string& path, const std::string& flag) {
+  if (std::filesystem::is_directory(path)) o.hf = path;
+  else if (path.ends_with(".gguf")) o.gguf = path;
+  else if (path.ends_with(".safetensors"))
+    throw ringattn::InvalidArgument(flag + " " + path + ": a bare safetensors file does not say the model's shape; give its "
+                                    "Hugging Face directory (config.json beside it), a .gguf file or a llama2.c checkpoint");
+  else o.llama2c = path;
 }
 
 }  // namespace infer

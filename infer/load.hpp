@@ -6,7 +6,7 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,13 +15,14 @@
 #include "model.hpp"
 #include "options.hpp"
 #include "prompts.hpp"
-#include "tokenizer.hpp"
+#include "text_tokenizer.hpp"
 
 namespace infer {
 
 struct LoadedJob {
   Model model;
-  std::optional<Tokenizer> tokenizer;
+  std::unique_ptr<TextTokenizer> tokenizer;  // none: tokenizer_missing says why
+  std::string tokenizer_missing;
   std::vector<Prompt> prompts;
   std::string description;  // "model <path> (llama2.c), tokenizer <path>": for a mismatch's message
   // The digest the ranks compare: the weights' and the tokenizer's.
@@ -29,13 +30,19 @@ struct LoadedJob {
 };
 
 // The model and tokenizer `opt` names, no prompts (a daemon's, before any request);
-// sets opt.model as load_job does.
+// sets opt.model and opt.end_tokens as load_job does.
 LoadedJob load_model(JobOptions& opt);
 
 // Reads what `opt` names; sets opt.model to the model's configuration (a llama2.c
-// checkpoint's header gives it). The batch holds at most max_batch_tokens tokens. Throws
+// checkpoint's header gives it) and opt.end_tokens to the ids that end its texts. The batch holds at most max_batch_tokens tokens. Throws
 // ringattn::FileError or InvalidArgument naming the file or flag.
 LoadedJob load_job(JobOptions& opt, std::int64_t max_batch_tokens);
+
+// A model given by its path (generate's and serve's --model): a directory is a Hugging Face
+// model, a .gguf file GGUF, anything else a llama2.c checkpoint; sets o.hf, o.gguf or
+// o.llama2c. Throws ringattn::InvalidArgument for a bare .safetensors file (its shape is
+// not in it: the batch job's --weights with shape flags reads those), naming `flag`.
+void set_model_path(JobOptions& o, const std::string& path, const std::string& flag);
 
 // Right after the ring forms: every rank proves it loaded the same model as rank 0 (one
 // pass over every weight, so only where there is another rank). Throws as agree_on_model.

@@ -49,7 +49,7 @@ int run(int argc, char** argv) {
   infer::LoadedJob job = infer::load_job(opt, max_batch_tokens);
   const infer::Model& model = job.model;
   const std::vector<infer::Prompt>& prompts = job.prompts;
-  const infer::Tokenizer* tokenizer = job.tokenizer ? &*job.tokenizer : nullptr;
+  const infer::TextTokenizer* tokenizer = job.tokenizer.get();
 
   ringattn::Ring ring = ringattn::Ring::connect(ring_options);
   infer::agree_on_job(ring, job);
@@ -57,7 +57,7 @@ int run(int argc, char** argv) {
   const std::vector<infer::SequenceResult> results = infer::run_batch(ring, model, prompts, opt, st);
   ring.close();
   if (!opt.out_dir.empty())
-    infer::write_results(opt.out_dir, rank, prompts, results, opt.model.vocab, tokenizer);
+    infer::write_results(opt.out_dir, rank, prompts, results, opt, tokenizer);
 
   const std::int64_t prompt_tokens = infer::cu_seqlens(prompts).back();
   rusage usage{};

@@ -13,7 +13,7 @@ Greedy batch inference of a small Llama-style decoder over a ring of processes (
 world size and rendezvous from the environment: RINGATTN_RANK/WORLD_SIZE/MASTER/TOKEN,
 or mpirun's with RINGATTN_MASTER).
   --prompts FILE          JSON lines {"id": ..., "tokens": [ids]}
-  --prompt TEXT           one prompt as text instead (needs --tokenizer): BOS, then its ids
+  --prompt TEXT           one prompt as text instead (needs a tokenizer): BOS, then its ids
   --llama2c FILE          a llama2.c checkpoint (version 0, float32, e.g. stories260K.bin):
                           the weights and the shape from its header (no --weights, no shape flags)
   --hf DIR                a Hugging Face model directory (config.json of a llama, mistral, qwen2
@@ -21,8 +21,9 @@ or mpirun's with RINGATTN_MASTER).
                           F16): the shape from config.json (no --weights, no shape flags)
   --gguf FILE             a GGUF file (llama, qwen2, qwen3; F32, F16, BF16 tensors): the shape
                           from its metadata (no --weights, no shape flags)
-  --tokenizer FILE        llama2.c's tokenizer.bin for the model: --prompt, and each result's
-                          "text" (what llama2.c's run.c prints for the prompt and the tokens)
+  --tokenizer FILE        the model's tokenizer: a tokenizer.json, or llama2.c's tokenizer.bin
+                          (default: the --hf directory's tokenizer.json, the --gguf file's
+                          vocabulary); for --prompt and "text" in each result
   --tokens K              tokens generated per prompt (default 4)
   --temperature T         0 (default): greedy; above 0: llama2.c's sampler, logits / T
   --top-p P               nucleus sampling in (0, 1) (default 0.9), else every token
@@ -120,7 +121,7 @@ bool parse_args(int argc, char** argv, JobOptions& o) {
   }
   if (o.prompts.empty() == !o.prompt_text.has_value())
     throw ringattn::InvalidArgument("give one of --prompts FILE and --prompt TEXT (see --help)");
-  if (o.prompt_text && o.tokenizer.empty())
+  if (o.prompt_text && o.tokenizer.empty() && o.hf.empty() && o.gguf.empty())
     throw ringattn::InvalidArgument("--prompt TEXT needs --tokenizer FILE to turn it into token ids");
   if (!o.hf.empty() || !o.gguf.empty()) {
     const char* which = o.hf.empty() ? "--gguf" : "--hf";

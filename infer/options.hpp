@@ -1,9 +1,11 @@
 // infer — the job's command line.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "model.hpp"
 #include <ringattn/layout.hpp>
@@ -25,7 +27,9 @@ struct JobOptions {
   std::string llama2c;  // a llama2.c checkpoint: the model and its shape from its header
   std::string hf;       // a Hugging Face model directory: config.json and safetensors
   std::string gguf;     // a GGUF file: the model from its metadata
-  std::string tokenizer;  // llama2.c's tokenizer.bin: text in (--prompt) and out ("text")
+  // The tokenizer: a tokenizer.json or llama2.c's tokenizer.bin; empty: the model's own
+  // (a Hugging Face directory's tokenizer.json, a GGUF file's vocabulary), text_tokenizer.hpp.
+  std::string tokenizer;
   std::optional<std::string> prompt_text;  // one prompt as text (may be ""), instead of a prompts file
   std::string prompts;
   std::int64_t random_prompt = 0;  // > 0: one prompt of BOS and that many token ids drawn from `seed` (benchmarks)
@@ -52,7 +56,11 @@ struct JobOptions {
   // holders send it the last hidden rows after the prefill, and its cache takes the
   // generated rows.
   std::optional<int> decode_rank;
-  // A prompt's generation ends when it chooses BOS or EOS (a daemon's): that token is not
+  // The ids that end a generated text: set with the model (load_model; llama2.c's BOS and
+  // EOS, a Hugging Face eos_token_id, a GGUF file's end-of-generation tokens), sorted.
+  std::vector<std::int32_t> end_tokens{1, 2};
+  bool ends_text(std::int32_t token) const { return std::binary_search(end_tokens.begin(), end_tokens.end(), token); }
+  // A prompt's generation ends when it chooses an end token (a daemon's): that token is not
   // fed back, and the ring's decode steps end once no rank has a token left to feed.
   // Off: every prompt runs its full count (llama2.c's run.c as `generate` compares it).
   bool stop_at_end = false;
@@ -63,5 +71,6 @@ extern const char* const kUsage;
 
 // Throws ringattn::InvalidArgument naming the flag. Returns false for --help.
 bool parse_args(int argc, char** argv, JobOptions& o);
+
 
 }  // namespace infer

@@ -14,7 +14,8 @@
 namespace infer {
 
 void write_results(const std::string& dir, int rank, const std::vector<Prompt>& prompts,
-                   const std::vector<SequenceResult>& results, std::int64_t vocab, const Tokenizer* tokenizer) {
+                   const std::vector<SequenceResult>& results, const JobOptions& options, const TextTokenizer* tokenizer) {
+  const std::int64_t vocab = options.model.vocab;
   namespace fs = std::filesystem;
   const fs::path final_path = fs::path(dir) / ("rank-" + std::to_string(rank) + ".jsonl");
   const fs::path tmp = fs::path(dir) / (".rank-" + std::to_string(rank) + ".jsonl." + std::to_string(getpid()));
@@ -39,10 +40,11 @@ void write_results(const std::string& dir, int rank, const std::vector<Prompt>& 
       logits.push_back(std::vector<float>(s.logits.begin() + static_cast<std::ptrdiff_t>(i * vocab),
                                           s.logits.begin() + static_cast<std::ptrdiff_t>((i + 1) * vocab)));
     line["logits"] = std::move(logits);
-    if (tokenizer) {  // after BOS as run.c prints it: the prompt's pieces, then the generated ones
-      std::vector<int> all(p.tokens.begin(), p.tokens.end());  // up to a generated BOS or EOS (run.c stops at BOS)
-      all.insert(all.end(), s.tokens.begin(), std::find_if(s.tokens.begin(), s.tokens.end(), Tokenizer::ends_text));
-      line["text"] = tokenizer->sequence_text(all);
+    if (tokenizer) {  // the prompt's text, then the generated one up to an end token
+      std::vector<int> all(p.tokens.begin(), p.tokens.end());
+      all.insert(all.end(), s.tokens.begin(),
+                 std::find_if(s.tokens.begin(), s.tokens.end(), [&](std::int32_t t) { return options.ends_text(t); }));
+      line["text"] = tokenizer->text(all);
     }
     const std::string text = line.dump() + "\n";
     if (std::fwrite(text.data(), 1, text.size(), f) != text.size()) break;  // ferror(f): reported below

@@ -23,7 +23,7 @@ std::string quoted(const std::string& s) { return nlohmann::json(s).dump(); }
 }  // namespace
 
 std::vector<Prompt> read_prompts(const std::string& path, std::int64_t vocab, std::int64_t max_tokens,
-                                 const Tokenizer* tokenizer) {
+                                 const TextTokenizer* tokenizer, const std::string& missing) {
   // Bounded before it is parsed: the file by its size, each line by what the tokens still
   // allowed can take (a token id and its comma in 32 bytes, plus 4 KiB for the id and
   // the braces), so a huge line is refused by its length, not after building its tree.
@@ -61,8 +61,9 @@ std::vector<Prompt> read_prompts(const std::string& path, std::int64_t vocab, st
         throw std::runtime_error("id must be a string or an integer");
       if (words) {
         if (!words->is_string()) throw std::runtime_error("text must be a string");
-        if (!tokenizer) throw std::runtime_error("a prompt as text needs the model's tokenizer (--tokenizer)");
-        for (const int t : tokenizer->encode(words->get<std::string>(), true, false)) p.tokens.push_back(t);
+        if (!tokenizer) throw std::runtime_error("a prompt as text needs the model's tokenizer: " + missing);
+        for (const int t : tokenizer->encode(words->get<std::string>(), true)) p.tokens.push_back(t);
+        if (p.tokens.empty()) throw std::runtime_error("text encodes to no tokens (an empty text, and the tokenizer adds no BOS)");
         if (total + static_cast<std::int64_t>(p.tokens.size()) > max_tokens)
           throw std::runtime_error("the batch exceeds " + std::to_string(max_tokens) + " tokens");
       } else if (!tokens->is_array() || tokens->empty())

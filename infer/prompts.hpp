@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "tokenizer.hpp"
+#include "text_tokenizer.hpp"
 
 namespace infer {
 
@@ -43,10 +43,11 @@ struct Prompt {
 };
 
 // Throws ringattn::FileError. max_tokens bounds the whole batch (the packed sequence). A
-// line may give {"id": ..., "text": "..."} instead of tokens: encoded by `tokenizer` (BOS,
-// then the text's ids, as --prompt does), an error without one.
+// line may give {"id": ..., "text": "..."} instead of tokens: encoded by `tokenizer` (its
+// opening ids such as BOS, then the text's, as --prompt does), an error without one that
+// ends with `missing` (why there is none).
 std::vector<Prompt> read_prompts(const std::string& path, std::int64_t vocab, std::int64_t max_tokens,
-                                 const Tokenizer* tokenizer = nullptr);
+                                 const TextTokenizer* tokenizer = nullptr, const std::string& missing = "give --tokenizer FILE");
 
 // {0, n0, n0+n1, ...}: the packed batch's cumulative lengths.
 std::vector<std::int64_t> cu_seqlens(const std::vector<Prompt>& prompts);

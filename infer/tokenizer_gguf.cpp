@@ -27,6 +27,10 @@ constexpr std::string_view kControlLooking[] = {
     "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<MID>", "<|code_middle|>", "<|middle|>",
     "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]",
     "<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>", "<|file_sep|>"};
+constexpr std::size_t kEndSpellings = 20;  // llama.cpp's end-of-generation tokens by text
+// The fill-in-the-middle pad, repository and file-separator spellings: llama.cpp ends generation at those too.
+constexpr std::string_view kFimEnds[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]", "<|fim_repo|>", "<|repo_name|>",
+                                         "<fim-repo>", "<REPO>", "<reponame>", "<|file_sep|>"};
 constexpr std::string_view kUserDefined[] = {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"};
 
 // llama.cpp's token kinds (tokenizer.ggml.token_type), after its load-time overrides.
@@ -118,6 +122,35 @@ TokenizerJson gguf_tokenizer(const GgufFile& f) {
       {"decoder", {{"type", "ByteLevel"}}}};
   return TokenizerJson::from_json(j, f.path() + " (its GGUF vocabulary)",
                                   llama3 ? TokenizerJson::CleanUp::llama_cpp : TokenizerJson::CleanUp::none, true);
+}
+
+std::vector<std::int32_t> gguf_end_tokens(const GgufFile& f) {
+  const std::vector<std::string>* tokens = f.strings("tokenizer.ggml.tokens");
+  if (tokens == nullptr || tokens->empty()) return {};
+  const auto n = static_cast<std::int64_t>(tokens->size());
+  std::vector<std::int32_t> ends;
+  auto add = [&](std::int64_t id) {
+    if (std::find(ends.begin(), ends.end(), id) == ends.end()) ends.push_back(static_cast<std::int32_t>(id));
+  };
+  for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id",
+                          "tokenizer.ggml.fim_pad_token_id", "tokenizer.ggml.fim_rep_token_id", "tokenizer.ggml.fim_sep_token_id"}) {
+    if (!f.integer(key, INT64_MIN, INT64_MAX)) continue;
+    const auto id = f.integer(key, 0, n - 1);
+    if (!id) throw ringattn::FileError("model " + f.path() + ": " + key + " is no token id (0 to " + std::to_string(n - 1) + ")");
+    add(*id);
+  }
+  // The end-of-generation spellings (the first kEndSpellings of kControlLooking) that stay
+  // control tokens, and the fill-in-the-middle pad, repository and file-separator tokens.
+  const std::vector<int> kinds = token_kinds(*tokens, f.numbers("tokenizer.ggml.token_type"));
+  for (std::int64_t id = 0; id < n; ++id) {
+    const std::string& t = (*tokens)[static_cast<std::size_t>(id)];
+    const auto* end = std::begin(kControlLooking) + kEndSpellings;
+    const bool eog = std::find(std::begin(kControlLooking), end, t) != end && kinds[static_cast<std::size_t>(id)] == 3;
+    const bool fim = std::find(std::begin(kFimEnds), std::end(kFimEnds), t) != std::end(kFimEnds);
+    if (eog || fim) add(id);
+  }
+  std::sort(ends.begin(), ends.end());
+  return ends;
 }
 
 }  // namespace infer

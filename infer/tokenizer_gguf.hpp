@@ -21,4 +21,11 @@ namespace infer {
 
 TokenizerJson gguf_tokenizer(const GgufFile& f);
 
+// The ids at which llama.cpp ends generation for the file's vocabulary: its eos, eot, eom
+// and fill-in-the-middle pad/repo/separator ids (metadata), and the tokens whose text is
+// one of its end-of-generation spellings ("<|eot_id|>", "<|im_end|>", "<|endoftext|>",
+// "</s>"...) and that stay control tokens; sorted. Empty without tokenizer.ggml.tokens.
+// Throws ringattn::FileError for an id key outside the vocabulary.
+std::vector<std::int32_t> gguf_end_tokens(const GgufFile& f);
+
 }  // namespace infer

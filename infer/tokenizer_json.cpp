@@ -258,6 +258,8 @@ std::string TokenizerJson::Stream::take(bool all) {
   return out;
 }
 
+const std::vector<int>& TokenizerJson::opening() const { return impl_->prefix; }
+
 TokenizerJson::CleanUp TokenizerJson::clean_up() const { return impl_->clean_up; }
 
 std::int64_t TokenizerJson::vocab() const { return static_cast<std::int64_t>(impl_->pieces.size()); }

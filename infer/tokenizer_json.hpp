@@ -56,6 +56,8 @@ class TokenizerJson {
   ~TokenizerJson();
 
   std::vector<int> encode(std::string_view text, bool add_special) const;
+  // The ids encode(..., true) puts before the text (the post-processor's, e.g. BOS).
+  const std::vector<int>& opening() const;
   // The text of `ids` as the file's decoder makes it; special tokens as their text unless
   // `skip_special`. Throws std::out_of_range for an id that is no token.
   // Then the clean-up of spaces the tokenizer was loaded with.

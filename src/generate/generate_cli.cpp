@@ -22,6 +22,7 @@
 #include "../cli/commands.hpp"
 #include "../cli/json_object.hpp"
 #include "../../infer/json.hpp"
+#include "../../infer/load.hpp"
 #include "generate_output.hpp"
 #include "generate_rank.hpp"
 #include "../node/launcher_channel.hpp"
@@ -69,15 +70,8 @@ Plan make_plan(const Args& a) {
     j.model.head_dim = a.int64("head-dim");
     j.model.ffn = a.int64("ffn");
     j.model.check();
-  } else if (std::filesystem::is_directory(model)) {  // a Hugging Face model directory
-    j.hf = model;
-  } else if (model.ends_with(".gguf")) {
-    j.gguf = model;
-  } else if (model.ends_with(".safetensors")) {
-    throw InvalidArgument("--model " + model + ": generate reads llama2.c checkpoints (version 0, e.g. stories260K.bin) "
-                          "and seed:S; the batch job infer/ reads safetensors");
   } else {
-    j.llama2c = model;
+    infer::set_model_path(j, model, "--model");
   }
   if (auto t = a.maybe("tokenizer")) j.tokenizer = *t;
   const int given = a.has("prompt") + a.has("prompts") + a.has("random-prompt");
@@ -85,7 +79,8 @@ Plan make_plan(const Args& a) {
   if (auto t = a.maybe("prompt")) j.prompt_text = *t;
   if (auto f = a.maybe("prompts")) j.prompts = *f;
   if (a.has("random-prompt")) j.random_prompt = a.int64("random-prompt");
-  if (j.prompt_text && j.tokenizer.empty()) throw InvalidArgument("--prompt TEXT needs --tokenizer FILE (the model's tokenizer)");
+  if (j.prompt_text && j.tokenizer.empty() && j.hf.empty() && j.gguf.empty())
+    throw InvalidArgument("--prompt TEXT needs --tokenizer FILE (the model's tokenizer)");
   const std::int64_t max_tokens = a.int64("max-tokens");
   if (max_tokens < 1 || max_tokens > (1 << 20)) throw InvalidArgument("--max-tokens takes 1 to 2^20 tokens");
   j.tokens = static_cast<int>(max_tokens);
@@ -157,7 +152,7 @@ int member(const Plan& p, int rank, const std::string& master, std::uint64_t rin
   o.token = checked_token(launcher.token(o.connect_timeout), "the launcher's pipe");
   const generate::RankFigures f = generate::run_rank(p.job, o, [](const generate::TokenEvent& e) {
     JsonObject line;
-    line.add("prompt", static_cast<std::int64_t>(e.prompt)).add_json("id", e.id).add("token", static_cast<std::int64_t>(e.token)).add("piece", e.piece);
+    line.add("prompt", static_cast<std::int64_t>(e.prompt)).add_json("id", e.id).add("token", static_cast<std::int64_t>(e.token)).add("piece", e.piece).add("ends", e.ends);
     if (e.prompt_text) line.add("prompt_text", *e.prompt_text).add("prompt_tokens", e.prompt_tokens);
     node::emit_line("GEN " + line.str());
   }, true);
@@ -187,6 +182,9 @@ generate::TokenEvent parse_token_line(const std::string& json) {
   e.id = id->dump();
   e.token = static_cast<std::int32_t>(number("token"));
   e.piece = text("piece");
+  const infer::Json* ends = infer::json_field(j, "ends");
+  if (!ends || !ends->is_boolean()) throw missing("ends");
+  e.ends = ends->get<bool>();
   if (infer::json_field(j, "prompt_text")) {
     e.prompt_text = text("prompt_text");
     e.prompt_tokens = static_cast<std::int64_t>(number("prompt_tokens"));

@@ -70,11 +70,8 @@ void GenerateOutput::on_token(const TokenEvent& e) {
     if (streaming_) std::fputs(t.text.c_str(), stdout);
   }
   if (t.ended) return;
-  if (infer::Tokenizer::ends_text(e.token)) {
-    t.ended = true;
-    return;
-  }
-  t.tokens.push_back(e.token);
+  t.ended = e.ends;
+  if (!e.ends) t.tokens.push_back(e.token);
   t.text += e.piece;
   if (streaming_) {
     std::fputs(e.piece.c_str(), stdout);

@@ -25,7 +25,8 @@ struct TokenEvent {
   std::int32_t prompt = 0;
   std::string id;            // the prompt's id as JSON ("\"prompt\"", "17")
   std::int32_t token = 0;
-  std::string piece;         // its text after the previous token ("" without a tokenizer)
+  std::string piece;         // the text it completes ("" without a tokenizer); at the end, the text held back
+  bool ends = false;         // an end token (BOS, EOS...): the prompt's text ends here
   std::optional<std::string> prompt_text;  // with the prompt's first generated token
   std::int64_t prompt_tokens = 0;
 };

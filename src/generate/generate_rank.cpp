@@ -6,6 +6,7 @@
 #include <optional>
 #include <span>
 
+#include "../../infer/batch_plan.hpp"
 #include "../../infer/job.hpp"
 #include "../../infer/load.hpp"
 #include "../cli/peak_rss.hpp"
@@ -22,15 +23,29 @@ RankFigures run_rank(infer::JobOptions opt, const RingOptions& ring_options, con
   if (heartbeat) alive.emplace(std::chrono::milliseconds(500), [&ring] { return ring.progress(); });
   infer::agree_on_job(ring, job);
 
-  const infer::Tokenizer* tok = job.tokenizer ? &*job.tokenizer : nullptr;
-  std::map<std::int32_t, int> prev;  // the last token of each prompt this rank generates
+  const infer::TextTokenizer* tok = job.tokenizer.get();
+  struct Text {  // of each prompt this rank generates
+    std::unique_ptr<infer::TextStream> stream;
+    int generated = 0;
+    bool ended = false;
+  };
+  std::map<std::int32_t, Text> texts;
   auto on_token = [&](std::int32_t prompt, std::int32_t token) {
     const infer::Prompt& p = job.prompts[static_cast<std::size_t>(prompt)];
-    TokenEvent e{prompt, p.id, token, "", std::nullopt, static_cast<std::int64_t>(p.tokens.size())};
-    auto [it, first] = prev.try_emplace(prompt, p.tokens.back());
-    if (first) e.prompt_text = tok ? tok->sequence_text(p.tokens) : "";
-    if (tok && token >= 0 && token < tok->vocab()) e.piece = tok->text(std::span<const int>(&token, 1), it->second);
-    it->second = token;
+    TokenEvent e{prompt, p.id, token, "", opt.ends_text(token), std::nullopt, static_cast<std::int64_t>(p.tokens.size())};
+    auto [it, first] = texts.try_emplace(prompt);
+    Text& t = it->second;
+    if (first) {
+      e.prompt_text = tok ? tok->text(p.tokens) : "";
+      if (tok) t.stream = tok->stream(p.tokens);
+    }
+    // The text up to the first end token; the held-back rest with it, or with the last token.
+    if (t.stream && !t.ended) {
+      const bool last = ++t.generated >= infer::limit_of(job.prompts, opt, static_cast<std::size_t>(prompt));
+      if (!e.ends) e.piece = t.stream->next(token);
+      if (e.ends || last) e.piece += t.stream->finish();
+      t.ended = e.ends || last;
+    }
     sink(e);
     return true;
   };

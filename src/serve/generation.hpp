@@ -36,7 +36,7 @@ namespace ringattn::serve {
 struct TokenEvent {
   enum class Kind { token, done, error } kind = Kind::token;
   std::int32_t token = 0;
-  std::string piece;          // token: its text after the previous one
+  std::string piece;          // token: the text it completes; done: the text held back till the end
   std::string finish_reason;  // done: "stop" (BOS or EOS) or "length" (max_tokens)
   std::string error;          // error: what failed, where
   int status = 500;           // error: the HTTP status it maps to
@@ -48,10 +48,11 @@ inline TokenEvent token_event(std::int32_t token, std::string piece) {
   e.piece = std::move(piece);
   return e;
 }
-inline TokenEvent done_event(std::string finish_reason) {
+inline TokenEvent done_event(std::string finish_reason, std::string rest = {}) {
   TokenEvent e;
   e.kind = TokenEvent::Kind::done;
   e.finish_reason = std::move(finish_reason);
+  e.piece = std::move(rest);
   return e;
 }
 inline TokenEvent error_event(std::string error, int status) {
@@ -93,6 +94,7 @@ struct Generation {
   std::atomic<bool> stopped{false};    // the endpoint found a stop sequence: a whole reply, ended early
   bool ended = false;                  // ring thread only: done or error was pushed
   bool complete = false;               // ring thread only: done was pushed (its reply is whole)
+  bool end_token = false;              // ring thread only: it chose an end token (not fed, not in its history)
   int generated = 0;                   // ring thread only
 };
 

@@ -262,12 +262,15 @@ Asked parse_request(const std::string& body, bool chat, const HostedModel& m, co
   // BOS opens a text, not a session's next message (its history is already in the caches).
   const bool bos = a.session.empty();
   if (ids) {
-    if (bos) a.prompt.push_back(infer::Tokenizer::kBos);
+    if (bos)
+      for (const int t : m.job.tokenizer->opening()) a.prompt.push_back(t);
     a.prompt.insert(a.prompt.end(), ids->begin(), ids->end());
   } else {
-    for (const int t : m.job.tokenizer->encode(text, bos, false)) a.prompt.push_back(t);
+    for (const int t : m.job.tokenizer->encode(text, bos)) a.prompt.push_back(t);
   }
-  if (a.prompt.empty()) throw bad(prompt_field, "a session's next message needs at least one token");
+  if (a.prompt.empty())
+    throw bad(prompt_field, bos ? "the prompt is no tokens: an empty text, and this model's tokenizer adds no BOS"
+                                : "a session's next message needs at least one token");
   // The model's trained context first: it is what the client can change its request for
   // (a session's history is added when it is admitted, sessions.cpp).
   const auto n = static_cast<std::int64_t>(a.prompt.size());
@@ -439,9 +442,10 @@ OpenAiEndpoint::OpenAiEndpoint(const std::string& listen, std::string api_key, R
           throw server_error(504, "no token from the ring in 120 s");
         }
         if (e->kind == TokenEvent::Kind::error) throw server_error(e->status, e->error);
-        if (e->kind == TokenEvent::Kind::done) {
+        if (e->kind == TokenEvent::Kind::done) {  // with the text held back till the end
+          text += stop.feed(e->piece);
+          finish = stop.matched() ? "stop" : e->finish_reason;
           text += stop.flush();
-          finish = e->finish_reason;
           break;
         }
         ++completion;
@@ -494,8 +498,12 @@ OpenAiEndpoint::OpenAiEndpoint(const std::string& listen, std::string api_key, R
               }
               return text.empty() || send(reply.chunk(text, ""));  // all held back: nothing to send yet
             }
-            case TokenEvent::Kind::done:
-              return end(st->stop.flush(), e->finish_reason);
+            case TokenEvent::Kind::done: {  // with the text held back till the end
+              std::string held = st->stop.feed(e->piece);
+              const bool matched = st->stop.matched();
+              held += st->stop.flush();
+              return end(held, matched ? "stop" : e->finish_reason);
+            }
             case TokenEvent::Kind::error:
               send(error_json(server_error(e->status, e->error)));
               sink.done();

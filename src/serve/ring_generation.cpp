@@ -130,10 +130,10 @@ void RingService::run_generation(std::vector<std::shared_ptr<Generation>>& batch
   }
   for (auto& s : sends) ring_->wait(s);
 
-  const infer::Tokenizer& tok = *m.job.tokenizer;
-  std::vector<int> prev(batch.size());
+  const infer::TextTokenizer& tok = *m.job.tokenizer;
+  std::vector<std::unique_ptr<infer::TextStream>> text(batch.size());
   std::vector<Clock::time_point> last(batch.size());
-  for (std::size_t i = 0; i < batch.size(); ++i) prev[i] = batch[i]->prompt.back();
+  for (std::size_t i = 0; i < batch.size(); ++i) text[i] = tok.stream(batch[i]->prompt);
   std::int64_t generated = 0;
   auto sink = [&](std::int32_t prompt, std::int32_t token) {
     const auto i = static_cast<std::size_t>(prompt);
@@ -153,20 +153,18 @@ void RingService::run_generation(std::vector<std::shared_ptr<Generation>>& batch
     if (g.generated == 0) metrics_.observe("ringattn_time_to_first_token_seconds", {}, std::chrono::duration<double>(now - g.queued_at).count());
     else metrics_.observe("ringattn_inter_token_seconds", {}, std::chrono::duration<double>(now - last[i]).count());
     last[i] = now;
-    if (infer::Tokenizer::ends_text(token)) {
-      g.ended = g.complete = true;
-      g.stream.push(done_event("stop"));
+    if (m.options.ends_text(token)) {
+      g.ended = g.complete = g.end_token = true;
+      g.stream.push(done_event("stop", text[i]->finish()));
       metrics_.add("ringattn_generations_total", {{"result", "ok"}});
       return false;
     }
-    const std::string piece = tok.text(std::span<const int>(&token, 1), prev[i]);
-    prev[i] = token;
     ++g.generated;
     ++generated;
-    g.stream.push(token_event(token, piece));
+    g.stream.push(token_event(token, text[i]->next(token)));
     if (g.generated >= g.max_tokens) {
       g.ended = g.complete = true;
-      g.stream.push(done_event("length"));
+      g.stream.push(done_event("length", text[i]->finish()));
       metrics_.add("ringattn_generations_total", {{"result", "ok"}});
       return false;
     }

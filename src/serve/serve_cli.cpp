@@ -183,14 +183,18 @@ int run_serve(const cli::Args& a) {
   std::shared_ptr<HostedModel> model;
   if (!c.model.empty()) {
     model = std::make_shared<HostedModel>();
-    model->options.llama2c = c.model;
+    infer::set_model_path(model->options, c.model, "model");
     model->options.tokenizer = c.tokenizer;
     model->options.threads = c.ring.threads;
     model->options.dtype = c.wire_dtype;
     model->options.weights_dtype = c.weights_dtype;
     model->job = infer::load_model(model->options);
+    if (!model->job.tokenizer) throw InvalidArgument("hosting " + c.model + " needs the model's tokenizer: " + model->job.tokenizer_missing);
     model->digest = model->job.digest();
-    model->name = std::filesystem::path(c.model).stem().string();
+    // The endpoint's name for it: a directory's name, a file's without its extension.
+    std::filesystem::path named(c.model);
+    if (!named.has_filename()) named = named.parent_path();
+    model->name = (model->options.hf.empty() ? named.stem() : named.filename()).string();
     cli::logger("serve")->info("hosting {} ({})", model->name, model->job.description);
   }
   RingService service(c, metrics, control, "off", notify, model);

@@ -59,9 +59,10 @@ const std::vector<Key>& keys() {
        {"RINGATTN_GRACE"}},
       {"ring_id", Kind::integer, "N", "id shared by the ring's daemons; daemons of another ring are refused",
        {"RINGATTN_RING_ID"}},
-      {"model", Kind::text, "FILE", "host a model: a llama2.c checkpoint each daemon loads from its own path (every "
-                                     "daemon the same model)", {"RINGATTN_MODEL"}},
-      {"tokenizer", Kind::text, "FILE", "the model's llama2.c tokenizer", {"RINGATTN_TOKENIZER"}},
+      {"model", Kind::text, "PATH", "host a model each daemon loads from its own path (every daemon the same model): "
+                                     "a Hugging Face directory, a .gguf file or a llama2.c checkpoint", {"RINGATTN_MODEL"}},
+      {"tokenizer", Kind::text, "FILE", "the model's tokenizer: a tokenizer.json or llama2.c's tokenizer.bin (default: "
+                                        "the directory's tokenizer.json, the GGUF file's vocabulary)", {"RINGATTN_TOKENIZER"}},
       {"weights_dtype", Kind::text, "DTYPE", "the hosted model's matrices as held and multiplied: fp32, bf16 or fp16 "
                                              "(rounded at load; every daemon the same)", {"RINGATTN_WEIGHTS_DTYPE"}},
       {"api", Kind::text, "HOST:PORT", "rank 0 with a model: the OpenAI-style HTTP endpoint (/v1/completions, "
@@ -316,7 +317,7 @@ ServeConfig load_serve_config(const cli::Args& a) {
     } catch (const InvalidArgument& e) {
       throw InvalidArgument(x->source + " = '" + x->text + "': expected fp32, bf16, fp16 or q8_0");
     }
-    if (c.model.empty()) throw InvalidArgument(x->source + " sets a hosted model's dtype: give model and tokenizer too");
+    if (c.model.empty()) throw InvalidArgument(x->source + " sets a hosted model's dtype: give the model too");
   }
   if (const Value* x = get("api")) {
     c.api = x->text;
@@ -331,11 +332,9 @@ ServeConfig load_serve_config(const cli::Args& a) {
       throw InvalidArgument(x->source + " = '" + x->text + "': give the KV cache's MiB per daemon, 0.01 to 1e9");
   }
   if (const Value* x = get("session_ttl")) c.session_ttl = seconds(*x, 1);
-  if (c.model.empty() != c.tokenizer.empty())
-    throw InvalidArgument("a hosted model needs both model and tokenizer (" +
-                          (c.model.empty() ? std::string("tokenizer given, no model") : std::string("model given, no tokenizer")) + ")");
+  if (c.model.empty() && !c.tokenizer.empty()) throw InvalidArgument("a tokenizer is given (" + c.sources["tokenizer"] + "), no model");
   if (c.api != "off" && c.model.empty())
-    throw InvalidArgument("the endpoint (" + c.sources["api"] + ") serves a hosted model: give model and tokenizer too");
+    throw InvalidArgument("the endpoint (" + c.sources["api"] + ") serves a hosted model: give the model too");
   if (const Value* x = get("log_format")) {
     if (x->text == "json") c.log_format = LogFormat::json;
     else if (x->text != "text") throw InvalidArgument(x->source + " = '" + x->text + "': expected text or json");

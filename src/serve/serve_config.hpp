@@ -25,8 +25,10 @@ struct ServeConfig {
   int daemons_here = 1;             // daemons of this ring on this host, as the addresses tell
   int cores = 1;                    // the cores this process may run on
   DType wire_dtype = DType::f32;    // the dtype of jobs that do not ask for one
-  std::string model, tokenizer;     // a hosted model (llama2.c files, each daemon's own path); empty: none
-  DType weights_dtype = DType::f32;  // the hosted model's matrices (fp32, or bf16 / fp16 rounded at load)
+  // A hosted model (each daemon's own path: a llama2.c checkpoint, a Hugging Face directory or
+  // a GGUF file) and its tokenizer (empty: the model's own); empty model: none.
+  std::string model, tokenizer;
+  std::optional<DType> weights_dtype;  // the hosted model's matrices (unset: as the checkpoint holds them)
   std::string api = "off";          // rank 0: the OpenAI-style endpoint's HOST:PORT
   double cache_mib = 1024;    // KV-cache memory per daemon for the hosted model's requests and sessions
   double session_ttl = 600;         // seconds an idle session keeps its rows

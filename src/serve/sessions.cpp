@@ -128,9 +128,9 @@ void SessionTable::finish(Generation& g, const infer::SequenceResult* r, bool ok
   }
   s.next = r->next;
   // A reply cut at max_tokens leaves its last token chosen and not fed: the next message
-  // starts with it. One that ended (BOS or EOS) leaves its end token out of the history.
+  // starts with it. One that ended at an end token (BOS or EOS...) leaves it out of the history.
   s.pending.reset();
-  if (!r->tokens.empty() && !infer::Tokenizer::ends_text(r->tokens.back())) s.pending = r->tokens.back();
+  if (!r->tokens.empty() && !g.end_token) s.pending = r->tokens.back();
   s.rows = s.next.rope_position;
   reserved_ += s.rows;
 }

@@ -110,8 +110,9 @@ TEST_CASE("serve config: errors name the source of the bad value") {
   CHECK(error_of({"--world-size", "1", "--rank", "0", "--log-format", "xml"}).find("--log-format") != std::string::npos);
   CHECK(error_of({"--world-size", "1", "--rank", "0", "--model", "m.bin", "--tokenizer", "t.bin", "--weights-dtype",
                   "fp8"}).find("--weights-dtype = 'fp8': expected fp32, bf16, fp16 or q8_0") != std::string::npos);
-  CHECK(error_of({"--world-size", "1", "--rank", "0", "--weights-dtype", "bf16"}).find("give model and tokenizer") !=
-        std::string::npos);
+  CHECK(error_of({"--world-size", "1", "--rank", "0", "--weights-dtype", "bf16"}).find("give the model too") != std::string::npos);
+  CHECK(error_of({"--world-size", "1", "--rank", "0", "--tokenizer", "t.json", "--api", "off"}).find("no model") != std::string::npos);
+  CHECK_FALSE(load({"--world-size", "1", "--rank", "0"}).weights_dtype);  // unset: as the checkpoint holds them
   CHECK(load({"--world-size", "1", "--rank", "0", "--model", "m.bin", "--tokenizer", "t.bin", "--api", "off",
               "--weights-dtype", "bf16"}).weights_dtype == DType::bf16);
 }

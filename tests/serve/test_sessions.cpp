@@ -81,6 +81,7 @@ TEST_CASE("sessions: a session keeps its history's rows; its follow-up starts wi
   CHECK(t.reserved() == 13);
   // `b` ends at EOS: the end token stays out of the history, no token waits.
   const infer::SequenceResult rb = reply({30, 2}, 11);
+  b->end_token = true;  // as the ring thread marks a reply that chose one of the model's end tokens
   t.finish(*b, &rb, true);
   CHECK(t.reserved() == 11);
   auto c = request({40}, 2);
