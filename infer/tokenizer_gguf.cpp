@@ -134,10 +134,7 @@ std::vector<std::int32_t> gguf_end_tokens(const GgufFile& f) {
   };
   for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id",
                           "tokenizer.ggml.fim_pad_token_id", "tokenizer.ggml.fim_rep_token_id", "tokenizer.ggml.fim_sep_token_id"}) {
-    if (!f.integer(key, INT64_MIN, INT64_MAX)) continue;
-    const auto id = f.integer(key, 0, n - 1);
-    if (!id) throw ringattn::FileError("model " + f.path() + ": " + key + " is no token id (0 to " + std::to_string(n - 1) + ")");
-    add(*id);
+    if (const auto id = f.integer(key, 0, n - 1)) add(*id);
   }
   // The end-of-generation spellings (the first kEndSpellings of kControlLooking) that stay
   // control tokens, and the fill-in-the-middle pad, repository and file-separator tokens.

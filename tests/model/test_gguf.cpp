@@ -257,7 +257,25 @@ TEST_CASE("gguf: a byte-level vocabulary runs as llama.cpp runs it; a hostile or
     CHECK(t.encode(" the<|end|></s>", false) == std::vector<int>{258, 259, 260});
     CHECK(t.decode(std::vector<int>{258, 259}) == " the<|end|>");
     CHECK(t.decode(t.encode("a , b 's", false)) == "a, b's");  // llama-bpe: llama.cpp's clean_spaces
-    CHECK(t.encode("x\xef\xbb\xbfy", false).size() == 5);  // U+FEFF is not a space to llama.cpp: x, EF BB BF, y
+    CHECK(t.encode("x\xef\xbb\xbfy", false).size() == 5);  // U+FEFF is not a space to llama.cpp: x, EF BB BF, y    // llama.cpp ends generation at <|end|> and </s> (its end-of-generation spellings, control
+    // tokens here), and at the ids the metadata names.
+    CHECK(infer::gguf_end_tokens(f) == std::vector<std::int32_t>{259, 260});
+  }
+  {
+    std::string keep;
+    const GgufFile f = vocab_file(keep, [](std::vector<std::string>& t, std::vector<std::int32_t>& ty, Gguf& g) {
+      g.u32("tokenizer.ggml.eos_token_id", 3);
+      t.push_back("<|fim_pad|>");
+      t.push_back("<|end_of_text|>");
+      ty.push_back(1);
+      ty.push_back(1);  // made control by llama.cpp at load: an end token all the same
+      t[259] = "<|endoftext|>";
+      ty[259] = 1;
+    });
+    CHECK(infer::gguf_end_tokens(f) == std::vector<std::int32_t>{3, 259, 260, 261, 262});
+    std::string bad;
+    CHECK(error_of([&] { (void)infer::gguf_end_tokens(vocab_file(bad, [](auto&, auto&, Gguf& g) { g.u32("tokenizer.ggml.eot_token_id", 999); })); })
+              .find("tokenizer.ggml.eot_token_id must be an integer in [0, 260], got 999") != std::string::npos);
   }
   struct Case {
     const char* what;
