@@ -37,7 +37,7 @@ struct TokenEvent {
   enum class Kind { token, done, error } kind = Kind::token;
   std::int32_t token = 0;
   std::string piece;          // token: the text it completes; done: the text held back till the end
-  std::string finish_reason;  // done: "stop" (BOS or EOS) or "length" (max_tokens)
+  std::string finish_reason;  // done: "stop" (an end token) or "length" (max_tokens)
   std::string error;          // error: what failed, where
   int status = 500;           // error: the HTTP status it maps to
 };

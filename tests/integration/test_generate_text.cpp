@@ -15,10 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "infer/bpe.hpp"
 #include "infer/json.hpp"
-#include "infer/pretokenize.hpp"
 #include "infer/tokenizer_json.hpp"
+#include "tests/integration/hf_text_model.hpp"
 #include "tests/integration/spawn.hpp"
 
 namespace ringattn::itest {
@@ -29,8 +28,8 @@ namespace fs = std::filesystem;
 using infer::Json;
 using infer::JsonMap;
 
-constexpr int kVocab = 300;
-constexpr int kBos = 290, kEnd = 291, kEot = 292;
+using ::test::hf_text::kEot;
+using ::test::hf_text::kVocab;
 
 struct Scratch {
   fs::path dir = fs::temp_directory_path() / ("ringattn-gentext-" + std::to_string(::getpid()));
@@ -38,61 +37,7 @@ struct Scratch {
   ~Scratch() { fs::remove_all(dir); }
 };
 
-// A byte-level BPE tokenizer.json of ids 0..255 (the bytes), merges up to id 255 + merges,
-// and the specials at 290-292; transformers' clean-up of spaces (tokenizer_config.json).
-void write_tokenizer(const fs::path& dir) {
-  JsonMap vocab = JsonMap::object();
-  for (int b = 0; b < 256; ++b) vocab[infer::byte_char(static_cast<unsigned char>(b))] = b;
-  const std::string g = infer::byte_char(' ');  // Ġ
-  const std::vector<std::pair<std::string, std::string>> merges = {
-      {g, "t"}, {"h", "e"}, {g + "t", "he"}, {"i", "n"}, {g, "a"}, {"e", "r"}, {"o", "n"}, {g, "s"}, {"r", "e"}, {"a", "t"},
-      {g, "w"}, {"o", "r"}, {"e", "n"}, {g, "o"}, {"n", "'t"}, {"'", "t"}, {g + "w", "or"}, {"l", "d"}, {g + "wor", "ld"}};
-  JsonMap m = JsonMap::array();
-  int next = 256;
-  for (const auto& [a, b] : merges) {
-    m.push_back(a + " " + b);
-    if (!vocab.contains(a + b)) vocab[a + b] = next++;
-  }
-  REQUIRE(next < kBos);
-  JsonMap added = JsonMap::array();
-  for (const auto& [id, text] : std::vector<std::pair<int, std::string>>{{kBos, "<|begin_of_text|>"}, {kEnd, "<|end_of_text|>"}, {kEot, "<|eot_id|>"}}) {
-    added.push_back({{"id", id}, {"content", text}, {"single_word", false}, {"lstrip", false}, {"rstrip", false},
-                     {"normalized", false}, {"special", true}});
-    vocab[text] = id;
-  }
-  const JsonMap t = {
-      {"version", "1.0"},
-      {"added_tokens", added},
-      {"normalizer", nullptr},
-      {"pre_tokenizer",
-       {{"type", "Sequence"},
-        {"pretokenizers",
-         {{{"type", "Split"}, {"pattern", {{"Regex", std::string(infer::split_regex(infer::SplitPattern::llama3))}}}, {"behavior", "Isolated"}, {"invert", false}},
-          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}}}}}},
-      {"post_processor",
-       {{"type", "TemplateProcessing"},
-        {"single", {{{"SpecialToken", {{"id", "<|begin_of_text|>"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
-        {"pair", {{{"Sequence", {{"id", "A"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
-        {"special_tokens", {{"<|begin_of_text|>", {{"id", "<|begin_of_text|>"}, {"ids", {kBos}}, {"tokens", {"<|begin_of_text|>"}}}}}}}},
-      {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
-      {"model",
-       {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", nullptr},
-        {"end_of_word_suffix", nullptr}, {"fuse_unk", false}, {"byte_fallback", false}, {"ignore_merges", true},
-        {"vocab", vocab}, {"merges", m}}}};
-  std::ofstream(dir / "tokenizer.json") << t.dump();
-  std::ofstream(dir / "tokenizer_config.json") << R"({"clean_up_tokenization_spaces": true})";
-}
-
-void write_model(const fs::path& dir) {
-  const Outcome w = [&] {
-    Spawned p({RINGATTN_SOURCE_ROOT "/infer/write_hf.py", "--out", dir.string(), "--arch", "llama", "--dtype", "fp32", "--seed", "3",
-               "--vocab", std::to_string(kVocab)},
-              {}, "/usr/bin/python3");
-    return p.wait(120);
-  }();
-  REQUIRE_MESSAGE(w.exit_code == 0, "write_hf.py: " << w.err);
-  write_tokenizer(dir);
-}
+void write_model(const fs::path& dir) { ::test::hf_text::write_model(dir, 3); }
 
 Json run_json(const fs::path& dir, const std::string& prompt, int nodes, int tokens) {
   const Outcome r = run_ringattn({"generate", "--model", dir.string(), "--prompt", prompt, "--max-tokens", std::to_string(tokens),
@@ -119,13 +64,13 @@ TEST_CASE("generate --model DIR: a prompt as text through the directory's tokeni
   const infer::TokenizerJson tok = infer::TokenizerJson::load(s.dir / "tokenizer.json", s.dir / "tokenizer_config.json");
   const std::string prompt = "the world isn't flat , it 's round. Ünïcode 🙂";
   const std::vector<int> prompt_ids = tok.encode(prompt, true);
-  REQUIRE(prompt_ids.front() == kBos);
+  REQUIRE(prompt_ids.front() == ::test::hf_text::kBos);
 
   const Json one = run_json(s.dir, prompt, 1, 40);
   const std::vector<int> ids = ids_of(one);
-  REQUIRE(ids.size() == 40);  // the seeded model's config.json names no end token
+  REQUIRE(ids.size() == 40);  // this seed does not choose its end of text (291) in 40 tokens
   CHECK(one.at("prompt_tokens").get<double>() == static_cast<double>(prompt_ids.size()));
-  const std::string want = tok.decode(prompt_ids, true) + tok.decode(ids, true);
+  const std::string want = ::test::hf_text::printed(tok, prompt_ids) + ::test::hf_text::printed(tok, ids);
   CHECK(one.at("text").get<std::string>() == want);
   const Json two = run_json(s.dir, prompt, 2, 40);
   CHECK(ids_of(two) == ids);
@@ -149,7 +94,7 @@ TEST_CASE("generate --model DIR: a prompt as text through the directory's tokeni
   const Json ended = run_json(s.dir, prompt, 2, 40);
   const std::vector<int> head(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k));
   CHECK(ids_of(ended) == head);
-  CHECK(ended.at("text").get<std::string>() == tok.decode(prompt_ids, true) + tok.decode(head, true));
+  CHECK(ended.at("text").get<std::string>() == ::test::hf_text::printed(tok, prompt_ids) + ::test::hf_text::printed(tok, head));
 
   {  // an eos_token_id outside the model's vocabulary is refused naming the file
     std::ofstream(s.dir / "generation_config.json") << "{\"eos_token_id\": " << kVocab << "}";

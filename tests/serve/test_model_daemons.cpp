@@ -18,6 +18,8 @@
 
 #include "src/cli/json_object.hpp"
 #include "infer/json.hpp"
+#include "infer/tokenizer_json.hpp"
+#include "tests/integration/hf_text_model.hpp"
 #include "tests/model/model_files.hpp"
 #include "tests/serve/daemon_ring.hpp"
 
@@ -34,10 +36,15 @@ struct ModelRing {
   std::unique_ptr<DaemonRing> ring;
   std::string token;
 
-  explicit ModelRing(const std::filesystem::path& d, const std::vector<std::string>& more = {}, double timeout = 3) : dir(d) {
+  // `model`: the --model (and --tokenizer) options; none: stories260K's in `d`.
+  explicit ModelRing(const std::filesystem::path& d, const std::vector<std::string>& more = {}, double timeout = 3,
+                     std::vector<std::string> model = {})
+      : dir(d) {
     RingConfig c;
     c.timeout = timeout;
-    c.extra = {"--model", (d / "stories260K.bin").string(), "--tokenizer", (d / "tok512.bin").string(), "--api", api()};
+    if (model.empty()) model = {"--model", (d / "stories260K.bin").string(), "--tokenizer", (d / "tok512.bin").string()};
+    c.extra = model;
+    c.extra.insert(c.extra.end(), {"--api", api()});
     c.extra.insert(c.extra.end(), more.begin(), more.end());
     ring = std::make_unique<DaemonRing>(c);
     std::ifstream f(ring->token_file());
@@ -370,7 +377,7 @@ TEST_CASE("serve --model --weights-dtype bf16: the daemons hold the matrices in 
   const itest::Outcome g = itest::run_ringattn({"generate", "--model", (*dir / "stories260K.bin").string(), "--tokenizer",
                                                 (*dir / "tok512.bin").string(), "--prompt", kPrompt, "--max-tokens", "40",
                                                 "--nodes", "1", "--weights-dtype", "bf16", "--json"});
-  INFO("generate: " << g.err);
+  INFO("generate: " << g.err << "\n" << g.out);
   REQUIRE(g.exit_code == 0);
   const std::string whole = infer::parse_json(g.out).at("results")[0].at("text").get<std::string>();
   REQUIRE(whole.rfind(kPrompt, 0) == 0);
@@ -441,6 +448,55 @@ TEST_CASE("serve --model: 200 requests from 8 connections, every text exact; ran
 #else
   CHECK(static_cast<double>(after) <= 1.05 * static_cast<double>(before));
 #endif
+}
+
+TEST_CASE("serve --model DIR: a Hugging Face directory with its tokenizer.json gives generate's text, streamed and whole; its end token ends the reply") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("ringattn-hfserve-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  struct Gone {
+    std::filesystem::path d;
+    ~Gone() { std::filesystem::remove_all(d); }
+  } gone{dir};
+  ::test::hf_text::write_model(dir, 5);
+  const infer::TokenizerJson tok = infer::TokenizerJson::load(dir / "tokenizer.json", dir / "tokenizer_config.json");
+  const std::string prompt = "the world isn't flat , it 's round. Ünïcode 🙂";
+  // generate's greedy ids for the prompt (no end token yet); then the first one not seen
+  // before it becomes the model's end token.
+  const Outcome g = itest::run_ringattn({"generate", "--model", dir.string(), "--prompt", prompt, "--max-tokens", "30", "--nodes", "1",
+                                         "--threads", "1", "--timeout", "60", "--json"});
+  INFO("generate: " << g.err << "\n" << g.out);
+  REQUIRE(g.exit_code == 0);
+  std::vector<int> ids;
+  const infer::Json out = infer::parse_json(g.out);
+  for (const infer::Json& t : out.at("results").at(0).at("tokens")) ids.push_back(static_cast<int>(t.get<double>()));
+  REQUIRE(ids.size() == 30);
+  std::size_t k = 1;
+  while (k < ids.size() && std::find(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids[k]) != ids.begin() + static_cast<std::ptrdiff_t>(k)) ++k;
+  REQUIRE(k < ids.size());
+  std::ofstream(dir / "generation_config.json") << "{\"eos_token_id\": " << ids[k] << "}";
+  const std::string upto_end = ::test::hf_text::printed(tok, std::vector<int>(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k)));
+
+  ModelRing m(dir, {}, 10, {"--model", dir.string()});
+  INFO(m.ring->logs());
+  REQUIRE(m.ring->wait_ready(60));
+  const Outcome whole = run("/usr/bin/curl", curl_post(m, "/v1/completions", body(30, false, prompt)));
+  REQUIRE(whole.out.find("HTTP 200") != std::string::npos);
+  const infer::Json w = infer::parse_json(whole.out.substr(0, whole.out.find("\nHTTP")));
+  CHECK(w.at("choices").at(0).at("text").get<std::string>() == upto_end);
+  CHECK(w.at("choices").at(0).at("finish_reason").get<std::string>() == "stop");
+  CHECK(w.at("usage").at("completion_tokens").get<double>() == static_cast<double>(k));
+  CHECK(w.at("usage").at("prompt_tokens").get<double>() == static_cast<double>(tok.encode(prompt, true).size()));
+  const Outcome streamed = run("/usr/bin/curl", curl_post(m, "/v1/completions", body(30, true, prompt)));
+  bool done = false;
+  CHECK(sse_text(streamed.out, nullptr, &done) == upto_end);
+  CHECK(done);
+  // Cut by max_tokens before the end token: the text held back at the last token is sent too.
+  const Outcome cut = run("/usr/bin/curl", curl_post(m, "/v1/completions", body(static_cast<int>(k) - 1 > 0 ? static_cast<int>(k) - 1 : 1, true, prompt)));
+  const std::size_t n = k > 1 ? k - 1 : 1;
+  CHECK(sse_text(cut.out) == ::test::hf_text::printed(tok, std::vector<int>(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n))));
+  // The endpoint names the model by its directory.
+  const Outcome models = run("/usr/bin/curl", {"-s", "-H", m.auth(), m.url("/v1/models")});
+  CHECK(models.out.find("\"id\":\"" + dir.filename().string() + "\"") != std::string::npos);
 }
 
 }  // namespace ringattn::stest
