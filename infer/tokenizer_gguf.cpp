@@ -4,7 +4,9 @@
 #include <ringattn/error.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <optional>
 #include <string_view>
 #include <unordered_map>
 
@@ -58,18 +60,24 @@ std::vector<int> token_kinds(const std::vector<std::string>& tokens, const std::
 TokenizerJson gguf_tokenizer(const GgufFile& f) {
   auto fail = [&](const std::string& what) { return ringattn::FileError("model " + f.path() + ": " + what); };
   const std::string kind = f.string("tokenizer.ggml.model").value_or("");
-  if (kind != "gpt2")
+  const bool spm = kind == "llama";
+  if (kind != "gpt2" && !spm)
     throw fail("tokenizer.ggml.model is \"" + kind +
-               "\"; only GGUF's byte-level BPE vocabularies (\"gpt2\": Llama 3, Qwen) are implemented");
+               "\"; only GGUF's byte-level BPE (\"gpt2\": Llama 3, Qwen) and SentencePiece (\"llama\": Llama 2, Mistral) "
+               "vocabularies are implemented");
   const std::string pre = f.string("tokenizer.ggml.pre").value_or("default");
   const bool llama3 = pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3";
-  if (!llama3 && pre != "qwen2")
+  if (!spm && !llama3 && pre != "qwen2")
     throw fail("tokenizer.ggml.pre is \"" + pre + "\"; only llama-bpe (Llama 3) and qwen2 are implemented");
   const std::vector<std::string>* tokens = f.strings("tokenizer.ggml.tokens");
   const std::vector<std::string>* merges = f.strings("tokenizer.ggml.merges");
   const std::vector<double>* types = f.numbers("tokenizer.ggml.token_type");
+  const std::vector<double>* scores = f.numbers("tokenizer.ggml.scores");
   if (tokens == nullptr || tokens->empty()) throw fail("tokenizer.ggml.tokens is missing or not an array of strings");
-  if (merges == nullptr) throw fail("tokenizer.ggml.merges is missing or not an array of strings (a gpt2 vocabulary needs them)");
+  if (!spm && merges == nullptr) throw fail("tokenizer.ggml.merges is missing or not an array of strings (a gpt2 vocabulary needs them)");
+  if (spm && (scores == nullptr || scores->size() != tokens->size()))
+    throw fail("tokenizer.ggml.scores is missing or not one number per token (a SentencePiece vocabulary needs them)");
+  if (spm && types == nullptr) throw fail("tokenizer.ggml.token_type is missing (a SentencePiece vocabulary needs it for its byte tokens)");
   if (types != nullptr && types->size() != tokens->size())
     throw fail("tokenizer.ggml.token_type has " + std::to_string(types->size()) + " entries for " + std::to_string(tokens->size()) + " tokens");
   const auto n = static_cast<std::int64_t>(tokens->size());
@@ -86,28 +94,52 @@ TokenizerJson gguf_tokenizer(const GgufFile& f) {
     // Unknown, control and user-defined tokens stay in the vocabulary (merges may make them)
     // and are found in text first, as llama.cpp's parse_special does.
     if (type == 2 || type == 3 || type == 4) added.push_back({{"id", id}, {"content", t}, {"special", type != 4}});
+    // SentencePiece: llama.cpp turns a byte token into its byte by its <0xNN> text, and
+    // prints any other token's text: the two must coincide.
+    const bool byte_text = t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>' && std::isxdigit(static_cast<unsigned char>(t[3])) &&
+                           std::isxdigit(static_cast<unsigned char>(t[4])) && !std::islower(static_cast<unsigned char>(t[3])) &&
+                           !std::islower(static_cast<unsigned char>(t[4]));
+    if (spm && (type == 6) != byte_text)
+      throw fail("tokenizer.ggml.tokens[" + std::to_string(id) + "] \"" + t + "\" is " + (type == 6 ? "" : "not ") +
+                 "of the byte type (6) but is " + (byte_text ? "" : "not ") + "a <0xNN> byte token");
     if (!vocab.emplace(t, id).second) {
       throw fail("tokenizer.ggml.tokens has \"" + t + "\" twice (ids " + std::to_string(vocab[t].get<std::int64_t>()) + " and " +
                  std::to_string(id) + ")");
     }
   }
   JsonMap post = nullptr;
-  const bool add_bos = f.boolean("tokenizer.ggml.add_bos_token").value_or(false);
+  // llama.cpp's defaults: a SentencePiece vocabulary adds BOS, and its BOS and EOS are 1 and 2.
+  const bool add_bos = f.boolean("tokenizer.ggml.add_bos_token").value_or(spm);
   const bool add_eos = f.boolean("tokenizer.ggml.add_eos_token").value_or(false);
   if (add_bos || add_eos) {
     JsonMap single = JsonMap::array(), specials = JsonMap::object();
-    auto special = [&](const char* key) {
-      const auto id = f.integer(key, 0, n - 1);
+    auto special = [&](const char* key, std::int64_t spm_default) {
+      std::optional<std::int64_t> id = f.integer(key, 0, n - 1);
+      if (!id && spm && spm_default < n) id = spm_default;
       if (!id) throw fail(std::string(key) + " is missing, but the file asks for the token to be added");
       std::string name = std::to_string(*id);
       name.insert(name.begin(), '#');  // (not "#" + ...: GCC 12 warns falsely of an overlapping memcpy)
       specials[name] = {{"id", name}, {"ids", {*id}}, {"tokens", {(*tokens)[static_cast<std::size_t>(*id)]}}};
       return JsonMap{{"SpecialToken", {{"id", name}, {"type_id", 0}}}};
     };
-    if (add_bos) single.push_back(special("tokenizer.ggml.bos_token_id"));
+    if (add_bos) single.push_back(special("tokenizer.ggml.bos_token_id", 1));
     single.push_back({{"Sequence", {{"id", "A"}, {"type_id", 0}}}});
-    if (add_eos) single.push_back(special("tokenizer.ggml.eos_token_id"));
+    if (add_eos) single.push_back(special("tokenizer.ggml.eos_token_id", 2));
     post = {{"type", "TemplateProcessing"}, {"single", single}, {"special_tokens", specials}};
+  }
+  if (spm) {
+    const JsonMap j = {
+        {"model", {{"type", "BPE"}, {"vocab", std::move(vocab)}, {"merges", JsonMap::array()}, {"byte_fallback", true}}},
+        {"added_tokens", std::move(added)},
+        {"normalizer", nullptr},
+        {"pre_tokenizer", nullptr},
+        {"post_processor", std::move(post)},
+        {"decoder",
+         {{"type", "Sequence"},
+          {"decoders",
+           {{{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}}, {{"type", "ByteFallback"}}, {{"type", "Fuse"}}}}}},
+        {"llama_cpp_spm", {{"scores", *scores}, {"add_space_prefix", f.boolean("tokenizer.ggml.add_space_prefix").value_or(true)}}}};
+    return TokenizerJson::from_json(j, f.path() + " (its GGUF vocabulary)", TokenizerJson::CleanUp::none, true);
   }
   const JsonMap j = {
       {"model", {{"type", "BPE"}, {"vocab", std::move(vocab)}, {"merges", *merges}, {"ignore_merges", llama3}}},

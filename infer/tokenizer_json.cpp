@@ -3,6 +3,7 @@
 #include "tokenizer_json.hpp"
 
 #include <algorithm>
+#include <queue>
 #include <stdexcept>
 #include <utility>
 
@@ -87,8 +88,69 @@ void encode_word(const Impl& t, std::string_view word, std::vector<int>& out) {
   out.insert(out.end(), symbols.begin(), symbols.end());
 }
 
-// A stretch of text between added tokens.
-void encode_text(const Impl& t, std::string_view text, std::vector<int>& out) {
+// llama.cpp's SentencePiece merge (tokenizer_json_impl.hpp) of well-formed UTF-8 `s`: each
+// character a symbol; the adjacent pair whose joined text is a token of the highest score
+// (the leftmost of equals) joins, until no pair is a token.
+void encode_spm(const Impl& t, const std::string& s, std::vector<int>& out) {
+  struct Symbol {
+    int prev, next;
+    std::size_t at, n;  // its bytes in s; n = 0 once joined into the one before it
+  };
+  std::vector<Symbol> sym;
+  for (std::size_t at = 0; at < s.size();) {
+    const auto lead = static_cast<unsigned char>(s[at]);
+    const std::size_t n = std::min<std::size_t>(lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1, s.size() - at);
+    const int i = static_cast<int>(sym.size());
+    sym.push_back({i - 1, at + n == s.size() ? -1 : i + 1, at, n});
+    at += n;
+  }
+  struct Pair {
+    float score;
+    int left, right;
+    std::size_t n;  // the joined bytes when it was found (a stale pair no longer matches)
+  };
+  auto lower = [](const Pair& a, const Pair& b) { return a.score < b.score || (a.score == b.score && a.left > b.left); };
+  std::priority_queue<Pair, std::vector<Pair>, decltype(lower)> pairs(lower);
+  auto consider = [&](int l, int r) {
+    if (l < 0 || r < 0) return;
+    const std::size_t n = sym[static_cast<std::size_t>(l)].n + sym[static_cast<std::size_t>(r)].n;
+    const auto it = t.ids.find(s.substr(sym[static_cast<std::size_t>(l)].at, n));
+    if (it != t.ids.end()) pairs.push({t.scores[static_cast<std::size_t>(it->second)], l, r, n});
+  };
+  for (int i = 1; i < static_cast<int>(sym.size()); ++i) consider(i - 1, i);
+  while (!pairs.empty()) {
+    const Pair p = pairs.top();
+    pairs.pop();
+    Symbol& l = sym[static_cast<std::size_t>(p.left)];
+    Symbol& r = sym[static_cast<std::size_t>(p.right)];
+    if (l.n == 0 || r.n == 0 || l.n + r.n != p.n) continue;
+    l.n += r.n;
+    r.n = 0;
+    l.next = r.next;
+    if (r.next >= 0) sym[static_cast<std::size_t>(r.next)].prev = p.left;
+    consider(l.prev, p.left);
+    consider(p.left, l.next);
+  }
+  for (int i = sym.empty() ? -1 : 0; i != -1; i = sym[static_cast<std::size_t>(i)].next) {
+    const Symbol& x = sym[static_cast<std::size_t>(i)];
+    if (const auto it = t.ids.find(s.substr(x.at, x.n)); it != t.ids.end()) {
+      out.push_back(it->second);
+    } else {
+      for (std::size_t k = 0; k < x.n; ++k) out.push_back(t.byte_token[static_cast<unsigned char>(s[x.at + k])]);
+    }
+  }
+}
+
+// A stretch of text between added tokens; `after_added`: it opens the input or follows one.
+void encode_text(const Impl& t, std::string_view text, bool after_added, std::vector<int>& out) {
+  if (t.spm) {
+    if (text.empty()) return;
+    std::string s = t.space_prefix && after_added ? " " : "";
+    s += text;
+    replace_all(s, " ", "\u2581");
+    encode_spm(t, s, out);
+    return;
+  }
   const std::string s = normalized(t, std::string(text));
   if (s.empty()) return;
   if (!t.split) {
@@ -117,12 +179,13 @@ bool byte_fallback_piece(const Impl& t, int id) {
 
 // The decoder's text of `ids` before Strip and the clean-up of spaces. Two runs of ids
 // make the text of both joined when the first ends outside a byte run and a character.
-std::string raw_text(const Impl& t, std::span<const int> ids, bool skip_special) {
+// `first`: ids[0] is the first id of the whole text (llama.cpp's SentencePiece strips its space).
+std::string raw_text(const Impl& t, std::span<const int> ids, bool skip_special, bool first) {
   std::string out, bytes;  // bytes: byte-level characters or <0xNN> pieces not yet made text
   auto flush = [&] {
     if (bytes.empty()) return;
-    if (t.byte_level) {
-      out += unicode::encode_utf8(unicode::decode_utf8(bytes));  // lossy, as the library's
+    if (t.byte_level || t.spm) {
+      out += unicode::encode_utf8(unicode::decode_utf8(bytes));  // lossy, as the library's (llama.cpp: as node reads its bytes)
     } else {  // ByteFallback: the run's bytes if they are UTF-8, else one U+FFFD per byte
       if (unicode::encode_utf8(unicode::decode_utf8(bytes)) == bytes) out += bytes;
       else
@@ -134,6 +197,8 @@ std::string raw_text(const Impl& t, std::span<const int> ids, bool skip_special)
     if (id < 0 || static_cast<std::size_t>(id) >= t.pieces.size() || !t.present[static_cast<std::size_t>(id)])
       throw std::out_of_range("token id " + std::to_string(id) + " is not in the tokenizer's vocabulary");
     const auto u = static_cast<std::size_t>(id);
+    const bool strip = t.spm && t.space_prefix && first;  // llama.cpp: one space off the first token's text
+    first = false;
     if (skip_special && t.is_special[u]) continue;
     const std::string& p = t.pieces[u];
     if (t.byte_level) {
@@ -146,12 +211,14 @@ std::string raw_text(const Impl& t, std::span<const int> ids, bool skip_special)
       continue;
     }
     if (byte_fallback_piece(t, id)) {
-      bytes += static_cast<char>(std::stoi(p.substr(3, 2), nullptr, 16));
+      const char b = static_cast<char>(std::stoi(p.substr(3, 2), nullptr, 16));
+      if (!(strip && b == ' ')) bytes += b;
       continue;
     }
     flush();
     std::string piece = p;
-    replace_all(piece, "\u2581", " ");
+    if (!(t.spm && t.is_added[u])) replace_all(piece, "\u2581", " ");  // llama.cpp: added tokens verbatim
+    if (strip && !piece.empty() && piece[0] == ' ') piece.erase(0, 1);
     out += piece;
   }
   flush();
@@ -180,24 +247,26 @@ std::vector<int> TokenizerJson::encode(std::string_view raw, bool add_special) c
   std::vector<int> out;
   if (add_special) out = t.prefix;
   std::size_t start = 0;  // of the text not yet encoded
+  bool after_added = true;
   for (std::size_t i = 0; i < text.size();) {
     const Impl::Added* a = t.added.empty() ? nullptr : added_at(t, text, i);
     if (a == nullptr) {
       ++i;
       continue;
     }
-    encode_text(t, std::string_view(text).substr(start, i - start), out);
+    if (i > start) encode_text(t, std::string_view(text).substr(start, i - start), after_added, out);
     out.push_back(a->id);
+    after_added = true;
     i += a->content.size();
     start = i;
   }
-  encode_text(t, std::string_view(text).substr(start), out);
+  if (text.size() > start) encode_text(t, std::string_view(text).substr(start), after_added, out);
   if (add_special) out.insert(out.end(), t.suffix.begin(), t.suffix.end());
   return out;
 }
 
 std::string TokenizerJson::decode(std::span<const int> ids, bool skip_special) const {
-  std::string out = raw_text(*impl_, ids, skip_special);
+  std::string out = raw_text(*impl_, ids, skip_special, true);
   if (!impl_->byte_level)
     for (int k = 0; k < impl_->strip_start && !out.empty() && out[0] == ' '; ++k) out.erase(0, 1);
   clean_up_spaces(*impl_, out);
@@ -214,18 +283,22 @@ std::string TokenizerJson::Stream::next(int id) {
   // A byte-fallback run stays open past a byte and a skipped special token: its bytes are
   // text only as a whole (one U+FFFD per byte if they are not UTF-8).
   if (!t.byte_level && (byte_fallback_piece(t, id) || (skip_ && t.is_special[static_cast<std::size_t>(id)]))) return "";
-  std::string raw = raw_text(t, pending_, skip_);
+  std::string raw = raw_text(t, pending_, skip_, fresh_);
   // Byte-level: bytes that end inside a character decode to U+FFFD until the rest come (a
   // real U+FFFD at the end is held one token longer, no more).
   if (t.byte_level && raw.ends_with("\uFFFD")) return "";
   pending_.clear();
+  fresh_ = false;
   append(std::move(raw));
   return take(false);
 }
 
 std::string TokenizerJson::Stream::finish() {
-  append(raw_text(*t_, pending_, skip_));
-  pending_.clear();
+  if (!pending_.empty()) {
+    append(raw_text(*t_, pending_, skip_, fresh_));
+    pending_.clear();
+    fresh_ = false;
+  }
   return take(true);
 }
 

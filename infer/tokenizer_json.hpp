@@ -87,6 +87,7 @@ class TokenizerJson {
     std::string tail_;          // text made but not given (what a clean-up could still change)
     int stripped_ = 0;          // leading spaces the decoder's Strip removed so far
     bool started_ = false;      // past the leading spaces
+    bool fresh_ = true;         // no id made text yet (the next is the text's first)
   };
   Stream stream(bool skip_special) const;
   CleanUp clean_up() const;

@@ -46,6 +46,16 @@ struct TokenizerJson::Impl {
 
   int strip_start = 0;  // the SentencePiece decoder's Strip(" ", n, 0)
   CleanUp clean_up = CleanUp::none;
+  // A GGUF file's SentencePiece vocabulary ("llama" kind) as llama.cpp runs it (tokenizer_gguf.cpp
+  // only: from_json with llama_cpp and its "llama_cpp_spm" object): a text is one word, " "
+  // put before it where it opens the input or follows an added token (space_prefix), spaces
+  // written as U+2581; then adjacent pieces merged by the joined token's score (highest
+  // first, the leftmost of equals), leftover characters as their bytes' <0xNN> tokens.
+  // Decode: added tokens verbatim (no U+2581 -> " "), byte runs as lossy UTF-8, and one
+  // leading space off the first token's text (space_prefix).
+  bool spm = false;
+  bool space_prefix = false;
+  std::vector<float> scores;  // by id
   std::uint64_t digest = 0;
 };
 

@@ -3,6 +3,7 @@
 // exactly, and refused by name when it cannot.
 #include <ringattn/error.hpp>
 
+#include <cmath>
 #include <cstdio>
 
 #include "digest.hpp"
@@ -312,6 +313,26 @@ void check_bytes(const Reader& r, Impl& t) {
     r.fail("model has neither byte_fallback nor unk_token: a character outside the vocabulary would have no token");
 }
 
+// llama.cpp's SentencePiece vocabulary (tokenizer_json_impl.hpp): a byte-fallback model
+// without merges, pre-tokenizer or normalizer, and a finite score per id.
+void read_spm(const Reader& r, const JsonMap& s, Impl& t) {
+  if (t.byte_level || !t.byte_fallback || t.split || !t.normalize.empty() || t.merges.size() != 0)
+    r.fail("llama_cpp_spm needs a byte-fallback BPE model without merges, normalizer or pre-tokenizer");
+  const JsonMap& scores = r.field(s, "scores", "llama_cpp_spm");
+  if (!scores.is_array() || scores.size() != t.pieces.size())
+    r.fail("llama_cpp_spm.scores is not an array of " + std::to_string(t.pieces.size()) + " numbers (one per id)");
+  Fnv1a h;
+  for (const JsonMap& v : scores) {
+    if (!v.is_number() || !std::isfinite(v.get<double>())) r.fail("llama_cpp_spm.scores has an entry that is not a finite number");
+    t.scores.push_back(v.get<float>());
+  }
+  h.floats(t.scores);
+  t.space_prefix = r.boolean(s, "add_space_prefix", "llama_cpp_spm");
+  t.spm = true;
+  h.value(t.space_prefix ? 2 : 1);
+  t.digest = (t.digest ^ h.h) * 1099511628211ull;
+}
+
 // Everything encode and decode depend on, as the runtime holds it (not the file's bytes,
 // whose spacing and key order may differ between two copies of one tokenizer).
 std::uint64_t digest_of(const Impl& t, std::uint64_t merges) {
@@ -346,6 +367,10 @@ std::uint64_t digest_of(const Impl& t, std::uint64_t merges) {
 TokenizerJson TokenizerJson::from_json(const JsonMap& j, const std::string& where, CleanUp clean_up, bool llama_cpp) {
   try {
     TokenizerJson t = read_tokenizer(j, where);
+    if (const JsonMap* spm = json_field(j, "llama_cpp_spm"); spm != nullptr) {
+      if (!llama_cpp) throw ringattn::FileError("tokenizer " + where + ": llama_cpp_spm is not a tokenizer.json field; refused");
+      read_spm(Reader(where), *spm, *t.impl_);
+    }
     t.impl_->clean_up = clean_up;
     t.impl_->spaces = llama_cpp ? Spaces::unicode : Spaces::javascript;
     t.impl_->digest = (t.impl_->digest ^ (static_cast<std::uint64_t>(clean_up) * 2 + llama_cpp)) * 1099511628211ull;

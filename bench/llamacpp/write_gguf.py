@@ -14,8 +14,10 @@ per block of 32, d = max|x| / 127 stored as fp16, q = round(x / d) half away fro
 or llama.cpp's Q4_K_M mix of Q4_K and Q6_K (q4_k_m_kind); the norms stay F32, as the converter
 keeps them. The vocabulary is llama.cpp's minimal SentencePiece one: <unk>, <s>, </s>, byte
 tokens, then fillers; ids pass through unchanged (the bench feeds ids, never text). With
---tokenizer DIR it is instead that directory's byte-level BPE tokenizer.json as GGUF's "gpt2"
-kind (--pre llama-bpe or qwen2), the way llama.cpp's converter writes it, and --vocab is its size.
+--tokenizer DIR it is instead that directory's tokenizer.json, and --vocab is its size: a
+byte-level BPE one as GGUF's "gpt2" kind (--pre llama-bpe or qwen2), the way llama.cpp's converter
+writes it; a SentencePiece-style one (byte fallback: Llama 2, Mistral) as the "llama" kind, each
+token scored by its merge's rank (-rank; 0 for tokens no merge makes: characters, bytes, specials).
   write_gguf.py --seed 1 --vocab 512 --dim 2048 --layers 4 --heads 32 --kv-heads 8 \\
       --head-dim 64 --ffn 8192 [--untied] [--dtype bf16|q8_0|q4_k|q4_k_m] --out model.gguf
 GGUF v3: "GGUF", version, tensor count, metadata count, the metadata (key, type, value), the
@@ -201,17 +203,35 @@ def hf_vocabulary(directory, pre):
     types = [kinds.get(i, 1) for i in range(n)]
     merges = [m if isinstance(m, str) else " ".join(m) for m in tj["model"]["merges"]]
     ids = {t: i for i, t in enumerate(tokens)}
+    spm = bool(tj["model"].get("byte_fallback"))
+    if spm:
+        rank = {}
+        for r, m in enumerate(merges):
+            rank.setdefault(m.replace(" ", ""), r)
+        scores = [-float(rank[t]) if t in rank and i not in kinds else 0.0 for i, t in enumerate(tokens)]
+        for b in range(256):
+            types[ids[f"<0x{b:02X}>"]] = 6
+        unk = tj["model"].get("unk_token")
+        if unk in ids:
+            types[ids[unk]] = 2
 
     def token_of(key):
         v = config.get(key)
         v = v.get("content") if isinstance(v, dict) else v
         return ids.get(v) if isinstance(v, str) else None
 
-    kv = [("tokenizer.ggml.model", STR, "gpt2"), ("tokenizer.ggml.pre", STR, pre),
-          ("tokenizer.ggml.tokens", ARR, (STR, tokens)), ("tokenizer.ggml.token_type", ARR, (I32, types)),
-          ("tokenizer.ggml.merges", ARR, (STR, merges)),
-          ("tokenizer.ggml.add_bos_token", BOOL, bool(config.get("add_bos_token", False))),
-          ("tokenizer.ggml.add_eos_token", BOOL, bool(config.get("add_eos_token", False)))]
+    if spm:
+        kv = [("tokenizer.ggml.model", STR, "llama"), ("tokenizer.ggml.tokens", ARR, (STR, tokens)),
+              ("tokenizer.ggml.scores", ARR, (F32, scores)), ("tokenizer.ggml.token_type", ARR, (I32, types)),
+              ("tokenizer.ggml.add_space_prefix", BOOL, True)]
+        if unk in ids:
+            kv.append(("tokenizer.ggml.unknown_token_id", U32, ids[unk]))
+    else:
+        kv = [("tokenizer.ggml.model", STR, "gpt2"), ("tokenizer.ggml.pre", STR, pre),
+              ("tokenizer.ggml.tokens", ARR, (STR, tokens)), ("tokenizer.ggml.token_type", ARR, (I32, types)),
+              ("tokenizer.ggml.merges", ARR, (STR, merges))]
+    kv += [("tokenizer.ggml.add_bos_token", BOOL, bool(config.get("add_bos_token", False))),
+           ("tokenizer.ggml.add_eos_token", BOOL, bool(config.get("add_eos_token", False)))]
     for key, name in (("bos_token", "bos"), ("eos_token", "eos")):
         if token_of(key) is not None:
             kv.append((f"tokenizer.ggml.{name}_token_id", U32, token_of(key)))
@@ -225,8 +245,9 @@ def main():
         p.add_argument("--" + name, type=int, default=default)
     p.add_argument("--untied", action="store_true")
     p.add_argument("--dtype", choices=["f32", "bf16", "q8_0", "q4_k", "q4_k_m"], default="f32")
-    p.add_argument("--tokenizer", help="a directory with a byte-level BPE tokenizer.json (and tokenizer_config.json): "
-                   "its vocabulary, as GGUF's gpt2 kind, replaces the minimal one, and --vocab is its size")
+    p.add_argument("--tokenizer", help="a directory with a tokenizer.json (and tokenizer_config.json): its vocabulary, "
+                   "as GGUF's gpt2 kind (byte-level BPE) or llama kind (SentencePiece), replaces the minimal one, "
+                   "and --vocab is its size")
     p.add_argument("--pre", default="llama-bpe", help="tokenizer.ggml.pre with --tokenizer (llama-bpe, qwen2)")
     p.add_argument("--out", required=True)
     c = p.parse_args()

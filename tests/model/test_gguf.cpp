@@ -50,6 +50,11 @@ struct Gguf {
     for (const auto& x : v) meta += str(x);
     ++keys;
   }
+  void f32s(const std::string& k, const std::vector<float>& v) {
+    meta += str(k) + le<std::uint32_t>(9) + le<std::uint32_t>(6) + le<std::uint64_t>(v.size());
+    for (const auto x : v) meta += le(x);
+    ++keys;
+  }
   void i32s(const std::string& k, const std::vector<std::int32_t>& v) {
     meta += str(k) + le<std::uint32_t>(9) + le<std::uint32_t>(5) + le<std::uint64_t>(v.size());
     for (const auto x : v) meta += le(x);
@@ -246,7 +251,86 @@ GgufFile vocab_file(std::string& keep, const std::function<void(std::vector<std:
   return GgufFile(std::as_bytes(std::span(keep.data(), keep.size())), "vocab.gguf");
 }
 
+// A SentencePiece ("llama") vocabulary: <unk>, <s>, </s>, the 256 byte tokens, then pieces
+// with scores, as hello_pieces lists them.
+GgufFile spm_file(std::string& keep, const std::function<void(std::vector<std::string>&, std::vector<std::int32_t>&, std::vector<float>&, Gguf&)>& edit = {}) {
+  Gguf g;
+  g.text("general.architecture", "llama");
+  g.text("tokenizer.ggml.model", "llama");
+  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+  std::vector<std::int32_t> types = {2, 3, 3};
+  char hex[8];
+  for (int b = 0; b < 256; ++b) {
+    std::snprintf(hex, sizeof hex, "<0x%02X>", b);
+    tokens.push_back(hex);
+    types.push_back(6);
+  }
+  std::vector<float> scores(tokens.size(), 0.0f);
+  const std::string sp = "\u2581";
+  for (const auto& [piece, score] : std::vector<std::pair<std::string, float>>{
+           {sp, -1}, {"h", -1}, {"e", -1}, {"l", -1}, {"o", -1}, {sp + "h", -5}, {"he", -3}, {"ll", -2}, {"llo", -4},
+           {"hello", -10}, {sp + "hello", -6}}) {
+    tokens.push_back(piece);
+    types.push_back(1);
+    scores.push_back(score);
+  }
+  if (edit) edit(tokens, types, scores, g);
+  g.texts("tokenizer.ggml.tokens", tokens);
+  g.i32s("tokenizer.ggml.token_type", types);
+  g.f32s("tokenizer.ggml.scores", scores);
+  keep = g.bytes();
+  return GgufFile(std::as_bytes(std::span(keep.data(), keep.size())), "vocab.gguf");
+}
+
 }  // namespace
+
+TEST_CASE("gguf: a SentencePiece vocabulary runs as llama.cpp runs it: merges by score, the space prefix, bytes, BOS") {
+  std::string keep;
+  const GgufFile f = spm_file(keep);
+  const infer::TokenizerJson t = infer::gguf_tokenizer(f);
+  const int hello = 259 + 10, sp_h = 259 + 5;
+  // "▁hello": ll (-2), then he (-3), llo (-4), hello (-10), ▁hello (-6): one token.
+  CHECK(t.encode("hello", false) == std::vector<int>{hello});
+  CHECK(t.encode("hello", true) == std::vector<int>{1, hello});  // llama.cpp adds BOS by default for this kind
+  // A character without a token becomes its bytes; "▁h" merges first.
+  CHECK(t.encode("h\xc3\xa9", false) == std::vector<int>{sp_h, 3 + 0xC3, 3 + 0xA9});
+  // After a special token the text gets its space prefix again.
+  CHECK(t.encode("hello<s>hello", false) == std::vector<int>{hello, 1, hello});
+  // Decode: one space off the first token's text; special tokens as text unless skipped;
+  // byte runs as lossy UTF-8.
+  CHECK(t.decode(std::vector<int>{hello, hello}) == "hello hello");
+  CHECK(t.decode(std::vector<int>{1, hello}) == "<s> hello");
+  CHECK(t.decode(std::vector<int>{1, hello}, true) == " hello");
+  CHECK(t.decode(t.encode("h\xc3\xa9", false)) == "h\xc3\xa9");
+  CHECK(t.decode(std::vector<int>{3 + 0xC3, hello}) == "\xef\xbf\xbd hello");
+  {
+    std::string k2;
+    const GgufFile g = spm_file(k2, [](auto&, auto&, auto&, Gguf& x) { x.boolean("tokenizer.ggml.add_space_prefix", false); });
+    const infer::TokenizerJson u = infer::gguf_tokenizer(g);
+    CHECK(u.encode("hello", false) == std::vector<int>{259 + 9});  // "hello" without "▁"
+    CHECK(u.decode(std::vector<int>{hello}) == " hello");          // nothing stripped
+  }
+  // Hostile: a byte token that is not <0xNN>, a <0xNN> that is not of the byte type, scores
+  // of another length.
+  struct Case {
+    const char* what;
+    std::function<void(std::vector<std::string>&, std::vector<std::int32_t>&, std::vector<float>&, Gguf&)> edit;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"a byte token that is not <0xNN>", [](auto& tk, auto&, auto&, Gguf&) { tk[3] = "<0xZZ>"; }, "is of the byte type (6) but is not a <0xNN>"},
+      {"a <0xNN> of another type", [](auto&, auto& ty, auto&, Gguf&) { ty[3] = 1; }, "is not of the byte type (6) but is a <0xNN>"},
+      {"scores of another length", [](auto&, auto&, auto& sc, Gguf&) { sc.pop_back(); }, "tokenizer.ggml.scores is missing or not one number per token"},
+  };
+  for (const Case& c : cases) {
+    const std::string what = c.what;
+    CAPTURE(what);
+    std::string k3;
+    const std::string m = error_of([&] { (void)infer::gguf_tokenizer(spm_file(k3, c.edit)); });
+    CHECK(m.find("vocab.gguf") != std::string::npos);
+    CHECK(m.find(c.says) != std::string::npos);
+  }
+}
 
 TEST_CASE("gguf: a byte-level vocabulary runs as llama.cpp runs it; a hostile or unknown one is refused naming the key") {
   std::string bytes;
@@ -283,7 +367,9 @@ TEST_CASE("gguf: a byte-level vocabulary runs as llama.cpp runs it; a hostile or
     const char* says;
   };
   const Case cases[] = {
-      {"a SentencePiece vocabulary", [](auto&, auto&, Gguf& g) { g = Gguf(); g.text("tokenizer.ggml.model", "llama"); }, "only GGUF's byte-level"},
+      {"another kind", [](auto&, auto&, Gguf& g) { g = Gguf(); g.text("tokenizer.ggml.model", "bert"); }, "only GGUF's byte-level"},
+      {"a SentencePiece vocabulary without scores", [](auto&, auto&, Gguf& g) { g = Gguf(); g.text("tokenizer.ggml.model", "llama"); },
+       "tokenizer.ggml.scores is missing"},
       {"another pre-tokenizer", [](auto&, auto&, Gguf& g) { g = Gguf(); g.text("tokenizer.ggml.model", "gpt2"); g.text("tokenizer.ggml.pre", "gpt-4o"); },
        "tokenizer.ggml.pre is \"gpt-4o\""},
       {"token types of another length", [](auto&, std::vector<std::int32_t>& ty, Gguf&) { ty.pop_back(); }, "token_type has 260 entries for 261"},

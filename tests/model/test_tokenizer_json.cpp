@@ -284,6 +284,10 @@ TEST_CASE("GGUF vocabulary: Llama 3's (gpt2, llama-bpe) token for token as llama
 
 TEST_CASE("GGUF vocabulary: Qwen 3's (gpt2, qwen2; no NFC in llama.cpp) token for token as llama.cpp") { compare_gguf("qwen3", "qwen2"); }
 
+TEST_CASE("GGUF vocabulary: Llama 2's (llama: SentencePiece scores, byte tokens, the space prefix) token for token as llama.cpp") {
+  compare_gguf("llama2", "default");
+}
+
 TEST_CASE("tokenizer.json: Llama 3 (byte-level BPE, its regex, ignore_merges) token for token as transformers.js") {
   compare_family("llama3");
 }
