@@ -36,6 +36,8 @@ TEST_PACKAGES=(
   python3-dev pybind11-dev python3-pybind11 python3-numpy python3-pytest openmpi-bin
   # the PyTorch autograd function (ringattn.torch) and its tests against torch autograd
   python3-torch
+  # the chat templates' oracle (tests/model/chat_templates/oracle.py)
+  python3-jinja2
   # benchmarks: iperf3 baseline, peak RSS
   iperf3 time
   # deploy/ tests: systemd-analyze (systemd), a single-node Slurm cluster, the manifests'
