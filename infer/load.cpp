@@ -49,10 +49,12 @@ std::vector<std::int32_t> random_tokens(std::int64_t n, std::int64_t vocab, std:
 
 }  // namespace
 
-std::uint64_t LoadedJob::digest() const { return model.digest() ^ (tokenizer ? tokenizer->digest() * 31 : 0); }
+std::uint64_t LoadedJob::digest() const {
+  return model.digest() ^ (tokenizer ? tokenizer->digest() * 31 : 0) ^ (chat.digest * 1099511628211ull);
+}
 
 LoadedJob load_model(JobOptions& opt) {
-  LoadedJob job{read_model(opt), nullptr, {}, {}, {}};
+  LoadedJob job{read_model(opt), nullptr, {}, {}, {}, {}};
   job.description = describe(opt, job.model);
   job.model.set_threads(opt.threads);  // the attention kernel's budget, for the matmuls around it
   opt.model = job.model.config();
@@ -61,6 +63,7 @@ LoadedJob load_model(JobOptions& opt) {
   job.tokenizer = std::move(t.tokenizer);
   job.tokenizer_missing = std::move(t.missing);
   if (job.tokenizer) job.description += ", " + job.tokenizer->describe();
+  job.chat = load_chat(opt);
   return job;
 }
 
@@ -84,7 +87,18 @@ LoadedJob load_job(JobOptions& opt, std::int64_t max_batch_tokens) {
                                            : "the batch's " + std::to_string(max_batch_tokens) + " tokens"));
     one("\"random\"", random_tokens(opt.random_prompt, opt.model.vocab, opt.seed));
   }
-  else if (opt.prompt_text)
+  else if (opt.prompt_text && opt.chat) {  // one user message (after a system one) in the model's chat template
+    Json messages = Json::array();
+    if (opt.system) messages.push_back({{"role", "system"}, {"content", *opt.system}});
+    messages.push_back({{"role", "user"}, {"content", *opt.prompt_text}});
+    std::string text;
+    try {
+      text = job.chat.render(messages);
+    } catch (const std::runtime_error& e) {
+      throw ringattn::InvalidArgument(std::string("--chat: ") + e.what());
+    }
+    one("\"prompt\"", tok->encode(text, false));  // the template writes BOS itself
+  } else if (opt.prompt_text)
     one("\"prompt\"", tok->encode(*opt.prompt_text, true));
   else
     job.prompts = read_prompts(opt.prompts, opt.model.vocab, max_batch_tokens, tok, job.tokenizer_missing);

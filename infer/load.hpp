@@ -12,6 +12,7 @@
 
 #include <ringattn/ring.hpp>
 
+#include "chat.hpp"
 #include "model.hpp"
 #include "options.hpp"
 #include "prompts.hpp"
@@ -23,9 +24,10 @@ struct LoadedJob {
   Model model;
   std::unique_ptr<TextTokenizer> tokenizer;  // none: tokenizer_missing says why
   std::string tokenizer_missing;
+  ModelChat chat;  // the model's chat template (chat.hpp)
   std::vector<Prompt> prompts;
   std::string description;  // "model <path> (llama2.c), tokenizer <path>": for a mismatch's message
-  // The digest the ranks compare: the weights' and the tokenizer's.
+  // The digest the ranks compare: the weights', the tokenizer's and the chat template's.
   std::uint64_t digest() const;
 };
 

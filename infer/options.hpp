@@ -31,6 +31,8 @@ struct JobOptions {
   // (a Hugging Face directory's tokenizer.json, a GGUF file's vocabulary), text_tokenizer.hpp.
   std::string tokenizer;
   std::optional<std::string> prompt_text;  // one prompt as text (may be ""), instead of a prompts file
+  bool chat = false;                       // prompt_text is a user message in the model's chat template
+  std::optional<std::string> system;       // with chat: a system message before it
   std::string prompts;
   std::int64_t random_prompt = 0;  // > 0: one prompt of BOS and that many token ids drawn from `seed` (benchmarks)
   std::string out_dir;  // empty: no result files

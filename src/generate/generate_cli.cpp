@@ -77,6 +77,10 @@ Plan make_plan(const Args& a) {
   const int given = a.has("prompt") + a.has("prompts") + a.has("random-prompt");
   if (given != 1) throw InvalidArgument("give one of --prompt TEXT, --prompts FILE and --random-prompt N");
   if (auto t = a.maybe("prompt")) j.prompt_text = *t;
+  j.chat = a.has("chat");
+  if (auto s = a.maybe("system")) j.system = *s;
+  if ((j.chat || j.system) && !j.prompt_text) throw InvalidArgument("--chat and --system take the user's message from --prompt TEXT");
+  if (j.system && !j.chat) throw InvalidArgument("--system is a chat's system message: give --chat too");
   if (auto f = a.maybe("prompts")) j.prompts = *f;
   if (a.has("random-prompt")) j.random_prompt = a.int64("random-prompt");
   if (j.prompt_text && j.tokenizer.empty() && j.hf.empty() && j.gguf.empty())
@@ -247,14 +251,18 @@ int generate_main(const std::vector<std::string>& argv) {
          "through Ring::decode. The text is printed as it comes; the figures follow on stderr (--json: one\n"
          "object on stdout). Greedy text is the same at every P and layout.");
   a.option("model", "FILE", "a llama2.c checkpoint (version 0, float32: stories260K.bin), a Hugging Face model directory "
-           "(llama, mistral, qwen2, qwen3; safetensors F32/BF16/F16), a .gguf file (llama, qwen2, qwen3; F32/F16/BF16), "
+           "(llama, mistral, qwen2, qwen3; safetensors F32/BF16/F16), a .gguf file (llama, qwen2, qwen3; F32/F16/BF16/Q8_0/Q4_K/Q6_K), "
            "or seed:S for weights drawn from S in the shape "
            "of the flags below")
-      .option("tokenizer", "FILE", "the model's llama2.c tokenizer (tok512.bin): --prompt, and the text printed")
+      .option("tokenizer", "FILE", "the model's tokenizer: a tokenizer.json or llama2.c's tok512.bin (default: the model "
+              "directory's tokenizer.json, the GGUF file's vocabulary): --prompt, and the text printed")
       .option("prompt", "TEXT", "one prompt (BOS, then its tokens)")
+      .flag("chat", "--prompt is a user's message: the prompt is the model's chat template of it (tokenizer_config.json, "
+            "chat_template.jinja, GGUF tokenizer.chat_template), the assistant's turn opened")
+      .option("system", "TEXT", "with --chat: a system message before the user's")
       .option("prompts", "FILE", "JSON lines {\"id\": ..., \"text\": \"...\"} or {\"id\": ..., \"tokens\": [...]}, packed into one batch")
       .option("random-prompt", "N", "one prompt of N token ids drawn from the model's seed (benchmarks)")
-      .option("max-tokens", "N", "tokens generated per prompt (a text ends earlier at BOS or EOS)", "256")
+      .option("max-tokens", "N", "tokens generated per prompt (a text ends earlier at the model's end token)", "256")
       .option("temperature", "T", "0: greedy; above 0: sampled from the logits / T", "0")
       .option("top-p", "P", "nucleus sampling's mass, in (0, 1); 0 or 1: every token", "0.9")
       .option("seed", "S", "the sampler's seed (prompt i starts from S + i): the same text at every P", "1")

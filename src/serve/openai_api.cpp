@@ -214,14 +214,31 @@ Asked parse_request(const std::string& body, bool chat, const HostedModel& m, co
   const std::string prompt_field = chat ? "messages" : "prompt";
   std::string text;
   std::optional<std::vector<std::int32_t>> ids;  // a prompt given as token ids
+  bool templated = false;                        // text is the chat template's: the tokenizer adds no BOS
   if (chat) {
     const Json* msgs = field("messages");
     if (!msgs || !msgs->is_array() || msgs->empty())
       throw bad("messages", "\"messages\" must be a non-empty array of {\"role\", \"content\"}");
     for (const Json& msg : *msgs) {
-      const std::string* c = infer::json_string(msg, "content");
-      if (!c) throw bad("messages", "every message needs a string \"content\"");
-      text += (text.empty() ? "" : "\n") + *c;
+      const std::string* role = infer::json_string(msg, "role");
+      const Json* c = infer::json_field(msg, "content");
+      if (!role || !c || !(c->is_string() || (c->is_null() && infer::json_field(msg, "tool_calls"))))
+        throw bad("messages", "every message needs a string \"role\" and a string \"content\" (null only beside \"tool_calls\")");
+    }
+    if (m.job.chat.tmpl) {  // the model's own chat template renders the whole conversation
+      if (a.open_session || !a.session.empty())
+        throw bad("session", "sessions with a chat template are not implemented: send the whole conversation in \"messages\"");
+      const Json* tools = field("tools");
+      try {
+        text = m.job.chat.render(*msgs, given(tools) ? *tools : Json(nullptr));
+      } catch (const std::runtime_error& e) {
+        throw bad("messages", std::string("the model's chat template refused these messages: ") + e.what());
+      }
+      templated = true;
+    } else if (m.options.llama2c.empty()) {
+      throw bad("messages", m.job.chat.refused + ": use /v1/completions with the prompt as text");
+    } else {  // llama2.c's models have no chat format: the messages' text, one per line
+      for (const Json& msg : *msgs) text += (text.empty() ? "" : "\n") + msg.at("content").get<std::string>();
     }
   } else {
     read_prompt(j, m, text, ids);
@@ -266,7 +283,7 @@ Asked parse_request(const std::string& body, bool chat, const HostedModel& m, co
       for (const int t : m.job.tokenizer->opening()) a.prompt.push_back(t);
     a.prompt.insert(a.prompt.end(), ids->begin(), ids->end());
   } else {
-    for (const int t : m.job.tokenizer->encode(text, bos)) a.prompt.push_back(t);
+    for (const int t : m.job.tokenizer->encode(text, bos && !templated)) a.prompt.push_back(t);
   }
   if (a.prompt.empty())
     throw bad(prompt_field, bos ? "the prompt is no tokens: an empty text, and this model's tokenizer adds no BOS"

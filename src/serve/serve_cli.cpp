@@ -196,6 +196,8 @@ int run_serve(const cli::Args& a) {
     if (!named.has_filename()) named = named.parent_path();
     model->name = (model->options.hf.empty() ? named.stem() : named.filename()).string();
     cli::logger("serve")->info("hosting {} ({})", model->name, model->job.description);
+    if (!model->job.chat.tmpl && model->options.llama2c.empty())
+      cli::logger("serve")->warn("/v1/chat/completions is refused for {}: {}", model->name, model->job.chat.refused);
   }
   RingService service(c, metrics, control, "off", notify, model);
   std::unique_ptr<OpenAiEndpoint> api;

@@ -22,7 +22,8 @@ using ringattn::itest::Outcome;
 using ringattn::itest::Spawned;
 
 // A byte-level BPE tokenizer.json of ids 0..255 (the bytes), merges up to id 255 + merges,
-// and the specials at 290-292; transformers' clean-up of spaces (tokenizer_config.json).
+// and the specials at 290-292; transformers' clean-up of spaces and a chat template in the
+// Llama 3 manner (tokenizer_config.json, kChatTemplate).
 void write_tokenizer(const fs::path& dir) {
   JsonMap vocab = JsonMap::object();
   for (int b = 0; b < 256; ++b) vocab[infer::byte_char(static_cast<unsigned char>(b))] = b;
@@ -63,7 +64,11 @@ void write_tokenizer(const fs::path& dir) {
         {"end_of_word_suffix", nullptr}, {"fuse_unk", false}, {"byte_fallback", false}, {"ignore_merges", true},
         {"vocab", vocab}, {"merges", m}}}};
   std::ofstream(dir / "tokenizer.json") << t.dump();
-  std::ofstream(dir / "tokenizer_config.json") << R"({"clean_up_tokenization_spaces": true})";
+  const infer::Json config = {{"clean_up_tokenization_spaces", true},
+                              {"bos_token", "<|begin_of_text|>"},
+                              {"eos_token", {{"content", "<|eot_id|>"}, {"lstrip", false}}},
+                              {"chat_template", kChatTemplate}};
+  std::ofstream(dir / "tokenizer_config.json") << config.dump(2);
 }
 
 void write_model(const fs::path& dir, int seed) {

@@ -17,6 +17,11 @@ namespace test::hf_text {
 
 constexpr int kVocab = 300;
 constexpr int kBos = 290, kEnd = 291, kEot = 292;
+// tokenizer_config.json's chat template: BOS, each message as a header, its trimmed text and
+// <|eot_id|>, then the assistant's header.
+constexpr const char* kChatTemplate =
+    "{{ bos_token }}{% for m in messages %}<|start|>{{ m['role'] }}\n\n{{ m.content | trim }}<|eot_id|>{% endfor %}"
+    "{% if add_generation_prompt %}<|start|>assistant\n\n{% endif %}";
 
 // Writes config.json, model.safetensors (seeded by `seed`), tokenizer.json and
 // tokenizer_config.json into `dir` (REQUIREs that each step worked).

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "infer/chat_template.hpp"
 #include "infer/json.hpp"
 #include "infer/tokenizer_json.hpp"
 #include "tests/integration/hf_text_model.hpp"
@@ -142,6 +143,46 @@ TEST_CASE("generate --model DIR: an empty text without a BOS is refused; a token
                                     "--threads", "1", "--timeout", "60"});
   CHECK(far.exit_code != 0);
   CHECK(far.err.find("not this model's tokenizer") != std::string::npos);
+}
+
+TEST_CASE("generate --chat: the prompt is the directory's chat template of the messages, encoded without a second BOS; a template it cannot render is refused naming it") {
+  Scratch s;
+  write_model(s.dir);
+  const infer::TokenizerJson tok = infer::TokenizerJson::load(s.dir / "tokenizer.json", s.dir / "tokenizer_config.json");
+  const infer::Json messages = {{{"role", "system"}, {"content", "Be brief. "}}, {{"role", "user"}, {"content", " the world? "}}};
+  const infer::Json context = {{"messages", messages}, {"add_generation_prompt", true}, {"tools", nullptr},
+                               {"bos_token", "<|begin_of_text|>"}, {"eos_token", "<|eot_id|>"}};
+  const std::string rendered = infer::ChatTemplate::parse(::test::hf_text::kChatTemplate, "t").render(context);
+  CHECK(rendered == "<|begin_of_text|><|start|>system\n\nBe brief.<|eot_id|><|start|>user\n\nthe world?<|eot_id|><|start|>assistant\n\n");
+  const std::vector<int> prompt_ids = tok.encode(rendered, false);
+  REQUIRE(prompt_ids.front() == ::test::hf_text::kBos);
+  REQUIRE(std::count(prompt_ids.begin(), prompt_ids.end(), ::test::hf_text::kBos) == 1);
+  auto chat = [&](int nodes) {
+    const Outcome r = run_ringattn({"generate", "--model", s.dir.string(), "--chat", "--system", "Be brief. ", "--prompt", " the world? ",
+                                    "--max-tokens", "12", "--nodes", std::to_string(nodes), "--threads", "1", "--timeout", "60", "--json"});
+    INFO("stderr: " << r.err);
+    REQUIRE(r.exit_code == 0);
+    return infer::parse_json(r.out).at("results").at(0);
+  };
+  const Json one = chat(1);
+  CHECK(one.at("prompt_tokens").get<double>() == static_cast<double>(prompt_ids.size()));
+  CHECK(one.at("text").get<std::string>() == ::test::hf_text::printed(tok, prompt_ids) + ::test::hf_text::printed(tok, ids_of(one)));
+  CHECK(ids_of(chat(2)) == ids_of(one));
+
+  // A template this runtime cannot render: --chat is refused naming the file and the line;
+  // a plain prompt still runs.
+  infer::Json config = infer::parse_json([&] {
+    std::ifstream f(s.dir / "tokenizer_config.json");
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  }());
+  config["chat_template"] = "{% for m in messages %}\n{{ m.content | wordcount }}{% endfor %}";
+  std::ofstream(s.dir / "tokenizer_config.json") << config.dump();
+  const Outcome refused = run_ringattn({"generate", "--model", s.dir.string(), "--chat", "--prompt", "hi", "--max-tokens", "2", "--nodes",
+                                        "1", "--threads", "1", "--timeout", "60"});
+  CHECK(refused.exit_code != 0);
+  CHECK(refused.err.find("tokenizer_config.json: line 2: the filter 'wordcount' is not implemented") != std::string::npos);
+  CHECK(refused.group_empty);
+  CHECK(run_json(s.dir, "hi", 1, 2).at("prompt_tokens").get<double>() == static_cast<double>(tok.encode("hi", true).size()));
 }
 
 }  // namespace ringattn::itest

@@ -475,6 +475,15 @@ TEST_CASE("serve --model DIR: a Hugging Face directory with its tokenizer.json g
   REQUIRE(k < ids.size());
   std::ofstream(dir / "generation_config.json") << "{\"eos_token_id\": " << ids[k] << "}";
   const std::string upto_end = ::test::hf_text::printed(tok, std::vector<int>(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k)));
+  // generate --chat's reply to a conversation, through the directory's chat template.
+  const Outcome gc = itest::run_ringattn({"generate", "--model", dir.string(), "--chat", "--system", "Be brief.", "--prompt", "the world?",
+                                          "--max-tokens", "20", "--nodes", "1", "--threads", "1", "--timeout", "60", "--json"});
+  INFO("generate --chat: " << gc.err);
+  REQUIRE(gc.exit_code == 0);
+  std::vector<int> chat_ids;
+  const infer::Json chat_out = infer::parse_json(gc.out);
+  for (const infer::Json& t : chat_out.at("results").at(0).at("tokens")) chat_ids.push_back(static_cast<int>(t.get<double>()));
+  const std::string chat_text = ::test::hf_text::printed(tok, chat_ids);
 
   ModelRing m(dir, {}, 10, {"--model", dir.string()});
   INFO(m.ring->logs());
@@ -494,6 +503,18 @@ TEST_CASE("serve --model DIR: a Hugging Face directory with its tokenizer.json g
   const Outcome cut = run("/usr/bin/curl", curl_post(m, "/v1/completions", body(static_cast<int>(k) - 1 > 0 ? static_cast<int>(k) - 1 : 1, true, prompt)));
   const std::size_t n = k > 1 ? k - 1 : 1;
   CHECK(sse_text(cut.out) == ::test::hf_text::printed(tok, std::vector<int>(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n))));
+  // Chat: the conversation through the model's chat template, generate --chat's text, whole and streamed.
+  const std::string conversation =
+      R"({"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "the world?"}], "max_tokens": 20, "temperature": 0)";
+  const Outcome chat = run("/usr/bin/curl", curl_post(m, "/v1/chat/completions", conversation + "}"));
+  REQUIRE(chat.out.find("HTTP 200") != std::string::npos);
+  const infer::Json cj = infer::parse_json(chat.out.substr(0, chat.out.find("\nHTTP")));
+  CHECK(cj.at("choices").at(0).at("message").at("content").get<std::string>() == chat_text);
+  CHECK(cj.at("usage").at("prompt_tokens").get<double>() == chat_out.at("results").at(0).at("prompt_tokens").get<double>());
+  CHECK(sse_text(run("/usr/bin/curl", curl_post(m, "/v1/chat/completions", conversation + R"(, "stream": true})")).out) == chat_text);
+  const Outcome session = run("/usr/bin/curl", curl_post(m, "/v1/chat/completions", conversation + R"(, "session": true})"));
+  CHECK(session.out.find("HTTP 400") != std::string::npos);
+  CHECK(session.out.find("sessions with a chat template are not implemented") != std::string::npos);
   // The endpoint names the model by its directory.
   const Outcome models = run("/usr/bin/curl", {"-s", "-H", m.auth(), m.url("/v1/models")});
   CHECK(models.out.find("\"id\":\"" + dir.filename().string() + "\"") != std::string::npos);
