@@ -198,7 +198,7 @@ fuzz() {
   done
   return $ok
 }
-step "fuzz: frame decoder, .npy reader, GGUF reader, tokenizer.json" fuzz
+step "fuzz: frame decoder, .npy reader, GGUF reader, tokenizer.json, chat templates" fuzz
 
 neon() {
   if [[ ! -f build-aarch64/build.ninja ]]; then

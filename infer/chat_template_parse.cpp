@@ -280,10 +280,15 @@ class Parser {
       ++at_;
       auto e = make(Expr::Kind::unary);
       e->text = "not";
+      deeper();
       e->a = not_();
+      --depth_;
       return e;
     }
     return compare();
+  }
+  void deeper() {
+    if (++depth_ > kMaxDepth) fail_(line_, "expressions nest deeper than 64");
   }
   ExprPtr compare() {
     ExprPtr e = math1();
@@ -335,7 +340,9 @@ class Parser {
       const std::string op = t_[at_++].text;
       e = make(Expr::Kind::unary);
       e->text = op;
+      deeper();
       e->a = unary(false);
+      --depth_;
     } else {
       e = postfix(primary());
     }

@@ -16,7 +16,8 @@ namespace {
 
 using namespace jinja;
 
-constexpr std::size_t kMaxOutput = 16u << 20;
+constexpr std::size_t kMaxOutput = 16u << 20;  // bytes of output, and of any one string or list made while rendering
+constexpr std::uint64_t kMaxSteps = 50'000'000;  // statements and expressions evaluated: no template runs for long
 
 struct Value {
   enum class Kind { undefined, json, ns } kind = Kind::undefined;
@@ -197,7 +198,18 @@ class Renderer {
     if (out.size() > kMaxOutput) fail(line, "renders more than 16 MiB");
   }
 
+  void step(int line) {
+    if (++steps_ > kMaxSteps) fail(line, "runs more than 50 million steps");
+  }
+
+  Value sized(Json v, int line) const {
+    if ((v.is_string() && v.get_ref<const std::string&>().size() > kMaxOutput) || (v.is_array() && v.size() > kMaxOutput))
+      fail(line, "makes a string or list larger than 16 Mi");
+    return Value::of(std::move(v));
+  }
+
   Flow node(const Node& n, std::string& out) {
+    step(n.line);
     switch (n.kind) {
       case Node::Kind::text: emit(out, n.text, n.line); return Flow::normal;
       case Node::Kind::output: emit(out, str(eval(*n.expr), n.line), n.line); return Flow::normal;
@@ -337,6 +349,7 @@ class Renderer {
   }
 
   Value eval(const Expr& e) {
+    step(e.line);
     switch (e.kind) {
       case Expr::Kind::literal: return Value::of(e.value);
       case Expr::Kind::name: return lookup(e.text);
@@ -490,7 +503,7 @@ class Renderer {
     if (op == "!=") return Value::of(!equal(a, b));
     if (op == "in") return Value::of(contains(a, b, e.line));
     if (op == "notin") return Value::of(!contains(a, b, e.line));
-    if (op == "~") return Value::of(str(a, e.line) + str(b, e.line));
+    if (op == "~") return sized(str(a, e.line) + str(b, e.line), e.line);
     const Json& x = need(a, e.line);
     const Json& y = need(b, e.line);
     if (op == "<" || op == ">" || op == "<=" || op == ">=") {
@@ -500,8 +513,13 @@ class Renderer {
       return Value::of(op == "<" ? c < 0 : op == ">" ? c > 0 : op == "<=" ? c <= 0 : c >= 0);
     }
     if (op == "+") {
-      if (x.is_string() && y.is_string()) return Value::of(x.get<std::string>() + y.get<std::string>());
+      if (x.is_string() && y.is_string()) {
+        if (x.get_ref<const std::string&>().size() + y.get_ref<const std::string&>().size() > kMaxOutput)
+          fail(e.line, "makes a string or list larger than 16 Mi");
+        return Value::of(x.get<std::string>() + y.get<std::string>());
+      }
       if (x.is_array() && y.is_array()) {
+        if (x.size() + y.size() > kMaxOutput) fail(e.line, "makes a string or list larger than 16 Mi");
         Json out = x;
         for (const Json& v : y) out.push_back(v);
         return Value::of(std::move(out));
@@ -509,8 +527,9 @@ class Renderer {
     }
     if (op == "*" && x.is_string() && is_int(y)) {
       std::string out;
-      for (std::int64_t i = 0; i < y.get<std::int64_t>() && out.size() <= kMaxOutput; ++i) out += x.get<std::string>();
-      return Value::of(out);
+      if (!x.get_ref<const std::string&>().empty())
+        for (std::int64_t i = 0; i < y.get<std::int64_t>() && out.size() <= kMaxOutput; ++i) out += x.get<std::string>();
+      return sized(out, e.line);
     }
     if (x.is_number() && y.is_number() && !x.is_boolean() && !y.is_boolean()) {
       const bool ints = is_int(x) && is_int(y);
@@ -612,8 +631,8 @@ class Renderer {
       const std::string d = sep ? need_string(*sep, e.line, "join's separator") : "";
       if (!j.is_array()) fail(e.line, "join needs a list");
       std::string out;
-      for (std::size_t i = 0; i < j.size(); ++i) out += (i ? d : "") + py_str(j[i], false);
-      return Value::of(out);
+      for (std::size_t i = 0; i < j.size() && out.size() <= kMaxOutput; ++i) out += (i ? d : "") + py_str(j[i], false);
+      return sized(out, e.line);
     }
     if (f == "list") {
       if (j.is_array()) return v;
@@ -751,7 +770,10 @@ class Renderer {
       if (f.empty()) fail(line, "replace of an empty string is not implemented");
       std::string out;
       std::size_t at = 0;
-      for (std::size_t hit; left != 0 && (hit = s.find(f, at)) != std::string::npos; at = hit + f.size(), --left) out += s.substr(at, hit - at) + t;
+      for (std::size_t hit; left != 0 && (hit = s.find(f, at)) != std::string::npos; at = hit + f.size(), --left) {
+        out += s.substr(at, hit - at) + t;
+        if (out.size() > kMaxOutput) fail(line, "makes a string or list larger than 16 Mi");
+      }
       return Value::of(out + s.substr(at));
     }
     if (m == "lower" || m == "upper" || m == "capitalize" || m == "title") {
@@ -835,6 +857,7 @@ class Renderer {
 
   std::string where_;
   std::vector<std::map<std::string, Value>> frames_;
+  std::uint64_t steps_ = 0;
 };
 
 }  // namespace
