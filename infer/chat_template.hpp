@@ -15,7 +15,8 @@
 // int), tests (defined, undefined, none, string, number, integer, mapping, iterable, sequence,
 // true, false, boolean, eq, equalto...), string methods (startswith, endswith, split, strip,
 // lstrip, rstrip, replace, lower, upper, title, capitalize), dict methods (items, keys,
-// values, get), the globals namespace(), raise_exception() and range().
+// values, get), the globals namespace(), raise_exception(), range() and strftime_now(), and
+// tojson's indent.
 //
 // Anything else (macros, call blocks, extends/include, unknown filters, tests, methods or
 // functions) is refused when the template is parsed, naming the line: a template this runtime

@@ -207,7 +207,7 @@ const std::set<std::string> kTests = {"defined", "undefined", "none", "string", 
                                       "lt", "gt", "le", "ge", "in"};
 const std::set<std::string> kMethods = {"startswith", "endswith", "split", "strip", "lstrip", "rstrip", "replace", "lower",
                                         "upper", "title", "capitalize", "items", "keys", "values", "get"};
-const std::set<std::string> kFunctions = {"namespace", "raise_exception", "range"};
+const std::set<std::string> kFunctions = {"namespace", "raise_exception", "range", "strftime_now"};
 
 class Parser {
  public:

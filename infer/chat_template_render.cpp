@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ctime>
 #include <map>
 #include <stdexcept>
 
@@ -115,8 +116,15 @@ std::string py_str(const Json& v, bool repr) {
   }
 }
 
-// Python's json.dumps(v, ensure_ascii=False): transformers' tojson.
-std::string py_json(const Json& v) {
+// Python's json.dumps(v, ensure_ascii=False[, indent=N]): transformers' tojson. With an
+// indent, items go on their own lines and are separated by "," (Python's default then).
+std::string py_json(const Json& v, int indent = -1, int level = 0) {
+  std::string pad, close;  // (built by append: GCC 12 warns falsely on "\n" + std::string)
+  if (indent >= 0) {
+    pad.append(1, '\n').append(static_cast<std::size_t>(indent * (level + 1)), ' ');
+    close.append(1, '\n').append(static_cast<std::size_t>(indent * level), ' ');
+  }
+  const char* comma = indent < 0 ? ", " : ",";
   switch (v.type()) {
     case Json::value_t::null: return "null";
     case Json::value_t::boolean: return v.get<bool>() ? "true" : "false";
@@ -150,18 +158,20 @@ std::string py_json(const Json& v) {
       return s + "\"";
     }
     case Json::value_t::array: {
+      if (v.empty()) return "[]";
       std::string s = "[";
-      for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + py_json(v[i]);
-      return s + "]";
+      for (std::size_t i = 0; i < v.size(); ++i) s += (i ? comma : "") + pad + py_json(v[i], indent, level + 1);
+      return s + close + "]";
     }
     case Json::value_t::object: {
+      if (v.empty()) return "{}";
       std::string s = "{";
       bool first = true;
       for (const auto& [k, x] : v.items()) {
-        s += (first ? "" : ", ") + py_json(Json(k)) + ": " + py_json(x);
+        s += (first ? "" : comma) + pad + py_json(Json(k)) + ": " + py_json(x, indent, level + 1);
         first = false;
       }
-      return s + "}";
+      return s + close + "}";
     }
     default: return v.dump();
   }
@@ -604,8 +614,11 @@ class Renderer {
     if ((f == "length" || f == "count") && v.undefined()) return Value::of(std::int64_t{0});
     const Json& j = need(v, e.line);
     if (f == "tojson") {
-      if (!a.pos.empty() || !a.kw.empty()) fail(e.line, "tojson's arguments (indent, separators...) are not implemented");
-      return Value::of(py_json(j));
+      const Value* indent = a.get(0, "indent");
+      if (a.pos.size() + a.kw.size() > (indent ? 1u : 0u)) fail(e.line, "tojson's arguments other than indent are not implemented");
+      const std::int64_t n = indent && !(indent->kind == Value::Kind::json && indent->j.is_null()) ? need_int(*indent, e.line, "tojson's indent") : -1;
+      if (n > 64) fail(e.line, "tojson's indent is more than 64");
+      return sized(py_json(j, static_cast<int>(n)), e.line);
     }
     if (f == "trim") {
       const Args none;
@@ -808,6 +821,18 @@ class Renderer {
       if (f == "raise_exception") {
         const Value* m = a.get(0, "message");
         fail(e.line, "raise_exception: " + (m ? str(*m, e.line) : std::string()));
+      }
+      if (f == "strftime_now") {  // transformers': datetime.now().strftime(format), local time
+        const Value* fmt = a.get(0, "format");
+        if (!fmt) fail(e.line, "strftime_now needs a format");
+        const std::string format = need_string(*fmt, e.line, "strftime_now");
+        const std::time_t now = std::time(nullptr);
+        std::tm local{};
+        localtime_r(&now, &local);
+        char buf[512];
+        const std::size_t n = format.empty() ? 0 : std::strftime(buf, sizeof buf, format.c_str(), &local);
+        if (n == 0 && !format.empty()) fail(e.line, "strftime_now's format makes nothing or more than 511 bytes");
+        return Value::of(std::string(buf, n));
       }
       if (f == "range") {
         std::int64_t from = 0, to = 0, step = 1;

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Oracle for chat templates: Debian's python3-jinja2 renders each case as transformers'
 apply_chat_template does (an ImmutableSandboxedEnvironment with trim_blocks, lstrip_blocks and
-loop controls; its tojson, json.dumps with non-ASCII kept; raise_exception).
+loop controls; its tojson, json.dumps with non-ASCII kept; raise_exception; strftime_now).
 
     oracle.py CASES.json OUT.json
 
@@ -10,6 +10,7 @@ CASES.json: {"cases": [{"name", "template", "context"}]}. OUT.json: {"jinja2": v
 """
 import json
 import sys
+from datetime import datetime
 
 try:
     import jinja2
@@ -24,6 +25,10 @@ def raise_exception(message):
     raise jinja2.exceptions.TemplateError(message)
 
 
+def strftime_now(format):
+    return datetime.now().strftime(format)
+
+
 def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
     return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
@@ -34,6 +39,7 @@ def main():
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = strftime_now
     with open(sys.argv[1], encoding="utf-8") as f:
         cases = json.load(f)["cases"]
     results = []
