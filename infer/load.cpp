@@ -101,7 +101,7 @@ LoadedJob load_job(JobOptions& opt, std::int64_t max_batch_tokens) {
   } else if (opt.prompt_text)
     one("\"prompt\"", tok->encode(*opt.prompt_text, true));
   else
-    job.prompts = read_prompts(opt.prompts, opt.model.vocab, max_batch_tokens, tok, job.tokenizer_missing);
+    job.prompts = read_prompts(opt.prompts, opt.model.vocab, max_batch_tokens, tok, job.tokenizer_missing, &job.chat);
   check_context(job.prompts, opt);
   return job;
 }

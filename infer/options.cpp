@@ -12,7 +12,8 @@ const char* const kUsage = R"(usage: infer --prompts FILE [options]
 Greedy batch inference of a small Llama-style decoder over a ring of processes (rank,
 world size and rendezvous from the environment: RINGATTN_RANK/WORLD_SIZE/MASTER/TOKEN,
 or mpirun's with RINGATTN_MASTER).
-  --prompts FILE          JSON lines {"id": ..., "tokens": [ids]}
+  --prompts FILE          JSON lines {"id": ..., "tokens": [ids]}, {"id": ..., "text": "..."}
+                          or {"id": ..., "messages": [...]} (the model's chat template)
   --prompt TEXT           one prompt as text instead (needs a tokenizer): BOS, then its ids
   --llama2c FILE          a llama2.c checkpoint (version 0, float32, e.g. stories260K.bin):
                           the weights and the shape from its header (no --weights, no shape flags)

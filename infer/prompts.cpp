@@ -23,7 +23,7 @@ std::string quoted(const std::string& s) { return nlohmann::json(s).dump(); }
 }  // namespace
 
 std::vector<Prompt> read_prompts(const std::string& path, std::int64_t vocab, std::int64_t max_tokens,
-                                 const TextTokenizer* tokenizer, const std::string& missing) {
+                                 const TextTokenizer* tokenizer, const std::string& missing, const ModelChat* chat) {
   // Bounded before it is parsed: the file by its size, each line by what the tokens still
   // allowed can take (a token id and its comma in 32 bytes, plus 4 KiB for the id and
   // the braces), so a huge line is refused by its length, not after building its tree.
@@ -51,15 +51,24 @@ std::vector<Prompt> read_prompts(const std::string& path, std::int64_t vocab, st
       const Json* id = json_field(j, "id");
       const Json* tokens = json_field(j, "tokens");
       const Json* words = json_field(j, "text");
-      if (!id || !tokens == !words)
-        throw std::runtime_error("needs {\"id\": ..., \"tokens\": [...]} or {\"id\": ..., \"text\": \"...\"}");
+      const Json* messages = json_field(j, "messages");
+      if (!id || (tokens != nullptr) + (words != nullptr) + (messages != nullptr) != 1)
+        throw std::runtime_error("needs {\"id\": ..., \"tokens\": [...]}, {\"id\": ..., \"text\": \"...\"} or {\"id\": ..., \"messages\": [...]}");
       if (id->is_string())
         p.id = quoted(id->get<std::string>());
       else if (id->is_number())
         p.id = std::to_string(json_int(*id, "id", INT64_MIN, INT64_MAX));
       else
         throw std::runtime_error("id must be a string or an integer");
-      if (words) {
+      if (messages) {  // a conversation in the model's chat template (chat.hpp), encoded without a second BOS
+        if (!messages->is_array() || messages->empty()) throw std::runtime_error("messages must be a non-empty array of {\"role\", \"content\"}");
+        if (!tokenizer) throw std::runtime_error("messages need the model's tokenizer: " + missing);
+        if (!chat) throw std::runtime_error("messages need the model's chat template");
+        for (const int t : tokenizer->encode(chat->render(*messages), false)) p.tokens.push_back(t);
+        if (p.tokens.empty()) throw std::runtime_error("the messages encode to no tokens");
+        if (total + static_cast<std::int64_t>(p.tokens.size()) > max_tokens)
+          throw std::runtime_error("the batch exceeds " + std::to_string(max_tokens) + " tokens");
+      } else if (words) {
         if (!words->is_string()) throw std::runtime_error("text must be a string");
         if (!tokenizer) throw std::runtime_error("a prompt as text needs the model's tokenizer: " + missing);
         for (const int t : tokenizer->encode(words->get<std::string>(), true)) p.tokens.push_back(t);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "chat.hpp"
 #include "text_tokenizer.hpp"
 
 namespace infer {
@@ -45,9 +46,13 @@ struct Prompt {
 // Throws ringattn::FileError. max_tokens bounds the whole batch (the packed sequence). A
 // line may give {"id": ..., "text": "..."} instead of tokens: encoded by `tokenizer` (its
 // opening ids such as BOS, then the text's, as --prompt does), an error without one that
-// ends with `missing` (why there is none).
+// ends with `missing` (why there is none); or {"id": ..., "messages": [{"role", "content"}...]}:
+// a conversation rendered by the model's `chat` template (the assistant's turn opened) and
+// encoded without a second BOS, as --chat does; an error naming the line when the template
+// refuses it or there is none.
 std::vector<Prompt> read_prompts(const std::string& path, std::int64_t vocab, std::int64_t max_tokens,
-                                 const TextTokenizer* tokenizer = nullptr, const std::string& missing = "give --tokenizer FILE");
+                                 const TextTokenizer* tokenizer = nullptr, const std::string& missing = "give --tokenizer FILE",
+                                 const ModelChat* chat = nullptr);
 
 // {0, n0, n0+n1, ...}: the packed batch's cumulative lengths.
 std::vector<std::int64_t> cu_seqlens(const std::vector<Prompt>& prompts);

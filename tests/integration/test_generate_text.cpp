@@ -168,6 +168,23 @@ TEST_CASE("generate --chat: the prompt is the directory's chat template of the m
   CHECK(one.at("prompt_tokens").get<double>() == static_cast<double>(prompt_ids.size()));
   CHECK(one.at("text").get<std::string>() == ::test::hf_text::printed(tok, prompt_ids) + ::test::hf_text::printed(tok, ids_of(one)));
   CHECK(ids_of(chat(2)) == ids_of(one));
+  // The same conversation as a "messages" line of a packed batch, beside a text prompt.
+  const fs::path batch = s.dir / "prompts.jsonl";
+  std::ofstream(batch) << R"({"id": "t", "text": "hi"})" << "\n" << infer::Json{{"id", "c"}, {"messages", messages}}.dump() << "\n";
+  auto batch_run = [&] {
+    return run_ringattn({"generate", "--model", s.dir.string(), "--prompts", batch.string(), "--max-tokens", "12", "--nodes", "2",
+                         "--threads", "1", "--timeout", "60", "--json"});
+  };
+  {
+    const Outcome r = batch_run();
+    INFO("stderr: " << r.err);
+    REQUIRE(r.exit_code == 0);
+    const Json results = infer::parse_json(r.out).at("results");
+    REQUIRE(results.size() == 2);
+    CHECK(results[1].at("prompt_tokens").get<double>() == static_cast<double>(prompt_ids.size()));
+    CHECK(ids_of(results[1]) == ids_of(one));
+    CHECK(results[1].at("text").get<std::string>() == one.at("text").get<std::string>());
+  }
 
   // A template this runtime cannot render: --chat is refused naming the file and the line;
   // a plain prompt still runs.
@@ -182,6 +199,10 @@ TEST_CASE("generate --chat: the prompt is the directory's chat template of the m
   CHECK(refused.exit_code != 0);
   CHECK(refused.err.find("tokenizer_config.json: line 2: the filter 'wordcount' is not implemented") != std::string::npos);
   CHECK(refused.group_empty);
+  const Outcome batch_refused = batch_run();
+  CHECK(batch_refused.exit_code != 0);
+  CHECK(batch_refused.err.find("prompts.jsonl line 2") != std::string::npos);
+  CHECK(batch_refused.err.find("the filter 'wordcount' is not implemented") != std::string::npos);
   CHECK(run_json(s.dir, "hi", 1, 2).at("prompt_tokens").get<double>() == static_cast<double>(tok.encode("hi", true).size()));
 }
 
