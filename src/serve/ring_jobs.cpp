@@ -103,9 +103,9 @@ RingService::Leave RingService::coordinate() {
     set_state(RingState::running);
     const auto t0 = Clock::now();
     bool broken = false;
+    JobResult result = JobResult::ok;
     try {
       run_job(*job);
-      finish_job(*job, JobResult::ok, since(t0));
     } catch (const Error& e) {
       const auto* n = dynamic_cast<const NetworkError*>(&e);
       job->error = e.what();
@@ -113,13 +113,16 @@ RingService::Leave RingService::coordinate() {
       job->origin_rank = n ? n->origin_rank() : 0;
       broken = ring_->broken() || n != nullptr;
       if (broken) last_ring_error_ = e.what();
-      finish_job(*job, job->cancelled ? JobResult::aborted : JobResult::failed, since(t0));
+      result = job->cancelled ? JobResult::aborted : JobResult::failed;
     }
+    // No longer running before its client hears "done": a client that then leaves (while its
+    // result rows are still being sent) must not abort the ring, which has no job any more.
     {
       std::lock_guard lock(mu_);
       running_.reset();
       record_transport();
     }
+    finish_job(*job, result, since(t0));
     if (broken) return Leave::broken;
     set_state(stopping_ ? RingState::draining : RingState::ready);
   }
