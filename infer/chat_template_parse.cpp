@@ -19,6 +19,7 @@ using namespace jinja;
 
 constexpr std::size_t kMaxSource = 256 * 1024;
 constexpr int kMaxDepth = 64;
+constexpr int kMaxOps = 1024;
 
 struct Fail {
   std::string where;
@@ -95,11 +96,12 @@ std::vector<Segment> segments(const std::string& s, const Fail& fail) {
     }
     if (end == std::string::npos) fail(line, "a tag opened here is never closed with " + close);
     std::size_t body_end = end;
-    bool strip_after = false;
+    bool strip_after = false, keep_newline = false;  // "-%}" strips what follows; "+%}" keeps its newline
     if (body_end > inner && s[body_end - 1] == '-') {
       strip_after = true;
       --body_end;
     } else if (body_end > inner && s[body_end - 1] == '+' && kind != '{') {
+      keep_newline = true;
       --body_end;
     }
     const std::string body = s.substr(inner, body_end > inner ? body_end - inner : 0);
@@ -109,7 +111,7 @@ std::vector<Segment> segments(const std::string& s, const Fail& fail) {
     pos = end + 2;
     strip_next = strip_after;
     line_starting = false;
-    if (!strip_after && kind != '{' && pos < s.size() && s[pos] == '\n') {  // trim_blocks
+    if (!strip_after && !keep_newline && kind != '{' && pos < s.size() && s[pos] == '\n') {  // trim_blocks
       ++pos;
       ++line;
       line_starting = true;
@@ -263,6 +265,7 @@ class Parser {
     ExprPtr e = and_();
     while (name_is("or")) {
       ++at_;
+      op();
       e = binary("or", std::move(e), and_());
     }
     return e;
@@ -271,6 +274,7 @@ class Parser {
     ExprPtr e = not_();
     while (name_is("and")) {
       ++at_;
+      op();
       e = binary("and", std::move(e), not_());
     }
     return e;
@@ -287,12 +291,17 @@ class Parser {
     }
     return compare();
   }
+  // Every operator, filter, test, attribute, subscript and call makes the tree one level
+  // deeper on some side: their count bounds what the renderer recurses through.
+  void op() {
+    if (++ops_ > kMaxOps) fail_(line_, "an expression has more than 1024 operators");
+  }
   void deeper() {
     if (++depth_ > kMaxDepth) fail_(line_, "expressions nest deeper than 64");
   }
   ExprPtr compare() {
     ExprPtr e = math1();
-    for (;;) {
+    for (;; op()) {
       const Token& k = t_[at_];
       if (k.kind == Token::Kind::op && (k.text == "==" || k.text == "!=" || k.text == "<" || k.text == ">" || k.text == "<=" || k.text == ">=")) {
         ++at_;
@@ -311,6 +320,7 @@ class Parser {
   ExprPtr math1() {
     ExprPtr e = concat();
     while (op_is("+") || op_is("-")) {
+      this->op();
       const std::string op = t_[at_++].text;
       e = binary(op, std::move(e), concat());
     }
@@ -320,6 +330,7 @@ class Parser {
     ExprPtr e = math2();
     while (op_is("~")) {
       ++at_;
+      op();
       e = binary("~", std::move(e), math2());
     }
     return e;
@@ -327,6 +338,7 @@ class Parser {
   ExprPtr math2() {
     ExprPtr e = unary();
     while (op_is("*") || op_is("/") || op_is("//") || op_is("%")) {
+      this->op();
       const std::string op = t_[at_++].text;
       e = binary(op, std::move(e), unary());
     }
@@ -367,7 +379,7 @@ class Parser {
     ++at_;
   }
   ExprPtr filters(ExprPtr e) {
-    for (;;) {
+    for (;; op()) {
       if (op_is("|")) {
         ++at_;
         auto f = make(Expr::Kind::filter);
@@ -398,7 +410,7 @@ class Parser {
     }
   }
   ExprPtr postfix(ExprPtr e) {
-    for (;;) {
+    for (;; op()) {
       if (op_is(".")) {
         ++at_;
         auto x = make(Expr::Kind::attribute);
@@ -513,6 +525,7 @@ class Parser {
   int line_;
   const Fail& fail_;
   int depth_ = 0;
+  int ops_ = 0;
 };
 
 ExprPtr whole_expression(const std::string& text, int line, const Fail& fail) {

@@ -18,7 +18,7 @@ namespace {
 using namespace jinja;
 
 constexpr std::size_t kMaxOutput = 16u << 20;  // bytes of output, and of any one string or list made while rendering
-constexpr std::uint64_t kMaxSteps = 50'000'000;  // statements and expressions evaluated: no template runs for long
+constexpr std::uint64_t kMaxSteps = 5'000'000;  // statements and expressions evaluated: no template runs for long
 
 struct Value {
   enum class Kind { undefined, json, ns } kind = Kind::undefined;
@@ -209,7 +209,25 @@ class Renderer {
   }
 
   void step(int line) {
-    if (++steps_ > kMaxSteps) fail(line, "runs more than 50 million steps");
+    if (++steps_ > kMaxSteps) fail(line, "runs more than 5 million steps");
+  }
+
+  // `v`, which a list or pair is about to hold, once it is known to nest at most 128 deep
+  // (values nest only through literals and items, so every value nests at most 129 and
+  // what recurses through them is bounded); each element looked at counts as a step.
+  const Json& shallow(const Json& v, int line) {
+    std::vector<std::pair<const Json*, int>> todo{{&v, 0}};
+    while (!todo.empty()) {
+      const auto [x, d] = todo.back();
+      todo.pop_back();
+      if (d > 128) fail(line, "makes lists or dicts nested more than 128 deep");
+      if (!x->is_structured()) continue;
+      for (const Json& c : *x) {
+        step(line);
+        if (c.is_structured()) todo.emplace_back(&c, d + 1);
+      }
+    }
+    return v;
   }
 
   Value sized(Json v, int line) const {
@@ -245,10 +263,18 @@ class Renderer {
     return Flow::normal;
   }
 
+  // A loop's {% else %}: its own scope, as the loop body's.
+  Flow otherwise(const Node& n, std::string& out) {
+    frames_.emplace_back();
+    const Flow f = body(n.otherwise, out);
+    frames_.pop_back();
+    return f == Flow::normal ? f : Flow::normal;
+  }
+
   Flow loop(const Node& n, std::string& out) {
     const Value seq = eval(*n.expr);
     std::vector<Json> items;
-    if (seq.undefined()) return body(n.otherwise, out);  // Jinja: an undefined value iterates as empty
+    if (seq.undefined()) return otherwise(n, out);  // Jinja: an undefined value iterates as empty
     const Json& j = seq.j;
     if (seq.kind == Value::Kind::ns) fail(n.line, "a namespace is not iterable");
     if (j.is_array()) items.assign(j.begin(), j.end());
@@ -268,6 +294,7 @@ class Renderer {
     if (n.filter) {  // the loop's own "if": filtered before loop.* is counted
       std::vector<Json> kept;
       for (const Json& item : items) {
+        step(n.line);
         frames_.emplace_back();
         bind(frames_.back(), item);
         const bool keep = truth(eval(*n.filter));
@@ -276,9 +303,10 @@ class Renderer {
       }
       items = std::move(kept);
     }
-    if (items.empty()) return body(n.otherwise, out);
+    if (items.empty()) return otherwise(n, out);
     const auto len = static_cast<std::int64_t>(items.size());
     for (std::int64_t i = 0; i < len; ++i) {
+      step(n.line);  // (an empty body takes steps too)
       frames_.emplace_back();
       bind(frames_.back(), items[static_cast<std::size_t>(i)]);
       frames_.back()["loop"] = Value::of(Json{{"index", i + 1}, {"index0", i}, {"first", i == 0}, {"last", i + 1 == len},
@@ -343,7 +371,10 @@ class Renderer {
     if (!j.is_string()) fail(line, std::string(what) + " needs a string, not " + py_str(j, true));
     return j.get<std::string>();
   }
-  static bool is_int(const Json& j) { return j.is_number_integer() || j.is_number_unsigned(); }
+  // (A JSON integer past INT64_MAX reads as a float.)
+  static bool is_int(const Json& j) {
+    return j.is_number_integer() && !(j.is_number_unsigned() && j.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX));
+  }
   std::int64_t need_int(const Value& v, int line, const char* what) const {
     const Json& j = need(v, line);
     if (is_int(j)) return j.get<std::int64_t>();
@@ -365,12 +396,12 @@ class Renderer {
       case Expr::Kind::name: return lookup(e.text);
       case Expr::Kind::list: {
         Json a = Json::array();
-        for (const ExprPtr& x : e.args) a.push_back(need(eval(*x), e.line));
+        for (const ExprPtr& x : e.args) a.push_back(shallow(need(eval(*x), e.line), e.line));
         return Value::of(std::move(a));
       }
       case Expr::Kind::dict: {
         Json o = Json::object();
-        for (std::size_t i = 0; i < e.keys.size(); ++i) o[e.keys[i]] = need(eval(*e.args[i]), e.line);
+        for (std::size_t i = 0; i < e.keys.size(); ++i) o[e.keys[i]] = shallow(need(eval(*e.args[i]), e.line), e.line);
         return Value::of(std::move(o));
       }
       case Expr::Kind::attribute: {
@@ -416,6 +447,7 @@ class Renderer {
         const Json& j = need(a, e.line);
         if (!j.is_number() || j.is_boolean()) fail(e.line, "unary " + e.text + " needs a number");
         if (e.text == "+") return Value::of(j);
+        if (is_int(j) && j.get<std::int64_t>() == INT64_MIN) fail(e.line, "integer overflow (Python's integers are unbounded, this renderer's 64-bit)");
         return is_int(j) ? Value::of(-j.get<std::int64_t>()) : Value::of(-j.get<double>());
       }
       case Expr::Kind::binary: return binary(e);
@@ -446,7 +478,10 @@ class Renderer {
         return std::clamp<std::int64_t>(v, -1, n - 1);
       };
       const std::int64_t start = clamp(p[0], step > 0 ? 0 : n - 1), stop = clamp(p[1], step > 0 ? n : -1);
-      for (std::int64_t i = start; step > 0 ? i < stop : i > stop; i += step) at.push_back(i);
+      for (std::int64_t i = start; step > 0 ? i < stop : i > stop;) {
+        at.push_back(i);
+        if (__builtin_add_overflow(i, step, &i)) break;
+      }
       return at;
     };
     if (j.is_array()) {
@@ -546,9 +581,11 @@ class Renderer {
       if (ints && op != "/") {
         const std::int64_t p = x.get<std::int64_t>(), q = y.get<std::int64_t>();
         if ((op == "//" || op == "%") && q == 0) fail(e.line, "division by zero");
-        if (op == "+") return Value::of(p + q);
-        if (op == "-") return Value::of(p - q);
-        if (op == "*") return Value::of(p * q);
+        std::int64_t r = 0;
+        if ((op == "+" && __builtin_add_overflow(p, q, &r)) || (op == "-" && __builtin_sub_overflow(p, q, &r)) ||
+            (op == "*" && __builtin_mul_overflow(p, q, &r)) || ((op == "//" || op == "%") && p == INT64_MIN && q == -1))
+          fail(e.line, "integer overflow (Python's integers are unbounded, this renderer's 64-bit)");
+        if (op == "+" || op == "-" || op == "*") return Value::of(r);
         const std::int64_t d = p / q - ((p % q != 0) && ((p < 0) != (q < 0)));  // Python's floor division
         if (op == "//") return Value::of(d);
         if (op == "%") return Value::of(p - d * q);
@@ -665,7 +702,11 @@ class Renderer {
     }
     if (f == "int") {
       if (is_int(j)) return v;
-      if (j.is_number_float()) return Value::of(static_cast<std::int64_t>(j.get<double>()));
+      if (j.is_number_float()) {
+        const double d = j.get<double>();
+        if (!(d > -9.2e18 && d < 9.2e18)) fail(e.line, "int of " + py_float(d) + " is out of this renderer's 64-bit range");
+        return Value::of(static_cast<std::int64_t>(d));
+      }
       if (j.is_boolean()) return Value::of(static_cast<std::int64_t>(j.get<bool>()));
       if (j.is_string()) {
         try {
@@ -678,6 +719,7 @@ class Renderer {
       return Value::of(std::int64_t{0});
     }
     if (f == "abs") {
+      if (is_int(j) && j.get<std::int64_t>() == INT64_MIN) fail(e.line, "integer overflow (Python's integers are unbounded, this renderer's 64-bit)");
       if (is_int(j)) return Value::of(std::abs(j.get<std::int64_t>()));
       if (j.is_number()) return Value::of(std::fabs(j.get<double>()));
       fail(e.line, "abs of " + py_str(j, true));
@@ -844,9 +886,10 @@ class Renderer {
         } else fail(e.line, "range takes 1 to 3 integers");
         if (step == 0) fail(e.line, "range's step cannot be zero");
         Json out = Json::array();
-        for (std::int64_t i = from; step > 0 ? i < to : i > to; i += step) {
+        for (std::int64_t i = from; step > 0 ? i < to : i > to;) {
           out.push_back(i);
-          if (out.size() > 1000000) fail(e.line, "range of more than a million");
+          if (out.size() > 100000) fail(e.line, "range of more than 100000 (the sandbox's limit)");
+          if (__builtin_add_overflow(i, step, &i)) break;
         }
         return Value::of(std::move(out));
       }

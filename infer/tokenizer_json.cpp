@@ -3,6 +3,7 @@
 #include "tokenizer_json.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <queue>
 #include <stdexcept>
 #include <utility>
@@ -172,7 +173,9 @@ const Impl::Added* added_at(const Impl& t, std::string_view text, std::size_t at
 // A <0xNN> piece of a byte-fallback vocabulary.
 bool byte_fallback_piece(const Impl& t, int id) {
   const std::string& p = t.pieces[static_cast<std::size_t>(id)];
-  if (!t.byte_fallback || p.size() != 6 || p.compare(0, 3, "<0x") != 0 || p[5] != '>') return false;
+  if (!t.byte_fallback || p.size() != 6 || p.compare(0, 3, "<0x") != 0 || p[5] != '>' || !std::isxdigit(static_cast<unsigned char>(p[3])) ||
+      !std::isxdigit(static_cast<unsigned char>(p[4])))
+    return false;
   const int b = std::stoi(p.substr(3, 2), nullptr, 16);
   return t.byte_token[static_cast<std::size_t>(b)] == id;
 }
@@ -320,7 +323,8 @@ std::string TokenizerJson::Stream::take(bool all) {
     // the whole text, whatever comes after.
     cut = 0;
     for (std::size_t s = tail_.size(); s-- > 1;)
-      if (tail_[s] == ' ' && tail_[s - 1] != ' ' && tail_[s - 1] != '\'') {
+      // (nor " n": after " ' " lost its spaces, " n" and "'t" would join into " n't")
+      if (tail_[s] == ' ' && tail_[s - 1] != ' ' && tail_[s - 1] != '\'' && !(s >= 2 && tail_[s - 1] == 'n' && tail_[s - 2] == ' ')) {
         cut = s;
         break;
       }

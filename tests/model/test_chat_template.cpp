@@ -220,6 +220,9 @@ TEST_CASE("chat templates: every construct the renderer implements renders as ji
       {"strings with escapes and quotes", "{{ \"it's\" }} {{ 'say \"hi\"' }} {{ 'tab\\there\\nnewline' }} {{ ['it\\'s', \"q\\\"\"] }} {{ 'a' 'b' }}"},
       {"loop in loop", "{% for a in [1,2] %}{% for b in ['x','y'] %}{{ loop.index }}{{ a }}{{ b }}{% endfor %}|{{ loop.index }}{% endfor %}"},
       {"trailing newline dropped", "end\n"},
+      {"plus keeps the newline; else has its own scope", "{% if true +%}\nX{% endif %}|{% for x in [] %}{% else %}{% set y = 1 %}{{ y }}{% endfor %}{{ y }}"},
+      {"huge slice steps and ranges", "{{ [1, 2, 3][1::9223372036854775807] }}{{ 'abc'[::-9223372036854775807] }}{{ range(9223372036854775800, 9223372036854775807, 5)|list }}"},
+      {"range past the sandbox's limit", "{{ range(100001)|length }}"},
       {"windows newlines", "a\r\n{% if true %}\r\nb\r\n{% endif %}\r\nc"},
   };
   std::vector<Case> cases;
@@ -277,9 +280,23 @@ TEST_CASE("chat templates: what the renderer cannot render is refused when parse
   std::string parens(100, '(');
   CHECK(error_of([&] { (void)ChatTemplate::parse("{{ " + parens + "1" + std::string(100, ')') + " }}", "t"); }).find("nest deeper") != std::string::npos);
   CHECK(error_of([] { (void)ChatTemplate::parse(std::string(300 * 1024, 'x'), "t"); }).find("larger than 256 KiB") != std::string::npos);
-  // Rendering: raise_exception's message, an undefined value used, output past the bound.
+  // Rendering: raise_exception's message, an undefined value used, output past the bound,
+  // 64-bit overflow (Python's integers are unbounded: refused, never wrapped), values nested
+  // without bound, long operator chains.
+  for (const char* overflow : {"{{ (-9223372036854775807 - 1) // -1 }}", "{{ (-9223372036854775807 - 1) % -1 }}", "{{ 9223372036854775807 + 1 }}",
+                               "{{ -(-9223372036854775807 - 1) }}", "{{ 4611686018427387904 * 2 }}", "{{ (-9223372036854775807 - 1)|abs }}"}) {
+    CAPTURE(overflow);
+    CHECK(error_of([&] { ChatTemplate::parse(overflow, "t").render(Json::object()); }).find("integer overflow") != std::string::npos);
+  }
+  CHECK(error_of([] { ChatTemplate::parse("{% set ns = namespace(x=[]) %}{% for i in range(1000) %}{% set ns.x = [ns.x] %}{% endfor %}", "t").render(Json::object()); })
+            .find("nested more than 128 deep") != std::string::npos);
+  std::string chain = "{{ 1";
+  for (int i = 0; i < 2000; ++i) chain += "+1";
+  CHECK(error_of([&] { (void)ChatTemplate::parse(chain + " }}", "t"); }).find("more than 1024 operators") != std::string::npos);
+  CHECK(error_of([] { ChatTemplate::parse("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "t").render(Json::object()); })
+            .find("more than 5 million steps") != std::string::npos);
   CHECK(error_of([] { ChatTemplate::parse("{{ raise_exception('no system role') }}", "t").render(Json::object()); })
             .find("raise_exception: no system role") != std::string::npos);
-  CHECK(error_of([] { ChatTemplate::parse("{% for i in range(1000000) %}{{ 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx' }}{% endfor %}", "t").render(Json::object()); })
+  CHECK(error_of([] { ChatTemplate::parse("{% for i in range(1000) %}{% for j in range(1000) %}{{ 'x' * 40 }}{% endfor %}{% endfor %}", "t").render(Json::object()); })
             .find("more than 16 MiB") != std::string::npos);
 }

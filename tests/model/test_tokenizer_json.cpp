@@ -167,7 +167,7 @@ void check_streams(const TokenizerJson& tok, const std::vector<Text>& texts) {
   std::vector<std::vector<int>> runs;
   for (const Text& t : texts) runs.push_back(tok.encode(t.bytes, true));
   for (const char* t : {"a ' b , c . do n't it 's  ' ' x", "I 'm here ! are you ? we 've , they 're .", "  ' ' ' .  . n't ",
-                        "x '", "x ' ", "don 't", " n"})
+                        "x '", "x ' ", "don 't", " n", "x n ' t", "do n ' t go", "a n ' s"})
     runs.push_back(tok.encode(t, true));
   std::vector<int> specials, short_pieces;
   for (int id = 0; id < tok.vocab(); ++id) {
