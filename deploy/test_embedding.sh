@@ -130,7 +130,8 @@ skip() {  # skip N WHY: N checks cannot run on this machine; under CI=true that 
   record
 }
 
-free_port() { $PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# Below the kernel's ephemeral range, so no outgoing connection takes it meanwhile.
+free_port() { $PY tests/python/ports.py 1; }
 token() { head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
 
 read -r prefix libdir includedir bindir < <(meson introspect "$build" --buildoptions | $PY -c '

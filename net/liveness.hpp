@@ -31,8 +31,13 @@ class Liveness {
   void tick() noexcept { progress_.fetch_add(1, std::memory_order_relaxed); }
 
   PingInfo snapshot() const noexcept {
-    return {progress_.load(std::memory_order_relaxed), static_cast<PeerState>(state_.load(std::memory_order_relaxed))};
+    return {progress_.load(std::memory_order_relaxed), static_cast<PeerState>(state_.load(std::memory_order_relaxed)),
+            leaving_.load(std::memory_order_relaxed)};
   }
+
+  // This rank asks to leave (a drain); every later PING says so. Never cleared: a
+  // transport lives for one ring.
+  void set_leaving() noexcept { leaving_.store(true, std::memory_order_relaxed); }
 
   // Marks this rank as being in `state` until the scope ends, then restores the state
   // it had before (scopes nest: busy around a fold, waiting inside a wait).
@@ -52,6 +57,7 @@ class Liveness {
  private:
   std::atomic<std::uint64_t> progress_{0};
   std::atomic<std::uint8_t> state_{static_cast<std::uint8_t>(PeerState::idle)};
+  std::atomic<bool> leaving_{false};
 };
 
 // What one link has heard from its peer, written by the I/O thread, read by waiters.
@@ -62,6 +68,7 @@ struct PeerLiveness {
   std::atomic<std::int64_t> advanced_ns{now_ns()};  // last time the peer's counter moved or data arrived
   std::atomic<std::uint64_t> progress{0};
   std::atomic<std::uint8_t> state{static_cast<std::uint8_t>(PeerState::idle)};
+  std::atomic<bool> leaving{false};  // its last PING asked to leave
 
   static std::int64_t now_ns() noexcept {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
@@ -75,6 +82,7 @@ struct PeerLiveness {
   void ping(const PingInfo& p) noexcept {
     heard();
     state.store(static_cast<std::uint8_t>(p.state), std::memory_order_relaxed);
+    if (p.leaving) leaving.store(true, std::memory_order_relaxed);
     if (progress.exchange(p.progress, std::memory_order_relaxed) != p.progress) advanced();
   }
   PeerState peer_state() const noexcept { return static_cast<PeerState>(state.load(std::memory_order_relaxed)); }

@@ -31,6 +31,8 @@ class SelfTransport final : public Transport {
   TransportStats stats() const override;
   Liveness& liveness() override { return liveness_; }
   std::string failure() const override;
+  void announce_leaving() override { liveness_.set_leaving(); }  // no peers to tell
+  std::vector<int> leaving_peers() const override { return {}; }
   void abort(FailureCause cause, int origin, const std::string& message) override;
   void close() override;
 

@@ -189,6 +189,12 @@ class Transport {
   // This rank's progress counter and state, sent to the peers in keep-alives.
   virtual Liveness& liveness() = 0;
 
+  // A drain: this rank asks to leave once its peers let it. Every link sends a PING at
+  // once, and every later one, saying so; nothing else changes (frames still flow).
+  virtual void announce_leaving() = 0;
+  // The peers whose PING asked to leave (ascending ranks; any thread).
+  virtual std::vector<int> leaving_peers() const = 0;
+
   // The first failure, empty while the transport is healthy.
   virtual std::string failure() const = 0;
 

@@ -111,6 +111,7 @@ std::array<std::byte, kPingBytes> encode_ping(const PingInfo& p) {
   std::array<std::byte, kPingBytes> b{};
   put_le<std::uint64_t>(b.data(), p.progress);
   put_le<std::uint8_t>(b.data() + 8, static_cast<std::uint8_t>(p.state));
+  put_le<std::uint8_t>(b.data() + 9, p.leaving ? 1 : 0);
   return b;
 }
 
@@ -119,10 +120,13 @@ std::string try_decode_ping(std::span<const std::byte> b, PingInfo& out) {
   const auto state = get_le<std::uint8_t>(b.data() + 8);
   if (state > static_cast<std::uint8_t>(PeerState::waiting))
     return "PING field 'state' = " + std::to_string(state) + " is not a known state";
-  for (std::size_t i = 9; i < kPingBytes; ++i)
+  const auto flags = get_le<std::uint8_t>(b.data() + 9);
+  if (flags > 1) return "PING field 'flags' = " + std::to_string(flags) + " has bits other than 'leaving'";
+  for (std::size_t i = 10; i < kPingBytes; ++i)
     if (b[i] != std::byte{0}) return "PING reserved byte " + std::to_string(i) + " is not 0";
   out.progress = get_le<std::uint64_t>(b.data());
   out.state = static_cast<PeerState>(state);
+  out.leaving = flags == 1;
   return {};
 }
 

@@ -201,6 +201,7 @@ std::string_view to_string(PeerState s);  // "idle", "busy", "waiting"
 struct PingInfo {
   std::uint64_t progress = 0;
   PeerState state = PeerState::idle;
+  bool leaving = false;  // the rank asks to leave (a drain): byte 9, bit 0
 };
 std::array<std::byte, kPingBytes> encode_ping(const PingInfo& p);
 // Returns "" or the bad field.

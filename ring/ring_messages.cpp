@@ -111,6 +111,10 @@ void Ring::abort(const std::string& why, FailureCause cause) {
   impl_->transport->abort(cause, rank(), why);
 }
 
+void Ring::announce_leaving() { impl_->transport->announce_leaving(); }
+
+std::vector<int> Ring::leaving_ranks() const { return impl_->transport->leaving_peers(); }
+
 std::string Ring::link_failure() const { return impl_->transport->failure(); }
 
 void Ring::on_step(std::function<void(int step)> observer) { impl_->observer = std::move(observer); }

@@ -29,12 +29,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 RA = os.path.join(ROOT, "build", "ringattn")
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+def free_ports(n):
+    """n distinct free ports: all held until all are chosen (one at a time may repeat)."""
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
 
 
 def cpu_name():
@@ -86,13 +89,13 @@ def main():
     token = os.urandom(16).hex()
     with open(os.open(token_file, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
         f.write(token)
-    master, api = free_port(), free_port()
+    master, api, *controls = free_ports(2 + a.nodes)
     daemons = []
     try:
         for r in range(a.nodes):
             daemons.append(subprocess.Popen(
                 [RA, "serve", "--rank", str(r), "--world-size", str(a.nodes), "--master", "127.0.0.1:%d" % master,
-                 "--listen", "127.0.0.1", "--control", "127.0.0.1:%d" % free_port(), "--metrics", "off",
+                 "--listen", "127.0.0.1", "--control", "127.0.0.1:%d" % controls[r], "--metrics", "off",
                  "--token-file", token_file, "--threads", "1", "--model", model, "--tokenizer", tok,
                  "--api", "127.0.0.1:%d" % api], stderr=open(os.path.join(work, "rank%d.log" % r), "w")))
         api_addr = "127.0.0.1:%d" % api

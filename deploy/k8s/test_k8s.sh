@@ -169,21 +169,16 @@ fi
 echo "== 5. three pods simulated on loopback (ringattn serve)"
 if [[ -x $repo/build/ringattn ]] && "$repo/build/ringattn" serve --help >/dev/null 2>&1; then
   # per pod: an env file (the container's env, expanded as kubelet does) and its ports
-  "$python" - "$manifest" "$tmp/pods" <<'EOF'
-import math, os, re, socket, sys, yaml
+  "$python" - "$manifest" "$tmp/pods" "$repo/tests/python" <<'EOF'
+import math, os, re, sys, yaml
 manifest, out = sys.argv[1], sys.argv[2]
+sys.path.insert(0, sys.argv[3])
+from ports import free_port as free  # distinct, below the ephemeral range
 os.makedirs(out)
 sts = [d for d in yaml.safe_load_all(open(manifest)) if d and d.get("kind") == "StatefulSet"][0]
 name, svc, n = sts["metadata"]["name"], sts["spec"]["serviceName"], sts["spec"]["replicas"]
 c = sts["spec"]["template"]["spec"]["containers"][0]
 ports = {p["name"]: p["containerPort"] for p in c["ports"]}
-
-def free():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 master_port = free()
 for i in range(n):

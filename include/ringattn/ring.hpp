@@ -235,6 +235,11 @@ class Ring {
   // Fails the ring on every rank with `why` (attributed to this rank, with `cause`): every
   // rank's current or next call, wait or receive ends with a NetworkError saying so.
   void abort(const std::string& why, FailureCause cause = FailureCause::local);
+  // A drain: this rank asks its peers to let it leave (each hears it within milliseconds,
+  // in a keep-alive); the ring works on meanwhile. leaving_ranks() are the ranks that
+  // asked, ascending. Who lets them go, and when, is the caller's protocol.
+  void announce_leaving();
+  std::vector<int> leaving_ranks() const;
 
   // Messages (ringattn/messages.hpp). send_message posts `payload` to rank `to` (another
   // rank); its bytes must stay alive and unchanged until wait() has returned for it.

@@ -63,6 +63,12 @@ void Link::post(std::shared_ptr<PendingOp> op) {
   (dir_ == Dir::out ? writer_wake_ : reader_wake_).cancel();
 }
 
+void Link::ping_now() {
+  if (state_ != State::open) return;
+  ping_now_ = true;
+  writer_wake_.cancel();
+}
+
 void Link::report(const std::string& context, const std::error_code& ec) {
   if (state_ != State::open) return;  // we are closing: errors are expected
   if (bye_received_ && ops_.empty()) return;  // the peer said goodbye and is gone: nothing was lost
@@ -146,7 +152,8 @@ asio::awaitable<void> Link::writer() {
     }
     if (bye_received_) co_return;  // the peer is leaving: nobody to keep alive for
     const auto due = last_write_ + env_.keepalive;
-    if (Clock::now() >= due) {  // quiet for a keep-alive interval: tell the peer we live
+    if (ping_now_ || Clock::now() >= due) {  // quiet for a keep-alive interval: tell the peer we live
+      ping_now_ = false;
       const auto payload = encode_ping(env_.liveness->snapshot());
       if (!co_await write_frame(control_header(FrameKind::ping, payload), payload)) co_return;
       continue;
@@ -245,6 +252,7 @@ asio::awaitable<bool> Link::on_frame(const FrameHeader& h) {
         co_return false;
       }
       peer_live_.ping(p);
+      if (p.leaving && env_.peer_leaving) env_.peer_leaving(peer_rank_);
       co_return true;
     }
     case FrameKind::bye:

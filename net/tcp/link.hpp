@@ -48,6 +48,8 @@ struct LinkEnv {
   std::function<void(FailureCause cause, int origin, const std::string& message)> fail;
   Counters* counters = nullptr;
   Liveness* liveness = nullptr;  // this rank's: sent in PINGs, ticked per frame moved
+  // A peer's PING asked to leave (I/O thread).
+  std::function<void(int peer)> peer_leaving;
 };
 
 class Link {
@@ -64,6 +66,10 @@ class Link {
   // Queues a send (out link) or a receive (in link). Completes it with an error at once
   // if the link is closing.
   void post(std::shared_ptr<PendingOp> op);
+
+  // Sends a PING now rather than when the link next falls quiet (this rank's liveness
+  // changed in a way the peer should hear at once: it asks to leave).
+  void ping_now();
 
   // Ends the link: completes every pending op with `cause`; if the stream is at a frame
   // boundary sends ERROR(error) — or BYE when `error` is empty — bounded by env.linger,
@@ -105,6 +111,7 @@ class Link {
   bool bye_received_ = false;
   std::uint64_t frame_written_ = 0, frame_total_ = 0;  // the frame the writer is in
   std::chrono::steady_clock::time_point last_write_;
+  bool ping_now_ = false;
   PeerLiveness peer_live_;
   std::string peer_name_, name_;
 };

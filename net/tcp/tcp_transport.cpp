@@ -73,6 +73,14 @@ TcpTransport::TcpTransport(const TransportConfig& config)
   env_.fail = [this](FailureCause cause, int origin, const std::string& message) { fail(cause, origin, message); };
   env_.counters = &counters_;
   env_.liveness = &liveness_;
+  leaving_.assign(static_cast<std::size_t>(config_.world), false);
+  env_.peer_leaving = [this](int peer) {
+    std::lock_guard lock(mu_);
+    if (peer >= 0 && peer < config_.world && !leaving_[static_cast<std::size_t>(peer)]) {
+      leaving_[static_cast<std::size_t>(peer)] = true;
+      logger("net")->info("{}rank {} asks to leave the ring (draining)", prefix(), peer);
+    }
+  };
 
   std::error_code ec;
   const auto addr = asio::ip::make_address(config_.listen_host, ec);
@@ -129,6 +137,21 @@ void TcpTransport::fail(FailureCause cause, int origin, const std::string& messa
   const ErrorInfo why{origin, cause, text};
   abort_connect_phase(why);
   shutdown_links(text, why);
+}
+
+void TcpTransport::announce_leaving() {
+  liveness_.set_leaving();
+  asio::post(io_, [this] {
+    for (auto& link : links_) link->ping_now();
+  });
+}
+
+std::vector<int> TcpTransport::leaving_peers() const {
+  std::lock_guard lock(mu_);
+  std::vector<int> v;
+  for (std::size_t r = 0; r < leaving_.size(); ++r)
+    if (leaving_[r]) v.push_back(static_cast<int>(r));
+  return v;
 }
 
 void TcpTransport::fail_from_caller(FailureCause cause, int origin, const std::string& message) {

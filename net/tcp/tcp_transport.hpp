@@ -61,6 +61,8 @@ class TcpTransport final : public Transport {
   TransportStats stats() const override;
   Liveness& liveness() override { return liveness_; }
   std::string failure() const override;
+  void announce_leaving() override;
+  std::vector<int> leaving_peers() const override;
   void abort(FailureCause cause, int origin, const std::string& message) override;
   void close() override;
 
@@ -140,6 +142,7 @@ class TcpTransport final : public Transport {
 
   // Shared between caller threads and the I/O thread.
   mutable std::mutex mu_;
+  std::vector<bool> leaving_;  // by rank, under mu_: its PING asked to leave
   std::condition_variable cv_;
   Phase phase_ = Phase::idle;
   std::string failure_;  // first fatal cause, with the rank prefix

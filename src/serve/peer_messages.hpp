@@ -39,8 +39,9 @@
 namespace ringattn::serve::peer {
 
 enum class Msg : std::uint32_t { info = 1, table = 2, shard = 3, query = 4, result = 5, stats = 6, done = 7, job = 8, generate = 9 };
-// JOB's one byte: what the job's next message is (SHARD or GENERATE).
-enum class JobKind : std::uint8_t { attention = 1, generation = 2 };
+// JOB's one byte: what the job's next message is (SHARD or GENERATE), or no job at all:
+// RELEASE ends the ring (a rank asked to leave; every rank re-forms, the leaving one goes).
+enum class JobKind : std::uint8_t { attention = 1, generation = 2, release = 3 };
 // The values are the wire's: daemons of one version talk to each other, and a renumbering
 // would still be a protocol change, so each is pinned.
 static_assert(static_cast<std::uint32_t>(Msg::info) == 1 && static_cast<std::uint32_t>(Msg::table) == 2 &&
@@ -48,7 +49,8 @@ static_assert(static_cast<std::uint32_t>(Msg::info) == 1 && static_cast<std::uin
               static_cast<std::uint32_t>(Msg::result) == 5 && static_cast<std::uint32_t>(Msg::stats) == 6 &&
               static_cast<std::uint32_t>(Msg::done) == 7 && static_cast<std::uint32_t>(Msg::job) == 8 &&
               static_cast<std::uint32_t>(Msg::generate) == 9);
-static_assert(static_cast<std::uint8_t>(JobKind::attention) == 1 && static_cast<std::uint8_t>(JobKind::generation) == 2);
+static_assert(static_cast<std::uint8_t>(JobKind::attention) == 1 && static_cast<std::uint8_t>(JobKind::generation) == 2 &&
+              static_cast<std::uint8_t>(JobKind::release) == 3);
 std::string_view to_string(Msg m);  // "INFO", ...
 
 // Who a daemon is, for `status` and for redirecting clients to rank 0.

@@ -4,6 +4,7 @@
 #include "ring_service.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include "../cli/log.hpp"
 #include "ringattn/error.hpp"
@@ -50,6 +51,19 @@ RingService::Leave RingService::coordinate() {
         if (std::string f = ring_->link_failure(); !f.empty()) {
           last_ring_error_ = f;
           return Leave::broken;
+        }
+        // A draining worker waits for leave: no job starts while one does (a job it has
+        // not yet heard of would fail when it went). Queued work waits for the new ring.
+        if (std::vector<int> leaving = ring_->leaving_ranks(); !leaving.empty()) {
+          lock.unlock();
+          try {
+            release(leaving);
+          } catch (const Error& e) {
+            std::lock_guard relock(mu_);
+            last_ring_error_ = e.what();
+            return Leave::broken;
+          }
+          return Leave::released;
         }
       }
       if (sessions_) {
@@ -307,9 +321,25 @@ void RingService::finish_job(Job& job, JobResult result, double seconds) {
   job.events->close();
 }
 
+// Rank 0, between jobs: the `leaving` ranks asked to leave (a drain). RELEASE to every
+// worker ends this ring: the leaving ones go, the others re-form with rank 0 and wait
+// for them (or their replacements) to come back.
+void RingService::release(const std::vector<int>& leaving) {
+  std::string who;
+  for (int r : leaving) who += (who.empty() ? "" : ", ") + std::to_string(r);
+  cli::logger("serve")->info("rank{} {} asked to leave (draining): releasing the ring; it re-forms when {} back",
+                             leaving.size() > 1 ? "s" : "", who, leaving.size() > 1 ? "they are" : "it is");
+  static constexpr std::byte kRelease[1] = {static_cast<std::byte>(peer::JobKind::release)};
+  std::vector<MessageRequest> sends;
+  for (int r = 1; r < world(); ++r)
+    sends.push_back(ring_->send_message(r, static_cast<std::uint32_t>(peer::Msg::job), 0, kRelease));
+  for (auto& s : sends) ring_->wait(s);
+}
+
 // A worker: wait for the next job from rank 0 (polling, so that an idle ring is not
 // mistaken for a stalled one and a drain is noticed), run it, send the rows back.
 RingService::Leave RingService::work() {
+  std::optional<Clock::time_point> leave_by;  // draining: leave by then even unreleased
   for (;;) {
     std::vector<std::byte> buf;
     std::byte kind{};
@@ -320,14 +350,32 @@ RingService::Leave RingService::work() {
     // No timed wait: poll, quickly at first (a job's shard is usually on its way when the
     // last job ends), backing off to 1 ms when idle (a request waits at most that for an idle worker:
     // 1000 wake-ups a second cost an idle daemon about 0.1 % of a core).
+    // Draining: ask rank 0 to let this rank go and keep taking jobs until it does (a job
+    // rank 0 sent before it heard is run and delivered). Rank 0 answers between jobs; if it
+    // does not within the grace period, leave anyway.
     for (auto nap = std::chrono::microseconds(200); !ring_->ready(req);
          nap = std::min<std::chrono::microseconds>(nap * 2, std::chrono::milliseconds(1))) {
-      if (stopping_) return Leave::stop;
+      if (stopping_ && !leave_by) {
+        leave_by = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(config_.grace));
+        ring_->announce_leaving();
+        cli::logger("serve")->info("draining: asked rank 0 to let rank {} leave the ring", rank());
+      } else if (leave_by && (Clock::now() >= *leave_by || !ring_->link_failure().empty())) {
+        // Before the posted receive is dropped: a JOB arriving now fails the ring with this
+        // reason, not as a frame nobody wanted.
+        ring_->abort("rank " + std::to_string(rank()) + " is shutting down: rank 0 did not let it leave within " +
+                         std::to_string(static_cast<int>(config_.grace)) + " s",
+                     FailureCause::peer_closed);
+        return Leave::stop;
+      }
       std::this_thread::sleep_for(nap);
     }
     std::uint64_t id = 0;
     try {
       id = ring_->wait(req).job;
+      if (kind == static_cast<std::byte>(peer::JobKind::release)) {
+        if (!stopping_) cli::logger("serve")->info("rank 0 released the ring: a rank is leaving");
+        return Leave::released;
+      }
       if (kind == static_cast<std::byte>(peer::JobKind::generation)) {
         run_worker_generation(id);
       } else if (kind == static_cast<std::byte>(peer::JobKind::attention)) {
@@ -338,7 +386,6 @@ RingService::Leave RingService::work() {
                                std::to_string(static_cast<int>(kind)),
                            FailureCause::protocol, 0);
       }
-      if (stopping_) return Leave::stop;
     } catch (const Error& e) {
       {
         std::lock_guard lock(mu_);

@@ -263,6 +263,7 @@ void RingService::run() {
       ring_->abort("rank " + std::to_string(rank()) + " is shutting down", FailureCause::peer_closed);
     if (ring_) ring_->close();
     ring_.reset();
+    if (why == Leave::released && !stopping_) cli::logger("serve")->info("a rank left the ring (draining); re-forming");
     if (why == Leave::broken) {
       metrics_.add("ringattn_ring_failures_total");
       cli::logger("serve")->warn("the ring broke{}; re-forming", last_ring_error_.empty() ? "" : ": " + last_ring_error_);

@@ -88,7 +88,10 @@ class RingService {
   void set_metrics_address(std::string address);
 
  private:
-  enum class Leave { stop, broken };
+  // Why a ring ended here: this daemon stops (the peers are told), a link failed, or rank 0
+  // let a draining rank go (every rank knows: the ring re-forms without alarm).
+  enum class Leave { stop, broken, released };
+  void release(const std::vector<int>& leaving);  // rank 0
   bool form();
   void exchange_info();
   Leave coordinate();

@@ -233,3 +233,43 @@ TEST_CASE("ring: MESSAGE frames travel between any two ranks beside the blocks, 
   for (const auto& x : errors) CHECK(message_of(x) == "");
   close_all(ring);
 }
+
+TEST_CASE("ring: a rank that announces it is leaving is heard by its peers at once, and frames still flow") {
+  // Keep-alives an hour apart: the peers can only hear of it from the PING the announcement
+  // sends there and then.
+  Ring ring = make_ring(3, [](TransportConfig& c) {
+    c.io_timeout = std::chrono::hours(1);
+    c.keepalive = std::chrono::hours(1);
+  });
+  for (const auto& t : ring) CHECK(t->leaving_peers().empty());
+  ring[2]->announce_leaving();
+  for (int r : {0, 1}) {
+    const auto deadline = Clock::now() + std::chrono::seconds(60);
+    while (ring[static_cast<std::size_t>(r)]->leaving_peers().empty() && Clock::now() < deadline)
+      std::this_thread::sleep_for(milliseconds(5));
+    CHECK(ring[static_cast<std::size_t>(r)]->leaving_peers() == std::vector<int>{2});
+  }
+  CHECK(ring[2]->leaving_peers().empty());  // it does not hear itself
+  const std::string text = "still here";
+  const auto errors = run_ranks(3, [&](int r) {
+    Transport& t = *ring[static_cast<std::size_t>(r)];
+    if (r == 0) {
+      FrameHeader h;
+      h.kind = FrameKind::message;
+      h.tag = 3;
+      h.payload_bytes = text.size();
+      Request s = t.isend(2, h, std::as_bytes(std::span(text.data(), text.size())));
+      t.wait(s);
+    } else if (r == 2) {
+      std::vector<std::byte> in;
+      Request q = t.irecv(0, [&](const FrameHeader& h) {
+        in.resize(h.payload_bytes);
+        return std::span<std::byte>(in);
+      });
+      t.wait(q);
+      CHECK(std::string(reinterpret_cast<const char*>(in.data()), in.size()) == text);
+    }
+  });
+  for (const auto& x : errors) CHECK(message_of(x) == "");
+  close_all(ring);
+}

@@ -275,7 +275,15 @@ TEST_CASE("wire: ERROR carries the origin rank and the cause, PING the progress 
   REQUIRE(try_decode_ping(p, back).empty());
   CHECK(back.progress == 123456789012345ull);
   CHECK(back.state == PeerState::busy);
+  CHECK_FALSE(back.leaving);
+  const auto l = encode_ping({7, PeerState::idle, true});
+  REQUIRE(try_decode_ping(l, back).empty());
+  CHECK(back.leaving);
+  CHECK(l[9] == std::byte{1});
   auto q = p;
+  q[9] = std::byte{2};  // a flag this version does not know
+  CHECK(try_decode_ping(q, back).find("'flags' = 2") != std::string::npos);
+  q = p;
   q[8] = std::byte{3};
   CHECK(try_decode_ping(q, back).find("'state' = 3") != std::string::npos);
   q = p;

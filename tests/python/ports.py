@@ -60,3 +60,10 @@ def free_port():
 
 def free_ports(n):
     return [free_port() for _ in range(n)]
+
+
+if __name__ == "__main__":  # for shell scripts: `python3 tests/python/ports.py N` prints N ports
+    import sys
+
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 1
+    print(" ".join(str(p) for p in free_ports(n)))

@@ -22,12 +22,14 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from ports import free_port  # noqa: E402  claimed for this process's life, below the ephemeral range
 
 PROMPT = "Once upon a time"
 # llama2.c's 60 greedy tokens after the prompt (../shared/models/stories260K/README.md).
@@ -42,12 +44,6 @@ def skip(why):
         print("FAILED: CI=true, so a missing prerequisite is a failure")
         sys.exit(1)
     sys.exit(77)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Ring:

@@ -336,6 +336,39 @@ TEST_CASE("serve: SIGTERM to a worker drains it too: the running job is delivere
   }
 }
 
+TEST_CASE("serve: SIGTERM to an idle worker: rank 0 lets it go without alarm; a job sent meanwhile waits for the ring and is exact") {
+  DaemonRing ring({});
+  INFO(ring.logs());
+  REQUIRE(ring.wait_ready(60));
+  ring.signal(2, SIGTERM);
+  // Released, not timed out: it leaves well before the grace period (30 s) would let it.
+  const Outcome worker = ring.stop(2, 25);
+  CHECK(worker.exit_code == 0);
+  CHECK(contains(ring.log(2), "asked rank 0 to let rank 2 leave"));
+  CHECK(eventually(30, [&] { return contains(ring.log(0), "rank 2 asked to leave (draining)"); }));
+  CHECK(eventually(30, [&] { return contains(ring.log(1), "rank 0 released the ring"); }));
+  for (int r : {0, 1}) CHECK_FALSE(contains(ring.log(r), "the ring broke"));
+  CHECK_FALSE(contains(ring.log(2), "did not let it leave"));
+
+  ScratchDir d;
+  const Inputs in(Shape{1024, 4, 2, 64}, 17, DType::f32);
+  in.write(d);
+  itest::Spawned client(ring.submit_args(0, d.path().string(), {"--causal"}), ring.env());
+  REQUIRE(eventually(60, [&] { client.pump(); return contains(client.err(), "queued at position 1 (ring forming)"); }));
+  ring.start(2);
+  const Outcome o = client.wait(120);
+  INFO(o.err);
+  REQUIRE(o.exit_code == 0);
+  const std::vector<float> got = itest::read_npy_floats(d.file("o.npy"));
+  std::filesystem::remove(d.file("o.npy"));
+  std::filesystem::remove(d.file("lse.npy"));
+  // The ring is deterministic: the same job on the settled ring gives the same bits.
+  const Outcome again = itest::run_ringattn(ring.submit_args(0, d.path().string(), {"--causal"}), ring.env(), 120);
+  INFO(again.err);
+  REQUIRE(again.exit_code == 0);
+  CHECK(itest::read_npy_floats(d.file("o.npy")) == got);
+}
+
 TEST_CASE("serve: a client over the control port's connection limit is told so, not that it may need --tls") {
   DaemonRing ring({});
   INFO(ring.logs());
