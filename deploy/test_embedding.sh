@@ -197,8 +197,22 @@ ranks() {  # ranks WORLD VAR=VALUE... -- CMD...
   done
   local left=("${pids[@]}") finished status pid
   while ((${#left[@]})); do
+    finished=
     wait -n -p finished "${left[@]}"
     status=$?
+    if [[ -z $finished ]]; then
+      # bash 5.2 may return from `wait -n` without naming a process (status 127 when the ones
+      # listed were already reaped and noted): find an ended one; `wait PID` still knows its status.
+      for pid in "${left[@]}"; do
+        if ! kill -0 "$pid" 2>/dev/null; then
+          wait "$pid"
+          status=$?
+          finished=$pid
+          break
+        fi
+      done
+      [[ -n $finished ]] || continue  # woken by a signal: wait again
+    fi
     local still=()
     for pid in "${left[@]}"; do [[ $pid == "$finished" ]] || still+=("$pid"); done
     left=("${still[@]}")
