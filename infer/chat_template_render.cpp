@@ -216,15 +216,15 @@ class Renderer {
   // (values nest only through literals and items, so every value nests at most 129 and
   // what recurses through them is bounded); each element looked at counts as a step.
   const Json& shallow(const Json& v, int line) {
-    std::vector<std::pair<const Json*, int>> todo{{&v, 0}};
-    while (!todo.empty()) {
-      const auto [x, d] = todo.back();
-      todo.pop_back();
+    std::vector<std::pair<const Json*, int>> pending{{&v, 0}};
+    while (!pending.empty()) {
+      const auto [x, d] = pending.back();
+      pending.pop_back();
       if (d > 128) fail(line, "makes lists or dicts nested more than 128 deep");
       if (!x->is_structured()) continue;
       for (const Json& c : *x) {
         step(line);
-        if (c.is_structured()) todo.emplace_back(&c, d + 1);
+        if (c.is_structured()) pending.emplace_back(&c, d + 1);
       }
     }
     return v;
