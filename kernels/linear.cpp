@@ -301,7 +301,12 @@ void apply_part(const kernels::LinearOps& ops, const std::uint32_t* words, const
                 const float* x, std::int64_t rows, std::int64_t ldx, float* y, std::int64_t ldy, bool add, int threads) {
   const bool bf16 = part.dtype == DType::bf16, f16 = part.dtype == DType::f16;
   const kernels::QuantFormat* quant = part.quant;
-  const int mr = bf16 ? ops.max_rows_bf16 : ops.max_rows_f32;
+  // Block formats with few rows (decode) take the path's fused loop (ops.panel_quant): each
+  // step unpacked in registers, nothing written; many rows (prefill) unpack a panel's run
+  // once into fp32 for all the block's row tiles. The same bits either way.
+  constexpr std::int64_t kFewRows = 16;
+  const bool fused = quant && ops.panel_quant && rows <= kFewRows;
+  const int mr = fused ? ops.quant_rows : bf16 ? ops.max_rows_bf16 : ops.max_rows_f32;
   const bool wide = !quant && ops.wide_panels > 1 && (bf16 ? ops.wide_bf16 != nullptr
                                                       : f16  ? ops.wide_f16 != nullptr
                                                              : ops.wide_f32 != nullptr);
@@ -315,7 +320,7 @@ void apply_part(const kernels::LinearOps& ops, const std::uint32_t* words, const
   // nothing to keep in cache but themselves: K in one run, so each panel's weights are one
   // contiguous read. The split changes no bit of the result. 2048 is a multiple of every
   // block format's 32 or 256 steps.
-  constexpr std::int64_t kBlockRows = 384, kFewRows = 16;  // 384: a multiple of every path's tile rows
+  constexpr std::int64_t kBlockRows = 384;  // 384: a multiple of every path's tile rows
   const std::int64_t steps = rows <= kFewRows ? in : 2048, runs = (in + steps - 1) / steps;
   int team = threads > 0 ? threads : omp_get_max_threads();
   if (omp_in_parallel()) team = 1;
@@ -357,7 +362,7 @@ void apply_part(const kernels::LinearOps& ops, const std::uint32_t* words, const
             // Block formats: the panel's run of steps unpacked once for the block's row tiles
             // into fp32 (llama.cpp's values, exact), then the f32 loop: never expanded whole.
             thread_local kernels::AlignedBuffer<float> deq;
-            if (quant) {
+            if (quant && !fused) {
               deq.resize(static_cast<std::size_t>(kn * P));
               const std::uint32_t* base = words + p * part.panel_words;
               for (std::int64_t s0 = 0; s0 < kn; s0 += quant->block)
@@ -377,7 +382,10 @@ void apply_part(const kernels::LinearOps& ops, const std::uint32_t* words, const
                 const std::uint32_t* pr = xp + r * ldp + k0 / 2;
                 const auto* wf = reinterpret_cast<const float*>(w);
                 const auto* wh = reinterpret_cast<const std::uint16_t*>(w) + (f16 ? k0 * P : 0);
-                if (quant)
+                if (fused)
+                  ops.panel_quant(part.dtype, xr, ldx, m, w + k0 / quant->block * quant->panel_words, kn, from, ldc,
+                                  to, ld_to, cols, last && add);
+                else if (quant)
                   ops.panel_f32(xr, ldx, m, deq.data, kn, from, ldc, to, ld_to, cols, last && add);
                 else if (together && f16)
                   ops.wide_f16(xr, ldx, m, wh, part.panel_words * 2, kn, from, ldc, to, ld_to, last && add);

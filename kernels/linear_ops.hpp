@@ -69,6 +69,16 @@ using LinearWideF16Fn = void (*)(const float* x, std::int64_t ldx, int m, const 
 // [steps][32] floats, vectorised for the path; the same bits on every path.
 using LinearUnpackFn = void (*)(DType d, const std::uint32_t* src, float* out);
 
+// Few rows against a block format's panel: each step's 32 weights unpacked in registers
+// (kernels/quant_unpack.hpp's values, bit for bit) straight into the f32 loop's
+// multiply-adds, in its order, so the result is the bits of `unpack` then `panel_f32`
+// without the floats going through memory (decode's path: a panel's whole K unpacked is up
+// to 1 MiB written and read back per row tile). w: the run's first block in the panel; k:
+// whole blocks of `d`. m <= quant_rows. Null where a path has none.
+using LinearQuantFn = void (*)(DType d, const float* x, std::int64_t ldx, int m, const std::uint32_t* w,
+                               std::int64_t k, const float* a, std::int64_t lda, float* y, std::int64_t ldy, int cols,
+                               bool add);
+
 struct LinearOps {
   const char* name;
   int max_rows_f32;   // m per panel call (the register tile's rows), f32 and f16 weights
@@ -82,6 +92,8 @@ struct LinearOps {
   LinearWideBf16Fn wide_bf16 = nullptr;
   LinearWideF16Fn wide_f16 = nullptr;
   LinearUnpackFn unpack = nullptr;
+  int quant_rows = 0;  // m per panel_quant call
+  LinearQuantFn panel_quant = nullptr;
 };
 
 extern const LinearOps kLinearGeneric;

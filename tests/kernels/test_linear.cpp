@@ -268,7 +268,7 @@ TEST_CASE("linear: blocks in any dtype, held in any dtype, pack as the values co
 TEST_CASE("linear: q8_0 weights give the bits of fp32 weights holding the dequantized values; GGUF blocks pack as quantized floats") {
   for (Isa isa : available_isas())
     for (auto [out, in, rows] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{33, 32, 1},
-                                 {70, 96, 3}, {40, 4160, 2}, {97, 256, 40}}) {
+                                 {70, 96, 3}, {40, 4160, 2}, {65, 64, 13}, {97, 256, 40}}) {
       CAPTURE(to_string(isa));
       CAPTURE(out);
       CAPTURE(in);

@@ -2,7 +2,8 @@
 // decoded as llama.cpp's dequantize_row_q4_K / _q6_K (each block built here from chosen
 // scales and q by llama.cpp's packing, its values computed by the formula); a Linear of
 // q4_k or q6_k blocks gives the bits of an fp32 Linear of the decoded values on every path,
-// whatever the rows and the K runs; a Linear of runs in several dtypes (a Q4_K_M file's
+// whatever the rows (up to 16: decode's loop unpacking in registers; more: unpacked to
+// floats once for the row tiles) and the K runs; a Linear of runs in several dtypes (a Q4_K_M file's
 // Q4_K Q and K beside its Q6_K V) equals its runs side by side.
 #include <doctest/doctest.h>
 
@@ -172,7 +173,8 @@ TEST_CASE("linear: q4_k and q6_k blocks give the bits of fp32 weights holding th
   for (DType d : {DType::q4_k, DType::q6_k})
     for (Isa isa : available_isas())
       for (auto [out, in, rows] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{33, 256, 1},
-                                   {70, 512, 3}, {40, 2304, 20}, {64, 256, 400}}) {
+                                   {70, 512, 3}, {70, 512, 13}, {40, 256, 16},
+                                   {40, 2304, 20}, {64, 256, 400}}) {
         CAPTURE(to_string(d));
         CAPTURE(to_string(isa));
         CAPTURE(out);

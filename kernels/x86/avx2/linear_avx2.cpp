@@ -150,10 +150,116 @@ void panel_bf16(const std::uint32_t* x, std::int64_t ldx, int m, const std::uint
   }
 }
 
+// Block formats, few rows: half H of a panel (columns 16H..16H+15) with each step's two
+// weight vectors unpacked in registers as kernels/quant_unpack.hpp computes them (a product,
+// and for q4_k a subtraction, rounded one at a time), then half_f32's step: the bits of
+// unpack + panel_fp32_x.
+constexpr int kQuantRows = 4;
+
+inline __m256i widen_u8(const std::uint8_t* p) {
+  return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m256 floats_u8(const std::uint8_t* p) { return _mm256_cvtepi32_ps(widen_u8(p)); }
+inline __m256 floats_i8(const std::int8_t* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+
+// q8_0: d[32] | int8 q [32 steps][32].
+template <int M, int H>
+inline void fold_q8_0(__m256 (&acc)[M][2], const float* x, std::int64_t ldx, const std::uint32_t* src) {
+  const auto* f = reinterpret_cast<const float*>(src) + 16 * H;
+  const __m256 d0 = _mm256_loadu_ps(f), d1 = _mm256_loadu_ps(f + 8);
+  const auto* q = reinterpret_cast<const std::int8_t*>(src + 32) + 16 * H;
+  for (int s = 0; s < 32; ++s)
+    step<M>(acc, x, ldx, s, _mm256_mul_ps(d0, floats_i8(q + s * 32)), _mm256_mul_ps(d1, floats_i8(q + s * 32 + 8)));
+}
+
+// A step's 16 nibbles of half H: byte c's low nibble is column c, its high one column c + 16.
+template <int H>
+inline __m256i nibbles(__m256i raw) {
+  return H == 0 ? _mm256_and_si256(raw, _mm256_set1_epi32(0xF)) : _mm256_srli_epi32(raw, 4);
+}
+
+// q4_k: d[32], dmin[32] | scale u8 [8][32] | min u8 [8][32] | nibbles [256][16].
+template <int M, int H>
+inline void fold_q4_k(__m256 (&acc)[M][2], const float* x, std::int64_t ldx, const std::uint32_t* src) {
+  const auto* f = reinterpret_cast<const float*>(src) + 16 * H;
+  const __m256 d0 = _mm256_loadu_ps(f), d1 = _mm256_loadu_ps(f + 8);
+  const __m256 n0 = _mm256_loadu_ps(f + 32), n1 = _mm256_loadu_ps(f + 40);
+  const auto* scale = reinterpret_cast<const std::uint8_t*>(src + 64) + 16 * H;
+  const auto* min = reinterpret_cast<const std::uint8_t*>(src + 128) + 16 * H;
+  const auto* nib = reinterpret_cast<const std::uint8_t*>(src + 192);
+  for (int t = 0; t < 8; ++t) {
+    const __m256 s0 = _mm256_mul_ps(d0, floats_u8(scale + t * 32)), s1 = _mm256_mul_ps(d1, floats_u8(scale + t * 32 + 8));
+    const __m256 m0 = _mm256_mul_ps(n0, floats_u8(min + t * 32)), m1 = _mm256_mul_ps(n1, floats_u8(min + t * 32 + 8));
+    for (int s = t * 32; s < t * 32 + 32; ++s) {
+      const __m256 q0 = _mm256_cvtepi32_ps(nibbles<H>(widen_u8(nib + s * 16)));
+      const __m256 q1 = _mm256_cvtepi32_ps(nibbles<H>(widen_u8(nib + s * 16 + 8)));
+      step<M>(acc, x, ldx, s, _mm256_sub_ps(_mm256_mul_ps(s0, q0), m0), _mm256_sub_ps(_mm256_mul_ps(s1, q1), m1));
+    }
+  }
+}
+
+// q6_k: d[32] | scale int8 [16][32] | low nibbles [256][16] | high 2 bits [256][8] (byte c:
+// columns c, c + 8, c + 16, c + 24 from bit 0).
+template <int M, int H>
+inline void fold_q6_k(__m256 (&acc)[M][2], const float* x, std::int64_t ldx, const std::uint32_t* src) {
+  const auto* f = reinterpret_cast<const float*>(src) + 16 * H;
+  const __m256 d0 = _mm256_loadu_ps(f), d1 = _mm256_loadu_ps(f + 8);
+  const auto* scale = reinterpret_cast<const std::int8_t*>(src + 32) + 16 * H;
+  const auto* nib = reinterpret_cast<const std::uint8_t*>(src + 160);
+  const auto* high = reinterpret_cast<const std::uint8_t*>(src + 1184);
+  const __m256i two = _mm256_set1_epi32(3), bias = _mm256_set1_epi32(32);
+  for (int u = 0; u < 16; ++u) {
+    const __m256 s0 = _mm256_mul_ps(d0, floats_i8(scale + u * 32)), s1 = _mm256_mul_ps(d1, floats_i8(scale + u * 32 + 8));
+    for (int s = u * 16; s < u * 16 + 16; ++s) {
+      const __m256i h = widen_u8(high + s * 8);
+      const __m256i q0 = _mm256_or_si256(nibbles<H>(widen_u8(nib + s * 16)),
+                                         _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(h, 4 * H), two), 4));
+      const __m256i q1 = _mm256_or_si256(nibbles<H>(widen_u8(nib + s * 16 + 8)),
+                                         _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(h, 4 * H + 2), two), 4));
+      step<M>(acc, x, ldx, s, _mm256_mul_ps(s0, _mm256_cvtepi32_ps(_mm256_sub_epi32(q0, bias))),
+              _mm256_mul_ps(s1, _mm256_cvtepi32_ps(_mm256_sub_epi32(q1, bias))));
+    }
+  }
+}
+
+template <int M, int H>
+void half_quant(DType d, const float* x, std::int64_t ldx, const std::uint32_t* w, std::int64_t k, const float* a,
+                std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
+  __m256 acc[M][2];
+  start<M>(acc, a, lda, cols);
+  if (d == DType::q8_0)
+    for (std::int64_t b = 0; b < k / 32; ++b) fold_q8_0<M, H>(acc, x + b * 32, ldx, w + b * 288);
+  else if (d == DType::q4_k)
+    for (std::int64_t b = 0; b < k / 256; ++b) fold_q4_k<M, H>(acc, x + b * 256, ldx, w + b * 1216);
+  else
+    for (std::int64_t b = 0; b < k / 256; ++b) fold_q6_k<M, H>(acc, x + b * 256, ldx, w + b * 1696);
+  finish<M>(acc, y, ldy, cols, add);
+}
+
+template <int M>
+void quant_m(DType d, const float* x, std::int64_t ldx, const std::uint32_t* w, std::int64_t k, const float* a,
+             std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
+  half_quant<M, 0>(d, x, ldx, w, k, a, lda, y, ldy, cols < 16 ? cols : 16, add);
+  if (cols > 16) half_quant<M, 1>(d, x, ldx, w, k, a ? a + 16 : nullptr, lda, y + 16, ldy, cols - 16, add);
+}
+
+void panel_quant(DType d, const float* x, std::int64_t ldx, int m, const std::uint32_t* w, std::int64_t k,
+                 const float* a, std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
+  switch (m) {
+    case 1: return quant_m<1>(d, x, ldx, w, k, a, lda, y, ldy, cols, add);
+    case 2: return quant_m<2>(d, x, ldx, w, k, a, lda, y, ldy, cols, add);
+    case 3: return quant_m<3>(d, x, ldx, w, k, a, lda, y, ldy, cols, add);
+    default: return quant_m<4>(d, x, ldx, w, k, a, lda, y, ldy, cols, add);
+  }
+}
+
 }  // namespace
 
 const LinearOps kLinearAvx2 = {.name = "avx2", .max_rows_f32 = kRowsF32, .max_rows_bf16 = kRowsBf16,
                                .panel_f32 = panel_fp32_x<float>, .panel_bf16 = panel_bf16,
-                               .panel_f16 = panel_fp32_x<std::uint16_t>, .unpack = unpack_panel_block};
+                               .panel_f16 = panel_fp32_x<std::uint16_t>, .unpack = unpack_panel_block,
+                               .quant_rows = kQuantRows, .panel_quant = panel_quant};
 
 }  // namespace ringattn::kernels

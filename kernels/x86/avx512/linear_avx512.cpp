@@ -218,6 +218,91 @@ void wide_dot_m(const std::uint32_t* x, std::int64_t ldx, const std::uint32_t* w
 
 #pragma GCC pop_options
 
+// Block formats, few rows: each step's two weight vectors unpacked in registers as
+// kernels/quant_unpack.hpp computes them (a product, and for q4_k a subtraction, rounded
+// one at a time), then the f32 loop's step: the bits of unpack + panel_f32_m.
+constexpr int kQuantRows = 8;
+
+inline __m512 bytes_u8(const std::uint8_t* p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+inline __m512 bytes_i8(const std::int8_t* p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+
+// q8_0: d[32] | int8 q [32 steps][32].
+template <int M>
+inline void fold_q8_0(__m512 (&acc)[M][2], const float* x, std::int64_t ldx, const std::uint32_t* src) {
+  const __m512 d0 = _mm512_loadu_ps(reinterpret_cast<const float*>(src)),
+               d1 = _mm512_loadu_ps(reinterpret_cast<const float*>(src) + 16);
+  const auto* q = reinterpret_cast<const std::int8_t*>(src + 32);
+  for (int s = 0; s < 32; ++s)
+    step<M>(acc, x, ldx, s, _mm512_mul_ps(d0, bytes_i8(q + s * 32)), _mm512_mul_ps(d1, bytes_i8(q + s * 32 + 16)));
+}
+
+// q4_k: d[32], dmin[32] | scale u8 [8][32] | min u8 [8][32] | nibbles [256][16].
+template <int M>
+inline void fold_q4_k(__m512 (&acc)[M][2], const float* x, std::int64_t ldx, const std::uint32_t* src) {
+  const auto* f = reinterpret_cast<const float*>(src);
+  const __m512 d0 = _mm512_loadu_ps(f), d1 = _mm512_loadu_ps(f + 16);
+  const __m512 n0 = _mm512_loadu_ps(f + 32), n1 = _mm512_loadu_ps(f + 48);
+  const auto* scale = reinterpret_cast<const std::uint8_t*>(src + 64);
+  const auto* min = reinterpret_cast<const std::uint8_t*>(src + 128);
+  const auto* nib = reinterpret_cast<const std::uint8_t*>(src + 192);
+  const __m512i low = _mm512_set1_epi32(0xF);
+  for (int t = 0; t < 8; ++t) {
+    const __m512 s0 = _mm512_mul_ps(d0, bytes_u8(scale + t * 32)), s1 = _mm512_mul_ps(d1, bytes_u8(scale + t * 32 + 16));
+    const __m512 m0 = _mm512_mul_ps(n0, bytes_u8(min + t * 32)), m1 = _mm512_mul_ps(n1, bytes_u8(min + t * 32 + 16));
+    for (int s = t * 32; s < t * 32 + 32; ++s) {
+      const __m512i raw = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(nib + s * 16)));
+      const __m512 q0 = _mm512_cvtepi32_ps(_mm512_and_si512(raw, low)), q1 = _mm512_cvtepi32_ps(_mm512_srli_epi32(raw, 4));
+      step<M>(acc, x, ldx, s, _mm512_sub_ps(_mm512_mul_ps(s0, q0), m0), _mm512_sub_ps(_mm512_mul_ps(s1, q1), m1));
+    }
+  }
+}
+
+// q6_k: d[32] | scale int8 [16][32] | low nibbles [256][16] | high 2 bits [256][8] (byte c:
+// columns c, c + 8, c + 16, c + 24 from bit 0).
+template <int M>
+inline void fold_q6_k(__m512 (&acc)[M][2], const float* x, std::int64_t ldx, const std::uint32_t* src) {
+  const auto* f = reinterpret_cast<const float*>(src);
+  const __m512 d0 = _mm512_loadu_ps(f), d1 = _mm512_loadu_ps(f + 16);
+  const auto* scale = reinterpret_cast<const std::int8_t*>(src + 32);
+  const auto* nib = reinterpret_cast<const std::uint8_t*>(src + 160);
+  const auto* high = reinterpret_cast<const std::uint8_t*>(src + 1184);
+  const __m512i low = _mm512_set1_epi32(0xF), two = _mm512_set1_epi32(3), bias = _mm512_set1_epi32(32);
+  const __m512i shift0 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
+  const __m512i shift1 = _mm512_setr_epi32(4, 4, 4, 4, 4, 4, 4, 4, 6, 6, 6, 6, 6, 6, 6, 6);
+  for (int u = 0; u < 16; ++u) {
+    const __m512 s0 = _mm512_mul_ps(d0, bytes_i8(scale + u * 32)), s1 = _mm512_mul_ps(d1, bytes_i8(scale + u * 32 + 16));
+    for (int s = u * 16; s < u * 16 + 16; ++s) {
+      const __m512i raw = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(nib + s * 16)));
+      const __m128i h8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(high + s * 8));
+      const __m512i h = _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(h8, h8));  // bytes 0-7 twice
+      const __m512i q0 = _mm512_or_si512(_mm512_and_si512(raw, low),
+                                         _mm512_slli_epi32(_mm512_and_si512(_mm512_srlv_epi32(h, shift0), two), 4));
+      const __m512i q1 = _mm512_or_si512(_mm512_srli_epi32(raw, 4),
+                                         _mm512_slli_epi32(_mm512_and_si512(_mm512_srlv_epi32(h, shift1), two), 4));
+      step<M>(acc, x, ldx, s, _mm512_mul_ps(s0, _mm512_cvtepi32_ps(_mm512_sub_epi32(q0, bias))),
+              _mm512_mul_ps(s1, _mm512_cvtepi32_ps(_mm512_sub_epi32(q1, bias))));
+    }
+  }
+}
+
+template <int M>
+void panel_quant_m(DType d, const float* x, std::int64_t ldx, const std::uint32_t* w, std::int64_t k, const float* a,
+                   std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
+  __m512 acc[M][2];
+  start<M>(acc, a, lda, cols);
+  if (d == DType::q8_0)
+    for (std::int64_t b = 0; b < k / 32; ++b) fold_q8_0<M>(acc, x + b * 32, ldx, w + b * 288);
+  else if (d == DType::q4_k)
+    for (std::int64_t b = 0; b < k / 256; ++b) fold_q4_k<M>(acc, x + b * 256, ldx, w + b * 1216);
+  else
+    for (std::int64_t b = 0; b < k / 256; ++b) fold_q6_k<M>(acc, x + b * 256, ldx, w + b * 1696);
+  finish<M>(acc, y, ldy, cols, add);
+}
+
 // m in 1..n (n <= 12) -> f(std::integral_constant<int, m>), n for anything larger.
 template <int N, class F>
 void by_rows(int m, F f) {
@@ -262,17 +347,22 @@ __attribute__((target("avx512bf16"))) void wide_dot(const std::uint32_t* x, std:
   by_rows<kWideRows>(m, [&](auto M) { wide_dot_m<M>(x, ldx, w, stride, k, a, lda, y, ldy, add); });
 }
 
+void panel_quant(DType d, const float* x, std::int64_t ldx, int m, const std::uint32_t* w, std::int64_t k,
+                 const float* a, std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
+  by_rows<kQuantRows>(m, [&](auto M) { panel_quant_m<M>(d, x, ldx, w, k, a, lda, y, ldy, cols, add); });
+}
+
 }  // namespace
 
 const LinearOps kLinearAvx512 = {
     .name = "avx512", .max_rows_f32 = kRows, .max_rows_bf16 = kRowsBf16,
     .panel_f32 = panel_f32, .panel_bf16 = panel_bf16, .panel_f16 = panel_f16,
     .wide_rows = kWideRows, .wide_panels = kWide, .wide_f32 = wide_f32, .wide_bf16 = wide_bf16, .wide_f16 = wide_f16,
-    .unpack = unpack_panel_block};
+    .unpack = unpack_panel_block, .quant_rows = kQuantRows, .panel_quant = panel_quant};
 const LinearOps kLinearAvx512Bf16 = {
     .name = "avx512-bf16", .max_rows_f32 = kRows, .max_rows_bf16 = kRows,
     .panel_f32 = panel_f32, .panel_bf16 = panel_dot, .panel_f16 = panel_f16,
     .wide_rows = kWideRows, .wide_panels = kWide, .wide_f32 = wide_f32, .wide_bf16 = wide_dot, .wide_f16 = wide_f16,
-    .unpack = unpack_panel_block};
+    .unpack = unpack_panel_block, .quant_rows = kQuantRows, .panel_quant = panel_quant};
 
 }  // namespace ringattn::kernels
