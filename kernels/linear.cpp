@@ -357,8 +357,9 @@ void apply_part(const kernels::LinearOps& ops, const std::uint32_t* words, const
           const bool last = run + 1 == runs;
           for (std::int64_t p = p0; p < p1;) {
             // A group of full panels side by side for the tiles of few rows (ops.wide_*).
-            const bool group = wide && p + ops.wide_panels <= p1 && (p + ops.wide_panels) * P <= out;
-            const std::int64_t pn = group ? ops.wide_panels : 1;
+            const int wide_n = fused ? 2 : ops.wide_panels;
+            const bool group = (wide || (fused && ops.quant_wide_rows > 0)) && p + wide_n <= p1 && (p + wide_n) * P <= out;
+            const std::int64_t pn = group ? wide_n : 1;
             // Block formats: the panel's run of steps unpacked once for the block's row tiles
             // into fp32 (llama.cpp's values, exact), then the f32 loop: never expanded whole.
             thread_local kernels::AlignedBuffer<float> deq;
@@ -370,7 +371,7 @@ void apply_part(const kernels::LinearOps& ops, const std::uint32_t* words, const
             }
             for (std::int64_t r = b; r < b1; r += mr) {
               const int m = static_cast<int>(std::min<std::int64_t>(mr, b1 - r));
-              const bool together = group && m <= ops.wide_rows;
+              const bool together = group && m <= (fused ? ops.quant_wide_rows : ops.wide_rows);
               for (std::int64_t q = p; q < p + pn; q += together ? pn : 1) {
                 const int cols = static_cast<int>(std::min<std::int64_t>(P, out - q * P));
                 const std::uint32_t* w = words + q * part.panel_words + (bf16 ? k0 / 2 : f16 || quant ? 0 : k0) * P;
@@ -383,8 +384,8 @@ void apply_part(const kernels::LinearOps& ops, const std::uint32_t* words, const
                 const auto* wf = reinterpret_cast<const float*>(w);
                 const auto* wh = reinterpret_cast<const std::uint16_t*>(w) + (f16 ? k0 * P : 0);
                 if (fused)
-                  ops.panel_quant(part.dtype, xr, ldx, m, w + k0 / quant->block * quant->panel_words, kn, from, ldc,
-                                  to, ld_to, cols, last && add);
+                  ops.panel_quant(part.dtype, xr, ldx, m, w + k0 / quant->block * quant->panel_words, part.panel_words,
+                                  together ? 2 : 1, kn, from, ldc, to, ld_to, cols, last && add);
                 else if (quant)
                   ops.panel_f32(xr, ldx, m, deq.data, kn, from, ldc, to, ld_to, cols, last && add);
                 else if (together && f16)

@@ -74,10 +74,12 @@ using LinearUnpackFn = void (*)(DType d, const std::uint32_t* src, float* out);
 // multiply-adds, in its order, so the result is the bits of `unpack` then `panel_f32`
 // without the floats going through memory (decode's path: a panel's whole K unpacked is up
 // to 1 MiB written and read back per row tile). w: the run's first block in the panel; k:
-// whole blocks of `d`. m <= quant_rows. Null where a path has none.
+// whole blocks of `d`. m <= quant_rows. panels = 2 (m <= quant_wide_rows, full panels, the
+// second at w + stride words, its columns at 32 of a and y) keeps twice the chains in flight.
+// Null where a path has none.
 using LinearQuantFn = void (*)(DType d, const float* x, std::int64_t ldx, int m, const std::uint32_t* w,
-                               std::int64_t k, const float* a, std::int64_t lda, float* y, std::int64_t ldy, int cols,
-                               bool add);
+                               std::int64_t stride, int panels, std::int64_t k, const float* a, std::int64_t lda,
+                               float* y, std::int64_t ldy, int cols, bool add);
 
 struct LinearOps {
   const char* name;
@@ -92,7 +94,8 @@ struct LinearOps {
   LinearWideBf16Fn wide_bf16 = nullptr;
   LinearWideF16Fn wide_f16 = nullptr;
   LinearUnpackFn unpack = nullptr;
-  int quant_rows = 0;  // m per panel_quant call
+  int quant_rows = 0;       // m per panel_quant call
+  int quant_wide_rows = 0;  // m <= quant_wide_rows may take two panels a call
   LinearQuantFn panel_quant = nullptr;
 };
 

@@ -173,7 +173,7 @@ TEST_CASE("linear: q4_k and q6_k blocks give the bits of fp32 weights holding th
   for (DType d : {DType::q4_k, DType::q6_k})
     for (Isa isa : available_isas())
       for (auto [out, in, rows] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{33, 256, 1},
-                                   {70, 512, 3}, {70, 512, 13}, {40, 256, 16},
+                                   {70, 512, 3}, {70, 512, 13}, {40, 256, 16}, {96, 256, 4},
                                    {40, 2304, 20}, {64, 256, 400}}) {
         CAPTURE(to_string(d));
         CAPTURE(to_string(isa));

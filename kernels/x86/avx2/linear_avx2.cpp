@@ -245,8 +245,10 @@ void quant_m(DType d, const float* x, std::int64_t ldx, const std::uint32_t* w, 
   if (cols > 16) half_quant<M, 1>(d, x, ldx, w, k, a ? a + 16 : nullptr, lda, y + 16, ldy, cols - 16, add);
 }
 
-void panel_quant(DType d, const float* x, std::int64_t ldx, int m, const std::uint32_t* w, std::int64_t k,
-                 const float* a, std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
+// One panel a call (quant_wide_rows = 0): the halves already keep one row's chains apart.
+void panel_quant(DType d, const float* x, std::int64_t ldx, int m, const std::uint32_t* w, std::int64_t /*stride*/,
+                 int /*panels*/, std::int64_t k, const float* a, std::int64_t lda, float* y, std::int64_t ldy, int cols,
+                 bool add) {
   switch (m) {
     case 1: return quant_m<1>(d, x, ldx, w, k, a, lda, y, ldy, cols, add);
     case 2: return quant_m<2>(d, x, ldx, w, k, a, lda, y, ldy, cols, add);

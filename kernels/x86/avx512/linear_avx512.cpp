@@ -109,23 +109,31 @@ void panel_bf16_m(const std::uint32_t* x, std::int64_t ldx, const std::uint32_t*
 // Few rows over kWide full panels at once: M rows x 8 vectors of accumulators.
 constexpr int kWide = 4, kWideRows = 3;
 
+template <int M, int V>
+inline void wide_start_n(__m512 (&acc)[M][V], const float* a, std::int64_t lda) {
+#pragma GCC unroll 16
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) acc[i][v] = a ? _mm512_loadu_ps(a + i * lda + 16 * v) : _mm512_setzero_ps();
+}
 template <int M>
 inline void wide_start(__m512 (&acc)[M][2 * kWide], const float* a, std::int64_t lda) {
-#pragma GCC unroll 16
-  for (int i = 0; i < M; ++i)
-#pragma GCC unroll 8
-    for (int v = 0; v < 2 * kWide; ++v) acc[i][v] = a ? _mm512_loadu_ps(a + i * lda + 16 * v) : _mm512_setzero_ps();
+  wide_start_n<M, 2 * kWide>(acc, a, lda);
 }
 
-template <int M>
-inline void wide_finish(__m512 (&acc)[M][2 * kWide], float* y, std::int64_t ldy, bool add) {
+template <int M, int V>
+inline void wide_finish_n(__m512 (&acc)[M][V], float* y, std::int64_t ldy, bool add) {
 #pragma GCC unroll 16
   for (int i = 0; i < M; ++i)
 #pragma GCC unroll 8
-    for (int v = 0; v < 2 * kWide; ++v) {
+    for (int v = 0; v < V; ++v) {
       float* yv = y + i * ldy + 16 * v;
       _mm512_storeu_ps(yv, add ? _mm512_add_ps(_mm512_loadu_ps(yv), acc[i][v]) : acc[i][v]);
     }
+}
+template <int M>
+inline void wide_finish(__m512 (&acc)[M][2 * kWide], float* y, std::int64_t ldy, bool add) {
+  wide_finish_n<M, 2 * kWide>(acc, y, ldy, add);
 }
 
 template <int M, class W>
@@ -218,89 +226,136 @@ void wide_dot_m(const std::uint32_t* x, std::int64_t ldx, const std::uint32_t* w
 
 #pragma GCC pop_options
 
-// Block formats, few rows: each step's two weight vectors unpacked in registers as
-// kernels/quant_unpack.hpp computes them (a product, and for q4_k a subtraction, rounded
-// one at a time), then the f32 loop's step: the bits of unpack + panel_f32_m.
-constexpr int kQuantRows = 8;
+// Block formats, few rows: each step's weight vectors unpacked in registers as
+// kernels/quant_unpack.hpp computes them (the same expressions), then the f32 loop's
+// multiply-adds in its order: the bits of unpack + panel_f32_m. N panels side by side (N =
+// 2 for up to kQuantWideRows rows: one row's two chains a panel wait on the FMA latency, four
+// do not), each over its own blocks at `stride` words.
+constexpr int kQuantRows = 8, kQuantWideRows = 4;
 
-inline __m512 bytes_u8(const std::uint8_t* p) {
-  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+inline __m512i widen_u8(const std::uint8_t* p) {
+  return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
-inline __m512 bytes_i8(const std::int8_t* p) {
+inline __m512 floats_u8(const std::uint8_t* p) { return _mm512_cvtepi32_ps(widen_u8(p)); }
+inline __m512 floats_i8(const std::int8_t* p) {
   return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
 }
 
+// acc[i][v] += x[i][s] * w[v] for M rows and V vectors, rows outermost (the f32 loop's order
+// within each accumulator: one multiply-add per step).
+template <int M, int V>
+inline void step_v(__m512 (&acc)[M][V], const float* x, std::int64_t ldx, std::int64_t s, const __m512 (&w)[V]) {
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i) {
+    const __m512 a = _mm512_set1_ps(x[i * ldx + s]);
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) acc[i][v] = _mm512_fmadd_ps(a, w[v], acc[i][v]);
+  }
+}
+
 // q8_0: d[32] | int8 q [32 steps][32].
-template <int M>
-inline void fold_q8_0(__m512 (&acc)[M][2], const float* x, std::int64_t ldx, const std::uint32_t* src) {
-  const __m512 d0 = _mm512_loadu_ps(reinterpret_cast<const float*>(src)),
-               d1 = _mm512_loadu_ps(reinterpret_cast<const float*>(src) + 16);
-  const auto* q = reinterpret_cast<const std::int8_t*>(src + 32);
-  for (int s = 0; s < 32; ++s)
-    step<M>(acc, x, ldx, s, _mm512_mul_ps(d0, bytes_i8(q + s * 32)), _mm512_mul_ps(d1, bytes_i8(q + s * 32 + 16)));
+template <int M, int N>
+inline void fold_q8_0(__m512 (&acc)[M][2 * N], const float* x, std::int64_t ldx, const std::uint32_t* src,
+                      std::int64_t stride) {
+  __m512 d[2 * N];
+#pragma GCC unroll 4
+  for (int v = 0; v < 2 * N; ++v) d[v] = _mm512_loadu_ps(reinterpret_cast<const float*>(src + (v / 2) * stride) + 16 * (v % 2));
+  for (int s = 0; s < 32; ++s) {
+    __m512 w[2 * N];
+#pragma GCC unroll 4
+    for (int v = 0; v < 2 * N; ++v)
+      w[v] = _mm512_mul_ps(d[v], floats_i8(reinterpret_cast<const std::int8_t*>(src + (v / 2) * stride + 32) + s * 32 +
+                                           16 * (v % 2)));
+    step_v<M, 2 * N>(acc, x, ldx, s, w);
+  }
 }
 
 // q4_k: d[32], dmin[32] | scale u8 [8][32] | min u8 [8][32] | nibbles [256][16].
-template <int M>
-inline void fold_q4_k(__m512 (&acc)[M][2], const float* x, std::int64_t ldx, const std::uint32_t* src) {
-  const auto* f = reinterpret_cast<const float*>(src);
-  const __m512 d0 = _mm512_loadu_ps(f), d1 = _mm512_loadu_ps(f + 16);
-  const __m512 n0 = _mm512_loadu_ps(f + 32), n1 = _mm512_loadu_ps(f + 48);
-  const auto* scale = reinterpret_cast<const std::uint8_t*>(src + 64);
-  const auto* min = reinterpret_cast<const std::uint8_t*>(src + 128);
-  const auto* nib = reinterpret_cast<const std::uint8_t*>(src + 192);
+template <int M, int N>
+inline void fold_q4_k(__m512 (&acc)[M][2 * N], const float* x, std::int64_t ldx, const std::uint32_t* src,
+                      std::int64_t stride) {
   const __m512i low = _mm512_set1_epi32(0xF);
   for (int t = 0; t < 8; ++t) {
-    const __m512 s0 = _mm512_mul_ps(d0, bytes_u8(scale + t * 32)), s1 = _mm512_mul_ps(d1, bytes_u8(scale + t * 32 + 16));
-    const __m512 m0 = _mm512_mul_ps(n0, bytes_u8(min + t * 32)), m1 = _mm512_mul_ps(n1, bytes_u8(min + t * 32 + 16));
+    __m512 sc[2 * N], mn[2 * N];
+#pragma GCC unroll 4
+    for (int v = 0; v < 2 * N; ++v) {
+      const std::uint32_t* b = src + (v / 2) * stride;
+      const int h = 16 * (v % 2);
+      sc[v] = _mm512_mul_ps(_mm512_loadu_ps(reinterpret_cast<const float*>(b) + h),
+                            floats_u8(reinterpret_cast<const std::uint8_t*>(b + 64) + t * 32 + h));
+      mn[v] = _mm512_mul_ps(_mm512_loadu_ps(reinterpret_cast<const float*>(b + 32) + h),
+                            floats_u8(reinterpret_cast<const std::uint8_t*>(b + 128) + t * 32 + h));
+    }
     for (int s = t * 32; s < t * 32 + 32; ++s) {
-      const __m512i raw = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(nib + s * 16)));
-      const __m512 q0 = _mm512_cvtepi32_ps(_mm512_and_si512(raw, low)), q1 = _mm512_cvtepi32_ps(_mm512_srli_epi32(raw, 4));
-      step<M>(acc, x, ldx, s, _mm512_sub_ps(_mm512_mul_ps(s0, q0), m0), _mm512_sub_ps(_mm512_mul_ps(s1, q1), m1));
+      __m512 w[2 * N];
+#pragma GCC unroll 2
+      for (int n = 0; n < N; ++n) {
+        const __m512i raw = widen_u8(reinterpret_cast<const std::uint8_t*>(src + n * stride + 192) + s * 16);
+        const __m512 q0 = _mm512_cvtepi32_ps(_mm512_and_si512(raw, low)), q1 = _mm512_cvtepi32_ps(_mm512_srli_epi32(raw, 4));
+        w[2 * n] = _mm512_sub_ps(_mm512_mul_ps(sc[2 * n], q0), mn[2 * n]);
+        w[2 * n + 1] = _mm512_sub_ps(_mm512_mul_ps(sc[2 * n + 1], q1), mn[2 * n + 1]);
+      }
+      step_v<M, 2 * N>(acc, x, ldx, s, w);
     }
   }
 }
 
 // q6_k: d[32] | scale int8 [16][32] | low nibbles [256][16] | high 2 bits [256][8] (byte c:
 // columns c, c + 8, c + 16, c + 24 from bit 0).
-template <int M>
-inline void fold_q6_k(__m512 (&acc)[M][2], const float* x, std::int64_t ldx, const std::uint32_t* src) {
-  const auto* f = reinterpret_cast<const float*>(src);
-  const __m512 d0 = _mm512_loadu_ps(f), d1 = _mm512_loadu_ps(f + 16);
-  const auto* scale = reinterpret_cast<const std::int8_t*>(src + 32);
-  const auto* nib = reinterpret_cast<const std::uint8_t*>(src + 160);
-  const auto* high = reinterpret_cast<const std::uint8_t*>(src + 1184);
+template <int M, int N>
+inline void fold_q6_k(__m512 (&acc)[M][2 * N], const float* x, std::int64_t ldx, const std::uint32_t* src,
+                      std::int64_t stride) {
   const __m512i low = _mm512_set1_epi32(0xF), two = _mm512_set1_epi32(3), bias = _mm512_set1_epi32(32);
   const __m512i shift0 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
   const __m512i shift1 = _mm512_setr_epi32(4, 4, 4, 4, 4, 4, 4, 4, 6, 6, 6, 6, 6, 6, 6, 6);
   for (int u = 0; u < 16; ++u) {
-    const __m512 s0 = _mm512_mul_ps(d0, bytes_i8(scale + u * 32)), s1 = _mm512_mul_ps(d1, bytes_i8(scale + u * 32 + 16));
+    __m512 sc[2 * N];
+#pragma GCC unroll 4
+    for (int v = 0; v < 2 * N; ++v) {
+      const std::uint32_t* b = src + (v / 2) * stride;
+      const int h = 16 * (v % 2);
+      sc[v] = _mm512_mul_ps(_mm512_loadu_ps(reinterpret_cast<const float*>(b) + h),
+                            floats_i8(reinterpret_cast<const std::int8_t*>(b + 32) + u * 32 + h));
+    }
     for (int s = u * 16; s < u * 16 + 16; ++s) {
-      const __m512i raw = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(nib + s * 16)));
-      const __m128i h8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(high + s * 8));
-      const __m512i h = _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(h8, h8));  // bytes 0-7 twice
-      const __m512i q0 = _mm512_or_si512(_mm512_and_si512(raw, low),
-                                         _mm512_slli_epi32(_mm512_and_si512(_mm512_srlv_epi32(h, shift0), two), 4));
-      const __m512i q1 = _mm512_or_si512(_mm512_srli_epi32(raw, 4),
-                                         _mm512_slli_epi32(_mm512_and_si512(_mm512_srlv_epi32(h, shift1), two), 4));
-      step<M>(acc, x, ldx, s, _mm512_mul_ps(s0, _mm512_cvtepi32_ps(_mm512_sub_epi32(q0, bias))),
-              _mm512_mul_ps(s1, _mm512_cvtepi32_ps(_mm512_sub_epi32(q1, bias))));
+      __m512 w[2 * N];
+#pragma GCC unroll 2
+      for (int n = 0; n < N; ++n) {
+        const std::uint32_t* b = src + n * stride;
+        const __m512i raw = widen_u8(reinterpret_cast<const std::uint8_t*>(b + 160) + s * 16);
+        const __m128i h8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(reinterpret_cast<const std::uint8_t*>(b + 1184) + s * 8));
+        const __m512i h = _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(h8, h8));  // bytes 0-7 twice
+        const __m512i q0 = _mm512_or_si512(_mm512_and_si512(raw, low),
+                                           _mm512_slli_epi32(_mm512_and_si512(_mm512_srlv_epi32(h, shift0), two), 4));
+        const __m512i q1 = _mm512_or_si512(_mm512_srli_epi32(raw, 4),
+                                           _mm512_slli_epi32(_mm512_and_si512(_mm512_srlv_epi32(h, shift1), two), 4));
+        w[2 * n] = _mm512_mul_ps(sc[2 * n], _mm512_cvtepi32_ps(_mm512_sub_epi32(q0, bias)));
+        w[2 * n + 1] = _mm512_mul_ps(sc[2 * n + 1], _mm512_cvtepi32_ps(_mm512_sub_epi32(q1, bias)));
+      }
+      step_v<M, 2 * N>(acc, x, ldx, s, w);
     }
   }
 }
 
-template <int M>
-void panel_quant_m(DType d, const float* x, std::int64_t ldx, const std::uint32_t* w, std::int64_t k, const float* a,
-                   std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
-  __m512 acc[M][2];
-  start<M>(acc, a, lda, cols);
+template <int M, int N>
+void panel_quant_m(DType d, const float* x, std::int64_t ldx, const std::uint32_t* w, std::int64_t stride,
+                   std::int64_t k, const float* a, std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
+  __m512 acc[M][2 * N];
+  if constexpr (N == 1) {
+    start<M>(acc, a, lda, cols);
+  } else {
+    wide_start_n<M, 2 * N>(acc, a, lda);
+  }
   if (d == DType::q8_0)
-    for (std::int64_t b = 0; b < k / 32; ++b) fold_q8_0<M>(acc, x + b * 32, ldx, w + b * 288);
+    for (std::int64_t b = 0; b < k / 32; ++b) fold_q8_0<M, N>(acc, x + b * 32, ldx, w + b * 288, stride);
   else if (d == DType::q4_k)
-    for (std::int64_t b = 0; b < k / 256; ++b) fold_q4_k<M>(acc, x + b * 256, ldx, w + b * 1216);
+    for (std::int64_t b = 0; b < k / 256; ++b) fold_q4_k<M, N>(acc, x + b * 256, ldx, w + b * 1216, stride);
   else
-    for (std::int64_t b = 0; b < k / 256; ++b) fold_q6_k<M>(acc, x + b * 256, ldx, w + b * 1696);
-  finish<M>(acc, y, ldy, cols, add);
+    for (std::int64_t b = 0; b < k / 256; ++b) fold_q6_k<M, N>(acc, x + b * 256, ldx, w + b * 1696, stride);
+  if constexpr (N == 1)
+    finish<M>(acc, y, ldy, cols, add);
+  else
+    wide_finish_n<M, 2 * N>(acc, y, ldy, add);
 }
 
 // m in 1..n (n <= 12) -> f(std::integral_constant<int, m>), n for anything larger.
@@ -347,9 +402,13 @@ __attribute__((target("avx512bf16"))) void wide_dot(const std::uint32_t* x, std:
   by_rows<kWideRows>(m, [&](auto M) { wide_dot_m<M>(x, ldx, w, stride, k, a, lda, y, ldy, add); });
 }
 
-void panel_quant(DType d, const float* x, std::int64_t ldx, int m, const std::uint32_t* w, std::int64_t k,
-                 const float* a, std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
-  by_rows<kQuantRows>(m, [&](auto M) { panel_quant_m<M>(d, x, ldx, w, k, a, lda, y, ldy, cols, add); });
+void panel_quant(DType d, const float* x, std::int64_t ldx, int m, const std::uint32_t* w, std::int64_t stride,
+                 int panels, std::int64_t k, const float* a, std::int64_t lda, float* y, std::int64_t ldy, int cols,
+                 bool add) {
+  if (panels == 2)
+    by_rows<kQuantWideRows>(m, [&](auto M) { panel_quant_m<M, 2>(d, x, ldx, w, stride, k, a, lda, y, ldy, cols, add); });
+  else
+    by_rows<kQuantRows>(m, [&](auto M) { panel_quant_m<M, 1>(d, x, ldx, w, stride, k, a, lda, y, ldy, cols, add); });
 }
 
 }  // namespace
@@ -358,11 +417,11 @@ const LinearOps kLinearAvx512 = {
     .name = "avx512", .max_rows_f32 = kRows, .max_rows_bf16 = kRowsBf16,
     .panel_f32 = panel_f32, .panel_bf16 = panel_bf16, .panel_f16 = panel_f16,
     .wide_rows = kWideRows, .wide_panels = kWide, .wide_f32 = wide_f32, .wide_bf16 = wide_bf16, .wide_f16 = wide_f16,
-    .unpack = unpack_panel_block, .quant_rows = kQuantRows, .panel_quant = panel_quant};
+    .unpack = unpack_panel_block, .quant_rows = kQuantRows, .quant_wide_rows = kQuantWideRows, .panel_quant = panel_quant};
 const LinearOps kLinearAvx512Bf16 = {
     .name = "avx512-bf16", .max_rows_f32 = kRows, .max_rows_bf16 = kRows,
     .panel_f32 = panel_f32, .panel_bf16 = panel_dot, .panel_f16 = panel_f16,
     .wide_rows = kWideRows, .wide_panels = kWide, .wide_f32 = wide_f32, .wide_bf16 = wide_dot, .wide_f16 = wide_f16,
-    .unpack = unpack_panel_block, .quant_rows = kQuantRows, .panel_quant = panel_quant};
+    .unpack = unpack_panel_block, .quant_rows = kQuantRows, .quant_wide_rows = kQuantWideRows, .panel_quant = panel_quant};
 
 }  // namespace ringattn::kernels
