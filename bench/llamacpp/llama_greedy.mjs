@@ -4,12 +4,14 @@
 //
 //   NODE_LLAMA_CPP_SKIP_DOWNLOAD=true NODE_LLAMA_CPP_GPU=false \
 //   node llama_greedy.mjs --model M.gguf --prompt prompt.json --gen 32 --threads 2 \
-//        [--flash auto|on|off] [--logits] [--mmap auto|on|off] [--kv f16|f32|bf16] [--log warn|info|debug]
+//        [--flash auto|on|off] [--logits] [--margins] [--mmap auto|on|off] [--kv f16|f32|bf16] [--log warn|info|debug]
 //
 // prompt.json: a JSON array of token ids, fed verbatim (no BOS added). The whole prompt is one
 // batch (one llama_decode), then one call per generated token, each the argmax (temperature
 // 0). Prints one JSON object on stdout: seconds and tokens/s of each phase, the tokens, and
-// llama.cpp's release and CPU features.
+// llama.cpp's release and CPU features. --margins adds, for every generated token, its logit
+// less the runner-up's and the spread of that step's logits (max - min): how near a tie each
+// greedy choice was (the tests' oracle uses it; it slows decode).
 import {createRequire} from "node:module";
 import fs from "node:fs";
 import path from "node:path";
@@ -19,10 +21,11 @@ const require = createRequire(path.join(NLC_DIR, "package.json"));
 const {getLlama, LlamaLogLevel} = await import(require.resolve("node-llama-cpp"));
 
 function parseArgs(argv) {
-    const a = {gen: 32, threads: 2, flash: "auto", logits: false, mmap: "auto", kv: "F16", log: "warn"};
+    const a = {gen: 32, threads: 2, flash: "auto", logits: false, margins: false, mmap: "auto", kv: "F16", log: "warn"};
     for (let i = 0; i < argv.length; i++) {
         const k = argv[i].replace(/^--/, "");
         if (k === "logits") a.logits = true;
+        else if (k === "margins") a.margins = true;
         else a[k] = argv[++i];
     }
     a.gen = Number(a.gen);
@@ -69,13 +72,25 @@ const loadSeconds = (performance.now() - tLoad0) / 1e3;
 
 // Prefill: all prompt tokens in one batch; only the last one requests output (logits).
 const items = prompt.map((t, i) => (i === prompt.length - 1
-    ? [t, {generateNext: {token: true, logits: args.logits, options: greedy}}]
+    ? [t, {generateNext: {token: true, logits: args.logits || args.margins, options: greedy}}]
     : t));
 const t0 = performance.now();
 const res = await seq.controlledEvaluate(items);
 const t1 = performance.now();
 const last = res[prompt.length - 1];
 const out = [last.next.token];
+// A step's logits (a Map token -> value): the chosen token's lead over the runner-up, and the spread.
+const margins = [];
+function margin(logits) {
+    let best = -Infinity, second = -Infinity, lo = Infinity;
+    for (const v of logits.values()) {
+        if (v > best) [best, second] = [v, best];
+        else if (v > second) second = v;
+        lo = Math.min(lo, v);
+    }
+    margins.push({lead: best - second, spread: best - lo});
+}
+if (args.margins) margin(last.next.logits);
 let lastLogits = null;
 if (args.logits && last.next.logits) {
     lastLogits = [];
@@ -85,8 +100,10 @@ if (args.logits && last.next.logits) {
 // Decode: feed each greedy token back, one token per llama_decode.
 const t2 = performance.now();
 while (out.length < args.gen) {
-    const r = await seq.controlledEvaluate([[out[out.length - 1], {generateNext: {token: true, options: greedy}}]]);
+    const r = await seq.controlledEvaluate([[out[out.length - 1],
+        {generateNext: {token: true, logits: args.margins, options: greedy}}]]);
     out.push(r[0].next.token);
+    if (args.margins) margin(r[0].next.logits);
 }
 const t3 = performance.now();
 
@@ -109,6 +126,7 @@ console.log(JSON.stringify({
     decode_tokens_per_s: +(nDecoded / decodeS).toFixed(2),
     tokens: out,
     last_prompt_logits: lastLogits,
+    margins: args.margins ? margins : undefined,
     llama_cpp: {
         release: llama.llamaCppRelease,
         build_type: llama.buildType,

