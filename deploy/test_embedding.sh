@@ -373,6 +373,21 @@ infer_hf() {
         --out "$work/infer-hf-$name-p$p" || return
       $PY infer/compare.py "$work/infer-hf-$name-p1" "$work/infer-hf-$name-p$p" --tol $cross || return
     done
+    # The same directory as GGUF (infer/convert_hf_gguf.py, llama.cpp's converter's rules:
+    # llama's q/k rows interleaved, qwen2's biases, qwen3's q/k norms, llama3's rope_freqs,
+    # matrices in their dtype): P = 1 against the same float64 PyTorch run, P = 2 and 3 against it.
+    $PY infer/convert_hf_gguf.py "$work/hf-$name" --out "$work/hf-$name.gguf" || return
+    env RINGATTN_RANK=0 RINGATTN_WORLD_SIZE=1 timeout 120 "$infer/infer" --prompts "$work/prompts.jsonl" \
+      --gguf "$work/hf-$name.gguf" --tokens 4 --threads 1 --out "$work/infer-gguf-$name-p1" || return
+    echo "$name as GGUF: P = 1 against float64 PyTorch"
+    $PY infer/hf_reference.py "$work/infer-gguf-$name-p1" --model "$work/hf-$name" --prompts "$work/prompts.jsonl" \
+      --tokens 4 --tol $tol --matmul-input $mm || return
+    for p in 2 3; do
+      ranks $p RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" \
+        --prompts "$work/prompts.jsonl" --gguf "$work/hf-$name.gguf" --tokens 4 --threads 1 \
+        --out "$work/infer-gguf-$name-p$p" || return
+      $PY infer/compare.py "$work/infer-gguf-$name-p1" "$work/infer-gguf-$name-p$p" --tol $cross || return
+    done
   done
   echo "llama fp32 directory against --seed 1, to the bit"
   $PY infer/compare.py "$work/infer-p1" "$work/infer-hf-llama-fp32tiedshards1-p1" --tol 0
@@ -722,7 +737,7 @@ if check "infer: configure infer through ringattn.pc, build -Werror" build_infer
     check "infer: bf16 K/V on the wire and in the cache, P = 2 against P = 1: tokens equal, logits within 2e-2" infer_bf16
     check "infer: P = 2 and 3 in the contiguous, zigzag and striped layouts: tokens equal, logits within 1e-5 of P = 1" infer_layouts
     check "infer: bf16 weights at P = 1 against float64 numpy under the same rounding (tokens equal, logits within 1e-2), P = 2 and 3 in every layout within 1e-2 of P = 1" infer_bf16_weights
-    check "infer: Hugging Face directories (llama, llama3 rope scaling, mistral, qwen2 biases, qwen3 q/k norms; fp32, bf16, fp16; tied and untied; sharded) against float64 PyTorch, P = 2 and 3 against P = 1" infer_hf
+    check "infer: Hugging Face directories (llama, llama3 rope scaling, mistral, qwen2 biases, qwen3 q/k norms; fp32, bf16, fp16; tied and untied; sharded), and each converted to GGUF, against float64 PyTorch, P = 2 and 3 against P = 1" infer_hf
     check "infer: GGUF F32, BF16 and Q8_0 files of the seed's weights (llama.cpp's names and q/k order) equal the seed's model (Q8_0: its dequantized values'), P = 2 equals P = 1" infer_gguf
     check "infer: GGUF Q4_K_M files (Q4_K and Q6_K mixed in a layer, tied and untied) held as blocks equal their values widened, to the bit; P = 2 and 3 equal P = 1" infer_gguf_kquants
     check "infer: fp16 weights at P = 1 against float64 numpy with the same rounded matrices (logits within 1e-4), P = 2 and 3 within 1e-5 of P = 1" infer_fp16_weights
