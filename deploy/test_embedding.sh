@@ -394,26 +394,38 @@ infer_hf() {
 }
 
 # GGUF files of the seed's weights (bench/llamacpp/write_gguf.py: llama.cpp's names, its
-# q/k row order for interleaved RoPE, F32, BF16 or Q8_0): P = 1 against `--seed 1` (tokens
-# equal, logits within 1e-5: the same sums, q . k over reordered pairs), BF16 against
-# `--weights-dtype bf16` (within 1e-2); Q8_0 held as Q8_0 (dequantized a panel's run at a
-# time) equal to the same file widened to fp32 at load, to the bit; P = 2 against P = 1.
+# q/k row order for interleaved RoPE, F32, F16, BF16 or Q8_0): P = 1 against float64 PyTorch
+# on the values each file holds (write_gguf.py --dequantized: fp32 1e-4, bf16 1e-2), F32
+# against `--seed 1` (tokens equal, logits within 1e-5: the same sums, q . k over reordered
+# pairs), BF16 against `--weights-dtype bf16` (within 1e-2); Q8_0 held as Q8_0 (dequantized a
+# panel's run at a time) equal to the same file widened to fp32 at load, to the bit; P = 2
+# and 3 against P = 1.
 infer_gguf() {
   local dtype
-  for dtype in f32 bf16 q8_0; do
+  local dtype p tol mm
+  for dtype in f32 f16 bf16 q8_0; do
     $PY bench/llamacpp/write_gguf.py --seed 1 --vocab 256 --dim 128 --layers 3 --heads 4 --kv-heads 2 \
-      --head-dim 32 --ffn 256 --context 2048 --dtype $dtype --out "$work/seed-$dtype.gguf" || return
+      --head-dim 32 --ffn 256 --context 2048 --dtype $dtype --dequantized "$work/held-$dtype" \
+      --out "$work/seed-$dtype.gguf" || return
     env RINGATTN_RANK=0 RINGATTN_WORLD_SIZE=1 timeout 120 "$infer/infer" --prompts "$work/prompts.jsonl" \
       --gguf "$work/seed-$dtype.gguf" --tokens 4 --threads 1 --out "$work/infer-gguf-$dtype-p1" || return
-    ranks 2 RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" \
-      --prompts "$work/prompts.jsonl" --gguf "$work/seed-$dtype.gguf" --tokens 4 --threads 1 \
-      --out "$work/infer-gguf-$dtype-p2" || return
+    # P = 1 against float64 PyTorch on the values the file holds (write_gguf.py --dequantized):
+    # ringattn multiplies exactly those values in fp32 (bf16: x rounded to bf16 too).
+    tol=1e-4 mm=fp32
+    [[ $dtype == bf16 ]] && tol=1e-2 mm=bf16
+    echo "GGUF $dtype: P = 1 against float64 PyTorch on the values it holds"
+    $PY infer/hf_reference.py "$work/infer-gguf-$dtype-p1" --model "$work/held-$dtype" --prompts "$work/prompts.jsonl" \
+      --tokens 4 --tol $tol --matmul-input $mm || return
+    for p in 2 3; do
+      ranks $p RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" \
+        --prompts "$work/prompts.jsonl" --gguf "$work/seed-$dtype.gguf" --tokens 4 --threads 1 \
+        --out "$work/infer-gguf-$dtype-p$p" || return
+      $PY infer/compare.py "$work/infer-gguf-$dtype-p1" "$work/infer-gguf-$dtype-p$p" \
+        --tol "$([[ $dtype == bf16 ]] && echo 1e-2 || echo 1e-5)" || return
+    done
   done
   $PY infer/compare.py "$work/infer-p1" "$work/infer-gguf-f32-p1" --tol 1e-5 &&
-    $PY infer/compare.py "$work/infer-gguf-f32-p1" "$work/infer-gguf-f32-p2" --tol 1e-5 &&
-    $PY infer/compare.py "$work/infer-w16-p1" "$work/infer-gguf-bf16-p1" --tol 1e-2 &&
-    $PY infer/compare.py "$work/infer-gguf-bf16-p1" "$work/infer-gguf-bf16-p2" --tol 1e-2 &&
-    $PY infer/compare.py "$work/infer-gguf-q8_0-p1" "$work/infer-gguf-q8_0-p2" --tol 1e-5 || return
+    $PY infer/compare.py "$work/infer-w16-p1" "$work/infer-gguf-bf16-p1" --tol 1e-2 || return
   env RINGATTN_RANK=0 RINGATTN_WORLD_SIZE=1 timeout 120 "$infer/infer" --prompts "$work/prompts.jsonl" \
     --gguf "$work/seed-q8_0.gguf" --weights-dtype fp32 --tokens 4 --threads 1 --out "$work/infer-gguf-q8_0-wide" &&
     $PY infer/compare.py "$work/infer-gguf-q8_0-wide" "$work/infer-gguf-q8_0-p1" --tol 0 &&
@@ -448,9 +460,13 @@ infer_gguf_kquants() {
     --seed 1 "${shape[@]}" --tokens 4 --threads 1 --out "$work/infer-k-seed" || return
   for tie in untied tied; do
     $PY bench/llamacpp/write_gguf.py --seed 1 "${shape[@]}" --context 2048 --dtype q4_k_m \
-      $([[ $tie == untied ]] && echo --untied) --out "$work/seed-q4km-$tie.gguf" || return
+      $([[ $tie == untied ]] && echo --untied) --dequantized "$work/held-q4km-$tie" \
+      --out "$work/seed-q4km-$tie.gguf" || return
     env RINGATTN_RANK=0 RINGATTN_WORLD_SIZE=1 timeout 120 "$infer/infer" --prompts "$work/prompts.jsonl" \
       --gguf "$work/seed-q4km-$tie.gguf" --tokens 4 --threads 1 --out "$work/infer-q4km-$tie-p1" || return
+    echo "Q4_K_M $tie: P = 1 against float64 PyTorch on the values the file holds"
+    $PY infer/hf_reference.py "$work/infer-q4km-$tie-p1" --model "$work/held-q4km-$tie" \
+      --prompts "$work/prompts.jsonl" --tokens 4 --tol 1e-4 --matmul-input fp32 || return
     env RINGATTN_RANK=0 RINGATTN_WORLD_SIZE=1 timeout 120 "$infer/infer" --prompts "$work/prompts.jsonl" \
       --gguf "$work/seed-q4km-$tie.gguf" --weights-dtype fp32 --tokens 4 --threads 1 \
       --out "$work/infer-q4km-$tie-wide" || return
@@ -738,8 +754,8 @@ if check "infer: configure infer through ringattn.pc, build -Werror" build_infer
     check "infer: P = 2 and 3 in the contiguous, zigzag and striped layouts: tokens equal, logits within 1e-5 of P = 1" infer_layouts
     check "infer: bf16 weights at P = 1 against float64 numpy under the same rounding (tokens equal, logits within 1e-2), P = 2 and 3 in every layout within 1e-2 of P = 1" infer_bf16_weights
     check "infer: Hugging Face directories (llama, llama3 rope scaling, mistral, qwen2 biases, qwen3 q/k norms; fp32, bf16, fp16; tied and untied; sharded), and each converted to GGUF, against float64 PyTorch, P = 2 and 3 against P = 1" infer_hf
-    check "infer: GGUF F32, BF16 and Q8_0 files of the seed's weights (llama.cpp's names and q/k order) equal the seed's model (Q8_0: its dequantized values'), P = 2 equals P = 1" infer_gguf
-    check "infer: GGUF Q4_K_M files (Q4_K and Q6_K mixed in a layer, tied and untied) held as blocks equal their values widened, to the bit; P = 2 and 3 equal P = 1" infer_gguf_kquants
+    check "infer: GGUF F32, F16, BF16 and Q8_0 files of the seed's weights (llama.cpp's names and q/k order) against float64 PyTorch on the values they hold, and the seed's model; P = 2 and 3 against P = 1" infer_gguf
+    check "infer: GGUF Q4_K_M files (Q4_K and Q6_K mixed in a layer, tied and untied) against float64 PyTorch on the values they hold (1e-4); held as blocks equal to their values widened, to the bit; P = 2 and 3 equal P = 1" infer_gguf_kquants
     check "infer: fp16 weights at P = 1 against float64 numpy with the same rounded matrices (logits within 1e-4), P = 2 and 3 within 1e-5 of P = 1" infer_fp16_weights
     check "infer: bad weights and prompts files (a bad token, invalid UTF-8, JSON 50,000 deep, /dev/zero, a FIFO, a 10 MB line) fail with the file and tensor or line named" infer_bad_inputs
     check "infer: the positions trap (--rope-positions local, P = 2) fails the comparison" infer_positions_trap

@@ -19,7 +19,7 @@ byte-level BPE one as GGUF's "gpt2" kind (--pre llama-bpe or qwen2), the way lla
 writes it; a SentencePiece-style one (byte fallback: Llama 2, Mistral) as the "llama" kind, each
 token scored by its merge's rank (-rank; 0 for tokens no merge makes: characters, bytes, specials).
   write_gguf.py --seed 1 --vocab 512 --dim 2048 --layers 4 --heads 32 --kv-heads 8 \\
-      --head-dim 64 --ffn 8192 [--untied] [--dtype f16|bf16|q8_0|q4_k|q4_k_m] --out model.gguf
+      --head-dim 64 --ffn 8192 [--untied] [--dtype f16|bf16|q8_0|q4_k|q4_k_m] [--dequantized DIR] --out model.gguf
 GGUF v3: "GGUF", version, tensor count, metadata count, the metadata (key, type, value), the
 tensor infos (name, dims, type, offset), padding to 32 bytes, then the data, each tensor
 32-byte aligned.
@@ -68,13 +68,38 @@ def interleave_pairs(w, heads):
     return w.reshape(heads, 2, d // 2, w.shape[1]).swapaxes(1, 2).reshape(w.shape)
 
 
+def rotate_half_pairs(w, heads):
+    """llama.cpp's interleaved rows -> HF rotate-half rows, head by head (interleave_pairs undone)."""
+    d = w.shape[0] // heads
+    return w.reshape(heads, d // 2, 2, w.shape[1]).swapaxes(1, 2).reshape(w.shape)
+
+
+def write_dequantized(directory, c, tensors):
+    """The values the file holds, widened exactly to F32, as a Hugging Face Llama directory
+    (q/k rows back in rotate-half order): a float64 reference reads them (infer/hf_reference.py)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "infer"))
+    from write_hf import write_safetensors
+    os.makedirs(directory, exist_ok=True)
+    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": c.dim,
+           "intermediate_size": c.ffn, "num_hidden_layers": c.layers, "num_attention_heads": c.heads,
+           "num_key_value_heads": c.kv_heads, "head_dim": c.head_dim, "vocab_size": c.vocab, "rms_norm_eps": 1e-5,
+           "rope_theta": 10000.0, "max_position_embeddings": c.context, "tie_word_embeddings": not c.untied,
+           "hidden_act": "silu", "torch_dtype": "float32", "bos_token_id": 1, "eos_token_id": 2,
+           "attention_bias": False, "mlp_bias": False}
+    write_safetensors(os.path.join(directory, "model.safetensors"),
+                      [(n, "F32", v.shape, np.ascontiguousarray(v, dtype="<f4").tobytes()) for n, v in tensors])
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=1)
+
+
 def bf16_bits(a):
     u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
     return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype("<u2")
 
 
-def q8_0_bytes(a):
-    """Rows of a as GGUF Q8_0 blocks: per 32 values an fp16 scale and 32 int8."""
+def q8_0_bytes(a, values=None):
+    """Rows of a as GGUF Q8_0 blocks: per 32 values an fp16 scale and 32 int8. `values`, a list,
+    gets the blocks' values as llama.cpp's dequantize_row_q8_0 computes them (d * q, fp32)."""
     x = np.ascontiguousarray(a, dtype=np.float32).reshape(-1, 32)
     d = (np.abs(x).max(axis=1) / np.float32(127)).astype(np.float32)
     inv = np.where(d != 0, np.float32(1) / np.where(d != 0, d, np.float32(1)), np.float32(0)).astype(np.float32)
@@ -83,14 +108,17 @@ def q8_0_bytes(a):
     blocks = np.empty((x.shape[0], 34), dtype=np.uint8)
     blocks[:, :2] = d.astype("<f2").view(np.uint8).reshape(-1, 2)
     blocks[:, 2:] = q.view(np.uint8)
+    if values is not None:
+        values.append((d.astype("<f2").astype(np.float32)[:, None] * q.astype(np.float32)).reshape(a.shape))
     return blocks.tobytes()
 
 
-def q4_k_bytes(a):
+def q4_k_bytes(a, values=None):
     """Rows of a as GGUF Q4_K super-blocks of 256 (llama.cpp's block_q4_K, 144 bytes): fp16 d and
     dmin, eight 6-bit (scale, min) pairs packed in 12 bytes, 128 bytes of 4-bit q; a value is
     (d * scale) * q - dmin * min. Each sub-block of 32 spans [min(x, 0), max(x)] in 15 steps
-    (llama.cpp refines that span further; any valid blocks serve, as both readers read the same)."""
+    (llama.cpp refines that span further; any valid blocks serve, as both readers read the same).
+    `values`, a list, gets the values as dequantize_row_q4_K computes them, each step in fp32."""
     x = np.ascontiguousarray(a, dtype=np.float32).reshape(-1, 8, 32)
     lo = np.minimum(x.min(axis=2), 0).astype(np.float32)
     scale = ((x.max(axis=2) - lo) / np.float32(15)).astype(np.float32)
@@ -103,6 +131,8 @@ def q4_k_bytes(a):
     m1 = (dminf[:, None] * m).astype(np.float32)
     q = np.clip(np.rint((x + m1[:, :, None]) / np.where(d1 == 0, 1, d1)[:, :, None]), 0, 15).astype(np.uint8)
     q[d1 == 0] = 0
+    if values is not None:
+        values.append(((d1[:, :, None] * q.astype(np.float32)).astype(np.float32) - m1[:, :, None]).reshape(a.shape))
     scales = np.zeros((x.shape[0], 12), dtype=np.uint8)
     scales[:, 0:4] = sc[:, 0:4] | ((sc[:, 4:8] >> 4) << 6)
     scales[:, 4:8] = m[:, 0:4] | ((m[:, 4:8] >> 4) << 6)
@@ -113,10 +143,11 @@ def q4_k_bytes(a):
     return blocks.astype(np.uint8).tobytes()
 
 
-def q6_k_bytes(a):
+def q6_k_bytes(a, values=None):
     """Rows of a as GGUF Q6_K super-blocks of 256 (llama.cpp's block_q6_K, 210 bytes): 128 bytes of
     q's low 4 bits, 64 of its high 2 bits, int8 scales of the 16 sub-blocks of 16, fp16 d; a value
-    is (d * scale) * (q - 32). Each sub-block's largest magnitude maps to 31 steps."""
+    is (d * scale) * (q - 32). Each sub-block's largest magnitude maps to 31 steps. `values`, a
+    list, gets the values as dequantize_row_q6_K computes them."""
     x = np.ascontiguousarray(a, dtype=np.float32).reshape(-1, 16, 16)
     scale = (np.abs(x).max(axis=2) / np.float32(31)).astype(np.float32)
     d = (scale.max(axis=1) / np.float32(127)).astype("<f2")
@@ -125,8 +156,10 @@ def q6_k_bytes(a):
     ds = (df[:, None] * sc).astype(np.float32)
     q = (np.clip(np.rint(x / np.where(ds == 0, 1, ds)[:, :, None]), -32, 31) + 32).astype(np.uint8)
     q[ds == 0] = 32
+    if values is not None:
+        values.append((ds[:, :, None] * (q.astype(np.float32) - np.float32(32))).astype(np.float32).reshape(a.shape))
     L = q.reshape(-1, 2, 4, 32)  # halves of 128, quarters of 32
-    ql = np.concatenate([L[:, :, 0] | (L[:, :, 2] << 4), L[:, :, 1] | (L[:, :, 3] << 4)], axis=2).reshape(-1, 128)
+    ql = np.concatenate([(L[:, :, 0] & 0xF) | (L[:, :, 2] << 4), (L[:, :, 1] & 0xF) | (L[:, :, 3] << 4)], axis=2).reshape(-1, 128)
     qh = ((L[:, :, 0] >> 4) | ((L[:, :, 1] >> 4) << 2) | ((L[:, :, 2] >> 4) << 4) | ((L[:, :, 3] >> 4) << 6)).reshape(-1, 64)
     blocks = np.concatenate([ql, qh, sc.view(np.uint8), d.view(np.uint8).reshape(-1, 2)], axis=1)
     return blocks.astype(np.uint8).tobytes()
@@ -249,8 +282,11 @@ def main():
                    "as GGUF's gpt2 kind (byte-level BPE) or llama kind (SentencePiece), replaces the minimal one, "
                    "and --vocab is its size")
     p.add_argument("--pre", default="llama-bpe", help="tokenizer.ggml.pre with --tokenizer (llama-bpe, qwen2)")
+    p.add_argument("--dequantized", metavar="DIR", help="also write the values the file holds (F32, HF layout) "
+                   "as a Hugging Face directory, for a float64 reference")
     p.add_argument("--out", required=True)
     c = p.parse_args()
+    held = []  # (HF name, the values the file holds) with --dequantized
     if c.tokenizer:
         c.vocab, vocab_kv = hf_vocabulary(c.tokenizer, c.pre)
     else:
@@ -294,11 +330,23 @@ def main():
                 w = interleave_pairs(w, c.heads)
             elif hf.endswith("k_proj.weight"):
                 w = interleave_pairs(w, c.kv_heads)
+            values = []
             b = {GGML_F32: lambda: w.astype("<f4").tobytes(), GGML_BF16: lambda: bf16_bits(w).tobytes(), GGML_F16: lambda: w.astype("<f2").tobytes(),
-                 GGML_Q8_0: lambda: q8_0_bytes(w), GGML_Q4_K: lambda: q4_k_bytes(w),
-                 GGML_Q6_K: lambda: q6_k_bytes(w)}[kind]()
+                 GGML_Q8_0: lambda: q8_0_bytes(w, values), GGML_Q4_K: lambda: q4_k_bytes(w, values),
+                 GGML_Q6_K: lambda: q6_k_bytes(w, values)}[kind]()
             assert len(b) == size and f.tell() - start == off
+            if c.dequantized:
+                v = values[0] if values else (w.astype(np.float32) if kind == GGML_F32 else
+                                              w.astype("<f2").astype(np.float32) if kind == GGML_F16 else
+                                              (bf16_bits(w).astype(np.uint32) << 16).view(np.float32).reshape(w.shape))
+                if hf.endswith("q_proj.weight"):
+                    v = rotate_half_pairs(v, c.heads)
+                elif hf.endswith("k_proj.weight"):
+                    v = rotate_half_pairs(v, c.kv_heads)
+                held.append((hf, v))
             f.write(b + b"\0" * (-len(b) % ALIGN))
+    if c.dequantized:
+        write_dequantized(c.dequantized, c, held)
     os.replace(partial, c.out)
 
 
