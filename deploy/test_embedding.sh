@@ -352,7 +352,7 @@ infer_fp16_weights() {
 # 1e-2, as --weights-dtype bf16 above. And the llama fp32 directory is the seed's weights: its
 # run equals `--seed 1`'s to the bit.
 infer_hf() {
-  local spec arch dtype extra name tol cross mm p
+  local spec arch dtype extra name tol cross mm p kind path
   for spec in "llama fp32 --tied --shards=1" "llama3 bf16 --tied --shards=3" "mistral fp16 --tied --shards=1" \
       "qwen2 fp16 --shards=2" "qwen2 bf16 --tied --shards=1" "qwen3 fp32 --tied --shards=3" "qwen3 bf16 --shards=1"; do
     read -r arch dtype extra <<<"$spec"
@@ -362,31 +362,25 @@ infer_hf() {
     $PY infer/write_hf.py --out "$work/hf-$name" --arch "$arch" --dtype "$dtype" $extra --seed 1 "${shape[@]}" || return
     tol=1e-4 cross=1e-5 mm=fp32
     [[ $dtype == bf16 ]] && tol=1e-2 cross=1e-2 mm=bf16
-    env RINGATTN_RANK=0 RINGATTN_WORLD_SIZE=1 timeout 120 "$infer/infer" --prompts "$work/prompts.jsonl" \
-      --hf "$work/hf-$name" --tokens 4 --threads 1 --out "$work/infer-hf-$name-p1" || return
-    echo "$name: P = 1 against float64 PyTorch"
-    $PY infer/hf_reference.py "$work/infer-hf-$name-p1" --model "$work/hf-$name" --prompts "$work/prompts.jsonl" \
-      --tokens 4 --tol $tol --matmul-input $mm || return
-    for p in 2 3; do
-      ranks $p RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" \
-        --prompts "$work/prompts.jsonl" --hf "$work/hf-$name" --tokens 4 --threads 1 --layout striped \
-        --out "$work/infer-hf-$name-p$p" || return
-      $PY infer/compare.py "$work/infer-hf-$name-p1" "$work/infer-hf-$name-p$p" --tol $cross || return
-    done
-    # The same directory as GGUF (infer/convert_hf_gguf.py, llama.cpp's converter's rules:
-    # llama's q/k rows interleaved, qwen2's biases, qwen3's q/k norms, llama3's rope_freqs,
-    # matrices in their dtype): P = 1 against the same float64 PyTorch run, P = 2 and 3 against it.
+    # The directory, then the same as GGUF (infer/convert_hf_gguf.py, llama.cpp's converter's
+    # rules: llama's q/k rows interleaved, qwen2's biases, qwen3's q/k norms, llama3's
+    # rope_freqs, matrices in their dtype): P = 1 against float64 PyTorch on the directory,
+    # P = 2 and 3 against P = 1.
     $PY infer/convert_hf_gguf.py "$work/hf-$name" --out "$work/hf-$name.gguf" || return
-    env RINGATTN_RANK=0 RINGATTN_WORLD_SIZE=1 timeout 120 "$infer/infer" --prompts "$work/prompts.jsonl" \
-      --gguf "$work/hf-$name.gguf" --tokens 4 --threads 1 --out "$work/infer-gguf-$name-p1" || return
-    echo "$name as GGUF: P = 1 against float64 PyTorch"
-    $PY infer/hf_reference.py "$work/infer-gguf-$name-p1" --model "$work/hf-$name" --prompts "$work/prompts.jsonl" \
-      --tokens 4 --tol $tol --matmul-input $mm || return
-    for p in 2 3; do
-      ranks $p RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" \
-        --prompts "$work/prompts.jsonl" --gguf "$work/hf-$name.gguf" --tokens 4 --threads 1 \
-        --out "$work/infer-gguf-$name-p$p" || return
-      $PY infer/compare.py "$work/infer-gguf-$name-p1" "$work/infer-gguf-$name-p$p" --tol $cross || return
+    local src
+    for src in "hf $work/hf-$name" "gguf $work/hf-$name.gguf"; do
+      read -r kind path <<<"$src"
+      env RINGATTN_RANK=0 RINGATTN_WORLD_SIZE=1 timeout 120 "$infer/infer" --prompts "$work/prompts.jsonl" \
+        --$kind "$path" --tokens 4 --threads 1 --out "$work/infer-$kind-$name-p1" || return
+      echo "$name ($kind): P = 1 against float64 PyTorch"
+      $PY infer/hf_reference.py "$work/infer-$kind-$name-p1" --model "$work/hf-$name" --prompts "$work/prompts.jsonl" \
+        --tokens 4 --tol $tol --matmul-input $mm || return
+      for p in 2 3; do
+        ranks $p RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" \
+          --prompts "$work/prompts.jsonl" --$kind "$path" --tokens 4 --threads 1 --layout striped \
+          --out "$work/infer-$kind-$name-p$p" || return
+        $PY infer/compare.py "$work/infer-$kind-$name-p1" "$work/infer-$kind-$name-p$p" --tol $cross || return
+      done
     done
   done
   echo "llama fp32 directory against --seed 1, to the bit"

@@ -10,11 +10,8 @@
 set -uo pipefail
 RA=$1
 ROOT=$2
-skip() {
-  echo "skipped: $1"
-  [[ ${CI:-} == true ]] && { echo "FAILED: CI=true, so a missing prerequisite is a failure"; exit 1; }
-  exit 77
-}
+# shellcheck source=tests/skip.sh
+source "$(dirname "$0")/../skip.sh"
 py=/usr/bin/python3  # Debian's, with python3-numpy
 $py -c 'import numpy' 2>/dev/null || skip "no python3-numpy for $py"
 model=${RINGATTN_MODEL_DIR:-$ROOT/../shared/models/stories260K}

@@ -11,11 +11,8 @@
 set -uo pipefail
 RA=$1
 DOC=$2
-skip() {
-  echo "skipped: $1"
-  [[ ${CI:-} == true ]] && { echo "FAILED: CI=true, so a missing prerequisite is a failure"; exit 1; }
-  exit 77
-}
+# shellcheck source=tests/skip.sh
+source "$(dirname "$0")/../skip.sh"
 model=${RINGATTN_MODEL_DIR:-$(dirname "$DOC")/../../shared/models/stories260K}
 [[ -f $model/stories260K.bin && -f $model/tok512.bin ]] || skip "no model at $model (set RINGATTN_MODEL_DIR)"
 [[ $(id -u) -eq 0 ]] && command -v ip >/dev/null || skip "needs root and ip (iproute2)"
