@@ -8,12 +8,12 @@ is HF's modeling code written out: RMSNorm, q/k/v (qwen2: plus biases; qwen3: RM
 head of q and k before RoPE), rotate-half RoPE in float64 (llama3: inv_freq rescaled as HF's
 _compute_llama3_parameters), causal GQA attention, SiLU-gated MLP, tied or separate head.
 As reference.py: each prompt alone, greedy, the whole sequence recomputed for every token;
-generated tokens compared exactly, every step's logits to --tol, against the run's
-rank-R.jsonl files. --matmul-input bf16 mirrors the runtime holding bf16 weights: each
+generated tokens compared exactly, every step's logits to --tol (max |logit diff|) and
+--rtol (that over the largest |logit| of the float64 row), against the run's rank-R.jsonl files. --matmul-input bf16 mirrors the runtime holding bf16 weights: each
 matmul's input rows rounded to bf16 (from their fp32 value) before the float64 product.
 Exits 1 on a mismatch, 2 on a model or config it does not implement.
-  /usr/bin/python3 hf_reference.py RUN_DIR --model DIR --prompts p.jsonl --tokens 4 \\
-      [--tol 1e-4] [--matmul-input fp32|bf16]
+  /usr/bin/python3 hf_reference.py RUN_DIR [RUN_DIR ...] --model DIR --prompts p.jsonl --tokens 4 \\
+      [--tol 1e-4] [--rtol 1e-4] [--matmul-input fp32|bf16]
 """
 import argparse
 import glob
@@ -197,11 +197,12 @@ def forward(w, m, tokens, matmul_input=lambda x: x):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("run")
+    p.add_argument("run", nargs="+", help="the run directories (rank-R.jsonl files), each held to the reference")
     p.add_argument("--model", required=True, help="a Hugging Face model directory")
     p.add_argument("--prompts", required=True)
     p.add_argument("--tokens", type=int, default=4)
-    p.add_argument("--tol", type=float, default=1e-4)
+    p.add_argument("--tol", type=float, default=1e-4, help="bound on max |logit diff|")
+    p.add_argument("--rtol", type=float, help="bound on max |logit diff| / max |logit| of the float64 row")
     p.add_argument("--matmul-input", choices=("fp32", "bf16"), default="fp32")
     c = p.parse_args()
     m = Model(c.model)
@@ -211,36 +212,46 @@ def main():
         odd = sorted(n for n in set(w) | set(want) if n not in w or n not in want or tuple(w[n].shape) != want[n])
         refuse(f"{c.model}: the tensors are not those of a {m.type} of this config: {', '.join(odd[:5])}")
     matmul_input = bf16 if c.matmul_input == "bf16" else (lambda x: x)
-    run = {}
-    for path in glob.glob(os.path.join(c.run, "rank-*.jsonl")):
-        with open(path) as f:
-            for line in f:
-                r = json.loads(line)
-                run[json.dumps(r["id"])] = r
-    worst, bad = 0.0, []
+    runs = []
+    for directory in c.run:
+        run = {}
+        for path in glob.glob(os.path.join(directory, "rank-*.jsonl")):
+            with open(path) as f:
+                for line in f:
+                    r = json.loads(line)
+                    run[json.dumps(r["id"])] = r
+        runs.append(run)
+    worst, worst_rel, bad = 0.0, 0.0, []
     with open(c.prompts) as f:
         prompts = [json.loads(line) for line in f if line.strip()]
     for prompt in prompts:
         key = json.dumps(prompt["id"])
         if m.window is not None and len(prompt["tokens"]) + c.tokens > m.window:
             refuse(f"prompt {key} and {c.tokens} tokens outgrow sliding_window {m.window}: not implemented")
-        if key not in run:
-            bad.append(f"prompt {key} is missing from the run")
-            continue
-        seq, got = list(prompt["tokens"]), run[key]
-        if len(got["logits"]) != c.tokens:
-            bad.append(f"prompt {key}: the run has {len(got['logits'])} rows of logits, not {c.tokens}")
-        for step in range(c.tokens):
+        seq = list(prompt["tokens"])
+        for step in range(c.tokens):  # float64's own greedy history; each run's logits against it
             logits = forward(w, m, seq, matmul_input)
-            if step < len(got["logits"]):
-                worst = max(worst, float((logits - torch.tensor(got["logits"][step], dtype=torch.float64))
-                                         .abs().max()))
+            peak = max(float(logits.abs().max()), 1e-30)
+            for run in runs:
+                got = run.get(key)
+                if got is not None and step < len(got["logits"]):
+                    diff = float((logits - torch.tensor(got["logits"][step], dtype=torch.float64)).abs().max())
+                    worst = max(worst, diff)
+                    worst_rel = max(worst_rel, diff / peak)
             seq.append(int(logits.argmax()))
-        if seq[len(prompt["tokens"]):] != got["tokens"]:
-            bad.append(f"prompt {key}: tokens {seq[len(prompt['tokens']):]} (float64) against {got['tokens']}")
-    ok = not bad and worst <= c.tol
-    print(f"hf_reference: {m.type} ({c.model}), {len(prompts)} prompts, {c.tokens} tokens each, max |logit diff| "
-          f"against float64 {worst:.3g}, tolerance {c.tol:g}: {'match' if ok else 'MISMATCH'}")
+        for directory, run in zip(c.run, runs):
+            got = run.get(key)
+            if got is None:
+                bad.append(f"{directory}: prompt {key} is missing from the run")
+            elif len(got["logits"]) != c.tokens:
+                bad.append(f"{directory}: prompt {key}: the run has {len(got['logits'])} rows of logits, not {c.tokens}")
+            elif seq[len(prompt["tokens"]):] != got["tokens"]:
+                bad.append(f"{directory}: prompt {key}: tokens {seq[len(prompt['tokens']):]} (float64) against {got['tokens']}")
+    ok = not bad and worst <= c.tol and (c.rtol is None or worst_rel <= c.rtol)
+    bounds = f"tolerance {c.tol:g}" + ("" if c.rtol is None else f", relative {c.rtol:g}")
+    print(f"hf_reference: {m.type} ({c.model}), {len(runs)} run(s), {len(prompts)} prompts, {c.tokens} tokens each, "
+          f"max |logit diff| against float64 {worst:.3g} ({worst_rel:.3g} of the row's largest |logit|), {bounds}: "
+          f"{'match' if ok else 'MISMATCH'}")
     for line in bad[:10]:
         print("hf_reference:", line)
     sys.exit(0 if ok else 1)

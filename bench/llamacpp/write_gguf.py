@@ -265,9 +265,28 @@ def hf_vocabulary(directory, pre):
               ("tokenizer.ggml.merges", ARR, (STR, merges))]
     kv += [("tokenizer.ggml.add_bos_token", BOOL, bool(config.get("add_bos_token", False))),
            ("tokenizer.ggml.add_eos_token", BOOL, bool(config.get("add_eos_token", False)))]
-    for key, name in (("bos_token", "bos"), ("eos_token", "eos")):
-        if token_of(key) is not None:
+    for key, name in (("bos_token", "bos"), ("eos_token", "eos"), ("unk_token", "unknown"), ("pad_token", "padding")):
+        if token_of(key) is not None and not any(k == f"tokenizer.ggml.{name}_token_id" for k, _, _ in kv):
             kv.append((f"tokenizer.ggml.{name}_token_id", U32, token_of(key)))
+    # The chat template as llama.cpp's converter (gguf-py's SpecialVocab) takes it:
+    # chat_template.jinja if there, else tokenizer_config.json's "chat_template", a string or
+    # a list of {name, template} whose "default" is tokenizer.chat_template and the others
+    # tokenizer.chat_template.NAME.
+    template = config.get("chat_template")
+    jinja = os.path.join(directory, "chat_template.jinja")
+    if os.path.exists(jinja):
+        with open(jinja, encoding="utf-8") as f:
+            template = f.read()
+    if isinstance(template, list):
+        for t in template:
+            if not (isinstance(t, dict) and isinstance(t.get("name"), str) and isinstance(t.get("template"), str)):
+                sys.exit(f"write_gguf: {directory}/tokenizer_config.json: a chat_template entry is not {{name, template}}")
+            key = "tokenizer.chat_template" + ("" if t["name"] == "default" else "." + t["name"])
+            kv.append((key, STR, t["template"]))
+    elif isinstance(template, str):
+        kv.append(("tokenizer.chat_template", STR, template))
+    elif template is not None:
+        sys.exit(f"write_gguf: {directory}/tokenizer_config.json: chat_template is neither a string nor a list")
     return n, kv
 
 

