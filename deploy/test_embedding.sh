@@ -109,6 +109,8 @@ check() {  # check NAME CMD... : one line on success, why and the last 40 lines 
   if ((rc == 0)); then
     passed=$((passed + 1))
     echo "embedding: $name: ok ($((SECONDS - start)) s)"
+    # what the float64 references measured, a line each
+    grep -h '^hf_reference: .*: match$' "$log" | sed -E 's/ \([^)]*\)//; s/^/    /'
   else
     failed=$((failed + 1))
     echo "embedding: $name FAILED ($(exit_reason $rc), after $((SECONDS - start)) s)"
