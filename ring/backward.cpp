@@ -1,6 +1,6 @@
-// Ring::backward (include/ringattn/ring.hpp): the backward ring, one schedule on the ring
-// step (K/V blocks, as forward's rotation) and the gradient relay (each block's dK/dV
-// accumulators one hop behind it, ring/gradient_relay.hpp):
+// Ring::backward (include/ringattn/ring.hpp): the backward ring, forward's rotation
+// (ring/rotation.hpp: K/V blocks on the ring step) with its own step's work, and the
+// gradient relay (each block's dK/dV accumulators one hop behind it, ring/gradient_relay.hpp):
 //
 //   D = rowsum(dO ∘ O) once; dQ = 0
 //   step s = 0 .. P-1, holding the K/V block of origin r - s:
@@ -27,6 +27,7 @@
 #include "ring/call_checks.hpp"
 #include "ring/gradient_relay.hpp"
 #include "ring/ring_impl.hpp"
+#include "ring/rotation.hpp"
 #include "ringattn/block_backward.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/ring.hpp"
@@ -49,26 +50,20 @@ struct BackwardCall {
   float *dq, *dk, *dv;
 };
 
-// The rotation; dq accumulates in place, dk and dv serve as the step's accumulators and
-// hold the result at the end.
+// The rotation (rotation.hpp) with the gradient relay one hop behind it; dq accumulates in
+// place, dk and dv serve as the step's accumulators and hold the result at the end.
 void rotate_and_accumulate(Ring::Impl& im, const AttentionSpec& spec, const BackwardCall& c,
                            std::span<const std::int64_t> positions, const float* k, const float* v, BackwardStats& st) {
   net::Transport& t = *im.transport;
-  ring::RingStep& step = *im.step;
   if (!im.gradients) im.gradients = std::make_unique<ring::GradientRelay>(t);
   ring::GradientRelay& grads = *im.gradients;
   const std::uint64_t call = ++im.calls;
-  step.begin(c.cs, call, c.fc.qpos, k, v, /*borrow=*/!im.hook, c.fc.docs);
+  im.step->begin(c.cs, call, c.fc.qpos, k, v, /*borrow=*/!im.hook, c.fc.docs);
   const ring::BusyKernel busy(t, c.kernel);
   const int P = im.options.world_size;
   const std::int64_t cols = spec.kv_heads * spec.head_dim;
   const std::size_t own_n = positions.size() * static_cast<std::size_t>(cols);
-  for (int s = 0; s < P; ++s) {
-    if (im.observer) im.observer(s);
-    if (im.hook) im.hook(s, step.block(), t.liveness().counter());
-    const auto& blk = step.current();
-    if (s + 1 < P) step.post(s);
-    ++st.steps;
+  const ring::RotationStats rs = ring::rotate(im, [&](int s, const ring::RingStep::View& blk) {
     const auto n = static_cast<std::size_t>(blk.rows * cols);
     // This step's share of the block's dK, dV goes into dk and dv themselves when the
     // block fits (no more rows than this rank's): they are free until this rank's own
@@ -115,12 +110,10 @@ void rotate_and_accumulate(Ring::Impl& im, const AttentionSpec& spec, const Back
         }
       grads.relay(s);
     }
-    if (s + 1 < P) {
-      const auto t1 = Clock::now();
-      step.finish(s);
-      st.wait_seconds += since(t1);
-    }
-  }
+  });
+  st.steps += rs.steps;
+  st.wait_seconds += rs.wait_seconds;
+  if (P == 1) return;
   // This rank's own block, its accumulators back after every rank's share.
   const ring::RingStep::View own{t.rank(), static_cast<std::int64_t>(positions.size()), &c.fc.qpos, c.fc.docs, nullptr,
                                  nullptr};

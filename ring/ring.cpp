@@ -17,6 +17,7 @@
 #include "ring/call_checks.hpp"
 #include "ring/internals.hpp"
 #include "ring/ring_impl.hpp"
+#include "ring/rotation.hpp"
 #include "ring/ring_token.hpp"
 #include "ring/ring_step.hpp"
 
@@ -206,42 +207,31 @@ void Ring::close() {
 
 namespace {
 
-// The K/V rotation (ring_step.hpp): this rank's block first, then each other rank's as
-// it comes around, folded into im.state while the next one travels.
+// The K/V rotation (rotation.hpp): this rank's block first, then each other rank's as it
+// comes around, folded into im.state while the next one travels.
 void rotate_and_fold(Ring::Impl& im, const AttentionSpec& spec, const ring::CheckedCall& fc, const ring::CallSpec& cs,
                      const void* qp, std::span<const std::int64_t> positions, const float* k, const float* v,
                      ForwardStats& st) {
-  net::Transport& t = *im.transport;
-  ring::RingStep& step = *im.step;
   // fp32 K and V go out from the caller's arrays (no copy), unless a fault hook wants to
   // change the block's bytes.
-  step.begin(cs, ++im.calls, fc.qpos, k, v, /*borrow=*/!im.hook, fc.docs);
-  const ring::BusyKernel busy(t, fc.kernel);
-  const int P = im.options.world_size;
-  for (int s = 0; s < P; ++s) {
-    if (im.observer) im.observer(s);
-    if (im.hook) im.hook(s, step.block(), t.liveness().counter());
-    const auto& blk = step.current();
-    if (s + 1 < P) step.post(s);
-    ++st.steps;
+  im.step->begin(cs, ++im.calls, fc.qpos, k, v, /*borrow=*/!im.hook, fc.docs);
+  const ring::BusyKernel busy(*im.transport, fc.kernel);
+  const ring::RotationStats rs = ring::rotate(im, [&](int, const ring::RingStep::View& blk) {
     if (ring::step_hidden(spec.mask, positions, fc.docs, blk)) {
       ++st.steps_skipped;
-    } else {
-      const auto t0 = Clock::now();
-      // Documents checked once: this rank's in check_forward, each visiting block's in
-      // RingStep::finish; the kernel does not walk them again.
-      const FoldStats fs =
-          KernelInternals::fold_checked(fc.kernel, qp, fc.qpos, fc.docs, blk.k, blk.v, *blk.positions, blk.documents, im.state);
-      st.compute_seconds += since(t0);
-      st.useful_flops += fs.useful_flops;
-      if (fs.tiles_computed == 0) ++st.steps_skipped;
+      return;
     }
-    if (s + 1 < P) {
-      const auto t1 = Clock::now();
-      step.finish(s);
-      st.wait_seconds += since(t1);
-    }
-  }
+    const auto t0 = Clock::now();
+    // Documents checked once: this rank's in check_forward, each visiting block's in
+    // RingStep::finish; the kernel does not walk them again.
+    const FoldStats fs =
+        KernelInternals::fold_checked(fc.kernel, qp, fc.qpos, fc.docs, blk.k, blk.v, *blk.positions, blk.documents, im.state);
+    st.compute_seconds += since(t0);
+    st.useful_flops += fs.useful_flops;
+    if (fs.tiles_computed == 0) ++st.steps_skipped;
+  });
+  st.steps += rs.steps;
+  st.wait_seconds += rs.wait_seconds;
 }
 
 // Both forward()s: `documents` unset for a call without them.
