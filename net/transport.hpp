@@ -86,6 +86,11 @@ struct TransportConfig {
   std::chrono::milliseconds handshake_timeout{0};
   // A link quiet for this long sends a keep-alive (0: io_timeout / 5, within 10 ms..2 s).
   std::chrono::milliseconds keepalive{0};
+  // Links between every pair of ranks, opened by connect() (it returns once all are up),
+  // for schedules that talk to every rank (all-to-all): no handshake then runs while a
+  // collective does, so a failure meets established links and reaches every rank with its
+  // cause. Otherwise only the ring's links, others on the first isend to them.
+  bool all_pairs = false;
 };
 
 struct TransportStats {
@@ -145,7 +150,7 @@ class Transport {
   virtual std::uint16_t listen_port() const = 0;
 
   // peers[r] is rank r's address (this rank's own entry is ignored). Connects to the
-  // successor (retrying with back-off until connect_timeout) and waits for the
+  // successor (and with all_pairs to every rank) (retrying with back-off until connect_timeout) and waits for the
   // predecessor's connection (accepted and authenticated from construction on, so a
   // predecessor may connect first), HELLO + mutual HMAC auth on both. Links to other
   // ranks are made later, on demand. Throws NetworkError naming this rank, the peer

@@ -22,6 +22,9 @@ struct RingInternals {
   // ringattn/step_probe.hpp, drives RingStep on it) — the same links, rendezvous and
   // liveness as forward()'s.
   static net::Transport& transport(Ring& ring);
+  // The largest payload one frame on that transport may carry (the negotiated maximum):
+  // what a collective (ring/collectives/) splits larger payloads by.
+  static std::uint64_t max_frame_bytes(const Ring& ring);
 
   // Called at the start of every ring step of every call with the step number, the
   // block about to be sent and folded (it may change it: fp32 K and V are then copied,

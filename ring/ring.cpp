@@ -133,6 +133,7 @@ Ring Ring::connect(const RingOptions& o) {
   tc.ring_id = o.ring_id;
   tc.limits = RingInternals::link_limits(o);
   tc.tls = o.tls;
+  tc.all_pairs = o.all_pairs;
   tc.connect_timeout = ms(o.connect_timeout);
   tc.io_timeout = ms(o.timeout);
   if (o.world_size == 1) {
@@ -186,6 +187,10 @@ Ring Ring::connect(const RingOptions& o) {
 void RingInternals::set_step_hook(Ring& ring, StepHook hook) { ring.impl_->hook = std::move(hook); }
 
 net::Transport& RingInternals::transport(Ring& ring) { return *ring.impl_->transport; }
+
+std::uint64_t RingInternals::max_frame_bytes(const Ring& ring) {
+  return net::FrameLimits::for_limits(link_limits(ring.impl_->options)).max_payload;
+}
 
 int Ring::rank() const { return impl_->options.rank; }
 int Ring::world_size() const { return impl_->options.world_size; }

@@ -38,7 +38,9 @@ MessageRequest Ring::send_message(int to, std::uint32_t type, std::uint64_t job,
   if (to < 0 || to >= world_size() || to == rank())
     throw InvalidArgument("rank " + std::to_string(rank()) + ": send_message: rank " + std::to_string(to) +
                           " is not another rank of this ring of " + std::to_string(world_size()));
-  if (type == 0) throw InvalidArgument("send_message: message types are 1 or more");
+  if (type == 0 || type > kMaxMessageType)
+    throw InvalidArgument("send_message: message types are 1 .. " + std::to_string(kMaxMessageType) + ", not " +
+                          std::to_string(type) + " (the types above are the library's collectives)");
   net::FrameHeader h;
   h.kind = net::FrameKind::message;
   h.tag = type;
@@ -57,6 +59,9 @@ MessageRequest Ring::receive_message(int from, std::uint32_t type,
   if (from < 0 || from >= world_size() || from == rank())
     throw InvalidArgument("rank " + std::to_string(rank()) + ": receive_message: rank " + std::to_string(from) +
                           " is not another rank of this ring of " + std::to_string(world_size()));
+  if (type == 0 || type > kMaxMessageType)
+    throw InvalidArgument("receive_message: message types are 1 .. " + std::to_string(kMaxMessageType) + ", not " +
+                          std::to_string(type) + " (the types above are the library's collectives)");
   MessageRequest r;
   auto st = std::make_shared<MessageRequest::State>();
   st->peer = from;

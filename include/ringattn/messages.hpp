@@ -2,8 +2,8 @@
 // for a program that runs a protocol of its own on the ring's links (ringattn serve sends
 // job shards, results and node info this way).
 //
-// A message is one MESSAGE frame on the link to its rank: a type (1 or more: the
-// program's own vocabulary), a job number, and a payload of 0 .. the ring's largest frame
+// A message is one MESSAGE frame on the link to its rank: a type (1 .. kMaxMessageType:
+// the program's own vocabulary; the types above are the library's collectives), a job number, and a payload of 0 .. the ring's largest frame
 // (RingLimits), CRC-checked and bounded by the receiver before a byte of it is read, like
 // every frame. Messages from one rank arrive in the order it sent them, in one stream with
 // the ring's own frames from that rank: between calls only, never while a forward() or
@@ -17,8 +17,11 @@
 
 namespace ringattn {
 
+// The largest type a program's message may have.
+inline constexpr std::uint32_t kMaxMessageType = 0xFFFEFFFFu;
+
 struct MessageHeader {
-  std::uint32_t type = 0;   // 1 or more
+  std::uint32_t type = 0;   // 1 .. kMaxMessageType
   std::uint64_t job = 0;    // the program's; opaque to the ring
   std::uint64_t bytes = 0;  // of the payload
 };

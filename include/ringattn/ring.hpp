@@ -78,6 +78,10 @@ struct RingOptions {
   std::uint64_t ring_id = 0;     // rings with another id are refused
   std::uint64_t job_digest = 0;  // anything else the ranks must agree on (a launcher's job)
   bool tls = false;              // TLS 1.3 on every connection, keyed by the token
+  // Links between every pair of ranks opened by connect(), not only the ring's (every rank
+  // must agree): for the collectives that talk to every rank (all-to-all), so that none
+  // opens a connection mid-call. Otherwise other pairs connect on first use.
+  bool all_pairs = false;
   int threads = 0;               // kernel threads per call (0: all cores)
   std::optional<Isa> isa;        // force a kernel path (default: the best, or RINGATTN_ISA)
   double connect_timeout = 60;   // seconds for the whole connect, rendezvous included

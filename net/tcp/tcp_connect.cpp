@@ -80,10 +80,13 @@ void TcpTransport::connect(const std::vector<PeerAddress>& peers) {
   }
   asio::post(io_, [this, peers, deadline] {
     addresses_ = peers;
-    Peer& succ = peers_[static_cast<std::size_t>(successor())];
-    if (succ.out == nullptr && !succ.dialing) {
-      succ.dialing = true;
-      asio::co_spawn(io_, dial(successor(), LinkKind::ring, deadline), asio::detached);
+    for (int r = 0; r < config_.world; ++r) {
+      if (r == config_.rank || (r != successor() && !config_.all_pairs)) continue;
+      Peer& p = peers_[static_cast<std::size_t>(r)];
+      if (p.out == nullptr && !p.dialing) {
+        p.dialing = true;
+        asio::co_spawn(io_, dial(r, r == successor() ? LinkKind::ring : LinkKind::p2p, deadline), asio::detached);
+      }
     }
     link_ready();  // the predecessor may already be connected
   });
@@ -101,12 +104,24 @@ void TcpTransport::connect(const std::vector<PeerAddress>& peers) {
   throw NetworkError(prefix() + "the transport was closed during connect()");
 }
 
-// Both ring links present: the ring is up. I/O thread.
+// The link connect() still waits for, if any: out to the successor, in from the
+// predecessor, and with all_pairs both ways with every rank. I/O thread.
+std::optional<std::pair<int, bool>> TcpTransport::missing_link() const {
+  if (peers_[static_cast<std::size_t>(successor())].out == nullptr) return std::pair{successor(), true};
+  if (peers_[static_cast<std::size_t>(predecessor())].in == nullptr) return std::pair{predecessor(), false};
+  if (config_.all_pairs)
+    for (int r = 0; r < config_.world; ++r) {
+      if (r == config_.rank) continue;
+      if (peers_[static_cast<std::size_t>(r)].out == nullptr) return std::pair{r, true};
+      if (peers_[static_cast<std::size_t>(r)].in == nullptr) return std::pair{r, false};
+    }
+  return std::nullopt;
+}
+
+// Every link connect() waits for is present: the ring is up. I/O thread.
 void TcpTransport::link_ready() {
   std::lock_guard lock(mu_);
-  if (phase_ != Phase::connecting || peers_[static_cast<std::size_t>(successor())].out == nullptr ||
-      peers_[static_cast<std::size_t>(predecessor())].in == nullptr)
-    return;
+  if (phase_ != Phase::connecting || missing_link()) return;
   phase_ = Phase::connected;
   cv_.notify_all();
 }
@@ -118,12 +133,17 @@ void TcpTransport::connect_deadline_passed() {
     std::lock_guard lock(mu_);
     if (phase_ != Phase::connecting) return;
   }
-  if (peers_[static_cast<std::size_t>(successor())].out == nullptr)
-    fail(FailureCause::peer_silent, successor(),
-         "could not connect to successor rank " + std::to_string(successor()) + " within " + ms_connect_);
+  const auto missing = missing_link();
+  if (!missing) return;
+  const auto [peer, out] = *missing;
+  const std::string who = (peer == successor() && out     ? "successor "
+                           : peer == predecessor() && !out ? "predecessor "
+                                                           : "") +
+                          std::string("rank ") + std::to_string(peer);
+  if (out)
+    fail(FailureCause::peer_silent, peer, "could not connect to " + who + " within " + ms_connect_);
   else
-    fail(FailureCause::peer_silent, predecessor(),
-         "no connection from predecessor rank " + std::to_string(predecessor()) + " within " + ms_connect_);
+    fail(FailureCause::peer_silent, peer, "no connection from " + who + " within " + ms_connect_);
 }
 
 // A link is up: file it and hand it the requests that were waiting for it. I/O thread.

@@ -169,19 +169,21 @@ void TcpTransport::shutdown_links(const std::string& cause, const std::optional<
 }
 
 void TcpTransport::close() {
+  std::optional<ErrorInfo> failed;  // closed after a failure: a handshake still running learns its cause
   {
     std::lock_guard lock(mu_);
     if (phase_ == Phase::closed) return;
+    if (phase_ == Phase::failed) failed = ErrorInfo{failure_origin_, failure_cause_, failure_};
     phase_ = Phase::closed;
   }
   cv_.notify_all();
   const std::string cause = prefix() + "the transport was closed";
-  asio::post(io_, [this, cause] {
+  asio::post(io_, [this, cause, failed] {
     // Connections still in their handshake never became links: name them once.
     for (const auto& [stream, h] : handshaking_)
       if (h.incoming)
         logger("net")->warn("{}dropped a connection from {}: still in its handshake at close", prefix(), h.from);
-    abort_connect_phase(std::nullopt);
+    abort_connect_phase(failed);
     accepting_ = false;
     std::error_code ignored;
     acceptor_.close(ignored);

@@ -86,6 +86,7 @@ class TcpTransport final : public Transport {
   asio::awaitable<void> accept_loop();
   asio::awaitable<void> serve_incoming(Socket socket);
   asio::awaitable<void> dial(int peer, LinkKind kind, Clock::time_point deadline);
+  std::optional<std::pair<int, bool>> missing_link() const;  // {rank, outgoing}
   Stream make_stream(Socket socket, Role role);
   void add_link(std::unique_ptr<Link> link);
   void route(std::shared_ptr<PendingOp> op);

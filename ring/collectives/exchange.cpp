@@ -1,0 +1,148 @@
+#include "ring/collectives/exchange.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "ringattn/error.hpp"
+#include "ringattn/messages.hpp"
+
+namespace ringattn::collectives {
+
+static_assert(kReservedTypes == kMaxMessageType + 1, "a program's message types end where the collectives' begin");
+
+namespace {
+
+constexpr std::uint64_t kMaxPieces = 1u << 16;
+
+std::uint64_t pieces_of(std::uint64_t bytes, std::uint64_t max_frame) {
+  return bytes == 0 ? 1 : (bytes + max_frame - 1) / max_frame;
+}
+
+std::string describe(const net::FrameHeader& h) {
+  if (h.kind != net::FrameKind::message)
+    return "a " + std::string(net::to_string(h.kind)) + " frame (call " + std::to_string(h.job_id) + ", step " +
+           std::to_string(h.step) + ")";
+  std::string type = h.tag >= kReservedTypes && h.tag - kReservedTypes <= 4
+                         ? std::string(to_string(static_cast<Kind>(h.tag - kReservedTypes)))
+                         : "MESSAGE of type " + std::to_string(h.tag);
+  if (h.tag < kReservedTypes) return "a " + type + " (job " + std::to_string(h.job_id) + ")";
+  return "the " + type + " of call " + std::to_string(h.job_id) + " step " + std::to_string(h.step >> 16) + " piece " +
+         std::to_string(h.step & 0xFFFF) + ", " + std::to_string(h.payload_bytes) + " bytes";
+}
+
+}  // namespace
+
+const char* to_string(Kind k) {
+  switch (k) {
+    case Kind::all_gather: return "all-gather";
+    case Kind::reduce_scatter: return "reduce-scatter";
+    case Kind::all_reduce: return "all-reduce";
+    case Kind::all_to_all: return "all-to-all";
+  }
+  return "collective";
+}
+
+// One posted piece's receive: the expected frame, and what came instead.
+struct Exchange::Receive {
+  int from = 0;
+  std::uint32_t tag = 0;
+  std::uint64_t call = 0, step = 0;
+  std::span<std::byte> into;
+  net::Request request;
+  bool mismatch = false;
+  net::FrameHeader got;
+  std::vector<std::byte> discard;  // what came instead (within the negotiated maximum), never read
+};
+
+Exchange::Exchange(net::Transport& t, std::uint64_t max_frame) : t_(t), max_frame_(max_frame) {
+  if (max_frame_ == 0) throw InvalidArgument("collectives: a frame of at most 0 bytes");
+}
+
+Exchange::~Exchange() {
+  // Requests still posted (a throw between post and wait) hold pointers into callers'
+  // buffers: end them with the transport, as every schedule does.
+  if (!sends_.empty() || !receives_.empty())
+    if (t_.failure().empty()) t_.abort(FailureCause::local, t_.rank(), "a collective was left with transfers in flight");
+}
+
+void Exchange::send(int to, FrameId id, std::span<const std::byte> bytes) {
+  const std::uint64_t n = pieces_of(bytes.size(), max_frame_);
+  if (n > kMaxPieces)
+    throw InvalidArgument("rank " + std::to_string(t_.rank()) + ": " + to_string(id.kind) + " of " +
+                          std::to_string(bytes.size()) + " bytes to rank " + std::to_string(to) +
+                          " needs more than 65536 frames of the ring's " + std::to_string(max_frame_) + " bytes");
+  for (std::uint64_t p = 0; p < n; ++p) {
+    const std::size_t off = static_cast<std::size_t>(p * max_frame_);
+    const std::size_t len = std::min<std::size_t>(bytes.size() - off, static_cast<std::size_t>(max_frame_));
+    net::FrameHeader h;
+    h.kind = net::FrameKind::message;
+    h.tag = kReservedTypes + static_cast<std::uint32_t>(id.kind);
+    h.job_id = id.call;
+    h.step = (static_cast<std::uint64_t>(id.step) << 16) | p;
+    h.payload_bytes = len;
+    sends_.push_back(t_.isend(to, h, bytes.subspan(off, len)));
+    stats_.bytes_sent += len;
+  }
+}
+
+void Exchange::receive(int from, FrameId id, std::span<std::byte> into) {
+  const std::uint64_t n = pieces_of(into.size(), max_frame_);
+  if (n > kMaxPieces)
+    throw InvalidArgument("rank " + std::to_string(t_.rank()) + ": " + to_string(id.kind) + " of " +
+                          std::to_string(into.size()) + " bytes from rank " + std::to_string(from) +
+                          " needs more than 65536 frames of the ring's " + std::to_string(max_frame_) + " bytes");
+  for (std::uint64_t p = 0; p < n; ++p) {
+    const std::size_t off = static_cast<std::size_t>(p * max_frame_);
+    const std::size_t len = std::min<std::size_t>(into.size() - off, static_cast<std::size_t>(max_frame_));
+    auto r = std::make_shared<Receive>();
+    r->from = from;
+    r->tag = kReservedTypes + static_cast<std::uint32_t>(id.kind);
+    r->call = id.call;
+    r->step = (static_cast<std::uint64_t>(id.step) << 16) | p;
+    r->into = into.subspan(off, len);
+    // The state lives as long as the request (the callback holds it): a frame that comes
+    // after a failure still has somewhere to go.
+    r->request = t_.irecv(from, [r](const net::FrameHeader& h) -> std::span<std::byte> {
+      if (h.kind == net::FrameKind::message && h.tag == r->tag && h.job_id == r->call && h.step == r->step &&
+          h.payload_bytes == r->into.size())
+        return r->into;
+      r->mismatch = true;
+      r->got = h;
+      r->discard.resize(static_cast<std::size_t>(h.payload_bytes));  // the transport bounded it
+      return r->discard;
+    });
+    receives_.push_back(std::move(r));
+  }
+}
+
+void Exchange::wait() {
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  std::vector<net::Request> sends = std::move(sends_);
+  std::vector<std::shared_ptr<Receive>> receives = std::move(receives_);
+  sends_.clear();
+  receives_.clear();
+  auto refuse = [&](const Receive& r) {
+    const auto kind = static_cast<Kind>(r.tag - kReservedTypes);
+    const std::string why = "rank " + std::to_string(t_.rank()) + " expected the " + to_string(kind) + " of call " +
+                            std::to_string(r.call) + " step " + std::to_string(r.step >> 16) + " piece " +
+                            std::to_string(r.step & 0xFFFF) + ", " + std::to_string(r.into.size()) +
+                            " bytes, from rank " + std::to_string(r.from) + " but got " + describe(r.got) +
+                            " (every rank must call the same collectives, in the same order, with sizes that agree)";
+    t_.abort(FailureCause::protocol, r.from, why);
+    throw NetworkError(why, FailureCause::protocol, r.from);
+  };
+  for (auto& r : receives) {
+    try {
+      t_.wait(r->request);
+    } catch (const NetworkError&) {
+      if (r->mismatch) refuse(*r);
+      throw;
+    }
+    if (r->mismatch) refuse(*r);
+  }
+  for (auto& s : sends) t_.wait(s);
+  stats_.wait_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+}  // namespace ringattn::collectives

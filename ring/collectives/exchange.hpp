@@ -1,0 +1,79 @@
+// ringattn — the frames of the generic collectives (all_gather.hpp, reduce_scatter.hpp,
+// all_reduce.hpp, all_to_all.hpp): opaque bytes between two ranks, each frame naming what
+// it is, and a receive that names what it waits for.
+//
+// A collective's frame is a MESSAGE (net/wire.hpp) of a type reserved for the runtime
+// (kReservedTypes + the collective), job = the collective's call number, step = (its step
+// << 16) | the piece: a payload larger than one frame may carry (the ring's negotiated
+// maximum) goes as pieces of at most that size. The receiver knows, from the collective's
+// arguments, the exact bytes of every piece; a frame that is not the one it expects (type,
+// call, step, length) is taken in (bounded by the negotiated maximum, never into the
+// caller's buffer), dropped, and fails the ring on every rank naming both what was expected
+// and what came. So a rank that calls another collective, another call or another size
+// than its peers is refused at the first frame, never read as data.
+//
+//   Exchange x(transport, max_frame);
+//   x.send(to, {kind, call, step}, bytes);      // any number, to any ranks
+//   x.receive(from, {kind, call, step}, into);  // into.size(): the exact bytes expected
+//   ... work ...                                // overlaps the transfers
+//   x.wait();                                   // all of them; throws NetworkError
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "net/transport.hpp"
+
+namespace ringattn::collectives {
+
+// Message types from here up are the runtime's (Ring::send_message refuses them).
+inline constexpr std::uint32_t kReservedTypes = 0xFFFF0000u;
+
+enum class Kind : std::uint32_t { all_gather = 1, reduce_scatter = 2, all_reduce = 3, all_to_all = 4 };
+const char* to_string(Kind k);
+
+struct FrameId {
+  Kind kind;
+  std::uint64_t call = 0;
+  std::uint32_t step = 0;  // the collective's step
+};
+
+struct ExchangeStats {
+  std::uint64_t bytes_sent = 0;
+  double wait_seconds = 0;
+};
+
+class Exchange {
+ public:
+  // max_frame: the largest payload one frame may carry (the ring's negotiated maximum).
+  Exchange(net::Transport& t, std::uint64_t max_frame);
+  ~Exchange();
+  Exchange(const Exchange&) = delete;
+  Exchange& operator=(const Exchange&) = delete;
+
+  // `bytes` must stay untouched until wait() returns or throws.
+  void send(int to, FrameId id, std::span<const std::byte> bytes);
+  // Exactly into.size() bytes, as the pieces the sender's send() of that size makes.
+  void receive(int from, FrameId id, std::span<std::byte> into);
+  // Waits for every send and receive posted since the last wait(). On a frame that is not
+  // the expected one the ring fails (transport abort, protocol cause) on every rank and
+  // NetworkError says which rank expected what from whom and what came.
+  void wait();
+
+  const ExchangeStats& stats() const { return stats_; }
+  net::Transport& transport() const { return t_; }
+
+ private:
+  struct Receive;
+  net::Transport& t_;
+  std::uint64_t max_frame_;
+  std::vector<net::Request> sends_;
+  std::vector<std::shared_ptr<Receive>> receives_;
+  ExchangeStats stats_;
+};
+
+}  // namespace ringattn::collectives

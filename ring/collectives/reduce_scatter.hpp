@@ -1,0 +1,49 @@
+// ringattn — the ring reduce-scatter of an fp32 array: rank r ends with the reduction
+// over every rank's array of chunk r (counts[r] elements, chunks in rank order, uneven
+// sizes allowed), in P-1 passes along the ring (exchange.hpp's frames).
+//
+//   step s = 0 .. P-2, on rank R:
+//     send    chunk[R-s-1]   -> successor     (reduced over s+1 ranks: R-s-1 .. R)
+//     receive chunk[R-s-2]   <- predecessor   into scratch; reduce(chunk[R-s-2], scratch)
+//
+// Invariant: after step s, chunk[R-s-2] holds s+2 ranks' contributions; after P-2,
+// chunk[R] holds all P. Each chunk's reduction runs in one order on one rank, so an
+// all-reduce built on it (all_reduce.hpp) gives every rank the same bits.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "ring/collectives/exchange.hpp"
+
+namespace ringattn::collectives {
+
+// reduce(into, from): into[i] = into[i] (op) from[i]; both the same length.
+using Reduce = void (*)(std::span<float> into, std::span<const float> from);
+void sum(std::span<float> into, std::span<const float> from);
+void max(std::span<float> into, std::span<const float> from);
+
+// The ring passes themselves, for a collective made of them (all_reduce.hpp).
+void reduce_scatter_ring(Exchange& x, Kind kind, std::uint64_t call, std::uint32_t first_step, std::span<float> data,
+                         std::span<const std::size_t> counts, std::vector<float>& scratch, Reduce reduce);
+
+// counts.size() == world, their sum == data.size(), the same on every rank.
+void check_counts(const net::Transport& t, const char* what, std::span<float> data, std::span<const std::size_t> counts);
+
+class ReduceScatter {
+ public:
+  ReduceScatter(net::Transport& t, std::uint64_t max_frame) : x_(t, max_frame) {}
+  // After it: data's chunk of this rank holds the reduction; the other chunks hold
+  // partial reductions (scratch). Throws InvalidArgument for counts that do not fit data,
+  // NetworkError (the ring failed) otherwise.
+  ExchangeStats run(std::span<float> data, std::span<const std::size_t> counts, Reduce reduce = sum);
+
+ private:
+  Exchange x_;
+  std::uint64_t calls_ = 0;
+  std::vector<float> scratch_;
+};
+
+}  // namespace ringattn::collectives
