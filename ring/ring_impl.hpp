@@ -18,6 +18,7 @@
 #include "ring/gradient_relay.hpp"
 #include "ring/reduce_scatter.hpp"
 #include "ring/ring_step.hpp"
+#include "ring/ulysses.hpp"
 
 namespace ringattn {
 
@@ -44,6 +45,9 @@ struct Ring::Impl {
     std::vector<float> delta, acc_k, acc_v;
     std::vector<std::uint16_t> d_o_bf16;
   } backward;
+
+  // forward_ulysses' (ulysses.cpp): its collectives and pooled buffers
+  std::unique_ptr<ring::UlyssesState> ulysses;
 
   mutable std::mutex mu;
   std::string broken;  // why, once a call failed on the network

@@ -173,6 +173,22 @@ class Ring {
                        std::span<const float> v, std::span<const std::int64_t> positions,
                        std::span<const std::int32_t> documents, std::span<float> o, std::span<float> lse = {});
 
+  // The same attention by Ulysses' schedule (DeepSpeed-Ulysses) instead of the ring: an
+  // all-to-all trades the token split for a head split (each rank gets every row of
+  // heads/P query heads and of the K/V heads they read; fewer K/V heads than ranks are
+  // replicated), the kernel runs on the whole sequence, and the reverse all-to-all brings
+  // each rank its rows of every head. Arguments, results and errors as forward()'s; the
+  // shards may be of any layout (the sequence is ordered by position). Needs heads
+  // divisible by the world size, and heads/P and heads/kv_heads dividing one another. Each
+  // rank holds the whole sequence for its heads (N (heads + 2 kv_heads) head_dim / P
+  // values): a rank's rows stay within limits().max_rows, the sequence need not. Links go
+  // to every rank: connect with RingOptions::all_pairs. Every rank of the call must use it;
+  // a rank with another spec makes every rank refuse the call (InvalidArgument, the ring
+  // stays usable), a rank calling forward() meanwhile fails the ring naming both.
+  ForwardStats forward_ulysses(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
+                               std::span<const float> v, std::span<const std::int64_t> positions, std::span<float> o,
+                               std::span<float> lse = {});
+
   // The gradients of forward() for this rank's rows: given what forward() was given (q,
   // k, v, positions[, documents]) and returned (o, lse — lse is required here), and
   // d_o = dLoss/dO [rows, heads, head_dim], writes dq [rows, heads, head_dim] and dk, dv

@@ -27,8 +27,9 @@ ExchangeStats AllGather::run(std::span<const std::span<std::byte>> blocks) {
   if (blocks.size() != static_cast<std::size_t>(t.world()))
     throw InvalidArgument("rank " + std::to_string(t.rank()) + ": all-gather of " + std::to_string(blocks.size()) +
                           " blocks in a ring of " + std::to_string(t.world()) + " (one block per rank)");
+  const ExchangeStats before = x_.stats();
   gather_ring(x_, Kind::all_gather, ++calls_, 0, blocks);
-  return x_.stats();
+  return x_.since(before);
 }
 
 }  // namespace ringattn::collectives

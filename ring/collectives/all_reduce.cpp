@@ -15,6 +15,7 @@ ExchangeStats AllReduce::run(std::span<float> data, Reduce reduce) {
   net::Transport& t = x_.transport();
   const int P = t.world();
   const std::uint64_t call = ++calls_;
+  const ExchangeStats before = x_.stats();
   counts_ = even_counts(data.size(), P);
   reduce_scatter_ring(x_, Kind::all_reduce, call, 0, data, counts_, scratch_, reduce);
   chunks_.clear();
@@ -24,7 +25,7 @@ ExchangeStats AllReduce::run(std::span<float> data, Reduce reduce) {
     at += c;
   }
   gather_ring(x_, Kind::all_reduce, call, static_cast<std::uint32_t>(P - 1), chunks_);
-  return x_.stats();
+  return x_.since(before);
 }
 
 }  // namespace ringattn::collectives

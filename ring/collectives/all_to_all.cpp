@@ -19,6 +19,7 @@ ExchangeStats AllToAll::run(std::span<const std::span<const std::byte>> send, st
     throw InvalidArgument(where + ": this rank's own block is " + std::to_string(send[self].size()) +
                           " bytes out but " + std::to_string(recv[self].size()) + " in");
   const std::uint64_t call = ++calls_;
+  const ExchangeStats before = x_.stats();
   for (int s = 1; s < P; ++s) {
     const int to = (R + s) % P, from = (R - s + P) % P;
     const auto step = static_cast<std::uint32_t>(s);
@@ -27,7 +28,7 @@ ExchangeStats AllToAll::run(std::span<const std::span<const std::byte>> send, st
   }
   if (!send[self].empty()) std::memmove(recv[self].data(), send[self].data(), send[self].size());
   x_.wait();
-  return x_.stats();
+  return x_.since(before);
 }
 
 }  // namespace ringattn::collectives

@@ -64,7 +64,11 @@ class Exchange {
   // NetworkError says which rank expected what from whom and what came.
   void wait();
 
-  const ExchangeStats& stats() const { return stats_; }
+  const ExchangeStats& stats() const { return stats_; }  // since construction
+  // What was sent and waited since `before` (an earlier stats()): one call's share.
+  ExchangeStats since(const ExchangeStats& before) const {
+    return {stats_.bytes_sent - before.bytes_sent, stats_.wait_seconds - before.wait_seconds};
+  }
   net::Transport& transport() const { return t_; }
 
  private:

@@ -61,8 +61,9 @@ void reduce_scatter_ring(Exchange& x, Kind kind, std::uint64_t call, std::uint32
 
 ExchangeStats ReduceScatter::run(std::span<float> data, std::span<const std::size_t> counts, Reduce reduce) {
   check_counts(x_.transport(), "reduce-scatter", data, counts);
+  const ExchangeStats before = x_.stats();
   reduce_scatter_ring(x_, Kind::reduce_scatter, ++calls_, 0, data, counts, scratch_, reduce);
-  return x_.stats();
+  return x_.since(before);
 }
 
 }  // namespace ringattn::collectives
