@@ -137,48 +137,8 @@ BackwardStats backward_call(Ring::Impl& im, const AttentionSpec& spec, std::span
   auto bad = [&](const std::string& what) { throw InvalidArgument(who + what); };
   const ring::CheckedCall fc = ring::check_call(im, "backward", spec, q, k, v, positions, documents, o, lse);
   const auto rows = static_cast<std::int64_t>(positions.size());
-  const std::int64_t H = spec.heads, KH = spec.kv_heads, D = spec.head_dim;
-  auto size_is = [&](const char* name, std::size_t got, std::int64_t want) {
-    if (static_cast<std::int64_t>(got) != want)
-      bad(std::string(name) + " has " + std::to_string(got) + " elements, expected " + std::to_string(want) + " (" +
-          std::to_string(rows) + " rows)");
-  };
-  if (lse.empty()) bad("lse is required: pass the lse that forward() returned for these rows");
-  size_is("d_o", d_o.size(), rows * H * D);
-  size_is("dq", dq.size(), rows * H * D);
-  size_is("dk", dk.size(), rows * KH * D);
-  size_is("dv", dv.size(), rows * KH * D);
-  auto finite = [&](const char* name, std::span<const float> x, std::int64_t per_row) {
-    for (std::size_t i = 0; i < x.size(); ++i)
-      if (!std::isfinite(x[i]))
-        bad(std::string(name) + " holds " + std::to_string(x[i]) + " at row " +
-            std::to_string(static_cast<std::int64_t>(i) / per_row) + "; the backward takes finite inputs only");
-  };
-  // dq accumulates and dk, dv hold accumulators while q, k, v, o, lse and d_o are still
-  // read: an output sharing memory with any of them would corrupt the result silently.
-  auto overlap = [](auto a, auto b) {  // as addresses: < on pointers into different arrays is unspecified
-    const auto a0 = reinterpret_cast<std::uintptr_t>(a.data()), b0 = reinterpret_cast<std::uintptr_t>(b.data());
-    return !a.empty() && !b.empty() && a0 < b0 + b.size_bytes() && b0 < a0 + a.size_bytes();
-  };
-  const std::pair<const char*, std::span<const float>> ins[] = {{"q", q}, {"k", k}, {"v", v}, {"o", o}, {"lse", lse},
-                                                               {"d_o", d_o}};
-  const std::pair<const char*, std::span<float>> outs[] = {{"dq", dq}, {"dk", dk}, {"dv", dv}};
-  for (std::size_t i = 0; i < 3; ++i) {
-    for (const auto& [name, in] : ins)
-      if (overlap(outs[i].second, in))
-        bad(std::string(outs[i].first) + " shares memory with " + name + "; pass output arrays of their own");
-    for (std::size_t j = i + 1; j < 3; ++j)
-      if (overlap(outs[i].second, outs[j].second))
-        bad(std::string(outs[i].first) + " shares memory with " + outs[j].first + "; pass output arrays of their own");
-  }
-  finite("q", q, H * D);
-  finite("k", k, KH * D);
-  finite("v", v, KH * D);
-  finite("d_o", d_o, H * D);
-  for (std::size_t i = 0; i < lse.size(); ++i)
-    if (std::isnan(lse[i]) || lse[i] == std::numeric_limits<float>::infinity())
-      bad("lse holds " + std::to_string(lse[i]) + " at row " + std::to_string(static_cast<std::int64_t>(i) / H) +
-          ": pass the lse that forward() returned (finite, or -inf for a row that sees no key)");
+  ring::check_backward_inputs(who, spec, rows, q, k, v, o, lse, d_o, dq, dk, dv);
+  const std::int64_t H = spec.heads, D = spec.head_dim;
   BlockAttentionBackward& kernel = im.backward_kernel_for(spec);
   auto& delta = im.backward.delta;
   delta.resize(static_cast<std::size_t>(rows * H));

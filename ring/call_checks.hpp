@@ -51,6 +51,14 @@ class BusyKernel {
   Kernel& kernel_;
 };
 
+// backward()'s own inputs after check_call: lse given, the sizes of d_o, dq, dk, dv, no
+// output sharing memory with an input or another output, finite q, k, v, d_o and an lse
+// that forward() could have returned. Throws InvalidArgument starting with `who`.
+void check_backward_inputs(const std::string& who, const AttentionSpec& spec, std::int64_t rows,
+                           std::span<const float> q, std::span<const float> k, std::span<const float> v,
+                           std::span<const float> o, std::span<const float> lse, std::span<const float> d_o,
+                           std::span<float> dq, std::span<float> dk, std::span<float> dv);
+
 // Inside a catch: the call failed in the rotation. A network failure breaks the ring; a
 // send that may still read the caller's K and V is ended, and the ring with it. Rethrows.
 [[noreturn]] void fail_call(Ring::Impl& im);

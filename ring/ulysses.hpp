@@ -12,6 +12,10 @@
 //      rank j's heads: one fold of every key into every query, then O and lse
 //   5. all-to-all back: each rank's rows of rank j's heads of O and lse
 //
+// The backward (Ring::backward_ulysses) is the same with dO, lse and D = rowsum(dO o O)
+// travelling beside q, k, v in step 3, the backward kernel in step 4, and dQ, dK, dV back
+// in step 5, where a K/V head that several ranks held sums their shares (in rank order).
+//
 // Traffic per rank for N tokens: about (2 - 2/P) N (heads + 2 kv_heads') d element bytes,
 // against the ring's (P-1) (N/P) 2 kv_heads d: fewer bytes than the ring once the queries
 // are cheap to move (many K/V heads), and no step waits on the slowest link's P-1 hops.
@@ -35,8 +39,10 @@ struct UlyssesState {
   std::vector<std::vector<std::byte>> headers, positions, out, in;  // by rank
   std::vector<std::int64_t> all_positions;  // sorted
   std::vector<std::int64_t> slot;           // rank r's row i -> its index in the sorted sequence
-  std::vector<std::byte> q, k, v;           // the whole sequence, this rank's heads, in the call's dtype
-  std::vector<float> o, lse;
+  std::vector<std::byte> q, k, v, d_o;      // the whole sequence, this rank's heads, in the call's dtype
+  std::vector<std::byte> lse_seq, delta_seq;  // ... fp32 (backward)
+  std::vector<float> o, lse;                // forward's results for the whole sequence
+  std::vector<float> dq, dk, dv, delta;     // backward's; delta: this rank's rows
   OnlineSoftmaxState state;
 };
 

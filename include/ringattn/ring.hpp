@@ -189,6 +189,16 @@ class Ring {
                                std::span<const float> v, std::span<const std::int64_t> positions, std::span<float> o,
                                std::span<float> lse = {});
 
+  // The gradients of forward_ulysses() (or forward(): the same attention) by Ulysses'
+  // schedule: q, k, v, dO, lse and D = rowsum(dO o O) go to the head split, the backward
+  // kernel runs on the whole sequence, dQ, dK, dV come back (a K/V head that several ranks
+  // held sums their shares). Arguments, results and errors as backward()'s; conditions
+  // as forward_ulysses()'s; no documents.
+  BackwardStats backward_ulysses(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
+                                 std::span<const float> v, std::span<const std::int64_t> positions,
+                                 std::span<const float> o, std::span<const float> lse, std::span<const float> d_o,
+                                 std::span<float> dq, std::span<float> dk, std::span<float> dv);
+
   // The gradients of forward() for this rank's rows: given what forward() was given (q,
   // k, v, positions[, documents]) and returned (o, lse — lse is required here), and
   // d_o = dLoss/dO [rows, heads, head_dim], writes dq [rows, heads, head_dim] and dk, dv

@@ -41,14 +41,15 @@ std::vector<float> rows_of(const std::vector<float>& t, const std::vector<std::i
 
 // A whole sequence, its float64 gradients, and the ring's, gathered by global row.
 struct Problem {
-  std::int64_t tokens, heads = 4, kv_heads = 2, head_dim = 64;
+  std::int64_t tokens, heads, kv_heads, head_dim = 64;
   AttentionSpec spec;
   std::vector<float> q, k, v, d_o;
   std::vector<std::int32_t> docs;  // empty: none
   std::vector<double> ref_dq, ref_dk, ref_dv;
 
-  Problem(std::int64_t n, Mask mask, DType dtype, unsigned seed, std::vector<std::int32_t> documents = {})
-      : tokens(n), docs(std::move(documents)) {
+  Problem(std::int64_t n, Mask mask, DType dtype, unsigned seed, std::vector<std::int32_t> documents = {},
+          std::int64_t h = 4, std::int64_t kvh = 2)
+      : tokens(n), heads(h), kv_heads(kvh), docs(std::move(documents)) {
     spec = {heads, kv_heads, head_dim, dtype, mask, 0};
     q = oracle::random_normal(static_cast<std::size_t>(n * heads * head_dim), seed);
     k = oracle::random_normal(static_cast<std::size_t>(n * kv_heads * head_dim), seed + 1);
@@ -70,14 +71,17 @@ struct Problem {
     double worst() const { return std::max({dq, dk, dv}); }
   };
 
-  // Every rank: forward (o, lse), then backward; max |ring − oracle| / max |oracle| per tensor.
+  // Every rank: forward (o, lse), then backward (with `ulysses`: Ulysses' schedule for
+  // both, on a ring with all_pairs links); max |ring − oracle| / max |oracle| per tensor.
   Errors run(int world, const std::vector<std::vector<std::int64_t>>& shards, std::vector<std::string>* errors_out = nullptr,
-             BackwardStats* stats0 = nullptr) const {
+             BackwardStats* stats0 = nullptr, bool ulysses = false) const {
     const std::string master = fresh_master();
     const std::int64_t HD = heads * head_dim, KD = kv_heads * head_dim;
     std::vector<float> dq(q.size(), NAN), dk(k.size(), NAN), dv(v.size(), NAN);
     const auto errors = on_ranks(world, [&](int r) {
-      Ring ring = Ring::connect(options(r, world, master));
+      RingOptions ro = options(r, world, master);
+      ro.all_pairs = ulysses;
+      Ring ring = Ring::connect(ro);
       const auto& pos = shards[static_cast<std::size_t>(r)];
       const auto qr = rows_of(q, pos, HD), kr = rows_of(k, pos, KD), vr = rows_of(v, pos, KD), dor = rows_of(d_o, pos, HD);
       std::vector<std::int32_t> dr;
@@ -86,7 +90,10 @@ struct Problem {
       std::vector<float> o(qr.size()), lse(pos.size() * static_cast<std::size_t>(heads));
       std::vector<float> gq(qr.size()), gk(kr.size()), gv(vr.size());
       BackwardStats st;
-      if (docs.empty()) {
+      if (ulysses) {
+        ring.forward_ulysses(spec, qr, kr, vr, pos, o, lse);
+        st = ring.backward_ulysses(spec, qr, kr, vr, pos, o, lse, dor, gq, gk, gv);
+      } else if (docs.empty()) {
         ring.forward(spec, qr, kr, vr, pos, o, lse);
         st = ring.backward(spec, qr, kr, vr, pos, o, lse, dor, gq, gk, gv);
       } else {
@@ -154,6 +161,29 @@ TEST_CASE("ring backward: P = 1..4 x layouts x masks x dtypes against float64; t
   for (const auto& [dt, w] : per_p)
     MESSAGE("ring backward " << dt << ": max relative error at P = 1, 2, 3, 4: " << w[0] << ", " << w[1] << ", "
                              << w[2] << ", " << w[3]);
+}
+
+TEST_CASE("ulysses backward: P = 1..4 x layouts x masks x dtypes against float64, K/V heads split and replicated") {
+  const std::int64_t tokens = 301;
+  for (int world = 1; world <= 4; ++world) {
+    // P = 4: two query heads a rank sharing one K/V head that two ranks hold (their dK, dV summed)
+    const std::int64_t heads = world == 3 ? 6 : world == 4 ? 8 : 4, kv_heads = world == 3 ? 3 : 2;
+    for (DType dt : {DType::f32, DType::bf16})
+      for (const Mask& m : {Mask::none(), Mask::causal(), Mask::sliding_window(60)}) {
+        const Problem p(tokens, m, dt, 7, {}, heads, kv_heads);
+        for (Layout layout : {Layout::contiguous, Layout::zigzag, Layout::striped}) {
+          if (world == 1 && layout != Layout::contiguous) continue;
+          const std::string what = "P " + std::to_string(world) + ", " + std::string(to_string(layout)) + ", " +
+                                   to_string(m) + ", " + std::string(to_string(dt));
+          CAPTURE(what);
+          const Problem::Errors e = p.run(world, layout_shards(layout, tokens, world), nullptr, nullptr, true);
+          CAPTURE(e.dq);
+          CAPTURE(e.dk);
+          CAPTURE(e.dv);
+          CHECK(e.worst() <= tolerance(dt));
+        }
+      }
+  }
 }
 
 TEST_CASE("ring backward: packed documents and uneven shards") {
