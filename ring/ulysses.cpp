@@ -69,6 +69,14 @@ struct Plan {
   std::vector<std::int64_t> rows, first_row;  // by rank; first_row[j]: rank j's first row in rank order
   std::int64_t first(int j, bool kv) const { return kv ? (j * h) / group : j * h; }
   std::int64_t count(bool kv) const { return kv ? hk : h; }
+  // The kernel's call: this rank's heads, the resolved scale.
+  AttentionSpec local(const AttentionSpec& spec, float scale) const {
+    AttentionSpec l = spec;
+    l.heads = h;
+    l.kv_heads = hk;
+    l.scale = scale;
+    return l;
+  }
 };
 
 // A tensor the head split moves: [rows, heads, width] fp32 rows, of query heads (kv false)
@@ -257,6 +265,14 @@ void to_rows(ring::UlyssesState& u, const Plan& p, std::span<const Field> fields
   }
 }
 
+template <class Stats>
+Stats finish(Stats st, const collectives::ExchangeStats& moved, Clock::time_point start) {
+  st.bytes_sent = moved.bytes_sent;
+  st.wait_seconds = moved.wait_seconds;
+  st.seconds = since(start);
+  return st;
+}
+
 ring::UlyssesState& state_of(Ring& ring, Ring::Impl& im) {
   if (!im.ulysses) im.ulysses = std::make_unique<ring::UlyssesState>(*im.transport, RingInternals::max_frame_bytes(ring));
   return *im.ulysses;
@@ -284,11 +300,7 @@ ForwardStats Ring::forward_ulysses(const AttentionSpec& spec, std::span<const fl
     std::vector<std::byte>* const seq[] = {&u.q, &u.k, &u.v};
     to_heads(u, p, in, seq, moved);
 
-    AttentionSpec local = spec;  // step 4
-    local.heads = p.h;
-    local.kv_heads = p.hk;
-    local.scale = scale;
-    BlockAttention& kernel = im.kernel_for(local);
+    BlockAttention& kernel = im.kernel_for(p.local(spec, scale));  // step 4
     const Positions all = Positions::from_sorted(u.all_positions.data(), p.N);
     u.state.reset(p.N, p.h, D);
     const auto t0 = Clock::now();
@@ -312,10 +324,7 @@ ForwardStats Ring::forward_ulysses(const AttentionSpec& spec, std::span<const fl
   } catch (...) {
     fail(im);
   }
-  st.bytes_sent = moved.bytes_sent;
-  st.wait_seconds = moved.wait_seconds;
-  st.seconds = since(start);
-  return st;
+  return finish(st, moved, start);
 }
 
 BackwardStats Ring::backward_ulysses(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
@@ -343,11 +352,7 @@ BackwardStats Ring::backward_ulysses(const AttentionSpec& spec, std::span<const 
     std::vector<std::byte>* const seq[] = {&u.q, &u.k, &u.v, &u.d_o, &u.lse_seq, &u.delta_seq};
     to_heads(u, p, in, seq, moved);
 
-    AttentionSpec local = spec;
-    local.heads = p.h;
-    local.kv_heads = p.hk;
-    local.scale = scale;
-    BlockAttentionBackward& kernel = im.backward_kernel_for(local);
+    BlockAttentionBackward& kernel = im.backward_kernel_for(p.local(spec, scale));
     const Positions all = Positions::from_sorted(u.all_positions.data(), p.N);
     u.dq.assign(static_cast<std::size_t>(p.N * p.h * D), 0.0f);
     u.dk.assign(static_cast<std::size_t>(p.N * p.hk * D), 0.0f);
@@ -372,10 +377,7 @@ BackwardStats Ring::backward_ulysses(const AttentionSpec& spec, std::span<const 
   } catch (...) {
     fail(im);
   }
-  st.bytes_sent = moved.bytes_sent;
-  st.wait_seconds = moved.wait_seconds;
-  st.seconds = since(start);
-  return st;
+  return finish(st, moved, start);
 }
 
 }  // namespace ringattn

