@@ -100,9 +100,11 @@ void Exchange::receive(int from, FrameId id, std::span<std::byte> into) {
     r->call = id.call;
     r->step = (static_cast<std::uint64_t>(id.step) << 16) | p;
     r->into = into.subspan(off, len);
-    // The state lives as long as the request (the callback holds it): a frame that comes
-    // after a failure still has somewhere to go.
-    r->request = t_.irecv(from, [r](const net::FrameHeader& h) -> std::span<std::byte> {
+    // Weak: the state holds the request, which holds this callback. A frame that comes
+    // after the state is gone (wait() threw) is refused; the transport has failed then.
+    r->request = t_.irecv(from, [w = std::weak_ptr<Receive>(r)](const net::FrameHeader& h) -> std::span<std::byte> {
+      const auto r = w.lock();
+      if (!r) return {};
       if (h.kind == net::FrameKind::message && h.tag == r->tag && h.job_id == r->call && h.step == r->step &&
           h.payload_bytes == r->into.size())
         return r->into;
