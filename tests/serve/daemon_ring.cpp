@@ -68,7 +68,9 @@ void DaemonRing::start(int rank) {
   sh.insert(sh.end(), args.begin(), args.end());
   auto& slot = daemons_[static_cast<std::size_t>(rank)];
   slot.reset();
-  slot = std::make_unique<itest::Spawned>(sh, itest::Env{{"OMP_NUM_THREADS", "1"}}, "/bin/sh");
+  itest::Env env{{"OMP_NUM_THREADS", "1"}};
+  env.insert(env.end(), config_.daemon_env.begin(), config_.daemon_env.end());
+  slot = std::make_unique<itest::Spawned>(sh, env, "/bin/sh");
 }
 
 void DaemonRing::set_rank_extra(int rank, std::vector<std::string> args) {

@@ -29,6 +29,7 @@ struct RingConfig {
   std::vector<std::string> extra;   // more serve options, for every daemon
   std::vector<std::string> client;  // more options for every submit and status (e.g. --tls)
   std::vector<std::vector<std::string>> rank_extra;  // more serve options for rank r (index r), after `extra`
+  itest::Env daemon_env;  // more environment for every daemon
 };
 
 class DaemonRing {
