@@ -123,6 +123,8 @@ void check_backward_inputs(const std::string& who, const AttentionSpec& spec, st
     if (im.step->sending_borrowed()) {
       im.mark_broken(std::string("a call failed while its block was being sent: ") + e.what());
       im.transport->close();
+    } else if (!im.transport->failure().empty()) {  // e.g. a schedule aborted its transfers on the way out
+      im.mark_broken(im.transport->failure());
     }
     throw;
   }

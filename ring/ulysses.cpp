@@ -7,6 +7,7 @@
 #include <numeric>
 #include <string>
 
+#include "ring/block_format.hpp"
 #include "ring/call_checks.hpp"
 #include "ring/internals.hpp"
 #include "ring/ring_impl.hpp"
@@ -22,27 +23,15 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// What every rank says of its call, compared across the ranks before any row moves.
-constexpr std::size_t kHeaderFields = 8;
-std::vector<std::byte> call_header(const AttentionSpec& s, std::int64_t rows, float scale) {
-  std::uint32_t scale_bits = 0;
-  std::memcpy(&scale_bits, &scale, 4);
-  const std::int64_t f[kHeaderFields] = {rows,       s.heads, s.kv_heads, s.head_dim, static_cast<std::int64_t>(s.dtype),
-                                         static_cast<std::int64_t>(s.mask.kind), s.mask.window, scale_bits};
-  std::vector<std::byte> b(kHeaderFields * 8);
-  for (std::size_t i = 0; i < kHeaderFields; ++i) put_le<std::int64_t>(b.data() + 8 * i, f[i]);
+// What every rank says of its call, compared across the ranks before any row moves: the
+// K/V blocks' own prefix (block_format.hpp: the CallSpec and this rank), then its rows.
+constexpr std::size_t kHeaderBytes = net::kBlockPrefixBytes + 8;
+std::vector<std::byte> call_header(const ring::CallSpec& cs, int rank, std::int64_t rows) {
+  std::vector<std::byte> b(kHeaderBytes);
+  const auto prefix = ring::encode_prefix({cs, rank});
+  std::copy(prefix.begin(), prefix.end(), b.begin());
+  put_le<std::int64_t>(b.data() + net::kBlockPrefixBytes, rows);
   return b;
-}
-std::int64_t header_field(const std::vector<std::byte>& b, std::size_t i) { return get_le<std::int64_t>(b.data() + 8 * i); }
-
-std::string spec_text(const std::vector<std::byte>& b) {
-  float scale = 0;
-  const auto bits = static_cast<std::uint32_t>(header_field(b, 7));
-  std::memcpy(&scale, &bits, 4);
-  return "heads " + std::to_string(header_field(b, 1)) + "/" + std::to_string(header_field(b, 2)) + ", head_dim " +
-         std::to_string(header_field(b, 3)) + ", dtype " + std::string(to_string(static_cast<DType>(header_field(b, 4)))) +
-         ", mask " + std::to_string(header_field(b, 5)) + "/" + std::to_string(header_field(b, 6)) + ", scale " +
-         std::to_string(scale);
 }
 
 std::size_t size_of(DType t) { return t == DType::bf16 ? 2 : 4; }
@@ -93,7 +82,7 @@ std::string who(const Ring& ring, const char* call) { return "rank " + std::to_s
 // Steps 1 and 2 (ulysses.hpp): the head split's conditions, the call headers compared,
 // the positions gathered and ordered.
 Plan plan_call(Ring& ring, Ring::Impl& im, ring::UlyssesState& u, collectives::ExchangeStats& moved, const char* call,
-               const AttentionSpec& spec, std::span<const std::int64_t> positions, float scale) {
+               const ring::CallSpec& cs, std::span<const std::int64_t> positions) {
   auto bad = [&](const std::string& what) { throw InvalidArgument(who(ring, call) + what); };
   auto add = [&moved](const collectives::ExchangeStats& s) {
     moved.bytes_sent += s.bytes_sent;
@@ -105,12 +94,12 @@ Plan plan_call(Ring& ring, Ring::Impl& im, ring::UlyssesState& u, collectives::E
   Plan p;
   p.P = ring.world_size();
   p.R = ring.rank();
-  const std::int64_t H = spec.heads;
+  const std::int64_t H = cs.heads;
   if (H % p.P != 0)
     bad(std::to_string(H) + " query heads do not split over " + std::to_string(p.P) +
         " ranks (Ulysses shards heads: use the ring's call)");
   p.h = H / p.P;
-  p.group = H / spec.kv_heads;
+  p.group = H / cs.kv_heads;
   if (p.h % p.group != 0 && p.group % p.h != 0)
     bad("each rank's " + std::to_string(p.h) + " query heads would read parts of K/V heads shared by " +
         std::to_string(p.group) + " query heads (heads/P and heads/kv_heads must divide one another)");
@@ -118,16 +107,19 @@ Plan plan_call(Ring& ring, Ring::Impl& im, ring::UlyssesState& u, collectives::E
   p.n = static_cast<std::int64_t>(positions.size());
   const auto Pz = static_cast<std::size_t>(p.P);
 
-  u.headers.assign(Pz, std::vector<std::byte>(kHeaderFields * 8));
-  u.headers[static_cast<std::size_t>(p.R)] = call_header(spec, p.n, scale);
+  u.headers.assign(Pz, std::vector<std::byte>(kHeaderBytes));
+  u.headers[static_cast<std::size_t>(p.R)] = call_header(cs, p.R, p.n);
   add(u.gather.run(spans(u.headers)));
   p.rows.resize(Pz);
+  ring::BlockPrefix first;
   for (std::size_t j = 0; j < Pz; ++j) {
-    const auto& hj = u.headers[j];
-    for (std::size_t f = 1; f < kHeaderFields; ++f)
-      if (header_field(hj, f) != header_field(u.headers[0], f))
-        bad("rank " + std::to_string(j) + " calls with " + spec_text(hj) + ", rank 0 with " + spec_text(u.headers[0]));
-    p.rows[j] = header_field(hj, 0);
+    ring::BlockPrefix theirs;
+    if (const std::string e = ring::decode_prefix(std::span(u.headers[j]).first(net::kBlockPrefixBytes), theirs); !e.empty())
+      bad("rank " + std::to_string(j) + "'s call header: " + e);
+    if (j == 0) first = theirs;
+    if (!ring::compare_specs(first.spec, 0, theirs.spec, static_cast<int>(j)).empty())
+      bad("rank " + std::to_string(j) + " calls with " + theirs.spec.describe() + ", rank 0 with " + first.spec.describe());
+    p.rows[j] = get_le<std::int64_t>(u.headers[j].data() + net::kBlockPrefixBytes);
     if (p.rows[j] < 1 || p.rows[j] > im.options.limits.max_rows)
       bad("rank " + std::to_string(j) + " calls with " + std::to_string(p.rows[j]) + " rows, outside 1.." +
           std::to_string(im.options.limits.max_rows));
@@ -250,21 +242,6 @@ void to_rows(ring::UlyssesState& u, const Plan& p, std::span<const Field> fields
   }
 }
 
-// The ring fails on a network error; a refusal found alike on every rank leaves it usable.
-[[noreturn]] void fail(Ring::Impl& im) {
-  try {
-    throw;
-  } catch (const InvalidArgument&) {
-    throw;
-  } catch (const NetworkError& e) {
-    im.mark_broken(e.what());
-    throw;
-  } catch (const std::exception& e) {
-    if (!im.transport->failure().empty()) im.mark_broken(e.what());
-    throw;
-  }
-}
-
 template <class Stats>
 Stats finish(Stats st, const collectives::ExchangeStats& moved, Clock::time_point start) {
   st.bytes_sent = moved.bytes_sent;
@@ -292,7 +269,7 @@ ForwardStats Ring::forward_ulysses(const AttentionSpec& spec, std::span<const fl
   collectives::ExchangeStats moved;
   ForwardStats st;
   try {
-    const Plan p = plan_call(*this, im, u, moved, "forward_ulysses", spec, positions, scale);
+    const Plan p = plan_call(*this, im, u, moved, "forward_ulysses", ring::call_spec(spec, scale), positions);
     const std::int64_t D = spec.head_dim;
     const Field in[] = {{q.data(), spec.heads, D, false, spec.dtype},
                         {k.data(), spec.kv_heads, D, true, spec.dtype},
@@ -322,7 +299,7 @@ ForwardStats Ring::forward_ulysses(const AttentionSpec& spec, std::span<const fl
     }
     to_rows(u, p, back, to, moved);
   } catch (...) {
-    fail(im);
+    ring::fail_call(im);  // a refusal found alike on every rank (InvalidArgument) leaves the ring usable
   }
   return finish(st, moved, start);
 }
@@ -345,7 +322,9 @@ BackwardStats Ring::backward_ulysses(const AttentionSpec& spec, std::span<const 
   collectives::ExchangeStats moved;
   BackwardStats st;
   try {
-    const Plan p = plan_call(*this, im, u, moved, "backward_ulysses", spec, positions, scale);
+    ring::CallSpec cs = ring::call_spec(spec, scale);
+    cs.backward = true;  // a rank in forward_ulysses() meanwhile is refused by every rank alike
+    const Plan p = plan_call(*this, im, u, moved, "backward_ulysses", cs, positions);
     const Field in[] = {{q.data(), H, D, false, spec.dtype},          {k.data(), spec.kv_heads, D, true, spec.dtype},
                         {v.data(), spec.kv_heads, D, true, spec.dtype}, {d_o.data(), H, D, false, spec.dtype},
                         {lse.data(), H, 1, false, DType::f32},          {u.delta.data(), H, 1, false, DType::f32}};
@@ -375,7 +354,7 @@ BackwardStats Ring::backward_ulysses(const AttentionSpec& spec, std::span<const 
     float* const to[] = {dq.data(), dk.data(), dv.data()};
     to_rows(u, p, back, to, moved);
   } catch (...) {
-    fail(im);
+    ring::fail_call(im);  // a refusal found alike on every rank (InvalidArgument) leaves the ring usable
   }
   return finish(st, moved, start);
 }
