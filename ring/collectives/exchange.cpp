@@ -14,15 +14,30 @@ namespace {
 
 constexpr std::uint64_t kMaxPieces = 1u << 16;
 
-std::uint64_t pieces_of(std::uint64_t bytes, std::uint64_t max_frame) {
-  return bytes == 0 ? 1 : (bytes + max_frame - 1) / max_frame;
+// The frames a payload of `bytes` travels as: fn(offset, length, header step) for each
+// piece of at most max_frame bytes (one, empty, for an empty payload). Throws
+// InvalidArgument, naming `what`, past 65536 pieces.
+template <class Fn>
+void for_each_piece(std::size_t bytes, std::uint64_t max_frame, FrameId id, int rank, const std::string& what, Fn&& fn) {
+  const std::uint64_t n = bytes == 0 ? 1 : (bytes + max_frame - 1) / max_frame;
+  if (n > kMaxPieces)
+    throw InvalidArgument("rank " + std::to_string(rank) + ": " + to_string(id.kind) + " of " + std::to_string(bytes) +
+                          " bytes " + what + " needs more than 65536 frames of the ring's " + std::to_string(max_frame) +
+                          " bytes");
+  for (std::uint64_t p = 0; p < n; ++p) {
+    const auto off = static_cast<std::size_t>(p * max_frame);
+    fn(off, std::min<std::size_t>(bytes - off, static_cast<std::size_t>(max_frame)),
+       (static_cast<std::uint64_t>(id.step) << 16) | p);
+  }
 }
+
+std::uint32_t tag_of(Kind k) { return kReservedTypes + static_cast<std::uint32_t>(k); }
 
 std::string describe(const net::FrameHeader& h) {
   if (h.kind != net::FrameKind::message)
     return "a " + std::string(net::to_string(h.kind)) + " frame (call " + std::to_string(h.job_id) + ", step " +
            std::to_string(h.step) + ")";
-  std::string type = h.tag >= kReservedTypes && h.tag - kReservedTypes <= 4
+  std::string type = h.tag >= tag_of(Kind::all_gather) && h.tag <= tag_of(Kind::all_to_all)
                          ? std::string(to_string(static_cast<Kind>(h.tag - kReservedTypes)))
                          : "MESSAGE of type " + std::to_string(h.tag);
   if (h.tag < kReservedTypes) return "a " + type + " (job " + std::to_string(h.job_id) + ")";
@@ -66,55 +81,44 @@ Exchange::~Exchange() {
 }
 
 void Exchange::send(int to, FrameId id, std::span<const std::byte> bytes) {
-  const std::uint64_t n = pieces_of(bytes.size(), max_frame_);
-  if (n > kMaxPieces)
-    throw InvalidArgument("rank " + std::to_string(t_.rank()) + ": " + to_string(id.kind) + " of " +
-                          std::to_string(bytes.size()) + " bytes to rank " + std::to_string(to) +
-                          " needs more than 65536 frames of the ring's " + std::to_string(max_frame_) + " bytes");
-  for (std::uint64_t p = 0; p < n; ++p) {
-    const std::size_t off = static_cast<std::size_t>(p * max_frame_);
-    const std::size_t len = std::min<std::size_t>(bytes.size() - off, static_cast<std::size_t>(max_frame_));
-    net::FrameHeader h;
-    h.kind = net::FrameKind::message;
-    h.tag = kReservedTypes + static_cast<std::uint32_t>(id.kind);
-    h.job_id = id.call;
-    h.step = (static_cast<std::uint64_t>(id.step) << 16) | p;
-    h.payload_bytes = len;
-    sends_.push_back(t_.isend(to, h, bytes.subspan(off, len)));
-    stats_.bytes_sent += len;
-  }
+  for_each_piece(bytes.size(), max_frame_, id, t_.rank(), "to rank " + std::to_string(to),
+                 [&](std::size_t off, std::size_t len, std::uint64_t step) {
+                   net::FrameHeader h;
+                   h.kind = net::FrameKind::message;
+                   h.tag = tag_of(id.kind);
+                   h.job_id = id.call;
+                   h.step = step;
+                   h.payload_bytes = len;
+                   sends_.push_back(t_.isend(to, h, bytes.subspan(off, len)));
+                   stats_.bytes_sent += len;
+                 });
 }
 
 void Exchange::receive(int from, FrameId id, std::span<std::byte> into) {
-  const std::uint64_t n = pieces_of(into.size(), max_frame_);
-  if (n > kMaxPieces)
-    throw InvalidArgument("rank " + std::to_string(t_.rank()) + ": " + to_string(id.kind) + " of " +
-                          std::to_string(into.size()) + " bytes from rank " + std::to_string(from) +
-                          " needs more than 65536 frames of the ring's " + std::to_string(max_frame_) + " bytes");
-  for (std::uint64_t p = 0; p < n; ++p) {
-    const std::size_t off = static_cast<std::size_t>(p * max_frame_);
-    const std::size_t len = std::min<std::size_t>(into.size() - off, static_cast<std::size_t>(max_frame_));
-    auto r = std::make_shared<Receive>();
-    r->from = from;
-    r->tag = kReservedTypes + static_cast<std::uint32_t>(id.kind);
-    r->call = id.call;
-    r->step = (static_cast<std::uint64_t>(id.step) << 16) | p;
-    r->into = into.subspan(off, len);
-    // Weak: the state holds the request, which holds this callback. A frame that comes
-    // after the state is gone (wait() threw) is refused; the transport has failed then.
-    r->request = t_.irecv(from, [w = std::weak_ptr<Receive>(r)](const net::FrameHeader& h) -> std::span<std::byte> {
-      const auto r = w.lock();
-      if (!r) return {};
-      if (h.kind == net::FrameKind::message && h.tag == r->tag && h.job_id == r->call && h.step == r->step &&
-          h.payload_bytes == r->into.size())
-        return r->into;
-      r->mismatch = true;
-      r->got = h;
-      r->discard.resize(static_cast<std::size_t>(h.payload_bytes));  // the transport bounded it
-      return r->discard;
-    });
-    receives_.push_back(std::move(r));
-  }
+  for_each_piece(into.size(), max_frame_, id, t_.rank(), "from rank " + std::to_string(from),
+                 [&](std::size_t off, std::size_t len, std::uint64_t step) {
+                   auto r = std::make_shared<Receive>();
+                   r->from = from;
+                   r->tag = tag_of(id.kind);
+                   r->call = id.call;
+                   r->step = step;
+                   r->into = into.subspan(off, len);
+                   // Weak: the state holds the request, which holds this callback. A frame that
+                   // comes after the state is gone (wait() threw) is refused; the transport has
+                   // failed then.
+                   r->request = t_.irecv(from, [w = std::weak_ptr<Receive>(r)](const net::FrameHeader& h) -> std::span<std::byte> {
+                     const auto r = w.lock();
+                     if (!r) return {};
+                     if (h.kind == net::FrameKind::message && h.tag == r->tag && h.job_id == r->call &&
+                         h.step == r->step && h.payload_bytes == r->into.size())
+                       return r->into;
+                     r->mismatch = true;
+                     r->got = h;
+                     r->discard.resize(static_cast<std::size_t>(h.payload_bytes));  // the transport bounded it
+                     return r->discard;
+                   });
+                   receives_.push_back(std::move(r));
+                 });
 }
 
 void Exchange::wait() {

@@ -33,7 +33,7 @@ namespace ringattn::collectives {
 // Message types from here up are the runtime's (Ring::send_message refuses them).
 inline constexpr std::uint32_t kReservedTypes = 0xFFFF0000u;
 
-enum class Kind : std::uint32_t { all_gather = 1, reduce_scatter = 2, all_reduce = 3, all_to_all = 4 };
+enum class Kind : std::uint32_t { all_gather = 1, reduce_scatter = 2, all_reduce = 3, all_to_all = 4 };  // all_to_all last
 const char* to_string(Kind k);
 
 struct FrameId {
