@@ -22,8 +22,8 @@ using test::tolerance;
 
 namespace {
 
-RingOptions mesh_options(int r, int world, const std::string& master) {
-  RingOptions o = test::options(r, world, master);
+RingOptions mesh_options(int r, int world, const std::string& master, double timeout = 20) {
+  RingOptions o = test::options(r, world, master, timeout);
   o.all_pairs = true;
   return o;
 }
@@ -125,9 +125,7 @@ TEST_CASE("ulysses: a rank calling forward() meanwhile fails the call on every r
   std::vector<std::string> seen(world);
   const std::string m = "127.0.0.1:" + std::to_string(test::free_port());
   const auto errors = on_ranks(world, [&](int r) {
-    RingOptions o = mesh_options(r, world, m);
-    o.timeout = 5;
-    Ring ring = Ring::connect(o);
+    Ring ring = Ring::connect(mesh_options(r, world, m, 5));
     const auto pos = shard_positions(Layout::contiguous, 120, world, r).materialize();
     try {
       if (r == 2)
@@ -161,9 +159,7 @@ TEST_CASE("ulysses: a peer that leaves mid-call fails every other rank, naming i
   std::vector<std::string> seen(world);
   const std::string m = "127.0.0.1:" + std::to_string(test::free_port());
   const auto errors = on_ranks(world, [&](int r) {
-    RingOptions o = mesh_options(r, world, m);
-    o.timeout = 5;
-    Ring ring = Ring::connect(o);
+    Ring ring = Ring::connect(mesh_options(r, world, m, 5));
     const auto pos = shard_positions(Layout::striped, 120, world, r).materialize();
     if (r == 1) {  // one call with the others, then gone in the middle of the next
       p.run(ring, pos, &Ring::forward_ulysses);
