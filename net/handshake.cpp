@@ -33,10 +33,8 @@ HelloBytes encode_hello(const Hello& h) {
   put_le<std::uint32_t>(b.data() + 8, h.rank);
   put_le<std::uint32_t>(b.data() + 12, h.world);
   put_le<std::uint8_t>(b.data() + 16, static_cast<std::uint8_t>(h.link));
-  put_le<std::uint32_t>(b.data() + 20, h.limits.max_heads);
-  put_le<std::uint32_t>(b.data() + 24, h.limits.max_kv_heads);
-  put_le<std::uint32_t>(b.data() + 28, h.limits.max_head_dim);
-  put_le<std::uint32_t>(b.data() + 32, h.limits.max_block_rows);
+  for (std::size_t i = 0; i < kLimitFields; ++i) put_le<std::uint32_t>(b.data() + 20 + 4 * i, h.limits.fields[i]);
+  put_le<std::uint64_t>(b.data() + 40, h.limits.max_payload);
   put_le<std::uint64_t>(b.data() + 48, h.limits.options_digest);
   std::copy(h.nonce.begin(), h.nonce.end(), b.begin() + 56);
   return b;
@@ -49,10 +47,8 @@ std::string try_decode_hello(std::span<const std::byte> b, Hello& out) {
   h.rank = get_le<std::uint32_t>(b.data() + 8);
   h.world = get_le<std::uint32_t>(b.data() + 12);
   const auto link = get_le<std::uint8_t>(b.data() + 16);
-  h.limits.max_heads = get_le<std::uint32_t>(b.data() + 20);
-  h.limits.max_kv_heads = get_le<std::uint32_t>(b.data() + 24);
-  h.limits.max_head_dim = get_le<std::uint32_t>(b.data() + 28);
-  h.limits.max_block_rows = get_le<std::uint32_t>(b.data() + 32);
+  for (std::size_t i = 0; i < kLimitFields; ++i) h.limits.fields[i] = get_le<std::uint32_t>(b.data() + 20 + 4 * i);
+  h.limits.max_payload = get_le<std::uint64_t>(b.data() + 40);
   h.limits.options_digest = get_le<std::uint64_t>(b.data() + 48);
   std::copy(b.begin() + 56, b.begin() + 56 + kNonceBytes, h.nonce.begin());
   if (h.world == 0) return bad("world", h.world, "must be >= 1");
@@ -62,7 +58,6 @@ std::string try_decode_hello(std::span<const std::byte> b, Hello& out) {
   if (const auto r = get_le<std::uint8_t>(b.data() + 17); r != 0) return bad("reserved@17", r, "must be 0");
   if (const auto r = get_le<std::uint16_t>(b.data() + 18); r != 0) return bad("reserved@18", r, "must be 0");
   if (const auto r = get_le<std::uint32_t>(b.data() + 36); r != 0) return bad("reserved@36", r, "must be 0");
-  if (const auto r = get_le<std::uint64_t>(b.data() + 40); r != 0) return bad("reserved@40", r, "must be 0");
   h.link = static_cast<LinkKind>(link);
   out = h;
   return {};
@@ -84,13 +79,13 @@ std::string compare_hello(const Hello& ours, const Hello& theirs, std::uint32_t 
     return me + " expected " + (expected_rank == kAnyRank ? std::string("another rank") : "rank " + num(expected_rank)) +
            " on this connection but the peer says it is rank " + num(theirs.rank);
   const LinkLimits &a = ours.limits, &b = theirs.limits;
-  auto limit = [&](std::string_view f, std::uint64_t x, std::uint64_t y) {
+  auto limit = [&](const std::string& f, std::uint64_t x, std::uint64_t y) {
     return differs("ring limit '" + std::string(f) + "'", num(x), num(y));
   };
-  if (a.max_heads != b.max_heads) return limit("max_heads", a.max_heads, b.max_heads);
-  if (a.max_kv_heads != b.max_kv_heads) return limit("max_kv_heads", a.max_kv_heads, b.max_kv_heads);
-  if (a.max_head_dim != b.max_head_dim) return limit("max_head_dim", a.max_head_dim, b.max_head_dim);
-  if (a.max_block_rows != b.max_block_rows) return limit("max_block_rows", a.max_block_rows, b.max_block_rows);
+  for (std::size_t i = 0; i < kLimitFields; ++i)
+    if (a.fields[i] != b.fields[i])
+      return limit(a.names[i].empty() ? "field " + num(i) : std::string(a.names[i]), a.fields[i], b.fields[i]);
+  if (a.max_payload != b.max_payload) return limit("max_payload", a.max_payload, b.max_payload);
   if (a.options_digest != b.options_digest)
     return differs("job options (their digest)", num(a.options_digest), num(b.options_digest)) +
            " (the ranks were started with different job options or another job shape)";

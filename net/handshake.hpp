@@ -1,7 +1,7 @@
 // The connection handshake: HELLO (who I am, what job) then AUTH (proof of the shared
 // secret), mutual, on every connection. Pure functions; the socket side is in tcp/.
 //
-// Sequence (protocol version 2):
+// Sequence:
 //   1. the initiator (the dialling rank) sends HELLO{ring id, rank, world, link, job shape,
 //      fresh 32-byte nonce}; the acceptor answers a well-formed HELLO with its own, and
 //      says nothing at all to a connection that does not start with one;
@@ -68,8 +68,8 @@ inline constexpr std::size_t kNonceBytes = 32;
 
 // The HELLO payload (kHelloBytes, little-endian, byte by byte):
 //   0 ring_id u64 | 8 rank u32 | 12 world u32 | 16 link u8 | 17 reserved u8 | 18 reserved u16
-//   20 max_heads u32 | 24 max_kv_heads u32 | 28 max_head_dim u32 | 32 max_block_rows u32
-//   36 reserved u32 | 40 reserved u64 | 48 options_digest u64 | 56 nonce[32]
+//   20 the caller's limit fields, 4 x u32 (LinkLimits::fields) | 36 reserved u32
+//   40 max_payload u64 | 48 options_digest u64 | 56 nonce[32]
 struct Hello {
   std::uint64_t ring_id = 0;
   std::uint32_t rank = 0;
@@ -94,7 +94,7 @@ inline Hello make_hello(std::uint64_t ring_id, int rank, int world, LinkKind lin
 // The client speaks as rank 1 of 2, the daemon as rank 0 (constants: the proofs bind the
 // nonces and the roles, which is all a control connection needs).
 inline Hello control_hello(bool client) {
-  return make_hello(0, client ? 1 : 0, 2, LinkKind::control, LinkLimits{1, 1, 1, 1, 0});
+  return make_hello(0, client ? 1 : 0, 2, LinkKind::control, LinkLimits{});
 }
 
 using HelloBytes = std::array<std::byte, kHelloBytes>;

@@ -33,6 +33,7 @@ class PendingOp final : public RequestState {
 
   // Progress side. `header` is the frame as sent/received; set it before complete().
   FrameHeader header;
+  Tag tag;                             // recv: the tag it waits for
   Payload payload;                     // send
   std::span<std::byte> buffer;         // recv
   Transport::BufferFor buffer_for;     // recv: asked for the buffer once the header is known
@@ -74,15 +75,19 @@ class PendingOp final : public RequestState {
   std::string error_;
 };
 
-// What every backend's isend checks before posting: a data frame (not a control kind)
-// whose header, with payload_bytes set here, fits the limits. `prefix` ("rank R: ")
-// starts the InvalidArgument's message.
-inline void check_data_send(FrameHeader& header, std::size_t payload_bytes, const FrameLimits& limits,
-                            const std::string& prefix) {
+// What every backend's isend checks before posting: a DATA frame of `tag` and `payload_bytes`
+// that fits the limits. `prefix` ("rank R: ") starts the InvalidArgument's message.
+inline FrameHeader check_data_send(const Tag& tag, std::size_t payload_bytes, const FrameLimits& limits,
+                                   const std::string& prefix) {
+  FrameHeader header = data_header(tag);
   header.payload_bytes = payload_bytes;
-  if (is_control(header.kind))
-    throw InvalidArgument(prefix + "isend of a " + std::string(to_string(header.kind)) + " frame (data frames only)");
   if (std::string err = check_header(header, limits); !err.empty()) throw InvalidArgument(prefix + "isend: " + err);
+  return header;
+}
+
+// What every backend's irecv checks: a tag a DATA frame can have.
+inline void check_recv_tag(const Tag& tag, const std::string& prefix) {
+  if (tag.schedule == 0) throw InvalidArgument(prefix + "irecv of schedule 0 (DATA frames name schedule 1 or more)");
 }
 
 // Transport::test for the backends built on PendingOp.

@@ -16,9 +16,9 @@ SelfTransport::SelfTransport(const TransportConfig& config) : config_(config), l
 
 void SelfTransport::connect(const std::vector<PeerAddress>&) {}
 
-Request SelfTransport::isend(int to, FrameHeader header, Payload payload, std::optional<std::uint32_t> crc) {
+Request SelfTransport::isend(int to, const Tag& tag, Payload payload, std::optional<std::uint32_t> crc) {
   if (to != 0) throw InvalidArgument("rank 0: isend to rank " + std::to_string(to) + " in a world of one");
-  check_data_send(header, payload.size(), limits_, "rank 0: ");
+  FrameHeader header = check_data_send(tag, payload.size(), limits_, "rank 0: ");
   std::vector<std::byte> bytes;
   bytes.reserve(payload.size());
   for (const auto& part : payload.parts) bytes.insert(bytes.end(), part.begin(), part.end());
@@ -38,14 +38,18 @@ Request SelfTransport::isend(int to, FrameHeader header, Payload payload, std::o
   return Request(op);
 }
 
-Request SelfTransport::irecv(int from, std::span<std::byte> buffer) {
+Request SelfTransport::irecv(int from, const Tag& tag, std::span<std::byte> buffer) {
+  check_recv_tag(tag, "rank 0: ");
   auto op = std::make_shared<PendingOp>(PendingOp::Dir::recv, this);
+  op->tag = tag;
   op->buffer = buffer;
   return post_recv(from, std::move(op));
 }
 
-Request SelfTransport::irecv(int from, BufferFor buffer_for) {
+Request SelfTransport::irecv(int from, const Tag& tag, BufferFor buffer_for) {
+  check_recv_tag(tag, "rank 0: ");
   auto op = std::make_shared<PendingOp>(PendingOp::Dir::recv, this);
+  op->tag = tag;
   op->buffer_for = std::move(buffer_for);
   return post_recv(from, std::move(op));
 }
@@ -75,26 +79,32 @@ void SelfTransport::abort(FailureCause, int, const std::string& message) {
   closed_ = true;
 }
 
+// Each receive, in the order posted, takes the first frame sent with its tag.
 void SelfTransport::match_locked() {
-  while (!frames_.empty() && !recvs_.empty()) {
-    Frame f = std::move(frames_.front());
-    frames_.pop_front();
-    auto op = recvs_.front();
-    recvs_.pop_front();
-    if (op->done()) {  // gave up waiting; the frame goes to the next receive
-      frames_.push_front(std::move(f));
+  for (auto r = recvs_.begin(); r != recvs_.end();) {
+    const auto op = *r;
+    if (op->done()) {  // gave up waiting
+      r = recvs_.erase(r);
       continue;
     }
-    if (op->buffer_for) op->buffer = op->buffer_for(f.header);
-    if (f.payload.size() > op->buffer.size()) {
-      op->complete("rank 0: frame of " + std::to_string(f.payload.size()) + " bytes does not fit the receive buffer of " +
-                   std::to_string(op->buffer.size()) + " bytes");
+    const auto f = std::find_if(frames_.begin(), frames_.end(), [&](const Frame& x) { return matches(op->tag, x.header.tag); });
+    if (f == frames_.end()) {
+      ++r;
       continue;
     }
-    std::copy(f.payload.begin(), f.payload.end(), op->buffer.begin());
-    op->header = f.header;
+    r = recvs_.erase(r);
+    const Frame frame = std::move(*f);
+    frames_.erase(f);
+    if (op->buffer_for) op->buffer = op->buffer_for(frame.header);
+    if (frame.payload.size() > op->buffer.size()) {
+      op->complete("rank 0: frame of " + std::to_string(frame.payload.size()) +
+                   " bytes does not fit the receive buffer of " + std::to_string(op->buffer.size()) + " bytes");
+      continue;
+    }
+    std::copy(frame.payload.begin(), frame.payload.end(), op->buffer.begin());
+    op->header = frame.header;
     stats_.frames_received++;
-    stats_.bytes_received += kHeaderBytes + f.payload.size();
+    stats_.bytes_received += kHeaderBytes + frame.payload.size();
     op->complete();
   }
 }

@@ -23,9 +23,9 @@ class SelfTransport final : public Transport {
   int world() const override { return 1; }
   std::uint16_t listen_port() const override { return 0; }
   void connect(const std::vector<PeerAddress>& peers) override;
-  Request isend(int to, FrameHeader header, Payload payload, std::optional<std::uint32_t> crc) override;
-  Request irecv(int from, std::span<std::byte> buffer) override;
-  Request irecv(int from, BufferFor buffer_for) override;
+  Request isend(int to, const Tag& tag, Payload payload, std::optional<std::uint32_t> crc) override;
+  Request irecv(int from, const Tag& tag, std::span<std::byte> buffer) override;
+  Request irecv(int from, const Tag& tag, BufferFor buffer_for) override;
   FrameHeader wait(Request& request) override;
   bool test(const Request& request) const override;
   TransportStats stats() const override;

@@ -11,8 +11,8 @@
 //   publish(t->listen_port());                     // however ranks learn each other's ports
 //   t->connect(peers);                             // ring links: successor + predecessor
 //   for (step = 0; step < world - 1; ++step) {
-//     auto s = t->isend(t->successor(), header, block_a, crc_a);
-//     auto r = t->irecv(t->predecessor(), block_b);
+//     auto s = t->isend(t->successor(), {kBlocks, call, step}, block_a, crc_a);
+//     auto r = t->irecv(t->predecessor(), {kBlocks, call, step}, block_b);
 //     compute(block_a);                            // overlaps with both transfers
 //     t->wait(s);
 //     crc_a = t->wait(r).payload_crc;              // relay it next step without recomputing
@@ -22,10 +22,16 @@
 //
 // Links to ranks other than the ring neighbours are made on the first isend to them
 // (the receiving side accepts them at any time), authenticated like the ring's.
-// Ordering: frames from one rank arrive in the order they were posted to isend; irecv's
-// from one rank are filled in the order they were posted. Lifetime: a payload or
-// buffer must stay alive and untouched until wait() on its request has returned or
-// thrown, or close() returned.
+// Matching: every DATA frame carries a tag (schedule, call, step: net/wire.hpp) and a
+// receive names the tag it waits for. Frames from one rank arrive in the order they were
+// posted to isend; each goes to the first receive posted for its tag. A frame that no
+// posted receive names waits its turn: while nothing at all is posted for its rank it
+// stays at the sender (TCP's flow control); while receives for other tags are posted it
+// is held in memory (at most max_held_bytes per link) until one names it. The caller's
+// `conflict` rule may refuse it instead (a frame that cannot belong to the exchange the
+// receiver is in: the ranks have diverged), failing the transport with that reason.
+// Lifetime: a payload or buffer must stay alive and untouched until wait() on its
+// request has returned or thrown, or close() returned.
 //
 // Deadlines measure silence, not work (net/liveness.hpp): wait() fails when the peer it
 // waits on has sent nothing for io_timeout (silent), or its progress counter has not
@@ -91,6 +97,14 @@ struct TransportConfig {
   // collective does, so a failure meets established links and reaches every rank with its
   // cause. Otherwise only the ring's links, others on the first isend to them.
   bool all_pairs = false;
+  // Bytes of frames held per link for tags no posted receive names yet (0: 2 x the
+  // negotiated max_payload). More fails the transport, naming the tags.
+  std::uint64_t max_held_bytes = 0;
+  // The caller's rule (optional): "" when `arrived` may be held while a receive waits for
+  // `waiting`, else why it cannot (the transport fails with that, as a protocol error).
+  std::function<std::string(const Tag& waiting, const Tag& arrived)> conflict;
+  // The caller's name of a tag in messages (optional; else net::to_string(tag)).
+  std::function<std::string(const Tag& tag)> tag_name;
 };
 
 struct TransportStats {
@@ -160,25 +174,24 @@ class Transport {
   // receiving never share a socket.
   virtual void connect(const std::vector<PeerAddress>& peers) = 0;
 
-  // Posts a data frame (KV_BLOCK or STATE) to rank `to` (not this rank, except in a
+  // Posts a DATA frame of `tag` (schedule >= 1) to rank `to` (not this rank, except in a
   // world of one). The transport fills in payload_bytes (= payload.size()) and
   // payload_crc: pass `crc` when the payload's CRC32C is already known (e.g. relaying a
   // received block: wait(recv).payload_crc), otherwise it is computed on the I/O thread.
-  // Throws InvalidArgument if the header does not fit the limits.
-  virtual Request isend(int to, FrameHeader header, Payload payload,
-                        std::optional<std::uint32_t> crc = {}) = 0;
+  // Throws InvalidArgument if the frame does not fit the limits.
+  virtual Request isend(int to, const Tag& tag, Payload payload, std::optional<std::uint32_t> crc = {}) = 0;
 
-  // Posts the receive of the next data frame from rank `from` into `buffer`. The header
-  // is validated against the limits and buffer.size() before any payload byte is read;
-  // the payload CRC32C is checked after.
-  virtual Request irecv(int from, std::span<std::byte> buffer) = 0;
+  // Posts the receive of the frame of `tag` from rank `from` (tag.call may be kAnyCall)
+  // into `buffer`. The header is validated against the limits and buffer.size() before
+  // any payload byte is read; the payload CRC32C is checked after.
+  virtual Request irecv(int from, const Tag& tag, std::span<std::byte> buffer) = 0;
 
   // The same, but the buffer is asked for once the frame's header has arrived and been
   // validated (on the transport's I/O thread; it must not block): a receiver that does
-  // not know how large the next frame is sizes its buffer to what actually comes, within
-  // the limits. An empty span refuses the frame (the transport fails, naming it).
+  // not know how large the frame is sizes its buffer to what actually comes, within the
+  // limits. An empty span refuses the frame (the transport fails, naming it).
   using BufferFor = std::function<std::span<std::byte>(const FrameHeader& header)>;
-  virtual Request irecv(int from, BufferFor buffer_for) = 0;
+  virtual Request irecv(int from, const Tag& tag, BufferFor buffer_for) = 0;
 
   // Blocks until the request completes or its peer falls silent or stalls (io_timeout).
   // Returns the frame header (for a receive: as received, payload_bytes says how much of

@@ -13,8 +13,8 @@ namespace ringattn::net {
 namespace {
 
 // Byte offsets of the header fields.
-constexpr std::size_t kOffMagic = 0, kOffVersion = 4, kOffKind = 6, kOffDtype = 7, kOffJob = 8, kOffStep = 16,
-                      kOffRows = 24, kOffCols = 28, kOffPayload = 32, kOffCrc = 40, kOffTag = 44;
+constexpr std::size_t kOffMagic = 0, kOffVersion = 4, kOffKind = 6, kOffReserved8 = 7, kOffCall = 8, kOffStep = 16,
+                      kOffSchedule = 24, kOffReserved32a = 28, kOffPayload = 32, kOffCrc = 40, kOffReserved32b = 44;
 
 bool known_kind(std::uint8_t k) {
   switch (static_cast<FrameKind>(k)) {
@@ -25,21 +25,14 @@ bool known_kind(std::uint8_t k) {
     case FrameKind::ping:
     case FrameKind::address:
     case FrameKind::peers:
-    case FrameKind::kv_block:
-    case FrameKind::state:
-    case FrameKind::query:
-    case FrameKind::message: return true;
+    case FrameKind::data: return true;
   }
   return false;
 }
 
-bool known_dtype(std::uint8_t d) { return d == static_cast<std::uint8_t>(DType::f32) || d == static_cast<std::uint8_t>(DType::bf16); }
-
 std::string field(std::string_view name, std::uint64_t value, std::string_view why) {
   return "frame field '" + std::string(name) + "' = " + std::to_string(value) + " " + std::string(why);
 }
-
-bool mul_ok(std::uint64_t a, std::uint64_t b, std::uint64_t& out) { return !__builtin_mul_overflow(a, b, &out); }
 
 }  // namespace
 
@@ -52,12 +45,16 @@ std::string_view to_string(FrameKind k) {
     case FrameKind::ping: return "PING";
     case FrameKind::address: return "ADDRESS";
     case FrameKind::peers: return "PEERS";
-    case FrameKind::kv_block: return "KV_BLOCK";
-    case FrameKind::state: return "STATE";
-    case FrameKind::query: return "QUERY";
-    case FrameKind::message: return "MESSAGE";
+    case FrameKind::data: return "DATA";
   }
   return "KIND(unknown)";
+}
+
+std::string to_string(const Tag& t) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "schedule 0x%08x call %llu step %llu", t.schedule,
+                static_cast<unsigned long long>(t.call), static_cast<unsigned long long>(t.step));
+  return buf;
 }
 
 
@@ -112,6 +109,7 @@ std::array<std::byte, kPingBytes> encode_ping(const PingInfo& p) {
   put_le<std::uint64_t>(b.data(), p.progress);
   put_le<std::uint8_t>(b.data() + 8, static_cast<std::uint8_t>(p.state));
   put_le<std::uint8_t>(b.data() + 9, p.leaving ? 1 : 0);
+  put_le<std::uint32_t>(b.data() + 12, p.age_ms);
   return b;
 }
 
@@ -122,8 +120,9 @@ std::string try_decode_ping(std::span<const std::byte> b, PingInfo& out) {
     return "PING field 'state' = " + std::to_string(state) + " is not a known state";
   const auto flags = get_le<std::uint8_t>(b.data() + 9);
   if (flags > 1) return "PING field 'flags' = " + std::to_string(flags) + " has bits other than 'leaving'";
-  for (std::size_t i = 10; i < kPingBytes; ++i)
+  for (std::size_t i = 10; i < 12; ++i)
     if (b[i] != std::byte{0}) return "PING reserved byte " + std::to_string(i) + " is not 0";
+  out.age_ms = get_le<std::uint32_t>(b.data() + 12);
   out.progress = get_le<std::uint64_t>(b.data());
   out.state = static_cast<PeerState>(state);
   out.leaving = flags == 1;
@@ -138,10 +137,8 @@ std::string limits_fingerprint(const LinkLimits& l) {
       h *= 1099511628211ull;
     }
   };
-  mix(l.max_heads, 4);
-  mix(l.max_kv_heads, 4);
-  mix(l.max_head_dim, 4);
-  mix(l.max_block_rows, 4);
+  mix(l.max_payload, 8);
+  for (std::uint32_t f : l.fields) mix(f, 4);
   mix(l.options_digest, 8);
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
@@ -151,53 +148,13 @@ std::string limits_fingerprint(const LinkLimits& l) {
 FrameLimits FrameLimits::handshake_only() { return FrameLimits{}; }
 
 FrameLimits FrameLimits::for_limits(const LinkLimits& s) {
-  auto bad = [](std::string_view f, std::uint64_t v, std::string_view why) {
-    throw InvalidArgument("ring limit '" + std::string(f) + "' = " + std::to_string(v) + " " + std::string(why));
-  };
-  if (s.max_heads == 0) bad("max_heads", s.max_heads, "must be >= 1");
-  if (s.max_kv_heads == 0) bad("max_kv_heads", s.max_kv_heads, "must be >= 1");
-  if (s.max_head_dim == 0) bad("max_head_dim", s.max_head_dim, "must be >= 1");
-  if (s.max_block_rows == 0) bad("max_block_rows", s.max_block_rows, "must be >= 1");
+  if (s.max_payload == 0 || s.max_payload > kMaxPayloadBytes)
+    throw InvalidArgument("link limit 'max_payload' = " + std::to_string(s.max_payload) + " is outside 1.." +
+                          std::to_string(kMaxPayloadBytes) + " (the " + std::to_string(kMaxPayloadBytes >> 30) +
+                          " GiB frame ceiling)");
   FrameLimits l;
-  l.max_rows = s.max_block_rows;
-  std::uint64_t kv_cols = 0, state_cols = 0, query_cols = 0;
-  if (!mul_ok(s.max_kv_heads, s.max_head_dim, kv_cols) || kv_cols > std::numeric_limits<std::uint32_t>::max())
-    bad("max_head_dim", s.max_head_dim, "makes max_kv_heads*max_head_dim overflow 32 bits");
-  if (!mul_ok(s.max_heads, std::uint64_t{s.max_head_dim} + 2, state_cols) ||
-      state_cols > std::numeric_limits<std::uint32_t>::max())
-    bad("max_head_dim", s.max_head_dim, "makes max_heads*(max_head_dim+2) overflow 32 bits");
-  if (!mul_ok(std::uint64_t{s.max_heads} + 2 * std::uint64_t{s.max_kv_heads}, s.max_head_dim, query_cols) ||
-      query_cols > std::numeric_limits<std::uint32_t>::max())
-    bad("max_head_dim", s.max_head_dim, "makes (max_heads+2*max_kv_heads)*max_head_dim overflow 32 bits");
-  l.max_kv_cols = static_cast<std::uint32_t>(kv_cols);
-  l.max_query_cols = static_cast<std::uint32_t>(query_cols);
-  l.max_state_cols = static_cast<std::uint32_t>(state_cols);
-  bool ok_kv = false, ok_state = false, ok_query = false;
-  const std::uint64_t kv = data_payload_bytes(FrameKind::kv_block, DType::f32, l.max_rows, l.max_kv_cols, true, ok_kv);
-  const std::uint64_t st = data_payload_bytes(FrameKind::state, DType::f32, l.max_rows, l.max_state_cols, false, ok_state);
-  const std::uint64_t qu = data_payload_bytes(FrameKind::query, DType::f32, l.max_rows, l.max_query_cols, true, ok_query);
-  if (!ok_kv || !ok_state || !ok_query || kv > kMaxPayloadBytes || st > kMaxPayloadBytes || qu > kMaxPayloadBytes)
-    bad("max_block_rows", s.max_block_rows,
-        "makes a block larger than the " + std::to_string(kMaxPayloadBytes >> 30) + " GiB frame ceiling");
-  l.max_payload = std::max({kv, st, qu});
+  l.max_payload = s.max_payload;
   return l;
-}
-
-std::uint64_t data_payload_bytes(FrameKind kind, DType dtype, std::uint32_t rows, std::uint32_t cols, bool with_groups,
-                                 bool& ok) {
-  std::uint64_t n = 0;
-  if (kind == FrameKind::state) {
-    ok = mul_ok(rows, cols, n) && mul_ok(n, 4, n);
-    return ok ? n : 0;
-  }
-  if (kind != FrameKind::query && kind != FrameKind::kv_block) {
-    ok = false;
-    return 0;
-  }
-  const BlockLayout l = kind == FrameKind::query ? BlockLayout::query(dtype, cols, rows)
-                                                 : BlockLayout::kv(dtype, cols, rows, with_groups);
-  ok = l.fits;
-  return l.bytes();
 }
 
 FrameHeader control_header(FrameKind kind, std::span<const std::byte> payload) {
@@ -213,86 +170,42 @@ HeaderBytes encode_header(const FrameHeader& h) {
   put_le<std::uint32_t>(b.data() + kOffMagic, kMagic);
   put_le<std::uint16_t>(b.data() + kOffVersion, kProtocolVersion);
   put_le<std::uint8_t>(b.data() + kOffKind, static_cast<std::uint8_t>(h.kind));
-  put_le<std::uint8_t>(b.data() + kOffDtype, static_cast<std::uint8_t>(h.dtype));
-  put_le<std::uint64_t>(b.data() + kOffJob, h.job_id);
-  put_le<std::uint64_t>(b.data() + kOffStep, h.step);
-  put_le<std::uint32_t>(b.data() + kOffRows, h.rows);
-  put_le<std::uint32_t>(b.data() + kOffCols, h.cols);
+  put_le<std::uint64_t>(b.data() + kOffCall, h.tag.call);
+  put_le<std::uint64_t>(b.data() + kOffStep, h.tag.step);
+  put_le<std::uint32_t>(b.data() + kOffSchedule, h.tag.schedule);
   put_le<std::uint64_t>(b.data() + kOffPayload, h.payload_bytes);
   put_le<std::uint32_t>(b.data() + kOffCrc, h.payload_crc);
-  put_le<std::uint32_t>(b.data() + kOffTag, h.tag);
-  return b;
+  return b;  // the reserved fields stay 0
 }
 
 std::string check_header(const FrameHeader& h, const FrameLimits& l) {
   const auto kind = static_cast<std::uint8_t>(h.kind);
   if (!known_kind(kind)) return field("kind", kind, "is not a known frame kind");
-  const auto dt = static_cast<std::uint8_t>(h.dtype);
-  if (!known_dtype(dt)) return field("dtype", dt, "is not a known dtype (0 f32, 1 bf16)");
   const std::string k(to_string(h.kind));
-  if (h.kind != FrameKind::message && h.tag != 0)
-    return field("reserved", h.tag, "must be 0 (only a MESSAGE frame has a tag there)");
-  if (is_control(h.kind)) {
-    if (h.rows != 0) return field("rows", h.rows, "but a " + k + " frame has 0");
-    if (h.cols != 0) return field("cols", h.cols, "but a " + k + " frame has 0");
-    if (h.dtype != DType::f32) return field("dtype", dt, "but a " + k + " frame has 0");
-    std::uint64_t lo = 0, hi = 0;
-    switch (h.kind) {
-      case FrameKind::hello: lo = hi = kHelloBytes; break;
-      case FrameKind::auth: lo = hi = kAuthBytes; break;
-      case FrameKind::bye: break;
-      case FrameKind::ping: lo = hi = kPingBytes; break;
-      case FrameKind::address: lo = 1, hi = kMaxAddressBytes; break;
-      case FrameKind::peers: lo = 1, hi = kMaxPeersBytes; break;
-      default: lo = kErrorPrefixBytes + 1, hi = kErrorPrefixBytes + kMaxErrorBytes; break;
-    }
-    if (h.payload_bytes < lo || h.payload_bytes > hi)
-      return field("payload_bytes", h.payload_bytes,
-                   lo == hi ? "but a " + k + " frame has " + std::to_string(lo)
-                            : "but a " + k + " frame has " + std::to_string(lo) + ".." + std::to_string(hi));
+  if (h.kind == FrameKind::data) {
+    if (l.max_payload == 0) return field("kind", kind, "(DATA) before the handshake completed");
+    if (h.tag.schedule == 0) return field("schedule", 0, "but a DATA frame names its schedule (1 or more)");
+    if (h.payload_bytes > l.max_payload)
+      return field("payload_bytes", h.payload_bytes, "exceeds the negotiated maximum " + std::to_string(l.max_payload));
     return {};
   }
-  if (l.max_payload == 0) return field("kind", kind, "(" + k + ") before the handshake completed");
-  if (h.kind == FrameKind::message) {  // a typed payload: any length up to the negotiated maximum
-    if (h.tag == 0) return field("tag", h.tag, "but a MESSAGE names its type (1 or more)");
-    if (h.rows != 0) return field("rows", h.rows, "but a MESSAGE frame has 0");
-    if (h.cols != 0) return field("cols", h.cols, "but a MESSAGE frame has 0");
-    if (h.dtype != DType::f32) return field("dtype", dt, "but a MESSAGE frame has 0");
-  } else if (h.kind == FrameKind::query) {  // the only data frame that may have 0 rows
-    if (h.rows > l.max_rows)
-      return field("rows", h.rows, "is outside 0.." + std::to_string(l.max_rows) + " (max_block_rows)");
-    if (h.cols == 0 || h.cols > l.max_query_cols)
-      return field("cols", h.cols,
-                   "is outside 1.." + std::to_string(l.max_query_cols) + " ((max_heads+2*max_kv_heads)*max_head_dim)");
-    bool ok = false;
-    const std::uint64_t want = data_payload_bytes(h.kind, h.dtype, h.rows, h.cols, true, ok);
-    if (!ok || want != h.payload_bytes)
-      return field("payload_bytes", h.payload_bytes,
-                   "but a QUERY of these rows and cols has " + (ok ? std::to_string(want) : std::string("overflow")));
-  } else if (h.rows == 0 || h.rows > l.max_rows) {
-    return field("rows", h.rows, "is outside 1.." + std::to_string(l.max_rows) + " (max_block_rows)");
-  } else if (h.kind == FrameKind::kv_block) {
-    if (h.cols == 0 || h.cols > l.max_kv_cols)
-      return field("cols", h.cols, "is outside 1.." + std::to_string(l.max_kv_cols) + " (max_kv_heads*max_head_dim)");
-    bool ok = false, ok_g = false;
-    const std::uint64_t plain = data_payload_bytes(h.kind, h.dtype, h.rows, h.cols, false, ok);
-    const std::uint64_t grouped = data_payload_bytes(h.kind, h.dtype, h.rows, h.cols, true, ok_g);
-    if (!ok || !ok_g || (h.payload_bytes != plain && h.payload_bytes != grouped))
-      return field("payload_bytes", h.payload_bytes,
-                   "but a KV_BLOCK of these rows and cols has " +
-                       (ok && ok_g ? std::to_string(plain) + " or " + std::to_string(grouped) : std::string("overflow")));
-  } else {
-    if (h.cols == 0 || h.cols > l.max_state_cols)
-      return field("cols", h.cols, "is outside 1.." + std::to_string(l.max_state_cols) + " (max_heads*(max_head_dim+2))");
-    if (h.dtype != DType::f32) return field("dtype", dt, "but a STATE is always fp32 (0)");
-    bool ok = false;
-    const std::uint64_t want = data_payload_bytes(h.kind, h.dtype, h.rows, h.cols, false, ok);
-    if (!ok || want != h.payload_bytes)
-      return field("payload_bytes", h.payload_bytes,
-                   "but rows*cols*4 = " + (ok ? std::to_string(want) : std::string("overflow")));
+  if (h.tag.schedule != 0) return field("schedule", h.tag.schedule, "but a " + k + " frame has 0");
+  if (h.tag.call != 0) return field("call", h.tag.call, "but a " + k + " frame has 0");
+  if (h.tag.step != 0) return field("step", h.tag.step, "but a " + k + " frame has 0");
+  std::uint64_t lo = 0, hi = 0;
+  switch (h.kind) {
+    case FrameKind::hello: lo = hi = kHelloBytes; break;
+    case FrameKind::auth: lo = hi = kAuthBytes; break;
+    case FrameKind::bye: break;
+    case FrameKind::ping: lo = hi = kPingBytes; break;
+    case FrameKind::address: lo = 1, hi = kMaxAddressBytes; break;
+    case FrameKind::peers: lo = 1, hi = kMaxPeersBytes; break;
+    default: lo = kErrorPrefixBytes + 1, hi = kErrorPrefixBytes + kMaxErrorBytes; break;
   }
-  if (h.payload_bytes > l.max_payload)
-    return field("payload_bytes", h.payload_bytes, "exceeds the negotiated maximum " + std::to_string(l.max_payload));
+  if (h.payload_bytes < lo || h.payload_bytes > hi)
+    return field("payload_bytes", h.payload_bytes,
+                 lo == hi ? "but a " + k + " frame has " + std::to_string(lo)
+                          : "but a " + k + " frame has " + std::to_string(lo) + ".." + std::to_string(hi));
   return {};
 }
 
@@ -304,14 +217,15 @@ std::string try_decode_header(std::span<const std::byte> b, const FrameLimits& l
   const auto version = get_le<std::uint16_t>(b.data() + kOffVersion);
   if (version != kProtocolVersion)
     return field("version", version, "but this build speaks protocol version " + std::to_string(kProtocolVersion));
+  for (const auto& [off, bytes] : {std::pair{kOffReserved8, 1}, {kOffReserved32a, 4}, {kOffReserved32b, 4}}) {
+    const std::uint32_t v = bytes == 1 ? get_le<std::uint8_t>(b.data() + off) : get_le<std::uint32_t>(b.data() + off);
+    if (v != 0) return field("reserved", v, "at offset " + std::to_string(off) + " must be 0");
+  }
   FrameHeader h;
-  h.tag = get_le<std::uint32_t>(b.data() + kOffTag);
   h.kind = static_cast<FrameKind>(get_le<std::uint8_t>(b.data() + kOffKind));
-  h.dtype = static_cast<DType>(get_le<std::uint8_t>(b.data() + kOffDtype));
-  h.job_id = get_le<std::uint64_t>(b.data() + kOffJob);
-  h.step = get_le<std::uint64_t>(b.data() + kOffStep);
-  h.rows = get_le<std::uint32_t>(b.data() + kOffRows);
-  h.cols = get_le<std::uint32_t>(b.data() + kOffCols);
+  h.tag.call = get_le<std::uint64_t>(b.data() + kOffCall);
+  h.tag.step = get_le<std::uint64_t>(b.data() + kOffStep);
+  h.tag.schedule = get_le<std::uint32_t>(b.data() + kOffSchedule);
   h.payload_bytes = get_le<std::uint64_t>(b.data() + kOffPayload);
   h.payload_crc = get_le<std::uint32_t>(b.data() + kOffCrc);
   std::string err = check_header(h, l);
@@ -324,24 +238,6 @@ FrameHeader decode_header(std::span<const std::byte> bytes, const FrameLimits& l
   std::string err = try_decode_header(bytes, limits, h);
   if (!err.empty()) throw NetworkError(err);
   return h;
-}
-
-FrameHeader kv_block_header(DType dtype, std::uint32_t cols, std::uint64_t job_id, std::uint64_t step,
-                            std::uint32_t rows, bool with_groups) {
-  FrameHeader h;
-  h.kind = FrameKind::kv_block;
-  h.dtype = dtype;
-  h.job_id = job_id;
-  h.step = step;
-  h.rows = rows;
-  h.cols = cols;
-  h.payload_bytes = kv_block_bytes(dtype, cols, rows, with_groups);
-  return h;
-}
-
-std::uint64_t kv_block_bytes(DType dtype, std::uint32_t cols, std::uint32_t rows, bool with_groups) {
-  bool ok = false;
-  return data_payload_bytes(FrameKind::kv_block, dtype, rows, cols, with_groups, ok);
 }
 
 }  // namespace ringattn::net

@@ -29,12 +29,11 @@ struct PassStats {
 
 inline int ring_mod(int a, int p) { return ((a % p) + p) % p; }
 
-// header_for(step, origin, block) -> the frame header of that block at that step;
+// tag_for(step) -> the tag of the frames of that step (sent and received);
 // check(step, origin, header, block) throws (failing the ring) for a block that is not
 // what this call expects. blocks.size() is the world size; blocks[R] is this rank's.
-template <class HeaderFor, class Check>
-PassStats all_gather(RingPass& pass, std::vector<std::vector<std::byte>>& blocks, HeaderFor&& header_for,
-                     Check&& check) {
+template <class TagFor, class Check>
+PassStats all_gather(RingPass& pass, std::vector<std::vector<std::byte>>& blocks, TagFor&& tag_for, Check&& check) {
   using Clock = std::chrono::steady_clock;
   const int R = pass.transport().rank(), P = pass.transport().world();
   PassStats st;
@@ -43,7 +42,7 @@ PassStats all_gather(RingPass& pass, std::vector<std::vector<std::byte>>& blocks
     const int send_origin = ring_mod(R - s, P), recv_origin = ring_mod(R - s - 1, P);
     const auto& out = blocks[static_cast<std::size_t>(send_origin)];
     auto& in = blocks[static_cast<std::size_t>(recv_origin)];
-    pass.post(header_for(s, send_origin, out), std::span<const std::byte>(out), crc, in);
+    pass.post(tag_for(s), std::span<const std::byte>(out), crc, in);
     st.bytes_sent += out.size();
     const auto t0 = Clock::now();
     const net::FrameHeader got = pass.finish();

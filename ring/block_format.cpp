@@ -28,8 +28,8 @@ CallSpec call_spec(const AttentionSpec& spec, float resolved_scale, bool documen
   return cs;
 }
 
-std::array<std::byte, net::kBlockPrefixBytes> encode_prefix(const BlockPrefix& p) {
-  std::array<std::byte, net::kBlockPrefixBytes> b{};
+std::array<std::byte, kBlockPrefixBytes> encode_prefix(const BlockPrefix& p) {
+  std::array<std::byte, kBlockPrefixBytes> b{};
   put_le<std::uint32_t>(b.data() + 0, p.spec.heads);
   put_le<std::uint32_t>(b.data() + 4, p.spec.kv_heads);
   put_le<std::uint32_t>(b.data() + 8, p.spec.head_dim);
@@ -45,7 +45,7 @@ std::array<std::byte, net::kBlockPrefixBytes> encode_prefix(const BlockPrefix& p
 }
 
 std::string decode_prefix(std::span<const std::byte> b, BlockPrefix& out) {
-  if (b.size() < net::kBlockPrefixBytes) return "block prefix of " + std::to_string(b.size()) + " bytes";
+  if (b.size() < kBlockPrefixBytes) return "block prefix of " + std::to_string(b.size()) + " bytes";
   BlockPrefix p;
   p.spec.heads = get_le<std::uint32_t>(b.data() + 0);
   p.spec.kv_heads = get_le<std::uint32_t>(b.data() + 4);

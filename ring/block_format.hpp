@@ -20,7 +20,7 @@
 #include <span>
 #include <string>
 
-#include "net/wire.hpp"
+#include "ring/block_layout.hpp"
 #include "ringattn/ring.hpp"
 #include "ringattn/types.hpp"
 
@@ -48,7 +48,7 @@ struct BlockPrefix {
   int origin = 0;  // the rank whose rows these are
 };
 
-std::array<std::byte, net::kBlockPrefixBytes> encode_prefix(const BlockPrefix& p);
+std::array<std::byte, kBlockPrefixBytes> encode_prefix(const BlockPrefix& p);
 // "" or what is wrong with the bytes (unknown mask or dtype, reserved not 0).
 std::string decode_prefix(std::span<const std::byte> bytes, BlockPrefix& out);
 

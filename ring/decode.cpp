@@ -25,6 +25,7 @@
 #include "ringattn/kv_cache.hpp"
 #include "ringattn/ring.hpp"
 #include "ring/all_gather.hpp"
+#include "ring/frame_tags.hpp"
 #include "ring/decode_call.hpp"
 #include "ring/reduce_scatter.hpp"
 #include "ring/ring_impl.hpp"
@@ -90,7 +91,7 @@ void unpack(const ring::DecodeCall& dc, Ring::Impl::DecodeBuffers& b, const std:
   kv_rows.resize(T);
   for (int r = 0; r < P; ++r) {
     const auto& buf = b.gathered[static_cast<std::size_t>(r)];
-    const net::BlockLayout L = dc.layout(count[static_cast<std::size_t>(r)]);
+    const ring::BlockLayout L = dc.layout(count[static_cast<std::size_t>(r)]);
     for (std::size_t i = 0; i < L.rows; ++i) {
       const std::size_t tok = first[static_cast<std::size_t>(r)] + i;
       b.positions[tok] = L.tag(buf.data(), i);
@@ -188,7 +189,8 @@ DecodeStats Ring::decode(const AttentionSpec& spec, KVCache& cache, std::span<co
   const std::int64_t H = spec.heads, KH = spec.kv_heads, D = spec.head_dim;
   net::Transport& t = *im.transport;
   ring::DecodeCall dc{t, kernels::ops_for(kernel.isa()), ring::call_spec(spec, kernel.config().scale), ++im.calls,
-                      H, KH, D, static_cast<std::size_t>((H + 2 * KH) * D), dtype_size(spec.dtype)};
+                      H, KH, D, static_cast<std::size_t>((H + 2 * KH) * D), dtype_size(spec.dtype),
+                      static_cast<std::uint32_t>(im.options.limits.max_rows)};
   auto& b = im.decode;
   b.gathered.resize(static_cast<std::size_t>(P));
   b.rs.partial.resize(static_cast<std::size_t>(P));
@@ -206,7 +208,7 @@ DecodeStats Ring::decode(const AttentionSpec& spec, KVCache& cache, std::span<co
     ring::RingPass pass(t);
     const ring::PassStats g = ring::all_gather(
         pass, b.gathered,
-        [&](int s, int origin, const std::vector<std::byte>& out) { return dc.query_header(s, count[static_cast<std::size_t>(origin)], out); },
+        [&](int s) { return net::Tag{ring::kDecodeQuery, dc.call, static_cast<std::uint64_t>(s)}; },
         [&](int s, int origin, const net::FrameHeader& h, const std::vector<std::byte>& in) {
           count[static_cast<std::size_t>(origin)] = dc.check_query(h, in, s, origin);
         });
@@ -219,7 +221,7 @@ DecodeStats Ring::decode(const AttentionSpec& spec, KVCache& cache, std::span<co
     store(dc, b, first, kv_rows, cache, stored);
     const auto busy = t.liveness().enter(net::PeerState::busy);
     const ring::PassStats r = ring::reduce_scatter(
-        t, dc.call, static_cast<std::uint64_t>(P - 1), count, H, D, b.rs,
+        t, ring::kDecodeState, dc.call, 0, count, H, D, b.rs,
         [&](int origin) {
           const auto o_ = static_cast<std::size_t>(origin);
           compute_partial(dc, b, kernel, cache, first[o_], count[o_], b.rs.partial[o_], st);

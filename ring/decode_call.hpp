@@ -1,6 +1,6 @@
 // ringattn — one decode call as the ring sees it: the spec every rank must agree on, the
 // sizes of a token's q|k|v row, and the QUERY payload of this rank's tokens (written and
-// checked here, laid out by net/block_layout.hpp). decode.cpp composes the call from it
+// checked here, laid out by ring/block_layout.hpp). decode.cpp composes the call from it
 // and the schedules (all_gather.hpp, reduce_scatter.hpp).
 #pragma once
 
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kernels/softmax_ops.hpp"
-#include "net/block_layout.hpp"
+#include "ring/block_layout.hpp"
 #include "net/transport.hpp"
 #include "ring/block_format.hpp"
 #include "ringattn/error.hpp"
@@ -25,11 +25,12 @@ struct DecodeCall {
   std::uint64_t call = 0;
   std::int64_t H = 0, KH = 0, D = 0;
   std::size_t cols = 0, esz = 0;
+  std::uint32_t max_rows = 0;  // the ring's limit on one rank's tokens
 
   int rank() const { return t.rank(); }
   int world() const { return t.world(); }
-  net::BlockLayout layout(std::size_t rows) const {
-    return net::BlockLayout::query(cs.dtype, static_cast<std::uint32_t>(cols), static_cast<std::uint32_t>(rows));
+  BlockLayout layout(std::size_t rows) const {
+    return BlockLayout::query(cs.dtype, static_cast<std::uint32_t>(cols), static_cast<std::uint32_t>(rows));
   }
 
   [[noreturn]] void refuse(FailureCause cause, int origin, const std::string& what) {
@@ -38,22 +39,10 @@ struct DecodeCall {
     throw NetworkError(msg, cause, origin);
   }
 
-  // This rank's tokens as a QUERY payload.
+  // This rank's tokens as a queries payload (block_layout.hpp: BlockLayout::query).
   void encode(std::vector<std::byte>& out, std::span<const std::int32_t> seqs, std::span<const std::int64_t> pos,
               std::span<const float> q, std::span<const float> k, std::span<const float> v) const;
-  // The frame header of `rows` tokens' QUERY payload `out` at gather step `step`.
-  net::FrameHeader query_header(int step, std::size_t rows, const std::vector<std::byte>& out) const {
-    net::FrameHeader h;
-    h.kind = net::FrameKind::query;
-    h.dtype = cs.dtype;
-    h.job_id = call;
-    h.step = static_cast<std::uint64_t>(step);
-    h.rows = static_cast<std::uint32_t>(rows);
-    h.cols = static_cast<std::uint32_t>(cols);
-    h.payload_bytes = out.size();
-    return h;
-  }
-  // A received QUERY: checked before anything reads it. Returns its token count.
+  // A received queries frame: checked before anything reads it. Returns its token count.
   std::size_t check_query(const net::FrameHeader& h, const std::vector<std::byte>& buf, int step, int expect);
 };
 

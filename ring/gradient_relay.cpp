@@ -4,26 +4,24 @@
 #include <string>
 
 #include "ringattn/error.hpp"
+#include "ring/frame_tags.hpp"
 
 namespace ringattn::ring {
 
-net::BlockLayout GradientRelay::layout(std::int64_t rows) const {
-  return net::BlockLayout::kv(DType::f32, spec_.kv_heads * spec_.head_dim, static_cast<std::uint32_t>(rows),
+BlockLayout GradientRelay::layout(std::int64_t rows) const {
+  return BlockLayout::kv(DType::f32, spec_.kv_heads * spec_.head_dim, static_cast<std::uint32_t>(rows),
                               spec_.documents);
 }
 
-net::FrameHeader GradientRelay::header(int step, std::int64_t rows) const {
-  return net::kv_block_header(DType::f32, spec_.kv_heads * spec_.head_dim, call_,
-                              static_cast<std::uint64_t>(t_.world() + step), static_cast<std::uint32_t>(rows),
-                              spec_.documents);
-}
+// Sent at `step`; the successor takes it at step + 1.
+net::Tag GradientRelay::tag(int step) const { return {kGradientBlock, call_, static_cast<std::uint64_t>(step)}; }
 
 void GradientRelay::start(const CallSpec& spec, std::uint64_t call, const RingStep::View& own, const float* dk,
                           const float* dv) {
   spec_ = spec;
   call_ = call;
   sent_ = 0;
-  const net::BlockLayout l = layout(own.rows);
+  const BlockLayout l = layout(own.rows);
   out_bytes_ = static_cast<std::size_t>(l.bytes());
   rows_ = own.rows;
   if (out_.size() < out_bytes_) out_.resize(out_bytes_);
@@ -33,7 +31,7 @@ void GradientRelay::start(const CallSpec& spec, std::uint64_t call, const RingSt
   for (std::size_t i = 0; i < own.documents.size(); ++i) l.put_group(out_.data(), i, own.documents[i]);
   std::memcpy(out_.data() + l.body(0), dk, static_cast<std::size_t>(l.body_bytes));
   std::memcpy(out_.data() + l.body(1), dv, static_cast<std::size_t>(l.body_bytes));
-  pass_.post(header(0, own.rows), std::span<const std::byte>(out_.data(), out_bytes_), std::nullopt, in_);
+  pass_.post(tag(0), std::span<const std::byte>(out_.data(), out_bytes_), std::nullopt, in_);
   sent_ += out_bytes_;
 }
 
@@ -47,13 +45,6 @@ GradientRelay::Grads GradientRelay::arrived(int step, const RingStep::View& bloc
     t_.abort(cause, origin, msg.substr(("rank " + std::to_string(self) + ": ").size()));
     throw NetworkError(msg, cause, origin);
   };
-  if (h.kind != net::FrameKind::kv_block)
-    refuse(FailureCause::protocol, pred, "are a " + std::string(net::to_string(h.kind)) + " frame, not a gradient block");
-  // Sent by the predecessor at its step - 1.
-  if (h.job_id != call_ || h.step != static_cast<std::uint64_t>(t_.world() + step - 1))
-    refuse(FailureCause::mismatch, pred,
-           "belong to call " + std::to_string(h.job_id) + " frame step " + std::to_string(h.step) + ", expected " +
-               std::to_string(t_.world() + step - 1) + " (the ranks are not making the same calls in the same order)");
   BlockPrefix p;
   if (std::string err = decode_prefix(std::span<const std::byte>(in_.data(), h.payload_bytes), p); !err.empty())
     refuse(FailureCause::protocol, pred, "have a bad prefix: " + err);
@@ -62,13 +53,12 @@ GradientRelay::Grads GradientRelay::arrived(int step, const RingStep::View& bloc
   if (p.origin != block.origin)
     refuse(FailureCause::protocol, pred,
            "belong to rank " + std::to_string(p.origin) + "'s block, expected rank " + std::to_string(block.origin) + "'s");
-  const net::BlockLayout l = layout(block.rows);
-  if (h.dtype != DType::f32 || h.cols != spec_.kv_heads * spec_.head_dim || h.rows != static_cast<std::uint64_t>(block.rows) ||
-      h.payload_bytes != l.bytes())
+  const BlockLayout l = layout(block.rows);
+  if (h.payload_bytes != l.bytes())
     refuse(FailureCause::protocol, pred,
-           "have " + std::to_string(h.rows) + " rows of " + std::to_string(h.cols) + " " +
-               std::string(to_string(h.dtype)) + " columns; rank " + std::to_string(block.origin) + "'s block has " +
-               std::to_string(block.rows) + " rows of " + std::to_string(spec_.kv_heads * spec_.head_dim) + " fp32");
+           "have " + std::to_string(h.payload_bytes) + " payload bytes; rank " + std::to_string(block.origin) +
+               "'s block of " + std::to_string(block.rows) + " rows of " + std::to_string(spec_.kv_heads * spec_.head_dim) +
+               " fp32 gradients has " + std::to_string(l.bytes()));
   for (std::int64_t i = 0; i < block.rows; ++i)
     if (l.tag(in_.data(), static_cast<std::size_t>(i)) != block.positions->at(i))
       refuse(FailureCause::protocol, pred,
@@ -87,7 +77,7 @@ GradientRelay::Grads GradientRelay::arrived(int step, const RingStep::View& bloc
 
 void GradientRelay::relay(int step) {
   std::swap(out_, in_);  // what arrived goes on; the buffer just sent takes the next frame
-  pass_.post(header(step, rows_), std::span<const std::byte>(out_.data(), out_bytes_), std::nullopt, in_);
+  pass_.post(tag(step), std::span<const std::byte>(out_.data(), out_bytes_), std::nullopt, in_);
   sent_ += out_bytes_;
 }
 

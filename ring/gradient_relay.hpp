@@ -9,12 +9,12 @@
 //             g += acc; relay(s)              send g on; post the next receive
 //   after the last step: arrived(P, own)      this rank's complete dK, dV
 //
-// On the wire a gradient frame is a KV_BLOCK of dtype f32 (net/block_layout.hpp: prefix,
-// positions, documents, then dK and dV bodies) whose step field is world + s, so it is
-// never taken for a K/V block; it shares the link with them, posted in the same order on
-// both sides (K/V of step s, then gradients of step s). arrived() checks the frame (call,
-// step, dtype, columns, size, prefix: same backward spec, the expected origin; the rows'
-// positions and documents those of the block it belongs to) before anything reads it.
+// On the wire a gradient frame is laid out as a K/V block in fp32 (ring/block_layout.hpp:
+// prefix, positions, documents, then dK and dV bodies) under its own tag (kGradientBlock,
+// call, the step it was sent at: frame_tags.hpp), so it is never taken for a K/V block
+// though it shares the link with them. arrived() checks the frame (size, prefix: same
+// backward spec, the expected origin; the rows' positions and documents those of the
+// block it belongs to) before anything reads it.
 // Two buffers alternate (one sending, one receiving) and only grow.
 #pragma once
 
@@ -22,7 +22,7 @@
 #include <span>
 #include <vector>
 
-#include "net/block_layout.hpp"
+#include "ring/block_layout.hpp"
 #include "net/transport.hpp"
 #include "ring/block_format.hpp"
 #include "ring/ring_pass.hpp"
@@ -52,8 +52,8 @@ class GradientRelay {
   std::uint64_t payload_bytes_sent() const { return sent_; }
 
  private:
-  net::BlockLayout layout(std::int64_t rows) const;
-  net::FrameHeader header(int step, std::int64_t rows) const;
+  BlockLayout layout(std::int64_t rows) const;
+  net::Tag tag(int step) const;
 
   net::Transport& t_;
   RingPass pass_;

@@ -25,6 +25,8 @@ struct RingInternals {
   // The largest payload one frame on that transport may carry (the negotiated maximum):
   // what a collective (ring/collectives/) splits larger payloads by.
   static std::uint64_t max_frame_bytes(const Ring& ring);
+  // The most rows one block of this ring may have (RingLimits::max_rows).
+  static std::uint32_t max_block_rows(const Ring& ring);
 
   // Called at the start of every ring step of every call with the step number, the
   // block about to be sent and folded (it may change it: fp32 K and V are then copied,

@@ -1,4 +1,4 @@
-// LinkProbe (ringattn/link_probe.hpp): a stream of KV frames on a two-rank transport.
+// LinkProbe (ringattn/link_probe.hpp): a stream of frames the size of K/V blocks on a two-rank transport.
 #include "ringattn/link_probe.hpp"
 
 #include <algorithm>
@@ -9,13 +9,15 @@
 #include "net/tcp/socket_options.hpp"
 #include "net/transport.hpp"
 #include "ringattn/error.hpp"
+#include "ring/block_layout.hpp"
+#include "ring/frame_tags.hpp"
 
 namespace ringattn {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr std::uint32_t kHeadDim = 128;  // one K/V head of 128, fp32: kLinkProbeRowBytes per row
-constexpr std::uint64_t kLastOfStream = 1;  // job_id of a stream's last frame
+constexpr std::uint64_t kLastOfStream = 1;  // the tag's call of a stream's last frame (0 otherwise)
 static_assert(kLinkProbeRowBytes == 2 * kHeadDim * 4);
 static_assert(LinkSocketSettings::buffer_bytes == net::tcp::kSocketBufferBytes);
 static_assert(LinkSocketSettings::write_chunk_bytes == net::tcp::kIoChunkBytes);
@@ -30,7 +32,7 @@ std::uint32_t rows_of(std::uint64_t block_bytes, const std::string& where) {
 }
 
 std::uint64_t frame_bytes(std::uint64_t block_bytes) {
-  return net::kv_block_bytes(DType::f32, kHeadDim, rows_of(block_bytes, "LinkProbe"));
+  return ring::BlockLayout::kv(DType::f32, kHeadDim, rows_of(block_bytes, "LinkProbe"), false).bytes();
 }
 
 std::chrono::milliseconds millis(double seconds) {
@@ -46,7 +48,11 @@ struct LinkProbe::Impl {
   std::vector<std::vector<std::byte>> bufs;
   std::vector<net::Request> posted;
   std::size_t next = 0;
+  std::uint64_t frames = 0;  // the step of the next frame sent (rank 0) or receive posted (rank 1)
   std::unique_ptr<net::Transport> t;
+  net::Request post_receive(std::vector<std::byte>& buf) {
+    return t->irecv(t->predecessor(), {ring::kLinkProbe, net::kAnyCall, frames++}, buf);
+  }
 };
 
 LinkProbe::LinkProbe(const LinkProbeOptions& options) : impl_(std::make_unique<Impl>()) {
@@ -59,9 +65,8 @@ LinkProbe::LinkProbe(const LinkProbeOptions& options) : impl_(std::make_unique<I
   c.rank = options.rank;
   c.world = 2;
   c.ring_id = 0xBE7C4;
-  c.limits.max_heads = c.limits.max_kv_heads = 1;
-  c.limits.max_head_dim = kHeadDim;
-  c.limits.max_block_rows = rows_of(options.max_block_bytes, "LinkProbe max_block_bytes");
+  c.limits.fields = {1, 1, kHeadDim, rows_of(options.max_block_bytes, "LinkProbe max_block_bytes")};
+  c.limits.max_payload = frame_bytes(options.max_block_bytes);
   c.secret = options.token;
   c.listen_host = options.host;
   c.listen_port = options.port;
@@ -82,13 +87,13 @@ void LinkProbe::connect(const std::vector<HostPort>& ends) {
   for (const auto& e : ends) peers.push_back({e.host, e.port});
   auto& im = *impl_;
   im.t->connect(peers);
-  for (auto& b : im.bufs) im.posted.push_back(im.t->irecv(im.t->predecessor(), b));
+  for (auto& b : im.bufs) im.posted.push_back(im.post_receive(b));
 }
 
 LinkStream LinkProbe::send(std::uint64_t block_bytes, std::int64_t count, double seconds) {
   auto& im = *impl_;
   if (im.o.rank != 0) throw InvalidArgument("LinkProbe::send: only rank 0 sends");
-  const std::uint32_t rows = rows_of(block_bytes, "LinkProbe::send");
+  rows_of(block_bytes, "LinkProbe::send");  // throws for a size that is no whole number of rows
   if (block_bytes > im.o.max_block_bytes) throw InvalidArgument("LinkProbe::send: a block over max_block_bytes");
   std::vector<std::byte> payload(frame_bytes(block_bytes));
   for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = std::byte(static_cast<unsigned char>(i * 131 + 7));
@@ -101,8 +106,8 @@ LinkStream LinkProbe::send(std::uint64_t block_bytes, std::int64_t count, double
   for (bool last = false; !last; ++step) {
     last = count > 0 ? step + 1 >= static_cast<std::uint64_t>(std::max<std::int64_t>(count, 2))
                      : step >= 1 && Clock::now() >= deadline;
-    auto h = net::kv_block_header(DType::f32, kHeadDim, last ? kLastOfStream : 0, step, rows);
-    inflight.push_back(im.t->isend(im.t->successor(), h, payload, crc));
+    const net::Tag tag{ring::kLinkProbe, last ? kLastOfStream : 0, im.frames++};
+    inflight.push_back(im.t->isend(im.t->successor(), tag, payload, crc));
     if (static_cast<int>(inflight.size()) >= im.o.depth) {
       im.t->wait(inflight.front());
       inflight.pop_front();
@@ -125,13 +130,13 @@ LinkStream LinkProbe::receive(std::uint64_t block_bytes) {
       throw NetworkError("LinkProbe: rank 1 got a frame of " + std::to_string(h.payload_bytes) + " bytes where blocks of " +
                          std::to_string(block_bytes) + " make frames of " + std::to_string(want) +
                          " (do both ends stream the same sizes?)", FailureCause::protocol);
-    last = h.job_id == kLastOfStream;
+    last = h.tag.call == kLastOfStream;
     if (++s.frames == 1) {
       first = Clock::now();
       cpu0 = im.t->stats().io_cpu_seconds;
     }
     // The last frame's buffer is re-posted too: the next stream flows into it.
-    im.posted[im.next] = im.t->irecv(im.t->predecessor(), im.bufs[im.next]);
+    im.posted[im.next] = im.post_receive(im.bufs[im.next]);
     im.next = (im.next + 1) % im.bufs.size();
   }
   s.seconds = std::chrono::duration<double>(Clock::now() - first).count();

@@ -9,9 +9,9 @@
 //     merge the received partial into partial[R-s-2]
 //
 // Invariant: after step s, partial[R-s-2] holds the contributions of s+2 ranks; after step
-// P-2, partial[R] holds all P. Partials travel as STATE frames (rows of o | m | l, fp32),
-// numbered from `first_step` so they follow the frames of the schedule before them in the
-// same call; an origin with no rows sends and receives nothing. Decode's step 4 (decode.cpp).
+// P-2, partial[R] holds all P. Partials travel as frames of `schedule` (rows of o | m | l,
+// fp32; the receiver knows their exact size), steps numbered from `first_step`; an origin
+// with no rows sends and receives nothing. Decode's step 4 (decode.cpp).
 #pragma once
 
 #include <chrono>
@@ -32,14 +32,14 @@ void get_state(const std::vector<std::byte>& in, OnlineSoftmaxState& s);
 struct ReduceScatterBuffers {
   std::vector<OnlineSoftmaxState> partial;     // by origin
   OnlineSoftmaxState incoming;                 // a predecessor's partial, before the merge
-  std::vector<std::byte> state_out, state_in;  // STATE payloads
+  std::vector<std::byte> state_out, state_in;  // the partials' payloads
 };
 
 // rows[origin]: that origin's token count (every rank agrees: they came by the all-gather).
 // compute(origin) resets and fills b.partial[origin] with this rank's contribution.
 // refuse(cause, origin, what) fails the ring with a message naming what arrived.
 template <class Compute, class Refuse>
-PassStats reduce_scatter(net::Transport& t, std::uint64_t call, std::uint64_t first_step,
+PassStats reduce_scatter(net::Transport& t, std::uint32_t schedule, std::uint64_t call, std::uint64_t first_step,
                          const std::vector<std::size_t>& rows, std::int64_t heads, std::int64_t head_dim,
                          ReduceScatterBuffers& b, Compute&& compute, Refuse&& refuse) {
   using Clock = std::chrono::steady_clock;
@@ -54,19 +54,12 @@ PassStats reduce_scatter(net::Transport& t, std::uint64_t call, std::uint64_t fi
     net::Request sreq, rreq;
     if (send_rows > 0) {
       put_state(b.state_out, b.partial[static_cast<std::size_t>(send_c)]);
-      net::FrameHeader h;
-      h.kind = net::FrameKind::state;
-      h.job_id = call;
-      h.step = step;
-      h.rows = static_cast<std::uint32_t>(send_rows);
-      h.cols = static_cast<std::uint32_t>(cols);
-      h.payload_bytes = b.state_out.size();
-      sreq = t.isend(t.successor(), h, std::span<const std::byte>(b.state_out));
+      sreq = t.isend(t.successor(), {schedule, call, step}, std::span<const std::byte>(b.state_out));
       st.bytes_sent += b.state_out.size();
     }
     if (recv_rows > 0) {
       b.state_in.resize(recv_rows * cols * 4);
-      rreq = t.irecv(t.predecessor(), std::span<std::byte>(b.state_in));
+      rreq = t.irecv(t.predecessor(), {schedule, call, step}, std::span<std::byte>(b.state_in));
     }
     compute(recv_c);  // overlaps both transfers
     const auto t0 = Clock::now();
@@ -74,14 +67,12 @@ PassStats reduce_scatter(net::Transport& t, std::uint64_t call, std::uint64_t fi
     if (rreq.valid()) {
       const net::FrameHeader got = t.wait(rreq);
       const int pred = t.predecessor();
-      if (got.kind != net::FrameKind::state || got.job_id != call || got.step != step || got.rows != recv_rows ||
-          got.cols != cols)
+      if (got.payload_bytes != b.state_in.size())
         refuse(FailureCause::protocol, pred,
                "the partial states from predecessor rank " + std::to_string(pred) + " at reduce step " +
                    std::to_string(s) + " are not the " + std::to_string(recv_rows) + " rows of rank " +
-                   std::to_string(recv_c) + "'s tokens this call expects (got a " +
-                   std::string(net::to_string(got.kind)) + " of " + std::to_string(got.rows) + " rows, call " +
-                   std::to_string(got.job_id) + " step " + std::to_string(got.step) + ")");
+                   std::to_string(recv_c) + "'s tokens this call expects (" + std::to_string(b.state_in.size()) +
+                   " bytes): they have " + std::to_string(got.payload_bytes));
       b.incoming.reset(static_cast<std::int64_t>(recv_rows), heads, head_dim);
       get_state(b.state_in, b.incoming);
       merge(b.partial[static_cast<std::size_t>(recv_c)], b.incoming);

@@ -1,6 +1,7 @@
 // ringattn::Ring (include/ringattn/ring.hpp): connect once, then forward() per call.
 #include "ringattn/ring.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -14,7 +15,9 @@
 #include "net/transport.hpp"
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
+#include "ring/block_layout.hpp"
 #include "ring/call_checks.hpp"
+#include "ring/frame_tags.hpp"
 #include "ring/internals.hpp"
 #include "ring/ring_impl.hpp"
 #include "ring/rotation.hpp"
@@ -40,17 +43,36 @@ void check_limit(const char* what, std::int64_t v, std::int64_t most) {
 
 }  // namespace
 
+// The HELLO's limits: the ring's four, compared by name, and the largest frame they allow
+// (a K/V block, a decode query or a partial state of max_rows rows, fp32, with documents),
+// which bounds every frame before anything is allocated.
 net::LinkLimits RingInternals::link_limits(const RingOptions& o) {
   const auto& l = o.limits;
   check_limit("max_rows", l.max_rows, std::int64_t{1} << 30);
   check_limit("max_heads", l.max_heads, 1 << 16);
   check_limit("max_kv_heads", l.max_kv_heads, 1 << 16);
   check_limit("max_head_dim", l.max_head_dim, 1 << 16);
+  const auto H = static_cast<std::uint64_t>(l.max_heads), KH = static_cast<std::uint64_t>(l.max_kv_heads),
+             D = static_cast<std::uint64_t>(l.max_head_dim), rows = static_cast<std::uint64_t>(l.max_rows);
+  auto bad = [&](const std::string& why) {
+    throw InvalidArgument("ring limit 'max_head_dim' = " + std::to_string(D) + " " + why);
+  };
+  constexpr std::uint64_t u32 = 0xFFFFFFFFu;
+  if (KH * D > u32) bad("makes max_kv_heads*max_head_dim overflow 32 bits");
+  if (H * (D + 2) > u32) bad("makes max_heads*(max_head_dim+2) overflow 32 bits");
+  if ((H + 2 * KH) * D > u32) bad("makes (max_heads+2*max_kv_heads)*max_head_dim overflow 32 bits");
+  const auto r32 = static_cast<std::uint32_t>(rows);
+  const ring::BlockLayout kv = ring::BlockLayout::kv(DType::f32, static_cast<std::uint32_t>(KH * D), r32, true);
+  const ring::BlockLayout query = ring::BlockLayout::query(DType::f32, static_cast<std::uint32_t>((H + 2 * KH) * D), r32);
+  std::uint64_t state = 0;
+  const bool state_fits = !__builtin_mul_overflow(rows, H * (D + 2) * 4, &state);
+  if (!kv.fits || !query.fits || !state_fits || std::max({kv.bytes(), query.bytes(), state}) > net::kMaxPayloadBytes)
+    throw InvalidArgument("ring limit 'max_block_rows' = " + std::to_string(rows) + " makes a block larger than the " +
+                          std::to_string(net::kMaxPayloadBytes >> 30) + " GiB frame ceiling");
   net::LinkLimits n;
-  n.max_heads = static_cast<std::uint32_t>(l.max_heads);
-  n.max_kv_heads = static_cast<std::uint32_t>(l.max_kv_heads);
-  n.max_head_dim = static_cast<std::uint32_t>(l.max_head_dim);
-  n.max_block_rows = static_cast<std::uint32_t>(l.max_rows);
+  n.max_payload = std::max({kv.bytes(), query.bytes(), state});
+  n.fields = {static_cast<std::uint32_t>(H), static_cast<std::uint32_t>(KH), static_cast<std::uint32_t>(D), r32};
+  n.names = {"max_heads", "max_kv_heads", "max_head_dim", "max_block_rows"};
   n.options_digest = o.job_digest;
   return n;
 }
@@ -59,7 +81,7 @@ void check_limits(const RingLimits& limits) {
   auto frames = [](const RingLimits& l) {  // throws InvalidArgument naming the bound
     RingOptions o;
     o.limits = l;
-    net::FrameLimits::for_limits(RingInternals::link_limits(o));
+    RingInternals::link_limits(o);
   };
   auto fits = [&](std::int64_t rows) {
     RingLimits t = limits;
@@ -136,9 +158,10 @@ Ring Ring::connect(const RingOptions& o) {
   tc.all_pairs = o.all_pairs;
   tc.connect_timeout = ms(o.connect_timeout);
   tc.io_timeout = ms(o.timeout);
+  ring::use_frame_tags(tc);
   if (o.world_size == 1) {
     impl->transport = net::make_tcp_transport(tc);
-    impl->step = std::make_unique<ring::RingStep>(*impl->transport);
+    impl->step = std::make_unique<ring::RingStep>(*impl->transport, static_cast<std::uint32_t>(o.limits.max_rows));
     return Ring(std::move(impl));
   }
   tc.secret = ring::token_of(o);
@@ -179,7 +202,7 @@ Ring Ring::connect(const RingOptions& o) {
     const std::string why = server->wait();
     if (!why.empty()) throw NetworkError("rank 0: " + why, FailureCause::peer_silent);
   }
-  impl->step = std::make_unique<ring::RingStep>(*impl->transport);
+  impl->step = std::make_unique<ring::RingStep>(*impl->transport, static_cast<std::uint32_t>(o.limits.max_rows));
   logger("ring")->info("ring of {} connected{}", o.world_size, o.tls ? " (TLS)" : "");
   return Ring(std::move(impl));
 }
@@ -189,7 +212,11 @@ void RingInternals::set_step_hook(Ring& ring, StepHook hook) { ring.impl_->hook 
 net::Transport& RingInternals::transport(Ring& ring) { return *ring.impl_->transport; }
 
 std::uint64_t RingInternals::max_frame_bytes(const Ring& ring) {
-  return net::FrameLimits::for_limits(link_limits(ring.impl_->options)).max_payload;
+  return link_limits(ring.impl_->options).max_payload;
+}
+
+std::uint32_t RingInternals::max_block_rows(const Ring& ring) {
+  return static_cast<std::uint32_t>(ring.impl_->options.limits.max_rows);
 }
 
 int Ring::rank() const { return impl_->options.rank; }

@@ -1,5 +1,5 @@
-// Ring's messages (include/ringattn/messages.hpp): MESSAGE frames on the ring's transport,
-// their type checked by the receiver before the payload is handed over.
+// Ring's messages (include/ringattn/messages.hpp): frames tagged with the message's type
+// and job on the ring's transport; a receive names the type it waits for.
 #include <string>
 
 #include "net/wire.hpp"
@@ -14,22 +14,12 @@ struct MessageRequest::State {
   int peer = 0;
   bool receive = false;
   std::uint32_t type = 0;                    // a receive's expected type
-  bool mismatch = false;                     // what came was not a MESSAGE of that type
-  net::FrameHeader got;                      // ... and this is what came
-  std::vector<std::byte> discard;            // its payload (bounded by the ring's limits), never read
   std::function<std::span<std::byte>(const MessageHeader&)> buffer_for;
 };
 
 namespace {
 
-MessageHeader header_of(const net::FrameHeader& h) { return {h.tag, h.job_id, h.payload_bytes}; }
-
-std::string what_came(const net::FrameHeader& h) {
-  if (h.kind == net::FrameKind::message)
-    return "a MESSAGE of type " + std::to_string(h.tag) + " (job " + std::to_string(h.job_id) + ")";
-  return "a " + std::string(net::to_string(h.kind)) + " frame (job " + std::to_string(h.job_id) + ", step " +
-         std::to_string(h.step) + ")";
-}
+MessageHeader header_of(const net::FrameHeader& h) { return {h.tag.schedule, h.tag.call, h.payload_bytes}; }
 
 }  // namespace
 
@@ -41,15 +31,10 @@ MessageRequest Ring::send_message(int to, std::uint32_t type, std::uint64_t job,
   if (type == 0 || type > kMaxMessageType)
     throw InvalidArgument("send_message: message types are 1 .. " + std::to_string(kMaxMessageType) + ", not " +
                           std::to_string(type) + " (the types above are the library's collectives)");
-  net::FrameHeader h;
-  h.kind = net::FrameKind::message;
-  h.tag = type;
-  h.job_id = job;
-  h.payload_bytes = payload.size();
   MessageRequest r;
   r.state_ = std::make_shared<MessageRequest::State>();
   r.state_->peer = to;
-  r.state_->request = im.transport->isend(to, h, payload);
+  r.state_->request = im.transport->isend(to, {type, job, 0}, payload);
   return r;
 }
 
@@ -69,18 +54,12 @@ MessageRequest Ring::receive_message(int from, std::uint32_t type,
   st->type = type;
   st->buffer_for = std::move(buffer_for);
   // Weak: the request owns the state (a dropped request refuses what comes).
-  st->request = im.transport->irecv(from, [w = std::weak_ptr(st)](const net::FrameHeader& h) -> std::span<std::byte> {
-    const auto s = w.lock();
-    if (!s) return {};
-    if (h.kind != net::FrameKind::message || h.tag != s->type) {
-      // Taken in and dropped, so that the refusal below is the cause both sides report.
-      s->mismatch = true;
-      s->got = h;
-      s->discard.resize(static_cast<std::size_t>(h.payload_bytes));
-      return std::span<std::byte>(s->discard);
-    }
-    return s->buffer_for(header_of(h));
-  });
+  // Any job: the program learns it from the header.
+  st->request = im.transport->irecv(from, {type, net::kAnyCall, 0},
+                                    [w = std::weak_ptr(st)](const net::FrameHeader& h) -> std::span<std::byte> {
+                                      const auto s = w.lock();
+                                      return s ? s->buffer_for(header_of(h)) : std::span<std::byte>();
+                                    });
   r.state_ = std::move(st);
   return r;
 }
@@ -89,23 +68,12 @@ MessageHeader Ring::wait(MessageRequest& request) {
   auto& im = *impl_;
   if (!request.valid()) throw InvalidArgument("Ring::wait: an empty MessageRequest");
   auto& st = *request.state_;
-  auto refuse = [&] {
-    const std::string why = "rank " + std::to_string(rank()) + " expected a MESSAGE of type " + std::to_string(st.type) +
-                            " from rank " + std::to_string(st.peer) + " but got " + what_came(st.got);
-    im.transport->abort(FailureCause::protocol, st.peer, why);
-    im.mark_broken(why);
-    throw NetworkError(why, FailureCause::protocol, st.peer);
-  };
-  net::FrameHeader h;
   try {
-    h = im.transport->wait(st.request);
+    return header_of(im.transport->wait(st.request));
   } catch (const NetworkError& e) {
-    if (st.mismatch) refuse();
     im.mark_broken(e.what());
     throw;
   }
-  if (st.mismatch) refuse();
-  return header_of(h);
 }
 
 bool Ring::ready(const MessageRequest& request) const {
@@ -129,7 +97,7 @@ RingTraffic Ring::traffic() const {
   return {s.bytes_sent, s.bytes_received, s.frames_sent, s.frames_received, s.io_cpu_seconds};
 }
 
-std::uint64_t Ring::progress() const { return impl_->transport->liveness().snapshot().progress; }
+std::uint64_t Ring::progress() const { return impl_->transport->liveness().progress(); }
 
 Isa Ring::kernel_isa(const AttentionSpec& spec) { return impl_->kernel_for(spec).isa(); }
 

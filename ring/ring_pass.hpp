@@ -1,11 +1,11 @@
 // ringattn — the ring pass: the one way a block moves one hop around the ring. Every
 // schedule that passes blocks along the ring is built on it.
 //
-//   post(header, out, crc, in)   send `out` -> successor as one frame (header: this call,
-//                                this step); receive the predecessor's frame into `in`,
-//                                sized when its header arrives (within the ring's limits;
-//                                `in` only grows, so a run of calls of one shape allocates
-//                                nothing after the first)
+//   post(tag, out, crc, in)      send `out` -> successor as one frame of `tag` (this call,
+//                                this step); receive the predecessor's frame of the same
+//                                tag (or of `from`'s) into `in`, sized when its header
+//                                arrives (within the ring's limits; `in` only grows, so a
+//                                run of calls of one shape allocates nothing after the first)
 //   ... the caller's work ...    -- overlaps both transfers
 //   finish()                     wait both; returns the received header, which the caller
 //                                checks before anything reads `in`
@@ -32,7 +32,11 @@ class RingPass {
  public:
   explicit RingPass(net::Transport& transport) : t_(transport) {}
 
-  void post(const net::FrameHeader& header, net::Payload out, std::optional<std::uint32_t> crc,
+  void post(const net::Tag& tag, net::Payload out, std::optional<std::uint32_t> crc, std::vector<std::byte>& in) {
+    post(tag, std::move(out), crc, tag, in);
+  }
+  // The received frame's tag differs from the sent one's (a relay a step behind).
+  void post(const net::Tag& to, net::Payload out, std::optional<std::uint32_t> crc, const net::Tag& from,
             std::vector<std::byte>& in);
   net::FrameHeader finish();
   // True while the send of the last post() may still read its payload.

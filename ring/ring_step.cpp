@@ -4,16 +4,17 @@
 
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
+#include "ring/frame_tags.hpp"
 
 namespace ringattn::ring {
 
-net::BlockLayout RingStep::layout(std::int64_t rows) const {
-  return net::BlockLayout::kv(spec_.dtype, spec_.kv_heads * spec_.head_dim, static_cast<std::uint32_t>(rows),
+BlockLayout RingStep::layout(std::int64_t rows) const {
+  return BlockLayout::kv(spec_.dtype, spec_.kv_heads * spec_.head_dim, static_cast<std::uint32_t>(rows),
                               spec_.documents);
 }
 
 void RingStep::set_view(int origin, std::int64_t rows) {
-  const net::BlockLayout l = layout(rows);
+  const BlockLayout l = layout(rows);
   view_.origin = origin;
   view_.rows = rows;
   view_.positions = &positions_;
@@ -36,7 +37,7 @@ void RingStep::start(const CallSpec& spec, std::uint64_t call, const Positions& 
   if (spec.documents ? static_cast<std::int64_t>(documents.size()) != rows : !documents.empty())
     throw InvalidArgument("RingStep: " + std::to_string(documents.size()) + " document ids for " +
                           std::to_string(positions.size()) + " rows");
-  const net::BlockLayout l = layout(rows);
+  const BlockLayout l = layout(rows);
   a_bytes_ = l.bytes();
   head_bytes_ = l.head_bytes();
   // Borrowing, A holds only the description and positions (K and V stay where they are),
@@ -87,18 +88,16 @@ std::span<std::byte> RingStep::block() {
 bool RingStep::sending_borrowed() const { return borrowed_ && pass_.sending(); }
 
 void RingStep::post(int step) {
-  const auto header = net::kv_block_header(spec_.dtype, spec_.kv_heads * spec_.head_dim, call_,
-                                           static_cast<std::uint64_t>(step), static_cast<std::uint32_t>(view_.rows),
-                                           spec_.documents);
+  const net::Tag tag{kKvBlock, call_, static_cast<std::uint64_t>(step)};
   if (borrowed_) {
     const std::size_t kv = layout(view_.rows).body_bytes;
-    pass_.post(header,
+    pass_.post(tag,
                net::Payload(std::span<const std::byte>(a_.data(), head_bytes_),
                             std::span<const std::byte>(static_cast<const std::byte*>(view_.k), kv),
                             std::span<const std::byte>(static_cast<const std::byte*>(view_.v), kv)),
                crc_, b_);
   } else {
-    pass_.post(header, std::span<const std::byte>(a_.data(), a_bytes_), crc_, b_);
+    pass_.post(tag, std::span<const std::byte>(a_.data(), a_bytes_), crc_, b_);
   }
   sent_ += a_bytes_;
 }
@@ -114,12 +113,6 @@ void RingStep::finish(int step) {
     t_.abort(cause, origin, msg.substr(("rank " + std::to_string(self) + ": ").size()));
     throw NetworkError(msg, cause, origin);
   };
-  if (h.kind != net::FrameKind::kv_block)
-    refuse(FailureCause::protocol, pred, "is a " + std::string(net::to_string(h.kind)) + " frame, not a K/V block");
-  if (h.job_id != call_ || h.step != static_cast<std::uint64_t>(step))
-    refuse(FailureCause::mismatch, pred,
-           "belongs to call " + std::to_string(h.job_id) + " step " + std::to_string(h.step) +
-               " (the ranks are not making the same calls in the same order)");
   BlockPrefix p;
   if (std::string err = decode_prefix(std::span<const std::byte>(b_.data(), h.payload_bytes), p); !err.empty())
     refuse(FailureCause::protocol, pred, "has a bad prefix: " + err);
@@ -127,21 +120,25 @@ void RingStep::finish(int step) {
     refuse(FailureCause::mismatch, p.origin, "does not match this call: " + err);
   if (p.origin != expect)
     refuse(FailureCause::protocol, pred, "holds rank " + std::to_string(p.origin) + "'s rows, expected rank " + std::to_string(expect) + "'s");
-  const net::BlockLayout l = layout(h.rows);
-  if (h.dtype != spec_.dtype || h.cols != spec_.kv_heads * spec_.head_dim || h.payload_bytes != l.bytes())
-    refuse(FailureCause::protocol, pred, "has a frame that does not match its own description");
+  // The rows: what the payload's size makes of this spec's rows, 1 .. the ring's limit.
+  std::uint32_t rows = 0;
+  if (!BlockLayout::rows_of(layout(0), h.payload_bytes, max_rows_, rows) || rows == 0)
+    refuse(FailureCause::protocol, pred,
+           "has " + std::to_string(h.payload_bytes) + " payload bytes, which are not 1.." + std::to_string(max_rows_) +
+               " rows of this call's K/V (" + spec_.describe() + (spec_.documents ? ", with documents" : "") + ")");
+  const BlockLayout l = layout(rows);
   // Positions: decoded into a scratch array, checked strictly increasing.
-  tags_.resize(h.rows);
-  for (std::uint32_t i = 0; i < h.rows; ++i) tags_[i] = l.tag(b_.data(), i);
+  tags_.resize(rows);
+  for (std::uint32_t i = 0; i < rows; ++i) tags_[i] = l.tag(b_.data(), i);
   try {
-    positions_ = Positions::from_sorted(tags_.data(), static_cast<std::int64_t>(h.rows));
+    positions_ = Positions::from_sorted(tags_.data(), static_cast<std::int64_t>(rows));
   } catch (const InvalidArgument& e) {
     refuse(FailureCause::protocol, p.origin, std::string("carries rank ") + std::to_string(p.origin) + "'s " + e.what());
   }
   // Positions are global, each on one rank: another rank's block holding one of this rank's
   // own means the ranks passed overlapping positions (attention would count those keys
   // twice). (A probe that laps the ring gets its own block back: that is no overlap.)
-  for (std::size_t i = 0, j = 0; p.origin != self && i < own_.size() && j < h.rows;) {
+  for (std::size_t i = 0, j = 0; p.origin != self && i < own_.size() && j < rows;) {
     if (own_[i] == tags_[j])
       refuse(FailureCause::mismatch, p.origin,
              "carries position " + std::to_string(own_[i]) + ", which rank " + std::to_string(self) + " holds too: every global " +
@@ -150,7 +147,7 @@ void RingStep::finish(int step) {
     else ++j;
   }
   // Documents: decoded likewise, checked non-decreasing (the kernel's invariant).
-  groups_.resize(spec_.documents ? h.rows : 0);
+  groups_.resize(spec_.documents ? rows : 0);
   for (std::size_t i = 0; i < groups_.size(); ++i) {
     groups_[i] = l.group(b_.data(), i);
     if (i && groups_[i] < groups_[i - 1])
@@ -163,7 +160,7 @@ void RingStep::finish(int step) {
   std::swap(a_, b_);
   borrowed_ = false;
   a_bytes_ = static_cast<std::size_t>(h.payload_bytes);
-  set_view(p.origin, h.rows);
+  set_view(p.origin, rows);
 }
 
 }  // namespace ringattn::ring

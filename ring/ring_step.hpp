@@ -20,10 +20,11 @@
 // frame's header arrives (within the ring's limits), and both buffers only grow, so a
 // run of calls of one shape allocates nothing after the first.
 //
-// finish() checks what arrived before anyone reads it: the frame (call number, step,
-// dtype, columns), the prefix (the same spec as this rank's, documents or not included,
-// from the rank whose turn it is), the positions (strictly increasing) and the document
-// ids (non-decreasing). Anything else fails the transport,
+// Its frames are tagged (kKvBlock, call, step: frame_tags.hpp), so the transport hands
+// finish() only this call's block of this step. finish() checks what arrived before anyone
+// reads it: the prefix (the same spec as this rank's, documents or not included, from the
+// rank whose turn it is), the size (a whole number of this spec's rows, 1 .. max_rows),
+// the positions (strictly increasing) and the document ids (non-decreasing). Anything else fails the transport,
 // and so the call on every rank, with a message naming both sides.
 #pragma once
 
@@ -40,7 +41,8 @@ namespace ringattn::ring {
 
 class RingStep {
  public:
-  explicit RingStep(net::Transport& transport) : t_(transport), pass_(transport) {}
+  // max_rows: the ring's limit on one block's rows.
+  RingStep(net::Transport& transport, std::uint32_t max_rows) : t_(transport), pass_(transport), max_rows_(max_rows) {}
 
   // Starts call number `call`: this rank's block into A. k and v are [rows, kv_heads,
   // head_dim] fp32, converted to spec.dtype on the way in; with `borrow` and fp32, not
@@ -78,7 +80,7 @@ class RingStep {
  private:
   void start(const CallSpec& spec, std::uint64_t call, const Positions& positions, bool borrow,
              std::span<const std::int32_t> documents);
-  net::BlockLayout layout(std::int64_t rows) const;  // of a block of this call
+  BlockLayout layout(std::int64_t rows) const;  // of a block of this call
   void set_view(int origin, std::int64_t rows);
 
   net::Transport& t_;
@@ -95,6 +97,7 @@ class RingStep {
   std::vector<std::int32_t> docs_, groups_;  // of the block in A; scratch for decoding them
   View view_;
   RingPass pass_;
+  std::uint32_t max_rows_;
   std::uint64_t sent_ = 0;
 };
 

@@ -9,7 +9,7 @@
 namespace ringattn {
 
 struct RingStepProbe::Impl {
-  explicit Impl(Ring& ring) : step(RingInternals::transport(ring)) {}
+  explicit Impl(Ring& ring) : step(RingInternals::transport(ring), RingInternals::max_block_rows(ring)) {}
   ring::RingStep step;
   int pass = 0;
 };

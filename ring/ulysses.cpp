@@ -25,12 +25,12 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 
 // What every rank says of its call, compared across the ranks before any row moves: the
 // K/V blocks' own prefix (block_format.hpp: the CallSpec and this rank), then its rows.
-constexpr std::size_t kHeaderBytes = net::kBlockPrefixBytes + 8;
+constexpr std::size_t kHeaderBytes = ring::kBlockPrefixBytes + 8;
 std::vector<std::byte> call_header(const ring::CallSpec& cs, int rank, std::int64_t rows) {
   std::vector<std::byte> b(kHeaderBytes);
   const auto prefix = ring::encode_prefix({cs, rank});
   std::copy(prefix.begin(), prefix.end(), b.begin());
-  put_le<std::int64_t>(b.data() + net::kBlockPrefixBytes, rows);
+  put_le<std::int64_t>(b.data() + ring::kBlockPrefixBytes, rows);
   return b;
 }
 
@@ -114,12 +114,12 @@ Plan plan_call(Ring& ring, Ring::Impl& im, ring::UlyssesState& u, collectives::E
   ring::BlockPrefix first;
   for (std::size_t j = 0; j < Pz; ++j) {
     ring::BlockPrefix theirs;
-    if (const std::string e = ring::decode_prefix(std::span(u.headers[j]).first(net::kBlockPrefixBytes), theirs); !e.empty())
+    if (const std::string e = ring::decode_prefix(std::span(u.headers[j]).first(ring::kBlockPrefixBytes), theirs); !e.empty())
       bad("rank " + std::to_string(j) + "'s call header: " + e);
     if (j == 0) first = theirs;
     if (!ring::compare_specs(first.spec, 0, theirs.spec, static_cast<int>(j)).empty())
       bad("rank " + std::to_string(j) + " calls with " + theirs.spec.describe() + ", rank 0 with " + first.spec.describe());
-    p.rows[j] = get_le<std::int64_t>(u.headers[j].data() + net::kBlockPrefixBytes);
+    p.rows[j] = get_le<std::int64_t>(u.headers[j].data() + ring::kBlockPrefixBytes);
     if (p.rows[j] < 1 || p.rows[j] > im.options.limits.max_rows)
       bad("rank " + std::to_string(j) + " calls with " + std::to_string(p.rows[j]) + " rows, outside 1.." +
           std::to_string(im.options.limits.max_rows));

@@ -33,7 +33,8 @@
 namespace ringattn::ring {
 
 struct UlyssesState {
-  UlyssesState(net::Transport& t, std::uint64_t max_frame) : gather(t, max_frame), a2a(t, max_frame) {}
+  UlyssesState(net::Transport& t, std::uint64_t max_frame)
+      : gather(t, max_frame, Family::ulysses), a2a(t, max_frame, Family::ulysses) {}
   collectives::AllGather gather;
   collectives::AllToAll a2a;
   std::vector<std::vector<std::byte>> headers, positions, out, in;  // by rank

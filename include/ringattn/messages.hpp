@@ -2,14 +2,16 @@
 // for a program that runs a protocol of its own on the ring's links (ringattn serve sends
 // job shards, results and node info this way).
 //
-// A message is one MESSAGE frame on the link to its rank: a type (1 .. kMaxMessageType:
-// the program's own vocabulary; the types above are the library's collectives), a job number, and a payload of 0 .. the ring's largest frame
-// (RingLimits), CRC-checked and bounded by the receiver before a byte of it is read, like
-// every frame. Messages from one rank arrive in the order it sent them, in one stream with
-// the ring's own frames from that rank: between calls only, never while a forward() or
-// decode() of the same ring runs. A receive names the type it expects; any other frame
-// fails the ring (a protocol error, naming both types and the rank), so a program's
-// messages cannot be confused with each other or with the ring's blocks.
+// A message is one frame on the link to its rank, tagged with its type (1 ..
+// kMaxMessageType: the program's own vocabulary; the numbers above are the library's own
+// frames) and a job number, with a payload of 0 .. the ring's largest frame (RingLimits),
+// CRC-checked and bounded by the receiver before a byte of it is read, like every frame.
+// A receive names the type it waits for and takes the first message of that type from
+// that rank, whatever its job; messages of one type from one rank arrive in the order
+// they were sent. A message of another type waits for its own receive (held in memory, at
+// most twice the largest frame per rank, beyond which the ring fails naming the types),
+// so a program's messages are never confused with each other or with the ring's frames,
+// and may be sent between calls or beside them.
 #pragma once
 
 #include <cstdint>

@@ -55,7 +55,15 @@ void Link::post(std::shared_ptr<PendingOp> op) {
     op->complete("the link to " + peer() + " is closed");
     return;
   }
-  ops_.push_back(std::move(op));
+  ops_.push_back(op);  // first: a failure below completes it with the rest
+  if (dir_ == Dir::in) {
+    for (const Held& f : held_)
+      if (!matches(op->tag, f.header.tag) && !refuse_conflict(op->tag, f.header.tag)) return;
+    if (deliver_held(*op)) {
+      if (const auto it = std::find(ops_.begin(), ops_.end(), op); it != ops_.end()) ops_.erase(it);
+      return;
+    }
+  }
   if (dir_ == Dir::out && bye_received_) {  // fails the op just queued, with the rest
     fail(FailureCause::peer_closed, "cannot send to " + peer() + ": it has closed the ring (BYE)");
     return;
@@ -182,18 +190,18 @@ asio::awaitable<bool> Link::read_small(std::span<std::byte> into, const FrameHea
   co_return true;
 }
 
-asio::awaitable<bool> Link::read_payload(const FrameHeader& h, PendingOp& op) {
+asio::awaitable<bool> Link::read_payload(const FrameHeader& h, std::span<std::byte> into) {
   std::error_code ec;
   std::uint32_t crc = 0;
   std::uint64_t got = 0;
   while (got < h.payload_bytes) {
-    std::byte* dst = op.buffer.data() + got;
+    std::byte* dst = into.data() + got;
     const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(h.payload_bytes - got, kReadChunkBytes));
     const std::size_t n = co_await stream_.async_read_some(asio::buffer(dst, want), asio::redirect_error(kAwait, ec));
     if (state_ != State::open) co_return false;  // op already failed; its buffer is no longer ours
     if (ec) {
-      report("in the middle of a " + std::string(to_string(h.kind)) + " frame (step " + std::to_string(h.step) +
-                 ", " + std::to_string(got) + " of " + std::to_string(h.payload_bytes) + " payload bytes)",
+      report("in the middle of a frame (" + name_of(h.tag) + ", " + std::to_string(got) + " of " +
+                 std::to_string(h.payload_bytes) + " payload bytes)",
              ec);
       co_return false;
     }
@@ -202,9 +210,8 @@ asio::awaitable<bool> Link::read_payload(const FrameHeader& h, PendingOp& op) {
     got += n;
   }
   if (crc != h.payload_crc) {
-    fail(FailureCause::protocol, "payload CRC32C mismatch on a " + std::string(to_string(h.kind)) + " frame (step " +
-                                     std::to_string(h.step) + ") from " + peer() + ": header says " +
-                                     hex32(h.payload_crc) + ", payload has " + hex32(crc));
+    fail(FailureCause::protocol, "payload CRC32C mismatch on a frame (" + name_of(h.tag) + ") from " + peer() +
+                                     ": header says " + hex32(h.payload_crc) + ", payload has " + hex32(crc));
     co_return false;
   }
   co_return true;
@@ -274,10 +281,7 @@ asio::awaitable<bool> Link::on_frame(const FrameHeader& h) {
       fail(FailureCause::protocol, "unexpected " + std::string(to_string(h.kind)) + " frame from " + peer() +
                                        " after the handshake");
       co_return false;
-    case FrameKind::kv_block:
-    case FrameKind::state:
-    case FrameKind::query:
-    case FrameKind::message: co_return co_await on_data(h);
+    case FrameKind::data: co_return co_await on_data(h);
   }
   co_return false;  // not reached: try_decode_header refuses other kinds
 }
@@ -296,33 +300,97 @@ asio::awaitable<void> Link::on_error(const FrameHeader& h) {
   env_.fail(e.cause, e.origin >= 0 ? e.origin : peer_rank_, peer() + " aborted: " + e.text);
 }
 
-// A data frame: its payload goes only into a posted buffer. Until the caller posts one,
-// the header waits here and TCP's flow control holds the payload at the sender.
+std::string Link::name_of(const Tag& t) const { return env_.tag_name ? env_.tag_name(t) : to_string(t); }
+
+// The caller's rule: false (and the transport failed) when `arrived` cannot wait beside a
+// receive of `waiting`.
+bool Link::refuse_conflict(const Tag& waiting, const Tag& arrived) {
+  if (!env_.conflict) return true;
+  const std::string why = env_.conflict(waiting, arrived);
+  if (why.empty()) return true;
+  fail(FailureCause::protocol, "rank " + std::to_string(self_rank_) + " waits for " + name_of(waiting) + " from " +
+                                   peer() + ", which sent " + name_of(arrived) + ": " + why);
+  return false;
+}
+
+// A frame that came before its receive was posted, handed to the receive now.
+bool Link::deliver_held(PendingOp& op) {
+  const auto it = std::find_if(held_.begin(), held_.end(), [&](const Held& f) { return matches(op.tag, f.header.tag); });
+  if (it == held_.end()) return false;
+  Held f = std::move(*it);
+  held_.erase(it);
+  held_bytes_ -= f.payload.size();
+  if (op.buffer_for) op.buffer = op.buffer_for(f.header);
+  if (f.payload.size() > op.buffer.size()) {
+    fail(FailureCause::protocol, "a frame (" + name_of(f.header.tag) + ") from " + peer() + " has " +
+                                     std::to_string(f.payload.size()) + " payload bytes but the posted receive buffer holds " +
+                                     std::to_string(op.buffer.size()));
+    return true;  // the op failed with the transport
+  }
+  std::copy(f.payload.begin(), f.payload.end(), op.buffer.begin());
+  op.header = f.header;
+  env_.liveness->tick();
+  op.complete();
+  return true;
+}
+
+// A frame whose tag no posted receive names while others are posted: into memory, bounded.
+asio::awaitable<bool> Link::hold(const FrameHeader& h) {
+  if (held_bytes_ + h.payload_bytes > env_.max_held_bytes) {
+    std::string tags;
+    for (const Held& f : held_) tags += (tags.empty() ? "" : ", ") + name_of(f.header.tag);
+    std::string waiting;
+    for (const auto& op : ops_) waiting += (waiting.empty() ? "" : ", ") + name_of(op->tag);
+    fail(FailureCause::protocol, "rank " + std::to_string(self_rank_) + " would hold more than " +
+                                     std::to_string(env_.max_held_bytes) + " bytes of frames from " + peer() +
+                                     " that no receive names (" + name_of(h.tag) + (tags.empty() ? "" : ", ") + tags +
+                                     ") while it waits for " + waiting + ": the ranks are not exchanging the same frames");
+    co_return false;
+  }
+  Held f{h, std::vector<std::byte>(static_cast<std::size_t>(h.payload_bytes))};
+  if (!co_await read_payload(h, f.payload)) co_return false;
+  env_.counters->bytes_received += h.payload_bytes;
+  env_.counters->frames_received += 1;
+  held_bytes_ += h.payload_bytes;
+  held_.push_back(std::move(f));
+  co_return true;
+}
+
+// A DATA frame: its payload goes into the posted receive that names its tag. Until the
+// caller posts any receive, the header waits here and TCP's flow control holds the
+// payload at the sender; while receives for other tags are posted, it is held.
 asio::awaitable<bool> Link::on_data(const FrameHeader& h) {
   if (dir_ == Dir::out) {
-    fail(FailureCause::protocol, peer() + " sent a " + std::string(to_string(h.kind)) + " frame on the link this rank sends on");
+    fail(FailureCause::protocol, peer() + " sent a DATA frame on the link this rank sends on");
     co_return false;
   }
   std::error_code ec;
-  while (ops_.empty() && state_ == State::open) {
+  for (;;) {
+    if (state_ != State::open) co_return false;
+    const auto it = std::find_if(ops_.begin(), ops_.end(), [&](const auto& op) { return matches(op->tag, h.tag); });
+    if (it != ops_.end()) break;
+    if (!ops_.empty()) {
+      for (const auto& op : ops_)
+        if (!refuse_conflict(op->tag, h.tag)) co_return false;
+      co_return co_await hold(h);
+    }
     reader_wake_.expires_at(asio::steady_timer::time_point::max());
     co_await reader_wake_.async_wait(asio::redirect_error(kAwait, ec));
   }
-  if (state_ != State::open) co_return false;
-  std::shared_ptr<PendingOp> op = ops_.front();
+  std::shared_ptr<PendingOp> op =
+      *std::find_if(ops_.begin(), ops_.end(), [&](const auto& o) { return matches(o->tag, h.tag); });
   if (op->buffer_for) op->buffer = op->buffer_for(h);  // sized to this frame, within the limits
   if (h.payload_bytes > op->buffer.size()) {
-    fail(FailureCause::protocol, std::string(to_string(h.kind)) + " frame (step " + std::to_string(h.step) + ") from " +
-                                     peer() + " has " + std::to_string(h.payload_bytes) +
-                                     " payload bytes but the posted receive buffer holds " +
+    fail(FailureCause::protocol, "a frame (" + name_of(h.tag) + ") from " + peer() + " has " +
+                                     std::to_string(h.payload_bytes) + " payload bytes but the posted receive buffer holds " +
                                      std::to_string(op->buffer.size()));
     co_return false;
   }
-  if (!co_await read_payload(h, *op)) co_return false;
+  if (!co_await read_payload(h, op->buffer)) co_return false;  // the op stays queued: a failure completes it
   env_.counters->bytes_received += h.payload_bytes;
   env_.counters->frames_received += 1;
   op->header = h;
-  ops_.pop_front();
+  ops_.erase(std::find(ops_.begin(), ops_.end(), op));
   env_.liveness->tick();
   op->complete();
   co_return true;
@@ -338,6 +406,8 @@ void Link::shutdown(const std::string& cause, const std::optional<ErrorInfo>& er
   reader_wake_.cancel();
   for (auto& op : ops_) op->complete(cause);
   ops_.clear();
+  held_.clear();
+  held_bytes_ = 0;
   const bool at_frame_boundary = frame_written_ == 0 || frame_written_ == frame_total_;
   if (!at_frame_boundary || !stream_.is_open()) {  // a control frame now would corrupt the stream
     stream_.close();

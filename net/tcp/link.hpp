@@ -10,7 +10,9 @@
 // kIoChunkBytes writes and, whenever the link has been quiet for a keep-alive interval,
 // a PING with this rank's progress. The reader reads every frame the peer sends: PINGs
 // and data headers as they come (each header validated before any payload byte is
-// read), and a data payload only into a posted receive buffer, with a running CRC32C.
+// read), and a DATA payload into the posted receive that names its tag, with a running
+// CRC32C; a frame whose tag no receive names waits at the sender while nothing is
+// posted, and is held (bounded) while receives for other tags are (transport.hpp).
 // Everything read is recorded in the link's PeerLiveness, which wait() consults.
 // Socket errors stay error codes here; the first one is handed to the transport's fail
 // callback, which turns it into the cause every pending request reports.
@@ -26,6 +28,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "net/liveness.hpp"
 #include "net/pending_op.hpp"
@@ -50,6 +53,11 @@ struct LinkEnv {
   Liveness* liveness = nullptr;  // this rank's: sent in PINGs, ticked per frame moved
   // A peer's PING asked to leave (I/O thread).
   std::function<void(int peer)> peer_leaving;
+  // Frames no posted receive names yet: at most this many bytes per link, and the
+  // caller's rules (TransportConfig::conflict, tag_name; either may be empty).
+  std::uint64_t max_held_bytes = 0;
+  std::function<std::string(const Tag& waiting, const Tag& arrived)> conflict;
+  std::function<std::string(const Tag& tag)> tag_name;
 };
 
 class Link {
@@ -93,7 +101,11 @@ class Link {
   asio::awaitable<bool> on_frame(const FrameHeader& h);
   asio::awaitable<void> on_error(const FrameHeader& h);
   asio::awaitable<bool> on_data(const FrameHeader& h);
-  asio::awaitable<bool> read_payload(const FrameHeader& h, PendingOp& op);
+  asio::awaitable<bool> read_payload(const FrameHeader& h, std::span<std::byte> into);
+  asio::awaitable<bool> hold(const FrameHeader& h);
+  bool deliver_held(PendingOp& op);  // false: nothing held for its tag
+  bool refuse_conflict(const Tag& waiting, const Tag& arrived);
+  std::string name_of(const Tag& t) const;
   asio::awaitable<bool> read_small(std::span<std::byte> into, const FrameHeader& h);
   asio::awaitable<void> linger_close(std::optional<ErrorInfo> error);
   void report(const std::string& context, const std::error_code& ec);
@@ -106,6 +118,12 @@ class Link {
   LinkEnv& env_;
   asio::steady_timer writer_wake_, reader_wake_;  // cancelled to wake a coroutine
   std::deque<std::shared_ptr<PendingOp>> ops_;
+  struct Held {
+    FrameHeader header;
+    std::vector<std::byte> payload;
+  };
+  std::deque<Held> held_;  // in link: frames that came before a receive named them
+  std::uint64_t held_bytes_ = 0;
   State state_ = State::open;
   bool closed_ = false;
   bool bye_received_ = false;

@@ -68,6 +68,9 @@ TcpTransport::TcpTransport(const TransportConfig& config)
     tls_server_ = make_tls_context(config_.secret, TlsRole::server);
   }
   env_.limits = FrameLimits::for_limits(config_.limits);
+  env_.max_held_bytes = config_.max_held_bytes != 0 ? config_.max_held_bytes : 2 * env_.limits.max_payload;
+  env_.conflict = config_.conflict;
+  env_.tag_name = config_.tag_name;
   env_.linger = std::min<milliseconds>(config_.io_timeout, kMaxLinger);
   env_.keepalive = config_.keepalive;
   env_.fail = [this](FailureCause cause, int origin, const std::string& message) { fail(cause, origin, message); };
@@ -250,27 +253,30 @@ void TcpTransport::route(std::shared_ptr<PendingOp> op) {
   }
 }
 
-Request TcpTransport::isend(int to, FrameHeader header, Payload payload, std::optional<std::uint32_t> crc) {
-  check_data_send(header, payload.size(), env_.limits, prefix());
+Request TcpTransport::isend(int to, const Tag& tag, Payload payload, std::optional<std::uint32_t> crc) {
   auto op = std::make_shared<PendingOp>(PendingOp::Dir::send, this);
   op->peer = to;
-  op->header = header;
+  op->header = check_data_send(tag, payload.size(), env_.limits, prefix());
   op->header.payload_crc = crc.value_or(0);
   op->crc_pending = !crc.has_value();
   op->payload = payload;
   return post(std::move(op));
 }
 
-Request TcpTransport::irecv(int from, std::span<std::byte> buffer) {
+Request TcpTransport::irecv(int from, const Tag& tag, std::span<std::byte> buffer) {
+  check_recv_tag(tag, prefix());
   auto op = std::make_shared<PendingOp>(PendingOp::Dir::recv, this);
   op->peer = from;
+  op->tag = tag;
   op->buffer = buffer;
   return post(std::move(op));
 }
 
-Request TcpTransport::irecv(int from, BufferFor buffer_for) {
+Request TcpTransport::irecv(int from, const Tag& tag, BufferFor buffer_for) {
+  check_recv_tag(tag, prefix());
   auto op = std::make_shared<PendingOp>(PendingOp::Dir::recv, this);
   op->peer = from;
+  op->tag = tag;
   op->buffer_for = std::move(buffer_for);
   return post(std::move(op));
 }
@@ -289,7 +295,6 @@ FrameHeader TcpTransport::wait(Request& request) {
   const auto t_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(config_.io_timeout).count();
   const auto check = std::max(milliseconds(5), config_.keepalive / 2);
   const std::int64_t start = PeerLiveness::now_ns();
-  std::int64_t seen_advance = -1;
   std::string cause;
   FailureCause kind = FailureCause::unknown;
   const std::string who = peer_name(op->peer, op->dir() == PendingOp::Dir::recv);
@@ -307,10 +312,7 @@ FrameHeader TcpTransport::wait(Request& request) {
     }
     const std::int64_t heard = std::max(peer->heard_ns.load(), start);
     const std::int64_t advanced = peer->advanced_ns.load();
-    if (advanced != seen_advance) {  // the peer moves: so do we, for whoever waits on us
-      if (seen_advance >= 0) liveness_.tick();
-      seen_advance = advanced;
-    }
+    liveness_.forward(advanced);  // the peer's chain moves: so does ours, for whoever waits on us
     if (now - heard > t_ns) {
       kind = FailureCause::peer_silent;
       cause = "timed out after " + ms_io_ + " " + what + ": no sign of life from it (no frame and no keep-alive; its process may be stopped or dead, or the network down)";

@@ -25,7 +25,8 @@ void gather_ring(Exchange& x, Kind kind, std::uint64_t call, std::uint32_t first
 
 class AllGather {
  public:
-  AllGather(net::Transport& t, std::uint64_t max_frame) : x_(t, max_frame) {}
+  AllGather(net::Transport& t, std::uint64_t max_frame, ring::Family family = ring::Family::collective)
+      : x_(t, max_frame, family) {}
   // blocks.size() == world; blocks[rank] holds this rank's bytes, the others are filled.
   // Throws InvalidArgument for a wrong count, NetworkError (the ring failed) otherwise.
   ExchangeStats run(std::span<const std::span<std::byte>> blocks);

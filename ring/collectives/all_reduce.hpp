@@ -24,7 +24,8 @@ std::vector<std::size_t> even_counts(std::size_t n, int world);
 
 class AllReduce {
  public:
-  AllReduce(net::Transport& t, std::uint64_t max_frame) : x_(t, max_frame) {}
+  AllReduce(net::Transport& t, std::uint64_t max_frame, ring::Family family = ring::Family::collective)
+      : x_(t, max_frame, family) {}
   // In place. Throws NetworkError (the ring failed) when a peer fails or disagrees.
   ExchangeStats run(std::span<float> data, Reduce reduce = sum);
 

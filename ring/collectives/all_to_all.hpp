@@ -20,7 +20,8 @@ namespace ringattn::collectives {
 
 class AllToAll {
  public:
-  AllToAll(net::Transport& t, std::uint64_t max_frame) : x_(t, max_frame) {}
+  AllToAll(net::Transport& t, std::uint64_t max_frame, ring::Family family = ring::Family::collective)
+      : x_(t, max_frame, family) {}
   // send.size() == recv.size() == world; send[rank].size() == recv[rank].size().
   // Throws InvalidArgument for those, NetworkError (the ring failed) otherwise.
   ExchangeStats run(std::span<const std::span<const std::byte>> send, std::span<const std::span<std::byte>> recv);

@@ -4,11 +4,8 @@
 #include <chrono>
 
 #include "ringattn/error.hpp"
-#include "ringattn/messages.hpp"
 
 namespace ringattn::collectives {
-
-static_assert(kReservedTypes == kMaxMessageType + 1, "a program's message types end where the collectives' begin");
 
 namespace {
 
@@ -31,21 +28,9 @@ void for_each_piece(std::size_t bytes, std::uint64_t max_frame, FrameId id, int 
   }
 }
 
-std::uint32_t tag_of(Kind k) { return kReservedTypes + static_cast<std::uint32_t>(k); }
-
-std::string describe(const net::FrameHeader& h) {
-  if (h.kind != net::FrameKind::message)
-    return "a " + std::string(net::to_string(h.kind)) + " frame (call " + std::to_string(h.job_id) + ", step " +
-           std::to_string(h.step) + ")";
-  std::string type = h.tag >= tag_of(Kind::all_gather) && h.tag <= tag_of(Kind::all_to_all)
-                         ? std::string(to_string(static_cast<Kind>(h.tag - kReservedTypes)))
-                         : "MESSAGE of type " + std::to_string(h.tag);
-  if (h.tag < kReservedTypes) return "a " + type + " (job " + std::to_string(h.job_id) + ")";
-  return "the " + type + " of call " + std::to_string(h.job_id) + " step " + std::to_string(h.step >> 16) + " piece " +
-         std::to_string(h.step & 0xFFFF) + ", " + std::to_string(h.payload_bytes) + " bytes";
-}
-
 }  // namespace
+
+std::uint32_t Exchange::schedule_of(Kind k) const { return ring::schedule(family_, static_cast<std::uint32_t>(k)); }
 
 const char* to_string(Kind k) {
   switch (k) {
@@ -60,8 +45,7 @@ const char* to_string(Kind k) {
 // One posted piece's receive: the expected frame, and what came instead.
 struct Exchange::Receive {
   int from = 0;
-  std::uint32_t tag = 0;
-  std::uint64_t call = 0, step = 0;
+  net::Tag tag;
   std::span<std::byte> into;
   net::Request request;
   bool mismatch = false;
@@ -69,7 +53,8 @@ struct Exchange::Receive {
   std::vector<std::byte> discard;  // what came instead (within the negotiated maximum), never read
 };
 
-Exchange::Exchange(net::Transport& t, std::uint64_t max_frame) : t_(t), max_frame_(max_frame) {
+Exchange::Exchange(net::Transport& t, std::uint64_t max_frame, ring::Family family)
+    : t_(t), max_frame_(max_frame), family_(family) {
   if (max_frame_ == 0) throw InvalidArgument("collectives: a frame of at most 0 bytes");
 }
 
@@ -83,13 +68,7 @@ Exchange::~Exchange() {
 void Exchange::send(int to, FrameId id, std::span<const std::byte> bytes) {
   for_each_piece(bytes.size(), max_frame_, id, t_.rank(), "to rank " + std::to_string(to),
                  [&](std::size_t off, std::size_t len, std::uint64_t step) {
-                   net::FrameHeader h;
-                   h.kind = net::FrameKind::message;
-                   h.tag = tag_of(id.kind);
-                   h.job_id = id.call;
-                   h.step = step;
-                   h.payload_bytes = len;
-                   sends_.push_back(t_.isend(to, h, bytes.subspan(off, len)));
+                   sends_.push_back(t_.isend(to, {schedule_of(id.kind), id.call, step}, bytes.subspan(off, len)));
                    stats_.bytes_sent += len;
                  });
 }
@@ -99,19 +78,15 @@ void Exchange::receive(int from, FrameId id, std::span<std::byte> into) {
                  [&](std::size_t off, std::size_t len, std::uint64_t step) {
                    auto r = std::make_shared<Receive>();
                    r->from = from;
-                   r->tag = tag_of(id.kind);
-                   r->call = id.call;
-                   r->step = step;
+                   r->tag = {schedule_of(id.kind), id.call, step};
                    r->into = into.subspan(off, len);
                    // Weak: the state holds the request, which holds this callback. A frame that
                    // comes after the state is gone (wait() threw) is refused; the transport has
                    // failed then.
-                   r->request = t_.irecv(from, [w = std::weak_ptr<Receive>(r)](const net::FrameHeader& h) -> std::span<std::byte> {
+                   r->request = t_.irecv(from, r->tag, [w = std::weak_ptr<Receive>(r)](const net::FrameHeader& h) -> std::span<std::byte> {
                      const auto r = w.lock();
                      if (!r) return {};
-                     if (h.kind == net::FrameKind::message && h.tag == r->tag && h.job_id == r->call &&
-                         h.step == r->step && h.payload_bytes == r->into.size())
-                       return r->into;
+                     if (h.payload_bytes == r->into.size()) return r->into;
                      r->mismatch = true;
                      r->got = h;
                      r->discard.resize(static_cast<std::size_t>(h.payload_bytes));  // the transport bounded it
@@ -129,12 +104,10 @@ void Exchange::wait() {
   sends_.clear();
   receives_.clear();
   auto refuse = [&](const Receive& r) {
-    const auto kind = static_cast<Kind>(r.tag - kReservedTypes);
-    const std::string why = "rank " + std::to_string(t_.rank()) + " expected the " + to_string(kind) + " of call " +
-                            std::to_string(r.call) + " step " + std::to_string(r.step >> 16) + " piece " +
-                            std::to_string(r.step & 0xFFFF) + ", " + std::to_string(r.into.size()) +
-                            " bytes, from rank " + std::to_string(r.from) + " but got " + describe(r.got) +
-                            " (every rank must call the same collectives, in the same order, with sizes that agree)";
+    const std::string why = "rank " + std::to_string(t_.rank()) + " expected " + ring::describe(r.tag) + ", " +
+                            std::to_string(r.into.size()) + " bytes, from rank " + std::to_string(r.from) + " but got " +
+                            ring::describe(r.got.tag) + ", " + std::to_string(r.got.payload_bytes) +
+                            " bytes (every rank must call the same collectives, in the same order, with sizes that agree)";
     t_.abort(FailureCause::protocol, r.from, why);
     throw NetworkError(why, FailureCause::protocol, r.from);
   };

@@ -2,15 +2,17 @@
 // all_reduce.hpp, all_to_all.hpp): opaque bytes between two ranks, each frame naming what
 // it is, and a receive that names what it waits for.
 //
-// A collective's frame is a MESSAGE (net/wire.hpp) of a type reserved for the runtime
-// (kReservedTypes + the collective), job = the collective's call number, step = (its step
-// << 16) | the piece: a payload larger than one frame may carry (the ring's negotiated
-// maximum) goes as pieces of at most that size. The receiver knows, from the collective's
-// arguments, the exact bytes of every piece; a frame that is not the one it expects (type,
-// call, step, length) is taken in (bounded by the negotiated maximum, never into the
-// caller's buffer), dropped, and fails the ring on every rank naming both what was expected
-// and what came. So a rank that calls another collective, another call or another size
-// than its peers is refused at the first frame, never read as data.
+// A collective's frame is a DATA frame (net/wire.hpp) tagged (ring/frame_tags.hpp): the
+// schedule is the collective's kind in its family (a program's collectives, or Ulysses'),
+// the call its call number, the step (its step << 16) | the piece: a payload larger than
+// one frame may carry (the ring's negotiated maximum) goes as pieces of at most that size.
+// The transport hands each receive the frame of its tag; the receiver knows, from the
+// collective's arguments, the exact bytes of every piece, and a frame of another length is
+// taken in (bounded by the negotiated maximum, never into the caller's buffer), dropped,
+// and fails the ring on every rank naming both what was expected and what came. A frame
+// of another collective or call meets the ring's conflict rule (frame_tags.hpp) and fails
+// the ring at once, naming both. So a rank that calls another collective, another call or
+// another size than its peers is refused at the first frame, never read as data.
 //
 //   Exchange x(transport, max_frame);
 //   x.send(to, {kind, call, step}, bytes);      // any number, to any ranks
@@ -27,11 +29,10 @@
 #include <vector>
 
 #include "net/transport.hpp"
+#include "ring/frame_tags.hpp"
 
 namespace ringattn::collectives {
 
-// Message types from here up are the runtime's (Ring::send_message refuses them).
-inline constexpr std::uint32_t kReservedTypes = 0xFFFF0000u;
 
 enum class Kind : std::uint32_t { all_gather = 1, reduce_scatter = 2, all_reduce = 3, all_to_all = 4 };  // all_to_all last
 const char* to_string(Kind k);
@@ -49,8 +50,9 @@ struct ExchangeStats {
 
 class Exchange {
  public:
-  // max_frame: the largest payload one frame may carry (the ring's negotiated maximum).
-  Exchange(net::Transport& t, std::uint64_t max_frame);
+  // max_frame: the largest payload one frame may carry (the ring's negotiated maximum);
+  // family: whose collectives these are (a program's, or Ulysses': frame_tags.hpp).
+  Exchange(net::Transport& t, std::uint64_t max_frame, ring::Family family = ring::Family::collective);
   ~Exchange();
   Exchange(const Exchange&) = delete;
   Exchange& operator=(const Exchange&) = delete;
@@ -75,6 +77,8 @@ class Exchange {
   struct Receive;
   net::Transport& t_;
   std::uint64_t max_frame_;
+  ring::Family family_;
+  std::uint32_t schedule_of(Kind k) const;
   std::vector<net::Request> sends_;
   std::vector<std::shared_ptr<Receive>> receives_;
   ExchangeStats stats_;

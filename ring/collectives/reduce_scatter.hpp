@@ -34,7 +34,8 @@ void check_counts(const net::Transport& t, const char* what, std::span<float> da
 
 class ReduceScatter {
  public:
-  ReduceScatter(net::Transport& t, std::uint64_t max_frame) : x_(t, max_frame) {}
+  ReduceScatter(net::Transport& t, std::uint64_t max_frame, ring::Family family = ring::Family::collective)
+      : x_(t, max_frame, family) {}
   // After it: data's chunk of this rank holds the reduction; the other chunks hold
   // partial reductions (scratch). Throws InvalidArgument for counts that do not fit data,
   // NetworkError (the ring failed) otherwise.

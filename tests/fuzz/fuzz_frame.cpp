@@ -32,10 +32,7 @@ void require(bool ok) {
 const FrameLimits& job_limits() {
   static const FrameLimits limits = [] {
     LinkLimits s;
-    s.max_heads = 8;
-    s.max_kv_heads = 2;
-    s.max_head_dim = 64;
-    s.max_block_rows = 256;
+    s.max_payload = 1 << 20;
     return FrameLimits::for_limits(s);
   }();
   return limits;
@@ -74,16 +71,14 @@ void fuzz_hello(std::span<const std::byte> in) {
 void fuzz_shape(std::span<const std::byte> in) {
   if (in.size() < 17) return;
   LinkLimits s;
-  s.max_heads = get_le<std::uint32_t>(in.data());
-  s.max_kv_heads = get_le<std::uint32_t>(in.data() + 4);
-  s.max_head_dim = get_le<std::uint32_t>(in.data() + 8);
-  s.max_block_rows = get_le<std::uint32_t>(in.data() + 12);
+  s.max_payload = get_le<std::uint64_t>(in.data());
+  s.fields[0] = get_le<std::uint32_t>(in.data() + 8);
   s.options_digest = get_le<std::uint8_t>(in.data() + 16);
   try {
     const FrameLimits l = FrameLimits::for_limits(s);
-    require(l.max_payload <= kMaxPayloadBytes);
-    require(l.max_rows == s.max_block_rows);
+    require(l.max_payload <= kMaxPayloadBytes && l.max_payload == s.max_payload);
   } catch (const InvalidArgument&) {
+    require(s.max_payload == 0 || s.max_payload > kMaxPayloadBytes);
   }
 }
 

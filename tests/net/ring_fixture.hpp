@@ -19,21 +19,21 @@ using std::chrono::milliseconds;
 
 inline const std::string kSecret = "test-secret-0123456789abcdef";
 
+// Blocks the size of K/V blocks of 2 KV heads of 16, fp32: a 32-byte prefix, then per row
+// an 8-byte position and K and V (net sees only bytes under a tag).
+inline constexpr std::uint32_t kSmallCols = 32;
+inline constexpr std::uint32_t kSmallRows = 64;
+inline constexpr std::uint32_t kBlocks = 7;  // the tests' schedule
+inline std::uint64_t kv_bytes(std::uint32_t rows) { return 32 + std::uint64_t{rows} * (8 + 2 * kSmallCols * 4); }
+inline Tag kv_header(std::uint64_t job, std::uint64_t step, std::uint32_t /*rows*/ = 0) { return {kBlocks, job, step}; }
+
 inline LinkLimits small_shape() {
   LinkLimits s;
-  s.max_heads = 4;
-  s.max_kv_heads = 2;
-  s.max_head_dim = 16;
-  s.max_block_rows = 64;
+  s.max_payload = kv_bytes(kSmallRows);
+  s.fields = {4, 2, 16, kSmallRows};
+  s.names = {"max_heads", "max_kv_heads", "max_head_dim", "max_block_rows"};
   return s;
 }
-
-// K/V blocks of the small shape: 2 KV heads of 16, fp32.
-inline constexpr std::uint32_t kSmallCols = 32;
-inline FrameHeader kv_header(std::uint64_t job, std::uint64_t step, std::uint32_t rows) {
-  return kv_block_header(DType::f32, kSmallCols, job, step, rows);
-}
-inline std::uint64_t kv_bytes(std::uint32_t rows) { return kv_block_bytes(DType::f32, kSmallCols, rows); }
 
 inline TransportConfig make_config(int rank, int world, milliseconds timeout = milliseconds(5000)) {
   TransportConfig c;

@@ -45,7 +45,7 @@ RawRank1 connect_raw_rank1(Transport& t, const TransportConfig& c, RawListener& 
 
 // Posts a receive on `t`, lets `act` misbehave, returns the error wait() throws.
 std::string recv_error(Transport& t, std::span<std::byte> buf, const std::function<void()>& act) {
-  Request q = t.irecv(t.predecessor(), buf);
+  Request q = t.irecv(t.predecessor(), kv_header(1, 0), buf);
   act();
   try {
     t.wait(q);
@@ -55,7 +55,11 @@ std::string recv_error(Transport& t, std::span<std::byte> buf, const std::functi
   return "no error";
 }
 
-FrameHeader valid_kv(std::uint32_t rows) { return kv_header(1, 0, rows); }
+FrameHeader valid_kv(std::uint32_t rows) {
+  FrameHeader h = data_header(kv_header(1, 0));
+  h.payload_bytes = kv_bytes(rows);
+  return h;
+}
 
 }  // namespace
 
@@ -81,7 +85,7 @@ TEST_CASE("faults: different limits are refused naming the field") {
   Ring ring;
   for (int r = 0; r < 2; ++r) {
     TransportConfig c = make_config(r, 2, kShort);
-    if (r == 1) c.limits.max_head_dim = 32;
+    if (r == 1) c.limits.fields[2] = 32;  // max_head_dim
     ring.push_back(make_tcp_transport(c));
   }
   const auto errors = run_ranks(2, [&](int r) { ring[static_cast<std::size_t>(r)]->connect(addresses(ring)); });
@@ -193,7 +197,7 @@ TEST_CASE("faults: a peer that dies mid-frame is reported, not waited for") {
   INFO(m);
   CHECK(seconds_since(t0) < 1.0);
   CHECK(m.find("rank 0:") == 0);
-  CHECK(m.find("predecessor rank 1 closed the connection (EOF) in the middle of a KV_BLOCK frame") != std::string::npos);
+  CHECK(m.find("predecessor rank 1 closed the connection (EOF) in the middle of a frame (schedule 0x00000007 call 1 step 0") != std::string::npos);
 }
 
 TEST_CASE("faults: a corrupted payload fails its CRC and the peer is told why") {
@@ -211,7 +215,7 @@ TEST_CASE("faults: a corrupted payload fails its CRC and the peer is told why") 
     send_all(raw.out.get(), payload);
   });
   INFO(m);
-  CHECK(m.find("payload CRC32C mismatch on a KV_BLOCK frame (step 0) from predecessor rank 1") != std::string::npos);
+  CHECK(m.find("payload CRC32C mismatch on a frame (schedule 0x00000007 call 1 step 0) from predecessor rank 1") != std::string::npos);
   // rank 0 tells its neighbours why it gives up.
   auto told = recv_control(raw.in.get());
   REQUIRE(told);
@@ -251,11 +255,11 @@ TEST_CASE("faults: a wait that runs out throws within io_timeout and the neighbo
   Ring ring = make_ring(2, [](TransportConfig& c) { c.io_timeout = milliseconds(300); });
   std::vector<std::byte> buf(kv_bytes(64));
   const auto t0 = Clock::now();
-  Request q = ring[0]->irecv(ring[0]->predecessor(), buf);  // rank 1 never sends
+  Request q = ring[0]->irecv(ring[0]->predecessor(), kv_header(1, 0), buf);  // rank 1 never sends
   CHECK_THROWS_WITH_AS(ring[0]->wait(q), doctest::Contains("rank 0: timed out after 300 ms waiting to receive from predecessor rank 1"),
                        NetworkError);
   CHECK(seconds_since(t0) < 1.0);
-  Request q1 = ring[1]->irecv(ring[1]->predecessor(), buf);
+  Request q1 = ring[1]->irecv(ring[1]->predecessor(), kv_header(1, 0), buf);
   CHECK_THROWS_WITH_AS(ring[1]->wait(q1), doctest::Contains("rank 0 aborted: rank 0: timed out"), NetworkError);
   close_all(ring);
 }
@@ -264,8 +268,8 @@ TEST_CASE("faults: a rank that leaves mid-ring ends its neighbours with its name
   Ring ring = make_ring(3);
   std::vector<std::byte> buf(kv_bytes(64));
   const auto t0 = Clock::now();
-  Request q2 = ring[2]->irecv(ring[2]->predecessor(), buf);  // from rank 1
-  Request q0 = ring[0]->irecv(ring[0]->predecessor(), buf);  // from rank 2
+  Request q2 = ring[2]->irecv(ring[2]->predecessor(), kv_header(1, 0), buf);  // from rank 1
+  Request q0 = ring[0]->irecv(ring[0]->predecessor(), kv_header(1, 0), buf);  // from rank 2
   ring[1]->close();
   CHECK_THROWS_WITH_AS(ring[2]->wait(q2), doctest::Contains("predecessor rank 1 closed the ring (BYE)"), NetworkError);
   // rank 2 passed the cause on to rank 0.

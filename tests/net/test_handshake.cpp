@@ -5,6 +5,7 @@
 
 #include "net/handshake.hpp"
 #include "net/secret.hpp"
+#include "ringattn/byte_order.hpp"
 
 using namespace ringattn;
 using namespace ringattn::net;
@@ -16,10 +17,9 @@ Hello hello(std::uint32_t rank) {
   h.ring_id = 99;
   h.rank = rank;
   h.world = 4;
-  h.limits.max_heads = 8;
-  h.limits.max_kv_heads = 2;
-  h.limits.max_head_dim = 128;
-  h.limits.max_block_rows = 512;
+  h.limits.fields = {8, 2, 128, 512};
+  h.limits.names = {"max_heads", "max_kv_heads", "max_head_dim", "max_block_rows"};
+  h.limits.max_payload = 1 << 20;
   h.limits.options_digest = 0xfeed;
   fill_random(h.nonce);
   return h;
@@ -54,7 +54,8 @@ TEST_CASE("hello: round trip and field checks") {
   refused(17, std::byte{2}, "reserved@17");
   refused(18, std::byte{1}, "reserved");
   refused(36, std::byte{1}, "reserved");
-  refused(40, std::byte{1}, "reserved@40");
+  CHECK(get_le<std::uint64_t>(b.data() + 40) == h.limits.max_payload);  // the limit fields at 20..36, max_payload at 40
+  CHECK(get_le<std::uint32_t>(b.data() + 28) == 128);
   Hello o;
   CHECK(try_decode_hello(std::span(b).first(87), o).find("'size' = 87") != std::string::npos);
 }
@@ -76,17 +77,20 @@ TEST_CASE("hello: a mismatch names the field and both values") {
   differs(t, 0, {"world size", "4", "5"});
   differs(hello(2), 0, {"expected rank 0", "rank 2"});
   t = hello(0);
-  t.limits.max_head_dim = 64;
+  t.limits.fields[2] = 64;
   differs(t, 0, {"ring limit 'max_head_dim'", "rank 1 has 128", "peer rank 0 has 64"});
   t = hello(0);
-  t.limits.max_kv_heads = 8;
+  t.limits.fields[1] = 8;
   differs(t, 0, {"'max_kv_heads'"});
   t = hello(0);
-  t.limits.max_heads = 16;
+  t.limits.fields[0] = 16;
   differs(t, 0, {"'max_heads'"});
   t = hello(0);
-  t.limits.max_block_rows = 256;
+  t.limits.fields[3] = 256;
   differs(t, 0, {"'max_block_rows'"});
+  t = hello(0);
+  t.limits.max_payload = 4096;
+  differs(t, 0, {"'max_payload'", "1048576", "4096"});
   t = hello(0);
   t.limits.options_digest = 1;
   differs(t, 0, {"job options", "another job shape"});

@@ -50,7 +50,7 @@ void exchange_once(Ring& ring) {
     std::vector<float> a(kv_bytes(8) / 4), b(a.size()), want(a.size());
     fill_block(a, r, 1);
     Request s = t.isend(t.successor(), kv_header(1, 0, 8), bytes_of(a, a.size()));
-    Request q = t.irecv(t.predecessor(), std::as_writable_bytes(std::span(b)));
+    Request q = t.irecv(t.predecessor(), kv_header(1, 0), std::as_writable_bytes(std::span(b)));
     t.wait(s);
     t.wait(q);
     fill_block(want, (r + t.world() - 1) % t.world(), 1);
@@ -147,7 +147,7 @@ TEST_CASE("liveness: a peer that computes for three timeouts but shows progress 
       }
     }
     Request s = t.isend(t.successor(), kv_header(1, 0, 8), bytes_of(a, a.size()));
-    Request q = t.irecv(t.predecessor(), std::as_writable_bytes(std::span(b)));
+    Request q = t.irecv(t.predecessor(), kv_header(1, 0), std::as_writable_bytes(std::span(b)));
     t.wait(s);
     t.wait(q);
   });
@@ -174,7 +174,7 @@ TEST_CASE("liveness: a chain of ranks waiting behind one slow kernel stays alive
       t.wait(s);
     }
     if (r != 1) {
-      Request q = t.irecv(t.predecessor(), std::as_writable_bytes(std::span(b)));
+      Request q = t.irecv(t.predecessor(), kv_header(1, 0), std::as_writable_bytes(std::span(b)));
       t.wait(q);
     }
     if (r == 2) {
@@ -186,6 +186,32 @@ TEST_CASE("liveness: a chain of ranks waiting behind one slow kernel stays alive
   close_all(ring);
 }
 
+TEST_CASE("liveness: a cycle of ranks waiting on each other stalls within the timeout, though frames moved as it closed") {
+  // rank 0 sends a frame rank 1 holds (no receive names it), then each waits for a frame the
+  // other never sends. Their PINGs pass each other's last progress back and forth: it only
+  // ages, so both fail as stalled instead of keeping each other alive.
+  Ring ring = make_ring(2, [](TransportConfig& c) { c.io_timeout = milliseconds(300); });
+  const auto t0 = Clock::now();
+  const auto errors = run_ranks(2, [&](int r) {
+    auto& t = *ring[static_cast<std::size_t>(r)];
+    std::vector<std::byte> buf(kv_bytes(8));
+    if (r == 0) {
+      Request s = t.isend(1, kv_header(1, 5), buf);
+      t.wait(s);
+    }
+    t.liveness().tick();
+    Request q = t.irecv(1 - r, kv_header(2, 0), buf);
+    t.wait(q);
+  });
+  CHECK(seconds_since(t0) < 5.0);  // about the timeout; 10 s would be a hang
+  for (const auto& e : errors) {
+    const std::string m = message_of(e);
+    const bool stalled = m.find("made no progress") != std::string::npos || m.find("aborted") != std::string::npos;
+    CHECK_MESSAGE(stalled, m);
+  }
+  close_all(ring);
+}
+
 TEST_CASE("liveness: a busy peer whose kernel stopped advancing fails the wait, naming it") {
   Ring ring = make_ring(2, [](TransportConfig& c) { c.io_timeout = milliseconds(300); });
   std::vector<std::byte> buf(kv_bytes(64));
@@ -194,7 +220,7 @@ TEST_CASE("liveness: a busy peer whose kernel stopped advancing fails the wait, 
     auto busy = ring[1]->liveness().enter(PeerState::busy);  // and never ticks
     while (!release) std::this_thread::sleep_for(milliseconds(10));
   });
-  Request q = ring[0]->irecv(ring[0]->predecessor(), buf);
+  Request q = ring[0]->irecv(ring[0]->predecessor(), kv_header(1, 0), buf);
   try {
     ring[0]->wait(q);
     FAIL("no error");
@@ -229,7 +255,7 @@ TEST_CASE("liveness: a peer that falls silent (no keep-alives) fails the wait wi
   REQUIRE(message_of(err) == "");
   // The raw rank 1 never sends a keep-alive: like a SIGSTOPped process.
   std::vector<std::byte> buf(kv_bytes(8));
-  Request q = t->irecv(t->predecessor(), buf);
+  Request q = t->irecv(t->predecessor(), kv_header(1, 0), buf);
   const auto t0 = Clock::now();
   try {
     t->wait(q);
@@ -337,7 +363,7 @@ TEST_CASE("tls: a bit flipped on the path is detected and fails the connection, 
   for (const auto& e : errors) REQUIRE(message_of(e) == "");
   std::vector<float> a(kv_bytes(64) / 4, 1.0f), b(a.size(), 0.0f);
   Request s = ring[0]->isend(ring[0]->successor(), kv_header(1, 0, 64), bytes_of(a, a.size()));
-  Request q = ring[1]->irecv(ring[1]->predecessor(), std::as_writable_bytes(std::span(b)));
+  Request q = ring[1]->irecv(ring[1]->predecessor(), kv_header(1, 0), std::as_writable_bytes(std::span(b)));
   std::string m;
   try {
     ring[1]->wait(q);

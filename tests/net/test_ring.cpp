@@ -16,13 +16,15 @@ using namespace ringattn::net::test;
 
 namespace {
 
+// A block of 8 KV heads of 128, fp32, of `rows` rows (the size only: net sees bytes).
+std::size_t big_bytes(std::size_t rows) { return 32 + rows * (8 + 2 * 1024 * 4); }
+
 // One rank's part of `laps` laps: at step s it sends the block it holds (starting with its
 // own) and receives the block that started at rank (r - s - 1) mod P.
 void run_ring_rank(Transport& t, int laps) {
   const int P = t.world(), r = t.rank();
-  const LinkLimits shape = small_shape();
-  auto rows_of = [&](int origin) { return static_cast<std::uint32_t>(1 + (origin * 13) % shape.max_block_rows); };
-  const std::size_t max_elems = kv_bytes(shape.max_block_rows) / 4;
+  auto rows_of = [&](int origin) { return static_cast<std::uint32_t>(1 + (origin * 13) % kSmallRows); };
+  const std::size_t max_elems = kv_bytes(kSmallRows) / 4;
   std::vector<float> a(max_elems), b(max_elems), expect(max_elems);
   fill_block(a, r, 0);
   int held = r;  // origin of the block in `a`
@@ -31,14 +33,13 @@ void run_ring_rank(Transport& t, int laps) {
     const std::uint32_t rows = rows_of(held);
     const std::size_t elems = kv_bytes(rows) / 4;
     Request s = t.isend(t.successor(), kv_header(1, static_cast<std::uint64_t>(step), rows), bytes_of(a, elems), crc);
-    Request q = t.irecv(t.predecessor(), std::as_writable_bytes(std::span(b)));
+    Request q = t.irecv(t.predecessor(), kv_header(1, static_cast<std::uint64_t>(step)), std::as_writable_bytes(std::span(b)));
     t.wait(s);
     const FrameHeader h = t.wait(q);
     const int origin = ((r - step - 1) % P + P) % P;
-    REQUIRE(h.kind == FrameKind::kv_block);
-    REQUIRE(h.step == static_cast<std::uint64_t>(step));
-    REQUIRE(h.rows == rows_of(origin));
-    REQUIRE(h.payload_bytes == kv_bytes(h.rows));
+    REQUIRE(h.kind == FrameKind::data);
+    REQUIRE(h.tag == kv_header(1, static_cast<std::uint64_t>(step)));
+    REQUIRE(h.payload_bytes == kv_bytes(rows_of(origin)));
     fill_block(expect, origin, 0);
     REQUIRE(std::memcmp(b.data(), expect.data(), h.payload_bytes) == 0);
     crc = h.payload_crc;  // relay without recomputing
@@ -61,7 +62,7 @@ TEST_CASE("ring: world size 1 needs no sockets") {
   TransportConfig c = make_config(0, 1, milliseconds(100));
   auto lone = make_tcp_transport(c);
   std::vector<std::byte> buf(64);
-  Request q = lone->irecv(lone->predecessor(), buf);
+  Request q = lone->irecv(lone->predecessor(), kv_header(1, 0), buf);
   CHECK_THROWS_WITH_AS(lone->wait(q), doctest::Contains("timed out"), NetworkError);
   t->close();
   t->close();  // idempotent
@@ -86,15 +87,9 @@ TEST_CASE("ring: 2, 3 and 4 ranks pass blocks around for several laps") {
 
 TEST_CASE("ring: large blocks, several sends in flight, in order") {
   // 8 MiB K/V blocks: many read/write chunks per frame.
-  auto tweak = [](TransportConfig& c) {
-    c.limits.max_heads = c.limits.max_kv_heads = 8;
-    c.limits.max_head_dim = 128;
-    c.limits.max_block_rows = 2048;
-  };
+  auto tweak = [](TransportConfig& c) { c.limits.max_payload = big_bytes(2048); };
   Ring ring = make_ring(2, tweak);
-  TransportConfig c = make_config(0, 2);
-  tweak(c);
-  const std::size_t elems = kv_block_bytes(DType::f32, 1024, 2048) / 4;
+  const std::size_t elems = big_bytes(2048) / 4;
   constexpr int kFrames = 6;
   const auto errors = run_ranks(2, [&](int r) {
     Transport& t = *ring[static_cast<std::size_t>(r)];
@@ -102,15 +97,16 @@ TEST_CASE("ring: large blocks, several sends in flight, in order") {
     std::vector<Request> sends, recvs;
     for (int i = 0; i < kFrames; ++i) {
       fill_block(out[static_cast<std::size_t>(i)], r, static_cast<std::uint64_t>(i));
-      recvs.push_back(t.irecv(t.predecessor(), std::as_writable_bytes(std::span(in[static_cast<std::size_t>(i)]))));
+      recvs.push_back(t.irecv(t.predecessor(), kv_header(9, static_cast<std::uint64_t>(i)),
+                              std::as_writable_bytes(std::span(in[static_cast<std::size_t>(i)]))));
     }
     for (int i = 0; i < kFrames; ++i)
-      sends.push_back(t.isend(t.successor(), kv_block_header(DType::f32, 1024, 9, static_cast<std::uint64_t>(i), 2048),
+      sends.push_back(t.isend(t.successor(), kv_header(9, static_cast<std::uint64_t>(i)),
                               bytes_of(out[static_cast<std::size_t>(i)], elems)));
     std::vector<float> expect(elems);
     for (int i = 0; i < kFrames; ++i) {
       const FrameHeader h = t.wait(recvs[static_cast<std::size_t>(i)]);
-      REQUIRE(h.step == static_cast<std::uint64_t>(i));
+      REQUIRE(h.tag.step == static_cast<std::uint64_t>(i));
       fill_block(expect, 1 - r, static_cast<std::uint64_t>(i));
       REQUIRE(in[static_cast<std::size_t>(i)] == expect);
       CHECK(t.test(recvs[static_cast<std::size_t>(i)]));
@@ -125,7 +121,7 @@ TEST_CASE("ring: large blocks, several sends in flight, in order") {
 TEST_CASE("ring: misuse is refused up front") {
   auto t = make_tcp_transport(make_config(0, 2));
   std::vector<std::byte> buf(1024);
-  CHECK_THROWS_AS(t->irecv(t->predecessor(), buf), InvalidArgument);  // before connect()
+  CHECK_THROWS_AS(t->irecv(t->predecessor(), kv_header(0, 0), buf), InvalidArgument);  // before connect()
   CHECK_THROWS_AS(t->connect({{"127.0.0.1", 1}}), InvalidArgument);  // one address for two ranks
   TransportConfig bad = make_config(0, 2);
   bad.secret.clear();
@@ -137,32 +133,30 @@ TEST_CASE("ring: misuse is refused up front") {
   CHECK_THROWS_AS(make_tcp_transport(bad), InvalidArgument);
 
   Ring ring = make_ring(2);
-  FrameHeader h = kv_header(0, 0, 4);
-  std::vector<std::byte> payload(kv_bytes(4));
-  CHECK_THROWS_WITH_AS(ring[0]->isend(ring[0]->successor(), h, std::span(payload).first(10)), doctest::Contains("payload_bytes"), InvalidArgument);
-  h.kind = FrameKind::bye;
-  CHECK_THROWS_WITH_AS(ring[0]->isend(ring[0]->successor(), h, payload), doctest::Contains("data frames only"), InvalidArgument);
+  std::vector<std::byte> payload(kv_bytes(kSmallRows) + 1);
+  CHECK_THROWS_WITH_AS(ring[0]->isend(ring[0]->successor(), kv_header(0, 0), payload),
+                       doctest::Contains("exceeds the negotiated maximum"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(ring[0]->isend(ring[0]->successor(), Tag{0, 0, 0}, std::span(payload).first(10)),
+                       doctest::Contains("'schedule' = 0"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(ring[0]->irecv(ring[0]->predecessor(), Tag{0, 1, 1}, buf), doctest::Contains("schedule 0"),
+                       InvalidArgument);
   Request empty;
   CHECK_THROWS_AS(ring[0]->wait(empty), InvalidArgument);
   close_all(ring);
   // After close every request fails at once.
-  Request q = ring[0]->irecv(ring[0]->predecessor(), buf);
+  Request q = ring[0]->irecv(ring[0]->predecessor(), kv_header(0, 0), buf);
   CHECK_THROWS_WITH_AS(ring[0]->wait(q), doctest::Contains("closed"), NetworkError);
 }
 
 TEST_CASE("ring: a payload gathered from three arrays arrives as one, with the CRC of the whole") {
   // A rank's own block goes out as [prefix + positions][K][V] from three places; the parts
   // here straddle the 2 MiB write chunks, and one is empty. World of one too (the copy path).
-  auto tweak = [](TransportConfig& c) {
-    c.limits.max_heads = c.limits.max_kv_heads = 8;
-    c.limits.max_head_dim = 128;
-    c.limits.max_block_rows = 2048;
-  };
-  const std::size_t total = kv_block_bytes(DType::f32, 1024, 2000);  // prefix + tags + K + V bytes
+  auto tweak = [](TransportConfig& c) { c.limits.max_payload = big_bytes(2048); };
+  const std::size_t total = big_bytes(2000);  // prefix + tags + K + V bytes
   std::vector<std::byte> whole(total);
   for (std::size_t i = 0; i < total; ++i) whole[i] = static_cast<std::byte>((i * 2654435761u) >> 13);
   const std::span<const std::byte> all(whole);
-  const std::size_t head = kBlockPrefixBytes + 8 * 2000;
+  const std::size_t head = 32 + 8 * 2000;
   const std::size_t cuts[][2] = {{head, head + (total - head) / 2},                           // as a block
                                  {3, (2u << 20) + 5},                                         // across a chunk
                                  {0, total}};                                                 // empty parts
@@ -176,8 +170,8 @@ TEST_CASE("ring: a payload gathered from three arrays arrives as one, with the C
       const auto errors = run_ranks(world, [&](int r) {
         Transport& t = *ring[static_cast<std::size_t>(r)];
         std::vector<std::byte> in(total);
-        Request q = t.irecv(t.predecessor(), in);
-        Request s = t.isend(t.successor(), kv_block_header(DType::f32, 1024, 5, 0, 2000), gathered);
+        Request q = t.irecv(t.predecessor(), kv_header(5, 0), in);
+        Request s = t.isend(t.successor(), kv_header(5, 0), gathered);
         t.wait(s);
         const FrameHeader h = t.wait(q);
         REQUIRE(h.payload_bytes == total);
@@ -190,7 +184,7 @@ TEST_CASE("ring: a payload gathered from three arrays arrives as one, with the C
   }
 }
 
-TEST_CASE("ring: MESSAGE frames travel between any two ranks beside the blocks, in order, tags intact") {
+TEST_CASE("ring: frames go to the receive that names their tag, in any order; any call; between any two ranks") {
   Ring ring = make_ring(3);
   const auto errors = run_ranks(3, [&](int r) {
     Transport& t = *ring[static_cast<std::size_t>(r)];
@@ -198,40 +192,92 @@ TEST_CASE("ring: MESSAGE frames travel between any two ranks beside the blocks, 
       std::vector<Request> sends;
       const std::string hello = "rank 0 says hello";
       for (int to : {1, 2}) {
-        FrameHeader h;
-        h.kind = FrameKind::message;
-        h.tag = 40 + static_cast<std::uint32_t>(to);
-        h.job_id = 9;
-        h.payload_bytes = hello.size();
-        sends.push_back(t.isend(to, h, std::as_bytes(std::span(hello.data(), hello.size()))));
-        FrameHeader empty = h;
-        empty.tag = 50;
-        empty.payload_bytes = 0;
-        sends.push_back(t.isend(to, empty, std::span<const std::byte>()));
+        sends.push_back(t.isend(to, Tag{40 + static_cast<std::uint32_t>(to), 9, 0},
+                                std::as_bytes(std::span(hello.data(), hello.size()))));
+        sends.push_back(t.isend(to, Tag{50, 9, 1}, std::span<const std::byte>()));
+        sends.push_back(t.isend(to, Tag{60, 123, 2}, std::as_bytes(std::span(hello.data(), 4))));
       }
       for (auto& s : sends) t.wait(s);
       return;
     }
+    // Received last-sent first: the earlier frames wait, held, for their receives.
+    std::vector<std::byte> any(8);
+    Request qa = t.irecv(0, Tag{60, kAnyCall, 2}, any);
+    const FrameHeader ha = t.wait(qa);
+    CHECK(ha.tag == Tag{60, 123, 2});
+    CHECK(ha.payload_bytes == 4);
     std::vector<std::byte> in;
-    Request q = t.irecv(0, [&](const FrameHeader& h) {
-      in.resize(h.payload_bytes);
-      return std::span<std::byte>(in);
-    });
-    const FrameHeader h = t.wait(q);
-    CHECK(h.kind == FrameKind::message);
-    CHECK(h.tag == 40u + static_cast<std::uint32_t>(r));
-    CHECK(h.job_id == 9);
-    CHECK(std::string(reinterpret_cast<const char*>(in.data()), in.size()) == "rank 0 says hello");
-    Request e = t.irecv(0, [&](const FrameHeader& eh) {
+    Request e = t.irecv(0, Tag{50, 9, 1}, [&](const FrameHeader& eh) {
       in.resize(eh.payload_bytes);
       return std::span<std::byte>(in);
     });
     const FrameHeader he = t.wait(e);
-    CHECK(he.tag == 50);
+    CHECK(he.tag == Tag{50, 9, 1});
     CHECK(he.payload_bytes == 0);
+    Request q = t.irecv(0, Tag{40 + static_cast<std::uint32_t>(r), 9, 0}, [&](const FrameHeader& h) {
+      in.resize(h.payload_bytes);
+      return std::span<std::byte>(in);
+    });
+    const FrameHeader h = t.wait(q);
+    CHECK(h.kind == FrameKind::data);
+    CHECK(h.tag == Tag{40 + static_cast<std::uint32_t>(r), 9, 0});
+    CHECK(std::string(reinterpret_cast<const char*>(in.data()), in.size()) == "rank 0 says hello");
   });
   for (const auto& x : errors) CHECK(message_of(x) == "");
   close_all(ring);
+}
+
+TEST_CASE("ring: held frames are bounded, and the caller's conflict rule refuses a frame at once, naming both tags") {
+  SUBCASE("more held than the bound fails the transport, naming the tags") {
+    Ring ring = make_ring(2, [](TransportConfig& c) { c.max_held_bytes = 100; });
+    const auto errors = run_ranks(2, [&](int r) {
+      Transport& t = *ring[static_cast<std::size_t>(r)];
+      std::vector<std::byte> payload(60);
+      if (r == 0) {
+        Request a = t.isend(1, Tag{5, 1, 0}, payload);
+        Request b = t.isend(1, Tag{5, 1, 1}, payload);
+        t.wait(a);
+        t.wait(b);
+        return;
+      }
+      std::vector<std::byte> in(60);
+      Request q = t.irecv(0, Tag{5, 1, 2}, in);  // never sent: steps 0 and 1 are held, 120 > 100 bytes
+      t.wait(q);
+    });
+    const std::string e1 = message_of(errors[1]);
+    CHECK_MESSAGE(e1.find("would hold more than 100 bytes") != std::string::npos, e1);
+    CHECK_MESSAGE(e1.find("schedule 0x00000005 call 1 step 1") != std::string::npos, e1);
+    CHECK_MESSAGE(e1.find("while it waits for schedule 0x00000005 call 1 step 2") != std::string::npos, e1);
+    close_all(ring);
+  }
+  SUBCASE("a conflicting frame fails every rank with the rule's reason") {
+    auto rule = [](TransportConfig& c) {
+      c.conflict = [](const Tag& waiting, const Tag& arrived) {
+        return waiting.schedule != arrived.schedule ? std::string("schedules ") + std::to_string(waiting.schedule) +
+                                                          " and " + std::to_string(arrived.schedule) + " never mix"
+                                                    : std::string();
+      };
+    };
+    Ring ring = make_ring(2, rule);
+    const auto errors = run_ranks(2, [&](int r) {
+      Transport& t = *ring[static_cast<std::size_t>(r)];
+      std::vector<std::byte> buf(16);
+      if (r == 0) {
+        Request s = t.isend(1, Tag{8, 1, 0}, std::span(buf).first(8));
+        t.wait(s);
+        Request q = t.irecv(1, Tag{9, 1, 0}, buf);  // fails with the cause rank 1 found
+        t.wait(q);
+        return;
+      }
+      Request q = t.irecv(0, Tag{9, 1, 0}, buf);
+      t.wait(q);
+    });
+    for (const auto& e : errors) {
+      const std::string m = message_of(e);
+      CHECK_MESSAGE(m.find("schedules 9 and 8 never mix") != std::string::npos, m);
+    }
+    close_all(ring);
+  }
 }
 
 TEST_CASE("ring: a rank that announces it is leaving is heard by its peers at once, and frames still flow") {
@@ -254,15 +300,11 @@ TEST_CASE("ring: a rank that announces it is leaving is heard by its peers at on
   const auto errors = run_ranks(3, [&](int r) {
     Transport& t = *ring[static_cast<std::size_t>(r)];
     if (r == 0) {
-      FrameHeader h;
-      h.kind = FrameKind::message;
-      h.tag = 3;
-      h.payload_bytes = text.size();
-      Request s = t.isend(2, h, std::as_bytes(std::span(text.data(), text.size())));
+      Request s = t.isend(2, Tag{3, 0, 0}, std::as_bytes(std::span(text.data(), text.size())));
       t.wait(s);
     } else if (r == 2) {
       std::vector<std::byte> in;
-      Request q = t.irecv(0, [&](const FrameHeader& h) {
+      Request q = t.irecv(0, Tag{3, 0, 0}, [&](const FrameHeader& h) {
         in.resize(h.payload_bytes);
         return std::span<std::byte>(in);
       });

@@ -15,15 +15,17 @@ namespace {
 
 LinkLimits shape() {
   LinkLimits s;
-  s.max_heads = 8;
-  s.max_kv_heads = 2;
-  s.max_head_dim = 64;
-  s.max_block_rows = 128;
+  s.max_payload = 4096;
+  s.fields = {8, 2, 64, 128};
   return s;
 }
 
-// A bf16 block of 2 KV heads of 64: prefix 32 + tags 8/row + K and V 2*128*2 bytes/row.
-FrameHeader kv(std::uint32_t rows = 128) { return kv_block_header(DType::bf16, 128, 7, 3, rows); }
+// A DATA frame of schedule 0x1234, call 7, step 3.
+FrameHeader data(std::uint64_t bytes = 100) {
+  FrameHeader h = data_header({0x1234, 7, 3});
+  h.payload_bytes = bytes;
+  return h;
+}
 
 // Decoding `h` (after `patch` edits its bytes) fails with a message containing each of `words`.
 void refused(FrameHeader h, std::initializer_list<std::string> words, const FrameLimits& limits = FrameLimits::for_limits(shape()),
@@ -41,7 +43,8 @@ void refused(FrameHeader h, std::initializer_list<std::string> words, const Fram
 }  // namespace
 
 TEST_CASE("wire: the header layout is pinned byte by byte") {
-  FrameHeader h = kv(5);
+  FrameHeader h = data(5);
+  h.tag = {0xFFFF0201u, 0x0102030405060708ull, 9};
   h.payload_crc = 0xA1B2C3D4;
   const HeaderBytes b = encode_header(h);
   CHECK(kHeaderBytes == 48);
@@ -50,27 +53,24 @@ TEST_CASE("wire: the header layout is pinned byte by byte") {
   CHECK(b[2] == std::byte{'T'});
   CHECK(b[3] == std::byte{'N'});
   CHECK(get_le<std::uint16_t>(&b[4]) == kProtocolVersion);
-  CHECK(b[6] == std::byte{16});  // KV_BLOCK
-  CHECK(b[7] == std::byte{1});   // bf16
-  CHECK(get_le<std::uint64_t>(&b[8]) == 7);
-  CHECK(get_le<std::uint64_t>(&b[16]) == 3);
-  CHECK(get_le<std::uint32_t>(&b[24]) == 5);
-  CHECK(get_le<std::uint32_t>(&b[28]) == 128);
-  CHECK(get_le<std::uint64_t>(&b[32]) == 32 + 5 * 8 + 2ull * 5 * 128 * 2);
-  CHECK(b[40] == std::byte{0xD4});  // little-endian
+  CHECK(kProtocolVersion == 5);
+  CHECK(b[6] == std::byte{16});  // DATA
+  CHECK(b[7] == std::byte{0});
+  CHECK(get_le<std::uint64_t>(&b[8]) == 0x0102030405060708ull);  // call
+  CHECK(b[8] == std::byte{0x08});                                  // little-endian
+  CHECK(get_le<std::uint64_t>(&b[16]) == 9);                       // step
+  CHECK(get_le<std::uint32_t>(&b[24]) == 0xFFFF0201u);             // schedule
+  CHECK(get_le<std::uint32_t>(&b[28]) == 0);
+  CHECK(get_le<std::uint64_t>(&b[32]) == 5);
+  CHECK(b[40] == std::byte{0xD4});
   CHECK(get_le<std::uint32_t>(&b[44]) == 0);
 }
 
 TEST_CASE("wire: round trip of every kind") {
   const FrameLimits limits = FrameLimits::for_limits(shape());
-  FrameHeader st;
-  st.kind = FrameKind::state;
-  st.rows = 3;
-  st.cols = 8 * 66;
-  st.payload_bytes = 3ull * 8 * 66 * 4;
-  st.step = ~0ull;
-  st.job_id = 0x0123456789abcdefull;
-  st.payload_crc = 0xFFFFFFFF;
+  FrameHeader big = data(4096);
+  big.tag = {~0u, ~0ull, ~0ull};
+  big.payload_crc = 0xFFFFFFFF;
   FrameHeader hello, auth, bye, error;
   hello.kind = FrameKind::hello;
   hello.payload_bytes = kHelloBytes;
@@ -79,7 +79,7 @@ TEST_CASE("wire: round trip of every kind") {
   bye.kind = FrameKind::bye;
   error.kind = FrameKind::error;
   error.payload_bytes = kMaxErrorBytes;
-  for (const FrameHeader& h : {kv(), kv(1), st, hello, auth, bye, error}) {
+  for (const FrameHeader& h : {data(), data(0), big, hello, auth, bye, error}) {
     const HeaderBytes b = encode_header(h);
     CHECK(decode_header(b, limits) == h);
   }
@@ -89,27 +89,29 @@ TEST_CASE("wire: round trip of every kind") {
 TEST_CASE("wire: every rejected field is named with its value") {
   const FrameLimits limits = FrameLimits::for_limits(shape());
   SUBCASE("length") {
-    const HeaderBytes b = encode_header(kv());
+    const HeaderBytes b = encode_header(data());
     FrameHeader out;
     CHECK(try_decode_header(std::span(b).first(47), limits, out).find("47 bytes") != std::string::npos);
   }
-  SUBCASE("magic") { refused(kv(), {"'magic'", std::to_string(0x4E544153)}, limits, [](HeaderBytes& b) { b[0] = std::byte{'S'}; }); }
-  SUBCASE("version") { refused(kv(), {"'version' = 1", "version " + std::to_string(kProtocolVersion)}, limits, [](HeaderBytes& b) { b[4] = std::byte{1}; }); }
-  SUBCASE("reserved") { refused(kv(), {"'reserved' = 1"}, limits, [](HeaderBytes& b) { b[44] = std::byte{1}; }); }
-  SUBCASE("kind") { refused(kv(), {"'kind' = 99"}, limits, [](HeaderBytes& b) { b[6] = std::byte{99}; }); }
-  SUBCASE("dtype") { refused(kv(), {"'dtype' = 7"}, limits, [](HeaderBytes& b) { b[7] = std::byte{7}; }); }
-  SUBCASE("rows of a control frame") {
+  SUBCASE("magic") { refused(data(), {"'magic'", std::to_string(0x4E544153)}, limits, [](HeaderBytes& b) { b[0] = std::byte{'S'}; }); }
+  SUBCASE("version") { refused(data(), {"'version' = 1", "version " + std::to_string(kProtocolVersion)}, limits, [](HeaderBytes& b) { b[4] = std::byte{1}; }); }
+  SUBCASE("reserved") {
+    refused(data(), {"'reserved' = 1", "offset 7"}, limits, [](HeaderBytes& b) { b[7] = std::byte{1}; });
+    refused(data(), {"'reserved' = 2", "offset 28"}, limits, [](HeaderBytes& b) { b[28] = std::byte{2}; });
+    refused(data(), {"'reserved' = 3", "offset 44"}, limits, [](HeaderBytes& b) { b[44] = std::byte{3}; });
+  }
+  SUBCASE("kind") { refused(data(), {"'kind' = 99"}, limits, [](HeaderBytes& b) { b[6] = std::byte{99}; }); }
+  SUBCASE("a control frame has no tag") {
     FrameHeader h;
     h.kind = FrameKind::bye;
-    h.rows = 1;
-    refused(h, {"'rows' = 1", "BYE"});
-  }
-  SUBCASE("cols of a control frame") {
-    FrameHeader h;
+    h.tag.schedule = 1;
+    refused(h, {"'schedule' = 1", "BYE"});
+    h.tag = {0, 2, 0};
+    refused(h, {"'call' = 2", "BYE"});
     h.kind = FrameKind::auth;
     h.payload_bytes = kAuthBytes;
-    h.cols = 2;
-    refused(h, {"'cols' = 2", "AUTH"});
+    h.tag = {0, 0, 3};
+    refused(h, {"'step' = 3", "AUTH"});
   }
   SUBCASE("control payload sizes") {
     FrameHeader h;
@@ -128,127 +130,53 @@ TEST_CASE("wire: every rejected field is named with its value") {
     h.payload_bytes = 1;
     refused(h, {"'payload_bytes' = 1", "BYE"});
   }
-  SUBCASE("data before the handshake") { refused(kv(), {"'kind' = 16", "before the handshake"}, FrameLimits::handshake_only()); }
-  SUBCASE("rows") {
-    refused(kv(129), {"'rows' = 129", "1..128"});
-    refused(kv(0), {"'rows' = 0"});
+  SUBCASE("data before the handshake") { refused(data(), {"'kind' = 16", "before the handshake"}, FrameLimits::handshake_only()); }
+  SUBCASE("a DATA frame names its schedule") {
+    FrameHeader h = data();
+    h.tag.schedule = 0;
+    refused(h, {"'schedule' = 0", "1 or more"});
   }
-  SUBCASE("cols of a KV block") {
-    FrameHeader h = kv();
-    h.cols = 129;
-    h.payload_bytes = kv_block_bytes(DType::bf16, 129, 128);
-    refused(h, {"'cols' = 129", "1..128", "max_kv_heads*max_head_dim"});
-  }
-  SUBCASE("a KV block's size says whether it carries groups, nothing else") {
-    FrameHeader h = kv(10);
-    CHECK(try_decode_header(encode_header(h), limits, h).empty());
-    h.payload_bytes = kv_block_bytes(DType::bf16, 128, 10, true);  // + 4 bytes a row
+  SUBCASE("a DATA frame's length is bounded by the negotiated maximum, nothing else") {
     FrameHeader out;
-    CHECK(try_decode_header(encode_header(h), limits, out).empty());
-    h.payload_bytes += 4;
-    refused(h, {"'payload_bytes'", std::to_string(kv_block_bytes(DType::bf16, 128, 10)) + " or " +
-                                       std::to_string(kv_block_bytes(DType::bf16, 128, 10, true))});
-  }
-  SUBCASE("state cols and dtype") {
-    FrameHeader h;
-    h.kind = FrameKind::state;
-    h.rows = 2;
-    h.cols = 8 * 66 + 1;
-    h.payload_bytes = 2ull * h.cols * 4;
-    refused(h, {"'cols' = 529", "1..528"});
-    h.cols = 10;
-    h.dtype = DType::bf16;
-    h.payload_bytes = 2ull * 10 * 2;
-    refused(h, {"'dtype' = 1", "STATE"});
-  }
-  SUBCASE("a QUERY may have 0 rows; its cols and size are bounded like the others") {
-    FrameHeader h;
-    h.kind = FrameKind::query;
-    h.dtype = DType::bf16;
-    h.cols = (8 + 2 * 2) * 64;
-    h.rows = 0;
-    h.payload_bytes = 32;  // the prefix alone: a rank with no token this step
-    FrameHeader out;
-    CHECK(try_decode_header(encode_header(h), limits, out).empty());
-    h.rows = 3;
-    h.payload_bytes = 32 + 3 * 12 + 3ull * h.cols * 2;
-    CHECK(try_decode_header(encode_header(h), limits, out).empty());
-    h.payload_bytes += 2;
-    refused(h, {"'payload_bytes'", "QUERY"});
-    h.rows = 129;
-    refused(h, {"'rows' = 129", "0..128"});
-    h.rows = 3;
-    h.cols = (8 + 2 * 2) * 64 + 1;
-    refused(h, {"'cols' = 769", "1..768"});
-  }
-  SUBCASE("payload length that disagrees with rows*cols") {
-    FrameHeader h = kv();
-    h.payload_bytes += 1;
-    refused(h, {"'payload_bytes' = " + std::to_string(kv_block_bytes(DType::bf16, 128, 128) + 1),
-                std::to_string(kv_block_bytes(DType::bf16, 128, 128)) + " or "});
-  }
-  SUBCASE("oversized length field") {
-    FrameHeader h = kv();
-    h.payload_bytes = 1ull << 40;
-    refused(h, {"'payload_bytes' = 1099511627776"});
-    h.payload_bytes = ~0ull;
-    refused(h, {"'payload_bytes' = 18446744073709551615"});
+    CHECK(try_decode_header(encode_header(data(0)), limits, out).empty());
+    CHECK(try_decode_header(encode_header(data(4096)), limits, out).empty());
+    refused(data(4097), {"'payload_bytes' = 4097", "exceeds the negotiated maximum 4096"});
+    refused(data(1ull << 40), {"'payload_bytes' = 1099511627776"});
+    refused(data(~0ull), {"'payload_bytes' = 18446744073709551615"});
   }
 }
 
-TEST_CASE("wire: payload size arithmetic is overflow-safe") {
-  bool ok = true;
-  CHECK(data_payload_bytes(FrameKind::kv_block, DType::f32, 0xFFFFFFFFu, 0xFFFFFFFFu, false, ok) == 0);
-  CHECK_FALSE(ok);
-  CHECK(data_payload_bytes(FrameKind::state, DType::f32, 0xFFFFFFFFu, 0xFFFFFFFFu, false, ok) == 0);
-  CHECK_FALSE(ok);  // 2^64 - 2^33 + 1 times 4 overflows
-  CHECK(data_payload_bytes(FrameKind::kv_block, DType::bf16, 3, 5, false, ok) == 32 + 3 * 8 + 60);
-  CHECK(ok);
-  CHECK(data_payload_bytes(FrameKind::kv_block, DType::bf16, 3, 5, true, ok) == 32 + 3 * 12 + 60);
-  CHECK(data_payload_bytes(FrameKind::query, DType::bf16, 3, 5, false, ok) == 32 + 3 * 12 + 30);
-  CHECK(ok);
-  CHECK(data_payload_bytes(FrameKind::query, DType::f32, 0xFFFFFFFFu, 0xFFFFFFFFu, true, ok) == 0);
-  CHECK_FALSE(ok);
-  CHECK(data_payload_bytes(FrameKind::bye, DType::f32, 1, 1, false, ok) == 0);
-  CHECK_FALSE(ok);
-  CHECK(kv_block_header(DType::bf16, 128, 1, 2, 100).payload_bytes == kv_block_bytes(DType::bf16, 128, 100));
+TEST_CASE("wire: tags match on schedule, call and step; a receive may take any call") {
+  const Tag t{5, 7, 9};
+  CHECK(matches(t, t));
+  CHECK_FALSE(matches(t, Tag{6, 7, 9}));
+  CHECK_FALSE(matches(t, Tag{5, 8, 9}));
+  CHECK_FALSE(matches(t, Tag{5, 7, 10}));
+  CHECK(matches(Tag{5, kAnyCall, 9}, Tag{5, 123, 9}));
+  CHECK_FALSE(matches(Tag{5, kAnyCall, 9}, Tag{5, 123, 8}));
+  CHECK(to_string(Tag{0xFFFF0201u, 3, 1}) == "schedule 0xffff0201 call 3 step 1");
 }
 
-TEST_CASE("wire: frame limits follow from the ring's limits, bad limits are refused by field") {
-  const FrameLimits l = FrameLimits::for_limits(shape());
-  CHECK(l.max_rows == 128);
-  CHECK(l.max_kv_cols == 128);
-  CHECK(l.max_state_cols == 8 * 66);
-  CHECK(l.max_query_cols == (8 + 2 * 2) * 64);
-  // QUERY rows (q, k and v of a token, with its position and sequence) are the widest here
-  CHECK(l.max_payload == 32 + 128ull * (12 + (8 + 2 * 2) * 64 * 4));
-  auto refused_shape = [](LinkLimits s, const std::string& word) {
-    try {
-      FrameLimits::for_limits(s);
-      FAIL("accepted a bad shape");
-    } catch (const InvalidArgument& e) {
-      CHECK(std::string(e.what()).find(word) != std::string::npos);
-    }
-  };
+TEST_CASE("wire: frame limits: the negotiated maximum within the ceiling") {
+  CHECK(FrameLimits::for_limits(shape()).max_payload == 4096);
+  CHECK(FrameLimits::handshake_only().max_payload == 0);
   LinkLimits s = shape();
-  s.max_heads = 0;
-  refused_shape(s, "'max_heads' = 0");
-  s = shape();
-  s.max_kv_heads = 0;
-  refused_shape(s, "'max_kv_heads' = 0");
-  s = shape();
-  s.max_head_dim = 0;
-  refused_shape(s, "'max_head_dim' = 0");
-  s = shape();
-  s.max_block_rows = 0;
-  refused_shape(s, "'max_block_rows' = 0");
-  s = shape();
-  s.max_block_rows = 0xFFFFFFFFu;
-  s.max_head_dim = 1u << 20;
-  refused_shape(s, "GiB");
-  s = shape();
-  s.max_head_dim = 0xFFFFFFFFu;
-  refused_shape(s, "overflow");
+  s.max_payload = 0;
+  CHECK_THROWS_WITH_AS(FrameLimits::for_limits(s), doctest::Contains("'max_payload' = 0"), InvalidArgument);
+  s.max_payload = kMaxPayloadBytes + 1;
+  CHECK_THROWS_WITH_AS(FrameLimits::for_limits(s), doctest::Contains("GiB frame ceiling"), InvalidArgument);
+  s.max_payload = kMaxPayloadBytes;
+  CHECK(FrameLimits::for_limits(s).max_payload == kMaxPayloadBytes);
+  // the fingerprint names every compared field, not the names
+  LinkLimits a = shape(), b = shape();
+  b.names = {"w", "x", "y", "z"};
+  CHECK(limits_fingerprint(a) == limits_fingerprint(b));
+  CHECK(a == b);
+  b.fields[3] = 64;
+  CHECK(limits_fingerprint(a) != limits_fingerprint(b));
+  b = shape();
+  b.max_payload = 4095;
+  CHECK(limits_fingerprint(a) != limits_fingerprint(b));
 }
 
 TEST_CASE("wire: a peer's ERROR text cannot forge log lines") {
@@ -287,52 +215,10 @@ TEST_CASE("wire: ERROR carries the origin rank and the cause, PING the progress 
   q[8] = std::byte{3};
   CHECK(try_decode_ping(q, back).find("'state' = 3") != std::string::npos);
   q = p;
-  q[15] = std::byte{1};
-  CHECK(try_decode_ping(q, back).find("reserved") != std::string::npos);
-}
-
-TEST_CASE("wire: MESSAGE frames carry their type in the tag and any length up to the negotiated maximum") {
-  const FrameLimits limits = FrameLimits::for_limits(shape());
-  FrameHeader m;
-  m.kind = FrameKind::message;
-  m.tag = 7;
-  m.job_id = 12;
-  for (std::uint64_t bytes : {std::uint64_t{0}, std::uint64_t{1}, limits.max_payload}) {
-    m.payload_bytes = bytes;
-    const HeaderBytes b = encode_header(m);
-    CHECK(get_le<std::uint32_t>(&b[44]) == 7);
-    CHECK(decode_header(b, limits) == m);
-  }
-  m.payload_bytes = 16;
-  SUBCASE("a type is named") {
-    FrameHeader h = m;
-    h.tag = 0;
-    refused(h, {"'tag' = 0", "MESSAGE names its type"}, limits);
-  }
-  SUBCASE("no matrix") {
-    FrameHeader h = m;
-    h.rows = 1;
-    refused(h, {"'rows' = 1", "MESSAGE frame has 0"}, limits);
-    h.rows = 0;
-    h.cols = 4;
-    refused(h, {"'cols' = 4"}, limits);
-    h.cols = 0;
-    h.dtype = DType::bf16;
-    refused(h, {"'dtype' = 1"}, limits);
-  }
-  SUBCASE("bounded") {
-    FrameHeader h = m;
-    h.payload_bytes = limits.max_payload + 1;
-    refused(h, {"'payload_bytes'", "exceeds the negotiated maximum"}, limits);
-  }
-  SUBCASE("not before the handshake") { refused(m, {"MESSAGE", "before the handshake"}, FrameLimits::handshake_only()); }
-  SUBCASE("other kinds have no tag") {
-    FrameHeader h = kv();
-    h.tag = 3;
-    refused(h, {"'reserved' = 3", "only a MESSAGE"}, limits);
-    FrameHeader bye;
-    bye.kind = FrameKind::bye;
-    bye.tag = 1;
-    refused(bye, {"'reserved' = 1"}, limits);
-  }
+  q[11] = std::byte{1};
+  CHECK(try_decode_ping(q, back).find("reserved byte 11") != std::string::npos);
+  const auto aged = encode_ping({1, PeerState::waiting, false, 0xA1B2C3D4u});
+  CHECK(get_le<std::uint32_t>(&aged[12]) == 0xA1B2C3D4u);
+  REQUIRE(try_decode_ping(aged, back).empty());
+  CHECK(back.age_ms == 0xA1B2C3D4u);
 }

@@ -10,6 +10,7 @@
 #include "ringattn/packing.hpp"
 #include "ringattn/ring.hpp"
 #include "src/oracle/random_inputs.hpp"
+#include "ring/block_layout.hpp"
 #include "ring/internals.hpp"
 #include "src/oracle/reference.hpp"
 #include "tests/free_port.hpp"
@@ -230,7 +231,7 @@ TEST_CASE("ring documents: a block whose ids arrive out of order is refused by t
     if (r == 0)  // rank 0's own block, as it leaves: its first row's document id made the largest
       RingInternals::set_step_hook(ring, [rows](int step, std::span<std::byte> block, std::atomic<std::uint64_t>&) {
         if (step != 0) return;
-        std::byte* groups = block.data() + net::kBlockPrefixBytes + rows * 8;
+        std::byte* groups = block.data() + ringattn::ring::kBlockPrefixBytes + rows * 8;
         groups[0] = std::byte{0xff};
         groups[1] = std::byte{0x7f};
       });

@@ -144,12 +144,13 @@ TEST_CASE("ulysses: a rank calling forward() meanwhile fails the call on every r
     if (s.empty()) s = errors[static_cast<std::size_t>(r)];
     CHECK_FALSE(s.empty());
   }
-  // Whichever side refuses first names what came: a K/V block where the all-gather's frame
-  // was expected, or the all-gather's MESSAGE where a K/V block was; every rank reports it.
+  // Whichever side refuses first names what came (the ring's conflict rule, frame_tags.hpp):
+  // a K/V block where Ulysses' all-gather was awaited, or the reverse; every rank reports it.
   bool named = true;
   for (const auto& s : seen)
-    named = named && (s.find("but got a KV_BLOCK frame") != std::string::npos ||
-                      s.find("is a MESSAGE frame, not a K/V block") != std::string::npos);
+    named = named && s.find("the ranks are not making the same calls: this rank is in a") != std::string::npos &&
+            (s.find("which sent the K/V block of call 1") != std::string::npos ||
+             s.find("which sent Ulysses' all-gather of call 1") != std::string::npos);
   CHECK_MESSAGE(named, seen[0] << " | " << seen[1] << " | " << seen[2]);
 }
 

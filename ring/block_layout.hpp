@@ -1,7 +1,9 @@
-// ringattn — the one owner of a row block's payload layout (KV_BLOCK and QUERY frames,
-// net/wire.hpp): where the prefix, the tags, the groups and the bodies start and how many
-// bytes the whole takes. The frame decoder asks it for the sizes it accepts, the ring's
-// schedules for where to write and read; nobody else spells out the arithmetic.
+// ringattn — the one owner of a row block's payload layout (the K/V blocks of the ring's
+// passes and decode's queries, carried as opaque DATA frames: net/wire.hpp): where the
+// prefix, the tags, the groups and the bodies start and how many bytes the whole takes.
+// A receiver asks it how many rows a payload of the size that came holds (rows_of: a size
+// no whole number of rows makes is refused), the schedules where to write and read; nobody
+// else spells out the arithmetic.
 //
 //   [0, 32)                prefix: the caller's description of the call (ring/block_format)
 //   [32, 32 + 8 rows)      tags:   each row's global position, i64 little-endian
@@ -19,7 +21,7 @@
 #include "ringattn/byte_order.hpp"
 #include "ringattn/types.hpp"
 
-namespace ringattn::net {
+namespace ringattn::ring {
 
 inline constexpr std::size_t kBlockPrefixBytes = 32;
 
@@ -28,6 +30,7 @@ struct BlockLayout {
 
   std::uint64_t rows = 0;
   std::uint64_t body_bytes = 0;  // one body: rows x cols x esz
+  std::uint64_t row_body_bytes = 0;  // one row of one body: cols x esz
   bool groups = false;
   unsigned bodies = 1;
   bool fits = true;
@@ -39,6 +42,17 @@ struct BlockLayout {
   // A QUERY: one body of each token's concatenated q|k|v, always with the group column.
   static BlockLayout query(DType dtype, std::uint32_t cols, std::uint32_t rows) {
     return make(dtype, cols, rows, true, 1);
+  }
+
+  // The rows of a payload of `bytes` laid out like `shape` (its rows ignored): false when
+  // no whole number of rows up to `max_rows` gives exactly those bytes.
+  static bool rows_of(const BlockLayout& shape, std::uint64_t bytes, std::uint32_t max_rows, std::uint32_t& rows) {
+    const std::uint64_t per_row = kTagBytes + (shape.groups ? kGroupBytes : 0) + shape.row_body_bytes * shape.bodies;
+    if (!shape.fits || bytes < kBlockPrefixBytes || (bytes - kBlockPrefixBytes) % per_row != 0) return false;
+    const std::uint64_t n = (bytes - kBlockPrefixBytes) / per_row;
+    if (n > max_rows) return false;
+    rows = static_cast<std::uint32_t>(n);
+    return true;
   }
 
   std::size_t tags() const { return kBlockPrefixBytes; }
@@ -74,8 +88,9 @@ struct BlockLayout {
              !__builtin_mul_overflow(body, std::uint64_t{dtype_size(dtype)}, &body) &&
              !__builtin_mul_overflow(body, std::uint64_t{bodies}, &all) && !__builtin_add_overflow(head, all, &total);
     l.body_bytes = l.fits ? body : 0;
+    l.fits = l.fits && !__builtin_mul_overflow(std::uint64_t{cols}, std::uint64_t{dtype_size(dtype)}, &l.row_body_bytes);
     return l;
   }
 };
 
-}  // namespace ringattn::net
+}  // namespace ringattn::ring
