@@ -24,10 +24,8 @@
 #include "ringattn/error.hpp"
 #include "ringattn/kv_cache.hpp"
 #include "ringattn/ring.hpp"
-#include "ring/all_gather.hpp"
-#include "ring/frame_tags.hpp"
 #include "ring/decode_call.hpp"
-#include "ring/reduce_scatter.hpp"
+#include "ring/internals.hpp"
 #include "ring/ring_impl.hpp"
 
 namespace ringattn {
@@ -78,7 +76,7 @@ kernels::CacheAttention& check_call(Ring::Impl& im, const AttentionSpec& spec, c
 
 // The gathered tokens of every origin, in origin order: positions, sequences, fp32 q, and
 // where each token's k and v are in its payload. first[r]: the index of origin r's first.
-void unpack(const ring::DecodeCall& dc, Ring::Impl::DecodeBuffers& b, const std::vector<std::size_t>& count,
+void unpack(const ring::DecodeCall& dc, ring::DecodeState& b, const std::vector<std::size_t>& count,
             std::vector<std::size_t>& first, std::vector<const std::byte*>& kv_rows) {
   const int P = dc.world();
   const std::size_t qn = static_cast<std::size_t>(dc.H * dc.D);
@@ -107,7 +105,7 @@ void unpack(const ring::DecodeCall& dc, Ring::Impl::DecodeBuffers& b, const std:
 
 // This rank's share of the new tokens, in (sequence, position) order, appended to its
 // cache; `stored` records each sequence's rows before, to take them back if the call fails.
-void store(ring::DecodeCall& dc, const Ring::Impl::DecodeBuffers& b, const std::vector<std::size_t>& first,
+void store(ring::DecodeCall& dc, const ring::DecodeState& b, const std::vector<std::size_t>& first,
            const std::vector<const std::byte*>& kv_rows, KVCache& cache,
            std::vector<std::pair<std::int32_t, std::int64_t>>& stored) {
   const int R = dc.rank(), P = dc.world();
@@ -141,7 +139,7 @@ void store(ring::DecodeCall& dc, const Ring::Impl::DecodeBuffers& b, const std::
 }
 
 // Origin's partial on this rank: its tokens against this rank's cache rows of their sequences.
-void compute_partial(const ring::DecodeCall& dc, Ring::Impl::DecodeBuffers& b, kernels::CacheAttention& kernel,
+void compute_partial(const ring::DecodeCall& dc, ring::DecodeState& b, kernels::CacheAttention& kernel,
                      const KVCache& cache, std::size_t f, std::size_t c, OnlineSoftmaxState& ps, DecodeStats& st) {
   const auto t0 = Clock::now();
   ps.reset(static_cast<std::int64_t>(c), dc.H, dc.D);
@@ -191,9 +189,9 @@ DecodeStats Ring::decode(const AttentionSpec& spec, KVCache& cache, std::span<co
   ring::DecodeCall dc{t, kernels::ops_for(kernel.isa()), ring::call_spec(spec, kernel.config().scale), ++im.calls,
                       H, KH, D, static_cast<std::size_t>((H + 2 * KH) * D), dtype_size(spec.dtype),
                       static_cast<std::uint32_t>(im.options.limits.max_rows)};
-  auto& b = im.decode;
+  if (!im.decode) im.decode = std::make_unique<ring::DecodeState>(t, RingInternals::max_frame_bytes(*this));
+  auto& b = *im.decode;
   b.gathered.resize(static_cast<std::size_t>(P));
-  b.rs.partial.resize(static_cast<std::size_t>(P));
   std::vector<std::size_t> count(static_cast<std::size_t>(P), 0);  // tokens per origin
   DecodeStats st;
   std::vector<std::pair<std::int32_t, std::int64_t>> stored;  // sequences appended to, and their rows before
@@ -205,13 +203,9 @@ DecodeStats Ring::decode(const AttentionSpec& spec, KVCache& cache, std::span<co
                                    static_cast<std::int64_t>(positions.size() * dc.cols)))
       bad("q, k or v holds a value beyond bf16's range (about 3.39e38), which bf16 rounds to inf");
     count[static_cast<std::size_t>(R)] = positions.size();
-    ring::RingPass pass(t);
-    const ring::PassStats g = ring::all_gather(
-        pass, b.gathered,
-        [&](int s) { return net::Tag{ring::kDecodeQuery, dc.call, static_cast<std::uint64_t>(s)}; },
-        [&](int s, int origin, const net::FrameHeader& h, const std::vector<std::byte>& in) {
-          count[static_cast<std::size_t>(origin)] = dc.check_query(h, in, s, origin);
-        });
+    const collectives::ExchangeStats g = b.gather.run_sized(b.gathered, [&](int s, int origin) {
+      count[static_cast<std::size_t>(origin)] = dc.check_query(b.gathered[static_cast<std::size_t>(origin)], s, origin);
+    });
     st.bytes_sent += g.bytes_sent;
     st.wait_seconds += g.wait_seconds;
     std::vector<std::size_t> first;
@@ -220,20 +214,45 @@ DecodeStats Ring::decode(const AttentionSpec& spec, KVCache& cache, std::span<co
     st.tokens = static_cast<std::int64_t>(first.back());
     store(dc, b, first, kv_rows, cache, stored);
     const auto busy = t.liveness().enter(net::PeerState::busy);
-    const ring::PassStats r = ring::reduce_scatter(
-        t, ring::kDecodeState, dc.call, 0, count, H, D, b.rs,
+    // The partials: each origin's tokens against this rank's cache, computed while the last
+    // one travels, merged as online-softmax states on the way to their origin.
+    const std::size_t row = ring::state_row_floats(H, D);
+    b.counts.resize(static_cast<std::size_t>(P));
+    std::vector<std::size_t> offset(static_cast<std::size_t>(P) + 1, 0);
+    for (std::size_t c = 0; c < b.counts.size(); ++c) {
+      b.counts[c] = count[c] * row;
+      offset[c + 1] = offset[c] + b.counts[c];
+    }
+    b.partials.resize(offset.back());
+    auto as_state = [&](std::span<const float> rows, OnlineSoftmaxState& s) {
+      s.reset(static_cast<std::int64_t>(rows.size() / row), H, D);
+      ring::get_state(rows, s);
+    };
+    const collectives::ExchangeStats r = b.reduce.run(
+        b.partials, b.counts,
+        [&](std::span<float> into, std::span<const float> from) {
+          as_state(into, b.mine);
+          as_state(from, b.theirs);
+          merge(b.mine, b.theirs);
+          ring::put_state(into, b.mine);
+        },
         [&](int origin) {
           const auto o_ = static_cast<std::size_t>(origin);
-          compute_partial(dc, b, kernel, cache, first[o_], count[o_], b.rs.partial[o_], st);
-        },
-        [&](FailureCause cause, int origin, const std::string& what) { dc.refuse(cause, origin, what); });
+          compute_partial(dc, b, kernel, cache, first[o_], count[o_], b.mine, st);
+          ring::put_state(std::span<float>(b.partials).subspan(offset[o_], b.counts[o_]), b.mine);
+        });
     st.bytes_sent += r.bytes_sent;
     st.wait_seconds += r.wait_seconds;
   } catch (...) {
     for (const auto& [seq, rows] : stored) cache.truncate(seq, rows);
     fail_call(im, t, R, st.bytes_sent == 0 && stored.empty());
   }
-  finalize(b.rs.partial[static_cast<std::size_t>(R)], o.data(), lse.empty() ? nullptr : lse.data());
+  const auto own = static_cast<std::size_t>(R);
+  std::size_t at = 0;
+  for (std::size_t c = 0; c < own; ++c) at += b.counts[c];
+  b.mine.reset(static_cast<std::int64_t>(count[own]), H, D);
+  ring::get_state(std::span<const float>(b.partials).subspan(at, b.counts[own]), b.mine);
+  finalize(b.mine, o.data(), lse.empty() ? nullptr : lse.data());
   st.seconds = since(start);
   return st;
 }

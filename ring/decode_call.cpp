@@ -6,7 +6,7 @@
 
 namespace ringattn::ring {
 
-// This rank's tokens as a QUERY payload.
+// This rank's tokens as a queries payload.
 void DecodeCall::encode(std::vector<std::byte>& out, std::span<const std::int32_t> seqs, std::span<const std::int64_t> pos,
                       std::span<const float> q, std::span<const float> k, std::span<const float> v) const {
   const BlockLayout L = layout(pos.size());
@@ -30,12 +30,11 @@ void DecodeCall::encode(std::vector<std::byte>& out, std::span<const std::int32_
   }
 }
 
-// A received queries frame: checked before anything reads it. Returns its token count.
-std::size_t DecodeCall::check_query(const net::FrameHeader& h, const std::vector<std::byte>& buf, int step, int expect) {
+std::size_t DecodeCall::check_query(const std::vector<std::byte>& buf, int step, int expect) {
   const int pred = t.predecessor();
   const std::string from = "the queries from predecessor rank " + std::to_string(pred) + " at step " + std::to_string(step);
   BlockPrefix p;
-  if (std::string err = decode_prefix(std::span<const std::byte>(buf.data(), h.payload_bytes), p); !err.empty())
+  if (std::string err = decode_prefix(buf, p); !err.empty())
     refuse(FailureCause::protocol, pred, from + " have a bad prefix: " + err);
   if (std::string err = compare_specs(cs, rank(), p.spec, p.origin); !err.empty())
     refuse(FailureCause::mismatch, p.origin, from + " do not match this call: " + err);
@@ -43,9 +42,9 @@ std::size_t DecodeCall::check_query(const net::FrameHeader& h, const std::vector
     refuse(FailureCause::protocol, pred, from + " are rank " + std::to_string(p.origin) + "'s, expected rank " +
                                              std::to_string(expect) + "'s");
   std::uint32_t rows = 0;
-  if (!BlockLayout::rows_of(layout(0), h.payload_bytes, max_rows, rows))
+  if (!BlockLayout::rows_of(layout(0), buf.size(), max_rows, rows))
     refuse(FailureCause::protocol, pred,
-           from + " have " + std::to_string(h.payload_bytes) + " payload bytes, which are not 0.." +
+           from + " have " + std::to_string(buf.size()) + " payload bytes, which are not 0.." +
                std::to_string(max_rows) + " tokens of this call's q|k|v (" + cs.describe() + ")");
   const BlockLayout L = layout(rows);
   for (std::size_t i = 0; i < L.rows; ++i) {
@@ -57,6 +56,28 @@ std::size_t DecodeCall::check_query(const net::FrameHeader& h, const std::vector
                  std::to_string(seq) + " (both must be >= 0)");
   }
   return L.rows;
+}
+
+void put_state(std::span<float> out, const OnlineSoftmaxState& s) {
+  const std::size_t H = static_cast<std::size_t>(s.heads), D = static_cast<std::size_t>(s.head_dim);
+  const std::size_t row = H * (D + 2);
+  for (std::size_t r = 0; r < static_cast<std::size_t>(s.rows); ++r) {
+    float* b = out.data() + r * row;
+    std::memcpy(b, s.o.data() + r * H * D, H * D * 4);
+    std::memcpy(b + H * D, s.m.data() + r * H, H * 4);
+    std::memcpy(b + H * (D + 1), s.l.data() + r * H, H * 4);
+  }
+}
+
+void get_state(std::span<const float> in, OnlineSoftmaxState& s) {
+  const std::size_t H = static_cast<std::size_t>(s.heads), D = static_cast<std::size_t>(s.head_dim);
+  const std::size_t row = H * (D + 2);
+  for (std::size_t r = 0; r < static_cast<std::size_t>(s.rows); ++r) {
+    const float* b = in.data() + r * row;
+    std::memcpy(s.o.data() + r * H * D, b, H * D * 4);
+    std::memcpy(s.m.data() + r * H, b + H * D, H * 4);
+    std::memcpy(s.l.data() + r * H, b + H * (D + 1), H * 4);
+  }
 }
 
 }  // namespace ringattn::ring

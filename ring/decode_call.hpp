@@ -1,7 +1,9 @@
 // ringattn — one decode call as the ring sees it: the spec every rank must agree on, the
-// sizes of a token's q|k|v row, and the QUERY payload of this rank's tokens (written and
-// checked here, laid out by ring/block_layout.hpp). decode.cpp composes the call from it
-// and the schedules (all_gather.hpp, reduce_scatter.hpp).
+// sizes of a token's q|k|v row, the queries payload of this rank's tokens (written and
+// checked here, laid out by ring/block_layout.hpp) and the partial states' rows. decode.cpp
+// composes the call from it and two collectives of decode's family (ring/collectives/:
+// the all-gather of the queries, sized on arrival, and the reduce-scatter of the partials,
+// each computed while the last one travels), kept with their buffers in DecodeState.
 #pragma once
 
 #include <cstdint>
@@ -9,7 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cache_attention.hpp"
 #include "kernels/softmax_ops.hpp"
+#include "ring/collectives/all_gather.hpp"
+#include "ring/collectives/reduce_scatter.hpp"
+#include "ringattn/block_attention.hpp"
 #include "ring/block_layout.hpp"
 #include "net/transport.hpp"
 #include "ring/block_format.hpp"
@@ -42,8 +48,32 @@ struct DecodeCall {
   // This rank's tokens as a queries payload (block_layout.hpp: BlockLayout::query).
   void encode(std::vector<std::byte>& out, std::span<const std::int32_t> seqs, std::span<const std::int64_t> pos,
               std::span<const float> q, std::span<const float> k, std::span<const float> v) const;
-  // A received queries frame: checked before anything reads it. Returns its token count.
-  std::size_t check_query(const net::FrameHeader& h, const std::vector<std::byte>& buf, int step, int expect);
+  // Queries that came from the predecessor at gather step `step`, origin `expect`'s:
+  // checked before anything reads or relays them. Returns their token count.
+  std::size_t check_query(const std::vector<std::byte>& buf, int step, int expect);
+};
+
+// A partial state's rows on the wire: per token o [heads * head_dim] | m [heads] | l [heads].
+inline std::size_t state_row_floats(std::int64_t heads, std::int64_t head_dim) {
+  return static_cast<std::size_t>(heads * (head_dim + 2));
+}
+void put_state(std::span<float> out, const OnlineSoftmaxState& s);
+void get_state(std::span<const float> in, OnlineSoftmaxState& s);
+
+// A ring's decode: its two collectives and the buffers a run of calls reuses.
+struct DecodeState {
+  DecodeState(net::Transport& t, std::uint64_t max_frame)
+      : gather(t, max_frame, Family::decode), reduce(t, max_frame, Family::decode) {}
+  collectives::AllGather gather;
+  collectives::ReduceScatter reduce;
+  std::vector<std::vector<std::byte>> gathered;   // every rank's queries payload, by origin
+  std::vector<float> q;                           // every token's q, fp32, rows by origin
+  std::vector<std::int64_t> positions;
+  std::vector<std::int32_t> sequences;
+  std::vector<float> partials;                    // by origin, state rows
+  std::vector<std::size_t> counts;                // floats per origin's partial
+  OnlineSoftmaxState mine, theirs;                // a computed partial; a merge's operands
+  std::vector<kernels::CacheSegment> segments;    // one origin's tokens against this rank's cache
 };
 
 }  // namespace ringattn::ring

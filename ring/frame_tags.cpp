@@ -44,15 +44,15 @@ std::string describe(const net::Tag& t) {
   switch (family_of(t.schedule)) {
     case Family::collective:
     case Family::ulysses:
-      return std::string(family_of(t.schedule) == Family::ulysses ? "Ulysses' " : "the ") + collective_name(m) +
-             " of call " + call + " step " + std::to_string(t.step >> 16) + " piece " + std::to_string(t.step & 0xFFFF);
+    case Family::decode: {
+      const Family f = family_of(t.schedule);
+      return std::string(f == Family::ulysses ? "Ulysses' " : f == Family::decode ? "decode's " : "the ") +
+             collective_name(m) + " of call " + call + " step " + std::to_string(t.step >> 16) + " piece " +
+             std::to_string(t.step & 0xFFFF);
+    }
     case Family::blocks:
       if (m == 1) return "the K/V block of call " + call + " step " + step;
       if (m == 2) return "the gradient block of call " + call + " step " + step;
-      break;
-    case Family::decode:
-      if (m == 1) return "decode's queries of call " + call + " step " + step;
-      if (m == 2) return "decode's partial states of call " + call + " step " + step;
       break;
     case Family::probe: return "a link probe frame (step " + step + ")";
     case Family::message: break;

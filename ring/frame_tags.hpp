@@ -9,7 +9,8 @@
 //     family 0  collectives          m = collectives::Kind (a program's AllGather, ...)
 //     family 1  Ulysses              m = collectives::Kind (the exchanges of forward_ulysses)
 //     family 2  ring blocks          m = 1 K/V block (forward and backward), 2 gradient block
-//     family 3  decode               m = 1 queries (all-gather), 2 partial states (reduce-scatter)
+//     family 3  decode               m = collectives::Kind (the queries' all-gather, the partials'
+//                                    reduce-scatter of Ring::decode)
 //     family 4  link probe           m = 1
 //
 // The conflict rule (TransportConfig::conflict): collectives, Ulysses, ring blocks and
@@ -43,8 +44,6 @@ Family family_of(std::uint32_t schedule);  // message for 1 .. kMaxMessageType
 // The ring's own schedules.
 inline constexpr std::uint32_t kKvBlock = schedule(Family::blocks, 1);
 inline constexpr std::uint32_t kGradientBlock = schedule(Family::blocks, 2);
-inline constexpr std::uint32_t kDecodeQuery = schedule(Family::decode, 1);
-inline constexpr std::uint32_t kDecodeState = schedule(Family::decode, 2);
 inline constexpr std::uint32_t kLinkProbe = schedule(Family::probe, 1);
 
 // A tag in words, for messages: "the K/V block of call 3 step 1", "a message of type 7 (job 2)".

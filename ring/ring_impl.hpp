@@ -16,7 +16,7 @@
 #include "ringattn/ring.hpp"
 #include "ring/internals.hpp"
 #include "ring/gradient_relay.hpp"
-#include "ring/reduce_scatter.hpp"
+#include "ring/decode_call.hpp"
 #include "ring/ring_step.hpp"
 #include "ring/ulysses.hpp"
 
@@ -56,14 +56,8 @@ struct Ring::Impl {
 
   // decode's: its kernels and pooled buffers (decode.cpp)
   std::map<KernelKey, std::unique_ptr<kernels::CacheAttention>> cache_kernels;
-  struct DecodeBuffers {
-    std::vector<std::vector<std::byte>> gathered;  // every rank's QUERY payload, by origin
-    std::vector<float> q;                          // every token's q, fp32, rows by origin
-    std::vector<std::int64_t> positions;
-    std::vector<std::int32_t> sequences;
-    ring::ReduceScatterBuffers rs;                 // partials by origin, STATE payloads
-    std::vector<kernels::CacheSegment> segments;   // one origin's tokens against this rank's cache
-  } decode;
+  // decode's (decode.cpp): its collectives and pooled buffers
+  std::unique_ptr<ring::DecodeState> decode;
 
   AttentionConfig config_for(const AttentionSpec& s) const {
     return AttentionConfig{s, options.threads, options.isa, std::nullopt};

@@ -32,4 +32,27 @@ ExchangeStats AllGather::run(std::span<const std::span<std::byte>> blocks) {
   return x_.since(before);
 }
 
+ExchangeStats AllGather::run_sized(std::span<std::vector<std::byte>> blocks, const Arrived& arrived) {
+  net::Transport& t = x_.transport();
+  const int R = t.rank(), P = t.world();
+  if (blocks.size() != static_cast<std::size_t>(P))
+    throw InvalidArgument("rank " + std::to_string(R) + ": all-gather of " + std::to_string(blocks.size()) +
+                          " blocks in a ring of " + std::to_string(P) + " (one block per rank)");
+  if (blocks[static_cast<std::size_t>(R)].size() > x_.max_frame())
+    throw InvalidArgument("rank " + std::to_string(R) + ": an all-gather block of " +
+                          std::to_string(blocks[static_cast<std::size_t>(R)].size()) +
+                          " bytes sized on arrival must fit one frame of " + std::to_string(x_.max_frame()));
+  const ExchangeStats before = x_.stats();
+  const std::uint64_t call = ++calls_;
+  for (int s = 0; s + 1 < P; ++s) {
+    const auto step = static_cast<std::uint32_t>(s);
+    const int out = mod(R - s, P), in = mod(R - s - 1, P);
+    x_.send(t.successor(), {Kind::all_gather, call, step}, blocks[static_cast<std::size_t>(out)]);
+    x_.receive_sized(t.predecessor(), {Kind::all_gather, call, step}, blocks[static_cast<std::size_t>(in)]);
+    x_.wait();
+    arrived(s, in);
+  }
+  return x_.since(before);
+}
+
 }  // namespace ringattn::collectives

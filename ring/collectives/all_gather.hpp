@@ -12,7 +12,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
+#include <vector>
 
 #include "ring/collectives/exchange.hpp"
 
@@ -23,6 +25,10 @@ namespace ringattn::collectives {
 void gather_ring(Exchange& x, Kind kind, std::uint64_t call, std::uint32_t first_step,
                  std::span<const std::span<std::byte>> blocks);
 
+// arrived(step, origin): a block that came, before it is relayed or read (it may throw,
+// failing the ring, for a block that is not what the caller expects).
+using Arrived = std::function<void(int step, int origin)>;
+
 class AllGather {
  public:
   AllGather(net::Transport& t, std::uint64_t max_frame, ring::Family family = ring::Family::collective)
@@ -30,6 +36,10 @@ class AllGather {
   // blocks.size() == world; blocks[rank] holds this rank's bytes, the others are filled.
   // Throws InvalidArgument for a wrong count, NetworkError (the ring failed) otherwise.
   ExchangeStats run(std::span<const std::span<std::byte>> blocks);
+  // The same when a rank does not know the other blocks' sizes: each is sized as it
+  // arrives (one frame each: at most the ring's negotiated maximum), and checked by
+  // `arrived` before it goes on.
+  ExchangeStats run_sized(std::span<std::vector<std::byte>> blocks, const Arrived& arrived);
 
  private:
   Exchange x_;

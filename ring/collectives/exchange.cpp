@@ -47,6 +47,7 @@ struct Exchange::Receive {
   int from = 0;
   net::Tag tag;
   std::span<std::byte> into;
+  std::vector<std::byte>* sized = nullptr;  // receive_sized: grown to what comes
   net::Request request;
   bool mismatch = false;
   net::FrameHeader got;
@@ -94,6 +95,22 @@ void Exchange::receive(int from, FrameId id, std::span<std::byte> into) {
                    });
                    receives_.push_back(std::move(r));
                  });
+}
+
+void Exchange::receive_sized(int from, FrameId id, std::vector<std::byte>& into) {
+  auto r = std::make_shared<Receive>();
+  r->from = from;
+  r->tag = {schedule_of(id.kind), id.call, static_cast<std::uint64_t>(id.step) << 16};
+  r->sized = &into;
+  // The transport bounds the frame by the negotiated maximum = max_frame before this runs.
+  r->request = t_.irecv(from, r->tag, [w = std::weak_ptr<Receive>(r)](const net::FrameHeader& h) -> std::span<std::byte> {
+    const auto r = w.lock();
+    if (!r) return {};
+    r->sized->resize(static_cast<std::size_t>(h.payload_bytes));
+    r->into = std::span<std::byte>(*r->sized);
+    return r->into;
+  });
+  receives_.push_back(std::move(r));
 }
 
 void Exchange::wait() {

@@ -61,6 +61,9 @@ class Exchange {
   void send(int to, FrameId id, std::span<const std::byte> bytes);
   // Exactly into.size() bytes, as the pieces the sender's send() of that size makes.
   void receive(int from, FrameId id, std::span<std::byte> into);
+  // One frame of whatever size comes (at most max_frame), `into` resized to it on arrival.
+  void receive_sized(int from, FrameId id, std::vector<std::byte>& into);
+  std::uint64_t max_frame() const { return max_frame_; }
   // Waits for every send and receive posted since the last wait(). On a frame that is not
   // the expected one the ring fails (transport abort, protocol cause) on every rank and
   // NetworkError says which rank expected what from whom and what came.

@@ -38,7 +38,8 @@ void check_counts(const net::Transport& t, const char* what, std::span<float> da
 }
 
 void reduce_scatter_ring(Exchange& x, Kind kind, std::uint64_t call, std::uint32_t first_step, std::span<float> data,
-                         std::span<const std::size_t> counts, std::vector<float>& scratch, Reduce reduce) {
+                         std::span<const std::size_t> counts, std::vector<float>& scratch, const Reduce& reduce,
+                         const Produce& produce) {
   net::Transport& t = x.transport();
   const int R = t.rank(), P = t.world();
   std::vector<std::size_t> start(counts.size() + 1, 0);
@@ -47,22 +48,26 @@ void reduce_scatter_ring(Exchange& x, Kind kind, std::uint64_t call, std::uint32
     const auto i = static_cast<std::size_t>(c);
     return data.subspan(start[i], counts[i]);
   };
+  if (produce) produce(mod(R - 1, P));
   for (int s = 0; s + 1 < P; ++s) {
     const auto step = first_step + static_cast<std::uint32_t>(s);
-    const std::span<float> out = chunk(mod(R - s - 1, P)), in = chunk(mod(R - s - 2, P));
+    const int in_chunk = mod(R - s - 2, P);
+    const std::span<float> out = chunk(mod(R - s - 1, P)), in = chunk(in_chunk);
     if (scratch.size() < in.size()) scratch.resize(in.size());
     const std::span<float> incoming(scratch.data(), in.size());
     x.send(t.successor(), {kind, call, step}, std::as_bytes(out));
     x.receive(t.predecessor(), {kind, call, step}, std::as_writable_bytes(incoming));
+    if (produce) produce(in_chunk);  // overlaps both transfers
     x.wait();
     reduce(in, incoming);
   }
 }
 
-ExchangeStats ReduceScatter::run(std::span<float> data, std::span<const std::size_t> counts, Reduce reduce) {
+ExchangeStats ReduceScatter::run(std::span<float> data, std::span<const std::size_t> counts, const Reduce& reduce,
+                                 const Produce& produce) {
   check_counts(x_.transport(), "reduce-scatter", data, counts);
   const ExchangeStats before = x_.stats();
-  reduce_scatter_ring(x_, Kind::reduce_scatter, ++calls_, 0, data, counts, scratch_, reduce);
+  reduce_scatter_ring(x_, Kind::reduce_scatter, ++calls_, 0, data, counts, scratch_, reduce, produce);
   return x_.since(before);
 }
 

@@ -6,6 +6,9 @@
 //     send    chunk[R-s-1]   -> successor     (reduced over s+1 ranks: R-s-1 .. R)
 //     receive chunk[R-s-2]   <- predecessor   into scratch; reduce(chunk[R-s-2], scratch)
 //
+// With `produce`, each chunk is filled just in time: chunk[R-1] before step 0, chunk[R-s-2]
+// while step s's transfers fly (at P = 1, chunk[0] alone).
+//
 // Invariant: after step s, chunk[R-s-2] holds s+2 ranks' contributions; after P-2,
 // chunk[R] holds all P. Each chunk's reduction runs in one order on one rank, so an
 // all-reduce built on it (all_reduce.hpp) gives every rank the same bits.
@@ -13,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -20,14 +24,19 @@
 
 namespace ringattn::collectives {
 
-// reduce(into, from): into[i] = into[i] (op) from[i]; both the same length.
-using Reduce = void (*)(std::span<float> into, std::span<const float> from);
+// reduce(into, from): into = into (op) from, element-wise (sum, max) or over any structure
+// the caller's chunks have (decode merges online-softmax rows); both the same length.
+using Reduce = std::function<void(std::span<float> into, std::span<const float> from)>;
+// produce(chunk): fills this rank's contribution to that chunk just before the ring needs
+// it, while the step's transfers are in flight (decode computes its partials so).
+using Produce = std::function<void(int chunk)>;
 void sum(std::span<float> into, std::span<const float> from);
 void max(std::span<float> into, std::span<const float> from);
 
 // The ring passes themselves, for a collective made of them (all_reduce.hpp).
 void reduce_scatter_ring(Exchange& x, Kind kind, std::uint64_t call, std::uint32_t first_step, std::span<float> data,
-                         std::span<const std::size_t> counts, std::vector<float>& scratch, Reduce reduce);
+                         std::span<const std::size_t> counts, std::vector<float>& scratch, const Reduce& reduce,
+                         const Produce& produce = {});
 
 // counts.size() == world, their sum == data.size(), the same on every rank.
 void check_counts(const net::Transport& t, const char* what, std::span<float> data, std::span<const std::size_t> counts);
@@ -39,7 +48,8 @@ class ReduceScatter {
   // After it: data's chunk of this rank holds the reduction; the other chunks hold
   // partial reductions (scratch). Throws InvalidArgument for counts that do not fit data,
   // NetworkError (the ring failed) otherwise.
-  ExchangeStats run(std::span<float> data, std::span<const std::size_t> counts, Reduce reduce = sum);
+  ExchangeStats run(std::span<float> data, std::span<const std::size_t> counts, const Reduce& reduce = sum,
+                    const Produce& produce = {});
 
  private:
   Exchange x_;
