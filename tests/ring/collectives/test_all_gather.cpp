@@ -52,6 +52,40 @@ TEST_CASE("all-gather: every rank's block on every rank at P = 1-4, uneven sizes
   }
 }
 
+TEST_CASE("all-gather sized on arrival: blocks of sizes no other rank knew, each checked before it is relayed") {
+  for (int world = 1; world <= 4; ++world) {
+    CAPTURE(world);
+    std::vector<int> good(static_cast<std::size_t>(world), 0);
+    const auto errors = test::on_ring(world, [&](RankRing& rr) {
+      AllGather ag(rr.transport, test::kSmallFrame);
+      const auto own = static_cast<std::size_t>(rr.rank);
+      for (int round = 0; round < 2; ++round) {
+        // Stale contents of another size in the others' slots: resized to what comes.
+        std::vector<std::vector<std::byte>> blocks(static_cast<std::size_t>(world), std::vector<std::byte>(9));
+        blocks[own].resize(std::min<std::size_t>(size_of(rr.rank, world), test::kSmallFrame));
+        for (std::size_t i = 0; i < blocks[own].size(); ++i) blocks[own][i] = byte_of(rr.rank, i);
+        std::vector<int> order;
+        ag.run_sized(blocks, [&](int step, int origin) {
+          CHECK(origin == ((rr.rank - step - 1) % world + world) % world);
+          order.push_back(origin);
+        });
+        bool all = static_cast<int>(order.size()) == world - 1;
+        for (int r = 0; r < world; ++r) {
+          const auto& b = blocks[static_cast<std::size_t>(r)];
+          all = all && b.size() == std::min<std::size_t>(size_of(r, world), test::kSmallFrame);
+          for (std::size_t i = 0; i < b.size(); ++i) all = all && b[i] == byte_of(r, i);
+        }
+        good[own] += all;
+      }
+      std::vector<std::vector<std::byte>> big(static_cast<std::size_t>(world));
+      big[own].resize(test::kSmallFrame + 1);
+      CHECK_THROWS_WITH_AS(ag.run_sized(big, [](int, int) {}), doctest::Contains("must fit one frame"), InvalidArgument);
+    });
+    for (const auto& e : errors) CHECK(e == "");
+    for (const int g : good) CHECK(g == 2);
+  }
+}
+
 TEST_CASE("all-gather: a rank that expects another size of a block fails the ring, naming both") {
   std::vector<std::string> seen(3);
   const auto errors = test::on_ring(

@@ -65,6 +65,61 @@ TEST_CASE("reduce-scatter: each rank's chunk reduced over every rank at P = 1-4,
   }
 }
 
+TEST_CASE("reduce-scatter: a structured reduce, each chunk produced just in time while the transfers fly") {
+  // Chunks of (value, count) pairs merged as running means: not element-wise, as decode's
+  // online-softmax rows are not. Each rank's contribution is produced only when asked for,
+  // every chunk once, its own last (at P = 1, the only one).
+  for (int world = 1; world <= 4; ++world) {
+    CAPTURE(world);
+    std::vector<std::size_t> counts;
+    for (int r = 0; r < world; ++r) counts.push_back(2 * static_cast<std::size_t>(r == 1 ? 0 : 40 * r + 3));
+    const std::size_t n = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+    std::vector<std::vector<float>> out(static_cast<std::size_t>(world));
+    std::vector<std::vector<int>> produced(static_cast<std::size_t>(world));
+    const auto errors = test::on_ring(world, [&](RankRing& rr) {
+      ReduceScatter rs(rr.transport, test::kSmallFrame);
+      auto& data = out[static_cast<std::size_t>(rr.rank)];
+      data.assign(n, std::nanf(""));  // nothing but produce() may fill it
+      std::vector<std::size_t> start(counts.size() + 1, 0);
+      std::partial_sum(counts.begin(), counts.end(), start.begin() + 1);
+      auto mean_merge = [](std::span<float> into, std::span<const float> from) {
+        for (std::size_t i = 0; i < into.size(); i += 2) {
+          const float c = into[i + 1] + from[i + 1];
+          into[i] = (into[i] * into[i + 1] + from[i] * from[i + 1]) / c;
+          into[i + 1] = c;
+        }
+      };
+      rs.run(data, counts, mean_merge, [&](int chunk) {
+        produced[static_cast<std::size_t>(rr.rank)].push_back(chunk);
+        for (std::size_t i = start[static_cast<std::size_t>(chunk)]; i < start[static_cast<std::size_t>(chunk) + 1]; i += 2) {
+          data[i] = static_cast<float>(rr.rank + 1) * static_cast<float>(i);
+          data[i + 1] = static_cast<float>(rr.rank + 1);
+        }
+      });
+    });
+    for (const auto& e : errors) CHECK(e == "");
+    std::size_t at = 0;
+    for (int r = 0; r < world; ++r) {
+      auto p = produced[static_cast<std::size_t>(r)];
+      CHECK(p.size() == static_cast<std::size_t>(world));
+      CHECK(p.back() == r);
+      std::sort(p.begin(), p.end());
+      for (int c = 0; c < world; ++c) CHECK(p[static_cast<std::size_t>(c)] == c);
+      // weighted mean of (q+1) i with weights (q+1): i * sum (q+1)^2 / sum (q+1)
+      double w2 = 0, w = 0;
+      for (int q = 1; q <= world; ++q) w2 += q * q, w += q;
+      double worst = 0;
+      for (std::size_t i = at; i < at + counts[static_cast<std::size_t>(r)]; i += 2) {
+        worst = std::max(worst, std::abs(out[static_cast<std::size_t>(r)][i] - static_cast<double>(i) * w2 / w) /
+                                    std::max(1.0, static_cast<double>(i)));
+        CHECK(out[static_cast<std::size_t>(r)][i + 1] == static_cast<float>(w));
+      }
+      CHECK(worst <= 1e-6);
+      at += counts[static_cast<std::size_t>(r)];
+    }
+  }
+}
+
 TEST_CASE("reduce-scatter: chunk counts that do not fit the array are refused before anything is sent") {
   const auto errors = test::on_ring(1, [&](RankRing& rr) {
     ReduceScatter rs(rr.transport, test::kSmallFrame);
