@@ -73,7 +73,9 @@ net::LinkLimits RingInternals::link_limits(const RingOptions& o) {
   n.max_payload = std::max({kv.bytes(), query.bytes(), state});
   n.fields = {static_cast<std::uint32_t>(H), static_cast<std::uint32_t>(KH), static_cast<std::uint32_t>(D), r32};
   n.names = {"max_heads", "max_kv_heads", "max_head_dim", "max_block_rows"};
-  n.options_digest = o.job_digest;
+  // A mesh's shape is agreed like the job: ranks started with other groups never connect.
+  n.options_digest = o.group_size > 1 ? o.job_digest ^ (0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(o.group_size))
+                                      : o.job_digest;
   return n;
 }
 
@@ -155,7 +157,10 @@ Ring Ring::connect(const RingOptions& o) {
   tc.ring_id = o.ring_id;
   tc.limits = RingInternals::link_limits(o);
   tc.tls = o.tls;
-  tc.all_pairs = o.all_pairs;
+  if (o.group_size < 1 || o.world_size % o.group_size != 0)
+    throw InvalidArgument("RingOptions: group_size = " + std::to_string(o.group_size) + " must divide the world size " +
+                          std::to_string(o.world_size));
+  tc.all_pairs = o.all_pairs || o.group_size > 1;
   tc.connect_timeout = ms(o.connect_timeout);
   tc.io_timeout = ms(o.timeout);
   ring::use_frame_tags(tc);

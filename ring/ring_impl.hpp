@@ -18,6 +18,7 @@
 #include "ring/gradient_relay.hpp"
 #include "ring/decode_call.hpp"
 #include "ring/ring_step.hpp"
+#include "ring/hybrid.hpp"
 #include "ring/ulysses.hpp"
 
 namespace ringattn {
@@ -48,6 +49,8 @@ struct Ring::Impl {
 
   // forward_ulysses' (ulysses.cpp): its collectives and pooled buffers
   std::unique_ptr<ring::UlyssesState> ulysses;
+  // forward_hybrid's (hybrid.cpp): the mesh's group views, their collectives and ring step
+  std::unique_ptr<ring::HybridState> hybrid;
 
   mutable std::mutex mu;
   std::string broken;  // why, once a call failed on the network

@@ -76,6 +76,7 @@ class RingStep {
   std::span<std::byte> block();
   // True while step 0's send may still read the caller's K and V.
   bool sending_borrowed() const;
+  net::Transport& transport() const { return t_; }
 
  private:
   void start(const CallSpec& spec, std::uint64_t call, const Positions& positions, bool borrow,

@@ -26,18 +26,19 @@ struct RotationStats {
   double wait_seconds = 0;  // in finish: the part of each transfer the work did not hide
 };
 
-// work(int s, const RingStep::View& block). A throw leaves the pass posted: the caller
+// work(int s, const RingStep::View& block), on the ring of `step`'s transport (the whole
+// ring, or the ranks across a mesh's groups). A throw leaves the pass posted: the caller
 // fails the call (fail_call), which ends the ring.
 template <class Work>
-RotationStats rotate(Ring::Impl& im, Work&& work) {
+RotationStats rotate(RingStep& step, const std::function<void(int)>& observer, const RingInternals::StepHook& hook,
+                     Work&& work) {
   using Clock = std::chrono::steady_clock;
-  net::Transport& t = *im.transport;
-  RingStep& step = *im.step;
-  const int P = im.options.world_size;
+  net::Transport& t = step.transport();
+  const int P = t.world();
   RotationStats st;
   for (int s = 0; s < P; ++s) {
-    if (im.observer) im.observer(s);
-    if (im.hook) im.hook(s, step.block(), t.liveness().counter());
+    if (observer) observer(s);
+    if (hook) hook(s, step.block(), t.liveness().counter());
     const auto& blk = step.current();
     if (s + 1 < P) step.post(s);
     ++st.steps;
@@ -49,6 +50,12 @@ RotationStats rotate(Ring::Impl& im, Work&& work) {
     }
   }
   return st;
+}
+
+// The ring's own rotation: all its ranks, its observer (Ring::on_step) and fault hook.
+template <class Work>
+RotationStats rotate(Ring::Impl& im, Work&& work) {
+  return rotate(*im.step, im.observer, im.hook, std::forward<Work>(work));
 }
 
 }  // namespace ringattn::ring

@@ -24,17 +24,22 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "ring/collectives/all_gather.hpp"
 #include "ring/collectives/all_to_all.hpp"
+#include "ring/block_format.hpp"
 #include "ringattn/block_attention.hpp"
 
 namespace ringattn::ring {
 
 struct UlyssesState {
+  // t: the ranks Ulysses runs over (the whole ring, or one group of a mesh).
   UlyssesState(net::Transport& t, std::uint64_t max_frame)
-      : gather(t, max_frame, Family::ulysses), a2a(t, max_frame, Family::ulysses) {}
+      : t(t), gather(t, max_frame, Family::ulysses), a2a(t, max_frame, Family::ulysses) {}
+  net::Transport& t;
   collectives::AllGather gather;
   collectives::AllToAll a2a;
   std::vector<std::vector<std::byte>> headers, positions, out, in;  // by rank
@@ -46,5 +51,49 @@ struct UlyssesState {
   std::vector<float> dq, dk, dv, delta;     // backward's; delta: this rank's rows
   OnlineSoftmaxState state;
 };
+
+// The call as every rank sees it after the first two steps: every shard's rows, the order
+// of the whole sequence, the head split.
+struct Plan {
+  int P = 1, R = 0;
+  std::int64_t n = 0, N = 0, h = 0, hk = 0, group = 0;
+  std::vector<std::int64_t> rows, first_row;  // by rank; first_row[j]: rank j's first row in rank order
+  std::int64_t first(int j, bool kv) const { return kv ? (j * h) / group : j * h; }
+  std::int64_t count(bool kv) const { return kv ? hk : h; }
+  // The kernel's call: this rank's heads, the resolved scale.
+  AttentionSpec local(const AttentionSpec& spec, float scale) const {
+    AttentionSpec l = spec;
+    l.heads = h;
+    l.kv_heads = hk;
+    l.scale = scale;
+    return l;
+  }
+};
+
+// A tensor the head split moves: [rows, heads, width] fp32 rows, of query heads (kv false)
+// or K/V heads; on the wire as `wire`.
+struct Field {
+  const float* src;
+  std::int64_t heads, width;
+  bool kv;
+  DType wire;
+};
+
+// Steps 1 and 2: the head split's conditions, the call headers compared (at most max_rows
+// rows a rank), the positions gathered and ordered. `who` starts an InvalidArgument's text.
+Plan plan_call(UlyssesState& u, const std::string& who, std::int64_t max_rows, collectives::ExchangeStats& moved,
+               const CallSpec& cs, std::span<const std::int64_t> positions);
+
+// Step 3: each field's rows of this rank go to the head split, and come back as the whole
+// sequence in position order: dst[f] = [N, count, width] in the field's wire type.
+void to_heads(UlyssesState& u, const Plan& p, std::span<const Field> fields, std::span<std::vector<std::byte>* const> dst,
+              collectives::ExchangeStats& moved);
+
+// Step 5: fields of the whole sequence in position order ([N, count, width] fp32, src) go
+// back to the rows' ranks: out[f] ([n, heads, width], zeroed here) gets rank j's heads added
+// at first(j). A K/V head that several ranks held (replicated) is the sum of their shares,
+// added in rank order.
+void to_rows(UlyssesState& u, const Plan& p, std::span<const Field> fields, std::span<float* const> out,
+             collectives::ExchangeStats& moved);
 
 }  // namespace ringattn::ring

@@ -82,6 +82,10 @@ struct RingOptions {
   // must agree): for the collectives that talk to every rank (all-to-all), so that none
   // opens a connection mid-call. Otherwise other pairs connect on first use.
   bool all_pairs = false;
+  // The mesh of forward_hybrid(): groups of this many consecutive ranks (it must divide the
+  // world size); 1 (no groups) by default. Above 1, connect() opens every pair's link, as
+  // with all_pairs, so that neither the groups nor the rings across them connect mid-call.
+  int group_size = 1;
   int threads = 0;               // kernel threads per call (0: all cores)
   std::optional<Isa> isa;        // force a kernel path (default: the best, or RINGATTN_ISA)
   double connect_timeout = 60;   // seconds for the whole connect, rendezvous included
@@ -188,6 +192,18 @@ class Ring {
   ForwardStats forward_ulysses(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
                                std::span<const float> v, std::span<const std::int64_t> positions, std::span<float> o,
                                std::span<float> lse = {});
+
+  // The same attention by the hybrid schedule (USP's): Ulysses inside each group of
+  // RingOptions::group_size consecutive ranks, the ring across the groups. Each rank of a
+  // group holds the group's rows for heads / group_size query heads; their K/V go around
+  // the ranks that hold the same place in every group, folded as forward()'s are, and O and
+  // lse come back to the rows' ranks. Arguments, results and errors as forward_ulysses()'s
+  // with the group in place of the ring: heads divisible by group_size (and Ulysses' GQA
+  // condition there), a group's rows within limits().max_rows; no documents. group_size 1
+  // is the ring's schedule, the world size Ulysses'.
+  ForwardStats forward_hybrid(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
+                              std::span<const float> v, std::span<const std::int64_t> positions, std::span<float> o,
+                              std::span<float> lse = {});
 
   // The gradients of forward_ulysses() (or forward(): the same attention) by Ulysses'
   // schedule: q, k, v, dO, lse and D = rowsum(dO o O) go to the head split, the backward

@@ -1,0 +1,110 @@
+// Ring::forward_hybrid (include/ringattn/ring.hpp): Ulysses in each group, the ring across
+// the groups; the schedule in ring/hybrid.hpp.
+#include "ring/hybrid.hpp"
+
+#include <chrono>
+#include <string>
+
+#include "ring/call_checks.hpp"
+#include "ring/internals.hpp"
+#include "ring/ring_impl.hpp"
+#include "ring/rotation.hpp"
+#include "ringattn/error.hpp"
+#include "ringattn/ring.hpp"
+
+namespace ringattn {
+
+namespace ring {
+
+std::vector<int> group_members(int rank, int world, int group_size) {
+  std::vector<int> m;
+  for (int i = 0, first = rank / group_size * group_size; i < group_size && first + i < world; ++i) m.push_back(first + i);
+  return m;
+}
+
+std::vector<int> across_members(int rank, int world, int group_size) {
+  std::vector<int> m;
+  for (int r = rank % group_size; r < world; r += group_size) m.push_back(r);
+  return m;
+}
+
+}  // namespace ring
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+ring::HybridState& state_of(Ring& ring, Ring::Impl& im) {
+  if (!im.hybrid)
+    im.hybrid = std::make_unique<ring::HybridState>(*im.transport, im.options.group_size,
+                                                    RingInternals::max_frame_bytes(ring),
+                                                    RingInternals::max_block_rows(ring));
+  return *im.hybrid;
+}
+
+}  // namespace
+
+ForwardStats Ring::forward_hybrid(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
+                                  std::span<const float> v, std::span<const std::int64_t> positions, std::span<float> o,
+                                  std::span<float> lse) {
+  auto& im = *impl_;
+  const auto start = Clock::now();
+  im.check_usable();
+  const std::string who = "rank " + std::to_string(rank()) + ": forward_hybrid: ";
+  const ring::CheckedCall fc = ring::check_call(im, "forward_hybrid", spec, q, k, v, positions, std::nullopt, o, lse);
+  const float scale = fc.kernel.config().scale;  // resolved: every rank compares it
+  ring::HybridState& hs = state_of(*this, im);
+  ring::UlyssesState& u = hs.u;
+  collectives::ExchangeStats moved;
+  ForwardStats st;
+  try {
+    const ring::Plan p = ring::plan_call(u, who, im.options.limits.max_rows, moved, ring::call_spec(spec, scale), positions);
+    if (p.N > im.options.limits.max_rows)  // alike on every rank of the group: refused before K/V moves
+      throw InvalidArgument(who + "the group's " + std::to_string(p.N) + " rows exceed limits().max_rows = " +
+                            std::to_string(im.options.limits.max_rows) +
+                            " (a block across the groups holds a whole group's rows)");
+    const std::int64_t D = spec.head_dim;
+    const ring::Field in[] = {{q.data(), spec.heads, D, false, spec.dtype},
+                              {k.data(), spec.kv_heads, D, true, spec.dtype},
+                              {v.data(), spec.kv_heads, D, true, spec.dtype}};
+    std::vector<std::byte>* const seq[] = {&u.q, &u.k, &u.v};
+    ring::to_heads(u, p, in, seq, moved);
+
+    const AttentionSpec local = p.local(spec, scale);  // step 4: the ring across the groups
+    BlockAttention& kernel = im.kernel_for(local);
+    const Positions all = Positions::from_sorted(u.all_positions.data(), p.N);
+    u.state.reset(p.N, p.h, D);
+    hs.step.begin_raw(ring::call_spec(local, scale), ++im.calls, all, u.k.data(), u.v.data());
+    {
+      const ring::BusyKernel busy(*im.transport, kernel);
+      const ring::RotationStats rs = ring::rotate(hs.step, {}, {}, [&](int, const ring::RingStep::View& blk) {
+        const auto t0 = Clock::now();
+        st.useful_flops += kernel.fold(u.q.data(), all, blk.k, blk.v, *blk.positions, u.state).useful_flops;
+        st.compute_seconds += since(t0);
+      });
+      st.steps = rs.steps;
+      st.wait_seconds += rs.wait_seconds;
+    }
+    st.bytes_sent += hs.step.payload_bytes_sent();
+    u.o.resize(static_cast<std::size_t>(p.N * p.h * D));
+    u.lse.resize(static_cast<std::size_t>(p.N * p.h));
+    finalize(u.state, u.o.data(), u.lse.data());
+
+    std::vector<ring::Field> back = {{u.o.data(), spec.heads, D, false, DType::f32}};  // step 5
+    std::vector<float*> to = {o.data()};
+    if (!lse.empty()) {
+      back.push_back({u.lse.data(), spec.heads, 1, false, DType::f32});
+      to.push_back(lse.data());
+    }
+    ring::to_rows(u, p, back, to, moved);
+  } catch (...) {
+    ring::fail_call(im);  // a refusal found alike on every rank (InvalidArgument) leaves the ring usable
+  }
+  st.bytes_sent += moved.bytes_sent;
+  st.wait_seconds += moved.wait_seconds;
+  st.seconds = since(start);
+  return st;
+}
+
+}  // namespace ringattn

@@ -1,0 +1,46 @@
+// ringattn — the hybrid schedule (USP's): Ulysses inside each group of a mesh, the ring
+// across the groups. Ring::forward_hybrid (ring/hybrid.cpp).
+//
+// The mesh: world = groups x group_size (RingOptions::group_size), group g = ranks
+// [g G, (g+1) G); the ranks that hold place i in every group (i, i + G, i + 2G, ...) form a
+// ring across the groups. A pair of ranks shares a group or a ring across, never both, so
+// their frames never meet on a link.
+//
+//   1-3. Ulysses' plan and head split inside the group (ulysses.hpp): each rank of the group
+//        holds the group's whole shard (its rows sorted by position) for heads/G query heads
+//   4.   the ring across the groups on those heads: the group's K/V for them go around the
+//        C = world/G groups, each visiting block folded into the online-softmax state
+//        while the next travels (rotation.hpp, ring_step.hpp)
+//   5.   O and lse back to the rows' ranks inside the group (ulysses.hpp)
+//
+// Traffic per rank: the group's all-to-alls (Ulysses at P = G) plus (C-1) K/V blocks of the
+// group's rows on its heads: the ring's volume divided by G, on links no busier than the
+// ring's. Needs heads divisible by G (with Ulysses' GQA condition at P = G) and a group's
+// rows within limits().max_rows (a block across holds them all).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "net/group_transport.hpp"
+#include "ring/ring_step.hpp"
+#include "ring/ulysses.hpp"
+
+namespace ringattn::ring {
+
+// The groups of a mesh of `group_size` over `parent` as this rank sees them.
+std::vector<int> group_members(int rank, int world, int group_size);   // its group
+std::vector<int> across_members(int rank, int world, int group_size);  // its ring across
+
+struct HybridState {
+  HybridState(net::Transport& parent, int group_size, std::uint64_t max_frame, std::uint32_t max_rows)
+      : group(parent, group_members(parent.rank(), parent.world(), group_size)),
+        across(parent, across_members(parent.rank(), parent.world(), group_size)),
+        u(group, max_frame),
+        step(across, max_rows) {}
+  net::GroupTransport group, across;
+  UlyssesState u;
+  RingStep step;
+};
+
+}  // namespace ringattn::ring

@@ -1,0 +1,158 @@
+// Ring::forward_hybrid (include/ringattn/ring.hpp, ring/hybrid.hpp): Ulysses inside each
+// group of a mesh, the ring across the groups, against float64 dense attention — meshes of
+// 2-4 ranks in groups of 1, 2 and 4, every layout, mask and dtype, GQA with K/V heads split
+// and replicated, uneven shards; hybrid, Ulysses and ring calls on one ring; a call the
+// groups cannot split refused on every rank with the ring still usable; a rank in another
+// schedule failing every rank, naming it.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "ringattn/error.hpp"
+#include "ringattn/layout.hpp"
+#include "ringattn/ring.hpp"
+#include "tests/free_port.hpp"
+#include "tests/ring/dense_problem.hpp"
+#include "tests/ring/ranks_as_threads.hpp"
+
+using namespace ringattn;
+using test::on_ranks;
+using test::Problem;
+using test::tolerance;
+
+namespace {
+
+RingOptions mesh_options(int r, int world, int group, const std::string& master, double timeout = 20) {
+  RingOptions o = test::options(r, world, master, timeout);
+  o.group_size = group;
+  return o;
+}
+
+std::string fresh_master() { return "127.0.0.1:" + std::to_string(test::free_port()); }
+
+}  // namespace
+
+TEST_CASE("hybrid: exact on meshes of 2-4 ranks in groups of 1, 2 and 4, every layout, mask and dtype, GQA") {
+  struct Mesh {
+    int world, group;
+    std::int64_t heads, kv_heads;
+  };
+  // (4, 2): two groups of two, 2 query heads a rank over one K/V head; (2, 2) MQA: the one
+  // K/V head replicated to both; (4, 4): Ulysses alone; (3, 1): the ring alone.
+  for (const Mesh mesh : {Mesh{4, 2, 4, 2}, Mesh{2, 2, 4, 1}, Mesh{4, 4, 8, 2}, Mesh{3, 1, 4, 2}})
+    for (Layout layout : {Layout::contiguous, Layout::zigzag, Layout::striped})
+      for (Mask mask : {Mask::none(), Mask::causal(), Mask::sliding_window(37)})
+        for (DType dtype : {DType::f32, DType::bf16}) {
+          const Problem p(211, mesh.heads, mesh.kv_heads, 64, mask, dtype, 7);
+          INFO("P=" << mesh.world << " groups of " << mesh.group << " " << to_string(layout) << " " << to_string(mask)
+                    << " " << to_string(dtype) << " heads " << mesh.heads << "/" << mesh.kv_heads);
+          std::vector<std::pair<double, double>> err(static_cast<std::size_t>(mesh.world));
+          const std::string m = fresh_master();
+          const auto errors = on_ranks(mesh.world, [&](int r) {
+            Ring ring = Ring::connect(mesh_options(r, mesh.world, mesh.group, m));
+            err[static_cast<std::size_t>(r)] =
+                p.run(ring, shard_positions(layout, p.tokens, mesh.world, r).materialize(), &Ring::forward_hybrid);
+          });
+          for (int r = 0; r < mesh.world; ++r) {
+            CHECK(errors[static_cast<std::size_t>(r)] == "");
+            CHECK(err[static_cast<std::size_t>(r)].first <= tolerance(p));
+            CHECK(err[static_cast<std::size_t>(r)].second <= 2e-5);
+          }
+        }
+}
+
+TEST_CASE("hybrid: one mesh, hybrid, Ulysses and ring calls of several shapes in turn") {
+  const int world = 4, group = 2;
+  const std::vector<Problem> calls = {
+      Problem(300, 8, 2, 128, Mask::causal(), DType::f32, 11),
+      Problem(96, 4, 4, 64, Mask::none(), DType::bf16, 12),
+      Problem(500, 2, 1, 32, Mask::sliding_window(64), DType::f32, 13),
+  };
+  std::vector<std::vector<std::pair<double, double>>> err(calls.size() * 3, std::vector<std::pair<double, double>>(world));
+  const std::string m = fresh_master();
+  const auto errors = on_ranks(world, [&](int r) {
+    Ring ring = Ring::connect(mesh_options(r, world, group, m));
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      const auto pos = shard_positions(Layout::zigzag, calls[i].tokens, world, r).materialize();
+      err[3 * i][static_cast<std::size_t>(r)] = calls[i].run(ring, pos, &Ring::forward_hybrid);
+      err[3 * i + 1][static_cast<std::size_t>(r)] = calls[i].run(ring, pos);
+      if (calls[i].heads % world == 0)
+        err[3 * i + 2][static_cast<std::size_t>(r)] = calls[i].run(ring, pos, &Ring::forward_ulysses);
+    }
+  });
+  for (int r = 0; r < world; ++r) CHECK(errors[static_cast<std::size_t>(r)] == "");
+  for (std::size_t i = 0; i < err.size(); ++i)
+    for (int r = 0; r < world; ++r) {
+      CAPTURE(i);
+      CHECK(err[i][static_cast<std::size_t>(r)].first <= tolerance(calls[i / 3]));
+      CHECK(err[i][static_cast<std::size_t>(r)].second <= 2e-5);
+    }
+}
+
+TEST_CASE("hybrid: heads the groups cannot split and groups too long for a block are refused on every rank; the ring stays usable") {
+  const int world = 4, group = 2;
+  const Problem odd(90, 3, 1, 64, Mask::causal(), DType::f32, 21);  // 3 heads over groups of 2
+  const Problem good(90, 4, 2, 64, Mask::causal(), DType::f32, 23);
+  const Problem longer(700, 4, 2, 64, Mask::causal(), DType::f32, 24);  // 350 rows a group, 175 a rank
+  std::vector<std::string> why_odd(world), why_long(world);
+  std::vector<std::pair<double, double>> after(world);
+  const std::string m = fresh_master();
+  const auto errors = on_ranks(world, [&](int r) {
+    RingOptions o = mesh_options(r, world, group, m);
+    o.limits.max_rows = 300;
+    Ring ring = Ring::connect(o);
+    try {
+      odd.run(ring, shard_positions(Layout::contiguous, 90, world, r).materialize(), &Ring::forward_hybrid);
+    } catch (const InvalidArgument& e) {
+      why_odd[static_cast<std::size_t>(r)] = e.what();
+    }
+    try {
+      longer.run(ring, shard_positions(Layout::zigzag, 700, world, r).materialize(), &Ring::forward_hybrid);
+    } catch (const InvalidArgument& e) {
+      why_long[static_cast<std::size_t>(r)] = e.what();
+    }
+    after[static_cast<std::size_t>(r)] =
+        good.run(ring, shard_positions(Layout::zigzag, 90, world, r).materialize(), &Ring::forward_hybrid);
+  });
+  for (int r = 0; r < world; ++r) {
+    CAPTURE(r);
+    CHECK(errors[static_cast<std::size_t>(r)] == "");
+    CHECK_MESSAGE(why_odd[static_cast<std::size_t>(r)].find("3 query heads do not split over 2 ranks") != std::string::npos,
+                  why_odd[static_cast<std::size_t>(r)]);
+    CHECK_MESSAGE(why_long[static_cast<std::size_t>(r)].find("the group's 350 rows exceed limits().max_rows = 300") !=
+                      std::string::npos,
+                  why_long[static_cast<std::size_t>(r)]);
+    CHECK(after[static_cast<std::size_t>(r)].first <= 2e-5);
+  }
+  RingOptions bad = mesh_options(0, 4, 3, m);
+  CHECK_THROWS_WITH_AS(Ring::connect(bad), doctest::Contains("group_size = 3 must divide the world size 4"), InvalidArgument);
+}
+
+TEST_CASE("hybrid: a rank calling forward() meanwhile fails every rank, naming what came; nothing hangs") {
+  const int world = 4, group = 2;
+  const Problem p(120, 4, 2, 64, Mask::causal(), DType::f32, 31);
+  std::vector<std::string> seen(world);
+  const std::string m = fresh_master();
+  const auto errors = on_ranks(world, [&](int r) {
+    Ring ring = Ring::connect(mesh_options(r, world, group, m, 5));
+    const auto pos = shard_positions(Layout::contiguous, 120, world, r).materialize();
+    try {
+      if (r == 3)
+        p.run(ring, pos);
+      else
+        p.run(ring, pos, &Ring::forward_hybrid);
+    } catch (const NetworkError& e) {
+      seen[static_cast<std::size_t>(r)] = e.what();
+    }
+  });
+  bool named = false;
+  for (int r = 0; r < world; ++r) {
+    CAPTURE(r);
+    auto& s = seen[static_cast<std::size_t>(r)];
+    if (s.empty()) s = errors[static_cast<std::size_t>(r)];
+    CHECK_FALSE(s.empty());
+    named = named || s.find("the ranks are not making the same calls") != std::string::npos;
+  }
+  CHECK_MESSAGE(named, seen[0] << " | " << seen[1] << " | " << seen[2] << " | " << seen[3]);
+}
