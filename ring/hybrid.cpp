@@ -5,6 +5,7 @@
 #include <chrono>
 #include <string>
 
+#include "ring/backward_rotation.hpp"
 #include "ring/call_checks.hpp"
 #include "ring/internals.hpp"
 #include "ring/ring_impl.hpp"
@@ -100,6 +101,79 @@ ForwardStats Ring::forward_hybrid(const AttentionSpec& spec, std::span<const flo
     ring::to_rows(u, p, back, to, moved);
   } catch (...) {
     ring::fail_call(im);  // a refusal found alike on every rank (InvalidArgument) leaves the ring usable
+  }
+  st.bytes_sent += moved.bytes_sent;
+  st.wait_seconds += moved.wait_seconds;
+  st.seconds = since(start);
+  return st;
+}
+
+BackwardStats Ring::backward_hybrid(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
+                                    std::span<const float> v, std::span<const std::int64_t> positions,
+                                    std::span<const float> o, std::span<const float> lse, std::span<const float> d_o,
+                                    std::span<float> dq, std::span<float> dk, std::span<float> dv) {
+  auto& im = *impl_;
+  const auto start = Clock::now();
+  im.check_usable();
+  const std::string who = "rank " + std::to_string(rank()) + ": backward_hybrid: ";
+  const ring::CheckedCall fc = ring::check_call(im, "backward_hybrid", spec, q, k, v, positions, std::nullopt, o, lse);
+  const auto rows = static_cast<std::int64_t>(positions.size());
+  ring::check_backward_inputs(who, spec, rows, q, k, v, o, lse, d_o, dq, dk, dv);
+  const float scale = fc.kernel.config().scale;
+  const std::int64_t H = spec.heads, D = spec.head_dim;
+  ring::HybridState& hs = state_of(*this, im);
+  ring::UlyssesState& u = hs.u;
+  u.delta.resize(static_cast<std::size_t>(rows * H));  // D_i = dO_i . O_i, per row and head, on the rows' rank
+  attention_backward_delta(o.data(), d_o.data(), rows, H, D, u.delta.data(), im.options.threads);
+  collectives::ExchangeStats moved;
+  BackwardStats st;
+  try {
+    ring::CallSpec cs = ring::call_spec(spec, scale);
+    cs.backward = true;  // a rank in forward_hybrid() meanwhile is refused by every rank of its group alike
+    const ring::Plan p = ring::plan_call(u, who, im.options.limits.max_rows, moved, cs, positions);
+    if (p.N > im.options.limits.max_rows)
+      throw InvalidArgument(who + "the group's " + std::to_string(p.N) + " rows exceed limits().max_rows = " +
+                            std::to_string(im.options.limits.max_rows) +
+                            " (a block across the groups holds a whole group's rows)");
+    const ring::Field in[] = {{q.data(), H, D, false, spec.dtype},          {k.data(), spec.kv_heads, D, true, spec.dtype},
+                              {v.data(), spec.kv_heads, D, true, spec.dtype}, {d_o.data(), H, D, false, spec.dtype},
+                              {lse.data(), H, 1, false, DType::f32},          {u.delta.data(), H, 1, false, DType::f32}};
+    std::vector<std::byte>* const seq[] = {&u.q, &u.k, &u.v, &u.d_o, &u.lse_seq, &u.delta_seq};
+    ring::to_heads(u, p, in, seq, moved);
+
+    const AttentionSpec local = p.local(spec, scale);  // step 4: the backward ring across the groups
+    BlockAttentionBackward& kernel = im.backward_kernel_for(local);
+    const Positions all = Positions::from_sorted(u.all_positions.data(), p.N);
+    u.dq.assign(static_cast<std::size_t>(p.N * p.h * D), 0.0f);
+    u.dk.assign(static_cast<std::size_t>(p.N * p.hk * D), 0.0f);
+    u.dv.assign(u.dk.size(), 0.0f);
+    ring::CallSpec lcs = ring::call_spec(local, scale);
+    lcs.backward = true;
+    const std::uint64_t call = ++im.calls;
+    hs.step.begin_raw(lcs, call, all, u.k.data(), u.v.data());
+    const ring::BackwardBlock c{kernel,
+                                lcs,
+                                spec.mask,
+                                all,
+                                u.all_positions,
+                                {},
+                                u.q.data(),
+                                u.d_o.data(),
+                                reinterpret_cast<const float*>(u.lse_seq.data()),
+                                reinterpret_cast<const float*>(u.delta_seq.data()),
+                                u.dq.data(),
+                                u.dk.data(),
+                                u.dv.data()};
+    ring::rotate_and_accumulate(hs.step, hs.grads, call, {}, {}, c, hs.acc_k, hs.acc_v, st);
+    st.bytes_sent += hs.step.payload_bytes_sent() + hs.grads.payload_bytes_sent();
+
+    const ring::Field back[] = {{u.dq.data(), H, D, false, DType::f32},  // step 5
+                                {u.dk.data(), spec.kv_heads, D, true, DType::f32},
+                                {u.dv.data(), spec.kv_heads, D, true, DType::f32}};
+    float* const to[] = {dq.data(), dk.data(), dv.data()};
+    ring::to_rows(u, p, back, to, moved);
+  } catch (...) {
+    ring::fail_call(im);
   }
   st.bytes_sent += moved.bytes_sent;
   st.wait_seconds += moved.wait_seconds;

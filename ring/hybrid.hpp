@@ -13,6 +13,11 @@
 //        while the next travels (rotation.hpp, ring_step.hpp)
 //   5.   O and lse back to the rows' ranks inside the group (ulysses.hpp)
 //
+// The backward (Ring::backward_hybrid) moves q, k, v, dO, lse and D = rowsum(dO o O) to the
+// head split in step 3, runs the backward rotation across the groups in step 4 (each
+// block's dK/dV accumulators one hop behind it: backward_rotation.hpp), and brings dQ, dK,
+// dV back in step 5 (a replicated K/V head's shares summed, as Ulysses' are).
+//
 // Traffic per rank: the group's all-to-alls (Ulysses at P = G) plus (C-1) K/V blocks of the
 // group's rows on its heads: the ring's volume divided by G, on links no busier than the
 // ring's. Needs heads divisible by G (with Ulysses' GQA condition at P = G) and a group's
@@ -23,6 +28,7 @@
 #include <vector>
 
 #include "net/group_transport.hpp"
+#include "ring/gradient_relay.hpp"
 #include "ring/ring_step.hpp"
 #include "ring/ulysses.hpp"
 
@@ -37,10 +43,13 @@ struct HybridState {
       : group(parent, group_members(parent.rank(), parent.world(), group_size)),
         across(parent, across_members(parent.rank(), parent.world(), group_size)),
         u(group, max_frame),
-        step(across, max_rows) {}
+        step(across, max_rows),
+        grads(across) {}
   net::GroupTransport group, across;
   UlyssesState u;
   RingStep step;
+  GradientRelay grads;                // backward: the blocks' dK/dV one hop behind them, across
+  std::vector<float> acc_k, acc_v;    // backward: the pooled pair (backward_rotation.hpp)
 };
 
 }  // namespace ringattn::ring

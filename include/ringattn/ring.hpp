@@ -205,6 +205,16 @@ class Ring {
                               std::span<const float> v, std::span<const std::int64_t> positions, std::span<float> o,
                               std::span<float> lse = {});
 
+  // The gradients of forward_hybrid() (or forward(): the same attention) by the hybrid
+  // schedule: Ulysses' head split inside each group (q, k, v, dO, lse and D = rowsum(dO o O)),
+  // backward()'s rotation across the groups (each block's dK, dV one hop behind it), dQ, dK,
+  // dV back to the rows' ranks. Arguments, results and errors as backward()'s; conditions
+  // as forward_hybrid()'s.
+  BackwardStats backward_hybrid(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
+                                std::span<const float> v, std::span<const std::int64_t> positions,
+                                std::span<const float> o, std::span<const float> lse, std::span<const float> d_o,
+                                std::span<float> dq, std::span<float> dk, std::span<float> dv);
+
   // The gradients of forward_ulysses() (or forward(): the same attention) by Ulysses'
   // schedule: q, k, v, dO, lse and D = rowsum(dO o O) go to the head split, the backward
   // kernel runs on the whole sequence, dQ, dK, dV come back (a K/V head that several ranks

@@ -72,15 +72,17 @@ struct Problem {
   };
 
   // Every rank: forward (o, lse), then backward (with `ulysses`: Ulysses' schedule for
-  // both, on a ring with all_pairs links); max |ring − oracle| / max |oracle| per tensor.
+  // both, on a ring with all_pairs links; with `group` > 0 the hybrid schedule on a mesh
+  // of groups of that many); max |ring − oracle| / max |oracle| per tensor.
   Errors run(int world, const std::vector<std::vector<std::int64_t>>& shards, std::vector<std::string>* errors_out = nullptr,
-             BackwardStats* stats0 = nullptr, bool ulysses = false) const {
+             BackwardStats* stats0 = nullptr, bool ulysses = false, int group = 0) const {
     const std::string master = fresh_master();
     const std::int64_t HD = heads * head_dim, KD = kv_heads * head_dim;
     std::vector<float> dq(q.size(), NAN), dk(k.size(), NAN), dv(v.size(), NAN);
     const auto errors = on_ranks(world, [&](int r) {
       RingOptions ro = options(r, world, master);
       ro.all_pairs = ulysses;
+      if (group > 0) ro.group_size = group;
       Ring ring = Ring::connect(ro);
       const auto& pos = shards[static_cast<std::size_t>(r)];
       const auto qr = rows_of(q, pos, HD), kr = rows_of(k, pos, KD), vr = rows_of(v, pos, KD), dor = rows_of(d_o, pos, HD);
@@ -90,7 +92,10 @@ struct Problem {
       std::vector<float> o(qr.size()), lse(pos.size() * static_cast<std::size_t>(heads));
       std::vector<float> gq(qr.size()), gk(kr.size()), gv(vr.size());
       BackwardStats st;
-      if (ulysses) {
+      if (group > 0) {
+        ring.forward_hybrid(spec, qr, kr, vr, pos, o, lse);
+        st = ring.backward_hybrid(spec, qr, kr, vr, pos, o, lse, dor, gq, gk, gv);
+      } else if (ulysses) {
         ring.forward_ulysses(spec, qr, kr, vr, pos, o, lse);
         st = ring.backward_ulysses(spec, qr, kr, vr, pos, o, lse, dor, gq, gk, gv);
       } else if (docs.empty()) {
@@ -184,6 +189,31 @@ TEST_CASE("ulysses backward: P = 1..4 x layouts x masks x dtypes against float64
         }
       }
   }
+}
+
+TEST_CASE("hybrid backward: meshes 4x2, 2x2 (MQA), 4x4, 3x1 x layouts x masks x dtypes against float64") {
+  const std::int64_t tokens = 301;
+  struct Mesh {
+    int world, group;
+    std::int64_t heads, kv_heads;
+  };
+  for (const Mesh mesh : {Mesh{4, 2, 4, 2}, Mesh{2, 2, 4, 1}, Mesh{4, 4, 8, 2}, Mesh{3, 1, 4, 2}})
+    for (DType dt : {DType::f32, DType::bf16})
+      for (const Mask& m : {Mask::none(), Mask::causal(), Mask::sliding_window(60)}) {
+        const Problem p(tokens, m, dt, 8, {}, mesh.heads, mesh.kv_heads);
+        for (Layout layout : {Layout::contiguous, Layout::zigzag, Layout::striped}) {
+          const std::string what = "P " + std::to_string(mesh.world) + " in groups of " + std::to_string(mesh.group) +
+                                   ", " + std::string(to_string(layout)) + ", " + to_string(m) + ", " +
+                                   std::string(to_string(dt));
+          CAPTURE(what);
+          const Problem::Errors e =
+              p.run(mesh.world, layout_shards(layout, tokens, mesh.world), nullptr, nullptr, false, mesh.group);
+          CAPTURE(e.dq);
+          CAPTURE(e.dk);
+          CAPTURE(e.dv);
+          CHECK(e.worst() <= tolerance(dt));
+        }
+      }
 }
 
 TEST_CASE("ring backward: packed documents and uneven shards") {
