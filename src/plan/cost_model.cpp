@@ -141,10 +141,55 @@ Plan make_plan(const PlanInput& in) {
   p.ring_over_ulysses = in.nodes > 1 ? p.ring_elements / p.ulysses_elements : 0;
   p.ulysses_possible = in.nodes <= in.heads;
 
+  p.schedules = schedule_costs(in, p.block);
+  double best = 0;
+  for (const ScheduleCost& c : p.schedules)
+    if (c.possible && (best == 0 || c.seconds < best)) {
+      best = c.seconds;
+      p.best_group = c.group;
+    }
+
   p.contiguous_utilisation = causal_contiguous_utilisation(in.nodes);
   p.zigzag_utilisation = 1.0;
   p.zigzag_units = zigzag_units_per_node(in.nodes);
   return p;
+}
+
+std::vector<ScheduleCost> schedule_costs(const PlanInput& in, std::int64_t block) {
+  std::vector<ScheduleCost> out;
+  const double b = dbl(block), D = dbl(in.head_dim), s = in.dtype_bytes;
+  const double group_bw = in.group_bandwidth > 0 ? in.group_bandwidth : in.bandwidth;
+  for (std::int64_t g = 1; g <= in.nodes; ++g) {
+    if (in.nodes % g != 0) continue;
+    ScheduleCost c;
+    c.group = g;
+    const std::int64_t groups = in.nodes / g;
+    // Ulysses' split inside the group (ring/ulysses.hpp): heads/G query heads a rank,
+    // reading whole K/V heads or sharing one.
+    const std::int64_t h = in.heads % g == 0 ? in.heads / g : 0, share = in.heads / in.kv_heads;
+    if (h == 0) {
+      c.possible = false;
+      c.why_not = std::to_string(in.heads) + " heads do not split over " + std::to_string(g);
+    } else if (h % share != 0 && share % h != 0) {
+      c.possible = false;
+      c.why_not = std::to_string(h) + " heads a rank would read parts of K/V heads";
+    }
+    const double hk = h == 0 ? 0 : (h % share == 0 ? dbl(h / share) : 1.0);
+    if (g > 1) {
+      const double out_bytes = b * (dbl(h) * D + 2 * hk * D) * s, back_bytes = b * (dbl(h) * D + dbl(h)) * 4;
+      c.all_to_all_bytes = dbl(g - 1) * (out_bytes + back_bytes);
+      c.all_to_all_seconds = c.all_to_all_bytes / group_bw;
+    }
+    const double rows = dbl(g) * b;  // a block across: the group's rows
+    c.step_compute_seconds = 4 * rows * rows * dbl(h) * D / in.flops;
+    const double step_bytes = 2 * rows * hk * D * s;
+    c.step_transfer_seconds = groups > 1 ? step_bytes / in.bandwidth : 0;
+    c.ring_bytes = dbl(groups - 1) * step_bytes;
+    c.ring_seconds = dbl(groups) * std::max(c.step_compute_seconds, c.step_transfer_seconds);
+    c.seconds = c.all_to_all_seconds + c.ring_seconds;
+    out.push_back(c);
+  }
+  return out;
 }
 
 }  // namespace ringattn::plan

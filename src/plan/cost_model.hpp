@@ -21,7 +21,9 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace ringattn::plan {
 
@@ -78,6 +80,7 @@ struct PlanInput {
   int dtype_bytes = 2;
   double flops = 0;       // per node, FLOP/s
   double bandwidth = 0;   // per link, bytes/s
+  double group_bandwidth = 0;  // per node inside a mesh's group (Ulysses' all-to-alls); 0: bandwidth
   bool flops_assumed = false;
   bool bandwidth_assumed = false;
 };
@@ -88,6 +91,24 @@ struct StepCost {
   double margin = 0;  // compute / transfer
   Verdict verdict = Verdict::stalls;
 };
+
+// One attention schedule's forward for one layer (no mask): Ulysses inside groups of
+// `group` ranks, the ring across the P/group groups (group 1: the ring, group P: Ulysses).
+//   all-to-alls  per node (group-1)/group of its rows' q, k, v (storage dtype) out and of
+//                O and lse (fp32) back, over its link into the group: not overlapped
+//   ring across  P/group steps of a block of the group's rows on heads/group heads:
+//                max(4·(G·b)²·(d/G)/F, 2·(G·b)·d_kv'·s/B) each, d_kv' the K/V width a rank
+//                holds (K/V heads replicated when fewer than the group)
+struct ScheduleCost {
+  std::int64_t group = 1;
+  bool possible = true;
+  std::string why_not;         // when not possible
+  double all_to_all_bytes = 0, all_to_all_seconds = 0;
+  double ring_bytes = 0, step_compute_seconds = 0, step_transfer_seconds = 0, ring_seconds = 0;
+  double seconds = 0;          // all-to-alls + ring across
+};
+// Every schedule: the ring, each hybrid of a group size dividing P, Ulysses.
+std::vector<ScheduleCost> schedule_costs(const PlanInput& in, std::int64_t block);
 
 struct Plan {
   PlanInput in;
@@ -116,6 +137,9 @@ struct Plan {
 
   double ring_elements = 0, ulysses_elements = 0, ring_over_ulysses = 0;
   bool ulysses_possible = false;  // Ulysses gives each node whole heads: P <= heads
+
+  std::vector<ScheduleCost> schedules;  // ring, hybrids, Ulysses: one layer's forward each
+  std::int64_t best_group = 1;          // the fastest possible one
 
   double contiguous_utilisation = 0, zigzag_utilisation = 1;
   std::int64_t zigzag_units = 0;

@@ -53,7 +53,8 @@ int ringattn::cli::plan_main(const std::vector<std::string>& argv) {
   Args args("plan",
             "The cost of exact ring attention for a model, context and cluster: memory bill, per-node\n"
             "memory, per-step compute vs transfer with a verdict, the minimum block b* for overlap,\n"
-            "ring vs Ulysses traffic and causal load balance. Verdict: hidden if compute/transfer >= 1.5,\n"
+            "ring vs Ulysses traffic, the predicted time of the ring, Ulysses and each hybrid (Ulysses\n"
+            "in groups, the ring across them) and causal load balance. Verdict: hidden if compute/transfer >= 1.5,\n"
             "marginal if >= 1, else stalls. Without --flops/--bandwidth it assumes this machine's class:\n"
             "--cores x 110 GFLOP/s (fp32) or 220 GFLOP/s (bf16) per node, and a 2.5 GB/s link.\n"
             "Of --seq, --nodes and --block give any two (a lone --block uses the default --nodes).\n"
@@ -70,6 +71,7 @@ int ringattn::cli::plan_main(const std::vector<std::string>& argv) {
       .option("dtype", "T", "element type of Q, K, V on the wire: fp32 or bf16", "bf16")
       .option("flops", "F", "useful FLOP/s of one node, e.g. 400e12 (default: assumed, see above)")
       .option("bandwidth", "B", "link bytes/s between neighbours, e.g. 50e9 or 50G (default: assumed)")
+      .option("group-bandwidth", "B", "bytes/s a node moves inside a mesh group (Ulysses' all-to-alls; default: --bandwidth)")
       .option("cores", "C", "cores per node for the assumed --flops", "1")
       .flag("json", "print one JSON object instead of text");
   if (!args.parse(argv)) return 0;
@@ -125,6 +127,8 @@ int ringattn::cli::plan_main(const std::vector<std::string>& argv) {
     in.bandwidth = kAssumedLinkBytesPerSecond;
     in.bandwidth_assumed = true;
   }
+
+  if (args.has("group-bandwidth")) in.group_bandwidth = parse_rate(args.str("group-bandwidth"), "--group-bandwidth");
 
   const Plan plan = make_plan(in);
   const std::string out = args.has("json") ? format_plan_json(plan) : format_plan_text(plan);

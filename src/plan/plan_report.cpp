@@ -10,6 +10,12 @@
 namespace ringattn::plan {
 namespace {
 
+std::string schedule_name(std::int64_t group, std::int64_t nodes) {
+  if (group == 1) return "ring";
+  if (group == nodes) return "Ulysses";
+  return "hybrid, groups of " + std::to_string(group);
+}
+
 std::string dtype_name(int bytes) { return bytes == 2 ? "bf16" : bytes == 4 ? "fp32" : std::to_string(bytes) + "-byte"; }
 
 // b* rounded up: the smallest whole block that still hides the transfer.
@@ -132,6 +138,27 @@ std::string format_plan_text(const Plan& p) {
        << ")";
   os << (p.ulysses_possible ? "\n" : "; Ulysses is not possible here: it needs P <= heads (" + std::to_string(in.heads) + ")\n");
 
+  os << "\nattention schedules, one layer's forward without a mask (all-to-alls at "
+     << format_rate(in.group_bandwidth > 0 ? in.group_bandwidth : in.bandwidth, "B/s") << " a node, the ring across at "
+     << format_rate(in.bandwidth, "B/s") << ")\n";
+  for (const ScheduleCost& c : p.schedules) {
+    const std::int64_t groups = in.nodes / c.group;
+    const std::string name = schedule_name(c.group, in.nodes);
+    os << "  " << name << std::string(name.size() < 22 ? 22 - name.size() : 1, ' ');
+    if (!c.possible) {
+      os << "not possible: " << c.why_not << "\n";
+      continue;
+    }
+    os << format_seconds(c.seconds);
+    if (c.group > 1) os << " = all-to-alls " << format_bytes(c.all_to_all_bytes) << " " << format_seconds(c.all_to_all_seconds);
+    if (groups > 1)
+      os << (c.group > 1 ? " + " : " = ") << groups << " ring steps x max(" << format_seconds(c.step_compute_seconds)
+         << " compute, " << format_seconds(c.step_transfer_seconds) << " transfer)";
+    else
+      os << " + the kernel " << format_seconds(c.ring_seconds);
+    os << (c.group == p.best_group ? "  <- fastest" : "") << "\n";
+  }
+
   os << "\ncausal load balance\n";
   os << "  contiguous  utilisation (P+1)/2P = " << pct(p.contiguous_utilisation) << "  (node i does i+1 of "
      << in.nodes << " block pairs)\n";
@@ -195,7 +222,24 @@ std::string format_plan_json(const Plan& p) {
     j.num("ring_over_ulysses", p.ring_over_ulysses);
   else
     j.null("ring_over_ulysses");
-  j.boolean("ulysses_possible", p.ulysses_possible)
+  j.boolean("ulysses_possible", p.ulysses_possible).close().open("schedules");
+  for (const ScheduleCost& c : p.schedules) {
+    const std::string key = c.group == 1 ? "ring" : c.group == in.nodes ? "ulysses" : "hybrid_" + std::to_string(c.group);
+    j.open(key.c_str()).num("group", c.group).boolean("possible", c.possible);
+    if (c.possible)
+      j.num("seconds", c.seconds)
+          .num("all_to_all_bytes", c.all_to_all_bytes)
+          .num("all_to_all_seconds", c.all_to_all_seconds)
+          .num("ring_bytes", c.ring_bytes)
+          .num("ring_seconds", c.ring_seconds)
+          .num("step_compute_seconds", c.step_compute_seconds)
+          .num("step_transfer_seconds", c.step_transfer_seconds);
+    else
+      j.str("why_not", c.why_not);
+    j.close();
+  }
+  j.num("best_group", p.best_group)
+      .num("group_bandwidth_bytes_per_second", in.group_bandwidth > 0 ? in.group_bandwidth : in.bandwidth)
       .close()
       .open("causal_balance")
       .num("contiguous_utilisation", p.contiguous_utilisation)

@@ -16,6 +16,9 @@ namespace {
 
 constexpr std::int64_t kMillion = 1048576;  // the seed's "1M" tokens
 
+// Steps a schedule's kernel takes: the groups across (1 for Ulysses).
+double dbl_steps(const ScheduleCost& c, std::int64_t nodes) { return static_cast<double>(nodes / c.group); }
+
 // The seed's reference deployment: d = 4096 (32 x 128), 32 layers, bf16, N = 1M, P = 64.
 PlanInput seed_input(std::int64_t kv_heads, double bandwidth) {
   PlanInput in;
@@ -109,6 +112,64 @@ TEST_SUITE("cost model") {
     const Plan plan = make_plan(seed_input(32, 50e9));
     CHECK(plan.ring_over_ulysses == doctest::Approx(32));
     CHECK_FALSE(plan.ulysses_possible);  // P = 64 > 32 heads
+  }
+
+  TEST_CASE("schedules: the ring, each hybrid and Ulysses, priced from the same F and B") {
+    // 8 heads of 128, 2 K/V heads, fp32, N = 64K on P = 8 nodes: b = 8192.
+    PlanInput in;
+    in.heads = 8;
+    in.head_dim = 128;
+    in.kv_heads = 2;
+    in.seq = 65536;
+    in.nodes = 8;
+    in.dtype_bytes = 4;
+    in.flops = 100e9;
+    in.bandwidth = 1e9;
+    const Plan p = make_plan(in);
+    REQUIRE(p.schedules.size() == 4);  // groups of 1, 2, 4, 8
+    const double b = 8192, D = 128;
+    const ScheduleCost& ring = p.schedules[0];
+    CHECK(ring.group == 1);
+    CHECK(ring.all_to_all_bytes == 0);
+    CHECK(ring.step_compute_seconds == doctest::Approx(4 * b * b * 8 * D / 100e9));  // the ring's own step
+    CHECK(ring.step_transfer_seconds == doctest::Approx(2 * b * 2 * D * 4 / 1e9));
+    CHECK(ring.seconds == doctest::Approx(p.ring_seconds_per_layer));
+    // Groups of 2: 4 heads a rank over 1 K/V head; blocks of 2b rows across 4 groups.
+    const ScheduleCost& h2 = p.schedules[1];
+    CHECK(h2.group == 2);
+    CHECK(h2.all_to_all_bytes == doctest::Approx(1 * (b * (4 * D + 2 * D) * 4 + b * (4 * D + 4) * 4)));
+    CHECK(h2.step_compute_seconds == doctest::Approx(4 * (2 * b) * (2 * b) * 4 * D / 100e9));
+    CHECK(h2.step_transfer_seconds == doctest::Approx(2 * (2 * b) * 1 * D * 4 / 1e9));
+    CHECK(h2.ring_seconds == doctest::Approx(4 * std::max(h2.step_compute_seconds, h2.step_transfer_seconds)));
+    // Groups of 8 = Ulysses: one head a rank, its K/V head replicated (8 > 2 K/V heads): no ring across.
+    const ScheduleCost& u = p.schedules[3];
+    CHECK(u.group == 8);
+    CHECK(u.possible);
+    CHECK(u.ring_bytes == 0);
+    CHECK(u.all_to_all_bytes == doctest::Approx(7 * (b * (1 * D + 2 * D) * 4 + b * (1 * D + 1) * 4)));
+    // The same total compute on every schedule: 4 N^2 d / P / F.
+    for (const ScheduleCost& c : p.schedules)
+      CHECK(dbl_steps(c, in.nodes) * c.step_compute_seconds == doctest::Approx(4.0 * 65536 * 65536 * 8 * D / 8 / 100e9));
+    // On this slow link the transfers dominate: the fewer bytes, the faster.
+    std::int64_t best = 0;
+    double t = 1e300;
+    for (const ScheduleCost& c : p.schedules)
+      if (c.seconds < t) t = c.seconds, best = c.group;
+    CHECK(p.best_group == best);
+    // A fast link inside the groups moves the pick towards Ulysses' all-to-alls.
+    in.group_bandwidth = 100e9;
+    CHECK(make_plan(in).best_group >= p.best_group);
+    // Heads that do not split over a group make that schedule impossible, with the reason.
+    in.heads = 6;
+    in.kv_heads = 6;
+    in.nodes = 4;
+    in.seq = 4096;
+    const Plan q = make_plan(in);
+    REQUIRE(q.schedules.size() == 3);
+    CHECK(q.schedules[1].possible);  // 3 heads a rank
+    CHECK_FALSE(q.schedules[2].possible);
+    CHECK(q.schedules[2].why_not == "6 heads do not split over 4");
+    CHECK(q.best_group != 4);
   }
 
   TEST_CASE("b*: a 1 TFLOP/s CPU node on 25 GbE (~3 GB/s) hides transfers above b ~ 330") {

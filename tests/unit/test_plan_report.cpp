@@ -118,7 +118,9 @@ TEST_SUITE("plan report") {
           "causal_balance.zigzag_units_per_node", "training.backward_step.flops", "training.backward_step.bytes",
           "training.backward_step.margin", "training.backward_step.verdict", "training.backward_step_causal_zigzag.margin",
           "training.min_block_backward", "training.min_block_backward_causal_zigzag", "training.seconds_per_layer",
-          "training.node_bytes"}) {
+          "training.node_bytes", "schedules.ring.seconds", "schedules.ring.ring_seconds", "schedules.best_group",
+          "schedules.group_bandwidth_bytes_per_second", "schedules.hybrid_2.possible", "schedules.hybrid_2.seconds",
+          "schedules.hybrid_2.all_to_all_bytes", "schedules.hybrid_4.possible", "schedules.ulysses.possible"}) {
       CAPTURE(key);
       CHECK(j.leaves.count(key) == 1);
     }
