@@ -44,23 +44,24 @@ ring::HybridState& state_of(Ring& ring, Ring::Impl& im) {
   return *im.hybrid;
 }
 
-}  // namespace
+using Documents = std::optional<std::span<const std::int32_t>>;
 
-ForwardStats Ring::forward_hybrid(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
-                                  std::span<const float> v, std::span<const std::int64_t> positions, std::span<float> o,
-                                  std::span<float> lse) {
-  auto& im = *impl_;
+ForwardStats hybrid_forward(Ring& ring, Ring::Impl& im, const AttentionSpec& spec, std::span<const float> q,
+                            std::span<const float> k, std::span<const float> v, std::span<const std::int64_t> positions,
+                            const Documents& documents, std::span<float> o, std::span<float> lse) {
   const auto start = Clock::now();
   im.check_usable();
-  const std::string who = "rank " + std::to_string(rank()) + ": forward_hybrid: ";
-  const ring::CheckedCall fc = ring::check_call(im, "forward_hybrid", spec, q, k, v, positions, std::nullopt, o, lse);
+  const std::string who = "rank " + std::to_string(ring.rank()) + ": forward_hybrid: ";
+  const ring::CheckedCall fc = ring::check_call(im, "forward_hybrid", spec, q, k, v, positions, documents, o, lse);
   const float scale = fc.kernel.config().scale;  // resolved: every rank compares it
-  ring::HybridState& hs = state_of(*this, im);
+  ring::HybridState& hs = state_of(ring, im);
   ring::UlyssesState& u = hs.u;
   collectives::ExchangeStats moved;
   ForwardStats st;
   try {
-    const ring::Plan p = ring::plan_call(u, who, im.options.limits.max_rows, moved, ring::call_spec(spec, scale), positions);
+    const bool docs = documents.has_value();
+    const ring::Plan p = ring::plan_call(u, who, im.options.limits.max_rows, moved, ring::call_spec(spec, scale, docs),
+                                         positions, fc.docs);
     if (p.N > im.options.limits.max_rows)  // alike on every rank of the group: refused before K/V moves
       throw InvalidArgument(who + "the group's " + std::to_string(p.N) + " rows exceed limits().max_rows = " +
                             std::to_string(im.options.limits.max_rows) +
@@ -76,12 +77,13 @@ ForwardStats Ring::forward_hybrid(const AttentionSpec& spec, std::span<const flo
     BlockAttention& kernel = im.kernel_for(local);
     const Positions all = Positions::from_sorted(u.all_positions.data(), p.N);
     u.state.reset(p.N, p.h, D);
-    hs.step.begin_raw(ring::call_spec(local, scale), ++im.calls, all, u.k.data(), u.v.data());
+    hs.step.begin_raw(ring::call_spec(local, scale, docs), ++im.calls, all, u.k.data(), u.v.data(), u.all_documents);
     {
       const ring::BusyKernel busy(*im.transport, kernel);
       const ring::RotationStats rs = ring::rotate(hs.step, {}, {}, [&](int, const ring::RingStep::View& blk) {
         const auto t0 = Clock::now();
-        st.useful_flops += kernel.fold(u.q.data(), all, blk.k, blk.v, *blk.positions, u.state).useful_flops;
+        st.useful_flops +=
+            kernel.fold(u.q.data(), all, u.all_documents, blk.k, blk.v, *blk.positions, blk.documents, u.state).useful_flops;
         st.compute_seconds += since(t0);
       });
       st.steps = rs.steps;
@@ -108,29 +110,29 @@ ForwardStats Ring::forward_hybrid(const AttentionSpec& spec, std::span<const flo
   return st;
 }
 
-BackwardStats Ring::backward_hybrid(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
-                                    std::span<const float> v, std::span<const std::int64_t> positions,
-                                    std::span<const float> o, std::span<const float> lse, std::span<const float> d_o,
-                                    std::span<float> dq, std::span<float> dk, std::span<float> dv) {
-  auto& im = *impl_;
+BackwardStats hybrid_backward(Ring& ring, Ring::Impl& im, const AttentionSpec& spec, std::span<const float> q,
+                              std::span<const float> k, std::span<const float> v, std::span<const std::int64_t> positions,
+                              const Documents& documents, std::span<const float> o, std::span<const float> lse,
+                              std::span<const float> d_o, std::span<float> dq, std::span<float> dk, std::span<float> dv) {
   const auto start = Clock::now();
   im.check_usable();
-  const std::string who = "rank " + std::to_string(rank()) + ": backward_hybrid: ";
-  const ring::CheckedCall fc = ring::check_call(im, "backward_hybrid", spec, q, k, v, positions, std::nullopt, o, lse);
+  const std::string who = "rank " + std::to_string(ring.rank()) + ": backward_hybrid: ";
+  const ring::CheckedCall fc = ring::check_call(im, "backward_hybrid", spec, q, k, v, positions, documents, o, lse);
   const auto rows = static_cast<std::int64_t>(positions.size());
   ring::check_backward_inputs(who, spec, rows, q, k, v, o, lse, d_o, dq, dk, dv);
   const float scale = fc.kernel.config().scale;
   const std::int64_t H = spec.heads, D = spec.head_dim;
-  ring::HybridState& hs = state_of(*this, im);
+  ring::HybridState& hs = state_of(ring, im);
   ring::UlyssesState& u = hs.u;
   u.delta.resize(static_cast<std::size_t>(rows * H));  // D_i = dO_i . O_i, per row and head, on the rows' rank
   attention_backward_delta(o.data(), d_o.data(), rows, H, D, u.delta.data(), im.options.threads);
   collectives::ExchangeStats moved;
   BackwardStats st;
   try {
-    ring::CallSpec cs = ring::call_spec(spec, scale);
+    const bool docs = documents.has_value();
+    ring::CallSpec cs = ring::call_spec(spec, scale, docs);
     cs.backward = true;  // a rank in forward_hybrid() meanwhile is refused by every rank of its group alike
-    const ring::Plan p = ring::plan_call(u, who, im.options.limits.max_rows, moved, cs, positions);
+    const ring::Plan p = ring::plan_call(u, who, im.options.limits.max_rows, moved, cs, positions, fc.docs);
     if (p.N > im.options.limits.max_rows)
       throw InvalidArgument(who + "the group's " + std::to_string(p.N) + " rows exceed limits().max_rows = " +
                             std::to_string(im.options.limits.max_rows) +
@@ -147,16 +149,16 @@ BackwardStats Ring::backward_hybrid(const AttentionSpec& spec, std::span<const f
     u.dq.assign(static_cast<std::size_t>(p.N * p.h * D), 0.0f);
     u.dk.assign(static_cast<std::size_t>(p.N * p.hk * D), 0.0f);
     u.dv.assign(u.dk.size(), 0.0f);
-    ring::CallSpec lcs = ring::call_spec(local, scale);
+    ring::CallSpec lcs = ring::call_spec(local, scale, docs);
     lcs.backward = true;
     const std::uint64_t call = ++im.calls;
-    hs.step.begin_raw(lcs, call, all, u.k.data(), u.v.data());
+    hs.step.begin_raw(lcs, call, all, u.k.data(), u.v.data(), u.all_documents);
     const ring::BackwardBlock c{kernel,
                                 lcs,
                                 spec.mask,
                                 all,
                                 u.all_positions,
-                                {},
+                                u.all_documents,
                                 u.q.data(),
                                 u.d_o.data(),
                                 reinterpret_cast<const float*>(u.lse_seq.data()),
@@ -179,6 +181,35 @@ BackwardStats Ring::backward_hybrid(const AttentionSpec& spec, std::span<const f
   st.wait_seconds += moved.wait_seconds;
   st.seconds = since(start);
   return st;
+}
+
+}  // namespace
+
+ForwardStats Ring::forward_hybrid(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
+                                  std::span<const float> v, std::span<const std::int64_t> positions, std::span<float> o,
+                                  std::span<float> lse) {
+  return hybrid_forward(*this, *impl_, spec, q, k, v, positions, std::nullopt, o, lse);
+}
+
+ForwardStats Ring::forward_hybrid(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
+                                  std::span<const float> v, std::span<const std::int64_t> positions,
+                                  std::span<const std::int32_t> documents, std::span<float> o, std::span<float> lse) {
+  return hybrid_forward(*this, *impl_, spec, q, k, v, positions, documents, o, lse);
+}
+
+BackwardStats Ring::backward_hybrid(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
+                                    std::span<const float> v, std::span<const std::int64_t> positions,
+                                    std::span<const float> o, std::span<const float> lse, std::span<const float> d_o,
+                                    std::span<float> dq, std::span<float> dk, std::span<float> dv) {
+  return hybrid_backward(*this, *impl_, spec, q, k, v, positions, std::nullopt, o, lse, d_o, dq, dk, dv);
+}
+
+BackwardStats Ring::backward_hybrid(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
+                                    std::span<const float> v, std::span<const std::int64_t> positions,
+                                    std::span<const std::int32_t> documents, std::span<const float> o,
+                                    std::span<const float> lse, std::span<const float> d_o, std::span<float> dq,
+                                    std::span<float> dk, std::span<float> dv) {
+  return hybrid_backward(*this, *impl_, spec, q, k, v, positions, documents, o, lse, d_o, dq, dk, dv);
 }
 
 }  // namespace ringattn

@@ -43,21 +43,22 @@ ring::UlyssesState& state_of(Ring& ring, Ring::Impl& im) {
   return *im.ulysses;
 }
 
-}  // namespace
 
-ForwardStats Ring::forward_ulysses(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
-                                   std::span<const float> v, std::span<const std::int64_t> positions, std::span<float> o,
-                                   std::span<float> lse) {
-  auto& im = *impl_;
+using Documents = std::optional<std::span<const std::int32_t>>;
+
+ForwardStats ulysses_forward(Ring& ring, Ring::Impl& im, const AttentionSpec& spec, std::span<const float> q,
+                             std::span<const float> k, std::span<const float> v, std::span<const std::int64_t> positions,
+                             const Documents& documents, std::span<float> o, std::span<float> lse) {
   const auto start = Clock::now();
   im.check_usable();
-  const ring::CheckedCall fc = ring::check_call(im, "forward_ulysses", spec, q, k, v, positions, std::nullopt, o, lse);
+  const ring::CheckedCall fc = ring::check_call(im, "forward_ulysses", spec, q, k, v, positions, documents, o, lse);
   const float scale = fc.kernel.config().scale;  // resolved: every rank compares it
-  ring::UlyssesState& u = state_of(*this, im);
+  ring::UlyssesState& u = state_of(ring, im);
   collectives::ExchangeStats moved;
   ForwardStats st;
   try {
-    const Plan p = ring::plan_call(u, who(*this, "forward_ulysses"), im.options.limits.max_rows, moved, ring::call_spec(spec, scale), positions);
+    const Plan p = ring::plan_call(u, who(ring, "forward_ulysses"), im.options.limits.max_rows, moved,
+                                   ring::call_spec(spec, scale, documents.has_value()), positions, fc.docs);
     const std::int64_t D = spec.head_dim;
     const Field in[] = {{q.data(), spec.heads, D, false, spec.dtype},
                         {k.data(), spec.kv_heads, D, true, spec.dtype},
@@ -71,7 +72,8 @@ ForwardStats Ring::forward_ulysses(const AttentionSpec& spec, std::span<const fl
     const auto t0 = Clock::now();
     {
       const ring::BusyKernel busy(*im.transport, kernel);
-      st.useful_flops += kernel.fold(u.q.data(), all, u.k.data(), u.v.data(), all, u.state).useful_flops;
+      st.useful_flops +=
+          kernel.fold(u.q.data(), all, u.all_documents, u.k.data(), u.v.data(), all, u.all_documents, u.state).useful_flops;
     }
     u.o.resize(static_cast<std::size_t>(p.N * p.h * D));
     u.lse.resize(static_cast<std::size_t>(p.N * p.h));
@@ -92,27 +94,27 @@ ForwardStats Ring::forward_ulysses(const AttentionSpec& spec, std::span<const fl
   return finish(st, moved, start);
 }
 
-BackwardStats Ring::backward_ulysses(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
-                                     std::span<const float> v, std::span<const std::int64_t> positions,
-                                     std::span<const float> o, std::span<const float> lse, std::span<const float> d_o,
-                                     std::span<float> dq, std::span<float> dk, std::span<float> dv) {
-  auto& im = *impl_;
+BackwardStats ulysses_backward(Ring& ring, Ring::Impl& im, const AttentionSpec& spec, std::span<const float> q,
+                               std::span<const float> k, std::span<const float> v, std::span<const std::int64_t> positions,
+                               const Documents& documents, std::span<const float> o, std::span<const float> lse,
+                               std::span<const float> d_o, std::span<float> dq, std::span<float> dk, std::span<float> dv) {
   const auto start = Clock::now();
   im.check_usable();
-  const ring::CheckedCall fc = ring::check_call(im, "backward_ulysses", spec, q, k, v, positions, std::nullopt, o, lse);
+  const ring::CheckedCall fc = ring::check_call(im, "backward_ulysses", spec, q, k, v, positions, documents, o, lse);
   const auto rows = static_cast<std::int64_t>(positions.size());
-  ring::check_backward_inputs(who(*this, "backward_ulysses"), spec, rows, q, k, v, o, lse, d_o, dq, dk, dv);
+  ring::check_backward_inputs(who(ring, "backward_ulysses"), spec, rows, q, k, v, o, lse, d_o, dq, dk, dv);
   const float scale = fc.kernel.config().scale;
   const std::int64_t H = spec.heads, D = spec.head_dim;
-  ring::UlyssesState& u = state_of(*this, im);
+  ring::UlyssesState& u = state_of(ring, im);
   u.delta.resize(static_cast<std::size_t>(rows * H));  // D_i = dO_i . O_i, per row and head, on the rows' rank
   attention_backward_delta(o.data(), d_o.data(), rows, H, D, u.delta.data(), im.options.threads);
   collectives::ExchangeStats moved;
   BackwardStats st;
   try {
-    ring::CallSpec cs = ring::call_spec(spec, scale);
+    ring::CallSpec cs = ring::call_spec(spec, scale, documents.has_value());
     cs.backward = true;  // a rank in forward_ulysses() meanwhile is refused by every rank alike
-    const Plan p = ring::plan_call(u, who(*this, "backward_ulysses"), im.options.limits.max_rows, moved, cs, positions);
+    const Plan p =
+        ring::plan_call(u, who(ring, "backward_ulysses"), im.options.limits.max_rows, moved, cs, positions, fc.docs);
     const Field in[] = {{q.data(), H, D, false, spec.dtype},          {k.data(), spec.kv_heads, D, true, spec.dtype},
                         {v.data(), spec.kv_heads, D, true, spec.dtype}, {d_o.data(), H, D, false, spec.dtype},
                         {lse.data(), H, 1, false, DType::f32},          {u.delta.data(), H, 1, false, DType::f32}};
@@ -128,7 +130,8 @@ BackwardStats Ring::backward_ulysses(const AttentionSpec& spec, std::span<const 
     {
       const ring::BusyKernel busy(*im.transport, kernel);
       st.useful_flops += kernel
-                             .accumulate(u.q.data(), all, {}, u.k.data(), u.v.data(), all, {}, u.d_o.data(),
+                             .accumulate(u.q.data(), all, u.all_documents, u.k.data(), u.v.data(), all,
+                                         u.all_documents, u.d_o.data(),
                                          reinterpret_cast<const float*>(u.lse_seq.data()),
                                          reinterpret_cast<const float*>(u.delta_seq.data()), u.dq.data(), u.dk.data(),
                                          u.dv.data())
@@ -145,6 +148,35 @@ BackwardStats Ring::backward_ulysses(const AttentionSpec& spec, std::span<const 
     ring::fail_call(im);  // a refusal found alike on every rank (InvalidArgument) leaves the ring usable
   }
   return finish(st, moved, start);
+}
+
+}  // namespace
+
+ForwardStats Ring::forward_ulysses(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
+                                   std::span<const float> v, std::span<const std::int64_t> positions, std::span<float> o,
+                                   std::span<float> lse) {
+  return ulysses_forward(*this, *impl_, spec, q, k, v, positions, std::nullopt, o, lse);
+}
+
+ForwardStats Ring::forward_ulysses(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
+                                   std::span<const float> v, std::span<const std::int64_t> positions,
+                                   std::span<const std::int32_t> documents, std::span<float> o, std::span<float> lse) {
+  return ulysses_forward(*this, *impl_, spec, q, k, v, positions, documents, o, lse);
+}
+
+BackwardStats Ring::backward_ulysses(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
+                                     std::span<const float> v, std::span<const std::int64_t> positions,
+                                     std::span<const float> o, std::span<const float> lse, std::span<const float> d_o,
+                                     std::span<float> dq, std::span<float> dk, std::span<float> dv) {
+  return ulysses_backward(*this, *impl_, spec, q, k, v, positions, std::nullopt, o, lse, d_o, dq, dk, dv);
+}
+
+BackwardStats Ring::backward_ulysses(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
+                                     std::span<const float> v, std::span<const std::int64_t> positions,
+                                     std::span<const std::int32_t> documents, std::span<const float> o,
+                                     std::span<const float> lse, std::span<const float> d_o, std::span<float> dq,
+                                     std::span<float> dk, std::span<float> dv) {
+  return ulysses_backward(*this, *impl_, spec, q, k, v, positions, documents, o, lse, d_o, dq, dk, dv);
 }
 
 }  // namespace ringattn

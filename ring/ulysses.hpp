@@ -4,7 +4,8 @@
 //
 //   1. all-gather of each rank's call header (rows, spec): every rank knows every shard's
 //      size and refuses a spec that differs, all alike (the ring stays usable)
-//   2. all-gather of the positions (int64, each rank's rows, uneven)
+//   2. all-gather of the positions (int64, each rank's rows, uneven; with documents, the
+//      rows' document ids beside them)
 //   3. all-to-all: to rank j, this rank's rows of query heads [j h, (j+1) h), h = heads/P,
 //      and of the K/V heads those read (GQA: a K/V head is sent to every rank whose query
 //      heads read it, so fewer K/V heads than ranks are replicated)
@@ -44,6 +45,7 @@ struct UlyssesState {
   collectives::AllToAll a2a;
   std::vector<std::vector<std::byte>> headers, positions, out, in;  // by rank
   std::vector<std::int64_t> all_positions;  // sorted
+  std::vector<std::int32_t> all_documents;  // theirs, in that order (a call with documents)
   std::vector<std::int64_t> slot;           // rank r's row i -> its index in the sorted sequence
   std::vector<std::byte> q, k, v, d_o;      // the whole sequence, this rank's heads, in the call's dtype
   std::vector<std::byte> lse_seq, delta_seq;  // ... fp32 (backward)
@@ -80,9 +82,11 @@ struct Field {
 };
 
 // Steps 1 and 2: the head split's conditions, the call headers compared (at most max_rows
-// rows a rank), the positions gathered and ordered. `who` starts an InvalidArgument's text.
+// rows a rank), the positions (and with cs.documents the rows' documents, `documents`)
+// gathered and ordered into u.all_positions (u.all_documents). `who` starts an
+// InvalidArgument's text.
 Plan plan_call(UlyssesState& u, const std::string& who, std::int64_t max_rows, collectives::ExchangeStats& moved,
-               const CallSpec& cs, std::span<const std::int64_t> positions);
+               const CallSpec& cs, std::span<const std::int64_t> positions, std::span<const std::int32_t> documents = {});
 
 // Step 3: each field's rows of this rank go to the head split, and come back as the whole
 // sequence in position order: dst[f] = [N, count, width] in the field's wire type.

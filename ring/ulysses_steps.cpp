@@ -47,7 +47,7 @@ void pack_heads(const float* src, std::int64_t rows, std::int64_t heads, std::in
 // Steps 1 and 2 (ulysses.hpp): the head split's conditions, the call headers compared,
 // the positions gathered and ordered.
 Plan plan_call(UlyssesState& u, const std::string& who, std::int64_t max_rows, collectives::ExchangeStats& moved,
-               const CallSpec& cs, std::span<const std::int64_t> positions) {
+               const CallSpec& cs, std::span<const std::int64_t> positions, std::span<const std::int32_t> documents) {
   auto bad = [&](const std::string& what) { throw InvalidArgument(who + what); };
   auto add = [&moved](const collectives::ExchangeStats& s) {
     moved.bytes_sent += s.bytes_sent;
@@ -93,26 +93,43 @@ Plan plan_call(UlyssesState& u, const std::string& who, std::int64_t max_rows, c
   std::partial_sum(p.rows.begin(), p.rows.end(), p.first_row.begin() + 1);
   p.N = p.first_row[Pz];
 
+  // Each rank's positions (int64), then its rows' documents (int32) when the call has them.
+  const std::size_t per_row = cs.documents ? 12 : 8;
+  if (cs.documents != !documents.empty() || (cs.documents && documents.size() != positions.size()))
+    bad("documents: " + std::to_string(documents.size()) + " ids for " + std::to_string(positions.size()) + " rows");
   u.positions.resize(Pz);
-  for (std::size_t j = 0; j < Pz; ++j) u.positions[j].resize(static_cast<std::size_t>(p.rows[j]) * 8);
-  std::memcpy(u.positions[static_cast<std::size_t>(p.R)].data(), positions.data(), positions.size() * 8);
+  for (std::size_t j = 0; j < Pz; ++j) u.positions[j].resize(static_cast<std::size_t>(p.rows[j]) * per_row);
+  auto& own = u.positions[static_cast<std::size_t>(p.R)];
+  std::memcpy(own.data(), positions.data(), positions.size() * 8);
+  if (cs.documents) std::memcpy(own.data() + positions.size() * 8, documents.data(), documents.size() * 4);
   add(u.gather.run(spans(u.positions)));
   std::vector<std::int64_t> all(static_cast<std::size_t>(p.N));
-  for (std::size_t j = 0; j < Pz; ++j)
-    std::memcpy(all.data() + p.first_row[j], u.positions[j].data(), u.positions[j].size());
+  std::vector<std::int32_t> docs(cs.documents ? all.size() : 0);
+  for (std::size_t j = 0; j < Pz; ++j) {
+    const auto nj = static_cast<std::size_t>(p.rows[j]);
+    std::memcpy(all.data() + p.first_row[j], u.positions[j].data(), nj * 8);
+    if (cs.documents) std::memcpy(docs.data() + p.first_row[j], u.positions[j].data() + nj * 8, nj * 4);
+  }
   std::vector<std::int64_t> order(all.size());
   std::iota(order.begin(), order.end(), std::int64_t{0});
   std::sort(order.begin(), order.end(),
             [&](std::int64_t a, std::int64_t b) { return all[static_cast<std::size_t>(a)] < all[static_cast<std::size_t>(b)]; });
   u.slot.assign(all.size(), 0);
   u.all_positions.resize(all.size());
+  u.all_documents.resize(docs.size());
   for (std::size_t i = 0; i < order.size(); ++i) {
     u.slot[static_cast<std::size_t>(order[i])] = static_cast<std::int64_t>(i);
     u.all_positions[i] = all[static_cast<std::size_t>(order[i])];
+    if (cs.documents) u.all_documents[i] = docs[static_cast<std::size_t>(order[i])];
   }
-  for (std::size_t i = 1; i < u.all_positions.size(); ++i)
+  for (std::size_t i = 1; i < u.all_positions.size(); ++i) {
     if (u.all_positions[i] == u.all_positions[i - 1])
       bad("position " + std::to_string(u.all_positions[i]) + " is held by two rows of the sequence (shards must not overlap)");
+    if (cs.documents && u.all_documents[i] < u.all_documents[i - 1])
+      bad("the document ids decrease along the sequence at position " + std::to_string(u.all_positions[i]) + " (" +
+          std::to_string(u.all_documents[i - 1]) + " then " + std::to_string(u.all_documents[i]) +
+          "): each document is one run of positions (shard_documents gives such shards)");
+  }
   return p;
 }
 

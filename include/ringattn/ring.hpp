@@ -192,6 +192,11 @@ class Ring {
   ForwardStats forward_ulysses(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
                                std::span<const float> v, std::span<const std::int64_t> positions, std::span<float> o,
                                std::span<float> lse = {});
+  // The same for a packed batch (documents [rows], as forward()'s): the ids travel with the
+  // positions, and the kernel on the whole sequence keeps each query within its document.
+  ForwardStats forward_ulysses(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
+                               std::span<const float> v, std::span<const std::int64_t> positions,
+                               std::span<const std::int32_t> documents, std::span<float> o, std::span<float> lse = {});
 
   // The same attention by the hybrid schedule (USP's): Ulysses inside each group of
   // RingOptions::group_size consecutive ranks, the ring across the groups. Each rank of a
@@ -199,11 +204,14 @@ class Ring {
   // the ranks that hold the same place in every group, folded as forward()'s are, and O and
   // lse come back to the rows' ranks. Arguments, results and errors as forward_ulysses()'s
   // with the group in place of the ring: heads divisible by group_size (and Ulysses' GQA
-  // condition there), a group's rows within limits().max_rows; no documents. group_size 1
+  // condition there), a group's rows within limits().max_rows; with documents or without. group_size 1
   // is the ring's schedule, the world size Ulysses'.
   ForwardStats forward_hybrid(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
                               std::span<const float> v, std::span<const std::int64_t> positions, std::span<float> o,
                               std::span<float> lse = {});
+  ForwardStats forward_hybrid(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
+                              std::span<const float> v, std::span<const std::int64_t> positions,
+                              std::span<const std::int32_t> documents, std::span<float> o, std::span<float> lse = {});
 
   // The gradients of forward_hybrid() (or forward(): the same attention) by the hybrid
   // schedule: Ulysses' head split inside each group (q, k, v, dO, lse and D = rowsum(dO o O)),
@@ -214,16 +222,26 @@ class Ring {
                                 std::span<const float> v, std::span<const std::int64_t> positions,
                                 std::span<const float> o, std::span<const float> lse, std::span<const float> d_o,
                                 std::span<float> dq, std::span<float> dk, std::span<float> dv);
+  BackwardStats backward_hybrid(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
+                                std::span<const float> v, std::span<const std::int64_t> positions,
+                                std::span<const std::int32_t> documents, std::span<const float> o,
+                                std::span<const float> lse, std::span<const float> d_o, std::span<float> dq,
+                                std::span<float> dk, std::span<float> dv);
 
   // The gradients of forward_ulysses() (or forward(): the same attention) by Ulysses'
   // schedule: q, k, v, dO, lse and D = rowsum(dO o O) go to the head split, the backward
   // kernel runs on the whole sequence, dQ, dK, dV come back (a K/V head that several ranks
   // held sums their shares). Arguments, results and errors as backward()'s; conditions
-  // as forward_ulysses()'s; no documents.
+  // as forward_ulysses()'s; with documents or without.
   BackwardStats backward_ulysses(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
                                  std::span<const float> v, std::span<const std::int64_t> positions,
                                  std::span<const float> o, std::span<const float> lse, std::span<const float> d_o,
                                  std::span<float> dq, std::span<float> dk, std::span<float> dv);
+  BackwardStats backward_ulysses(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
+                                 std::span<const float> v, std::span<const std::int64_t> positions,
+                                 std::span<const std::int32_t> documents, std::span<const float> o,
+                                 std::span<const float> lse, std::span<const float> d_o, std::span<float> dq,
+                                 std::span<float> dk, std::span<float> dv);
 
   // The gradients of forward() for this rank's rows: given what forward() was given (q,
   // k, v, positions[, documents]) and returned (o, lse — lse is required here), and

@@ -92,9 +92,15 @@ struct Problem {
       std::vector<float> o(qr.size()), lse(pos.size() * static_cast<std::size_t>(heads));
       std::vector<float> gq(qr.size()), gk(kr.size()), gv(vr.size());
       BackwardStats st;
-      if (group > 0) {
+      if (group > 0 && !docs.empty()) {
+        ring.forward_hybrid(spec, qr, kr, vr, pos, dr, o, lse);
+        st = ring.backward_hybrid(spec, qr, kr, vr, pos, dr, o, lse, dor, gq, gk, gv);
+      } else if (group > 0) {
         ring.forward_hybrid(spec, qr, kr, vr, pos, o, lse);
         st = ring.backward_hybrid(spec, qr, kr, vr, pos, o, lse, dor, gq, gk, gv);
+      } else if (ulysses && !docs.empty()) {
+        ring.forward_ulysses(spec, qr, kr, vr, pos, dr, o, lse);
+        st = ring.backward_ulysses(spec, qr, kr, vr, pos, dr, o, lse, dor, gq, gk, gv);
       } else if (ulysses) {
         ring.forward_ulysses(spec, qr, kr, vr, pos, o, lse);
         st = ring.backward_ulysses(spec, qr, kr, vr, pos, o, lse, dor, gq, gk, gv);
@@ -214,6 +220,28 @@ TEST_CASE("hybrid backward: meshes 4x2, 2x2 (MQA), 4x4, 3x1 x layouts x masks x 
           CHECK(e.worst() <= tolerance(dt));
         }
       }
+}
+
+TEST_CASE("Ulysses and hybrid backward: packed documents and uneven shards") {
+  const std::vector<std::int64_t> cu = {0, 40, 41, 170, 260, 301};
+  const auto ids = document_ids(cu);
+  for (DType dt : {DType::f32, DType::bf16}) {
+    const Problem p(301, Mask::causal(), dt, 10, ids, 4, 2);
+    for (const auto& [world, group] : {std::pair{2, 2}, std::pair{4, 2}, std::pair{4, 4}}) {
+      const auto shards = shard_documents(cu, world);
+      std::vector<std::vector<std::int64_t>> pos;
+      for (const auto& s : shards) pos.push_back(s.positions);
+      const std::string what = "documents, P " + std::to_string(world) + " in groups of " + std::to_string(group) + ", " +
+                               std::string(to_string(dt));
+      CAPTURE(what);
+      const Problem::Errors e = group == world ? p.run(world, pos, nullptr, nullptr, true)
+                                               : p.run(world, pos, nullptr, nullptr, false, group);
+      CAPTURE(e.dq);
+      CAPTURE(e.dk);
+      CAPTURE(e.dv);
+      CHECK(e.worst() <= tolerance(dt));
+    }
+  }
 }
 
 TEST_CASE("ring backward: packed documents and uneven shards") {

@@ -1,7 +1,7 @@
 // Ring::forward_hybrid (include/ringattn/ring.hpp, ring/hybrid.hpp): Ulysses inside each
 // group of a mesh, the ring across the groups, against float64 dense attention — meshes of
 // 2-4 ranks in groups of 1, 2 and 4, every layout, mask and dtype, GQA with K/V heads split
-// and replicated, uneven shards; hybrid, Ulysses and ring calls on one ring; a call the
+// and replicated, uneven shards, packed documents (Ulysses' too); hybrid, Ulysses and ring calls on one ring; a call the
 // groups cannot split refused on every rank with the ring still usable; a rank in another
 // schedule failing every rank, naming it.
 #include <doctest/doctest.h>
@@ -11,7 +11,10 @@
 
 #include "ringattn/error.hpp"
 #include "ringattn/layout.hpp"
+#include "ringattn/packing.hpp"
 #include "ringattn/ring.hpp"
+#include "src/oracle/random_inputs.hpp"
+#include "src/oracle/reference.hpp"
 #include "tests/free_port.hpp"
 #include "tests/ring/dense_problem.hpp"
 #include "tests/ring/ranks_as_threads.hpp"
@@ -155,4 +158,59 @@ TEST_CASE("hybrid: a rank calling forward() meanwhile fails every rank, naming w
     named = named || s.find("the ranks are not making the same calls") != std::string::npos;
   }
   CHECK_MESSAGE(named, seen[0] << " | " << seen[1] << " | " << seen[2] << " | " << seen[3]);
+}
+
+TEST_CASE("documents: Ulysses and the hybrid keep each query within its document, against float64") {
+  // Six documents of uneven lengths, packed and sharded by shard_documents (uneven shards).
+  const std::vector<std::int64_t> cu = {0, 50, 51, 170, 230, 300, 361};
+  const std::int64_t n = cu.back(), H = 4, KH = 2, D = 64;
+  const auto ids = document_ids(cu);
+  for (DType dtype : {DType::f32, DType::bf16})
+    for (Mask mask : {Mask::none(), Mask::causal()}) {
+      auto q = oracle::random_normal(static_cast<std::size_t>(n * H * D), 41);
+      auto k = oracle::random_normal(static_cast<std::size_t>(n * KH * D), 42);
+      auto v = oracle::random_normal(static_cast<std::size_t>(n * KH * D), 43);
+      if (dtype == DType::bf16) {
+        oracle::round_to_bf16(q);
+        oracle::round_to_bf16(k);
+        oracle::round_to_bf16(v);
+      }
+      std::vector<double> ref_o(q.size()), ref_lse(static_cast<std::size_t>(n * H));
+      const auto all = Positions::contiguous(0, n);
+      oracle::dense_attention_f64({H, KH, D, mask, 0.0}, q.data(), all, k.data(), v.data(), all, ref_o.data(),
+                                  ref_lse.data(), ids.data(), ids.data());
+      const AttentionSpec spec{H, KH, D, dtype, mask, 0};
+      for (const int world : {2, 4})
+        for (const int group : {1, 2, world}) {
+          if (world % group != 0 || (group == 1 && world == 4)) continue;
+          INFO("P=" << world << " groups of " << group << " " << to_string(mask) << " " << to_string(dtype));
+          const auto shards = shard_documents(cu, world);
+          std::vector<double> err(static_cast<std::size_t>(world));
+          const std::string m = fresh_master();
+          const auto errors = on_ranks(world, [&](int r) {
+            Ring ring = Ring::connect(mesh_options(r, world, group, m));
+            const auto& sh = shards[static_cast<std::size_t>(r)];
+            const auto& pos = sh.positions;
+            std::vector<std::int32_t> docs;
+            for (auto p : pos) docs.push_back(ids[static_cast<std::size_t>(p)]);
+            const auto qr = Problem::rows(q, pos, H * D), kr = Problem::rows(k, pos, KH * D),
+                       vr = Problem::rows(v, pos, KH * D);
+            std::vector<float> o(qr.size()), lse(pos.size() * static_cast<std::size_t>(H));
+            if (group == world)
+              ring.forward_ulysses(spec, qr, kr, vr, pos, docs, o, lse);
+            else
+              ring.forward_hybrid(spec, qr, kr, vr, pos, docs, o, lse);
+            double e = 0;
+            for (std::size_t i = 0; i < pos.size(); ++i)
+              for (std::int64_t x = 0; x < H * D; ++x)
+                e = std::max(e, std::fabs(o[i * static_cast<std::size_t>(H * D) + static_cast<std::size_t>(x)] -
+                                          ref_o[static_cast<std::size_t>(pos[i] * H * D + x)]));
+            err[static_cast<std::size_t>(r)] = e;
+          });
+          for (int r = 0; r < world; ++r) {
+            CHECK(errors[static_cast<std::size_t>(r)] == "");
+            CHECK(err[static_cast<std::size_t>(r)] <= (dtype == DType::bf16 ? 1e-2 : 2e-5));
+          }
+        }
+    }
 }
