@@ -191,9 +191,20 @@ class PyRing {
     return {static_cast<const float*>(a.data()), static_cast<std::size_t>(a.size())};
   }
 
+  // "ring", "ulysses" or "hybrid": Ring::forward, forward_ulysses or forward_hybrid.
+  static int schedule_of(const std::string& name, const char* call) {
+    if (name == "ring") return 0;
+    if (name == "ulysses") return 1;
+    if (name == "hybrid") return 2;
+    bad(std::string(call) + ": schedule '" + name + "' is not one of 'ring', 'ulysses', 'hybrid'");
+    return 0;
+  }
+
   py::tuple forward(const py::object& q_obj, const py::object& k_obj, const py::object& v_obj,
                     const py::object& positions, const py::object& documents, bool causal,
-                    std::optional<std::int64_t> window, const std::string& dtype, std::optional<double> scale) {
+                    std::optional<std::int64_t> window, const std::string& dtype, std::optional<double> scale,
+                    const std::string& schedule) {
+    const int which = schedule_of(schedule, "forward");
     const CallArgs a = call_args("forward", q_obj, k_obj, v_obj, positions, documents, causal, window, dtype, scale);
     const py::ssize_t rows = a.q.shape(0), heads = a.q.shape(1), head_dim = a.q.shape(2);
     py::array_t<float> o({rows, heads, head_dim});
@@ -207,9 +218,19 @@ class PyRing {
       std::lock_guard call(call_mu_);
       const auto ring = get();
       if (!ring) throw ringattn::Error("rank " + std::to_string(rank_) + ": this ring is closed");
-      st = a.docs ? ring->forward(a.spec, floats(a.q), floats(a.k), floats(a.v), ps,
-                                  std::span<const std::int32_t>(a.docs->data(), n(*a.docs)), os, ls)
-                  : ring->forward(a.spec, floats(a.q), floats(a.k), floats(a.v), ps, os, ls);
+      using WithDocs = ringattn::ForwardStats (ringattn::Ring::*)(
+          const ringattn::AttentionSpec&, std::span<const float>, std::span<const float>, std::span<const float>,
+          std::span<const std::int64_t>, std::span<const std::int32_t>, std::span<float>, std::span<float>);
+      using Plain = ringattn::ForwardStats (ringattn::Ring::*)(const ringattn::AttentionSpec&, std::span<const float>,
+                                                               std::span<const float>, std::span<const float>,
+                                                               std::span<const std::int64_t>, std::span<float>,
+                                                               std::span<float>);
+      const WithDocs with_docs[] = {&ringattn::Ring::forward, &ringattn::Ring::forward_ulysses,
+                                    &ringattn::Ring::forward_hybrid};
+      const Plain plain[] = {&ringattn::Ring::forward, &ringattn::Ring::forward_ulysses, &ringattn::Ring::forward_hybrid};
+      st = a.docs ? ((*ring).*with_docs[which])(a.spec, floats(a.q), floats(a.k), floats(a.v), ps,
+                                                 std::span<const std::int32_t>(a.docs->data(), n(*a.docs)), os, ls)
+                  : ((*ring).*plain[which])(a.spec, floats(a.q), floats(a.k), floats(a.v), ps, os, ls);
     }
     stats_ = st;
     return py::make_tuple(o, lse);
@@ -218,7 +239,9 @@ class PyRing {
   py::tuple backward(const py::object& q_obj, const py::object& k_obj, const py::object& v_obj,
                      const py::object& o_obj, const py::object& lse_obj, const py::object& d_o_obj,
                      const py::object& positions, const py::object& documents, bool causal,
-                     std::optional<std::int64_t> window, const std::string& dtype, std::optional<double> scale) {
+                     std::optional<std::int64_t> window, const std::string& dtype, std::optional<double> scale,
+                     const std::string& schedule) {
+    const int which = schedule_of(schedule, "backward");
     const CallArgs a = call_args("backward", q_obj, k_obj, v_obj, positions, documents, causal, window, dtype, scale);
     const py::ssize_t rows = a.q.shape(0), heads = a.q.shape(1), head_dim = a.q.shape(2);
     const py::array o = tensor(o_obj, "o", "[tokens, heads, head_dim] (forward's o)", "backward");
@@ -245,11 +268,23 @@ class PyRing {
       std::lock_guard call(call_mu_);
       const auto ring = get();
       if (!ring) throw ringattn::Error("rank " + std::to_string(rank_) + ": this ring is closed");
-      st = a.docs ? ring->backward(a.spec, floats(a.q), floats(a.k), floats(a.v), ps,
-                                   std::span<const std::int32_t>(a.docs->data(), n(*a.docs)), floats(o), floats(lse),
-                                   floats(d_o), dqs, dks, dvs)
-                  : ring->backward(a.spec, floats(a.q), floats(a.k), floats(a.v), ps, floats(o), floats(lse),
-                                   floats(d_o), dqs, dks, dvs);
+      using WithDocs = ringattn::BackwardStats (ringattn::Ring::*)(
+          const ringattn::AttentionSpec&, std::span<const float>, std::span<const float>, std::span<const float>,
+          std::span<const std::int64_t>, std::span<const std::int32_t>, std::span<const float>, std::span<const float>,
+          std::span<const float>, std::span<float>, std::span<float>, std::span<float>);
+      using Plain = ringattn::BackwardStats (ringattn::Ring::*)(
+          const ringattn::AttentionSpec&, std::span<const float>, std::span<const float>, std::span<const float>,
+          std::span<const std::int64_t>, std::span<const float>, std::span<const float>, std::span<const float>,
+          std::span<float>, std::span<float>, std::span<float>);
+      const WithDocs with_docs[] = {&ringattn::Ring::backward, &ringattn::Ring::backward_ulysses,
+                                    &ringattn::Ring::backward_hybrid};
+      const Plain plain[] = {&ringattn::Ring::backward, &ringattn::Ring::backward_ulysses,
+                             &ringattn::Ring::backward_hybrid};
+      st = a.docs ? ((*ring).*with_docs[which])(a.spec, floats(a.q), floats(a.k), floats(a.v), ps,
+                                                 std::span<const std::int32_t>(a.docs->data(), n(*a.docs)), floats(o),
+                                                 floats(lse), floats(d_o), dqs, dks, dvs)
+                  : ((*ring).*plain[which])(a.spec, floats(a.q), floats(a.k), floats(a.v), ps, floats(o), floats(lse),
+                                            floats(d_o), dqs, dks, dvs);
     }
     backward_stats_ = st;
     return py::make_tuple(dq, dk, dv);
@@ -424,7 +459,7 @@ std::unique_ptr<PyRing> make_ring(int rank, int world_size, std::optional<std::v
                               std::optional<std::string> token_file, std::optional<std::string> listen, int threads,
                               double timeout, double connect_timeout, bool tls, std::uint64_t ring_id,
                               std::int64_t max_rows, std::int64_t max_heads, std::int64_t max_kv_heads,
-                              std::int64_t max_head_dim, std::optional<std::string> isa) {
+                              std::int64_t max_head_dim, std::optional<std::string> isa, bool all_pairs, int group_size) {
   ringattn::RingOptions o;
   o.rank = rank;
   o.world_size = world_size;
@@ -441,6 +476,8 @@ std::unique_ptr<PyRing> make_ring(int rank, int world_size, std::optional<std::v
   o.connect_timeout = connect_timeout;
   o.tls = tls;
   o.ring_id = ring_id;
+  o.all_pairs = all_pairs;
+  o.group_size = group_size;
   o.limits.max_rows = max_rows;
   o.limits.max_heads = max_heads;
   o.limits.max_kv_heads = max_kv_heads;
@@ -519,23 +556,27 @@ PYBIND11_MODULE(ringattn, m) {
            "timeout"_a = 30.0, "connect_timeout"_a = 60.0, "tls"_a = false, "ring_id"_a = 0,
            "max_rows"_a = ringattn::RingLimits{}.max_rows, "max_heads"_a = ringattn::RingLimits{}.max_heads,
            "max_kv_heads"_a = ringattn::RingLimits{}.max_kv_heads, "max_head_dim"_a = ringattn::RingLimits{}.max_head_dim,
-           "isa"_a = py::none())
+           "isa"_a = py::none(), "all_pairs"_a = false, "group_size"_a = 1)
       .def_static("from_env", [] { return PyRing::connect(ringattn::RingOptions::from_env()); },
                   "Connects with the options of the environment (RINGATTN_*, Slurm, Open MPI, PMI, torchrun "
                   "variables; see the C++ RingOptions::from_env).")
       .def("forward", &PyRing::forward, "q"_a, "k"_a, "v"_a, py::kw_only(), "positions"_a = py::none(),
            "documents"_a = py::none(), "causal"_a = false, "window"_a = py::none(), "dtype"_a = "fp32", "scale"_a = py::none(),
+           "schedule"_a = "ring",
            "Attention of this rank's rows over every rank's keys. q [rows, heads, head_dim], k and v "
            "[rows, kv_heads, head_dim]: float32, C-contiguous. positions: the rows' strictly increasing global "
            "positions (default 0..rows-1, only at world_size 1). window=W: causal sliding window of W tokens. "
            "documents: a packed batch's document id per row (non-decreasing; every rank passes them or none): "
            "a query sees only keys of its own document, e.g. from ringattn.shard_documents(). "
            "dtype 'fp32' or 'bf16' (bf16 K/V on the wire, fp32 state). Returns (o [rows, heads, head_dim], "
-           "lse [rows, heads]) float32; a row that sees no key gets o = 0 and lse = -inf.")
+           "lse [rows, heads]) float32; a row that sees no key gets o = 0 and lse = -inf. schedule: 'ring' (K/V "
+           "blocks around the ring), 'ulysses' (an all-to-all to a head split; connect with all_pairs=True) or "
+           "'hybrid' (Ulysses inside groups of group_size consecutive ranks, the ring across them): the same "
+           "attention, every rank calling with the same schedule.")
       .def("backward", &PyRing::backward, "q"_a, "k"_a, "v"_a, "o"_a, "lse"_a, "d_o"_a, py::kw_only(),
            "positions"_a = py::none(), "documents"_a = py::none(), "causal"_a = false, "window"_a = py::none(),
-           "dtype"_a = "fp32", "scale"_a = py::none(),
-           "The gradients of forward(): given forward's q, k, v and options (every rank calls, with the same "
+           "dtype"_a = "fp32", "scale"_a = py::none(), "schedule"_a = "ring",
+           "The gradients of forward() (by the schedule forward() used, or any other: the same attention): given forward's q, k, v and options (every rank calls, with the same "
            "ones), its o and lse, and d_o = dLoss/do [rows, heads, head_dim] float32, returns (dq [rows, heads, "
            "head_dim], dk, dv [rows, kv_heads, head_dim]) float32: exactly dense attention's gradients for this "
            "rank's rows. The K/V blocks go around the ring again with their fp32 gradient accumulators.")

@@ -86,6 +86,8 @@ RingOptions RingOptions::from_env() {
   if (const char* v = env("RINGATTN_MAX_HEADS")) o.limits.max_heads = integer("RINGATTN_MAX_HEADS", v, 1, 1 << 16);
   if (const char* v = env("RINGATTN_MAX_KV_HEADS")) o.limits.max_kv_heads = integer("RINGATTN_MAX_KV_HEADS", v, 1, 1 << 16);
   if (const char* v = env("RINGATTN_MAX_HEAD_DIM")) o.limits.max_head_dim = integer("RINGATTN_MAX_HEAD_DIM", v, 1, 1 << 16);
+  if (const char* v = env("RINGATTN_ALL_PAIRS")) o.all_pairs = integer("RINGATTN_ALL_PAIRS", v, 0, 1) == 1;
+  if (const char* v = env("RINGATTN_GROUP_SIZE")) o.group_size = static_cast<int>(integer("RINGATTN_GROUP_SIZE", v, 1, 1 << 20));
   return o;
 }
 

@@ -101,7 +101,7 @@ struct RingOptions {
   //   also        RINGATTN_LISTEN, RINGATTN_RING_ID, RINGATTN_TLS (0/1), RINGATTN_THREADS,
   //               RINGATTN_ISA, RINGATTN_TIMEOUT, RINGATTN_CONNECT_TIMEOUT (seconds),
   //               RINGATTN_MAX_ROWS, RINGATTN_MAX_HEADS, RINGATTN_MAX_KV_HEADS,
-  //               RINGATTN_MAX_HEAD_DIM
+  //               RINGATTN_MAX_HEAD_DIM, RINGATTN_ALL_PAIRS (0/1), RINGATTN_GROUP_SIZE
   // Throws InvalidArgument naming the variable that is missing or malformed.
   static RingOptions from_env();
 

@@ -95,3 +95,44 @@ def test_world_of_one_with_documents_and_a_window():
         o, lse = ring.forward(q, k, v, documents=ids_of(CU), window=50)
     o_ref, lse_ref = dense_documents(q, k, v, ids_of(CU), window=50)
     assert np.max(np.abs(o - o_ref)) <= 2e-5 and np.max(np.abs(lse - lse_ref)) <= 2e-5
+
+
+@pytest.mark.parametrize("schedule,world,group", [("ulysses", 2, 1), ("hybrid", 4, 2)])
+def test_schedules_give_the_same_attention_and_gradients(schedule, world, group):
+    """schedule='ulysses' and 'hybrid' on a packed batch: the ring's o, lse and gradients."""
+    ports, token = free_ports(world), secrets.token_hex(16)
+    q, k, v = inputs(CU[-1], seed=7)
+    d_o = np.random.default_rng(8).standard_normal(q.shape, dtype=np.float32)
+    shards = ringattn.shard_documents(CU, world)
+    results, errors = {}, []
+
+    def rank(r):
+        try:
+            with ringattn.Ring(rank=r, world_size=world, peers=[f"127.0.0.1:{p}" for p in ports], token=token,
+                               threads=1, timeout=20, connect_timeout=30, all_pairs=True, group_size=group) as ring:
+                pos, docs = shards[r]
+                args = (q[pos], k[pos], v[pos])
+                o, lse = ring.forward(*args, positions=pos, documents=docs, causal=True, schedule=schedule)
+                grads = ring.backward(*args, o, lse, d_o[pos], positions=pos, documents=docs, causal=True,
+                                      schedule=schedule)
+                ring_o, ring_lse = ring.forward(*args, positions=pos, documents=docs, causal=True)
+                ring_grads = ring.backward(*args, ring_o, ring_lse, d_o[pos], positions=pos, documents=docs, causal=True)
+                results[r] = (o, lse, grads, ring_o, ring_lse, ring_grads)
+                with pytest.raises(ringattn.InvalidArgument, match="schedule 'mesh'"):
+                    ring.forward(*args, positions=pos, documents=docs, schedule="mesh")
+        except BaseException as e:  # reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=rank, args=(r,), daemon=True) for r in range(world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(180)
+    assert not any(t.is_alive() for t in threads), "a rank hung"
+    assert not errors, errors
+    o_ref, lse_ref = dense_documents(q, k, v, ids_of(CU), causal=True)
+    for r, (o, lse, grads, ring_o, ring_lse, ring_grads) in results.items():
+        pos = shards[r][0]
+        assert np.max(np.abs(o - o_ref[pos])) <= 2e-5 and np.max(np.abs(lse - lse_ref[pos])) <= 2e-5
+        for g, rg in zip(grads, ring_grads):
+            assert np.max(np.abs(g - rg)) <= 1e-5 * max(1.0, np.max(np.abs(rg)))
