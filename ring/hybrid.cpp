@@ -15,22 +15,6 @@
 
 namespace ringattn {
 
-namespace ring {
-
-std::vector<int> group_members(int rank, int world, int group_size) {
-  std::vector<int> m;
-  for (int i = 0, first = rank / group_size * group_size; i < group_size && first + i < world; ++i) m.push_back(first + i);
-  return m;
-}
-
-std::vector<int> across_members(int rank, int world, int group_size) {
-  std::vector<int> m;
-  for (int r = rank % group_size; r < world; r += group_size) m.push_back(r);
-  return m;
-}
-
-}  // namespace ring
-
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -38,8 +22,7 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 
 ring::HybridState& state_of(Ring& ring, Ring::Impl& im) {
   if (!im.hybrid)
-    im.hybrid = std::make_unique<ring::HybridState>(*im.transport, im.options.group_size,
-                                                    RingInternals::max_frame_bytes(ring),
+    im.hybrid = std::make_unique<ring::HybridState>(im.mesh_of(), RingInternals::max_frame_bytes(ring),
                                                     RingInternals::max_block_rows(ring));
   return *im.hybrid;
 }

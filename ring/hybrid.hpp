@@ -27,25 +27,18 @@
 #include <cstdint>
 #include <vector>
 
-#include "net/group_transport.hpp"
 #include "ring/gradient_relay.hpp"
+#include "ring/mesh.hpp"
 #include "ring/ring_step.hpp"
 #include "ring/ulysses.hpp"
 
 namespace ringattn::ring {
 
-// The groups of a mesh of `group_size` over `parent` as this rank sees them.
-std::vector<int> group_members(int rank, int world, int group_size);   // its group
-std::vector<int> across_members(int rank, int world, int group_size);  // its ring across
-
+// On the mesh's views (mesh.hpp): Ulysses over the group, the ring step and gradient relay
+// across the groups.
 struct HybridState {
-  HybridState(net::Transport& parent, int group_size, std::uint64_t max_frame, std::uint32_t max_rows)
-      : group(parent, group_members(parent.rank(), parent.world(), group_size)),
-        across(parent, across_members(parent.rank(), parent.world(), group_size)),
-        u(group, max_frame),
-        step(across, max_rows),
-        grads(across) {}
-  net::GroupTransport group, across;
+  HybridState(Mesh& mesh, std::uint64_t max_frame, std::uint32_t max_rows)
+      : u(mesh.group, max_frame), step(mesh.across, max_rows), grads(mesh.across) {}
   UlyssesState u;
   RingStep step;
   GradientRelay grads;                // backward: the blocks' dK/dV one hop behind them, across

@@ -49,7 +49,13 @@ struct Ring::Impl {
 
   // forward_ulysses' (ulysses.cpp): its collectives and pooled buffers
   std::unique_ptr<ring::UlyssesState> ulysses;
-  // forward_hybrid's (hybrid.cpp): the mesh's group views, their collectives and ring step
+  // the mesh's views and scoped collectives (mesh.hpp), made on first use
+  std::unique_ptr<ring::Mesh> mesh;
+  ring::Mesh& mesh_of() {
+    if (!mesh) mesh = std::make_unique<ring::Mesh>(*transport, options.group_size);
+    return *mesh;
+  }
+  // forward_hybrid's (hybrid.cpp): Ulysses over the group, the ring step across
   std::unique_ptr<ring::HybridState> hybrid;
 
   mutable std::mutex mu;

@@ -111,6 +111,18 @@ struct RingOptions {
   std::string fingerprint() const;
 };
 
+// The ranks a collective runs over: the whole ring, this rank's group of the mesh
+// (RingOptions::group_size consecutive ranks), or the ranks across the groups (those at
+// this rank's place in every group). Without a mesh (group_size 1) a group is this rank
+// alone and across is the whole ring.
+enum class Scope { ring, group, across };
+
+struct CollectiveStats {
+  double seconds = 0;          // the whole call
+  double wait_seconds = 0;     // blocked on the network
+  std::uint64_t bytes_sent = 0;
+};
+
 struct ForwardStats {
   double seconds = 0;          // the whole call
   double compute_seconds = 0;  // in the kernel
@@ -197,6 +209,21 @@ class Ring {
   ForwardStats forward_ulysses(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
                                std::span<const float> v, std::span<const std::int64_t> positions,
                                std::span<const std::int32_t> documents, std::span<float> o, std::span<float> lse = {});
+
+  // Collectives between the ranks of `scope` (tensor parallelism's sums and gathers):
+  // every rank of the scope calls them in the same order with the same sizes; a rank that
+  // does not fails the ring on every rank of the scope, naming both (as the attention calls).
+  //
+  // all_reduce: data becomes its element-wise sum over the scope's ranks (a ring
+  // reduce-scatter then all-gather: every rank ends with the same bits).
+  // all_gather: data is every scope rank's chunk laid end to end (counts[i] floats from
+  // scope rank i, this rank's filled in); the others' are filled. Counts may differ.
+  // Throws InvalidArgument for sizes that do not fit (nothing sent), NetworkError if the
+  // ring failed. scope_rank/scope_size: this rank's place in a scope, and its size.
+  CollectiveStats all_reduce(std::span<float> data, Scope scope = Scope::ring);
+  CollectiveStats all_gather(std::span<float> data, std::span<const std::size_t> counts, Scope scope = Scope::ring);
+  int scope_rank(Scope scope) const;
+  int scope_size(Scope scope) const;
 
   // The same attention by the hybrid schedule (USP's): Ulysses inside each group of
   // RingOptions::group_size consecutive ranks, the ring across the groups. Each rank of a

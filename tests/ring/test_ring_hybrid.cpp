@@ -6,6 +6,7 @@
 // schedule failing every rank, naming it.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -213,4 +214,70 @@ TEST_CASE("documents: Ulysses and the hybrid keep each query within its document
           }
         }
     }
+}
+
+TEST_CASE("mesh collectives: all_reduce and all_gather over the ring, a group and across, every rank the same bits") {
+  for (const auto& [world, group] : {std::pair{4, 2}, std::pair{3, 1}, std::pair{2, 2}}) {
+    CAPTURE(world);
+    CAPTURE(group);
+    std::vector<std::vector<float>> reduced(static_cast<std::size_t>(world) * 3), gathered(reduced.size());
+    std::vector<std::array<int, 6>> places(static_cast<std::size_t>(world));
+    const std::string m = fresh_master();
+    const auto errors = on_ranks(world, [&](int r) {
+      Ring ring = Ring::connect(mesh_options(r, world, group, m));
+      for (const Scope s : {Scope::ring, Scope::group, Scope::across}) {
+        const auto i = static_cast<std::size_t>(r) * 3 + static_cast<std::size_t>(s);
+        places[static_cast<std::size_t>(r)][2 * static_cast<std::size_t>(s)] = ring.scope_rank(s);
+        places[static_cast<std::size_t>(r)][2 * static_cast<std::size_t>(s) + 1] = ring.scope_size(s);
+        auto& v = reduced[i];
+        v.resize(1001);
+        for (std::size_t e = 0; e < v.size(); ++e) v[e] = 0.1f * static_cast<float>(r + 1) + 1e-3f * static_cast<float>(e);
+        ring.all_reduce(v, s);
+        // Uneven chunks: scope rank j contributes j + 2 floats of value 100 j + e.
+        const int n = ring.scope_size(s), me = ring.scope_rank(s);
+        std::vector<std::size_t> counts;
+        for (int j = 0; j < n; ++j) counts.push_back(static_cast<std::size_t>(j + 2));
+        auto& g = gathered[i];
+        g.assign(static_cast<std::size_t>((n + 3) * n / 2), -1.0f);
+        std::size_t at = static_cast<std::size_t>((me + 3) * me / 2);
+        for (int e = 0; e < me + 2; ++e) g[at + static_cast<std::size_t>(e)] = static_cast<float>(100 * me + e);
+        ring.all_gather(g, counts, s);
+        if (r == 0) {
+          std::vector<float> short_data(3);
+          CHECK_THROWS_WITH_AS(ring.all_gather(short_data, counts, s), doctest::Contains("the counts add up to"),
+                               InvalidArgument);
+        }
+      }
+    });
+    for (int r = 0; r < world; ++r) CHECK(errors[static_cast<std::size_t>(r)] == "");
+    for (int r = 0; r < world; ++r) {
+      const auto& p = places[static_cast<std::size_t>(r)];
+      CHECK(p[0] == r);
+      CHECK(p[1] == world);
+      CHECK(p[2] == r % group);
+      CHECK(p[3] == group);
+      CHECK(p[4] == r / group);
+      CHECK(p[5] == world / group);
+      for (const Scope s : {Scope::ring, Scope::group, Scope::across}) {
+        // The ranks of this rank's scope: their sum, and the same bits on each of them.
+        std::vector<int> members;
+        for (int q = 0; q < world; ++q)
+          if (s == Scope::ring || (s == Scope::group && q / group == r / group) || (s == Scope::across && q % group == r % group))
+            members.push_back(q);
+        const auto& mine = reduced[static_cast<std::size_t>(r) * 3 + static_cast<std::size_t>(s)];
+        for (std::size_t e = 0; e < mine.size(); e += 97) {
+          double want = 0;
+          for (int q : members) want += 0.1 * (q + 1) + 1e-3 * static_cast<double>(e);
+          CHECK(mine[e] == doctest::Approx(want).epsilon(1e-5));
+        }
+        for (int q : members) CHECK(reduced[static_cast<std::size_t>(q) * 3 + static_cast<std::size_t>(s)] == mine);
+        const auto& g = gathered[static_cast<std::size_t>(r) * 3 + static_cast<std::size_t>(s)];
+        std::size_t at = 0;
+        bool ok = true;
+        for (int j = 0; j < static_cast<int>(members.size()); ++j)
+          for (int e = 0; e < j + 2; ++e) ok = ok && g[at++] == static_cast<float>(100 * j + e);
+        CHECK(ok);
+      }
+    }
+  }
 }
