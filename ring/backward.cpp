@@ -25,8 +25,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// Both backward()s: `documents` unset for a call without them.
-BackwardStats backward_call(Ring::Impl& im, const AttentionSpec& spec, std::span<const float> q,
+// Every backward() and backward_in(): `documents` unset for a call without them.
+BackwardStats backward_call(Ring::Impl& im, Scope scope, const AttentionSpec& spec, std::span<const float> q,
                             std::span<const float> k, std::span<const float> v,
                             std::span<const std::int64_t> positions,
                             std::optional<std::span<const std::int32_t>> documents, std::span<const float> o,
@@ -64,18 +64,23 @@ BackwardStats backward_call(Ring::Impl& im, const AttentionSpec& spec, std::span
   const ring::BackwardBlock c{kernel, cs, spec.mask, fc.qpos, positions, fc.docs, qp, dop, lse.data(), delta.data(),
                               dq.data(), dk.data(), dv.data()};
   BackwardStats st;
+  ring::RingStep* step = im.step.get();
+  ring::GradientRelay* relay = nullptr;
   try {
     if (!im.gradients) im.gradients = std::make_unique<ring::GradientRelay>(*im.transport);
+    const bool own = scope == Scope::ring;
+    step = own ? im.step.get() : &im.mesh_of().step(scope, static_cast<std::uint32_t>(im.options.limits.max_rows));
+    relay = own ? im.gradients.get() : &im.mesh_of().relay(scope);
     const std::uint64_t call = ++im.calls;
     // fp32 K and V go out from the caller's arrays (no copy), unless a fault hook wants to
     // change the block's bytes.
-    im.step->begin(cs, call, fc.qpos, k.data(), v.data(), /*borrow=*/!im.hook, fc.docs);
-    ring::rotate_and_accumulate(*im.step, *im.gradients, call, im.observer, im.hook, c, im.backward.acc_k,
-                                im.backward.acc_v, st);
+    step->begin(cs, call, fc.qpos, k.data(), v.data(), /*borrow=*/!(own && im.hook), fc.docs);
+    ring::rotate_and_accumulate(*step, *relay, call, own ? im.observer : std::function<void(int)>(),
+                                own ? im.hook : RingInternals::StepHook(), c, im.backward.acc_k, im.backward.acc_v, st);
   } catch (...) {
     ring::fail_call(im);
   }
-  st.bytes_sent = im.step->payload_bytes_sent() + (im.gradients ? im.gradients->payload_bytes_sent() : 0);
+  st.bytes_sent = step->payload_bytes_sent() + relay->payload_bytes_sent();
   st.seconds = since(start);
   return st;
 }
@@ -86,7 +91,15 @@ BackwardStats Ring::backward(const AttentionSpec& spec, std::span<const float> q
                              std::span<const float> v, std::span<const std::int64_t> positions,
                              std::span<const float> o, std::span<const float> lse, std::span<const float> d_o,
                              std::span<float> dq, std::span<float> dk, std::span<float> dv) {
-  return backward_call(*impl_, spec, q, k, v, positions, std::nullopt, o, lse, d_o, dq, dk, dv);
+  return backward_call(*impl_, Scope::ring, spec, q, k, v, positions, std::nullopt, o, lse, d_o, dq, dk, dv);
+}
+
+BackwardStats Ring::backward_in(Scope scope, const AttentionSpec& spec, std::span<const float> q,
+                                std::span<const float> k, std::span<const float> v,
+                                std::span<const std::int64_t> positions, std::span<const float> o,
+                                std::span<const float> lse, std::span<const float> d_o, std::span<float> dq,
+                                std::span<float> dk, std::span<float> dv) {
+  return backward_call(*impl_, scope, spec, q, k, v, positions, std::nullopt, o, lse, d_o, dq, dk, dv);
 }
 
 BackwardStats Ring::backward(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
@@ -94,7 +107,7 @@ BackwardStats Ring::backward(const AttentionSpec& spec, std::span<const float> q
                              std::span<const std::int32_t> documents, std::span<const float> o,
                              std::span<const float> lse, std::span<const float> d_o, std::span<float> dq,
                              std::span<float> dk, std::span<float> dv) {
-  return backward_call(*impl_, spec, q, k, v, positions, documents, o, lse, d_o, dq, dk, dv);
+  return backward_call(*impl_, Scope::ring, spec, q, k, v, positions, documents, o, lse, d_o, dq, dk, dv);
 }
 
 }  // namespace ringattn

@@ -38,10 +38,10 @@ namespace ringattn::ring {
 // across the groups.
 struct HybridState {
   HybridState(Mesh& mesh, std::uint64_t max_frame, std::uint32_t max_rows)
-      : u(mesh.group, max_frame), step(mesh.across, max_rows), grads(mesh.across) {}
+      : u(mesh.group, max_frame), step(mesh.step(Scope::across, max_rows)), grads(mesh.relay(Scope::across)) {}
   UlyssesState u;
-  RingStep step;
-  GradientRelay grads;                // backward: the blocks' dK/dV one hop behind them, across
+  RingStep& step;                     // the mesh's, across
+  GradientRelay& grads;               // backward: the blocks' dK/dV one hop behind them, across
   std::vector<float> acc_k, acc_v;    // backward: the pooled pair (backward_rotation.hpp)
 };
 

@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "net/group_transport.hpp"
+#include "ring/gradient_relay.hpp"
+#include "ring/ring_step.hpp"
 #include "ring/collectives/all_gather.hpp"
 #include "ring/collectives/all_reduce.hpp"
 #include "ringattn/ring.hpp"
@@ -43,6 +45,21 @@ struct Mesh {
     collectives::AllGather gather;
   };
   std::array<std::unique_ptr<Collectives>, 3> scoped;
+
+  // The K/V rotation inside a group or across the groups (forward_in, backward_in, the
+  // hybrid schedule's ring across), made on first use; the ring's own is Ring::Impl's.
+  RingStep& step(Scope s, std::uint32_t max_rows) {
+    auto& slot = steps[static_cast<std::size_t>(s)];
+    if (!slot) slot = std::make_unique<RingStep>(of(s), max_rows);
+    return *slot;
+  }
+  GradientRelay& relay(Scope s) {
+    auto& slot = relays[static_cast<std::size_t>(s)];
+    if (!slot) slot = std::make_unique<GradientRelay>(of(s));
+    return *slot;
+  }
+  std::array<std::unique_ptr<RingStep>, 3> steps;
+  std::array<std::unique_ptr<GradientRelay>, 3> relays;
 };
 
 }  // namespace ringattn::ring

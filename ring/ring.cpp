@@ -246,14 +246,19 @@ namespace {
 
 // The K/V rotation (rotation.hpp): this rank's block first, then each other rank's as it
 // comes around, folded into im.state while the next one travels.
-void rotate_and_fold(Ring::Impl& im, const AttentionSpec& spec, const ring::CheckedCall& fc, const ring::CallSpec& cs,
-                     const void* qp, std::span<const std::int64_t> positions, const float* k, const float* v,
-                     ForwardStats& st) {
+// On `step`: the ring's own (with its observer and fault hook), or a mesh scope's.
+void rotate_and_fold(Ring::Impl& im, ring::RingStep& step, const AttentionSpec& spec, const ring::CheckedCall& fc,
+                     const ring::CallSpec& cs, const void* qp, std::span<const std::int64_t> positions, const float* k,
+                     const float* v, ForwardStats& st) {
+  const bool own = &step == im.step.get();
+  const RingInternals::StepHook no_hook;
+  const std::function<void(int)> no_observer;
   // fp32 K and V go out from the caller's arrays (no copy), unless a fault hook wants to
   // change the block's bytes.
-  im.step->begin(cs, ++im.calls, fc.qpos, k, v, /*borrow=*/!im.hook, fc.docs);
+  step.begin(cs, ++im.calls, fc.qpos, k, v, /*borrow=*/!(own && im.hook), fc.docs);
   const ring::BusyKernel busy(*im.transport, fc.kernel);
-  const ring::RotationStats rs = ring::rotate(im, [&](int, const ring::RingStep::View& blk) {
+  const ring::RotationStats rs = ring::rotate(step, own ? im.observer : no_observer, own ? im.hook : no_hook,
+                                              [&](int, const ring::RingStep::View& blk) {
     if (ring::step_hidden(spec.mask, positions, fc.docs, blk)) {
       ++st.steps_skipped;
       return;
@@ -271,8 +276,8 @@ void rotate_and_fold(Ring::Impl& im, const AttentionSpec& spec, const ring::Chec
   st.wait_seconds += rs.wait_seconds;
 }
 
-// Both forward()s: `documents` unset for a call without them.
-ForwardStats forward_call(Ring::Impl& im, const AttentionSpec& spec, std::span<const float> q,
+// Every forward() and forward_in(): `documents` unset for a call without them.
+ForwardStats forward_call(Ring::Impl& im, Scope scope, const AttentionSpec& spec, std::span<const float> q,
                           std::span<const float> k, std::span<const float> v, std::span<const std::int64_t> positions,
                           std::optional<std::span<const std::int32_t>> documents, std::span<float> o,
                           std::span<float> lse) {
@@ -287,14 +292,16 @@ ForwardStats forward_call(Ring::Impl& im, const AttentionSpec& spec, std::span<c
     qp = im.q_bf16.data();
   }
   im.state.reset(static_cast<std::int64_t>(positions.size()), spec.heads, spec.head_dim);
+  ring::RingStep& step =
+      scope == Scope::ring ? *im.step : im.mesh_of().step(scope, static_cast<std::uint32_t>(im.options.limits.max_rows));
   ForwardStats st;
   try {
-    rotate_and_fold(im, spec, fc, cs, qp, positions, k.data(), v.data(), st);
+    rotate_and_fold(im, step, spec, fc, cs, qp, positions, k.data(), v.data(), st);
   } catch (...) {
     ring::fail_call(im);
   }
   finalize(im.state, o.data(), lse.empty() ? nullptr : lse.data());
-  st.bytes_sent = im.step->payload_bytes_sent();
+  st.bytes_sent = step.payload_bytes_sent();
   st.seconds = since(start);
   return st;
 }
@@ -304,13 +311,19 @@ ForwardStats forward_call(Ring::Impl& im, const AttentionSpec& spec, std::span<c
 ForwardStats Ring::forward(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
                            std::span<const float> v, std::span<const std::int64_t> positions, std::span<float> o,
                            std::span<float> lse) {
-  return forward_call(*impl_, spec, q, k, v, positions, std::nullopt, o, lse);
+  return forward_call(*impl_, Scope::ring, spec, q, k, v, positions, std::nullopt, o, lse);
+}
+
+ForwardStats Ring::forward_in(Scope scope, const AttentionSpec& spec, std::span<const float> q,
+                              std::span<const float> k, std::span<const float> v,
+                              std::span<const std::int64_t> positions, std::span<float> o, std::span<float> lse) {
+  return forward_call(*impl_, scope, spec, q, k, v, positions, std::nullopt, o, lse);
 }
 
 ForwardStats Ring::forward(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
                            std::span<const float> v, std::span<const std::int64_t> positions,
                            std::span<const std::int32_t> documents, std::span<float> o, std::span<float> lse) {
-  return forward_call(*impl_, spec, q, k, v, positions, documents, o, lse);
+  return forward_call(*impl_, Scope::ring, spec, q, k, v, positions, documents, o, lse);
 }
 
 }  // namespace ringattn

@@ -225,6 +225,18 @@ class Ring {
   int scope_rank(Scope scope) const;
   int scope_size(Scope scope) const;
 
+  // forward() and backward() among the ranks of `scope` only: the K/V rotation around the
+  // mesh's group, or across the groups (tensor parallelism's attention: each rank of a
+  // group holds the group's rows for its own heads, and attends over every group's rows of
+  // them). Positions are global as always; every rank of the scope calls alike.
+  ForwardStats forward_in(Scope scope, const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
+                          std::span<const float> v, std::span<const std::int64_t> positions, std::span<float> o,
+                          std::span<float> lse = {});
+  BackwardStats backward_in(Scope scope, const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
+                            std::span<const float> v, std::span<const std::int64_t> positions,
+                            std::span<const float> o, std::span<const float> lse, std::span<const float> d_o,
+                            std::span<float> dq, std::span<float> dk, std::span<float> dv);
+
   // The same attention by the hybrid schedule (USP's): Ulysses inside each group of
   // RingOptions::group_size consecutive ranks, the ring across the groups. Each rank of a
   // group holds the group's rows for heads / group_size query heads; their K/V go around

@@ -244,6 +244,59 @@ TEST_CASE("Ulysses and hybrid backward: packed documents and uneven shards") {
   }
 }
 
+TEST_CASE("tensor-parallel attention: forward_in and backward_in across a mesh's groups, each rank its heads of its group's rows") {
+  // A 2 x 2 mesh (P = 4, groups of 2): group g holds the zigzag shard g of 2 of the sequence;
+  // rank i of a group holds query heads 2i, 2i+1 and the K/V head they read. Attention runs
+  // across the groups on each rank's heads, as a tensor-parallel layer's does.
+  const std::int64_t tokens = 301, H = 4, KH = 2, D = 64, h = 2;
+  for (DType dt : {DType::f32, DType::bf16})
+    for (const Mask& m : {Mask::none(), Mask::causal()}) {
+      const Problem p(tokens, m, dt, 12, {}, H, KH);
+      const std::string what = std::string(to_string(m)) + ", " + std::string(to_string(dt));
+      CAPTURE(what);
+      std::vector<float> dq(p.q.size(), NAN), dk(p.k.size(), NAN), dv(p.v.size(), NAN);
+      const std::string master = fresh_master();
+      const auto errors = on_ranks(4, [&](int r) {
+        RingOptions ro = options(r, 4, master);
+        ro.group_size = 2;
+        Ring ring = Ring::connect(ro);
+        REQUIRE(ring.scope_size(Scope::across) == 2);
+        const int g = r / 2, i = r % 2;
+        const auto pos = shard_positions(Layout::zigzag, tokens, 2, g).materialize();
+        auto heads_of = [&](const std::vector<float>& t, std::int64_t all, std::int64_t first, std::int64_t count) {
+          std::vector<float> out;
+          for (auto row : pos)
+            out.insert(out.end(), t.begin() + (row * all + first) * D, t.begin() + (row * all + first + count) * D);
+          return out;
+        };
+        const auto q = heads_of(p.q, H, i * h, h), k = heads_of(p.k, KH, i, 1), v = heads_of(p.v, KH, i, 1),
+                   d_o = heads_of(p.d_o, H, i * h, h);
+        const AttentionSpec local{h, 1, D, dt, m, 0};
+        std::vector<float> o(q.size()), lse(pos.size() * h), gq(q.size()), gk(k.size()), gv(v.size());
+        ring.forward_in(Scope::across, local, q, k, v, pos, o, lse);
+        ring.backward_in(Scope::across, local, q, k, v, pos, o, lse, d_o, gq, gk, gv);
+        for (std::size_t row = 0; row < pos.size(); ++row) {
+          const auto at = [&](std::int64_t all, std::int64_t first) { return (pos[row] * all + first) * D; };
+          std::copy_n(gq.begin() + static_cast<std::ptrdiff_t>(row * h * D), h * D, dq.begin() + at(H, i * h));
+          std::copy_n(gk.begin() + static_cast<std::ptrdiff_t>(row * D), D, dk.begin() + at(KH, i));
+          std::copy_n(gv.begin() + static_cast<std::ptrdiff_t>(row * D), D, dv.begin() + at(KH, i));
+        }
+      });
+      for (const auto& e : errors) CHECK(e == "");
+      auto rel = [](const std::vector<float>& got, const std::vector<double>& want) {
+        double err = 0, scale = 0;
+        for (std::size_t x = 0; x < got.size(); ++x) {
+          err = std::max(err, std::isfinite(got[x]) ? std::abs(got[x] - want[x]) : INFINITY);
+          scale = std::max(scale, std::abs(want[x]));
+        }
+        return err / scale;
+      };
+      CHECK(rel(dq, p.ref_dq) <= tolerance(dt));
+      CHECK(rel(dk, p.ref_dk) <= tolerance(dt));
+      CHECK(rel(dv, p.ref_dv) <= tolerance(dt));
+    }
+}
+
 TEST_CASE("ring backward: packed documents and uneven shards") {
   const std::vector<std::int64_t> cu = {0, 40, 41, 170, 260, 301};
   const auto ids = document_ids(cu);
