@@ -298,6 +298,56 @@ class PyRing {
                     "bytes_sent"_a = s.bytes_sent);
   }
 
+  static ringattn::Scope scope_of(const std::string& name, const char* call) {
+    if (name == "ring") return ringattn::Scope::ring;
+    if (name == "group") return ringattn::Scope::group;
+    if (name == "across") return ringattn::Scope::across;
+    bad(std::string(call) + ": scope '" + name + "' is not one of 'ring', 'group', 'across'");
+  }
+
+  // An array the collective writes in place: float32, C-contiguous, writable.
+  static std::span<float> inplace(const py::object& obj, const char* call) {
+    if (!py::isinstance<py::array>(obj)) bad(std::string(call) + ": data must be a numpy float32 array, not " + type_name(obj));
+    auto a = py::reinterpret_borrow<py::array>(obj);
+    if (!a.dtype().equal(py::dtype::of<float>()) || !(a.flags() & py::array::c_style) || !a.writeable())
+      bad(std::string(call) + ": data must be float32, C-contiguous and writable (it is reduced in place), not " +
+          std::string(py::str(a.dtype())) + " " + shape_of(a));
+    return {static_cast<float*>(a.mutable_data()), static_cast<std::size_t>(a.size())};
+  }
+
+  py::dict all_reduce(const py::object& data, const std::string& scope) {
+    const ringattn::Scope s = scope_of(scope, "all_reduce");
+    const std::span<float> d = inplace(data, "all_reduce");
+    ringattn::CollectiveStats st;
+    {
+      py::gil_scoped_release nogil;
+      std::lock_guard call(call_mu_);
+      const auto ring = get();
+      if (!ring) throw ringattn::Error("rank " + std::to_string(rank_) + ": this ring is closed");
+      st = ring->all_reduce(d, s);
+    }
+    using namespace py::literals;
+    return py::dict("seconds"_a = st.seconds, "wait_seconds"_a = st.wait_seconds, "bytes_sent"_a = st.bytes_sent);
+  }
+
+  py::dict all_gather(const py::object& data, const std::vector<std::size_t>& counts, const std::string& scope) {
+    const ringattn::Scope s = scope_of(scope, "all_gather");
+    const std::span<float> d = inplace(data, "all_gather");
+    ringattn::CollectiveStats st;
+    {
+      py::gil_scoped_release nogil;
+      std::lock_guard call(call_mu_);
+      const auto ring = get();
+      if (!ring) throw ringattn::Error("rank " + std::to_string(rank_) + ": this ring is closed");
+      st = ring->all_gather(d, counts, s);
+    }
+    using namespace py::literals;
+    return py::dict("seconds"_a = st.seconds, "wait_seconds"_a = st.wait_seconds, "bytes_sent"_a = st.bytes_sent);
+  }
+
+  int scope_rank(const std::string& scope) { return get_open("scope_rank")->scope_rank(scope_of(scope, "scope_rank")); }
+  int scope_size(const std::string& scope) { return get_open("scope_size")->scope_size(scope_of(scope, "scope_size")); }
+
   py::tuple decode(const py::object& q_obj, const py::object& k_obj, const py::object& v_obj, ringattn::KVCache& cache,
                    const py::object& sequences, const py::object& positions, bool causal, std::optional<std::int64_t> window,
                    std::optional<double> scale) {
@@ -398,6 +448,11 @@ class PyRing {
   std::shared_ptr<ringattn::Ring> get() {
     std::lock_guard lock(ring_mu_);
     return ring_;
+  }
+  std::shared_ptr<ringattn::Ring> get_open(const char* call) {
+    auto r = get();
+    if (!r) throw ringattn::Error("rank " + std::to_string(rank_) + ": " + call + ": this ring is closed");
+    return r;
   }
 
   std::mutex call_mu_, ring_mu_;
@@ -581,6 +636,15 @@ PYBIND11_MODULE(ringattn, m) {
            "head_dim], dk, dv [rows, kv_heads, head_dim]) float32: exactly dense attention's gradients for this "
            "rank's rows. The K/V blocks go around the ring again with their fp32 gradient accumulators.")
       .def_property_readonly("last_backward_stats", &PyRing::last_backward_stats, "Timings and bytes of the last backward().")
+      .def("all_reduce", &PyRing::all_reduce, "data"_a, py::kw_only(), "scope"_a = "ring",
+           "Sums data (float32, C-contiguous) in place over the ranks of scope: 'ring' (all), 'group' (this rank's "
+           "group of group_size consecutive ranks) or 'across' (the same place in every group); every rank of the "
+           "scope calls alike and ends with the same bits. Returns the call's stats.")
+      .def("all_gather", &PyRing::all_gather, "data"_a, "counts"_a, py::kw_only(), "scope"_a = "ring",
+           "data holds every scope rank's chunk end to end (counts[i] floats from scope rank i, this rank's filled "
+           "in); fills the others in place.")
+      .def("scope_rank", &PyRing::scope_rank, "scope"_a, "This rank's place in a scope ('ring', 'group', 'across').")
+      .def("scope_size", &PyRing::scope_size, "scope"_a, "The number of ranks in a scope.")
       .def("decode", &PyRing::decode, "q"_a, "k"_a, "v"_a, py::kw_only(), "cache"_a, "sequences"_a, "positions"_a,
            "causal"_a = true, "window"_a = py::none(), "scale"_a = py::none(),
            "One decode step on stationary KV shards: this rank's new tokens (any number, 0 included; every rank "

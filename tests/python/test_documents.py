@@ -136,3 +136,46 @@ def test_schedules_give_the_same_attention_and_gradients(schedule, world, group)
         assert np.max(np.abs(o - o_ref[pos])) <= 2e-5 and np.max(np.abs(lse - lse_ref[pos])) <= 2e-5
         for g, rg in zip(grads, ring_grads):
             assert np.max(np.abs(g - rg)) <= 1e-5 * max(1.0, np.max(np.abs(rg)))
+
+
+def test_scoped_collectives_on_a_mesh():
+    """all_reduce / all_gather over the ring, a group and across, on a 2 x 2 mesh (threads)."""
+    ports, token = free_ports(4), secrets.token_hex(16)
+    results, errors = {}, []
+
+    def rank(r):
+        try:
+            with ringattn.Ring(rank=r, world_size=4, peers=[f"127.0.0.1:{p}" for p in ports], token=token,
+                               threads=1, timeout=20, connect_timeout=30, group_size=2) as ring:
+                out = {}
+                for scope in ("ring", "group", "across"):
+                    x = np.full(1000, r + 1, dtype=np.float32)
+                    ring.all_reduce(x, scope=scope)
+                    n, me = ring.scope_size(scope), ring.scope_rank(scope)
+                    g = np.zeros(3 * n, dtype=np.float32)
+                    g[3 * me:3 * me + 3] = 10 * r + np.arange(3)
+                    ring.all_gather(g, [3] * n, scope=scope)
+                    out[scope] = (x[0], g, me, n)
+                with pytest.raises(ringattn.InvalidArgument, match="scope 'mesh'"):
+                    ring.all_reduce(np.zeros(3, dtype=np.float32), scope="mesh")
+                with pytest.raises(ringattn.InvalidArgument, match="float32"):
+                    ring.all_reduce(np.zeros(3), scope="group")
+                results[r] = out
+        except BaseException as e:  # reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=rank, args=(r,), daemon=True) for r in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads), "a rank hung"
+    assert not errors, errors
+    members = {"ring": lambda r: [0, 1, 2, 3], "group": lambda r: [r // 2 * 2, r // 2 * 2 + 1],
+               "across": lambda r: [r % 2, r % 2 + 2]}
+    for r, out in results.items():
+        for scope, (total, g, me, n) in out.items():
+            ranks = members[scope](r)
+            assert n == len(ranks) and ranks[me] == r
+            assert total == sum(q + 1 for q in ranks)
+            assert np.array_equal(g, np.concatenate([10 * q + np.arange(3, dtype=np.float32) for q in ranks]))
