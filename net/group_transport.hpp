@@ -30,7 +30,7 @@ class GroupTransport final : public Transport {
   int world() const override { return static_cast<int>(members_.size()); }
   std::uint16_t listen_port() const override { return parent_.listen_port(); }
   void connect(const std::vector<PeerAddress>& peers) override;
-  Request isend(int to, const Tag& tag, Payload payload, std::optional<std::uint32_t> crc) override;
+  Request isend(int to, const Tag& tag, Payload payload, std::optional<std::uint32_t> crc = {}) override;
   Request irecv(int from, const Tag& tag, std::span<std::byte> buffer) override;
   Request irecv(int from, const Tag& tag, BufferFor buffer_for) override;
   FrameHeader wait(Request& request) override { return parent_.wait(request); }
@@ -45,6 +45,7 @@ class GroupTransport final : public Transport {
   void close() override {}
 
   int parent_rank(int group_rank) const;  // throws InvalidArgument outside 0..world()-1
+  int ring_rank(int r) const override { return r >= 0 && r < world() ? parent_.ring_rank(members_[static_cast<std::size_t>(r)]) : r; }
   const std::vector<int>& members() const { return members_; }
 
  private:

@@ -158,6 +158,9 @@ class Transport {
   virtual int world() const = 0;
   int successor() const { return (rank() + 1) % world(); }
   int predecessor() const { return (rank() + world() - 1) % world(); }
+  // The rank that rank r of this transport is on the whole ring: r itself, or for a group
+  // of the ring's ranks (group_transport.hpp) its member's. Messages name ranks by it.
+  virtual int ring_rank(int r) const { return r; }
 
   // The bound port, valid right after construction (the socket already listens);
   // 0 when world == 1 (no socket at all).

@@ -38,38 +38,39 @@ void GradientRelay::start(const CallSpec& spec, std::uint64_t call, const RingSt
 GradientRelay::Grads GradientRelay::arrived(int step, const RingStep::View& block) {
   const net::FrameHeader h = pass_.finish();
   const int self = t_.rank(), pred = t_.predecessor();
-  const std::string at = "rank " + std::to_string(self) + ": backward step " + std::to_string(step) + " of call " +
-                         std::to_string(call_) + ": the gradients from predecessor rank " + std::to_string(pred);
+  const auto R = [&](int r) { return std::to_string(t_.ring_rank(r)); };  // ranks in messages: the ring's
+  const std::string at = "rank " + R(self) + ": backward step " + std::to_string(step) + " of call " +
+                         std::to_string(call_) + ": the gradients from predecessor rank " + R(pred);
   auto refuse = [&](FailureCause cause, int origin, const std::string& why) {
     const std::string msg = at + " " + why;
-    t_.abort(cause, origin, msg.substr(("rank " + std::to_string(self) + ": ").size()));
+    t_.abort(cause, origin, msg.substr(("rank " + R(self) + ": ").size()));
     throw NetworkError(msg, cause, origin);
   };
   BlockPrefix p;
   if (std::string err = decode_prefix(std::span<const std::byte>(in_.data(), h.payload_bytes), p); !err.empty())
     refuse(FailureCause::protocol, pred, "have a bad prefix: " + err);
-  if (std::string err = compare_specs(spec_, self, p.spec, p.origin); !err.empty())
+  if (std::string err = compare_specs(spec_, t_.ring_rank(self), p.spec, t_.ring_rank(p.origin)); !err.empty())
     refuse(FailureCause::mismatch, p.origin, "do not match this call: " + err);
   if (p.origin != block.origin)
     refuse(FailureCause::protocol, pred,
-           "belong to rank " + std::to_string(p.origin) + "'s block, expected rank " + std::to_string(block.origin) + "'s");
+           "belong to rank " + R(p.origin) + "'s block, expected rank " + R(block.origin) + "'s");
   const BlockLayout l = layout(block.rows);
   if (h.payload_bytes != l.bytes())
     refuse(FailureCause::protocol, pred,
-           "have " + std::to_string(h.payload_bytes) + " payload bytes; rank " + std::to_string(block.origin) +
+           "have " + std::to_string(h.payload_bytes) + " payload bytes; rank " + R(block.origin) +
                "'s block of " + std::to_string(block.rows) + " rows of " + std::to_string(spec_.kv_heads * spec_.head_dim) +
                " fp32 gradients has " + std::to_string(l.bytes()));
   for (std::int64_t i = 0; i < block.rows; ++i)
     if (l.tag(in_.data(), static_cast<std::size_t>(i)) != block.positions->at(i))
       refuse(FailureCause::protocol, pred,
              "carry position " + std::to_string(l.tag(in_.data(), static_cast<std::size_t>(i))) + " at row " +
-                 std::to_string(i) + " where rank " + std::to_string(block.origin) + "'s block has " +
+                 std::to_string(i) + " where rank " + R(block.origin) + "'s block has " +
                  std::to_string(block.positions->at(i)));
   for (std::size_t i = 0; i < block.documents.size(); ++i)
     if (l.group(in_.data(), i) != block.documents[i])
       refuse(FailureCause::protocol, pred,
              "carry document " + std::to_string(l.group(in_.data(), i)) + " at row " + std::to_string(i) +
-                 " where rank " + std::to_string(block.origin) + "'s block has " + std::to_string(block.documents[i]));
+                 " where rank " + R(block.origin) + "'s block has " + std::to_string(block.documents[i]));
   out_bytes_ = static_cast<std::size_t>(h.payload_bytes);
   rows_ = block.rows;
   return {reinterpret_cast<float*>(in_.data() + l.body(0)), reinterpret_cast<float*>(in_.data() + l.body(1))};

@@ -106,20 +106,21 @@ void RingStep::finish(int step) {
   const net::FrameHeader h = pass_.finish();
   const int world = t_.world(), self = t_.rank(), pred = t_.predecessor();
   const int expect = ((self - step - 1) % world + world) % world;  // whose block comes now
-  const std::string at = "rank " + std::to_string(self) + ": ring step " + std::to_string(step) + " of call " +
-                         std::to_string(call_) + ": the block from predecessor rank " + std::to_string(pred);
+  const auto R = [&](int r) { return std::to_string(t_.ring_rank(r)); };  // ranks in messages: the ring's
+  const std::string at = "rank " + R(self) + ": ring step " + std::to_string(step) + " of call " +
+                         std::to_string(call_) + ": the block from predecessor rank " + R(pred);
   auto refuse = [&](FailureCause cause, int origin, const std::string& why) {
     const std::string msg = at + " " + why;
-    t_.abort(cause, origin, msg.substr(("rank " + std::to_string(self) + ": ").size()));
+    t_.abort(cause, origin, msg.substr(("rank " + R(self) + ": ").size()));
     throw NetworkError(msg, cause, origin);
   };
   BlockPrefix p;
   if (std::string err = decode_prefix(std::span<const std::byte>(b_.data(), h.payload_bytes), p); !err.empty())
     refuse(FailureCause::protocol, pred, "has a bad prefix: " + err);
-  if (std::string err = compare_specs(spec_, self, p.spec, p.origin); !err.empty())
+  if (std::string err = compare_specs(spec_, t_.ring_rank(self), p.spec, t_.ring_rank(p.origin)); !err.empty())
     refuse(FailureCause::mismatch, p.origin, "does not match this call: " + err);
   if (p.origin != expect)
-    refuse(FailureCause::protocol, pred, "holds rank " + std::to_string(p.origin) + "'s rows, expected rank " + std::to_string(expect) + "'s");
+    refuse(FailureCause::protocol, pred, "holds rank " + R(p.origin) + "'s rows, expected rank " + R(expect) + "'s");
   // The rows: what the payload's size makes of this spec's rows, 1 .. the ring's limit.
   std::uint32_t rows = 0;
   if (!BlockLayout::rows_of(layout(0), h.payload_bytes, max_rows_, rows) || rows == 0)
@@ -133,7 +134,7 @@ void RingStep::finish(int step) {
   try {
     positions_ = Positions::from_sorted(tags_.data(), static_cast<std::int64_t>(rows));
   } catch (const InvalidArgument& e) {
-    refuse(FailureCause::protocol, p.origin, std::string("carries rank ") + std::to_string(p.origin) + "'s " + e.what());
+    refuse(FailureCause::protocol, p.origin, std::string("carries rank ") + R(p.origin) + "'s " + e.what());
   }
   // Positions are global, each on one rank: another rank's block holding one of this rank's
   // own means the ranks passed overlapping positions (attention would count those keys
@@ -141,7 +142,7 @@ void RingStep::finish(int step) {
   for (std::size_t i = 0, j = 0; p.origin != self && i < own_.size() && j < rows;) {
     if (own_[i] == tags_[j])
       refuse(FailureCause::mismatch, p.origin,
-             "carries position " + std::to_string(own_[i]) + ", which rank " + std::to_string(self) + " holds too: every global " +
+             "carries position " + std::to_string(own_[i]) + ", which rank " + R(self) + " holds too: every global " +
                  "position belongs to one rank (shard the sequence with shard_positions or shard_documents)");
     if (own_[i] < tags_[j]) ++i;
     else ++j;
@@ -152,7 +153,7 @@ void RingStep::finish(int step) {
     groups_[i] = l.group(b_.data(), i);
     if (i && groups_[i] < groups_[i - 1])
       refuse(FailureCause::protocol, p.origin,
-             "carries rank " + std::to_string(p.origin) + "'s document ids decreasing at row " + std::to_string(i) +
+             "carries rank " + R(p.origin) + "'s document ids decreasing at row " + std::to_string(i) +
                  " (" + std::to_string(groups_[i - 1]) + " then " + std::to_string(groups_[i]) + ")");
   }
   std::swap(docs_, groups_);

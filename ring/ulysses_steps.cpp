@@ -80,13 +80,15 @@ Plan plan_call(UlyssesState& u, const std::string& who, std::int64_t max_rows, c
   for (std::size_t j = 0; j < Pz; ++j) {
     ring::BlockPrefix theirs;
     if (const std::string e = ring::decode_prefix(std::span(u.headers[j]).first(ring::kBlockPrefixBytes), theirs); !e.empty())
-      bad("rank " + std::to_string(j) + "'s call header: " + e);
+      bad("rank " + std::to_string(u.t.ring_rank(static_cast<int>(j))) + "'s call header: " + e);
     if (j == 0) first = theirs;
     if (!ring::compare_specs(first.spec, 0, theirs.spec, static_cast<int>(j)).empty())
-      bad("rank " + std::to_string(j) + " calls with " + theirs.spec.describe() + ", rank 0 with " + first.spec.describe());
+      bad("rank " + std::to_string(u.t.ring_rank(static_cast<int>(j))) + " calls with " + theirs.spec.describe() +
+          ", rank " + std::to_string(u.t.ring_rank(0)) + " with " + first.spec.describe());
     p.rows[j] = get_le<std::int64_t>(u.headers[j].data() + ring::kBlockPrefixBytes);
     if (p.rows[j] < 1 || p.rows[j] > max_rows)
-      bad("rank " + std::to_string(j) + " calls with " + std::to_string(p.rows[j]) + " rows, outside 1.." +
+      bad("rank " + std::to_string(u.t.ring_rank(static_cast<int>(j))) + " calls with " + std::to_string(p.rows[j]) +
+          " rows, outside 1.." +
           std::to_string(max_rows));
   }
   p.first_row.assign(Pz + 1, 0);

@@ -121,8 +121,9 @@ void Exchange::wait() {
   sends_.clear();
   receives_.clear();
   auto refuse = [&](const Receive& r) {
-    const std::string why = "rank " + std::to_string(t_.rank()) + " expected " + ring::describe(r.tag) + ", " +
-                            std::to_string(r.into.size()) + " bytes, from rank " + std::to_string(r.from) + " but got " +
+    const std::string why = "rank " + std::to_string(t_.ring_rank(t_.rank())) + " expected " + ring::describe(r.tag) +
+                            ", " + std::to_string(r.into.size()) + " bytes, from rank " +
+                            std::to_string(t_.ring_rank(r.from)) + " but got " +
                             ring::describe(r.got.tag) + ", " + std::to_string(r.got.payload_bytes) +
                             " bytes (every rank must call the same collectives, in the same order, with sizes that agree)";
     t_.abort(FailureCause::protocol, r.from, why);

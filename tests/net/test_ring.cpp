@@ -6,6 +6,7 @@
 #include <atomic>
 
 #include "net/crc32c.hpp"
+#include "net/group_transport.hpp"
 #include "net/wire.hpp"
 #include "ring_fixture.hpp"
 #include "ringattn/error.hpp"
@@ -313,5 +314,35 @@ TEST_CASE("ring: a rank that announces it is leaving is heard by its peers at on
     }
   });
   for (const auto& x : errors) CHECK(message_of(x) == "");
+  close_all(ring);
+}
+
+TEST_CASE("ring: a group of ranks is a transport of its own, numbered by the group, on the ring's links") {
+  Ring ring = make_ring(4, [](TransportConfig& c) { c.all_pairs = true; });
+  // Ranks 1 and 3 as a group of two: rank 3 is the group's rank 1.
+  GroupTransport g1(*ring[1], {1, 3}), g3(*ring[3], {1, 3});
+  CHECK(g1.rank() == 0);
+  CHECK(g3.rank() == 1);
+  CHECK(g3.world() == 2);
+  CHECK(g3.successor() == 0);
+  CHECK(g3.ring_rank(0) == 1);
+  CHECK(g3.ring_rank(1) == 3);
+  CHECK(g3.parent_rank(1) == 3);
+  const auto errors = run_ranks(2, [&](int r) {
+    GroupTransport& g = r == 0 ? g1 : g3;
+    const std::string text = "from group rank " + std::to_string(g.rank());
+    std::vector<std::byte> in(64);
+    Request q = g.irecv(g.predecessor(), Tag{9, 1, 0}, in);
+    Request s = g.isend(g.successor(), Tag{9, 1, 0}, std::as_bytes(std::span(text.data(), text.size())));
+    g.wait(s);
+    const FrameHeader h = g.wait(q);
+    CHECK(std::string(reinterpret_cast<const char*>(in.data()), h.payload_bytes) ==
+          "from group rank " + std::to_string(1 - g.rank()));
+  });
+  for (const auto& e : errors) CHECK(message_of(e) == "");
+  CHECK_THROWS_WITH_AS(GroupTransport(*ring[0], {1, 2}), doctest::Contains("must include this rank"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(GroupTransport(*ring[0], {0, 0}), doctest::Contains("twice"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(GroupTransport(*ring[0], {0, 4}), doctest::Contains("outside 0..3"), InvalidArgument);
+  CHECK_THROWS_AS(g1.parent_rank(2), InvalidArgument);
   close_all(ring);
 }
