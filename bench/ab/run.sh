@@ -4,11 +4,11 @@
 # falls on both. Writes every run's JSON line, tagged, to OUT.jsonl and prints the medians
 # and B/A ratios (bench/ab/summary.py).
 #
-#   bash bench/ab/run.sh A_BINARY B_BINARY OUT [ROUNDS]
+#   bash bench/ab/run.sh A_BINARY B_BINARY OUT [ROUNDS [CONFIG_REGEX]]
 #
 # A is the baseline (e.g. the previous main built in a worktree), B the candidate.
 set -euo pipefail
-a=$1 b=$2 out=$3 rounds=${4:-3}
+a=$1 b=$2 out=$3 rounds=${4:-3} only=${5:-.}
 here=$(cd "$(dirname "$0")" && pwd)
 : > "$out.jsonl"
 configs=(
@@ -26,6 +26,7 @@ run() {  # side binary config-name args...
 for ((i = 0; i < rounds; i++)); do
   for c in "${configs[@]}"; do
     name=${c%%|*} args=${c#*|}
+    [[ $name =~ $only ]] || continue
     if ((i % 2 == 0)); then run A "$a" "$name" $args; run B "$b" "$name" $args
     else run B "$b" "$name" $args; run A "$a" "$name" $args; fi
   done
