@@ -322,9 +322,7 @@ class PyRing {
     {
       py::gil_scoped_release nogil;
       std::lock_guard call(call_mu_);
-      const auto ring = get();
-      if (!ring) throw ringattn::Error("rank " + std::to_string(rank_) + ": this ring is closed");
-      st = ring->all_reduce(d, s);
+      st = get_open("all_reduce")->all_reduce(d, s);
     }
     using namespace py::literals;
     return py::dict("seconds"_a = st.seconds, "wait_seconds"_a = st.wait_seconds, "bytes_sent"_a = st.bytes_sent);
@@ -337,9 +335,7 @@ class PyRing {
     {
       py::gil_scoped_release nogil;
       std::lock_guard call(call_mu_);
-      const auto ring = get();
-      if (!ring) throw ringattn::Error("rank " + std::to_string(rank_) + ": this ring is closed");
-      st = ring->all_gather(d, counts, s);
+      st = get_open("all_gather")->all_gather(d, counts, s);
     }
     using namespace py::literals;
     return py::dict("seconds"_a = st.seconds, "wait_seconds"_a = st.wait_seconds, "bytes_sent"_a = st.bytes_sent);

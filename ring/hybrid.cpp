@@ -29,6 +29,15 @@ ring::HybridState& state_of(Ring& ring, Ring::Impl& im) {
 
 using Documents = std::optional<std::span<const std::int32_t>>;
 
+// A block across the groups holds a whole group's rows: refused alike on every rank of the
+// group, before any K/V moves.
+void check_group_rows(const Ring::Impl& im, const std::string& who, const ring::Plan& p) {
+  if (p.N > im.options.limits.max_rows)
+    throw InvalidArgument(who + "the group's " + std::to_string(p.N) + " rows exceed limits().max_rows = " +
+                          std::to_string(im.options.limits.max_rows) +
+                          " (a block across the groups holds a whole group's rows)");
+}
+
 ForwardStats hybrid_forward(Ring& ring, Ring::Impl& im, const AttentionSpec& spec, std::span<const float> q,
                             std::span<const float> k, std::span<const float> v, std::span<const std::int64_t> positions,
                             const Documents& documents, std::span<float> o, std::span<float> lse) {
@@ -45,10 +54,7 @@ ForwardStats hybrid_forward(Ring& ring, Ring::Impl& im, const AttentionSpec& spe
     const bool docs = documents.has_value();
     const ring::Plan p = ring::plan_call(u, who, im.options.limits.max_rows, moved, ring::call_spec(spec, scale, docs),
                                          positions, fc.docs);
-    if (p.N > im.options.limits.max_rows)  // alike on every rank of the group: refused before K/V moves
-      throw InvalidArgument(who + "the group's " + std::to_string(p.N) + " rows exceed limits().max_rows = " +
-                            std::to_string(im.options.limits.max_rows) +
-                            " (a block across the groups holds a whole group's rows)");
+    check_group_rows(im, who, p);
     const std::int64_t D = spec.head_dim;
     const ring::Field in[] = {{q.data(), spec.heads, D, false, spec.dtype},
                               {k.data(), spec.kv_heads, D, true, spec.dtype},
@@ -116,10 +122,7 @@ BackwardStats hybrid_backward(Ring& ring, Ring::Impl& im, const AttentionSpec& s
     ring::CallSpec cs = ring::call_spec(spec, scale, docs);
     cs.backward = true;  // a rank in forward_hybrid() meanwhile is refused by every rank of its group alike
     const ring::Plan p = ring::plan_call(u, who, im.options.limits.max_rows, moved, cs, positions, fc.docs);
-    if (p.N > im.options.limits.max_rows)
-      throw InvalidArgument(who + "the group's " + std::to_string(p.N) + " rows exceed limits().max_rows = " +
-                            std::to_string(im.options.limits.max_rows) +
-                            " (a block across the groups holds a whole group's rows)");
+    check_group_rows(im, who, p);
     const ring::Field in[] = {{q.data(), H, D, false, spec.dtype},          {k.data(), spec.kv_heads, D, true, spec.dtype},
                               {v.data(), spec.kv_heads, D, true, spec.dtype}, {d_o.data(), H, D, false, spec.dtype},
                               {lse.data(), H, 1, false, DType::f32},          {u.delta.data(), H, 1, false, DType::f32}};
