@@ -35,28 +35,30 @@ std::pair<std::uint64_t, std::string> hear(ringattn::Ring& ring, int from, std::
 
 }  // namespace
 
-void agree_on_model(ringattn::Ring& ring, std::uint64_t digest, const std::string& loaded) {
-  const int P = ring.world_size(), me = ring.rank();
-  if (P == 1) return;  // (the caller skips the digest then too)
+void agree_on_model(ringattn::Ring& ring, std::uint64_t digest, const std::string& loaded, int parts) {
+  const int P = ring.world_size(), me = ring.rank(), first = me % parts;  // first: the rank holding my part in group 0
+  if (P == parts) return;  // (the caller skips the digest then too)
   const std::string mine = loaded.substr(0, kMaxText);
-  if (me != 0) {
-    ringattn::MessageRequest s = ring.send_message(0, kModelDigest, digest, bytes_of(mine));
+  if (me != first) {
+    ringattn::MessageRequest s = ring.send_message(first, kModelDigest, digest, bytes_of(mine));
     ring.wait(s);
-    const auto [disagree, why] = hear(ring, 0, kVerdict);
+    const auto [disagree, why] = hear(ring, first, kVerdict);
     if (disagree) throw ringattn::InvalidArgument(why);
     return;
   }
   std::string verdict;
-  for (int r = 1; r < P; ++r) {
+  for (int r = first + parts; r < P; r += parts) {
     const auto [theirs, what] = hear(ring, r, kModelDigest);
     if (theirs != digest && verdict.empty())
-      verdict = "rank 0 and rank " + std::to_string(r) + " hold different models: rank 0 loaded " + mine + " (digest " +
+      verdict = "rank " + std::to_string(first) + " and rank " + std::to_string(r) + " hold different models: rank " +
+                std::to_string(first) + " loaded " + mine + " (digest " +
                 hex(digest) + "), rank " + std::to_string(r) + " loaded " + what + " (digest " + hex(theirs) +
                 "); give every rank the same model and tokenizer files";
   }
   const std::string answer = verdict.substr(0, kMaxText);
   std::vector<ringattn::MessageRequest> sends;
-  for (int r = 1; r < P; ++r) sends.push_back(ring.send_message(r, kVerdict, verdict.empty() ? 0 : 1, bytes_of(answer)));
+  for (int r = first + parts; r < P; r += parts)
+    sends.push_back(ring.send_message(r, kVerdict, verdict.empty() ? 0 : 1, bytes_of(answer)));
   for (auto& s : sends) ring.wait(s);
   if (!verdict.empty()) throw ringattn::InvalidArgument(verdict);
 }

@@ -16,7 +16,9 @@
 
 namespace infer {
 
+// A tensor-parallel model over `parts` ranks (a mesh's groups): each rank holds one part,
+// and rank r compares with rank r % parts, which holds the same part in the first group.
 // Throws ringattn::InvalidArgument on every rank when any two ranks disagree.
-void agree_on_model(ringattn::Ring& ring, std::uint64_t digest, const std::string& loaded);
+void agree_on_model(ringattn::Ring& ring, std::uint64_t digest, const std::string& loaded, int parts = 1);
 
 }  // namespace infer

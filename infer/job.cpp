@@ -73,18 +73,57 @@ struct PaddedCall {
 
 constexpr std::uint32_t kLastRows = 0x4C48;  // a holder's last hidden rows, to the decode rank
 
-// After the prefill: every prompt's last hidden row goes to rank `to`, which then owns
-// every prompt (in prompt order); the others own none. Each holder sends its rows in one
-// message, in its row order (= prompt order); `to` knows from the shards what comes from whom.
-void move_last_rows(ringattn::Ring& ring, int to, const std::vector<ringattn::PackedShard>& shards,
+// Where the batch runs: the whole ring, or (a tensor-parallel model) the ring across the
+// mesh's groups, each group one rank of the batch's plan and every rank of it alike.
+struct Place {
+  ringattn::Scope scope;
+  int rank, world;   // in the scope
+  int group_size;    // ranks per group (1: no mesh)
+  int group_rank;    // this rank's place in its group
+  // The ring's rank of the scope's rank r (the one at this rank's place in r's group).
+  int ring_rank(int r) const { return r * group_size + group_rank; }
+};
+
+Place place_of(ringattn::Ring& ring, const Model& model) {
+  const TpParts& tp = model.parts();
+  if (!tp.split()) return {ringattn::Scope::ring, ring.rank(), ring.world_size(), 1, 0};
+  const int T = ring.scope_size(ringattn::Scope::group), t = ring.scope_rank(ringattn::Scope::group);
+  if (T != tp.shard.size || t != tp.shard.rank)
+    throw ringattn::InvalidArgument("rank " + std::to_string(ring.rank()) + " holds tensor-parallel part " +
+                                    std::to_string(tp.shard.rank) + " of " + std::to_string(tp.shard.size) +
+                                    " of the model, but its place in the ring's groups is " + std::to_string(t) + " of " +
+                                    std::to_string(T) + " (RingOptions::group_size must be the --tp, the part rank % tp)");
+  return {ringattn::Scope::across, ring.scope_rank(ringattn::Scope::across), ring.scope_size(ringattn::Scope::across), T, t};
+}
+
+// A tensor-parallel model's group: the ring's collectives in its group scope.
+class RingGroup : public TpGroup {
+ public:
+  explicit RingGroup(ringattn::Ring& ring) : ring_(ring) {}
+  void sum(std::span<float> data) override {
+    if (!data.empty()) ring_.all_reduce(data, ringattn::Scope::group);
+  }
+  void gather(std::span<float> data, std::span<const std::size_t> counts) override {
+    ring_.all_gather(data, counts, ringattn::Scope::group);
+  }
+
+ private:
+  ringattn::Ring& ring_;
+};
+
+// After the prefill: every prompt's last hidden row goes to rank `to` (of the place's
+// scope), which then owns every prompt (in prompt order); the others own none. Each holder
+// sends its rows in one message, in its row order (= prompt order); `to` knows from the
+// shards what comes from whom.
+void move_last_rows(ringattn::Ring& ring, const Place& at, int to, const std::vector<ringattn::PackedShard>& shards,
                     const std::vector<std::int64_t>& cu, std::int64_t dim, std::vector<SequenceResult>& owned,
                     std::vector<float>& last_h) {
-  const int world = ring.world_size(), rank = ring.rank();
+  const int world = at.world, rank = at.rank;
   if (to < 0 || to >= world)
     throw ringattn::InvalidArgument("decode rank " + std::to_string(to) + " is not a rank of a ring of " + std::to_string(world));
   if (rank != to) {
     if (!owned.empty()) {
-      ringattn::MessageRequest s = ring.send_message(to, kLastRows, owned.size(), std::as_bytes(std::span(last_h)));
+      ringattn::MessageRequest s = ring.send_message(at.ring_rank(to), kLastRows, owned.size(), std::as_bytes(std::span(last_h)));
       ring.wait(s);
     }
     owned.clear();
@@ -104,7 +143,7 @@ void move_last_rows(ringattn::Ring& ring, int to, const std::vector<ringattn::Pa
     }
     if (held.empty()) continue;
     std::vector<float> got(held.size() * row);
-    ringattn::MessageRequest q = ring.receive_message(r, kLastRows, [&](const ringattn::MessageHeader& h) {
+    ringattn::MessageRequest q = ring.receive_message(at.ring_rank(r), kLastRows, [&](const ringattn::MessageHeader& h) {
       if (h.bytes != got.size() * sizeof(float) || h.job != held.size()) return std::span<std::byte>();  // the ring fails
       return std::as_writable_bytes(std::span(got));
     });
@@ -119,8 +158,9 @@ void move_last_rows(ringattn::Ring& ring, int to, const std::vector<ringattn::Pa
 
 }  // namespace
 
-std::int64_t cache_row_bytes(const ModelConfig& c, ringattn::DType dtype) {
-  return c.layers * 2 * c.kv_heads * HeadPadding(c.head_dim).padded * static_cast<std::int64_t>(ringattn::dtype_size(dtype));
+std::int64_t cache_row_bytes(const ModelConfig& c, ringattn::DType dtype, int tp) {
+  const std::int64_t kv_heads = TpParts::of(c, {0, tp}).kv_heads.count;
+  return c.layers * 2 * kv_heads * HeadPadding(c.head_dim).padded * static_cast<std::int64_t>(ringattn::dtype_size(dtype));
 }
 
 void check_context(const std::vector<Prompt>& prompts, const JobOptions& options) {
@@ -140,7 +180,10 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
                                       const JobOptions& options, JobStats& stats, const TokenSink& on_token,
                                       std::vector<ringattn::KVCache>* kept) {
   const ModelConfig& c = model.config();
-  const int rank = ring.rank(), world = ring.world_size();
+  const Place at = place_of(ring, model);
+  const int rank = at.rank, world = at.world;  // the plan's: ranks across the groups under tensor parallelism
+  RingGroup tp_group(ring);
+  TpGroup* const group = model.parts().split() ? &tp_group : nullptr;
   const std::int64_t max_rows = ring.limits().max_rows;
   const BatchPlan plan = plan_batch(prompts, options, rank, world, max_rows, kept != nullptr);
   const std::vector<std::size_t>& fresh = plan.fresh;
@@ -160,8 +203,8 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
   stats.rows = rows;
 
   ringattn::AttentionSpec spec;
-  spec.heads = c.heads;
-  spec.kv_heads = c.kv_heads;
+  spec.heads = model.parts().heads.count;  // this rank's (all without tensor parallelism)
+  spec.kv_heads = model.parts().kv_heads.count;
   const HeadPadding pad(c.head_dim);
   spec.head_dim = pad.padded;
   spec.scale = pad.on() ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim))) : 0.0f;
@@ -174,12 +217,12 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
     pc.o.resize(o.size() / static_cast<std::size_t>(pad.d) * static_cast<std::size_t>(pad.padded));
     return pc.o;
   };
-  const std::int64_t qd = c.heads * c.head_dim, kd = c.kv_heads * c.head_dim;
+  const std::int64_t qd = spec.heads * c.head_dim, kd = spec.kv_heads * c.head_dim;
   std::vector<ringattn::KVCache> local;  // one per layer: this rank's K/V rows, then its share of decode's
   std::vector<ringattn::KVCache>& caches = kept ? *kept : local;
   if (caches.empty())
-    for (std::int64_t l = 0; l < c.layers; ++l) caches.emplace_back(c.kv_heads, pad.padded, options.dtype);
-  if (static_cast<std::int64_t>(caches.size()) != c.layers || caches[0].kv_heads() != c.kv_heads ||
+    for (std::int64_t l = 0; l < c.layers; ++l) caches.emplace_back(spec.kv_heads, pad.padded, options.dtype);
+  if (static_cast<std::int64_t>(caches.size()) != c.layers || caches[0].kv_heads() != spec.kv_heads ||
       caches[0].head_dim() != pad.padded || caches[0].dtype() != options.dtype)
     throw ringattn::InvalidArgument("the kept caches were made for another model or dtype");
 
@@ -198,17 +241,17 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
     d.o.resize(d.q.size());
     model.attention_inputs(static_cast<int>(l), d.h, d.rope_pos, d.q, d.k, d.v);
     auto& out = attention_out(d.o);
-    const ringattn::DecodeStats st = ring.decode(spec, caches[static_cast<std::size_t>(l)], d.sequences, d.ring_pos,
-                                                 pad.pad(d.q, pc.q), pad.pad(d.k, pc.k), pad.pad(d.v, pc.v), out);
+    const ringattn::DecodeStats st = ring.decode_in(at.scope, spec, caches[static_cast<std::size_t>(l)], d.sequences,
+                                                    d.ring_pos, pad.pad(d.q, pc.q), pad.pad(d.k, pc.k), pad.pad(d.v, pc.v), out);
     pad.unpad(out, d.o);
-    model.attention_output_and_mlp(static_cast<int>(l), d.o, d.h);
+    model.attention_output_and_mlp(static_cast<int>(l), d.o, d.h, group);
     return st;
   };
 
   // ---- prefill (and the follow-ups' new tokens, on the decode rank)
   const double t0 = now();
   std::vector<float> h(static_cast<std::size_t>(rows * c.dim));
-  model.embed(token_ids, h);
+  model.embed(token_ids, h, group);
   std::vector<float> q(static_cast<std::size_t>(rows * qd)), k(static_cast<std::size_t>(rows * kd)), v(k.size()),
       o(q.size());
   const int feeder = options.decode_rank.value_or(0);  // feeds the follow-ups (and a batch too short to cut)
@@ -229,7 +272,7 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
       fed_last.push_back(ids.size() - 1);
     }
     fed.h.resize(ids.size() * static_cast<std::size_t>(c.dim));
-    model.embed(ids, fed.h);
+    model.embed(ids, fed.h, group);
     stats.continued_tokens = static_cast<std::int64_t>(ids.size());
   }
   // Each sequence's rows on this rank, reserved once per layer: its prefill rows here and its
@@ -251,17 +294,17 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
       const auto& kp = pad.pad(k, pc.k);
       const auto& vp = pad.pad(v, pc.v);
       auto& out = attention_out(o);
-      const ringattn::ForwardStats st = ring.forward(spec, qp, kp, vp, positions, row_ids, out);
+      const ringattn::ForwardStats st = ring.forward_in(at.scope, spec, qp, kp, vp, positions, row_ids, out);
       pad.unpad(out, o);
       attention += st.seconds;
       caches[static_cast<std::size_t>(l)].append_packed(positions, row_ids, kp, vp);
-      model.attention_output_and_mlp(static_cast<int>(l), o, h);
+      model.attention_output_and_mlp(static_cast<int>(l), o, h, group);
     }
     if (!follow.empty()) attention += decode_layer(l, fed).seconds;  // 0 tokens off the decode rank
     stats.prefill_attention_seconds += attention;
     if (options.progress)
-      std::fprintf(stderr, "infer: rank %d/%d prefill layer %lld/%lld: %lld rows, %.3f s (attention %.3f s)\n", rank,
-                 world, static_cast<long long>(l + 1), static_cast<long long>(c.layers),
+      std::fprintf(stderr, "infer: rank %d/%d prefill layer %lld/%lld: %lld rows, %.3f s (attention %.3f s)\n", ring.rank(),
+                 ring.world_size(), static_cast<long long>(l + 1), static_cast<long long>(c.layers),
                  static_cast<long long>(rows), now() - tl, attention);
   }
 
@@ -275,7 +318,7 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
       last_rows.push_back(static_cast<std::size_t>(r));
     }
   std::vector<float> last_h = gather(h, last_rows, c.dim);
-  if (options.decode_rank && !fresh.empty()) move_last_rows(ring, *options.decode_rank, shards, cu, c.dim, owned, last_h);
+  if (options.decode_rank && !fresh.empty()) move_last_rows(ring, at, *options.decode_rank, shards, cu, c.dim, owned, last_h);
   DecodeRows live;  // the tokens of the next step: for each owned prompt, its next position
   for (SequenceResult& s : owned) {  // fresh: documents index `fresh`
     const std::int32_t d = s.prompt;
@@ -319,7 +362,7 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
       if (ended || static_cast<int>(owned[i].tokens.size()) >= limit_of(static_cast<std::size_t>(owned[i].prompt))) done[i] = 1;
     }
   };
-  model.logits(last_h, logits);
+  model.logits(last_h, logits, group);
   choose();
   stats.prefill_seconds = now() - t0;
 
@@ -341,7 +384,7 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
       step_tokens.push_back(owned[i].tokens.back());
     }
     live.h.resize(stepping.size() * static_cast<std::size_t>(c.dim));
-    model.embed(step_tokens, live.h);
+    model.embed(step_tokens, live.h, group);
     double attention = 0;
     bool any = true;
     for (std::int64_t l = 0; l < c.layers; ++l) {
@@ -356,12 +399,12 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
     stats.decode_attention_seconds += attention;
     if (!any) break;
     logits.resize(stepping.size() * static_cast<std::size_t>(c.vocab));
-    model.logits(live.h, logits);
+    model.logits(live.h, logits, group);
     choose();
     ++stats.decode_steps;
     if (options.progress)
-      std::fprintf(stderr, "infer: rank %d/%d decode step %d/%d: %zu tokens here, %.4f s (attention %.4f s)\n", rank,
-                 world, s + 1, steps - 1, stepping.size(), now() - ts, attention);
+      std::fprintf(stderr, "infer: rank %d/%d decode step %d/%d: %zu tokens here, %.4f s (attention %.4f s)\n", ring.rank(),
+                 ring.world_size(), s + 1, steps - 1, stepping.size(), now() - ts, attention);
   }
   stats.decode_seconds = now() - t1;
   for (const ringattn::KVCache& cache : caches) stats.kv_cache_bytes += cache.bytes();

@@ -29,6 +29,14 @@
 // are appended where decode_store_rank puts them — and then it decodes like the others.
 // Its SequenceResult tells where the sequence goes on next (the last chosen token is not
 // fed: it is the next message's first). If run_batch throws, clear `kept`.
+//
+// Tensor parallelism (a model holding part t of T, Model::parts; the ring formed with
+// RingOptions::group_size = T, this rank at place t of its group). Each group of T ranks
+// is one rank of everything above: the plan, prefill and decode run across the groups
+// (Ring::forward_in / decode_in with Scope::across) on each rank's heads, and the group
+// sums its parts after O and down and gathers the logits (tensor_parallel.hpp); every rank
+// of a group holds the same rows and chooses the same tokens. decode_rank and the ranks in
+// the plan are then ranks across the groups.
 #pragma once
 
 #include <cstdint>
@@ -76,7 +84,8 @@ using TokenSink = std::function<bool(std::int32_t prompt, std::int32_t token)>;
 
 // The KV-cache bytes one token's rows take, over every layer, on the rank that holds them
 // (head dims padded as the ring's kernels take them).
-std::int64_t cache_row_bytes(const ModelConfig& config, ringattn::DType dtype);
+// (With tensor parallelism over `tp` ranks: a rank's share of the K/V heads.)
+std::int64_t cache_row_bytes(const ModelConfig& config, ringattn::DType dtype, int tp = 1);
 
 // Every rank calls this with the same model, prompts and options (and kept caches or none).
 std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, const std::vector<Prompt>& prompts,

@@ -20,16 +20,18 @@ std::string describe(const JobOptions& opt, const Model& m) {
                   : !opt.weights.empty() ? "model " + opt.weights + " (safetensors)"
                                          : "a model drawn from --seed " + std::to_string(opt.seed);
   if (m.matrices_dtype() != ringattn::DType::f32) s += " as " + std::string(ringattn::to_string(m.matrices_dtype()));
+  if (m.parts().split())
+    s += ", tensor-parallel part " + std::to_string(m.parts().shard.rank) + " of " + std::to_string(m.parts().shard.size);
   return s;
 }
 
 Model read_model(const JobOptions& opt) {
   const ringattn::DType held = opt.weights_dtype.value_or(ringattn::DType::f32);
-  if (!opt.hf.empty()) return Model::from_hf(opt.hf, opt.weights_dtype);
-  if (!opt.gguf.empty()) return Model::from_gguf(opt.gguf, opt.weights_dtype);
-  if (!opt.llama2c.empty()) return Model::from_llama2c(opt.llama2c, held);
-  if (!opt.weights.empty()) return Model::from_safetensors(opt.model, opt.weights, held);
-  return Model::from_seed(opt.model, opt.seed, held);
+  if (!opt.hf.empty()) return Model::from_hf(opt.hf, opt.weights_dtype, opt.tp);
+  if (!opt.gguf.empty()) return Model::from_gguf(opt.gguf, opt.weights_dtype, opt.tp);
+  if (!opt.llama2c.empty()) return Model::from_llama2c(opt.llama2c, held, opt.tp);
+  if (!opt.weights.empty()) return Model::from_safetensors(opt.model, opt.weights, held, opt.tp);
+  return Model::from_seed(opt.model, opt.seed, held, opt.tp);
 }
 
 // BOS, then n ids in [3, vocab) (past BOS, EOS and llama2.c's <unk>), splitmix64 from seed.
@@ -107,7 +109,8 @@ LoadedJob load_job(JobOptions& opt, std::int64_t max_batch_tokens) {
 }
 
 void agree_on_job(ringattn::Ring& ring, const LoadedJob& job) {
-  if (ring.world_size() > 1) agree_on_model(ring, job.digest(), job.description);
+  const int parts = job.model.parts().shard.size;
+  if (ring.world_size() > parts) agree_on_model(ring, job.digest(), job.description, parts);
 }
 
 void set_model_path(JobOptions& o, const std::string& path, const std::string& flag) {

@@ -107,12 +107,33 @@ void head_norm(std::span<float> x, const std::vector<float>& gain, float eps, in
 
 }  // namespace
 
-void Model::configure(const ModelConfig& c) {
+void Model::configure(const ModelConfig& c, TpShard shard) {
   c_ = c;
+  parts_ = TpParts::of(c, shard);
   inv_freq_ = rope_frequencies(c);
 }
 
-void Model::embed(std::span<const std::int32_t> tokens, std::span<float> x) const {
+TpGroup* Model::group_for(TpGroup* group, const char* call) const {
+  if (parts_.split() && group == nullptr)
+    throw ringattn::InvalidArgument(std::string("Model::") + call + ": this rank holds part " +
+                                    std::to_string(parts_.shard.rank) + " of " + std::to_string(parts_.shard.size) +
+                                    " of the model and needs its tensor-parallel group");
+  return parts_.split() ? group : nullptr;
+}
+
+void Model::add_projection(const ringattn::Linear& w, std::span<const float> x, std::span<float> h, TpGroup* group) const {
+  if (!group) {
+    w.apply(x, h, /*add=*/true, threads_);
+    return;
+  }
+  const std::span<float> part = rows_of(scratch_.part, h.size());
+  w.apply(x, part, /*add=*/false, threads_);
+  group->sum(part);
+  for (std::size_t i = 0; i < h.size(); ++i) h[i] += part[i];
+}
+
+void Model::embed(std::span<const std::int32_t> tokens, std::span<float> x, TpGroup* group) const {
+  group = group_for(group, "embed");
   const std::size_t dim = static_cast<std::size_t>(c_.dim);
   for (std::int32_t t : tokens)  // before the threads: nothing may throw inside them
     if (t < 0 || t >= c_.vocab)
@@ -121,8 +142,14 @@ void Model::embed(std::span<const std::int32_t> tokens, std::span<float> x) cons
   if (x.size() != tokens.size() * dim)
     throw ringattn::InvalidArgument("embed: " + std::to_string(x.size()) + " floats for " +
                                     std::to_string(tokens.size()) + " tokens of dim " + std::to_string(dim));
+  // A part holds its vocabulary's rows: the others' tokens are zeros here, their rows there.
+  const Part v = parts_.vocab;
 #pragma omp parallel for num_threads(team(threads_, tokens.size())) schedule(static)
-  for (std::size_t r = 0; r < tokens.size(); ++r) embedding_.row(tokens[r], x.subspan(r * dim, dim));
+  for (std::size_t r = 0; r < tokens.size(); ++r) {
+    if (tokens[r] >= v.first && tokens[r] < v.end()) embedding_.row(tokens[r] - v.first, x.subspan(r * dim, dim));
+    else std::fill_n(x.begin() + static_cast<std::ptrdiff_t>(r * dim), dim, 0.0f);
+  }
+  if (group && !x.empty()) group->sum(x);
 }
 
 std::size_t Model::weight_bytes() const {
@@ -144,8 +171,8 @@ constexpr std::size_t kChunkRows = 384;
 void Model::attention_inputs(int l, std::span<const float> h, std::span<const std::int64_t> rope_positions,
                              std::span<float> q, std::span<float> k, std::span<float> v) const {
   const std::size_t rows = h.size() / static_cast<std::size_t>(c_.dim);
-  const std::size_t dim = static_cast<std::size_t>(c_.dim), qd = static_cast<std::size_t>(c_.heads * c_.head_dim),
-                    kd = static_cast<std::size_t>(c_.kv_heads * c_.head_dim);
+  const std::size_t dim = static_cast<std::size_t>(c_.dim), qd = static_cast<std::size_t>(parts_.heads.count * c_.head_dim),
+                    kd = static_cast<std::size_t>(parts_.kv_heads.count * c_.head_dim);
   for (std::size_t r = 0; r < rows; r += kChunkRows) {
     const std::size_t n = std::min(kChunkRows, rows - r);
     attention_inputs_rows(l, h.subspan(r * dim, n * dim), rope_positions.subspan(r, n), q.subspan(r * qd, n * qd),
@@ -153,12 +180,13 @@ void Model::attention_inputs(int l, std::span<const float> h, std::span<const st
   }
 }
 
-void Model::attention_output_and_mlp(int l, std::span<const float> o, std::span<float> h) const {
+void Model::attention_output_and_mlp(int l, std::span<const float> o, std::span<float> h, TpGroup* group) const {
+  group = group_for(group, "attention_output_and_mlp");
   const std::size_t rows = h.size() / static_cast<std::size_t>(c_.dim);
-  const std::size_t dim = static_cast<std::size_t>(c_.dim), qd = static_cast<std::size_t>(c_.heads * c_.head_dim);
-  for (std::size_t r = 0; r < rows; r += kChunkRows) {
+  const std::size_t dim = static_cast<std::size_t>(c_.dim), qd = static_cast<std::size_t>(parts_.heads.count * c_.head_dim);
+  for (std::size_t r = 0; r < rows; r += kChunkRows) {  // (every rank of a group cuts its rows alike)
     const std::size_t n = std::min(kChunkRows, rows - r);
-    attention_output_and_mlp_rows(l, o.subspan(r * qd, n * qd), h.subspan(r * dim, n * dim));
+    attention_output_and_mlp_rows(l, o.subspan(r * qd, n * qd), h.subspan(r * dim, n * dim), group);
   }
 }
 
@@ -166,7 +194,8 @@ void Model::attention_inputs_rows(int l, std::span<const float> h, std::span<con
                                   std::span<float> q, std::span<float> k, std::span<float> v) const {
   const LayerWeights& L = layers_[static_cast<std::size_t>(l)];
   const std::int64_t rows = static_cast<std::int64_t>(h.size()) / c_.dim;
-  const std::int64_t qd = c_.heads * c_.head_dim, kd = c_.kv_heads * c_.head_dim, width = qd + 2 * kd;
+  const std::int64_t heads = parts_.heads.count, kv_heads = parts_.kv_heads.count;
+  const std::int64_t qd = heads * c_.head_dim, kd = kv_heads * c_.head_dim, width = qd + 2 * kd;
   const std::span<float> n = rows_of(scratch_.norm, h.size());
   const std::span<float> t = rows_of(scratch_.qkv, static_cast<std::size_t>(rows * width));
   rms_norm(h, L.attn_norm, c_.norm_eps, n, threads_);
@@ -184,14 +213,14 @@ void Model::attention_inputs_rows(int l, std::span<const float> h, std::span<con
     head_norm(q, L.q_norm, c_.norm_eps, threads_);
     head_norm(k, L.k_norm, c_.norm_eps, threads_);
   }
-  rope(q, c_.heads, c_.head_dim, rope_positions, inv_freq_, c_.rope_style, threads_);
-  rope(k, c_.kv_heads, c_.head_dim, rope_positions, inv_freq_, c_.rope_style, threads_);
+  rope(q, heads, c_.head_dim, rope_positions, inv_freq_, c_.rope_style, threads_);
+  rope(k, kv_heads, c_.head_dim, rope_positions, inv_freq_, c_.rope_style, threads_);
 }
 
-void Model::attention_output_and_mlp_rows(int l, std::span<const float> o, std::span<float> h) const {
+void Model::attention_output_and_mlp_rows(int l, std::span<const float> o, std::span<float> h, TpGroup* group) const {
   const LayerWeights& L = layers_[static_cast<std::size_t>(l)];
-  const std::size_t rows = h.size() / static_cast<std::size_t>(c_.dim), ffn = static_cast<std::size_t>(c_.ffn);
-  L.wo.apply(o, h, /*add=*/true, threads_);
+  const std::size_t rows = h.size() / static_cast<std::size_t>(c_.dim), ffn = static_cast<std::size_t>(parts_.ffn.count);
+  add_projection(L.wo, o, h, group);
   const std::span<float> n = rows_of(scratch_.norm, h.size());
   const std::span<float> gu = rows_of(scratch_.gate_up, rows * 2 * ffn), act = rows_of(scratch_.act, rows * ffn);
   rms_norm(h, L.mlp_norm, c_.norm_eps, n, threads_);
@@ -202,13 +231,42 @@ void Model::attention_output_and_mlp_rows(int l, std::span<const float> o, std::
     const float* u = g + ffn;
     for (std::size_t i = 0; i < ffn; ++i) act[r * ffn + i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
   }
-  L.down.apply(act, h, /*add=*/true, threads_);
+  add_projection(L.down, act, h, group);
 }
 
-void Model::logits(std::span<const float> h, std::span<float> out) const {
+void Model::logits(std::span<const float> h, std::span<float> out, TpGroup* group) const {
+  group = group_for(group, "logits");
   const std::span<float> n = rows_of(scratch_.norm, h.size());
   rms_norm(h, final_norm_, c_.norm_eps, n, threads_);
-  head_.apply(n, out, false, threads_);
+  if (!group) {
+    head_.apply(n, out, false, threads_);
+    return;
+  }
+  // This rank's vocabulary columns of every row, then every rank's gathered (rank-major:
+  // [rank][rows][its columns]) and laid out as rows of the whole vocabulary.
+  const std::size_t rows = h.size() / static_cast<std::size_t>(c_.dim), V = static_cast<std::size_t>(c_.vocab);
+  if (out.size() != rows * V)
+    throw ringattn::InvalidArgument("logits: " + std::to_string(out.size()) + " floats for " + std::to_string(rows) +
+                                    " rows of a vocabulary of " + std::to_string(V));
+  if (rows == 0) return;
+  std::vector<std::size_t> counts;
+  std::size_t at = 0, mine = 0;
+  for (std::size_t r = 0; r < parts_.vocab_counts.size(); ++r) {
+    if (static_cast<int>(r) == parts_.shard.rank) mine = at;
+    counts.push_back(parts_.vocab_counts[r] * rows);
+    at += counts.back();
+  }
+  const std::span<float> all = rows_of(scratch_.logits, rows * V);
+  const std::size_t own = static_cast<std::size_t>(parts_.vocab.count);
+  head_.apply(n.data(), static_cast<std::int64_t>(rows), c_.dim, all.data() + mine, static_cast<std::int64_t>(own), false,
+              threads_);
+  group->gather(all, counts);
+  std::size_t from = 0, col = 0;
+  for (const std::size_t c : parts_.vocab_counts) {
+    for (std::size_t r = 0; r < rows; ++r) std::copy_n(all.begin() + static_cast<std::ptrdiff_t>(from + r * c), c, out.begin() + static_cast<std::ptrdiff_t>(r * V + col));
+    from += c * rows;
+    col += c;
+  }
 }
 
 std::uint64_t Model::digest() const {
@@ -221,6 +279,10 @@ std::uint64_t Model::digest() const {
   f.bytes(c_.architecture.data(), c_.architecture.size());
   f.floats(c_.rope_factors);
   f.value(static_cast<int>(c_.qkv_bias) | static_cast<int>(c_.qk_norm) << 1);
+  if (parts_.split()) {  // a part: which one (a whole model's digest is as before)
+    f.value(parts_.shard.rank);
+    f.value(parts_.shard.size);
+  }
   for (double x : {c_.rope_scaling.factor, c_.rope_scaling.low_freq_factor, c_.rope_scaling.high_freq_factor,
                    c_.rope_scaling.original_context})
     f.value(x);

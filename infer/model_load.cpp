@@ -5,6 +5,7 @@
 
 #include <ringattn/error.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -97,18 +98,37 @@ std::vector<float> generate_tensor(std::uint64_t seed, int index, const TensorSp
 
 namespace {
 
+// A matrix tensor, or the part of it this rank holds (tensor_parallel.hpp): its rows
+// [rows) and columns [cols) of the [out, in] tensor `spec`.
+struct Piece {
+  const TensorSpec* spec = nullptr;
+  Part rows, cols;
+  bool whole() const { return rows.count == spec->shape[0] && cols.count == spec->shape[1]; }
+};
+
+// w [spec's out, in] cut to the piece's rows and columns.
+std::vector<float> cut(std::vector<float> w, const Piece& p) {
+  if (p.whole()) return w;
+  const std::int64_t in = p.spec->shape[1];
+  std::vector<float> out(static_cast<std::size_t>(p.rows.count * p.cols.count));
+  for (std::int64_t r = 0; r < p.rows.count; ++r)
+    std::copy_n(w.begin() + (p.rows.first + r) * in + p.cols.first, p.cols.count, out.begin() + r * p.cols.count);
+  return out;
+}
+
 // A model's tensors as assemble() asks for them, by name (tensor_specs). The default
 // matrix() packs the tensors' floats; a mapped file's source packs its own bytes.
 class TensorSource {
  public:
   virtual ~TensorSource() = default;
   virtual std::vector<float> floats(const TensorSpec& t) = 0;
-  virtual ringattn::Linear matrix(ringattn::DType dtype, std::int64_t in, const std::vector<const TensorSpec*>& parts) {
+  // The pieces stacked by rows (all of one column count: `in`), held in `dtype`.
+  virtual ringattn::Linear matrix(ringattn::DType dtype, std::int64_t in, const std::vector<Piece>& pieces) {
     std::vector<std::vector<float>> values;
     std::vector<ringattn::Linear::Block> blocks;
-    for (const TensorSpec* t : parts) values.push_back(floats(*t));
-    for (std::size_t i = 0; i < parts.size(); ++i)
-      blocks.push_back({ringattn::DType::f32, values[i].data(), parts[i]->shape[0]});
+    for (const Piece& p : pieces) values.push_back(cut(floats(*p.spec), p));
+    for (std::size_t i = 0; i < pieces.size(); ++i)
+      blocks.push_back({ringattn::DType::f32, values[i].data(), pieces[i].rows.count});
     return ringattn::Linear(dtype, in, std::span<const ringattn::Linear::Block>(blocks));
   }
 };
@@ -128,43 +148,51 @@ class IndexedSource : public TensorSource {
   std::map<std::string, std::size_t> index_;
 };
 
-// Puts the tensors into the model's layout. Each matrix is packed as it comes (converted to
-// `dtype` on the way), and its source data goes at once: loading holds the packed model and
-// one layer's tensors at most.
-void assemble(const ModelConfig& c, ringattn::DType dtype, TensorSource& src, ringattn::Linear& embedding,
-              std::vector<LayerWeights>& layers, std::vector<float>& final_norm, ringattn::Linear& head) {
+// Puts the tensors into the model's layout: the whole model, or the part `parts` names
+// (tensor_parallel.hpp). Each matrix is packed as it comes (converted to `dtype` on the
+// way), and its source data goes at once: loading holds the packed model and one layer's
+// tensors at most.
+void assemble(const ModelConfig& c, const TpParts& parts, ringattn::DType dtype, TensorSource& src,
+              ringattn::Linear& embedding, std::vector<LayerWeights>& layers, std::vector<float>& final_norm,
+              ringattn::Linear& head) {
   std::map<std::string, TensorSpec> spec;
   for (TensorSpec& t : tensor_specs(c)) spec[t.name] = std::move(t);
-  auto matrix = [&](std::int64_t in, std::initializer_list<std::string> names) {
-    std::vector<const TensorSpec*> parts;
-    for (const std::string& n : names) parts.push_back(&spec.at(n));
-    return src.matrix(dtype, in, parts);
+  const std::int64_t hd = c.head_dim;
+  const Part all_dim{0, c.dim}, q_rows{parts.heads.first * hd, parts.heads.count * hd},
+      kv_rows{parts.kv_heads.first * hd, parts.kv_heads.count * hd};
+  auto piece = [&](const std::string& n, Part rows, Part cols) { return Piece{&spec.at(n), rows, cols}; };
+  auto matrix = [&](std::initializer_list<Piece> pieces) {
+    return src.matrix(dtype, pieces.begin()->cols.count, std::vector<Piece>(pieces));
   };
   auto floats = [&](const std::string& n) { return src.floats(spec.at(n)); };
-  embedding = matrix(c.dim, {"model.embed_tokens.weight"});
-  const std::int64_t qd = c.heads * c.head_dim;
+  auto run = [&](const std::string& n, Part p) {  // a run of a vector (a bias's rows)
+    const std::vector<float> v = floats(n);
+    return std::vector<float>(v.begin() + p.first, v.begin() + p.end());
+  };
+  embedding = matrix({piece("model.embed_tokens.weight", parts.vocab, all_dim)});
   layers.resize(static_cast<std::size_t>(c.layers));
   for (std::size_t l = 0; l < layers.size(); ++l) {
     LayerWeights& L = layers[l];
     const std::string p = "model.layers." + std::to_string(l) + ".";
     L.attn_norm = floats(p + "input_layernorm.weight");
-    L.qkv = matrix(c.dim, {p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight", p + "self_attn.v_proj.weight"});
+    L.qkv = matrix({piece(p + "self_attn.q_proj.weight", q_rows, all_dim), piece(p + "self_attn.k_proj.weight", kv_rows, all_dim),
+                    piece(p + "self_attn.v_proj.weight", kv_rows, all_dim)});
     if (c.qkv_bias)
-      for (const char* n : {"q_proj.bias", "k_proj.bias", "v_proj.bias"}) {
-        const std::vector<float> b = floats(p + "self_attn." + n);
+      for (const auto& [n, rows] : {std::pair{"q_proj.bias", q_rows}, {"k_proj.bias", kv_rows}, {"v_proj.bias", kv_rows}}) {
+        const std::vector<float> b = run(p + "self_attn." + n, rows);
         L.qkv_bias.insert(L.qkv_bias.end(), b.begin(), b.end());
       }
     if (c.qk_norm) {
       L.q_norm = floats(p + "self_attn.q_norm.weight");
       L.k_norm = floats(p + "self_attn.k_norm.weight");
     }
-    L.wo = matrix(qd, {p + "self_attn.o_proj.weight"});
+    L.wo = matrix({piece(p + "self_attn.o_proj.weight", all_dim, q_rows)});
     L.mlp_norm = floats(p + "post_attention_layernorm.weight");
-    L.gate_up = matrix(c.dim, {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"});
-    L.down = matrix(c.ffn, {p + "mlp.down_proj.weight"});
+    L.gate_up = matrix({piece(p + "mlp.gate_proj.weight", parts.ffn, all_dim), piece(p + "mlp.up_proj.weight", parts.ffn, all_dim)});
+    L.down = matrix({piece(p + "mlp.down_proj.weight", all_dim, parts.ffn)});
   }
   final_norm = floats("model.norm.weight");
-  head = c.tied ? embedding : matrix(c.dim, {"lm_head.weight"});  // tied: the same weights, held once
+  head = c.tied ? embedding : matrix({piece("lm_head.weight", parts.vocab, all_dim)});  // tied: the same weights, held once
 }
 
 // A mapped checkpoint's tensors (a Hugging Face directory, a GGUF file), packed straight
@@ -176,19 +204,37 @@ class MappedSource : public TensorSource {
   MappedSource(Weights& w, std::function<std::string(const std::string&)> rename, std::optional<ringattn::DType> held)
       : w_(w), rename_(std::move(rename)), held_(held) {}
   std::vector<float> floats(const TensorSpec& t) override { return w_.take(rename_(t.name), t.shape); }
-  ringattn::Linear matrix(ringattn::DType dtype, std::int64_t in, const std::vector<const TensorSpec*>& parts) override {
+  ringattn::Linear matrix(ringattn::DType dtype, std::int64_t in, const std::vector<Piece>& pieces) override {
     std::vector<ringattn::Linear::Block> blocks;
-    for (const TensorSpec* t : parts) {
-      const std::string name = rename_(t->name);
-      const TensorView v = w_.view(name, t->shape);
-      check_finite(v, "weights " + w_.file_of(name), name);
-      blocks.push_back({v.dtype, v.data, t->shape[0]});
+    std::vector<std::vector<std::byte>> copies;  // pieces of columns, row by row
+    copies.reserve(pieces.size());
+    for (const Piece& p : pieces) {
+      const std::string name = rename_(p.spec->name);
+      const TensorView v = w_.view(name, p.spec->shape);
+      const std::int64_t full_in = p.spec->shape[1];
+      const std::size_t row_bytes = stored_bytes(v.dtype, full_in);
+      const std::byte* first = v.data + static_cast<std::size_t>(p.rows.first) * row_bytes;
+      if (p.cols.count != full_in) {  // O's and down's part: each row's run of columns
+        const std::int64_t b = block_values(v.dtype);
+        if (p.cols.first % b != 0 || p.cols.count % b != 0)
+          throw ringattn::FileError("model " + w_.file_of(name) + ": tensor " + name + ": this rank's tensor-parallel part holds its columns [" + std::to_string(p.cols.first) + ", " +
+                                    std::to_string(p.cols.end()) + "), which do not start and end on the " +
+                                    std::string(ringattn::to_string(v.dtype)) + " blocks of " + std::to_string(b) +
+                                    " values along a row (a --tp whose parts are whole blocks, or another file type)");
+        const std::size_t skip = stored_bytes(v.dtype, p.cols.first), take = stored_bytes(v.dtype, p.cols.count);
+        std::vector<std::byte>& c = copies.emplace_back(static_cast<std::size_t>(p.rows.count) * take);
+        for (std::int64_t r = 0; r < p.rows.count; ++r)
+          std::copy_n(first + static_cast<std::size_t>(r) * row_bytes + skip, take, c.begin() + static_cast<std::ptrdiff_t>(r) * static_cast<std::ptrdiff_t>(take));
+        first = c.data();
+      }
+      check_finite({v.dtype, first, static_cast<std::uint64_t>(p.rows.count * p.cols.count)}, "weights " + w_.file_of(name), name);
+      blocks.push_back({v.dtype, first, p.rows.count});
     }
     // Held in `held`, else each tensor in its own dtype (a Q4_K_M file's Q6_K V beside its
     // Q4_K Q and K: one Linear of two runs).
     ringattn::Linear out(held_, in, std::span<const ringattn::Linear::Block>(blocks));
     (void)dtype;  // assemble()'s: the held dtype is this source's choice
-    for (const TensorSpec* t : parts) w_.release(rename_(t->name));
+    for (const Piece& p : pieces) w_.release(rename_(p.spec->name));
     return out;
   }
 
@@ -218,31 +264,31 @@ std::string gguf_name(const std::string& hf) {
 
 }  // namespace
 
-Model Model::from_seed(const ModelConfig& c, std::uint64_t seed, ringattn::DType matrices) {
+Model Model::from_seed(const ModelConfig& c, std::uint64_t seed, ringattn::DType matrices, TpShard shard) {
   c.check();
   Model m;
-  m.configure(c);
+  m.configure(c, shard);
   IndexedSource src(c, [&](std::size_t index, const TensorSpec& t) {
     return generate_tensor(seed, static_cast<int>(index), t);
   });
-  assemble(c, matrices, src, m.embedding_, m.layers_, m.final_norm_, m.head_);
+  assemble(c, m.parts_, matrices, src, m.embedding_, m.layers_, m.final_norm_, m.head_);
   return m;
 }
 
-Model Model::from_safetensors(const ModelConfig& c, const std::string& path, ringattn::DType matrices) {
+Model Model::from_safetensors(const ModelConfig& c, const std::string& path, ringattn::DType matrices, TpShard shard) {
   c.check();
   SafetensorsFile file(path);
   Model m;
-  m.configure(c);
+  m.configure(c, shard);
   IndexedSource src(c, [&](std::size_t, const TensorSpec& t) { return file.take(t.name, t.shape); });
-  assemble(c, matrices, src, m.embedding_, m.layers_, m.final_norm_, m.head_);
+  assemble(c, m.parts_, matrices, src, m.embedding_, m.layers_, m.final_norm_, m.head_);
   if (const auto extra = file.unused(); !extra.empty())
     throw ringattn::FileError("weights " + path + ": tensor \"" + extra.front() +
                               "\" is not part of this configuration (another --layers, or --untied?)");
   return m;
 }
 
-Model Model::from_llama2c(const std::string& path, ringattn::DType matrices) {
+Model Model::from_llama2c(const std::string& path, ringattn::DType matrices, TpShard shard) {
   auto fail = [&](const std::string& what) { return ringattn::FileError("model " + path + ": " + what); };
   constexpr std::uint64_t kMaxBytes = std::uint64_t{64} << 30;
   const std::vector<char> bytes = read_input_file(path, kMaxBytes, "model");
@@ -328,32 +374,32 @@ Model Model::from_llama2c(const std::string& path, ringattn::DType matrices) {
   order.push_back(tensor(final_norm, -1, "rms_final_weight"));
   if (!c.tied) order.push_back(tensor(classifier, -1, "wcls"));
   Model m;
-  m.configure(c);
+  m.configure(c, shard);
   IndexedSource src(c, [&](std::size_t index, const TensorSpec&) { return std::move(order[index]); });
-  assemble(c, matrices, src, m.embedding_, m.layers_, m.final_norm_, m.head_);
+  assemble(c, m.parts_, matrices, src, m.embedding_, m.layers_, m.final_norm_, m.head_);
   return m;
 }
 
-Model Model::from_gguf(const std::string& path, std::optional<ringattn::DType> matrices) {
+Model Model::from_gguf(const std::string& path, std::optional<ringattn::DType> matrices, TpShard shard) {
   GgufFile file(path);
   const ModelConfig c = gguf_config(file);
   Model m;
-  m.configure(c);
+  m.configure(c, shard);
   MappedSource<GgufFile> src(file, gguf_name, matrices);
-  assemble(c, ringattn::DType::f32, src, m.embedding_, m.layers_, m.final_norm_, m.head_);
+  assemble(c, m.parts_, ringattn::DType::f32, src, m.embedding_, m.layers_, m.final_norm_, m.head_);
   for (const std::string& extra : file.unused())
     if (extra != "rope_freqs.weight")  // read by gguf_config
       throw ringattn::FileError("model " + path + ": tensor \"" + extra + "\" is not part of the model its metadata describes");
   return m;
 }
 
-Model Model::from_hf(const std::string& dir, std::optional<ringattn::DType> matrices) {
+Model Model::from_hf(const std::string& dir, std::optional<ringattn::DType> matrices, TpShard shard) {
   const ModelConfig c = read_hf_config(dir);
   HfWeights weights(dir);
   Model m;
-  m.configure(c);
+  m.configure(c, shard);
   MappedSource<HfWeights> src(weights, [](const std::string& n) { return n; }, matrices);
-  assemble(c, ringattn::DType::f32, src, m.embedding_, m.layers_, m.final_norm_, m.head_);
+  assemble(c, m.parts_, ringattn::DType::f32, src, m.embedding_, m.layers_, m.final_norm_, m.head_);
   for (const std::string& extra : weights.unused()) {
     // Tolerated: a tied checkpoint that also stores the head, and RoPE tables old exports saved.
     if (c.tied && extra.ends_with("\"lm_head.weight\"")) continue;

@@ -58,6 +58,9 @@ struct JobOptions {
   // holders send it the last hidden rows after the prefill, and its cache takes the
   // generated rows.
   std::optional<int> decode_rank;
+  // This rank's part of a tensor-parallel model (tensor_parallel.hpp): the ring formed in
+  // groups of tp.size (RingOptions::group_size), tp.rank = the ring rank % tp.size.
+  TpShard tp;
   // The ids that end a generated text: set with the model (load_model; llama2.c's BOS and
   // EOS, a Hugging Face eos_token_id, a GGUF file's end-of-generation tokens), sorted.
   std::vector<std::int32_t> end_tokens{1, 2};

@@ -126,7 +126,8 @@ void store(ring::DecodeCall& dc, const ring::DecodeState& b, const std::vector<s
     if (b.positions[tok] <= it->second)
       dc.refuse(FailureCause::local, R,
                 "the token of sequence " + std::to_string(seq) + " at position " + std::to_string(b.positions[tok]) +
-                    " (from rank " + std::to_string(std::upper_bound(first.begin(), first.end(), tok) - first.begin() - 1) +
+                    " (from rank " +
+                    std::to_string(dc.t.ring_rank(static_cast<int>(std::upper_bound(first.begin(), first.end(), tok) - first.begin() - 1))) +
                     ") does not follow the sequence's last position " + std::to_string(it->second) +
                     " on this rank, which stores it: decode positions must continue each sequence");
     it->second = b.positions[tok];
@@ -166,7 +167,7 @@ void compute_partial(const ring::DecodeCall& dc, ring::DecodeState& b, kernels::
     throw;
   } catch (const std::exception& e) {
     if (nothing_sent && dynamic_cast<const InvalidArgument*>(&e)) throw;  // the bf16 range check
-    const std::string why = std::string("a decode call failed on rank ") + std::to_string(R) + ": " + e.what();
+    const std::string why = std::string("a decode call failed on rank ") + std::to_string(t.ring_rank(R)) + ": " + e.what();
     if (t.failure().empty()) t.abort(FailureCause::local, R, why);
     im.mark_broken(why);
     throw NetworkError(why, FailureCause::local, R);
@@ -178,19 +179,28 @@ void compute_partial(const ring::DecodeCall& dc, ring::DecodeState& b, kernels::
 DecodeStats Ring::decode(const AttentionSpec& spec, KVCache& cache, std::span<const std::int32_t> sequences,
                          std::span<const std::int64_t> positions, std::span<const float> q, std::span<const float> k,
                          std::span<const float> v, std::span<float> o, std::span<float> lse) {
+  return decode_in(Scope::ring, spec, cache, sequences, positions, q, k, v, o, lse);
+}
+
+DecodeStats Ring::decode_in(Scope scope, const AttentionSpec& spec, KVCache& cache, std::span<const std::int32_t> sequences,
+                            std::span<const std::int64_t> positions, std::span<const float> q, std::span<const float> k,
+                            std::span<const float> v, std::span<float> o, std::span<float> lse) {
   auto& im = *impl_;
   const auto start = Clock::now();
   im.check_usable();
-  const int R = rank(), P = world_size();
-  const Bad bad = [&](const std::string& what) { throw InvalidArgument("rank " + std::to_string(R) + ": decode: " + what); };
+  net::Transport& t = scope == Scope::ring ? *im.transport : im.mesh_of().of(scope);
+  const int R = t.rank(), P = t.world();  // in the scope (a message names the ring's rank: ring_rank)
+  const Bad bad = [&](const std::string& what) {
+    throw InvalidArgument("rank " + std::to_string(rank()) + ": decode: " + what);
+  };
   kernels::CacheAttention& kernel = check_call(im, spec, cache, sequences, positions, q, k, v, o, lse, bad);
   const std::int64_t H = spec.heads, KH = spec.kv_heads, D = spec.head_dim;
-  net::Transport& t = *im.transport;
   ring::DecodeCall dc{t, kernels::ops_for(kernel.isa()), ring::call_spec(spec, kernel.config().scale), ++im.calls,
                       H, KH, D, static_cast<std::size_t>((H + 2 * KH) * D), dtype_size(spec.dtype),
                       static_cast<std::uint32_t>(im.options.limits.max_rows)};
-  if (!im.decode) im.decode = std::make_unique<ring::DecodeState>(t, RingInternals::max_frame_bytes(*this));
-  auto& b = *im.decode;
+  auto& slot = im.decode[static_cast<std::size_t>(scope)];
+  if (!slot) slot = std::make_unique<ring::DecodeState>(t, RingInternals::max_frame_bytes(*this));
+  auto& b = *slot;
   b.gathered.resize(static_cast<std::size_t>(P));
   std::vector<std::size_t> count(static_cast<std::size_t>(P), 0);  // tokens per origin
   DecodeStats st;

@@ -32,15 +32,15 @@ void DecodeCall::encode(std::vector<std::byte>& out, std::span<const std::int32_
 
 std::size_t DecodeCall::check_query(const std::vector<std::byte>& buf, int step, int expect) {
   const int pred = t.predecessor();
-  const std::string from = "the queries from predecessor rank " + std::to_string(pred) + " at step " + std::to_string(step);
+  const std::string from = "the queries from predecessor rank " + std::to_string(t.ring_rank(pred)) + " at step " + std::to_string(step);
   BlockPrefix p;
   if (std::string err = decode_prefix(buf, p); !err.empty())
     refuse(FailureCause::protocol, pred, from + " have a bad prefix: " + err);
-  if (std::string err = compare_specs(cs, rank(), p.spec, p.origin); !err.empty())
+  if (std::string err = compare_specs(cs, t.ring_rank(rank()), p.spec, t.ring_rank(p.origin)); !err.empty())
     refuse(FailureCause::mismatch, p.origin, from + " do not match this call: " + err);
   if (p.origin != expect)
-    refuse(FailureCause::protocol, pred, from + " are rank " + std::to_string(p.origin) + "'s, expected rank " +
-                                             std::to_string(expect) + "'s");
+    refuse(FailureCause::protocol, pred, from + " are rank " + std::to_string(t.ring_rank(p.origin)) + "'s, expected rank " +
+                                             std::to_string(t.ring_rank(expect)) + "'s");
   std::uint32_t rows = 0;
   if (!BlockLayout::rows_of(layout(0), buf.size(), max_rows, rows))
     refuse(FailureCause::protocol, pred,

@@ -40,7 +40,7 @@ struct DecodeCall {
   }
 
   [[noreturn]] void refuse(FailureCause cause, int origin, const std::string& what) {
-    const std::string msg = "rank " + std::to_string(rank()) + ": decode call " + std::to_string(call) + ": " + what;
+    const std::string msg = "rank " + std::to_string(t.ring_rank(rank())) + ": decode call " + std::to_string(call) + ": " + what;
     t.abort(cause, origin, msg.substr(msg.find(": ") + 2));
     throw NetworkError(msg, cause, origin);
   }

@@ -326,4 +326,11 @@ ForwardStats Ring::forward(const AttentionSpec& spec, std::span<const float> q, 
   return forward_call(*impl_, Scope::ring, spec, q, k, v, positions, documents, o, lse);
 }
 
+ForwardStats Ring::forward_in(Scope scope, const AttentionSpec& spec, std::span<const float> q,
+                              std::span<const float> k, std::span<const float> v,
+                              std::span<const std::int64_t> positions, std::span<const std::int32_t> documents,
+                              std::span<float> o, std::span<float> lse) {
+  return forward_call(*impl_, scope, spec, q, k, v, positions, documents, o, lse);
+}
+
 }  // namespace ringattn

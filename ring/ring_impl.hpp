@@ -2,6 +2,7 @@
 // forward; decode.cpp: decode). Not installed.
 #pragma once
 
+#include <array>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -65,8 +66,8 @@ struct Ring::Impl {
 
   // decode's: its kernels and pooled buffers (decode.cpp)
   std::map<KernelKey, std::unique_ptr<kernels::CacheAttention>> cache_kernels;
-  // decode's (decode.cpp): its collectives and pooled buffers
-  std::unique_ptr<ring::DecodeState> decode;
+  // decode's (decode.cpp): its collectives and pooled buffers, one per scope (decode_in)
+  std::array<std::unique_ptr<ring::DecodeState>, 3> decode;
 
   AttentionConfig config_for(const AttentionSpec& s) const {
     return AttentionConfig{s, options.threads, options.isa, std::nullopt};

@@ -232,6 +232,9 @@ class Ring {
   ForwardStats forward_in(Scope scope, const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
                           std::span<const float> v, std::span<const std::int64_t> positions, std::span<float> o,
                           std::span<float> lse = {});
+  ForwardStats forward_in(Scope scope, const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
+                          std::span<const float> v, std::span<const std::int64_t> positions,
+                          std::span<const std::int32_t> documents, std::span<float> o, std::span<float> lse = {});
   BackwardStats backward_in(Scope scope, const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
                             std::span<const float> v, std::span<const std::int64_t> positions,
                             std::span<const float> o, std::span<const float> lse, std::span<const float> d_o,
@@ -338,6 +341,12 @@ class Ring {
   DecodeStats decode(const AttentionSpec& spec, KVCache& cache, std::span<const std::int32_t> sequences,
                      std::span<const std::int64_t> positions, std::span<const float> q, std::span<const float> k,
                      std::span<const float> v, std::span<float> o, std::span<float> lse = {});
+  // decode() among the ranks of `scope` (tensor parallelism's decode: each group's ranks
+  // hold the same tokens for their own heads, and each rank's cache its shard of those
+  // heads' rows; the rows are stored by decode_store_rank over the scope's size).
+  DecodeStats decode_in(Scope scope, const AttentionSpec& spec, KVCache& cache, std::span<const std::int32_t> sequences,
+                        std::span<const std::int64_t> positions, std::span<const float> q, std::span<const float> k,
+                        std::span<const float> v, std::span<float> o, std::span<float> lse = {});
 
   // True once a call failed for a network reason; the cause is broken_reason().
   bool broken() const;

@@ -37,6 +37,7 @@ namespace {
 struct Plan {
   infer::JobOptions job;
   int nodes = 1;
+  int tp = 1;  // tensor parallelism: ranks per group
   bool json = false;
   double timeout = 120;
   std::int64_t max_rows = RingLimits{}.max_rows;
@@ -59,6 +60,10 @@ Plan make_plan(const Args& a) {
   infer::JobOptions& j = p.job;
   p.nodes = static_cast<int>(a.int64("nodes"));
   if (p.nodes < 1 || p.nodes > 1024) throw InvalidArgument("--nodes takes 1 to 1024 ranks");
+  p.tp = static_cast<int>(a.int64("tp"));
+  if (p.tp < 1 || p.nodes % p.tp != 0)
+    throw InvalidArgument("--tp " + std::to_string(p.tp) + " must divide --nodes " + std::to_string(p.nodes) +
+                          " (the ring's groups of --tp ranks each hold one copy of the model, split)");
   const std::string model = a.str("model");
   if (model.rfind("seed:", 0) == 0) {  // weights drawn from a seed, in the shape the flags give
     j.seed = static_cast<std::uint64_t>(parse_integer(model.substr(5), "--model seed:S"));
@@ -116,6 +121,7 @@ JsonObject run_fields(const Plan& p, int nodes) {
   return JsonObject()
       .add("command", "generate")
       .add("nodes", nodes)
+      .add("tp", p.tp)
       .add("layout", p.layout)
       .add("threads", p.job.threads)
       .add("dtype", std::string(to_string(p.job.dtype)))
@@ -129,10 +135,11 @@ RingOptions ring_options(const Plan& p, RingOptions o) {
   o.threads = p.job.threads;
   o.timeout = p.timeout;
   o.limits.max_rows = p.max_rows;
+  if (p.tp > 1) o.group_size = p.tp;  // (a ring started elsewhere may say so: RINGATTN_GROUP_SIZE)
   if (p.job.llama2c.empty() && p.job.hf.empty() && p.job.gguf.empty()) {
     // seed:S: the shape is known here, so a long prompt's blocks are bounded by it (a
     // checkpoint's shape is read by the ranks: the ring's default limits hold it)
-    o.limits.max_heads = p.job.model.heads;
+    o.limits.max_heads = p.job.model.heads;  // (a tensor-parallel rank's are fewer)
     o.limits.max_kv_heads = p.job.model.kv_heads;
     // the head dim the ring runs: padded to a multiple of 16, at least 32 (infer/job.cpp)
     o.limits.max_head_dim = std::max<std::int64_t>((p.job.model.head_dim + 15) / 16 * 16, 32);
@@ -267,6 +274,8 @@ int generate_main(const std::vector<std::string>& argv) {
       .option("top-p", "P", "nucleus sampling's mass, in (0, 1); 0 or 1: every token", "0.9")
       .option("seed", "S", "the sampler's seed (prompt i starts from S + i): the same text at every P", "1")
       .option("nodes", "P", "ranks started on this machine", "1")
+      .option("tp", "T", "tensor parallelism: groups of T consecutive ranks each hold one T-th of every layer (Megatron's "
+              "split: heads, MLP units, vocabulary) and the ring runs across the groups; T divides --nodes", "1")
       .option("layout", "L", "balanced (whole prompts; long ones cut zigzag), contiguous, zigzag or striped", "balanced")
       .option("threads", "N", "kernel threads per rank (default: the cores / P, at least 1)")
       .option("dtype", "T", "K/V on the wire and in the KV cache: fp32 or bf16", "fp32")

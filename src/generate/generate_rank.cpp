@@ -1,6 +1,7 @@
 // ringattn generate — one rank's part (generate_rank.hpp).
 #include "generate_rank.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <optional>
@@ -16,7 +17,10 @@ namespace ringattn::generate {
 
 RankFigures run_rank(infer::JobOptions opt, const RingOptions& ring_options, const TokenSink& sink, bool heartbeat) {
   // Inputs first: a bad file fails every rank before any of them waits on the network.
-  const std::int64_t max_batch_tokens = ring_options.limits.max_rows * ring_options.world_size;
+  // Tensor parallelism: the ring's groups each hold the model once, split; this rank its part.
+  const int group = std::max(1, ring_options.group_size);
+  opt.tp = {ring_options.rank % group, group};
+  const std::int64_t max_batch_tokens = ring_options.limits.max_rows * (ring_options.world_size / group);
   const infer::LoadedJob job = infer::load_job(opt, max_batch_tokens);
   Ring ring = Ring::connect(ring_options);
   std::optional<node::Heartbeat> alive;  // after the ring: it ends first
@@ -31,6 +35,7 @@ RankFigures run_rank(infer::JobOptions opt, const RingOptions& ring_options, con
   };
   std::map<std::int32_t, Text> texts;
   auto on_token = [&](std::int32_t prompt, std::int32_t token) {
+    if (opt.tp.rank != 0) return true;  // a group's ranks choose the same tokens: its first one tells
     const infer::Prompt& p = job.prompts[static_cast<std::size_t>(prompt)];
     TokenEvent e{prompt, p.id, token, "", opt.ends_text(token), std::nullopt, static_cast<std::int64_t>(p.tokens.size())};
     auto [it, first] = texts.try_emplace(prompt);

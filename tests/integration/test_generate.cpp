@@ -128,6 +128,38 @@ TEST_CASE("generate --json: each rank reports the weights it holds (bf16 half of
   }
 }
 
+TEST_CASE("generate --tp: tensor-parallel groups (a 2 x 2 mesh, 4 x 1, 2 x 1) give llama2.c's greedy text; a rank holds 1/T of the weights") {
+  const auto dir = ::test::model_dir();
+  if (!dir) return;
+  // stories260K: 8 query heads, 4 K/V heads, ffn 172, vocab 512: every T of 2 and 4 splits it.
+  for (const auto& [p, tp] : {std::pair{4, 2}, {2, 2}, {4, 4}})
+    for (const char* layout : {"balanced", "striped"}) {
+      INFO("P " << p << ", tp " << tp << ", layout " << std::string(layout));
+      CHECK(text_of(*dir, {"--prompt", "Once upon a time", "--max-tokens", "60", "--nodes", nodes(p), "--tp", nodes(tp),
+                           "--layout", layout}) == ::test::kRunText + "\n");
+    }
+  auto weights = [&](int p, int tp) {
+    const Outcome r = run_ringattn(generate(*dir, {"--prompt", "Once upon a time", "--max-tokens", "8", "--nodes", nodes(p),
+                                                   "--tp", nodes(tp), "--json"}));
+    INFO("stderr: " << r.err);
+    REQUIRE(r.exit_code == 0);
+    const Json j = parse_json(r.out);
+    REQUIRE(j.at("ranks").size() == static_cast<std::size_t>(p));
+    CHECK(j.at("tp").get<int>() == tp);
+    CHECK(j.at("results").size() == 1);  // one text: a group's ranks speak once
+    return j.at("ranks")[0].at("weight_bytes").get<double>();
+  };
+  const double one = weights(2, 1), two = weights(4, 2);
+  CHECK(two / one == doctest::Approx(0.5).epsilon(0.03));  // the norms (whole on every rank) are 0.3 %
+  // A --tp that does not divide the ranks, or the model's heads, is refused before anything runs.
+  const Outcome bad = run_ringattn(generate(*dir, {"--prompt", "x", "--nodes", "3", "--tp", "2"}));
+  CHECK(bad.exit_code != 0);
+  CHECK(bad.err.find("--tp 2 must divide --nodes 3") != std::string::npos);
+  const Outcome heads = run_ringattn(generate(*dir, {"--prompt", "x", "--nodes", "3", "--tp", "3"}));
+  CHECK(heads.exit_code != 0);
+  CHECK(heads.err.find("8 query heads do not split in 3") != std::string::npos);
+}
+
 TEST_CASE("generate: zigzag at P = 3 and 4 (a prompt of at least 2P tokens) gives P = 1's text") {
   const auto dir = ::test::model_dir();
   if (!dir) return;

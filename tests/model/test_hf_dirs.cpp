@@ -157,6 +157,23 @@ TEST_CASE("hf: a directory of the seed's tensors loads as from_seed's model, in 
   }
 }
 
+TEST_CASE("hf: each tensor-parallel part of a directory is from_seed's part: rows and columns cut from the mapped file") {
+  ModelConfig c = small();
+  for (DType stored_as : {DType::f32, DType::bf16}) {
+    CAPTURE(ringattn::to_string(stored_as));
+    Dir d("parts-" + std::string(ringattn::to_string(stored_as)));
+    write_model(d, c, stored_as);
+    for (int T : {2, static_cast<int>(c.heads)})
+      for (int r = 0; r < T; ++r) {
+        CAPTURE(T);
+        CAPTURE(r);
+        const Model part = Model::from_hf(d.str(), std::nullopt, {r, T});
+        CHECK(part.parts().shard.rank == r);
+        CHECK(part.digest() == Model::from_seed(c, 5, stored_as, {r, T}).digest());
+      }
+  }
+}
+
 TEST_CASE("hf: sharded by model.safetensors.index.json, the same model as one file") {
   const ModelConfig c = small();
   const auto tensors = seeded(c, DType::bf16);

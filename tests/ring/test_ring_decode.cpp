@@ -77,11 +77,14 @@ struct Generation {
     std::int64_t stored = 0;  // decode tokens this rank's cache took
   };
 
-  void compare(Result& r, const std::vector<std::int64_t>& pos, const std::vector<float>& o,
-               const std::vector<float>& lse) const {
+  // o [pos, h_count, D] and lse of query heads [h_first, h_first + h_count).
+  void compare(Result& r, const std::vector<std::int64_t>& pos, const std::vector<float>& o, const std::vector<float>& lse,
+               std::int64_t h_first = 0, std::int64_t h_count = -1) const {
+    if (h_count < 0) h_count = H;
     for (std::size_t i = 0; i < pos.size(); ++i)
-      for (std::int64_t h = 0; h < H; ++h) {
-        const std::size_t g = static_cast<std::size_t>(pos[i] * H + h), l = i * static_cast<std::size_t>(H) + static_cast<std::size_t>(h);
+      for (std::int64_t h = 0; h < h_count; ++h) {
+        const std::size_t g = static_cast<std::size_t>(pos[i] * H + h_first + h),
+                          l = i * static_cast<std::size_t>(h_count) + static_cast<std::size_t>(h);
         if (!(std::isinf(ref_lse[g]) && std::isinf(lse[l]))) r.err_lse = std::max(r.err_lse, std::fabs(lse[l] - ref_lse[g]));
         for (std::int64_t e = 0; e < D; ++e)
           r.err_o = std::max(r.err_o, std::fabs(o[l * static_cast<std::size_t>(D) + static_cast<std::size_t>(e)] -
@@ -90,23 +93,36 @@ struct Generation {
   }
 
   // One rank's whole run: prefill its balanced shard, then `steps` decode steps with the
-  // tokens of the documents it owns (document d: rank d mod P).
-  Result run(Ring& ring) const {
-    const int P = ring.world_size(), R = ring.rank();
+  // tokens of the documents it owns (document d: rank d mod P). In a scope of a mesh
+  // (tensor parallelism): P and R are the scope's, and the rank holds its part of `parts`
+  // of the heads (query and K/V heads alike).
+  Result run(Ring& ring, Scope scope = Scope::ring, int part = 0, int parts = 1) const {
+    const int P = ring.scope_size(scope), R = ring.scope_rank(scope);
+    const std::int64_t h = H / parts, kh = KH / parts, h0 = part * h, kh0 = part * kh;
+    AttentionSpec local = spec;
+    local.heads = h;
+    local.kv_heads = kh;
+    // The rows of t [*, all heads, D] at `at`, heads [first, first + count).
+    auto rows = [&](const std::vector<float>& t, const std::vector<std::int64_t>& at, std::int64_t all, std::int64_t first,
+                    std::int64_t count) {
+      std::vector<float> out;
+      for (auto p : at) out.insert(out.end(), t.begin() + (p * all + first) * D, t.begin() + (p * all + first + count) * D);
+      return out;
+    };
     auto shard = shard_documents(cu_pre, P)[static_cast<std::size_t>(R)];
     for (std::size_t i = 0; i < shard.positions.size(); ++i) {  // prompt space -> the packed tensors' rows
       const auto d = static_cast<std::size_t>(shard.documents[i]);
       shard.positions[i] += cu_full[d] - cu_pre[d];
     }
     const auto& pos = shard.positions;
-    const auto kr = rows(k, pos, KH * D), vr = rows(v, pos, KH * D);
-    std::vector<float> o(pos.size() * static_cast<std::size_t>(H * D)), lse(pos.size() * static_cast<std::size_t>(H));
+    const auto kr = rows(k, pos, KH, kh0, kh), vr = rows(v, pos, KH, kh0, kh);
+    std::vector<float> o(pos.size() * static_cast<std::size_t>(h * D)), lse(pos.size() * static_cast<std::size_t>(h));
     Result r;
-    ring.forward(spec, rows(q, pos, H * D), kr, vr, pos, shard.documents, o, lse);
+    ring.forward_in(scope, local, rows(q, pos, H, h0, h), kr, vr, pos, shard.documents, o, lse);
     // (Without a mask a prompt token sees its whole prompt, later tokens included: not the
     // causal reference; the decode tokens are what this test is about.)
-    if (spec.mask.kind != MaskKind::none) compare(r, pos, o, lse);
-    KVCache cache(KH, D, spec.dtype);
+    if (spec.mask.kind != MaskKind::none) compare(r, pos, o, lse, h0, h);
+    KVCache cache(kh, D, spec.dtype);
     cache.append_packed(pos, shard.documents, kr, vr);
     const std::int64_t prefilled = cache.rows();
     for (int s = 0; s < steps; ++s) {
@@ -116,10 +132,10 @@ struct Generation {
         seqs.push_back(d);
         dpos.push_back(decode_position(d, s));
       }
-      std::vector<float> od(dpos.size() * static_cast<std::size_t>(H * D)), ld(dpos.size() * static_cast<std::size_t>(H));
-      r.stats.push_back(ring.decode(spec, cache, seqs, dpos, rows(q, dpos, H * D), rows(k, dpos, KH * D),
-                                    rows(v, dpos, KH * D), od, ld));
-      compare(r, dpos, od, ld);
+      std::vector<float> od(dpos.size() * static_cast<std::size_t>(h * D)), ld(dpos.size() * static_cast<std::size_t>(h));
+      r.stats.push_back(ring.decode_in(scope, local, cache, seqs, dpos, rows(q, dpos, H, h0, h),
+                                       rows(k, dpos, KH, kh0, kh), rows(v, dpos, KH, kh0, kh), od, ld));
+      compare(r, dpos, od, ld, h0, h);
     }
     r.stored = cache.rows() - prefilled;
     return r;
@@ -162,6 +178,34 @@ TEST_CASE("ring decode: exact per-document attention at every step for P = 1..4,
         }
         CHECK(stored == 25);
       }
+}
+
+TEST_CASE("ring decode: decode_in across a mesh's groups, each rank its heads (tensor parallelism)") {
+  // P = 4 in groups of 2: the two groups are the ring across which prefill and decode run;
+  // rank i of a group holds query heads 2i, 2i+1 and K/V head i of the group's tokens.
+  const std::vector<std::int64_t> prompt = {60, 1, 2, 130, 17};
+  for (DType dt : {DType::f32, DType::bf16}) {
+    const Generation g(prompt, 5, Mask::causal(), dt, 23);
+    INFO(to_string(dt));
+    std::vector<Generation::Result> res(4);
+    const std::string m = fresh_master();
+    const auto errors = on_ranks(4, [&](int r) {
+      RingOptions ro = options(r, 4, m);
+      ro.group_size = 2;
+      Ring ring = Ring::connect(ro);
+      res[static_cast<std::size_t>(r)] = g.run(ring, Scope::across, r % 2, 2);
+    });
+    for (const auto& e : errors) CHECK(e == "");
+    std::int64_t stored = 0;
+    for (int r = 0; r < 4; ++r) {
+      const auto& x = res[static_cast<std::size_t>(r)];
+      CHECK(x.err_o <= (dt == DType::bf16 ? 1e-2 : 2e-5));
+      CHECK(x.err_lse <= 2e-5);
+      for (const auto& s : x.stats) CHECK(s.tokens == 5);  // the scope's tokens: one group's
+      stored += x.stored;
+    }
+    CHECK(stored == 2 * 25);  // each token's rows once per head part, on one rank across
+  }
 }
 
 TEST_CASE("ring decode: one sequence at P = 3 (two ranks without tokens), bytes per token independent of the context") {
