@@ -293,6 +293,15 @@ infer_p2() {
   $PY infer/compare.py "$work/infer-p1" "$out" --tol 1e-5
 }
 
+# Tensor parallelism: 4 processes as 2 groups of 2 (--tp 2), each rank holding half of every
+# layer; the groups' first ranks write the results, compared with P = 1 as above.
+infer_tp() {
+  ranks 4 RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" \
+    --prompts "$work/prompts.jsonl" "${infer_model[@]}" --threads 1 --tp 2 --out "$work/infer-tp" || return 2
+  [[ ! -e $work/infer-tp/rank-1.jsonl && ! -e $work/infer-tp/rank-3.jsonl ]] || return 2
+  $PY infer/compare.py "$work/infer-p1" "$work/infer-tp" --tol 1e-5
+}
+
 # bf16 attention (K/V bf16 on the wire and in the KV cache; multiplied in bf16 or, without
 # bf16 units, in fp32) at P = 1 and P = 2: the same tokens, logits within 2e-2.
 infer_bf16() {
@@ -747,6 +756,7 @@ if check "infer: configure infer through ringattn.pc, build -Werror" build_infer
   if check "infer: P = 1 (the reference)" infer_p1; then
     check "infer: P = 1 against float64 numpy, prompt by prompt: tokens equal, logits within 1e-4" infer_reference
     check "infer: P = 2, rendezvous: tokens equal, logits within 1e-5 of P = 1" infer_p2 "$work/infer-p2"
+    check "infer: --tp 2 on 4 ranks (2 x 2 mesh): tokens equal, logits within 1e-5 of P = 1" infer_tp
     check "infer: P = 3 under mpirun: tokens equal, logits within 1e-5 of P = 1" infer_p3_mpirun
     check "infer: weights from a numpy-written safetensors file, P = 2, match P = 1 from the seed" infer_safetensors
     check "infer: bf16 K/V on the wire and in the cache, P = 2 against P = 1: tokens equal, logits within 2e-2" infer_bf16

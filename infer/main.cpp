@@ -13,6 +13,7 @@
 #include <ringattn/error.hpp>
 #include <ringattn/ring.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -42,10 +43,14 @@ int run(int argc, char** argv) {
   ringattn::RingOptions ring_options = ringattn::RingOptions::from_env();
   if (opt.threads > 0) ring_options.threads = opt.threads;
   const int rank = g_rank = ring_options.rank;
+  // Tensor parallelism: --tp, else the environment's group size; this rank's part by its place.
+  if (opt.tp.size > 1) ring_options.group_size = opt.tp.size;
+  const int group = std::max(1, ring_options.group_size);
+  opt.tp = {rank % group, group};
 
   // Inputs first (load.hpp): a bad file fails every rank before any of them waits on the
   // network. A batch holds at most max_rows tokens per rank (the job checks each rank's share).
-  const std::int64_t max_batch_tokens = ring_options.limits.max_rows * ring_options.world_size;
+  const std::int64_t max_batch_tokens = ring_options.limits.max_rows * (ring_options.world_size / group);
   infer::LoadedJob job = infer::load_job(opt, max_batch_tokens);
   const infer::Model& model = job.model;
   const std::vector<infer::Prompt>& prompts = job.prompts;
@@ -56,7 +61,7 @@ int run(int argc, char** argv) {
   infer::JobStats st;
   const std::vector<infer::SequenceResult> results = infer::run_batch(ring, model, prompts, opt, st);
   ring.close();
-  if (!opt.out_dir.empty())
+  if (!opt.out_dir.empty() && opt.tp.rank == 0)  // a group's ranks hold the same results: its first writes them
     infer::write_results(opt.out_dir, rank, prompts, results, opt, tokenizer);
 
   const std::int64_t prompt_tokens = infer::cu_seqlens(prompts).back();
@@ -69,6 +74,8 @@ int run(int argc, char** argv) {
   o["bench"] = "infer";
   o["rank"] = rank;
   o["world"] = ring_options.world_size;
+  o["tp"] = group;
+  o["weight_bytes"] = model.weight_bytes();
   o["threads"] = ring_options.threads;
   o["prompts"] = prompts.size();
   o["prompt_tokens"] = prompt_tokens;

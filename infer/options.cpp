@@ -40,6 +40,8 @@ or mpirun's with RINGATTN_MASTER).
                           global (default): RoPE at each token's place in its prompt;
                           local: at the rank's row index (the positions trap, for tests)
   --threads N             kernel threads per process (default RINGATTN_THREADS, else all)
+  --tp T                  tensor parallelism: the ring's groups of T consecutive ranks each
+                          hold one T-th of every layer (default RINGATTN_GROUP_SIZE, else 1)
   --dtype fp32|bf16       attention's K/V on the wire and in the KV cache (default fp32)
   --weights-dtype fp32|bf16|fp16
                           the model's matrices as held and multiplied (default: as the
@@ -102,6 +104,7 @@ bool parse_args(int argc, char** argv, JobOptions& o) {
     else if (flag == "--tokens") o.tokens = static_cast<int>(number(flag, v, 1, 1 << 16));
     else if (flag == "--seed") o.seed = static_cast<std::uint64_t>(number(flag, v, 0, INT64_MAX));
     else if (flag == "--threads") o.threads = static_cast<int>(number(flag, v, 1, 1024));
+    else if (flag == "--tp") o.tp.size = static_cast<int>(number(flag, v, 1, 1024));
     else if (flag == "--vocab") m.vocab = number(flag, v, 2, 1 << 24);
     else if (flag == "--dim") m.dim = number(flag, v, 2, 65536);
     else if (flag == "--layers") m.layers = number(flag, v, 1, 1024);
