@@ -350,15 +350,24 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
   std::vector<std::size_t> stepping;  // the owned prompts fed this step, in order
   for (std::size_t i = 0; i < n; ++i) stepping.push_back(i);
   // Chooses each stepping prompt's next token from logits [stepping, vocab].
+  // A group's ranks feed the same prompts: a prompt one of them stops (its sink said so:
+  // only the rank that streams has one) stops on all of them.
+  std::vector<float> stops;
   auto choose = [&] {
+    stops.assign(stepping.size(), 0.0F);
     for (std::size_t j = 0; j < stepping.size(); ++j) {
       const std::size_t i = stepping[j];
       const std::span<const float> row(&logits[j * c.vocab], static_cast<std::size_t>(c.vocab));
       const std::int32_t t = samplers[i].next(row);
       owned[i].tokens.push_back(t);
       owned[i].logits.insert(owned[i].logits.end(), row.begin(), row.end());
-      const bool more = !on_token || on_token(owned[i].prompt, t);
-      const bool ended = options.stop_at_end && (!more || options.ends_text(t));
+      if (on_token && !on_token(owned[i].prompt, t)) stops[j] = 1.0F;
+    }
+    if (group && options.stop_at_end && !stops.empty()) group->sum(stops);
+    for (std::size_t j = 0; j < stepping.size(); ++j) {
+      const std::size_t i = stepping[j];
+      const std::int32_t t = owned[i].tokens.back();
+      const bool ended = options.stop_at_end && (stops[j] > 0 || options.ends_text(t));
       if (ended || static_cast<int>(owned[i].tokens.size()) >= limit_of(static_cast<std::size_t>(owned[i].prompt))) done[i] = 1;
     }
   };

@@ -36,7 +36,10 @@ infer::JobOptions batch_options(const HostedModel& m, int steps) {
 
 void RingService::agree_on_model() {
   if (world() == 1) return;
-  infer::agree_on_model(*ring_, model_ ? model_->digest : 0, model_ ? model_->job.description : "no model");
+  // Each tensor-parallel part against the same part in the first group (a model's part
+  // digests differ, so --tp must be the same on every daemon: the ring's group size is).
+  infer::agree_on_model(*ring_, model_ ? model_->digest : 0, model_ ? model_->job.description : "no model",
+                        model_ ? model_->options.tp.size : 1);
 }
 
 void RingService::submit_generation(std::shared_ptr<Generation> g, bool open_session, const std::string& session) {

@@ -55,11 +55,14 @@ RingService::RingService(ServeConfig config, Metrics& metrics, std::string contr
       notify_(std::move(notify)),
       model_(std::move(model)) {
   if (rank() == 0) coordinator_ = control_address_;
-  if (model_) {  // the ring's cache: cache_mib on every daemon, in rows of this model
-    const std::int64_t row = infer::cache_row_bytes(model_->options.model, model_->options.dtype);
+  if (model_) {  // the ring's cache: cache_mib on every daemon, in rows of this model (of its part, each
+                 // tensor-parallel group holding its rows once across its daemons)
+    const int tp = model_->options.tp.size;
+    const std::int64_t row = infer::cache_row_bytes(model_->options.model, model_->options.dtype, tp);
     const auto per_rank = static_cast<std::int64_t>(config_.cache_mib * 1048576.0 / static_cast<double>(row));
-    sessions_ = std::make_unique<SessionTable>(per_rank * world(), config_.session_ttl, model_->options.model.context);
-    metrics_.set("ringattn_cache_rows_capacity", {}, static_cast<double>(per_rank * world()));
+    const std::int64_t rows = per_rank * (world() / tp);
+    sessions_ = std::make_unique<SessionTable>(rows, config_.session_ttl, model_->options.model.context);
+    metrics_.set("ringattn_cache_rows_capacity", {}, static_cast<double>(rows));
   }
   set_state(RingState::forming);
 }

@@ -65,6 +65,8 @@ const std::vector<Key>& keys() {
                                         "the directory's tokenizer.json, the GGUF file's vocabulary)", {"RINGATTN_TOKENIZER"}},
       {"weights_dtype", Kind::text, "DTYPE", "the hosted model's matrices as held and multiplied: fp32, bf16 or fp16 "
                                              "(rounded at load; every daemon the same)", {"RINGATTN_WEIGHTS_DTYPE"}},
+      {"tp", Kind::integer, "T", "tensor parallelism for the hosted model: groups of T consecutive daemons each hold "
+                                 "one T-th of every layer (T divides world_size; default 1)", {"RINGATTN_TP"}},
       {"api", Kind::text, "HOST:PORT", "rank 0 with a model: the OpenAI-style HTTP endpoint (/v1/completions, "
                                        "/v1/chat/completions; 'off': none)", {"RINGATTN_API"}},
       {"api_key_file", Kind::text, "FILE", "the endpoint's bearer token, mode 0600 (default: the ring's token; 'none': "
@@ -318,6 +320,15 @@ ServeConfig load_serve_config(const cli::Args& a) {
       throw InvalidArgument(x->source + " = '" + x->text + "': expected fp32, bf16, fp16 or q8_0");
     }
     if (c.model.empty()) throw InvalidArgument(x->source + " sets a hosted model's dtype: give the model too");
+  }
+  if (const Value* x = get("tp")) {
+    c.tp = static_cast<int>(whole(*x, 1, 4096));
+    if (r.world_size % c.tp != 0)
+      throw InvalidArgument(x->source + " = " + std::to_string(c.tp) + " must divide the world size " +
+                            std::to_string(r.world_size) + " (each group of " + std::to_string(c.tp) +
+                            " daemons holds the model once, split)");
+    if (c.tp > 1 && c.model.empty()) throw InvalidArgument(x->source + " splits a hosted model: give the model too");
+    r.group_size = c.tp;
   }
   if (const Value* x = get("api")) {
     c.api = x->text;

@@ -113,6 +113,16 @@ TEST_CASE("serve config: errors name the source of the bad value") {
   CHECK(error_of({"--world-size", "1", "--rank", "0", "--weights-dtype", "bf16"}).find("give the model too") != std::string::npos);
   CHECK(error_of({"--world-size", "1", "--rank", "0", "--tokenizer", "t.json", "--api", "off"}).find("no model") != std::string::npos);
   CHECK_FALSE(load({"--world-size", "1", "--rank", "0"}).weights_dtype);  // unset: as the checkpoint holds them
+  // Tensor parallelism: T divides the world, splits a model, and is the ring's group size.
+  CHECK(error_of({"--world-size", "3", "--rank", "0", "--peers", "a:1,b:2,c:3", "--model", "m.bin", "--tp", "2"})
+            .find("--tp = 2 must divide the world size 3") != std::string::npos);
+  CHECK(error_of({"--world-size", "2", "--rank", "0", "--peers", "a:1,b:2", "--tp", "2"}).find("give the model too") !=
+        std::string::npos);
+  {
+    const ServeConfig c = load({"--world-size", "4", "--rank", "3", "--peers", "a:1,b:2,c:3,d:4", "--model", "m.bin", "--tp", "2"});
+    CHECK(c.tp == 2);
+    CHECK(c.ring.group_size == 2);
+  }
   CHECK(load({"--world-size", "1", "--rank", "0", "--model", "m.bin", "--tokenizer", "t.bin", "--api", "off",
               "--weights-dtype", "bf16"}).weights_dtype == DType::bf16);
 }

@@ -38,9 +38,8 @@ struct ModelRing {
 
   // `model`: the --model (and --tokenizer) options; none: stories260K's in `d`.
   explicit ModelRing(const std::filesystem::path& d, const std::vector<std::string>& more = {}, double timeout = 3,
-                     std::vector<std::string> model = {})
+                     std::vector<std::string> model = {}, RingConfig c = {})
       : dir(d) {
-    RingConfig c;
     c.timeout = timeout;
     if (model.empty()) model = {"--model", (d / "stories260K.bin").string(), "--tokenizer", (d / "tok512.bin").string()};
     c.extra = model;
@@ -390,6 +389,44 @@ TEST_CASE("serve --model --weights-dtype bf16: the daemons hold the matrices in 
   const std::string text = response_json(o).at("choices").at(0).at("text").get<std::string>();
   CHECK(text.size() > 20);
   CHECK(kPrompt + text == whole);
+}
+
+TEST_CASE("serve --model --tp 2 on 4 daemons (a 2 x 2 mesh): llama2.c's text; a stop sequence ends one reply of a batch on the whole group; sessions go on; half the cache per row") {
+  const auto dir = ::test::model_dir();
+  if (!dir) return;
+  // 0.5 MiB per daemon: each holds 2 of stories260K's 4 K/V heads, 2.5 KiB per token: 204
+  // rows, and the ring's two groups 408.
+  RingConfig c;
+  c.world = 4;
+  ModelRing m(*dir, {"--tp", "2", "--cache-mib", "0.5"}, 10, {}, c);
+  INFO(m.ring->logs());
+  REQUIRE(m.ring->wait_ready(60));
+  CHECK(metric(*m.ring, 0, "ringattn_cache_rows_capacity") == 408);
+  CHECK(sse_text(run("/usr/bin/curl", curl_post(m, "/v1/completions", body(60, true))).out) == completion_60());
+  // Two replies in one batch (or two, whichever the ring takes); rank 0's stop sequence
+  // ends the first after " park" while the second goes on: rank 1, in rank 0's group, must
+  // stop feeding it at the same step.
+  const std::string full = completion_60();
+  const std::string until = full.substr(0, full.find(" park"));
+  itest::Spawned stopped(curl_post(m, "/v1/completions",
+                                   "{\"prompt\": \"Once upon a time\", \"max_tokens\": 60, \"temperature\": 0, \"stream\": true, "
+                                   "\"stop\": [\" park\"]}"),
+                         {}, "/usr/bin/curl");
+  itest::Spawned beside(curl_post(m, "/v1/completions", body(60, true)), {}, "/usr/bin/curl");
+  CHECK(sse_text(stopped.wait(120).out) == until);
+  CHECK(sse_text(beside.wait(120).out) == full);
+  // A session's follow-up from the group's kept rows equals its whole prompt from scratch.
+  const std::vector<int>& ids = ::test::kRunIds;
+  const Outcome opened = run("/usr/bin/curl", curl_post(m, "/v1/completions", ids_body(ids_json(ids.begin(), ids.begin() + 4), 8, "true")));
+  REQUIRE(opened.out.find("HTTP 200") != std::string::npos);
+  const std::string session = response_json(opened).at("session").get<std::string>();
+  const Outcome next = run("/usr/bin/curl", curl_post(m, "/v1/completions", ids_body(ids_json(ids.begin() + 11, ids.begin() + 12), 8, cli::json_quote(session))));
+  const Outcome whole = run("/usr/bin/curl", curl_post(m, "/v1/completions", ids_body(ids_json(ids.begin(), ids.begin() + 12), 8, "")));
+  INFO("follow-up: " << next.out.substr(0, 400) << "\nwhole: " << whole.out.substr(0, 400));
+  REQUIRE(next.out.find("HTTP 200") != std::string::npos);
+  CHECK(response_json(next).at("choices").at(0).at("text") == response_json(whole).at("choices").at(0).at("text"));
+  CHECK(metric(*m.ring, 0, "ringattn_ring_formations_total") == 1);
+  for (int r = 0; r < 4; ++r) CHECK(http_get(m.ring->metrics(r), "/healthz").first == 200);
 }
 
 TEST_CASE("serve --model: a daemon holding another model file is refused, naming both ranks and both files") {
