@@ -2,8 +2,8 @@
 # The example job's throughput at P = 1, 2 and 4 processes, one kernel thread each, on a
 # batch where attention dominates (4 prompts of 8000, 6000, 4000 and 2000 tokens through a
 # small model), P alternating within each repetition so that every P sees the same load.
-# Builds infer against a `meson install --destdir` of BUILDDIR (default ./build), as
-# deploy/test_embedding.sh does. One JSON line per run to bench/results/infer/infer.jsonl
+# Builds infer against a `meson install --destdir` of BUILDDIR (default ./build):
+# infer/build_against.sh. One JSON line per run to bench/results/infer/infer.jsonl
 # (seconds: the slowest rank's; tokens/s from them), and a summary on stdout. The machine is
 # shared: each line also records the CPU seconds that processes other than the job's ranks
 # used while it ran (busy time from /proc/stat minus the ranks' own), so a disturbed run
@@ -26,15 +26,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-read -r prefix libdir < <(meson introspect "$build" --buildoptions | $PY -c '
-import json, sys
-o = {x["name"]: x["value"] for x in json.load(sys.stdin)}
-print(o["prefix"], o["libdir"])')
-lib=$work/dest$prefix/$libdir
-meson install -C "$build" --destdir "$work/dest" --quiet >/dev/null
-PKG_CONFIG_SYSROOT_DIR=$work/dest meson setup "$work/infer" infer --pkg-config-path "$lib/pkgconfig" \
-  --buildtype=release >/dev/null
-ninja -C "$work/infer" >/dev/null
+infer_exe=$(infer/build_against.sh "$build" "$work")
 $PY infer/make_prompts.py --lengths 8000,6000,4000,2000 --vocab 256 --seed 3 --out "$work/prompts.jsonl"
 args=(--prompts "$work/prompts.jsonl" --vocab 256 --dim 64 --layers 4 --heads 8 --kv-heads 2 --head-dim 64
   --ffn 128 --tokens 17 --threads 1)
@@ -65,7 +57,7 @@ run() {  # run P REP: P processes through a rendezvous; one aggregated line appe
   pids=()
   for ((r = 0; r < world; r++)); do
     RINGATTN_MASTER=127.0.0.1:$port RINGATTN_TOKEN=infer-bench-token-0123456789 RINGATTN_RANK=$r \
-      RINGATTN_WORLD_SIZE=$world RINGATTN_MAX_ROWS=32768 timeout 300 "$work/infer/infer" "${args[@]}" \
+      RINGATTN_WORLD_SIZE=$world RINGATTN_MAX_ROWS=32768 timeout 300 "$infer_exe" "${args[@]}" \
       >"$work/rank-$r.json" 2>"$work/rank-$r.err" &
     pids+=($!)
   done
