@@ -15,6 +15,14 @@ measured vs predicted seconds.
 
 On a machine with fewer cores than P the ranks share them: F is then a rank's share, and
 the report says so. The prediction is the planner's, without a mask.
+
+On shaped links between every pair of ranks (deploy/netns/testbed.sh --topology switch: one
+namespace a rank, each rank's uplink and downlink shaped), the testbed fills in the ranks'
+addresses, the launch prefix and the links' payload rate, which is then B:
+
+    deploy/netns/testbed.sh --nodes 4 --topology switch --link 1gbit -- /usr/bin/env \
+        PYTHONPATH=build/python /usr/bin/python3 bench/schedules/run.py --nodes 4 \
+        --hosts {hosts} --launch "{launch}" --bandwidth {payload} --link "{link}" --out ...
 """
 import argparse
 import json
@@ -67,12 +75,16 @@ def free_ports(n):
 
 
 def run_group(args, group):
-    ports, token = free_ports(args.nodes), secrets.token_hex(16)
-    common = {"nodes": args.nodes, "group": group, "peers": [f"127.0.0.1:{p}" for p in ports], "token": token,
+    token = secrets.token_hex(16)
+    peers = args.hosts.split(",") if args.hosts else [f"127.0.0.1:{p}" for p in free_ports(args.nodes)]
+    if len(peers) != args.nodes:
+        raise SystemExit(f"schedules: --hosts lists {len(peers)} addresses for --nodes {args.nodes}")
+    common = {"nodes": args.nodes, "group": group, "peers": peers, "token": token,
               "seqs": args.seqs, "reps": args.reps, "heads": args.heads, "kv_heads": args.kv_heads,
               "head_dim": args.head_dim, "dtype": args.dtype, "max_rows": max(args.seqs)}
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER, json.dumps(dict(common, rank=r))], env=env,
+    launch = lambda r: args.launch.replace("{rank}", str(r)).split() if args.launch else []
+    procs = [subprocess.Popen(launch(r) + [sys.executable, "-c", WORKER, json.dumps(dict(common, rank=r))], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(args.nodes)]
     rows = []
     try:
@@ -158,12 +170,19 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=3000)
     ap.add_argument("--ringattn", default=os.path.join(ROOT, "build", "ringattn"))
+    ap.add_argument("--hosts", help="every rank's HOST:PORT, comma-separated (default: free loopback ports)")
+    ap.add_argument("--launch", help="a prefix each rank's process starts under, {rank} its rank (the netns testbed's)")
+    ap.add_argument("--bandwidth", type=float, help="B in bytes/s for the predictions (default: bench transport on loopback)")
+    ap.add_argument("--link", default="loopback", help="what the ranks' links are, for the report")
     ap.add_argument("--out", required=True, help="path prefix of the .jsonl, .md and .svg written")
     args = ap.parse_args()
     args.seqs = [int(x) for x in args.seqs.split(",")]
     groups = [g for g in range(1, args.nodes + 1) if args.nodes % g == 0 and args.heads % g == 0]
-    print(f"schedules: measuring the loopback bandwidth", file=sys.stderr)
-    bandwidth = measure_bandwidth(args.ringattn)
+    if args.bandwidth:
+        bandwidth, b_note = args.bandwidth, f"the shaped links' payload rate ({args.link})"
+    else:
+        print(f"schedules: measuring the loopback bandwidth", file=sys.stderr)
+        bandwidth, b_note = measure_bandwidth(args.ringattn), "bench transport, measured"
     measured = {}
     flops = None
     for g in groups:
@@ -186,14 +205,14 @@ def main():
             out_rows.append({"nodes": args.nodes, "cores": cores, "group": g, "seq": n, "heads": args.heads,
                              "kv_heads": args.kv_heads, "head_dim": args.head_dim, "dtype": args.dtype,
                              "measured": measured[(g, n)], "predicted": pred.get(g), "flops": flops,
-                             "bandwidth": bandwidth})
+                             "bandwidth": bandwidth, "link": args.link})
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out + ".jsonl", "w") as f:
         for r in out_rows:
             f.write(json.dumps(r) + "\n")
-    lines = [f"P = {args.nodes} rank processes on {cores} cores (loopback), heads {args.heads}/{args.kv_heads}, "
+    lines = [f"P = {args.nodes} rank processes on {cores} cores ({args.link}), heads {args.heads}/{args.kv_heads}, "
              f"head_dim {args.head_dim}, {args.dtype}, no mask; F = {flops/1e9:.1f} GFLOP/s a rank (measured), "
-             f"B = {bandwidth/1e9:.2f} GB/s (bench transport, measured)", "",
+             f"B = {bandwidth/1e9:.3f} GB/s ({b_note})", "",
              "| N | schedule | measured s | predicted s | measured / predicted | fastest measured | fastest predicted |",
              "|---|---|---|---|---|---|---|"]
     for n in args.seqs:
@@ -207,7 +226,7 @@ def main():
                          f"{'yes' if r['group'] == best_m else ''} | {'yes' if r['group'] == best_p else ''} |")
     with open(args.out + ".md", "w") as f:
         f.write("\n".join(lines) + "\n")
-    svg(out_rows, args.out + ".svg", f"ring vs Ulysses vs hybrid, P = {args.nodes} on {cores} cores, loopback")
+    svg(out_rows, args.out + ".svg", f"ring vs Ulysses vs hybrid, P = {args.nodes} on {cores} cores, {args.link}")
     print("\n".join(lines))
 
 

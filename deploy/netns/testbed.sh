@@ -2,11 +2,17 @@
 # A ring of P network namespaces on one machine, optionally with shaped links, for
 # measuring ringattn on links that are not loopback. Needs root, iproute2 and tc.
 #
-#   deploy/netns/testbed.sh [--nodes P] [--link RATE | --like F:B [--flops F]] -- COMMAND [ARGS...]
+#   deploy/netns/testbed.sh [--nodes P] [--topology ring|switch] [--link RATE | --like F:B [--flops F]]
+#                           -- COMMAND [ARGS...]
 #
-# Topology: namespace r (named ratb<PID>-r, unique per run) is joined to namespace r+1 by
-# a veth pair: "succ" in r (10.213.r.1/24) and "pred" in r+1 (10.213.r.2/24). Node r
-# listens on its pred address, so every ring connection runs over its own veth pair.
+# Topology ring (default): namespace r (named ratb<PID>-r, unique per run) is joined to
+# namespace r+1 by a veth pair: "succ" in r (10.213.r.1/24) and "pred" in r+1 (10.213.r.2/24).
+# Node r listens on its pred address, so every ring connection runs over its own veth pair;
+# only ring neighbours can reach each other.
+# Topology switch: every node reaches every other, as on a rack's switch: namespace r has
+# one link "eth0" (10.213.0.<r+1>/24) to a bridge in a namespace of its own (ratb<PID>-sw,
+# port p<r>); a node's uplink and downlink are each shaped to RATE, so what it sends to all
+# its peers together (an all-to-all) shares RATE, as it shares a NIC.
 # Nothing is created outside these namespaces and the veths live only inside them.
 #
 # COMMAND runs in the host namespace; these words in its arguments are replaced:
@@ -14,6 +20,8 @@
 #   {launch}  a launch prefix for node r: "ip netns exec ratb<PID>-{rank}"
 #   {link}    a one-line description of the link, for the outputs
 #   {nodes}   P
+#   {payload} the payload rate in bytes/s a shaped link carries (RATE less TCP/IP/Ethernet
+#             headers at the MTU), for predictions; 0 when unshaped
 # so `ringattn run ... --hosts {hosts} --launch {launch}` and `ringattn bench overlap
 # --hosts {hosts} --launch {launch} --link {link}` run one node in each namespace.
 #
@@ -35,6 +43,7 @@
 set -euo pipefail
 
 NODES=2
+TOPOLOGY=ring
 RATE=""
 LIKE=""
 FLOPS=""
@@ -44,13 +53,14 @@ ID="ratb$$"
 NS=()
 CMD_PID=""
 
-usage() { sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+usage() { sed -n '2,/^set -euo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 say() { echo "testbed: $*" >&2; }
 die() { say "error: $*"; exit 1; }
 
 while (($#)); do
   case $1 in
     --nodes) NODES=$2; shift 2 ;;
+    --topology) TOPOLOGY=$2; shift 2 ;;
     --link) RATE=$2; shift 2 ;;
     --like) LIKE=$2; shift 2 ;;
     --flops) FLOPS=$2; shift 2 ;;
@@ -64,6 +74,7 @@ done
 (($# > 0)) || die "no COMMAND given (put it after --)"
 [[ $NODES =~ ^[0-9]+$ ]] && ((NODES >= 2 && NODES <= 250)) || die "--nodes must be 2..250, got '$NODES'"
 [[ -z $RATE || -z $LIKE ]] || die "--link and --like exclude each other"
+[[ $TOPOLOGY == ring || $TOPOLOGY == switch ]] || die "--topology is ring or switch, got '$TOPOLOGY'"
 [[ $(id -u) -eq 0 ]] || die "needs root (network namespaces and tc)"
 command -v ip >/dev/null && command -v tc >/dev/null || die "needs iproute2 (ip, tc)"
 CMD=("$@")
@@ -87,12 +98,16 @@ ns_pids() { local ns; for ns in "${NS[@]}"; do ip netns pids "$ns" 2>/dev/null |
 report_shaping() {
   [[ -n $RATE ]] || return 0
   local l ns stats sent over throttled=0 moved=0
+  local dev=succ what
+  [[ $TOPOLOGY == switch ]] && dev=eth0
   for ((l = 0; l < NODES; l++)); do
     ns=$(ns_of "$l")
-    stats=$(tc -s -n "$ns" qdisc show dev succ 2>/dev/null) || continue
+    stats=$(tc -s -n "$ns" qdisc show dev $dev 2>/dev/null) || continue
     sent=$(sed -n 's/.*Sent \([0-9]*\) bytes.*/\1/p' <<<"$stats" | head -n 1)
     over=$(sed -n 's/.*overlimits \([0-9]*\).*/\1/p' <<<"$stats" | head -n 1)
-    say "link $l ($ns -> $(ns_of $(((l + 1) % NODES)))): tbf $RATE, sent $((${sent:-0} / 1000000)) MB, shaper held packets back ${over:-0} times"
+    what="$ns -> $(ns_of $(((l + 1) % NODES)))"
+    [[ $TOPOLOGY == switch ]] && what="$ns's uplink to the switch"
+    say "link $l ($what): tbf $RATE, sent $((${sent:-0} / 1000000)) MB, shaper held packets back ${over:-0} times"
     ((${sent:-0} > 1000000)) && moved=1
     ((${over:-0} > 0)) && throttled=1
   done
@@ -180,25 +195,47 @@ for ((r = 0; r < NODES; r++)); do
   NS+=("$ns")
   ip -n "$ns" link set lo up
 done
-for ((l = 0; l < NODES; l++)); do
-  a=$(ns_of "$l")
-  b=$(ns_of $(((l + 1) % NODES)))
-  ip -n "$a" link add succ mtu "$MTU" type veth peer name pred mtu "$MTU" netns "$b"
-  ip -n "$a" addr add "10.213.$l.1/24" dev succ
-  ip -n "$b" addr add "10.213.$l.2/24" dev pred
-  ip -n "$a" link set succ up
-  ip -n "$b" link set pred up
-  if [[ -n $RATE ]]; then
-    shape "$a" succ
-    shape "$b" pred
-  fi
-done
+if [[ $TOPOLOGY == ring ]]; then
+  for ((l = 0; l < NODES; l++)); do
+    a=$(ns_of "$l")
+    b=$(ns_of $(((l + 1) % NODES)))
+    ip -n "$a" link add succ mtu "$MTU" type veth peer name pred mtu "$MTU" netns "$b"
+    ip -n "$a" addr add "10.213.$l.1/24" dev succ
+    ip -n "$b" addr add "10.213.$l.2/24" dev pred
+    ip -n "$a" link set succ up
+    ip -n "$b" link set pred up
+    if [[ -n $RATE ]]; then
+      shape "$a" succ
+      shape "$b" pred
+    fi
+  done
+  LINKS='^(succ|pred)'
+else
+  sw=$(ns_of sw)
+  ip netns add "$sw" || die "cannot create namespace $sw"
+  NS+=("$sw")
+  ip -n "$sw" link add br0 type bridge stp_state 0 forward_delay 0
+  ip -n "$sw" link set br0 up
+  for ((r = 0; r < NODES; r++)); do
+    a=$(ns_of "$r")
+    ip -n "$sw" link add "p$r" mtu "$MTU" type veth peer name eth0 mtu "$MTU" netns "$a"
+    ip -n "$sw" link set "p$r" master br0
+    ip -n "$sw" link set "p$r" up
+    ip -n "$a" addr add "10.213.0.$((r + 1))/24" dev eth0
+    ip -n "$a" link set eth0 up
+    if [[ -n $RATE ]]; then
+      shape "$a" eth0     # the node's uplink
+      shape "$sw" "p$r"   # its downlink
+    fi
+  done
+  LINKS='^eth0'
+fi
 
 # A veth reports carrier a moment after both ends are up; start when every end has it.
 for _ in $(seq 1 50); do
   down=0
   for ns in "${NS[@]}"; do
-    ip -n "$ns" -br link show | grep -E '^(succ|pred)' | grep -qv ' UP ' && down=1
+    ip -n "$ns" -br link show | grep -E "$LINKS" | grep -qv ' UP ' && down=1
   done
   ((down)) || break
   sleep 0.1
@@ -206,12 +243,15 @@ done
 
 HOSTS=""
 for ((r = 0; r < NODES; r++)); do
-  HOSTS+="${HOSTS:+,}10.213.$(((r - 1 + NODES) % NODES)).2:$PORT"
+  if [[ $TOPOLOGY == ring ]]; then HOSTS+="${HOSTS:+,}10.213.$(((r - 1 + NODES) % NODES)).2:$PORT"
+  else HOSTS+="${HOSTS:+,}10.213.0.$((r + 1)):$PORT"; fi
 done
 LAUNCH="ip netns exec $ID-{rank}"
 SHAPING="unshaped"
 [[ -z $RATE ]] || SHAPING="tbf $RATE"
-LINK="netns veth ring of $NODES, MTU $MTU, $SHAPING${LINK_NOTE:+ ($LINK_NOTE)}"
+LINK="netns veth $TOPOLOGY of $NODES, MTU $MTU, $SHAPING${LINK_NOTE:+ ($LINK_NOTE)}"
+PAYLOAD=0
+[[ -z $RATE ]] || PAYLOAD=$(awk -v b="$BITS" -v mtu="$MTU" 'BEGIN { printf "%.0f", b / 8 * (mtu - 52) / (mtu + 14) }')
 say "$NODES namespaces $ID-0..$((NODES - 1)), $LINK; nodes at $HOSTS"
 
 ARGS=()
@@ -220,6 +260,7 @@ for w in "${CMD[@]}"; do
   w=${w//\{launch\}/$LAUNCH}
   w=${w//\{link\}/$LINK}
   w=${w//\{nodes\}/$NODES}
+  w=${w//\{payload\}/$PAYLOAD}
   ARGS+=("$w")
 done
 

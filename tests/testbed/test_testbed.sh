@@ -92,5 +92,41 @@ done
 grep -q "shaper held packets back [1-9]" "$work/out5" && ok "the tbf shaper was the bottleneck" || fail "tbf never throttled"
 [[ -n $id && $(leftovers "$id") -eq 0 ]] && ok "namespaces removed after the shaped run" || fail "namespaces of '$id' left"
 
+# 5. The switch topology: every node reaches every other through the bridge, each node at
+# its own address; the payload rate of a 200mbit link is given for predictions.
+"$TESTBED" --nodes 3 --topology switch --link 200mbit -- bash -c '
+  L="{launch}"
+  echo "ID=$(echo "$L" | sed "s/.* //; s/-{rank}//")"
+  [[ "{hosts}" == "10.213.0.1:7700,10.213.0.2:7700,10.213.0.3:7700" ]] || exit 12
+  (({payload} > 23800000 && {payload} < 24000000)) || exit 13
+  pids=()
+  for r in 0 1 2; do  # each node accepts its two peers, reads a byte from each
+    ${L//\{rank\}/$r} /usr/bin/python3 -c "
+import socket
+s = socket.create_server((\"10.213.0.$((r + 1))\", 7700))
+s.settimeout(20)
+for _ in range(2):
+    c, _ = s.accept(); c.settimeout(20); assert c.recv(1) == b\"x\"" & pids+=($!)
+  done
+  for r in 0 1 2; do for t in 1 2 3; do
+    ((t == r + 1)) && continue
+    ${L//\{rank\}/$r} /usr/bin/python3 -c "
+import socket, time
+for i in range(100):
+    try:
+        socket.create_connection((\"10.213.0.$t\", 7700), timeout=5).sendall(b\"x\"); break
+    except ConnectionRefusedError:
+        time.sleep(0.1)
+else:
+    raise SystemExit(1)" || exit 14
+  done; done
+  for p in "${pids[@]}"; do wait "$p" || exit 15; done' >"$work/out6" 2>&1
+rc=$?
+id=$(sed -n 's/^ID=//p' "$work/out6")
+if [[ $rc -eq 0 ]]; then ok "switch topology: 3 nodes, each pair connected both ways, payload rate given"
+else fail "switch topology (rc $rc: 12 hosts, 13 payload, 14 a connection, 15 an accept):"; cat "$work/out6"; fi
+[[ -n $id && $(leftovers "$id") -eq 0 && $(ip netns list | grep -c "^$id-sw") -eq 0 ]] &&
+  ok "switch topology: the nodes' and the switch's namespaces removed" || fail "namespaces of '$id' left"
+
 echo "testbed: $failures failure(s)"
 exit $((failures > 0))
