@@ -302,6 +302,28 @@ infer_tp() {
   $PY infer/compare.py "$work/infer-p1" "$work/infer-tp" --tol 1e-5
 }
 
+# Tensor parallelism on a GGUF Q4_K_M file: each rank copies its part's whole 256-value blocks
+# out of the mapped file (O's and down's columns: 512 / 2 = 256 each), so --tp 2 on 4 ranks
+# gives P = 1's tokens and logits within 1e-5; --tp 4 would cut those rows inside a block
+# (128 columns) and is refused before the ring forms, naming the file and the tensor.
+infer_tp_kquants() {
+  local shape=(--vocab 256 --dim 512 --layers 2 --heads 8 --kv-heads 2 --head-dim 64 --ffn 512) err
+  $PY bench/llamacpp/write_gguf.py --seed 3 "${shape[@]}" --context 2048 --dtype q4_k_m --untied \
+    --out "$work/tp-q4km.gguf" || return
+  env RINGATTN_RANK=0 RINGATTN_WORLD_SIZE=1 timeout 120 "$infer/infer" --prompts "$work/prompts.jsonl" \
+    --gguf "$work/tp-q4km.gguf" --tokens 4 --threads 1 --out "$work/infer-tp-q4km-p1" || return
+  ranks 4 RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" \
+    --prompts "$work/prompts.jsonl" --gguf "$work/tp-q4km.gguf" --tokens 4 --threads 1 --tp 2 \
+    --out "$work/infer-tp-q4km" || return
+  $PY infer/compare.py "$work/infer-tp-q4km-p1" "$work/infer-tp-q4km" --tol 1e-5 || return
+  err=$(ranks 4 RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" \
+    --prompts "$work/prompts.jsonl" --gguf "$work/tp-q4km.gguf" --tokens 4 --threads 1 --tp 4 \
+    --out "$work/infer-tp4-q4km" 2>&1) && { echo "--tp 4 on 128-column parts of Q4_K rows ran"; return 1; }
+  [[ ! -e $work/infer-tp4-q4km ]] || { echo "the refused run left $work/infer-tp4-q4km"; return 1; }
+  [[ $err == *"tp-q4km.gguf: tensor blk.0.attn_output.weight: this rank's tensor-parallel part holds its columns"*"blocks of 256 values"* ]] ||
+    { echo "the refusal does not name the file, the tensor and the blocks:"; echo "$err" | tail -n 5; return 1; }
+}
+
 # bf16 attention (K/V bf16 on the wire and in the KV cache; multiplied in bf16 or, without
 # bf16 units, in fp32) at P = 1 and P = 2: the same tokens, logits within 2e-2.
 infer_bf16() {
@@ -757,6 +779,7 @@ if check "infer: configure infer through ringattn.pc, build -Werror" build_infer
     check "infer: P = 1 against float64 numpy, prompt by prompt: tokens equal, logits within 1e-4" infer_reference
     check "infer: P = 2, rendezvous: tokens equal, logits within 1e-5 of P = 1" infer_p2 "$work/infer-p2"
     check "infer: --tp 2 on 4 ranks (2 x 2 mesh): tokens equal, logits within 1e-5 of P = 1" infer_tp
+    check "infer: --tp 2 on a GGUF Q4_K_M file (parts of whole blocks) equals P = 1 within 1e-5; --tp 4 (inside a block) refused naming the tensor" infer_tp_kquants
     check "infer: P = 3 under mpirun: tokens equal, logits within 1e-5 of P = 1" infer_p3_mpirun
     check "infer: weights from a numpy-written safetensors file, P = 2, match P = 1 from the seed" infer_safetensors
     check "infer: bf16 K/V on the wire and in the cache, P = 2 against P = 1: tokens equal, logits within 2e-2" infer_bf16

@@ -86,13 +86,15 @@ def run_group(args, group):
     launch = lambda r: args.launch.replace("{rank}", str(r)).split() if args.launch else []
     procs = [subprocess.Popen(launch(r) + [sys.executable, "-c", WORKER, json.dumps(dict(common, rank=r))], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(args.nodes)]
-    rows = []
+    rows, failed = [], []
     try:
-        for p in procs:
+        for r, p in enumerate(procs):
             out, err = p.communicate(timeout=args.timeout)
             if p.returncode != 0:
-                raise SystemExit(f"schedules: a rank of groups of {group} failed:\n{err[-2000:]}")
+                failed.append(f"rank {r} (exit {p.returncode}):\n{err[-2000:]}")
             rows += [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        if failed:  # every failed rank's story: the first to fail is not always the first listed
+            raise SystemExit(f"schedules: groups of {group} failed on {len(failed)} rank(s):\n" + "\n".join(failed))
     finally:
         for p in procs:
             if p.poll() is None:
@@ -173,11 +175,14 @@ def main():
     ap.add_argument("--hosts", help="every rank's HOST:PORT, comma-separated (default: free loopback ports)")
     ap.add_argument("--launch", help="a prefix each rank's process starts under, {rank} its rank (the netns testbed's)")
     ap.add_argument("--bandwidth", type=float, help="B in bytes/s for the predictions (default: bench transport on loopback)")
+    ap.add_argument("--groups", help="only these group sizes, comma-separated (default: every one dividing --nodes)")
     ap.add_argument("--link", default="loopback", help="what the ranks' links are, for the report")
     ap.add_argument("--out", required=True, help="path prefix of the .jsonl, .md and .svg written")
     args = ap.parse_args()
     args.seqs = [int(x) for x in args.seqs.split(",")]
     groups = [g for g in range(1, args.nodes + 1) if args.nodes % g == 0 and args.heads % g == 0]
+    if args.groups:
+        groups = [g for g in groups if g in {int(x) for x in args.groups.split(",")}]
     if args.bandwidth:
         bandwidth, b_note = args.bandwidth, f"the shaped links' payload rate ({args.link})"
     else:

@@ -1,6 +1,9 @@
 // A connection's reader and writer coroutines (see link.hpp).
 #include "net/tcp/link.hpp"
 
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+
 #include <algorithm>
 #include <array>
 #include <asio/read.hpp>
@@ -423,13 +426,15 @@ asio::awaitable<void> Link::linger_close(std::optional<ErrorInfo> error) {
   const std::string payload = error ? encode_error(*error) : std::string();
   const std::error_code ec =
       co_await write_control(stream_, error ? FrameKind::error : FrameKind::bye, std::as_bytes(std::span(payload)));
+  deadline.disarm();
   if (!ec) {
     env_.counters->bytes_sent += kHeaderBytes + payload.size();
     env_.counters->frames_sent += 1;
     stream_.shutdown_send();
+    co_await flush_sent();
   }
   // Discard what the peer already sent: closing with unread bytes would reset the
-  // connection at once. Bytes queued at the peer before a reset stay readable there, so
+  // connection at once. Bytes the peer acknowledged before a reset stay readable there, so
   // our last frames (and this BYE/ERROR) still arrive. Waiting for the peer's EOF instead
   // would make close() cost a round of the slowest neighbour.
   std::error_code drain_ec;
@@ -437,9 +442,42 @@ asio::awaitable<void> Link::linger_close(std::optional<ErrorInfo> error) {
   sock.non_blocking(true, drain_ec);
   std::vector<std::byte> scratch(64 * 1024);
   for (int i = 0; i < 64 && !drain_ec; ++i) sock.read_some(asio::buffer(scratch), drain_ec);  // bounded
-  deadline.disarm();
   stream_.close();
   closed_ = true;
+}
+
+// A reset (the close below, with input unread) discards what this socket has not yet had
+// acknowledged: on a slow or shaped link that is megabytes of the last frames — a peer
+// still in its last collective would lose them ("connection reset in the middle of a
+// frame"). So wait until the peer's kernel has acknowledged every byte sent (SIOCOUTQ:
+// unsent plus unacknowledged, the FIN included), reading and discarding what the peer sends
+// meanwhile; give up when the queue has not shrunk for env.linger, or after env.flush.
+asio::awaitable<void> Link::flush_sent() {
+  auto& sock = stream_.socket();
+  const int fd = sock.native_handle();
+  std::error_code ec;
+  sock.non_blocking(true, ec);
+  std::vector<std::byte> scratch(64 * 1024);
+  asio::steady_timer tick(stream_.get_executor());
+  const auto start = Clock::now();
+  auto moved = start;
+  int last = -1;
+  for (;;) {
+    int queued = 0;
+    if (::ioctl(fd, SIOCOUTQ, &queued) != 0 || queued <= 0) break;
+    const auto now = Clock::now();
+    if (queued != last) {
+      last = queued;
+      moved = now;
+    }
+    if (now - moved >= env_.linger || now - start >= env_.flush) break;
+    for (int i = 0; i < 16 && !ec; ++i) sock.read_some(asio::buffer(scratch), ec);
+    if (ec && ec != asio::error::would_block && ec != asio::error::try_again) break;  // the peer closed or reset
+    ec.clear();
+    tick.expires_after(std::chrono::milliseconds(2));
+    co_await tick.async_wait(asio::redirect_error(kAwait, ec));
+    if (ec) break;
+  }
 }
 
 }  // namespace ringattn::net::tcp

@@ -45,6 +45,9 @@ struct Counters {
 struct LinkEnv {
   FrameLimits limits;
   std::chrono::milliseconds linger{1000};     // bound on writing the final BYE/ERROR
+  // Bound on waiting at close for the peer to acknowledge this link's last bytes (a slow
+  // link holds megabytes in the socket): while they move, up to this; stalled, linger.
+  std::chrono::milliseconds flush{1000};
   std::chrono::milliseconds keepalive{1000};  // a quiet link sends a PING this often
   // The first fatal error of any link: abort everything. `origin` is the rank the
   // failure is attributed to.
@@ -108,6 +111,7 @@ class Link {
   std::string name_of(const Tag& t) const;
   asio::awaitable<bool> read_small(std::span<std::byte> into, const FrameHeader& h);
   asio::awaitable<void> linger_close(std::optional<ErrorInfo> error);
+  asio::awaitable<void> flush_sent();
   void report(const std::string& context, const std::error_code& ec);
   void fail(FailureCause cause, const std::string& message) { env_.fail(cause, peer_rank_, message); }
   void spawn(asio::awaitable<void> coroutine);  // an exception escaping it fails the transport

@@ -72,6 +72,7 @@ TcpTransport::TcpTransport(const TransportConfig& config)
   env_.conflict = config_.conflict;
   env_.tag_name = config_.tag_name;
   env_.linger = std::min<milliseconds>(config_.io_timeout, kMaxLinger);
+  env_.flush = std::max(env_.linger, config_.io_timeout);
   env_.keepalive = config_.keepalive;
   env_.fail = [this](FailureCause cause, int origin, const std::string& message) { fail(cause, origin, message); };
   env_.counters = &counters_;
@@ -198,8 +199,9 @@ void TcpTransport::close() {
 
 void TcpTransport::stop_io_thread() {
   if (io_joined_) return;
-  // The closing coroutines are bounded by env_.linger; this bound is only a safety net.
-  const auto deadline = Clock::now() + env_.linger + kAbortGrace;
+  // The closing coroutines are bounded by env_.linger and env_.flush; this bound is only a
+  // safety net.
+  const auto deadline = Clock::now() + env_.linger + env_.flush + kAbortGrace;
   while (io_running_ && Clock::now() < deadline) std::this_thread::sleep_for(milliseconds(1));
   if (io_running_) {
     logger("net")->warn("{}I/O thread did not stop within its linger; stopping it", prefix());
