@@ -618,12 +618,13 @@ PYEOF
 # Ranks that load different checkpoints (here one weight's lowest bit flipped) are refused
 # right after the ring forms, before the first token: both fail (exit 3), each naming both
 # ranks and both files, and neither writes a result.
-infer_model_mismatch() {
+infer_model_mismatch() {  # infer_model_mismatch [MORE ARGS]: with --tp 2 the two ranks hold different parts
   local other=$work/stories260K-flipped.bin master tok p0 rc0 rc1
   master="127.0.0.1:$(free_port)" tok=$(token)
+  rm -rf "$work/mismatch"
   $PY -c 'import sys; b = bytearray(open(sys.argv[1], "rb").read()); b[len(b) // 2] ^= 1; open(sys.argv[2], "wb").write(b)' \
     "$stories_dir/stories260K.bin" "$other" || return
-  local args=(--tokenizer "$stories_dir/tok512.bin" --prompt "Once upon a time" --tokens 4 --threads 1)
+  local args=(--tokenizer "$stories_dir/tok512.bin" --prompt "Once upon a time" --tokens 4 --threads 1 "$@")
   env RINGATTN_MASTER="$master" RINGATTN_TOKEN="$tok" RINGATTN_RANK=0 RINGATTN_WORLD_SIZE=2 timeout 120 "$infer/infer" \
     --llama2c "$stories_dir/stories260K.bin" "${args[@]}" --out "$work/mismatch" >/dev/null 2>"$work/mismatch0.err" &
   p0=$!
@@ -634,7 +635,7 @@ infer_model_mismatch() {
   rc0=$?
   local r ok=0
   for r in 0 1; do
-    grep -q "rank 0 and rank 1 hold different models: rank 0 loaded model $stories_dir/stories260K.bin (llama2.c), tokenizer .*rank 1 loaded model $other (llama2.c)" \
+    grep -q "rank 0 and rank 1 hold different models: rank 0 loaded model $stories_dir/stories260K.bin (llama2.c), .*tokenizer .*rank 1 loaded model $other (llama2.c)" \
       "$work/mismatch$r.err" || { echo "rank $r said:"; cat "$work/mismatch$r.err"; ok=1; }
   done
   ((rc0 == 3 && rc1 == 3)) || { echo "exit codes $rc0 and $rc1, expected 3 and 3"; ok=1; }
@@ -797,6 +798,7 @@ if check "infer: configure infer through ringattn.pc, build -Werror" build_infer
       check "infer: stories260K at P = 3 under mpirun: llama2.c's exact text, every logit within 1e-5 (relative) of P = 1" infer_stories 3
       check "infer: stories260K, 252 tokens at P = 2: llama2.c's 256-step greedy text" infer_stories 2 252 "$stories_text_256"
       check "infer: ranks with different checkpoints are refused before the first token, naming both ranks and files" infer_model_mismatch
+      check "infer: --tp 2 on 2 ranks (one group: each holds a different part) with different checkpoints: refused the same way" infer_model_mismatch --tp 2
       check "infer: stories260K seeded sampling: llama2.c's -t 1.0 -p 0.9 -s 133742 text, and one seed the same at P = 1, 2, 3" infer_stories_seeded
     else
       skip 6 "no model at $stories_dir (set RINGATTN_MODEL_DIR to the stories260K folder)"

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "agreement.hpp"
+#include "fingerprint.hpp"
 #include "job.hpp"
 
 namespace infer {
@@ -55,11 +56,16 @@ std::uint64_t LoadedJob::digest() const {
   return model.digest() ^ (tokenizer ? tokenizer->digest() * 31 : 0) ^ (chat.digest * 1099511628211ull);
 }
 
+std::uint64_t LoadedJob::whole_digest() const {
+  return fingerprint ^ (tokenizer ? tokenizer->digest() * 31 : 0) ^ (chat.digest * 1099511628211ull);
+}
+
 LoadedJob load_model(JobOptions& opt) {
   LoadedJob job{read_model(opt), nullptr, {}, {}, {}, {}};
   job.description = describe(opt, job.model);
   job.model.set_threads(opt.threads);  // the attention kernel's budget, for the matmuls around it
   opt.model = job.model.config();
+  if (opt.tp.size > 1) job.fingerprint = model_fingerprint(opt, opt.model);
   opt.end_tokens = end_tokens(opt);
   LoadedTokenizer t = load_text_tokenizer(opt);
   job.tokenizer = std::move(t.tokenizer);
@@ -110,6 +116,9 @@ LoadedJob load_job(JobOptions& opt, std::int64_t max_batch_tokens) {
 
 void agree_on_job(ringattn::Ring& ring, const LoadedJob& job) {
   const int parts = job.model.parts().shard.size;
+  // Parts: first the whole checkpoint on every rank (a group's ranks hold different parts),
+  // then each part against the same part in the first group.
+  if (parts > 1) agree_on_model(ring, job.whole_digest(), job.description, 1);
   if (ring.world_size() > parts) agree_on_model(ring, job.digest(), job.description, parts);
 }
 

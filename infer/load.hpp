@@ -28,7 +28,12 @@ struct LoadedJob {
   std::vector<Prompt> prompts;
   std::string description;  // "model <path> (llama2.c), tokenizer <path>": for a mismatch's message
   // The digest the ranks compare: the weights', the tokenizer's and the chat template's.
+  // Of a tensor-parallel part (opt.tp): its part's weights only.
   std::uint64_t digest() const;
+  // With tensor parallelism: the whole checkpoint's fingerprint (fingerprint.hpp), the same
+  // on every rank whatever part it holds, with the tokenizer's and chat template's digests.
+  std::uint64_t fingerprint = 0;
+  std::uint64_t whole_digest() const;
 };
 
 // The model and tokenizer `opt` names, no prompts (a daemon's, before any request);
@@ -47,7 +52,9 @@ LoadedJob load_job(JobOptions& opt, std::int64_t max_batch_tokens);
 void set_model_path(JobOptions& o, const std::string& path, const std::string& flag);
 
 // Right after the ring forms: every rank proves it loaded the same model as rank 0 (one
-// pass over every weight, so only where there is another rank). Throws as agree_on_model.
+// pass over every weight, so only where there is another rank). With tensor parallelism,
+// the whole checkpoint's fingerprint on every rank, then each part against the same part in
+// the first group. Throws as agree_on_model.
 void agree_on_job(ringattn::Ring& ring, const LoadedJob& job);
 
 }  // namespace infer

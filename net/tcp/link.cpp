@@ -451,7 +451,9 @@ asio::awaitable<void> Link::linger_close(std::optional<ErrorInfo> error) {
 // still in its last collective would lose them ("connection reset in the middle of a
 // frame"). So wait until the peer's kernel has acknowledged every byte sent (SIOCOUTQ:
 // unsent plus unacknowledged, the FIN included), reading and discarding what the peer sends
-// meanwhile; give up when the queue has not shrunk for env.linger, or after env.flush.
+// meanwhile; give up when neither has moved for env.linger (a peer that reads nothing and
+// sends nothing), or after env.flush. A live peer still computing before it posts the
+// receive for our bytes keeps its PINGs coming: that counts as moving.
 asio::awaitable<void> Link::flush_sent() {
   auto& sock = stream_.socket();
   const int fd = sock.native_handle();
@@ -471,7 +473,8 @@ asio::awaitable<void> Link::flush_sent() {
       moved = now;
     }
     if (now - moved >= env_.linger || now - start >= env_.flush) break;
-    for (int i = 0; i < 16 && !ec; ++i) sock.read_some(asio::buffer(scratch), ec);
+    for (int i = 0; i < 16 && !ec; ++i)
+      if (sock.read_some(asio::buffer(scratch), ec) > 0) moved = now;
     if (ec && ec != asio::error::would_block && ec != asio::error::try_again) break;  // the peer closed or reset
     ec.clear();
     tick.expires_after(std::chrono::milliseconds(2));

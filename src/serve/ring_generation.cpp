@@ -36,10 +36,13 @@ infer::JobOptions batch_options(const HostedModel& m, int steps) {
 
 void RingService::agree_on_model() {
   if (world() == 1) return;
-  // Each tensor-parallel part against the same part in the first group (a model's part
-  // digests differ, so --tp must be the same on every daemon: the ring's group size is).
-  infer::agree_on_model(*ring_, model_ ? model_->digest : 0, model_ ? model_->job.description : "no model",
-                        model_ ? model_->options.tp.size : 1);
+  // Tensor parallelism: first the whole checkpoint on every daemon (a group's daemons hold
+  // different parts), then each part against the same part in the first group (--tp is
+  // the same on every daemon: the ring's group size is).
+  const int parts = model_ ? model_->options.tp.size : 1;
+  if (parts > 1) infer::agree_on_model(*ring_, model_->job.whole_digest(), model_->job.description, 1);
+  if (world() > parts)
+    infer::agree_on_model(*ring_, model_ ? model_->digest : 0, model_ ? model_->job.description : "no model", parts);
 }
 
 void RingService::submit_generation(std::shared_ptr<Generation> g, bool open_session, const std::string& session) {

@@ -5,11 +5,14 @@
 // agree with the whole model's within 1e-5 relative (only the order of the sums after O and
 // down differs), the same bits on every rank of the group. No model files needed.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <barrier>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <span>
 #include <string>
@@ -18,12 +21,16 @@
 
 #include <ringattn/error.hpp>
 
+#include "fingerprint.hpp"
 #include "model.hpp"
 #include "tensor_parallel.hpp"
 
 using infer::Model;
 using infer::ModelConfig;
 using infer::TpShard;
+using infer::files_fingerprint;
+using infer::JobOptions;
+using infer::model_fingerprint;
 using ringattn::DType;
 
 namespace {
@@ -220,4 +227,41 @@ TEST_CASE("tensor parallelism: a split the model cannot take is refused naming i
   std::vector<float> x(std::size_t(c.dim));
   const std::vector<std::int32_t> token = {5};
   CHECK_THROWS_WITH_AS(part.embed(token, x), doctest::Contains("needs its tensor-parallel group"), ringattn::InvalidArgument);
+}
+
+TEST_CASE("tensor parallelism: the whole checkpoint's fingerprint tells two files apart, sampled, whatever part a rank holds") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("ringattn-fp-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  struct Gone {
+    std::filesystem::path p;
+    ~Gone() { std::filesystem::remove_all(p); }
+  } gone{dir};
+  auto write = [&](const std::string& name, std::size_t n, std::size_t flip) {
+    std::string bytes(n, '\0');
+    for (std::size_t i = 0; i < n; ++i) bytes[i] = static_cast<char>((i * 2654435761u) >> 13);
+    if (flip < n) bytes[flip] = static_cast<char>(bytes[flip] ^ 1);
+    std::ofstream(dir / name, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(n));
+    return (dir / name).string();
+  };
+  const std::string a = write("a.bin", 300000, SIZE_MAX), same = write("same.bin", 300000, SIZE_MAX);
+  const std::string flipped = write("flipped.bin", 300000, 150000);  // small: every byte is sampled
+  const std::string shorter = write("shorter.bin", 299999, SIZE_MAX);
+  CHECK(files_fingerprint({a}) == files_fingerprint({same}));
+  CHECK(files_fingerprint({a}) != files_fingerprint({flipped}));
+  CHECK(files_fingerprint({a}) != files_fingerprint({shorter}));
+  CHECK(files_fingerprint({a, same}) != files_fingerprint({a}));
+  // Large: 64 samples of 64 KiB, the first and last included; another checkpoint of the
+  // same size differs in them.
+  const std::string big = write("big.bin", 40 << 20, SIZE_MAX), big_tail = write("big_tail.bin", 40 << 20, (40 << 20) - 1);
+  CHECK(files_fingerprint({big}) != files_fingerprint({big_tail}));
+  // The model's: the seed and shape when no file holds it; the held dtype counts.
+  JobOptions o;
+  ModelConfig c;
+  const std::uint64_t seeded = model_fingerprint(o, c);
+  o.seed = 2;
+  CHECK(model_fingerprint(o, c) != seeded);
+  o.seed = 1;
+  o.weights_dtype = ringattn::DType::bf16;
+  CHECK(model_fingerprint(o, c) != seeded);
+  CHECK_THROWS_WITH_AS(files_fingerprint({(dir / "absent.bin").string()}), doctest::Contains("absent.bin"), ringattn::FileError);
 }
