@@ -63,4 +63,9 @@ void agree_on_model(ringattn::Ring& ring, std::uint64_t digest, const std::strin
   if (!verdict.empty()) throw ringattn::InvalidArgument(verdict);
 }
 
+void agree_on_parts(ringattn::Ring& ring, std::uint64_t whole, std::uint64_t part, const std::string& loaded, int parts) {
+  if (parts > 1) agree_on_model(ring, whole, loaded, 1);
+  if (ring.world_size() > parts) agree_on_model(ring, part, loaded, parts);
+}
+
 }  // namespace infer

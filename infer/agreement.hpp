@@ -21,4 +21,10 @@ namespace infer {
 // Throws ringattn::InvalidArgument on every rank when any two ranks disagree.
 void agree_on_model(ringattn::Ring& ring, std::uint64_t digest, const std::string& loaded, int parts = 1);
 
+// A model split in `parts` (tensor parallelism; 1: whole on every rank): with parts, first
+// `whole` (the checkpoint's fingerprint, the same whatever part a rank holds) on every rank,
+// since a group's ranks hold different parts; then `part` (the weights this rank holds)
+// against the same part in the first group, where there is one.
+void agree_on_parts(ringattn::Ring& ring, std::uint64_t whole, std::uint64_t part, const std::string& loaded, int parts);
+
 }  // namespace infer

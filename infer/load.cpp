@@ -52,13 +52,13 @@ std::vector<std::int32_t> random_tokens(std::int64_t n, std::int64_t vocab, std:
 
 }  // namespace
 
-std::uint64_t LoadedJob::digest() const {
-  return model.digest() ^ (tokenizer ? tokenizer->digest() * 31 : 0) ^ (chat.digest * 1099511628211ull);
+std::uint64_t LoadedJob::with_text(std::uint64_t weights) const {
+  return weights ^ (tokenizer ? tokenizer->digest() * 31 : 0) ^ (chat.digest * 1099511628211ull);
 }
 
-std::uint64_t LoadedJob::whole_digest() const {
-  return fingerprint ^ (tokenizer ? tokenizer->digest() * 31 : 0) ^ (chat.digest * 1099511628211ull);
-}
+std::uint64_t LoadedJob::digest() const { return with_text(model.digest()); }
+
+std::uint64_t LoadedJob::whole_digest() const { return with_text(fingerprint); }
 
 LoadedJob load_model(JobOptions& opt) {
   LoadedJob job{read_model(opt), nullptr, {}, {}, {}, {}};
@@ -114,12 +114,16 @@ LoadedJob load_job(JobOptions& opt, std::int64_t max_batch_tokens) {
   return job;
 }
 
+std::int64_t place_in_ring(JobOptions& opt, const ringattn::RingOptions& ring) {
+  const int group = std::max(1, ring.group_size);
+  opt.tp = {ring.rank % group, group};
+  return ring.limits.max_rows * (ring.world_size / group);
+}
+
 void agree_on_job(ringattn::Ring& ring, const LoadedJob& job) {
   const int parts = job.model.parts().shard.size;
-  // Parts: first the whole checkpoint on every rank (a group's ranks hold different parts),
-  // then each part against the same part in the first group.
-  if (parts > 1) agree_on_model(ring, job.whole_digest(), job.description, 1);
-  if (ring.world_size() > parts) agree_on_model(ring, job.digest(), job.description, parts);
+  // The part's digest is a pass over every weight it holds: only where it is compared.
+  agree_on_parts(ring, job.whole_digest(), ring.world_size() > parts ? job.digest() : 0, job.description, parts);
 }
 
 void set_model_path(JobOptions& o, const std::string& path, const std::string& flag) {

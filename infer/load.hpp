@@ -34,6 +34,9 @@ struct LoadedJob {
   // on every rank whatever part it holds, with the tokenizer's and chat template's digests.
   std::uint64_t fingerprint = 0;
   std::uint64_t whole_digest() const;
+
+ private:
+  std::uint64_t with_text(std::uint64_t weights) const;  // mixed with the tokenizer's and template's
 };
 
 // The model and tokenizer `opt` names, no prompts (a daemon's, before any request);
@@ -50,6 +53,11 @@ LoadedJob load_job(JobOptions& opt, std::int64_t max_batch_tokens);
 // o.llama2c. Throws ringattn::InvalidArgument for a bare .safetensors file (its shape is
 // not in it: the batch job's --weights with shape flags reads those), naming `flag`.
 void set_model_path(JobOptions& o, const std::string& path, const std::string& flag);
+
+// This rank's place in the ring's mesh (RingOptions::group_size consecutive ranks a
+// tensor-parallel group): sets opt.tp to its part; returns the most tokens one batch may
+// hold (max_rows for each group, which is one rank of the batch plan).
+std::int64_t place_in_ring(JobOptions& opt, const ringattn::RingOptions& ring);
 
 // Right after the ring forms: every rank proves it loaded the same model as rank 0 (one
 // pass over every weight, so only where there is another rank). With tensor parallelism,

@@ -13,7 +13,6 @@
 #include <ringattn/error.hpp>
 #include <ringattn/ring.hpp>
 
-#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -45,12 +44,11 @@ int run(int argc, char** argv) {
   const int rank = g_rank = ring_options.rank;
   // Tensor parallelism: --tp, else the environment's group size; this rank's part by its place.
   if (opt.tp.size > 1) ring_options.group_size = opt.tp.size;
-  const int group = std::max(1, ring_options.group_size);
-  opt.tp = {rank % group, group};
 
   // Inputs first (load.hpp): a bad file fails every rank before any of them waits on the
-  // network. A batch holds at most max_rows tokens per rank (the job checks each rank's share).
-  const std::int64_t max_batch_tokens = ring_options.limits.max_rows * (ring_options.world_size / group);
+  // network. A batch holds at most max_rows tokens per group (the job checks each one's share).
+  const std::int64_t max_batch_tokens = infer::place_in_ring(opt, ring_options);
+  const int group = opt.tp.size;
   infer::LoadedJob job = infer::load_job(opt, max_batch_tokens);
   const infer::Model& model = job.model;
   const std::vector<infer::Prompt>& prompts = job.prompts;

@@ -427,21 +427,20 @@ asio::awaitable<void> Link::linger_close(std::optional<ErrorInfo> error) {
   const std::error_code ec =
       co_await write_control(stream_, error ? FrameKind::error : FrameKind::bye, std::as_bytes(std::span(payload)));
   deadline.disarm();
+  std::error_code drain_ec;
+  stream_.socket().non_blocking(true, drain_ec);  // from here on every read only takes what is there
+  std::vector<std::byte> scratch(64 * 1024);
   if (!ec) {
     env_.counters->bytes_sent += kHeaderBytes + payload.size();
     env_.counters->frames_sent += 1;
     stream_.shutdown_send();
-    co_await flush_sent();
+    co_await flush_sent(scratch);
   }
   // Discard what the peer already sent: closing with unread bytes would reset the
   // connection at once. Bytes the peer acknowledged before a reset stay readable there, so
   // our last frames (and this BYE/ERROR) still arrive. Waiting for the peer's EOF instead
   // would make close() cost a round of the slowest neighbour.
-  std::error_code drain_ec;
-  auto& sock = stream_.socket();
-  sock.non_blocking(true, drain_ec);
-  std::vector<std::byte> scratch(64 * 1024);
-  for (int i = 0; i < 64 && !drain_ec; ++i) sock.read_some(asio::buffer(scratch), drain_ec);  // bounded
+  discard_unread(scratch, 64, drain_ec);  // bounded
   stream_.close();
   closed_ = true;
 }
@@ -454,12 +453,9 @@ asio::awaitable<void> Link::linger_close(std::optional<ErrorInfo> error) {
 // meanwhile; give up when neither has moved for env.linger (a peer that reads nothing and
 // sends nothing), or after env.flush. A live peer still computing before it posts the
 // receive for our bytes keeps its PINGs coming: that counts as moving.
-asio::awaitable<void> Link::flush_sent() {
-  auto& sock = stream_.socket();
-  const int fd = sock.native_handle();
+asio::awaitable<void> Link::flush_sent(std::vector<std::byte>& scratch) {
+  const int fd = stream_.socket().native_handle();
   std::error_code ec;
-  sock.non_blocking(true, ec);
-  std::vector<std::byte> scratch(64 * 1024);
   asio::steady_timer tick(stream_.get_executor());
   const auto start = Clock::now();
   auto moved = start;
@@ -473,14 +469,19 @@ asio::awaitable<void> Link::flush_sent() {
       moved = now;
     }
     if (now - moved >= env_.linger || now - start >= env_.flush) break;
-    for (int i = 0; i < 16 && !ec; ++i)
-      if (sock.read_some(asio::buffer(scratch), ec) > 0) moved = now;
+    if (discard_unread(scratch, 16, ec) > 0) moved = now;
     if (ec && ec != asio::error::would_block && ec != asio::error::try_again) break;  // the peer closed or reset
     ec.clear();
     tick.expires_after(std::chrono::milliseconds(2));
     co_await tick.async_wait(asio::redirect_error(kAwait, ec));
     if (ec) break;
   }
+}
+
+std::size_t Link::discard_unread(std::vector<std::byte>& scratch, int reads, std::error_code& ec) {
+  std::size_t got = 0;
+  for (int i = 0; i < reads && !ec; ++i) got += stream_.socket().read_some(asio::buffer(scratch), ec);
+  return got;
 }
 
 }  // namespace ringattn::net::tcp

@@ -111,7 +111,10 @@ class Link {
   std::string name_of(const Tag& t) const;
   asio::awaitable<bool> read_small(std::span<std::byte> into, const FrameHeader& h);
   asio::awaitable<void> linger_close(std::optional<ErrorInfo> error);
-  asio::awaitable<void> flush_sent();
+  asio::awaitable<void> flush_sent(std::vector<std::byte>& scratch);
+  // Reads and drops up to `reads` buffers of what the peer sent (the socket non-blocking);
+  // returns the bytes; ec: would_block once nothing is left, or the socket's error.
+  std::size_t discard_unread(std::vector<std::byte>& scratch, int reads, std::error_code& ec);
   void report(const std::string& context, const std::error_code& ec);
   void fail(FailureCause cause, const std::string& message) { env_.fail(cause, peer_rank_, message); }
   void spawn(asio::awaitable<void> coroutine);  // an exception escaping it fails the transport

@@ -18,9 +18,7 @@ namespace ringattn::generate {
 RankFigures run_rank(infer::JobOptions opt, const RingOptions& ring_options, const TokenSink& sink, bool heartbeat) {
   // Inputs first: a bad file fails every rank before any of them waits on the network.
   // Tensor parallelism: the ring's groups each hold the model once, split; this rank its part.
-  const int group = std::max(1, ring_options.group_size);
-  opt.tp = {ring_options.rank % group, group};
-  const std::int64_t max_batch_tokens = ring_options.limits.max_rows * (ring_options.world_size / group);
+  const std::int64_t max_batch_tokens = infer::place_in_ring(opt, ring_options);
   const infer::LoadedJob job = infer::load_job(opt, max_batch_tokens);
   Ring ring = Ring::connect(ring_options);
   std::optional<node::Heartbeat> alive;  // after the ring: it ends first

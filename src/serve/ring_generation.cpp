@@ -36,13 +36,9 @@ infer::JobOptions batch_options(const HostedModel& m, int steps) {
 
 void RingService::agree_on_model() {
   if (world() == 1) return;
-  // Tensor parallelism: first the whole checkpoint on every daemon (a group's daemons hold
-  // different parts), then each part against the same part in the first group (--tp is
-  // the same on every daemon: the ring's group size is).
-  const int parts = model_ ? model_->options.tp.size : 1;
-  if (parts > 1) infer::agree_on_model(*ring_, model_->job.whole_digest(), model_->job.description, 1);
-  if (world() > parts)
-    infer::agree_on_model(*ring_, model_ ? model_->digest : 0, model_ ? model_->job.description : "no model", parts);
+  // (--tp is the same on every daemon: the ring's group size is.)
+  if (!model_) infer::agree_on_model(*ring_, 0, "no model");
+  else infer::agree_on_parts(*ring_, model_->job.whole_digest(), model_->digest, model_->job.description, model_->options.tp.size);
 }
 
 void RingService::submit_generation(std::shared_ptr<Generation> g, bool open_session, const std::string& session) {
