@@ -24,6 +24,8 @@ Positions::Positions(std::vector<PositionRun> runs) : runs_(std::move(runs)) {
       throw InvalidArgument(where + " overflows int64");
     last = r.first + (r.count - 1) * r.stride;
     have_last = true;
+    if (r.count > INT64_MAX - size_)  // increasing non-negative int64s: 2^63 of them at most
+      throw InvalidArgument(where + " brings the rows past INT64_MAX");
     size_ += r.count;
   }
 }
@@ -65,11 +67,14 @@ void Positions::materialize_into(std::vector<std::int64_t>& out) const {
 }
 
 std::int64_t Positions::at(std::int64_t r) const {
+  if (r < 0 || r >= size_)
+    throw InvalidArgument("positions: row " + std::to_string(r) + " is out of range (" + std::to_string(size_) +
+                          " rows)");
   for (const auto& run : runs_) {
     if (r < run.count) return run.first + r * run.stride;
     r -= run.count;
   }
-  throw InvalidArgument("positions: row " + std::to_string(r) + " is out of range");
+  return 0;  // not reached: r < size_
 }
 
 std::vector<std::int64_t> Positions::materialize() const {

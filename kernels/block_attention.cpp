@@ -218,6 +218,7 @@ FoldStats BlockAttention::fold_documents(const void* q, const Positions& q_pos, 
                           std::to_string(state.heads) + ", " + std::to_string(state.head_dim) +
                           "] but the queries are [" + std::to_string(nq) + ", " + std::to_string(H) +
                           ", " + std::to_string(D) + "]");
+  kernels::check_state(state, "block attention");
   const bool docs = !q_docs.empty() || !k_docs.empty();
   if (docs && !check_documents && (static_cast<std::int64_t>(q_docs.size()) != nq || static_cast<std::int64_t>(k_docs.size()) != nk))
     throw InvalidArgument("block attention: internal: unchecked documents of the wrong size");  // sizes stay checked

@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <mutex>
@@ -145,11 +146,20 @@ void attention_backward_delta(const float* o, const float* d_o, std::int64_t row
   if (rows < 0 || heads < 1 || head_dim < 1)
     throw InvalidArgument(std::string(kWho) + ": delta of [" + std::to_string(rows) + ", " + std::to_string(heads) +
                           ", " + std::to_string(head_dim) + "]: rows >= 0, heads and head_dim >= 1");
+  // o + r * head_dim for every (row, head): more floats than an address space holds cannot
+  // be the caller's arrays, and the offsets would overflow.
+  std::int64_t n = 0, elements = 0;
+  if (__builtin_mul_overflow(rows, heads, &n) || __builtin_mul_overflow(n, head_dim, &elements) ||
+      elements > PTRDIFF_MAX / static_cast<std::int64_t>(sizeof(float)))
+    throw InvalidArgument(std::string(kWho) + ": delta of [" + std::to_string(rows) + ", " + std::to_string(heads) +
+                          ", " + std::to_string(head_dim) + "]: more floats than an address space holds");
+  if (threads < 0 || threads > kMaxThreads)
+    throw InvalidArgument(std::string(kWho) + ": delta: threads = " + std::to_string(threads) + " must be in 0.." +
+                          std::to_string(kMaxThreads) + " (0: all cores)");
   if (rows == 0) return;
   kernels::check_ptr(o, alignof(float), "o", kWho);
   kernels::check_ptr(d_o, alignof(float), "d_o", kWho);
   kernels::check_ptr(delta, alignof(float), "delta", kWho);
-  const std::int64_t n = rows * heads;
   const int t = threads > 0 ? threads : omp_get_max_threads();
   // In double: an fp32 product cannot overflow there, so the sum is finite exactly when
   // every term is, and the check below is the check of o and d_o.

@@ -26,6 +26,11 @@ KernelSetup set_up(const AttentionConfig& cfg);
 // differs from rows, or they decrease.
 std::string check_docs(const char* side, std::span<const std::int32_t> docs, std::int64_t rows);
 
+// Throws InvalidArgument ("<who>: the state's shape ... does not match its arrays") unless
+// m and l hold rows * heads and o rows * heads * head_dim elements: the fields are public,
+// and fold, merge and finalize index the arrays by them.
+void check_state(const OnlineSoftmaxState& s, const char* who);
+
 // Throws InvalidArgument ("<who>: <name> is a null pointer" / "is not aligned") unless p
 // is non-null and aligned to `align`.
 void check_ptr(const void* p, std::size_t align, const char* name, const char* who = "block attention");

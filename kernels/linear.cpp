@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -171,8 +172,16 @@ void pack_column(const LinearPart& part, std::int64_t in, std::uint32_t* panel, 
 }  // namespace
 
 void Linear::pack(std::optional<DType> dtype, std::int64_t in, std::optional<Isa> isa, std::span<const Block> blocks) {
+  // Each block's rows checked against what is left below kMaxDim before they are added:
+  // a sum taken first could wrap onto a small total and the blocks be packed past it.
+  // The parts' rows, panels and words below are then bounded by out and in.
   std::int64_t out = 0;
-  for (const Block& b : blocks) out += b.rows;
+  for (const Block& b : blocks) {
+    if (b.rows > kMaxDim - out)
+      throw InvalidArgument("linear: the blocks' rows add up to more than 2^24 (a block of " + std::to_string(b.rows) +
+                            " rows after " + std::to_string(out) + "); split the weight into Linears of at most 2^24 rows");
+    out += b.rows;
+  }
   if (out < 1 || out > kMaxDim || in < 1 || in > kMaxDim)
     throw InvalidArgument("linear: weight shape " + shape(out, in) + " is outside [1, 2^24] per side");
   if (dtype && !known_held(*dtype))
@@ -285,8 +294,10 @@ std::span<const std::byte> Linear::packed() const {
 
 void Linear::apply(std::span<const float> x, std::span<float> y, bool add, int threads) const {
   if (!impl_) throw InvalidArgument("linear: apply on an empty Linear (no weights)");
-  const std::int64_t rows = static_cast<std::int64_t>(x.size()) / impl_->in;
-  if (rows * impl_->in != static_cast<std::int64_t>(x.size()) || rows * impl_->out != static_cast<std::int64_t>(y.size()))
+  // Compared by division: rows * out could wrap onto y.size() for a huge x.
+  const std::size_t in = static_cast<std::size_t>(impl_->in), out = static_cast<std::size_t>(impl_->out);
+  const auto rows = static_cast<std::int64_t>(x.size() / in);
+  if (x.size() % in != 0 || y.size() % out != 0 || y.size() / out != x.size() / in)
     throw InvalidArgument("linear: x holds " + std::to_string(x.size()) + " and y " + std::to_string(y.size()) +
                           " floats, not rows x " + std::to_string(impl_->in) + " and rows x " +
                           std::to_string(impl_->out) + " for weight " + shape(impl_->out, impl_->in));
@@ -423,6 +434,12 @@ void Linear::apply(const float* x, std::int64_t rows, std::int64_t ldx, float* y
   if (threads < 0 || threads > kMaxThreads)
     throw InvalidArgument("linear: threads " + std::to_string(threads) + " is outside [0, " +
                           std::to_string(kMaxThreads) + "]");
+  // x + r * ldx and y + r * ldy for every row: more floats than an address space holds
+  // cannot be the caller's arrays, and the offsets would overflow.
+  constexpr std::int64_t kMaxFloats = PTRDIFF_MAX / static_cast<std::int64_t>(sizeof(float));
+  if (rows > 0 && (ldx > kMaxFloats / rows || ldy > kMaxFloats / rows))
+    throw InvalidArgument("linear: apply with rows " + std::to_string(rows) + ", ldx " + std::to_string(ldx) +
+                          ", ldy " + std::to_string(ldy) + " spans more floats than an address space holds");
   if (rows == 0) return;
   for (const LinearPart& part : L.parts)
     apply_part(*L.ops, L.words.data + part.offset, part, L.in, x, rows, ldx, y + part.row0, ldy, add, threads);

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "kernels/dispatch.hpp"
+#include "kernels/kernel_setup.hpp"
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
 
@@ -24,28 +25,57 @@ namespace ringattn {
 namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr std::int64_t kMaxStateElements = std::int64_t{1} << 40;  // of o: 4 TiB, beyond any node
+
+std::string shape(std::int64_t r, std::int64_t h, std::int64_t d) {
+  return "[" + std::to_string(r) + ", " + std::to_string(h) + ", " + std::to_string(d) + "]";
 }
+
+// Rows x heads, or InvalidArgument: heads and head_dim in 1..2^16 (the ring's limits'
+// range) and at most kMaxStateElements elements of o, checked before anything is sized.
+std::int64_t checked_rows_heads(std::int64_t r, std::int64_t h, std::int64_t d) {
+  constexpr std::int64_t kMaxHeadsOrDim = 1 << 16;
+  if (r < 0 || h < 1 || d < 1 || h > kMaxHeadsOrDim || d > kMaxHeadsOrDim)
+    throw InvalidArgument("softmax state: bad shape " + shape(r, h, d) +
+                          " (rows >= 0, heads and head_dim in 1..65536)");
+  if (r > kMaxStateElements / (h * d))
+    throw InvalidArgument("softmax state: shape " + shape(r, h, d) + " holds more than 2^40 elements");
+  return r * h;
+}
+}  // namespace
+
+namespace kernels {
+
+void check_state(const OnlineSoftmaxState& s, const char* who) {
+  // Overflow-checked: the fields are the caller's, and a wrapped product could match.
+  std::int64_t rh = 0, rhd = 0;
+  if (s.rows < 0 || s.heads < 0 || s.head_dim < 0 || __builtin_mul_overflow(s.rows, s.heads, &rh) ||
+      __builtin_mul_overflow(rh, s.head_dim, &rhd) || s.m.size() != static_cast<std::size_t>(rh) ||
+      s.l.size() != static_cast<std::size_t>(rh) || s.o.size() != static_cast<std::size_t>(rhd))
+    throw InvalidArgument(std::string(who) + ": the state's shape " + shape(s.rows, s.heads, s.head_dim) +
+                          " does not match its arrays (m " + std::to_string(s.m.size()) + ", l " +
+                          std::to_string(s.l.size()) + ", o " + std::to_string(s.o.size()) +
+                          " elements); make it with OnlineSoftmaxState(rows, heads, head_dim) or reset()");
+}
+
+}  // namespace kernels
 
 OnlineSoftmaxState::OnlineSoftmaxState(std::int64_t r, std::int64_t h, std::int64_t d)
     : rows(r), heads(h), head_dim(d) {
-  if (r < 0 || h < 1 || d < 1)
-    throw InvalidArgument("softmax state: bad shape [" + std::to_string(r) + ", " + std::to_string(h) +
-                          ", " + std::to_string(d) + "]");
-  m.assign(static_cast<std::size_t>(r * h), kNegInf);
-  l.assign(static_cast<std::size_t>(r * h), 0.0f);
-  o.assign(static_cast<std::size_t>(r * h * d), 0.0f);
+  const std::int64_t rh = checked_rows_heads(r, h, d);
+  m.assign(static_cast<std::size_t>(rh), kNegInf);
+  l.assign(static_cast<std::size_t>(rh), 0.0f);
+  o.assign(static_cast<std::size_t>(rh * d), 0.0f);
 }
 
 void OnlineSoftmaxState::reset(std::int64_t r, std::int64_t h, std::int64_t d) {
-  if (r < 0 || h < 1 || d < 1)
-    throw InvalidArgument("softmax state: bad shape [" + std::to_string(r) + ", " + std::to_string(h) + ", " +
-                          std::to_string(d) + "]");
+  const std::int64_t rh = checked_rows_heads(r, h, d);
   rows = r;
   heads = h;
   head_dim = d;
-  m.assign(static_cast<std::size_t>(r * h), kNegInf);
-  l.assign(static_cast<std::size_t>(r * h), 0.0f);
-  o.assign(static_cast<std::size_t>(r * h * d), 0.0f);
+  m.assign(static_cast<std::size_t>(rh), kNegInf);
+  l.assign(static_cast<std::size_t>(rh), 0.0f);
+  o.assign(static_cast<std::size_t>(rh * d), 0.0f);
 }
 
 void OnlineSoftmaxState::reset() {
@@ -55,6 +85,8 @@ void OnlineSoftmaxState::reset() {
 }
 
 void merge(OnlineSoftmaxState& into, const OnlineSoftmaxState& other) {
+  kernels::check_state(into, "merge");
+  kernels::check_state(other, "merge");
   if (into.rows != other.rows || into.heads != other.heads || into.head_dim != other.head_dim)
     throw InvalidArgument("merge: states differ in shape ([" + std::to_string(into.rows) + ", " +
                           std::to_string(into.heads) + ", " + std::to_string(into.head_dim) + "] vs [" +
@@ -85,6 +117,7 @@ void merge(OnlineSoftmaxState& into, const OnlineSoftmaxState& other) {
 }
 
 void finalize(const OnlineSoftmaxState& s, float* out, float* lse) {
+  kernels::check_state(s, "finalize");
   const std::int64_t n = s.rows * s.heads, d = s.head_dim;
   for (std::int64_t i = 0; i < n; ++i) {
     const float l = s.l[static_cast<std::size_t>(i)];

@@ -72,6 +72,18 @@ py::array tensor(const py::object& obj, const std::string& name, const char* lay
   return a;
 }
 
+// An integer array as int64, every value checked first against `most`: numpy's cast
+// wraps a uint64 above INT64_MAX to a negative number without a word.
+py::array_t<std::int64_t> int64_of(const py::array& a, const std::string& where, std::uint64_t most) {
+  if (a.dtype().kind() == 'u') {
+    const auto u = py::array_t<std::uint64_t, py::array::c_style | py::array::forcecast>::ensure(a);
+    for (py::ssize_t i = 0; i < u.size(); ++i)
+      if (u.data()[i] > most)
+        bad(where + "[" + std::to_string(i) + "] = " + std::to_string(u.data()[i]) + " exceeds " + std::to_string(most));
+  }
+  return py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(a);
+}
+
 // The rows' global positions as int64 (converted from any integer array or sequence).
 py::array_t<std::int64_t> positions_of(const py::object& obj, py::ssize_t rows, const std::string& call = "forward") {
   auto a = py::reinterpret_borrow<py::array>(py::module_::import("numpy").attr("asarray")(obj));
@@ -81,7 +93,7 @@ py::array_t<std::int64_t> positions_of(const py::object& obj, py::ssize_t rows, 
   if (a.ndim() != 1 || a.shape(0) != rows)
     bad(call + ": positions has shape " + shape_of(a) + "; expected (" + std::to_string(rows) +
         ",), one global position per row");
-  return py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(a);
+  return int64_of(a, call + ": positions", std::numeric_limits<std::int64_t>::max());
 }
 
 // Document ids of a packed batch's rows: integers [rows], as int32.
@@ -95,7 +107,7 @@ py::array_t<std::int32_t> documents_of(const py::object& obj, py::ssize_t rows, 
     bad(call + ": " + name + " has shape " + shape_of(a) + "; expected (" + std::to_string(rows) +
         ",), one id per row");
   // Checked before the cast to int32, which would wrap 2**32 + 5 to 5 without a word.
-  const auto wide = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(a);
+  const auto wide = int64_of(a, call + ": " + name, std::numeric_limits<std::int32_t>::max());
   for (py::ssize_t i = 0; i < wide.size(); ++i)
     if (wide.data()[i] < std::numeric_limits<std::int32_t>::min() ||
         wide.data()[i] > std::numeric_limits<std::int32_t>::max())
@@ -111,7 +123,7 @@ std::vector<std::int64_t> cu_seqlens_of(const py::object& obj) {
   if ((kind != 'i' && kind != 'u') || a.ndim() != 1)
     bad("cu_seqlens: expected a 1-d sequence of integers (cumulative lengths from 0), got dtype " +
         std::string(py::str(a.dtype())) + " shape " + shape_of(a));
-  const auto c = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(a);
+  const auto c = int64_of(a, "cu_seqlens", std::numeric_limits<std::int64_t>::max());
   return {c.data(), c.data() + c.size()};
 }
 
@@ -135,7 +147,10 @@ ringattn::Mask mask_of(bool causal, const std::optional<std::int64_t>& window) {
 class PyRing {
  public:
   explicit PyRing(ringattn::Ring ring)
-      : ring_(std::make_shared<ringattn::Ring>(std::move(ring))), rank_(ring_->rank()), world_(ring_->world_size()) {}
+      : ring_(std::make_shared<ringattn::Ring>(std::move(ring))),
+        rank_(ring_->rank()),
+        world_(ring_->world_size()),
+        limits_(ring_->limits()) {}
 
   ~PyRing();
 
@@ -165,6 +180,7 @@ class PyRing {
           ": k must be [tokens, kv_heads, head_dim] with q's tokens and head_dim");
     if (v.ndim() != k.ndim() || v.shape(0) != k.shape(0) || v.shape(1) != k.shape(1) || v.shape(2) != k.shape(2))
       bad(c + ": v has shape " + shape_of(v) + " but k has " + shape_of(k) + "; they must match");
+    check_shape(c, "rows", rows, heads, k.shape(1), head_dim);
     if (!positions.is_none()) {
       a.pos = positions_of(positions, rows, c);
     } else if (world_ == 1) {
@@ -185,6 +201,21 @@ class PyRing {
       a.spec.scale = static_cast<float>(*scale);
     }
     return a;
+  }
+
+  // The arrays' shape against the ring's limits, before any output is allocated from it
+  // (the library checks the same, but only once it is called with those outputs).
+  void check_shape(const std::string& call, const char* what, py::ssize_t rows, py::ssize_t heads, py::ssize_t kv_heads,
+                   py::ssize_t head_dim) const {
+    const std::string where = "rank " + std::to_string(rank_) + ": " + call + ": ";
+    if (rows > limits_.max_rows)
+      bad(where + std::to_string(rows) + " " + what + " exceed the ring's max_rows = " + std::to_string(limits_.max_rows) +
+          " (set max_rows= when connecting)");
+    if (heads > limits_.max_heads || kv_heads > limits_.max_kv_heads || head_dim > limits_.max_head_dim)
+      bad(where + "heads " + std::to_string(heads) + "/" + std::to_string(kv_heads) + ", head_dim " +
+          std::to_string(head_dim) + " exceed the ring's limits (" + std::to_string(limits_.max_heads) + "/" +
+          std::to_string(limits_.max_kv_heads) + ", " + std::to_string(limits_.max_head_dim) +
+          "; set max_heads=, max_kv_heads=, max_head_dim= when connecting)");
   }
 
   static std::span<const float> floats(const py::array& a) {
@@ -355,6 +386,7 @@ class PyRing {
         v.shape(2) != head_dim)
       bad("decode: q " + shape_of(q) + ", k " + shape_of(k) + " and v " + shape_of(v) +
           " must be [tokens, heads, head_dim] and [tokens, kv_heads, head_dim] with the same tokens and head_dim");
+    check_shape("decode", "tokens", rows, heads, k.shape(1), head_dim);
     const auto pos = positions_of(positions, rows, "decode");
     const auto seqs = documents_of(sequences, rows, "decode", "sequences");
     ringattn::AttentionSpec spec;
@@ -454,6 +486,7 @@ class PyRing {
   std::mutex call_mu_, ring_mu_;
   std::shared_ptr<ringattn::Ring> ring_;
   int rank_, world_;
+  ringattn::RingLimits limits_;
   ringattn::ForwardStats stats_;
   ringattn::DecodeStats decode_stats_;
   ringattn::BackwardStats backward_stats_;
@@ -719,8 +752,13 @@ PYBIND11_MODULE(ringattn, m) {
   m.def(
       "shard_positions",
       [](const std::string& layout, std::int64_t tokens, int world, int rank) {
-        std::vector<std::int64_t> p =
-            ringattn::shard_positions(ringattn::parse_layout(layout), tokens, world, rank).materialize();
+        const ringattn::Positions shard = ringattn::shard_positions(ringattn::parse_layout(layout), tokens, world, rank);
+        // Materialized below: a shard no ring could take is refused before it is allocated.
+        if (shard.size() > ringattn::kMaxRankRows)
+          bad("shard_positions: rank " + std::to_string(rank) + " would hold " + std::to_string(shard.size()) +
+              " rows, more than " + std::to_string(ringattn::kMaxRankRows) +
+              " (the ceiling of a ring's max_rows); use more ranks or fewer tokens");
+        std::vector<std::int64_t> p = shard.materialize();
         py::array_t<std::int64_t> out(static_cast<py::ssize_t>(p.size()));
         std::copy(p.begin(), p.end(), out.mutable_data());
         return out;

@@ -34,6 +34,7 @@ BackwardStats backward_call(Ring::Impl& im, Scope scope, const AttentionSpec& sp
                             std::span<float> dk, std::span<float> dv) {
   const auto start = Clock::now();
   im.check_usable();
+  ring::check_scope(im, scope, "backward");
   const std::string who = "rank " + std::to_string(im.options.rank) + ": backward: ";
   auto bad = [&](const std::string& what) { throw InvalidArgument(who + what); };
   const ring::CheckedCall fc = ring::check_call(im, "backward", spec, q, k, v, positions, documents, o, lse);

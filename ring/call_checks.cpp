@@ -22,6 +22,12 @@ bool step_hidden(const Mask& mask, std::span<const std::int64_t> qpos, std::span
   return mask.kind == MaskKind::window && blk.positions->at(blk.rows - 1) <= qpos.front() - mask.window;
 }
 
+void check_scope(const Ring::Impl& im, Scope scope, const char* call) {
+  if (scope != Scope::ring && scope != Scope::group && scope != Scope::across)
+    throw InvalidArgument("rank " + std::to_string(im.options.rank) + ": " + call + ": scope " +
+                          std::to_string(static_cast<int>(scope)) +
+                          " is not Scope::ring, Scope::group or Scope::across");
+}
 
 // Everything a call must satisfy, each checked once, before anything is sent: a bad call
 // leaves the ring usable. Throws InvalidArgument naming the rank and what is wrong.

@@ -27,6 +27,10 @@ CheckedCall check_call(Ring::Impl& im, const char* call, const AttentionSpec& sp
                        std::optional<std::span<const std::int32_t>> documents, std::span<const float> o,
                        std::span<const float> lse);
 
+// Throws InvalidArgument "rank R: <call>: scope N is not ..." unless `scope` is one of the
+// three: a Scope cast from another integer would index past the mesh's per-scope arrays.
+void check_scope(const Ring::Impl& im, Scope scope, const char* call);
+
 // Whether the block can hold no pair this rank's queries see, from the ends of both
 // sides' positions (increasing) and documents (non-decreasing): then the step is
 // relayed and not computed.

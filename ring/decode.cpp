@@ -24,6 +24,7 @@
 #include "ringattn/error.hpp"
 #include "ringattn/kv_cache.hpp"
 #include "ringattn/ring.hpp"
+#include "ring/call_checks.hpp"
 #include "ring/decode_call.hpp"
 #include "ring/internals.hpp"
 #include "ring/ring_impl.hpp"
@@ -188,6 +189,7 @@ DecodeStats Ring::decode_in(Scope scope, const AttentionSpec& spec, KVCache& cac
   auto& im = *impl_;
   const auto start = Clock::now();
   im.check_usable();
+  ring::check_scope(im, scope, "decode");
   net::Transport& t = scope == Scope::ring ? *im.transport : im.mesh_of().of(scope);
   const int R = t.rank(), P = t.world();  // in the scope (a message names the ring's rank: ring_rank)
   const Bad bad = [&](const std::string& what) {

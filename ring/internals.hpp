@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <span>
+#include <string>
 
 #include "net/transport.hpp"
 #include "net/wire.hpp"
@@ -27,6 +28,9 @@ struct RingInternals {
   static std::uint64_t max_frame_bytes(const Ring& ring);
   // The most rows one block of this ring may have (RingLimits::max_rows).
   static std::uint32_t max_block_rows(const Ring& ring);
+  // The ring's limits check of a call of `rows` rows and this spec (what forward() checks
+  // first): InvalidArgument "<who><what exceeds which limit>" before anything is sized or sent.
+  static void check_limits(const Ring& ring, const AttentionSpec& spec, std::int64_t rows, const std::string& who);
 
   // Called at the start of every ring step of every call with the step number, the
   // block about to be sent and folded (it may change it: fp32 K and V are then copied,

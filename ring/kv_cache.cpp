@@ -3,6 +3,7 @@
 #include "ringattn/kv_cache.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <string>
@@ -22,6 +23,8 @@ struct Sequence {
 
 const kernels::SoftmaxOps& ops() { return kernels::ops_for(kernels::resolve_isa(std::nullopt)); }
 
+constexpr std::int64_t kMaxHeadsOrDim = 1 << 16;  // as the ring's limits (RingLimits)
+
 }  // namespace
 
 struct KVCache::Impl {
@@ -30,7 +33,18 @@ struct KVCache::Impl {
   std::map<std::int32_t, Sequence> seqs;
   std::int64_t rows = 0;
 
-  std::size_t row_bytes() const { return static_cast<std::size_t>(kv_heads * head_dim) * dtype_size(dtype); }
+  // At most 2^32 elements and 2^34 bytes a row (the constructor bounds kv_heads and head_dim).
+  std::size_t row_elements() const { return static_cast<std::size_t>(kv_heads * head_dim); }
+  std::size_t row_bytes() const { return row_elements() * dtype_size(dtype); }
+
+  // Elements of `rows` rows, or InvalidArgument (`call`) where rows x a row's bytes would
+  // overflow: more than memory can hold, and a wrapped product would size the copy.
+  std::size_t elements(std::size_t rows, const char* call) const {
+    if (rows > SIZE_MAX / row_bytes())
+      bad(std::string(call) + ": " + std::to_string(rows) + " rows of " + std::to_string(row_bytes()) +
+          " bytes overflow the size of memory");
+    return rows * row_elements();
+  }
 
   [[noreturn]] void bad(const std::string& what) const { throw InvalidArgument("KV cache: " + what); }
 
@@ -59,7 +73,7 @@ struct KVCache::Impl {
   // All-or-nothing: the three arrays are grown first (what may throw), then filled.
   void put(std::int32_t seq, std::span<const std::int64_t> pos, const std::byte* k, const std::byte* v) {
     auto& s = seqs[seq];
-    const std::size_t n = pos.size() * row_bytes();
+    const std::size_t n = pos.size() * row_bytes();  // checked by the caller (elements)
     auto grow = [](auto& vec, std::size_t more) {
       if (vec.capacity() - vec.size() < more) vec.reserve(std::max(vec.size() + more, 2 * vec.capacity()));
     };
@@ -75,7 +89,7 @@ struct KVCache::Impl {
   // fp32 rows into the dtype (a copy for bf16), then put.
   void put_f32(std::int32_t seq, std::span<const std::int64_t> pos, const float* k, const float* v,
                std::vector<std::uint16_t>& scratch) {
-    const std::size_t n = pos.size() * static_cast<std::size_t>(kv_heads * head_dim);
+    const std::size_t n = pos.size() * row_elements();  // checked by the caller (elements)
     if (dtype == DType::f32) {
       put(seq, pos, reinterpret_cast<const std::byte*>(k), reinterpret_cast<const std::byte*>(v));
       return;
@@ -89,9 +103,9 @@ struct KVCache::Impl {
 };
 
 KVCache::KVCache(std::int64_t kv_heads, std::int64_t head_dim, DType dtype) : impl_(std::make_unique<Impl>()) {
-  if (kv_heads < 1 || head_dim < 1)
+  if (kv_heads < 1 || head_dim < 1 || kv_heads > kMaxHeadsOrDim || head_dim > kMaxHeadsOrDim)
     throw InvalidArgument("KV cache: kv_heads = " + std::to_string(kv_heads) + " and head_dim = " +
-                          std::to_string(head_dim) + " must be >= 1");
+                          std::to_string(head_dim) + " must be in 1.." + std::to_string(kMaxHeadsOrDim));
   if (dtype != DType::f32 && dtype != DType::bf16)
     throw InvalidArgument("KV cache: dtype " + std::string(to_string(dtype)) + ": K and V are held in fp32 or bf16");
   impl_->kv_heads = kv_heads;
@@ -110,7 +124,7 @@ DType KVCache::dtype() const { return impl_->dtype; }
 void KVCache::append(std::int32_t sequence, std::span<const std::int64_t> positions, std::span<const float> k,
                      std::span<const float> v) {
   auto& im = *impl_;
-  const std::size_t n = positions.size() * static_cast<std::size_t>(im.kv_heads * im.head_dim);
+  const std::size_t n = im.elements(positions.size(), "append");
   if (k.size() != n || v.size() != n)
     im.bad("k has " + std::to_string(k.size()) + " and v " + std::to_string(v.size()) + " elements, expected " +
            std::to_string(n) + " (" + std::to_string(positions.size()) + " rows)");
@@ -123,8 +137,8 @@ void KVCache::append(std::int32_t sequence, std::span<const std::int64_t> positi
 void KVCache::append_packed(std::span<const std::int64_t> positions, std::span<const std::int32_t> documents,
                             std::span<const float> k, std::span<const float> v) {
   auto& im = *impl_;
-  const std::size_t row = static_cast<std::size_t>(im.kv_heads * im.head_dim);
-  const std::size_t n = positions.size() * row;
+  const std::size_t row = im.row_elements();
+  const std::size_t n = im.elements(positions.size(), "append_packed");
   if (documents.size() != positions.size())
     im.bad(std::to_string(documents.size()) + " document ids for " + std::to_string(positions.size()) + " rows");
   if (k.size() != n || v.size() != n)
@@ -162,8 +176,8 @@ void KVCache::append_packed(std::span<const std::int64_t> positions, std::span<c
 
 void KVCache::append_raw(std::int32_t sequence, std::span<const std::int64_t> positions, const void* k, const void* v) {
   auto& im = *impl_;
+  const auto n = static_cast<std::int64_t>(im.elements(positions.size(), "append_raw"));
   im.check_rows(sequence, positions, 0);
-  const auto n = static_cast<std::int64_t>(positions.size()) * im.kv_heads * im.head_dim;
   if (n > 0 && (!k || !v)) im.bad("k or v is a null pointer");
   const bool bad = im.dtype == DType::bf16
                        ? ops().has_non_finite_bf16(static_cast<const std::uint16_t*>(k), n) ||
@@ -177,10 +191,11 @@ void KVCache::append_raw(std::int32_t sequence, std::span<const std::int64_t> po
 void KVCache::reserve(std::int32_t sequence, std::int64_t rows) {
   auto& im = *impl_;
   if (sequence < 0 || rows < 0) im.bad("reserve: sequence and rows must be >= 0");
+  const std::size_t bytes = im.elements(static_cast<std::size_t>(rows), "reserve") * dtype_size(im.dtype);
   auto& s = im.seqs[sequence];
   s.positions.reserve(static_cast<std::size_t>(rows));
-  s.k.reserve(static_cast<std::size_t>(rows) * im.row_bytes());
-  s.v.reserve(static_cast<std::size_t>(rows) * im.row_bytes());
+  s.k.reserve(bytes);
+  s.v.reserve(bytes);
 }
 
 void KVCache::shrink(std::int32_t sequence) {

@@ -13,6 +13,7 @@
 #include "net/transport.hpp"
 #include "ring/internals.hpp"
 #include "ring/ring_token.hpp"
+#include "ring/timeouts.hpp"
 
 namespace ringattn {
 
@@ -76,12 +77,11 @@ struct RendezvousServer::Impl {
 
 RendezvousServer::RendezvousServer(const std::string& listen, const RingOptions& ranks, double timeout_seconds)
     : impl_(std::make_unique<Impl>()) {
-  if (!(timeout_seconds > 0))
-    throw InvalidArgument("RendezvousServer: timeout_seconds = " + std::to_string(timeout_seconds) + " must be > 0");
-  if (ranks.world_size < 1 || ranks.world_size > (1 << 20))
-    throw InvalidArgument("RendezvousServer: world_size = " + std::to_string(ranks.world_size) + " must be in 1..1048576");
-  const net::tcp::RendezvousConfig rc = ring::rendezvous_config(
-      ranks, ring::token_of(ranks), std::chrono::milliseconds(static_cast<std::int64_t>(timeout_seconds * 1000)));
+  const std::chrono::milliseconds timeout = ring::timeout_ms(timeout_seconds, "RendezvousServer: timeout_seconds");
+  if (ranks.world_size < 1 || ranks.world_size > kMaxWorldSize)
+    throw InvalidArgument("RendezvousServer: world_size = " + std::to_string(ranks.world_size) + " must be in 1.." +
+                          std::to_string(kMaxWorldSize));
+  const net::tcp::RendezvousConfig rc = ring::rendezvous_config(ranks, ring::token_of(ranks), timeout);
   impl_->server = std::make_unique<net::tcp::RendezvousServer>(net::parse_peer_address(listen, "rendezvous address"), rc);
 }
 

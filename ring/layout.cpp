@@ -53,7 +53,9 @@ Positions shard_positions(Layout layout, std::int64_t tokens, int shards, int sh
       return Positions({PositionRun{first, 1, count}, PositionRun{f2, 1, c2}});
     }
     case Layout::striped:
-      return Positions::strided(shard, shards, (tokens - shard + shards - 1) / shards);
+      // ceil((tokens - shard) / shards) without the sum, which overflows near INT64_MAX
+      // (tokens >= shards > shard, so tokens - shard >= 1).
+      return Positions::strided(shard, shards, (tokens - shard - 1) / shards + 1);
   }
   throw InvalidArgument("layout: unknown layout");
 }

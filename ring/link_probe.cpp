@@ -11,6 +11,7 @@
 #include "ringattn/error.hpp"
 #include "ring/block_layout.hpp"
 #include "ring/frame_tags.hpp"
+#include "ring/timeouts.hpp"
 
 namespace ringattn {
 namespace {
@@ -35,10 +36,6 @@ std::uint64_t frame_bytes(std::uint64_t block_bytes) {
   return ring::BlockLayout::kv(DType::f32, kHeadDim, rows_of(block_bytes, "LinkProbe"), false).bytes();
 }
 
-std::chrono::milliseconds millis(double seconds) {
-  return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000));
-}
-
 }  // namespace
 
 struct LinkProbe::Impl {
@@ -59,7 +56,11 @@ LinkProbe::LinkProbe(const LinkProbeOptions& options) : impl_(std::make_unique<I
   auto& im = *impl_;
   im.o = options;
   if (options.rank != 0 && options.rank != 1) throw InvalidArgument("LinkProbe: rank must be 0 (sends) or 1 (receives)");
-  if (options.depth < 1) throw InvalidArgument("LinkProbe: depth must be at least 1");
+  if (options.depth < 1 || options.depth > kMaxLinkProbeDepth)
+    throw InvalidArgument("LinkProbe: depth = " + std::to_string(options.depth) + " must be in 1.." +
+                          std::to_string(kMaxLinkProbeDepth) + " (frames in flight, each a receive buffer)");
+  const auto connect_timeout = ring::timeout_ms(options.connect_timeout, "LinkProbe: connect_timeout");
+  const auto io_timeout = ring::timeout_ms(options.timeout, "LinkProbe: timeout");
   net::TransportConfig c;
   c.tls = options.tls;
   c.rank = options.rank;
@@ -70,8 +71,8 @@ LinkProbe::LinkProbe(const LinkProbeOptions& options) : impl_(std::make_unique<I
   c.secret = options.token;
   c.listen_host = options.host;
   c.listen_port = options.port;
-  c.connect_timeout = millis(options.connect_timeout);
-  c.io_timeout = millis(options.timeout);
+  c.connect_timeout = connect_timeout;
+  c.io_timeout = io_timeout;
   im.t = net::make_tcp_transport(c);
   if (options.rank == 1)
     im.bufs.assign(static_cast<std::size_t>(options.depth), std::vector<std::byte>(frame_bytes(options.max_block_bytes)));
@@ -95,6 +96,8 @@ LinkStream LinkProbe::send(std::uint64_t block_bytes, std::int64_t count, double
   if (im.o.rank != 0) throw InvalidArgument("LinkProbe::send: only rank 0 sends");
   rows_of(block_bytes, "LinkProbe::send");  // throws for a size that is no whole number of rows
   if (block_bytes > im.o.max_block_bytes) throw InvalidArgument("LinkProbe::send: a block over max_block_bytes");
+  if (count < 0) throw InvalidArgument("LinkProbe::send: count = " + std::to_string(count) + " must be >= 0");
+  if (count == 0) ring::timeout_ms(seconds, "LinkProbe::send: seconds");  // a stream's length: the same range
   std::vector<std::byte> payload(frame_bytes(block_bytes));
   for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = std::byte(static_cast<unsigned char>(i * 131 + 7));
   const std::uint32_t crc = net::crc32c(payload);  // known, as for a relayed block

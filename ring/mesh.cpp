@@ -46,13 +46,20 @@ CollectiveStats finish(const collectives::ExchangeStats& x, Clock::time_point st
 
 }  // namespace
 
-int Ring::scope_rank(Scope scope) const { return impl_->mesh_of().of(scope).rank(); }
-int Ring::scope_size(Scope scope) const { return impl_->mesh_of().of(scope).world(); }
+int Ring::scope_rank(Scope scope) const {
+  ring::check_scope(*impl_, scope, "scope_rank");
+  return impl_->mesh_of().of(scope).rank();
+}
+int Ring::scope_size(Scope scope) const {
+  ring::check_scope(*impl_, scope, "scope_size");
+  return impl_->mesh_of().of(scope).world();
+}
 
 CollectiveStats Ring::all_reduce(std::span<float> data, Scope scope) {
   auto& im = *impl_;
   const auto start = Clock::now();
   im.check_usable();
+  ring::check_scope(im, scope, "all_reduce");
   auto& c = collectives_of(*this, im, scope);
   collectives::ExchangeStats x;
   try {
@@ -67,6 +74,7 @@ CollectiveStats Ring::all_gather(std::span<float> data, std::span<const std::siz
   auto& im = *impl_;
   const auto start = Clock::now();
   im.check_usable();
+  ring::check_scope(im, scope, "all_gather");
   const net::Transport& t = im.mesh_of().of(scope);
   const std::string where = "rank " + std::to_string(rank()) + ": all_gather over the " + name_of(scope) + ": ";
   if (counts.size() != static_cast<std::size_t>(t.world()))

@@ -26,7 +26,15 @@ void chunk(std::int64_t total, std::int64_t n, std::int64_t i, std::int64_t* fir
 }
 
 void check_tokens(const char* what, std::span<const std::int64_t> cu, int shards) {
-  if (shards < 1) throw InvalidArgument(std::string(what) + ": shards = " + std::to_string(shards) + " must be >= 1");
+  if (shards < 1 || shards > kMaxWorldSize)
+    throw InvalidArgument(std::string(what) + ": shards = " + std::to_string(shards) + " must be in 1.." +
+                          std::to_string(kMaxWorldSize));
+  // Before a position is pushed: a batch larger than every rank's most rows cannot be run,
+  // and its positions alone could exhaust memory.
+  if (cu.back() > shards * kMaxRankRows)
+    throw InvalidArgument(std::string(what) + ": " + std::to_string(cu.back()) + " tokens over " +
+                          std::to_string(shards) + " ranks exceed " + std::to_string(kMaxRankRows) +
+                          " rows a rank (the ceiling of RingLimits::max_rows); use more ranks or smaller batches");
   if (cu.back() < shards)
     throw InvalidArgument(std::string(what) + ": " + std::to_string(cu.back()) + " tokens for " +
                           std::to_string(shards) + " ranks: every rank needs at least one row (the ring sends no "
@@ -162,6 +170,9 @@ std::vector<double> visible_pairs(std::span<const std::int64_t> cu, const std::v
                             std::to_string(s.documents.size()) + " document ids");
     double w = 0;
     for (std::size_t i = 0; i < s.positions.size(); ++i) {
+      if (s.documents[i] < 0)  // before the cast: -1 would index cu[SIZE_MAX]
+        throw InvalidArgument("visible_pairs: row " + std::to_string(i) + " has document id " +
+                              std::to_string(s.documents[i]) + " < 0 (ids are 0.." + std::to_string(cu.size() - 2) + ")");
       const auto d = static_cast<std::size_t>(s.documents[i]);
       if (d + 1 >= cu.size() || s.positions[i] < cu[d] || s.positions[i] >= cu[d + 1])
         throw InvalidArgument("visible_pairs: position " + std::to_string(s.positions[i]) + " is not in document " +

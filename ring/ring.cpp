@@ -23,6 +23,7 @@
 #include "ring/rotation.hpp"
 #include "ring/ring_token.hpp"
 #include "ring/ring_step.hpp"
+#include "ring/timeouts.hpp"
 
 namespace ringattn {
 
@@ -30,8 +31,6 @@ namespace {
 
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
-
-milliseconds ms(double seconds) { return milliseconds(static_cast<std::int64_t>(seconds * 1000)); }
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -48,7 +47,7 @@ void check_limit(const char* what, std::int64_t v, std::int64_t most) {
 // which bounds every frame before anything is allocated.
 net::LinkLimits RingInternals::link_limits(const RingOptions& o) {
   const auto& l = o.limits;
-  check_limit("max_rows", l.max_rows, std::int64_t{1} << 30);
+  check_limit("max_rows", l.max_rows, kMaxRankRows);
   check_limit("max_heads", l.max_heads, 1 << 16);
   check_limit("max_kv_heads", l.max_kv_heads, 1 << 16);
   check_limit("max_head_dim", l.max_head_dim, 1 << 16);
@@ -139,11 +138,13 @@ Ring::~Ring() {
 }
 
 Ring Ring::connect(const RingOptions& o) {
-  if (o.world_size < 1) throw InvalidArgument("RingOptions: world_size = " + std::to_string(o.world_size) + " must be >= 1");
+  if (o.world_size < 1 || o.world_size > kMaxWorldSize)
+    throw InvalidArgument("RingOptions: world_size = " + std::to_string(o.world_size) + " must be in 1.." +
+                          std::to_string(kMaxWorldSize));
   if (o.rank < 0 || o.rank >= o.world_size)
     throw InvalidArgument("RingOptions: rank = " + std::to_string(o.rank) + " is outside 0.." + std::to_string(o.world_size - 1));
-  if (!(o.timeout > 0) || !(o.connect_timeout > 0))
-    throw InvalidArgument("RingOptions: timeout and connect_timeout must be positive seconds");
+  const milliseconds io_timeout = ring::timeout_ms(o.timeout, "RingOptions: timeout");
+  const milliseconds connect_timeout = ring::timeout_ms(o.connect_timeout, "RingOptions: connect_timeout");
   check_limits(o.limits);
   if (o.threads < 0 || o.threads > kMaxThreads)
     throw InvalidArgument("RingOptions: threads = " + std::to_string(o.threads) + " must be in 0.." +
@@ -161,8 +162,8 @@ Ring Ring::connect(const RingOptions& o) {
     throw InvalidArgument("RingOptions: group_size = " + std::to_string(o.group_size) + " must divide the world size " +
                           std::to_string(o.world_size));
   tc.all_pairs = o.all_pairs || o.group_size > 1;
-  tc.connect_timeout = ms(o.connect_timeout);
-  tc.io_timeout = ms(o.timeout);
+  tc.connect_timeout = connect_timeout;
+  tc.io_timeout = io_timeout;
   ring::use_frame_tags(tc);
   if (o.world_size == 1) {
     impl->transport = net::make_tcp_transport(tc);
@@ -224,6 +225,10 @@ std::uint32_t RingInternals::max_block_rows(const Ring& ring) {
   return static_cast<std::uint32_t>(ring.impl_->options.limits.max_rows);
 }
 
+void RingInternals::check_limits(const Ring& ring, const AttentionSpec& spec, std::int64_t rows, const std::string& who) {
+  ring.impl_->check_limits(spec, rows, "rows", [&](const std::string& what) { throw InvalidArgument(who + what); });
+}
+
 int Ring::rank() const { return impl_->options.rank; }
 int Ring::world_size() const { return impl_->options.world_size; }
 const RingLimits& Ring::limits() const { return impl_->options.limits; }
@@ -283,6 +288,7 @@ ForwardStats forward_call(Ring::Impl& im, Scope scope, const AttentionSpec& spec
                           std::span<float> lse) {
   const auto start = Clock::now();
   im.check_usable();
+  ring::check_scope(im, scope, "forward");
   const ring::CheckedCall fc = ring::check_call(im, "forward", spec, q, k, v, positions, documents, o, lse);
   const ring::CallSpec cs = ring::call_spec(spec, fc.kernel.config().scale, documents.has_value());
   const void* qp = q.data();

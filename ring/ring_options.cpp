@@ -8,6 +8,7 @@
 #include "ringattn/error.hpp"
 #include "ringattn/ring.hpp"
 #include "ring/internals.hpp"
+#include "ring/timeouts.hpp"
 
 namespace ringattn {
 namespace {
@@ -37,8 +38,8 @@ long long integer(const char* name, const char* value, long long lo, long long h
 double seconds(const char* name, const char* value) {
   char* end = nullptr;
   const double v = std::strtod(value, &end);
-  if (end == value || *end != '\0' || !(v > 0) || v > 1e6)
-    throw InvalidArgument(std::string(name) + "='" + value + "' is not a positive number of seconds");
+  if (end == value || *end != '\0') throw InvalidArgument(std::string(name) + "='" + value + "' is not a number of seconds");
+  ring::timeout_ms(v, std::string(name) + "='" + value + "'");  // the range every timeout has
   return v;
 }
 
@@ -56,7 +57,7 @@ RingOptions RingOptions::from_env() {
   if (!world)
     throw InvalidArgument("no world size in the environment: set RINGATTN_WORLD_SIZE (or SLURM_NTASKS, "
                           "OMPI_COMM_WORLD_SIZE, PMI_SIZE, WORLD_SIZE)");
-  o.world_size = static_cast<int>(integer(world_name, world, 1, 1 << 20));
+  o.world_size = static_cast<int>(integer(world_name, world, 1, kMaxWorldSize));
   o.rank = static_cast<int>(integer(rank_name, rank, 0, o.world_size - 1));
 
   if (const char* peers = env("RINGATTN_PEERS")) {
@@ -82,12 +83,12 @@ RingOptions RingOptions::from_env() {
   if (const char* v = env("RINGATTN_ISA")) o.isa = parse_isa(v);
   if (const char* v = env("RINGATTN_TIMEOUT")) o.timeout = seconds("RINGATTN_TIMEOUT", v);
   if (const char* v = env("RINGATTN_CONNECT_TIMEOUT")) o.connect_timeout = seconds("RINGATTN_CONNECT_TIMEOUT", v);
-  if (const char* v = env("RINGATTN_MAX_ROWS")) o.limits.max_rows = integer("RINGATTN_MAX_ROWS", v, 1, 1 << 30);
+  if (const char* v = env("RINGATTN_MAX_ROWS")) o.limits.max_rows = integer("RINGATTN_MAX_ROWS", v, 1, kMaxRankRows);
   if (const char* v = env("RINGATTN_MAX_HEADS")) o.limits.max_heads = integer("RINGATTN_MAX_HEADS", v, 1, 1 << 16);
   if (const char* v = env("RINGATTN_MAX_KV_HEADS")) o.limits.max_kv_heads = integer("RINGATTN_MAX_KV_HEADS", v, 1, 1 << 16);
   if (const char* v = env("RINGATTN_MAX_HEAD_DIM")) o.limits.max_head_dim = integer("RINGATTN_MAX_HEAD_DIM", v, 1, 1 << 16);
   if (const char* v = env("RINGATTN_ALL_PAIRS")) o.all_pairs = integer("RINGATTN_ALL_PAIRS", v, 0, 1) == 1;
-  if (const char* v = env("RINGATTN_GROUP_SIZE")) o.group_size = static_cast<int>(integer("RINGATTN_GROUP_SIZE", v, 1, 1 << 20));
+  if (const char* v = env("RINGATTN_GROUP_SIZE")) o.group_size = static_cast<int>(integer("RINGATTN_GROUP_SIZE", v, 1, kMaxWorldSize));
   return o;
 }
 

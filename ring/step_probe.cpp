@@ -2,6 +2,8 @@
 // ring's transport, with its passes numbered in the order they are made.
 #include "ringattn/step_probe.hpp"
 
+#include <string>
+
 #include "ring/block_format.hpp"
 #include "ring/internals.hpp"
 #include "ring/ring_step.hpp"
@@ -18,6 +20,9 @@ RingStepProbe::RingStepProbe(Ring& ring, const BlockAttention& attention, std::u
                              const void* k, const void* v)
     : impl_(std::make_unique<Impl>(ring)) {
   const AttentionConfig& c = attention.config();
+  // The ring's limits, as forward() checks them: the spec goes on the wire in 32 bits and
+  // sizes the block (kv_heads * head_dim, rows) before anything is sent.
+  RingInternals::check_limits(ring, c, positions.size(), "rank " + std::to_string(ring.rank()) + ": RingStepProbe: ");
   impl_->step.begin_raw(ring::call_spec(c, c.scale), call, positions, k, v);
 }
 

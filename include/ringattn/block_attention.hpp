@@ -77,6 +77,8 @@ inline constexpr std::int64_t kSupportedHeadDims[] = {32, 48, 64, 80, 96, 112, 1
 
 // The running (m, l, o) triple for `rows` query rows. m and l are [rows, heads]; o is
 // [rows, heads, head_dim]; all fp32. A fresh state has m = -inf, l = 0, o = 0.
+// Shapes: heads and head_dim in 1..2^16, at most 2^40 elements of o (InvalidArgument).
+// fold, merge and finalize refuse a state whose arrays do not match its fields.
 struct OnlineSoftmaxState {
   std::int64_t rows = 0, heads = 0, head_dim = 0;
   std::vector<float> m, l, o;

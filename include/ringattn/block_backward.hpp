@@ -43,7 +43,7 @@ struct GradientStats {
 
 // delta[r, h] = Σ_e d_o[r, h, e] · o[r, h, e] for fp32 o and d_o [rows, heads, head_dim]
 // (the forward's output and its gradient); delta [rows, heads]. Throws InvalidArgument if
-// o or d_o holds NaN or inf.
+// o or d_o holds NaN or inf, or threads is outside 0..kMaxThreads.
 void attention_backward_delta(const float* o, const float* d_o, std::int64_t rows, std::int64_t heads,
                               std::int64_t head_dim, float* delta, int threads = 0);
 

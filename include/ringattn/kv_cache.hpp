@@ -37,7 +37,7 @@ namespace ringattn {
 
 class KVCache {
  public:
-  // Throws InvalidArgument for kv_heads or head_dim < 1.
+  // Throws InvalidArgument for kv_heads or head_dim outside 1..2^16 (the ring's limits' range).
   KVCache(std::int64_t kv_heads, std::int64_t head_dim, DType dtype = DType::f32);
   KVCache(KVCache&&) noexcept;
   KVCache& operator=(KVCache&&) noexcept;

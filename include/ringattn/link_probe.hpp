@@ -32,10 +32,14 @@ struct LinkProbeOptions {
   std::string token;               // the shared secret, the same on both ends
   bool tls = false;
   std::uint64_t max_block_bytes = std::uint64_t{32} << 20;  // the largest block streamed (frame limit, buffers)
-  int depth = 2;                   // frames in flight / receive buffers posted
-  double connect_timeout = 30;     // seconds for connect()
-  double timeout = 30;             // seconds of silence any wait tolerates
+  int depth = 2;                   // frames in flight / receive buffers posted, 1..kMaxLinkProbeDepth
+  double connect_timeout = 30;     // seconds for connect(), in (0, 1e6]
+  double timeout = 30;             // seconds of silence any wait tolerates, in (0, 1e6]
 };
+
+// The most frames a LinkProbe keeps in flight: rank 1 holds a buffer of max_block_bytes
+// for each.
+inline constexpr int kMaxLinkProbeDepth = 64;
 
 // K and V of one token in the probe's blocks (one KV head of 128, fp32): block sizes are
 // multiples of this.
@@ -59,8 +63,8 @@ struct LinkStream {
 class LinkProbe {
  public:
   // Listens; throws NetworkError naming the address if it cannot, InvalidArgument for bad
-  // options (rank not 0 or 1, depth < 1, a block size that is not a multiple of
-  // kLinkProbeRowBytes).
+  // options (rank not 0 or 1, depth outside 1..kMaxLinkProbeDepth, a timeout outside
+  // (0, 1e6] seconds, a block size that is not a multiple of kLinkProbeRowBytes).
   explicit LinkProbe(const LinkProbeOptions& options);
   ~LinkProbe();
   LinkProbe(const LinkProbe&) = delete;
@@ -72,7 +76,8 @@ class LinkProbe {
   void connect(const std::vector<HostPort>& ends);
 
   // Rank 0: one stream of blocks of `block_bytes` K/V bytes — `count` frames (at least 2),
-  // or with count 0 frames for `seconds` (at least 2) — its last frame marked.
+  // or with count 0 frames for `seconds` (at least 2; seconds in (0, 1e6]) — its last
+  // frame marked. InvalidArgument for a negative count.
   LinkStream send(std::uint64_t block_bytes, std::int64_t count, double seconds);
   // Rank 1: one stream, up to the marked last frame; throws NetworkError for a frame of
   // another size.

@@ -45,11 +45,12 @@ std::vector<std::int32_t> document_ids(std::span<const std::int64_t> cu_seqlens)
 
 // Balanced shards (see above). Every position appears on exactly one rank, and every
 // rank gets at least one (a rank left empty by tiny documents takes one row of the
-// largest shard). Throws InvalidArgument for bad cu_seqlens or fewer tokens than ranks.
+// largest shard). Throws InvalidArgument for bad cu_seqlens, fewer tokens than ranks,
+// shards outside 1..kMaxWorldSize, or more than shards * kMaxRankRows tokens (types.hpp).
 std::vector<PackedShard> shard_documents(std::span<const std::int64_t> cu_seqlens, int shards);
 
 // The naive baseline: the packed sequence cut into P contiguous runs (layout.hpp's
-// contiguous layout), each row with its document id.
+// contiguous layout), each row with its document id. The same checks.
 std::vector<PackedShard> shard_documents_contiguous(std::span<const std::int64_t> cu_seqlens, int shards);
 
 // Useful work of each shard: the (query, key) pairs its queries see over the whole

@@ -69,6 +69,13 @@ struct AttentionSpec {
 // fail when it cannot start that many.
 inline constexpr int kMaxThreads = 4096;
 
+// The most ranks a ring may have (RingOptions::world_size, RINGATTN_WORLD_SIZE, a
+// RendezvousServer's, shard_documents' shards), and the most rows a rank may pass to one
+// call (the ceiling of RingLimits::max_rows): per-rank tables are sized by the first and
+// a caller's row counts are bounded by the second before anything is allocated.
+inline constexpr int kMaxWorldSize = 1 << 20;
+inline constexpr std::int64_t kMaxRankRows = std::int64_t{1} << 30;
+
 // Instruction-set path of the per-node kernels (the matmuls are oneDNN's own).
 enum class Isa : std::uint8_t { generic = 0, avx2 = 1, avx512 = 2, neon = 3 };
 

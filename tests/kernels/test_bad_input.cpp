@@ -3,9 +3,14 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
+#include <limits>
+#include <string>
+#include <vector>
 
 #include "attention_fixture.hpp"
+#include "ringattn/block_backward.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/kv_cache.hpp"
 
@@ -83,4 +88,65 @@ TEST_CASE("positions must be increasing with positive strides") {
   CHECK(zig.size() == 8);
   CHECK(zig.at(5) == 29);
   CHECK_THROWS_AS(zig.at(8), InvalidArgument);
+}
+
+// Issue 45: every size a caller passes is checked without overflow before anything is
+// sized, read or written.
+TEST_CASE("positions: a row count past INT64_MAX and a row outside the block are refused") {
+  constexpr std::int64_t kHalf = std::int64_t{1} << 62;
+  // 2^62 + 2^62 rows, every position a valid int64: the count wrapped to INT64_MIN.
+  CHECK_THROWS_WITH_AS(Positions({{0, 1, kHalf}, {kHalf, 1, kHalf}}), doctest::Contains("past INT64_MAX"),
+                       InvalidArgument);
+  const auto p = Positions({{0, 1, kHalf}, {kHalf, 1, kHalf - 1}});  // the most that fit
+  CHECK(p.size() == INT64_MAX);
+  CHECK(p.at(kHalf) == kHalf);
+  auto zig = Positions({{0, 1, 4}, {28, 1, 4}});
+  CHECK_THROWS_WITH_AS(zig.at(-1), doctest::Contains("row -1 is out of range (8 rows)"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(zig.at(8), doctest::Contains("row 8 is out of range"), InvalidArgument);
+}
+
+TEST_CASE("softmax state: shapes whose products overflow, and arrays that do not match the fields, are refused") {
+  // rows * heads * head_dim = 2^72: wrapped, it sized o small and fold wrote past it.
+  CHECK_THROWS_WITH_AS(OnlineSoftmaxState(std::int64_t{1} << 40, 1 << 16, 1 << 16), doctest::Contains("2^40 elements"),
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(OnlineSoftmaxState(1, std::int64_t{1} << 17, 64), doctest::Contains("1..65536"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(OnlineSoftmaxState(1, 8, std::int64_t{1} << 32), doctest::Contains("1..65536"), InvalidArgument);
+  OnlineSoftmaxState s(4, 8, 64);
+  CHECK_THROWS_WITH_AS(s.reset(std::int64_t{1} << 40, 1 << 16, 1 << 16), doctest::Contains("2^40 elements"),
+                       InvalidArgument);
+  CHECK(s.o.size() == 4 * 8 * 64);  // a refused reset leaves the state as it was
+
+  // The fields are public: a caller that changes them without the arrays is refused by
+  // fold, merge and finalize, which index the arrays by them.
+  std::vector<float> out(4 * 8 * 64), lse(4 * 8);
+  OnlineSoftmaxState grown(4, 8, 64);
+  grown.rows = 1000;
+  CHECK_THROWS_WITH_AS(finalize(grown, out.data(), lse.data()), doctest::Contains("finalize: the state's shape [1000, 8, 64]"),
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(merge(grown, grown), doctest::Contains("merge: the state's shape"), InvalidArgument);
+  OnlineSoftmaxState short_o(4, 8, 64);
+  short_o.o.resize(10);
+  CHECK_THROWS_WITH_AS(merge(s, short_o), doctest::Contains("o 10 elements"), InvalidArgument);
+  BlockAttention attn(good());
+  std::vector<float> q(4 * 8 * 64), kv(4 * 2 * 64);
+  const auto pos = Positions::contiguous(0, 4);
+  CHECK_THROWS_WITH_AS(attn.fold(q.data(), pos, kv.data(), kv.data(), pos, short_o), doctest::Contains("block attention: the state's shape"),
+                       InvalidArgument);
+  OnlineSoftmaxState wrapped(4, 8, 64);  // rows * heads wraps to 32 mod 2^64
+  wrapped.rows = (std::int64_t{1} << 61) + 4;
+  CHECK_THROWS_AS(finalize(wrapped, nullptr, nullptr), InvalidArgument);
+  finalize(s, out.data(), lse.data());  // a state made by the constructor still finalizes
+  CHECK(lse[0] == -std::numeric_limits<float>::infinity());
+}
+
+TEST_CASE("attention_backward_delta: threads and shapes are checked as Linear::apply's") {
+  std::vector<float> o(2 * 4 * 64), d_o(o.size()), delta(2 * 4);
+  for (const int threads : {-1, kMaxThreads + 1})
+    CHECK_THROWS_WITH_AS(attention_backward_delta(o.data(), d_o.data(), 2, 4, 64, delta.data(), threads),
+                         doctest::Contains(("threads = " + std::to_string(threads)).c_str()), InvalidArgument);
+  CHECK_THROWS_WITH_AS(attention_backward_delta(o.data(), d_o.data(), std::int64_t{1} << 40, 1 << 16, 1 << 16,
+                                                delta.data(), 1),
+                       doctest::Contains("address space"), InvalidArgument);
+  attention_backward_delta(o.data(), d_o.data(), 2, 4, 64, delta.data(), 1);
+  CHECK(delta[0] == 0.0f);
 }

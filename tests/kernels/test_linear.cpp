@@ -358,3 +358,33 @@ TEST_CASE("linear: bad shapes and calls are refused, naming them") {
   CHECK_THROWS_WITH_AS(Linear().apply(x, y), doctest::Contains("empty"), InvalidArgument);
   lin.apply(x.data(), 0, 4, nullptr, 3);  // no rows: nothing to do
 }
+
+// Sizes a caller passes that would overflow are refused before anything is packed or read
+// (issue 45): rows of blocks that wrap to a small total, x and y whose rows * out wraps,
+// strides no address space holds.
+TEST_CASE("linear: sizes that would overflow are refused before anything is packed or read") {
+  const std::vector<float> w(4, 1.0f);
+  // 2^62 * 3 + (2^62 - 2) + 3 wraps to 1 in 64 bits: the old sum passed the check and the
+  // packing read 2^62 rows from a 4-float array.
+  constexpr std::int64_t kHuge = std::int64_t{1} << 62;
+  const std::vector<Linear::Block> wrap = {{DType::f32, w.data(), kHuge}, {DType::f32, w.data(), kHuge},
+                                           {DType::f32, w.data(), kHuge}, {DType::f32, w.data(), kHuge - 2},
+                                           {DType::f32, w.data(), 3}};
+  CHECK_THROWS_WITH_AS(Linear(std::nullopt, 1, wrap), doctest::Contains("add up to more than 2^24"), InvalidArgument);
+  const std::vector<Linear::Block> over = {{DType::f32, w.data(), std::int64_t{1} << 23},
+                                           {DType::f32, w.data(), (std::int64_t{1} << 23) + 1}};
+  CHECK_THROWS_WITH_AS(Linear(DType::f32, 1, over), doctest::Contains("add up to more than 2^24"), InvalidArgument);
+
+  // out = 4, in = 1: x of 2^62 floats makes rows * out = 2^64, which wrapped to y's 0.
+  const Linear lin(DType::f32, 4, 1, w.data());
+  std::vector<float> y;
+  const std::span<const float> huge_x(w.data(), std::size_t{1} << 62);  // never read: refused first
+  CHECK_THROWS_WITH_AS(lin.apply(huge_x, y), doctest::Contains("x holds 4611686018427387904"), InvalidArgument);
+  std::vector<float> x(4), y4(16);
+  CHECK_THROWS_WITH_AS(lin.apply(x.data(), 4, kHuge, y4.data(), 4), doctest::Contains("address space"),
+                       InvalidArgument);
+  CHECK_THROWS_WITH_AS(lin.apply(x.data(), 4, 1, y4.data(), kHuge), doctest::Contains("address space"),
+                       InvalidArgument);
+  lin.apply(x, y4);  // the shapes that fit still run
+  CHECK(y4[0] == 0.0f);
+}

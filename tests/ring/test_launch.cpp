@@ -3,12 +3,14 @@
 // arguments Ring::inject_fault refuses (its faults are the integration suite's).
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <set>
 #include <string>
 
 #include "ringattn/error.hpp"
 #include "ringattn/launch.hpp"
+#include "ringattn/link_probe.hpp"
 #include "ringattn/ring.hpp"
 #include "tests/error_of.hpp"
 #include "tests/ring/ranks_as_threads.hpp"
@@ -107,4 +109,35 @@ TEST_CASE("launch: Ring::inject_fault refuses a step outside the ring and a nega
   CHECK(error_of([&] { ring.inject_fault(Ring::Fault::corrupt, 0); }).find("must be in 1..") != std::string::npos);
   CHECK(error_of([&] { ring.inject_fault(Ring::Fault::slow, 0, -1); }).find("slow_seconds") != std::string::npos);
   CHECK(error_of([&] { ring.inject_fault(Ring::Fault::slow, 0, 0); }) == "");
+}
+
+// Issue 45: every timeout a caller passes is finite seconds in (0, 1e6] (seconds * 1000 as
+// an int64 was undefined for inf or 1e300), and LinkProbe's depth is bounded.
+TEST_CASE("launch: a RendezvousServer's and a LinkProbe's timeouts and a LinkProbe's depth are bounded") {
+  const RingOptions o = test::options(0, 2, "");
+  for (const double bad : {HUGE_VAL, std::nan(""), 1e300, -5.0}) {
+    CAPTURE(bad);
+    CHECK(error_of([&] { RendezvousServer("127.0.0.1:0", o, bad); }).find("timeout_seconds = ") != std::string::npos);
+    LinkProbeOptions p;
+    p.token = test::kToken;
+    p.timeout = bad;
+    CHECK(error_of([&] { LinkProbe end(p); }).find("LinkProbe: timeout = ") != std::string::npos);
+    p.timeout = 30;
+    p.connect_timeout = bad;
+    CHECK(error_of([&] { LinkProbe end(p); }).find("LinkProbe: connect_timeout = ") != std::string::npos);
+  }
+  LinkProbeOptions p;
+  p.token = test::kToken;
+  p.max_block_bytes = kLinkProbeRowBytes;
+  for (const int depth : {0, kMaxLinkProbeDepth + 1, 1 << 30}) {
+    p.depth = depth;
+    CHECK(error_of([&] { LinkProbe end(p); }).find("depth = " + std::to_string(depth) + " must be in 1..64") !=
+          std::string::npos);
+  }
+  p.depth = 2;
+  LinkProbe sender(p);  // listens only: the calls below are refused before anything is sent
+  CHECK(error_of([&] { sender.send(kLinkProbeRowBytes, -1, 1.0); }).find("count = -1") != std::string::npos);
+  CHECK(error_of([&] { sender.send(kLinkProbeRowBytes, 0, HUGE_VAL); }).find("LinkProbe::send: seconds = ") !=
+        std::string::npos);
+  sender.close();
 }

@@ -83,4 +83,9 @@ TEST_CASE("from_env: what is missing or malformed is named") {
     Env e{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"RINGATTN_MASTER", "h:1"}, {"RINGATTN_THREADS", "many"}};
     CHECK_THROWS_WITH_AS(RingOptions::from_env(), doctest::Contains("RINGATTN_THREADS='many'"), InvalidArgument);
   }
+  for (const char* t : {"inf", "nan", "1e300", "0", "-2", "2s"}) {  // finite seconds in (0, 1e6]
+    Env e{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"RINGATTN_MASTER", "h:1"}, {"RINGATTN_TIMEOUT", t}};
+    CHECK_THROWS_WITH_AS(RingOptions::from_env(), doctest::Contains(("RINGATTN_TIMEOUT='" + std::string(t) + "'").c_str()),
+                         InvalidArgument);
+  }
 }

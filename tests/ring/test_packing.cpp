@@ -10,6 +10,7 @@
 #include <random>
 
 #include "ringattn/error.hpp"
+#include "ringattn/layout.hpp"
 #include "ringattn/packing.hpp"
 #include "src/oracle/random_inputs.hpp"
 
@@ -91,4 +92,42 @@ TEST_CASE("packing: a mixed batch of 64 prompts (16..8192 tokens, long-tailed) a
               static_cast<long long>(cu.back()), P, b, n);
   CHECK(b <= 1.1);
   CHECK(b < n);
+}
+
+// Issue 45: counts and ids a caller passes are checked before anything is read or pushed.
+TEST_CASE("packing: a negative document id, too many tokens or ranks are refused before anything is read or pushed") {
+  const std::vector<std::int64_t> cu = {0, 4, 8};
+  // Document -1 became index SIZE_MAX: cu[SIZE_MAX] was read.
+  PackedShard bad;
+  bad.positions = {0, 1};
+  bad.documents = {0, -1};
+  CHECK_THROWS_WITH_AS(visible_pairs(cu, {bad}, Mask::causal()), doctest::Contains("row 1 has document id -1 < 0"),
+                       InvalidArgument);
+  PackedShard lowest;
+  lowest.positions = {0};
+  lowest.documents = {INT32_MIN};
+  CHECK_THROWS_WITH_AS(visible_pairs(cu, {lowest}, Mask::none()), doctest::Contains("< 0"), InvalidArgument);
+  // 2^40 tokens over 2 ranks: 2^40 positions were pushed before any bound.
+  const std::vector<std::int64_t> huge = {0, std::int64_t{1} << 40};
+  CHECK_THROWS_WITH_AS(shard_documents(huge, 2), doctest::Contains("exceed 1073741824 rows a rank"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(shard_documents_contiguous(huge, 2), doctest::Contains("exceed"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(shard_documents(cu, kMaxWorldSize + 1), doctest::Contains("shards = 1048577"), InvalidArgument);
+  const std::vector<std::int64_t> two_ranks_full = {0, 2 * kMaxRankRows + 1};
+  CHECK_THROWS_AS(shard_documents_contiguous(two_ranks_full, 2), InvalidArgument);
+}
+
+TEST_CASE("layout: striped shards of a sequence near INT64_MAX tokens hold ceil((N - r) / P) rows, within it") {
+  for (const std::int64_t tokens : {INT64_MAX, INT64_MAX - 1, INT64_MAX - 2}) {
+    for (const int shards : {1, 2, 3, 7}) {
+      for (int r = 0; r < shards; ++r) {
+        const Positions p = shard_positions(Layout::striped, tokens, shards, r);
+        // tokens - r = q * shards + rem: q rows, one more if rem > 0 (no sum that overflows)
+        const std::int64_t want = (tokens - r) / shards + ((tokens - r) % shards != 0 ? 1 : 0);
+        CHECK(p.size() == want);
+        const std::int64_t last = p.at(p.size() - 1);
+        CHECK(last <= tokens - 1);
+        CHECK(last > tokens - 1 - shards);
+      }
+    }
+  }
 }

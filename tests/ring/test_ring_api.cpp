@@ -381,3 +381,59 @@ TEST_CASE("ring api: a program's own lines go through the same sink and levels (
   CHECK(lines[0] == "info serve job 1 done");
   CHECK(lines[1] == "error myjob shown");
 }
+
+// Issue 45: a Scope is an enum a caller can cast any integer to; every call taking one
+// refuses the others before it indexes the mesh's per-scope arrays (3 entries).
+TEST_CASE("ring api: a Scope other than ring, group or across is refused by every call taking one") {
+  Ring ring = Ring::connect(options(0, 1, ""));
+  AttentionSpec spec;
+  spec.heads = spec.kv_heads = 1;
+  spec.head_dim = 64;
+  KVCache cache(1, 64);
+  std::vector<float> data(4);
+  const std::vector<std::size_t> counts = {4};
+  for (const int s : {3, -1, 1000}) {
+    const auto bad = static_cast<Scope>(s);
+    CAPTURE(s);
+    const std::string scope = "scope " + std::to_string(s) + " is not Scope::ring, Scope::group or Scope::across";
+    CHECK_THROWS_WITH_AS(ring.all_reduce(data, bad), doctest::Contains(("all_reduce: " + scope).c_str()), InvalidArgument);
+    CHECK_THROWS_WITH_AS(ring.all_gather(data, counts, bad), doctest::Contains(("all_gather: " + scope).c_str()),
+                         InvalidArgument);
+    CHECK_THROWS_WITH_AS(ring.scope_rank(bad), doctest::Contains(("scope_rank: " + scope).c_str()), InvalidArgument);
+    CHECK_THROWS_WITH_AS(ring.scope_size(bad), doctest::Contains(("scope_size: " + scope).c_str()), InvalidArgument);
+    CHECK_THROWS_WITH_AS(ring.forward_in(bad, spec, {}, {}, {}, {}, {}), doctest::Contains(("forward: " + scope).c_str()),
+                         InvalidArgument);
+    CHECK_THROWS_WITH_AS(ring.backward_in(bad, spec, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}),
+                         doctest::Contains(("backward: " + scope).c_str()), InvalidArgument);
+    CHECK_THROWS_WITH_AS(ring.decode_in(bad, spec, cache, {}, {}, {}, {}, {}, {}), doctest::Contains(("decode: " + scope).c_str()),
+                         InvalidArgument);
+  }
+  CHECK_FALSE(ring.broken());
+  for (const Scope s : {Scope::ring, Scope::group, Scope::across}) {
+    CHECK(ring.scope_size(s) == 1);
+    data = {1, 2, 3, 4};
+    ring.all_reduce(data, s);  // a world of one: the sum is the data
+    CHECK(data[3] == 4.0f);
+  }
+}
+
+// Issue 45: seconds become integer milliseconds; inf, NaN or a huge value made that
+// conversion undefined. One range everywhere: finite, in (0, 1e6].
+TEST_CASE("ring api: timeouts must be finite seconds in (0, 1e6]; world_size at most 2^20") {
+  for (const double bad : {0.0, -1.0, std::nan(""), HUGE_VAL, 1e300, 1e6 + 1}) {
+    CAPTURE(bad);
+    RingOptions o = options(0, 1, "");
+    o.timeout = bad;
+    CHECK_THROWS_WITH_AS(Ring::connect(o), doctest::Contains("RingOptions: timeout = "), InvalidArgument);
+    o = options(0, 1, "");
+    o.connect_timeout = bad;
+    CHECK_THROWS_WITH_AS(Ring::connect(o), doctest::Contains("RingOptions: connect_timeout = "), InvalidArgument);
+  }
+  RingOptions o = options(0, 1, "");
+  o.timeout = 1e6;
+  o.connect_timeout = 1e-6;  // rounds up to 1 ms, never to 0
+  Ring::connect(o).close();
+  o = options(0, 2147483647, "127.0.0.1:1");
+  CHECK_THROWS_WITH_AS(Ring::connect(o), doctest::Contains("world_size = 2147483647 must be in 1..1048576"),
+                       InvalidArgument);
+}

@@ -381,3 +381,25 @@ TEST_CASE("KV cache: appends are checked, all or nothing") {
   c.append(1, std::vector<std::int64_t>{6}, std::vector<float>(2 * 32, 1.0f), std::vector<float>(2 * 32, 1.0f));
   CHECK(c.rows(1) == 2);
 }
+
+// Issue 45: kv_heads and head_dim bounded, and every rows x row product checked, before
+// anything is sized or copied.
+TEST_CASE("KV cache: head counts and row counts whose products overflow are refused") {
+  // 2^32 x 2^30 elements a row: 4 rows wrapped to 0 elements and empty arrays were taken.
+  CHECK_THROWS_WITH_AS(KVCache(std::int64_t{1} << 32, std::int64_t{1} << 30),
+                       doctest::Contains("must be in 1..65536"), InvalidArgument);
+  CHECK_THROWS_AS(KVCache(1, std::int64_t{1} << 17), InvalidArgument);
+  CHECK_THROWS_AS(KVCache(std::int64_t{1} << 17, 1), InvalidArgument);
+  KVCache c(1 << 16, 1 << 16);  // the largest row: 2^32 floats, 16 GiB (nothing allocated yet)
+  std::vector<float> none;
+  const std::vector<std::int64_t> four = {0, 1, 2, 3};
+  CHECK_THROWS_WITH_AS(c.append(0, four, none, none), doctest::Contains("expected 17179869184"), InvalidArgument);
+  // 2^30 rows of 2^34 bytes: 2^64 bytes, wrapped to 0.
+  CHECK_THROWS_WITH_AS(c.reserve(0, std::int64_t{1} << 30), doctest::Contains("overflow"), InvalidArgument);
+  const std::span<const std::int64_t> many(four.data(), std::size_t{1} << 30);  // never read: refused first
+  CHECK_THROWS_WITH_AS(c.append(0, many, none, none), doctest::Contains("append: 1073741824 rows"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(c.append_raw(0, many, none.data(), none.data()),
+                       doctest::Contains("overflow"), InvalidArgument);
+  CHECK(c.rows() == 0);
+  CHECK(c.sequences().empty());
+}

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ringattn/error.hpp"
 #include "ringattn/layout.hpp"
 #include "ringattn/step_probe.hpp"
 #include "tests/free_port.hpp"
@@ -90,4 +91,27 @@ TEST_CASE("step probe: a rank whose probe has another head count fails the ring 
     CHECK(e.find("rank") != std::string::npos);
     CHECK(e.find("head") != std::string::npos);
   }
+}
+
+// Issue 45: a probe is checked against the ring's limits as forward() is, before its block
+// is sized: its spec goes on the wire in 32 bits and kv_heads * head_dim sizes the block.
+TEST_CASE("step probe: a block beyond the ring's limits is refused before anything is sized or sent") {
+  RingOptions o = options(0, 1, "");
+  o.limits.max_heads = o.limits.max_kv_heads = 4;
+  o.limits.max_rows = 16;
+  Ring ring = Ring::connect(o);
+  BlockAttention wide(config(8, 32));  // 8 heads over the ring's 4
+  const Positions own = Positions::contiguous(0, 4);
+  const auto k = block_of(0, 4, 8 * 32, 1.0f);
+  CHECK_THROWS_WITH_AS(RingStepProbe(ring, wide, 1, own, k.data(), k.data()),
+                       doctest::Contains("rank 0: RingStepProbe: heads 8/8, head_dim 32 exceed the ring's limits (4/4"),
+                       InvalidArgument);
+  BlockAttention fits(config(4, 32));
+  const Positions many = Positions::contiguous(0, 17);  // one row over max_rows
+  const auto k17 = block_of(0, 17, 4 * 32, 1.0f);
+  CHECK_THROWS_WITH_AS(RingStepProbe(ring, fits, 2, many, k17.data(), k17.data()),
+                       doctest::Contains("17 rows exceed the ring's max_rows = 16"), InvalidArgument);
+  const auto k4 = block_of(0, 4, 4 * 32, 1.0f);
+  RingStepProbe ok(ring, fits, 3, own, k4.data(), k4.data());  // within the limits: made
+  CHECK(ok.current().origin == 0);
 }
