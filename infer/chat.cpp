@@ -69,13 +69,13 @@ void from_config(ModelChat& c, const fs::path& config, const fs::path& jinja) {
 
 }  // namespace
 
-std::string ModelChat::render(const Json& messages, const Json& tools) const {
+std::string ModelChat::render(const Json& messages, const Json& tools, const RenderLimits& limits) const {
   if (!tmpl) throw std::runtime_error(refused);
   Json context = special_tokens;
   context["messages"] = messages;
   context["tools"] = tools;
   context["add_generation_prompt"] = true;
-  return tmpl->render(context);
+  return tmpl->render(context, limits);
 }
 
 ModelChat load_chat(const JobOptions& opt) {

@@ -29,8 +29,9 @@ struct ModelChat {
 
   // The prompt text for `messages` (an array of {role, content, ...} objects as a client sends
   // them) with the assistant's turn opened; `tools` as given (null: none). Throws
-  // std::runtime_error with `refused` without a template, or the renderer's error.
-  std::string render(const Json& messages, const Json& tools = nullptr) const;
+  // std::runtime_error with `refused` without a template, or the renderer's error (also for a
+  // render past `limits`: chat_template.hpp).
+  std::string render(const Json& messages, const Json& tools = nullptr, const RenderLimits& limits = {}) const;
 };
 
 // Throws ringattn::FileError for a config file that is there but unreadable or not JSON.

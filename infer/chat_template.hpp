@@ -23,6 +23,9 @@
 // cannot render is never replaced by another.
 #pragma once
 
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -34,6 +37,28 @@ namespace jinja {
 struct Node;
 }
 
+// The bounds of one render. A template comes from a model file and its context from a client,
+// so neither may decide how long a render takes or how much memory it holds: every value is
+// read by reference (a loop over `messages` that reads `messages|length` each time costs
+// nothing per read), and what a render makes and touches is counted. Each bound, when passed,
+// ends the render with an error naming the template and the line.
+struct RenderLimits {
+  std::size_t output_bytes = 16u << 20;       // the text rendered
+  std::size_t value_size = 16u << 20;         // bytes of any one string, items of any one list
+  std::uint64_t made_bytes = 256ull << 20;    // bytes of every string, list and dict made, summed over
+                                              // the render (its peak memory stays below this)
+  std::uint64_t work_bytes = 2ull << 30;      // bytes made, copied, compared or searched, summed
+  std::uint64_t steps = 5'000'000;            // statements and expressions evaluated
+  std::chrono::milliseconds time{10'000};     // wall time from the render's start
+};
+
+// What a render used (for tests and logs): linear templates use work linear in their input.
+struct RenderStats {
+  std::uint64_t steps = 0;
+  std::uint64_t made_bytes = 0;
+  std::uint64_t work_bytes = 0;
+};
+
 class ChatTemplate {
  public:
   // Throws ringattn::FileError "chat template <where>: line N: ..." for a template this
@@ -41,8 +66,8 @@ class ChatTemplate {
   static ChatTemplate parse(std::string source, const std::string& where);
   // The text for `context` (an object: messages, add_generation_prompt, bos_token, ...).
   // Throws std::runtime_error naming the template and line for what fails while rendering
-  // (raise_exception's message, a type error), and for output past 16 MiB.
-  std::string render(const Json& context) const;
+  // (raise_exception's message, a type error) and for a render past `limits`.
+  std::string render(const Json& context, const RenderLimits& limits = {}, RenderStats* stats = nullptr) const;
   const std::string& where() const { return where_; }
 
  private:

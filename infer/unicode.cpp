@@ -113,37 +113,29 @@ char32_t compose(char32_t first, char32_t second) {
 
 }  // namespace
 
+char32_t next_utf8(std::string_view bytes, std::size_t& at) {
+  const auto b = static_cast<unsigned char>(bytes[at++]);
+  const Lead l = lead(b);
+  if (l.needed == 0) return b;
+  if (l.needed < 0) return kReplacement;
+  char32_t cp = l.bits;
+  unsigned char lower = l.lower, upper = l.upper;
+  for (int seen = 0; seen < l.needed; ++seen) {
+    // A byte out of range ends a maximal subpart: one U+FFFD, and that byte starts afresh.
+    if (at == bytes.size()) return kReplacement;  // cut short by the end
+    const auto c = static_cast<unsigned char>(bytes[at]);
+    if (c < lower || c > upper) return kReplacement;
+    lower = 0x80, upper = 0xBF;
+    cp = (cp << 6) | (c & 0x3F);
+    ++at;
+  }
+  return cp;
+}
+
 std::u32string decode_utf8(std::string_view bytes) {
   std::u32string out;
   out.reserve(bytes.size());
-  int needed = 0, seen = 0;
-  char32_t cp = 0;
-  unsigned char lower = 0x80, upper = 0xBF;
-  for (std::size_t i = 0; i < bytes.size();) {
-    const auto b = static_cast<unsigned char>(bytes[i]);
-    if (needed == 0) {
-      const Lead l = lead(b);
-      if (l.needed == 0) out.push_back(b);
-      else if (l.needed < 0) out.push_back(kReplacement);
-      else needed = l.needed, lower = l.lower, upper = l.upper, cp = l.bits;
-      ++i;
-      continue;
-    }
-    if (b < lower || b > upper) {
-      // The sequence so far is a maximal subpart: one U+FFFD, and b starts afresh.
-      out.push_back(kReplacement);
-      needed = seen = 0;
-      continue;
-    }
-    lower = 0x80, upper = 0xBF;
-    cp = (cp << 6) | (b & 0x3F);
-    ++i;
-    if (++seen == needed) {
-      out.push_back(cp);
-      needed = seen = 0;
-    }
-  }
-  if (needed != 0) out.push_back(kReplacement);  // cut short by the end
+  for (std::size_t i = 0; i < bytes.size();) out.push_back(next_utf8(bytes, i));
   return out;
 }
 

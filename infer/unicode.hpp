@@ -17,6 +17,9 @@ namespace infer::unicode {
 // Node's Buffer.toString('utf8')): every maximal subpart of an ill-formed sequence becomes
 // one U+FFFD (surrogates D800-DFFF, overlongs, > U+10FFFF are ill-formed).
 std::u32string decode_utf8(std::string_view bytes);
+// The same, one code point at a time: the one starting at bytes[at] (at < bytes.size()), with
+// `at` moved past it.
+char32_t next_utf8(std::string_view bytes, std::size_t& at);
 
 // Appends c's 1-4 UTF-8 bytes to out; c must be a scalar value (not a surrogate, <= U+10FFFF).
 void append_utf8(std::string& out, char32_t c);

@@ -2,7 +2,6 @@
 #include "ring/mesh.hpp"
 
 #include <chrono>
-#include <numeric>
 #include <string>
 
 #include "ring/call_checks.hpp"
@@ -79,16 +78,21 @@ CollectiveStats Ring::all_gather(std::span<float> data, std::span<const std::siz
   const std::string where = "rank " + std::to_string(rank()) + ": all_gather over the " + name_of(scope) + ": ";
   if (counts.size() != static_cast<std::size_t>(t.world()))
     throw InvalidArgument(where + std::to_string(counts.size()) + " counts for " + std::to_string(t.world()) + " ranks");
-  if (std::accumulate(counts.begin(), counts.end(), std::size_t{0}) != data.size())
-    throw InvalidArgument(where + "the counts add up to " +
-                          std::to_string(std::accumulate(counts.begin(), counts.end(), std::size_t{0})) + ", not the " +
-                          std::to_string(data.size()) + " floats given");
+  // Each count is checked against what is left of `data` before it is added: a sum taken
+  // first could wrap modulo 2^64 onto data.size() and the blocks then reach past the array.
   std::vector<std::span<std::byte>> blocks;
   std::size_t at = 0;
-  for (const std::size_t n : counts) {
-    blocks.push_back(std::as_writable_bytes(data.subspan(at, n)));
-    at += n;
+  for (std::size_t r = 0; r < counts.size(); ++r) {
+    if (counts[r] > data.size() - at)
+      throw InvalidArgument(where + "the counts add up to more than the " + std::to_string(data.size()) +
+                            " floats given (rank " + std::to_string(r) + "'s count " + std::to_string(counts[r]) +
+                            " with " + std::to_string(data.size() - at) + " left)");
+    blocks.push_back(std::as_writable_bytes(data.subspan(at, counts[r])));
+    at += counts[r];
   }
+  if (at != data.size())
+    throw InvalidArgument(where + "the counts add up to " + std::to_string(at) + ", not the " + std::to_string(data.size()) +
+                          " floats given");
   auto& c = collectives_of(*this, im, scope);
   collectives::ExchangeStats x;
   try {

@@ -16,9 +16,11 @@
 
 #include <ringattn/error.hpp>
 
+#include "chat.hpp"
 #include "gguf.hpp"
 #include "gguf_config.hpp"
 #include "model.hpp"
+#include "options.hpp"
 #include "tests/error_of.hpp"
 #include "tokenizer_gguf.hpp"
 
@@ -283,6 +285,29 @@ GgufFile spm_file(std::string& keep, const std::function<void(std::vector<std::s
 }
 
 }  // namespace
+
+// A model file's chat template is as untrusted as a request: one in tokenizer.chat_template
+// that copies a 16 MB string into a list of lists (it peaked at 3.3 GB; 10 x 10 x 10 died of
+// std::bad_alloc naming nothing) is refused while rendering, naming the file and line, within
+// the render's memory bound.
+TEST_CASE("gguf: a hostile tokenizer.chat_template is refused when rendered, naming the file and line, within the render's bounds") {
+  Gguf g = llama();
+  g.text("tokenizer.chat_template",
+         "{% set s = 'x' * 16000000 %}{% set a = [s,s,s,s,s,s,s,s,s,s] %}\n{% set b = [a,a,a,a,a,a,a,a,a,a] %}"
+         "{% set c = [b,b,b,b,b,b,b,b,b,b] %}{{ c|length }}");
+  const TempFile f(g.bytes());
+  infer::JobOptions opt;
+  opt.gguf = f.path.string();
+  const infer::ModelChat chat = infer::load_chat(opt);
+  REQUIRE_MESSAGE(chat.tmpl.has_value(), chat.refused);
+  infer::RenderStats stats;
+  const std::string e = error_of([&] {
+    (void)chat.tmpl->render(infer::Json{{"messages", infer::Json::array({{{"role", "user"}, {"content", "hi"}}})}}, {}, &stats);
+  });
+  CHECK(e.find(f.path.string() + " (tokenizer.chat_template): line 2: makes more than 256 MiB") != std::string::npos);
+  CHECK(stats.made_bytes <= infer::RenderLimits{}.made_bytes + (16u << 20));
+  CHECK(error_of([&] { (void)chat.render(infer::Json::array({{{"role", "user"}, {"content", "hi"}}})); }).find("line 2") != std::string::npos);
+}
 
 TEST_CASE("gguf: a SentencePiece vocabulary runs as llama.cpp runs it: merges by score, the space prefix, bytes, BOS") {
   std::string keep;

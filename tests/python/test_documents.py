@@ -156,6 +156,12 @@ def test_scoped_collectives_on_a_mesh():
                     g[3 * me:3 * me + 3] = 10 * r + np.arange(3)
                     ring.all_gather(g, [3] * n, scope=scope)
                     out[scope] = (x[0], g, me, n)
+                # Counts whose sum wraps modulo 2**64 onto len(data): refused, nothing read or written.
+                for wrapping in ([20, 2**64 - 16, 0, 0], [2**62 - 16, 2**62, 2**62, 2**62 + 20]):
+                    with pytest.raises(ringattn.InvalidArgument, match="add up to more than"):
+                        ring.all_gather(np.zeros(4, dtype=np.float32), wrapping, scope="ring")
+                with pytest.raises(TypeError):
+                    ring.all_gather(np.zeros(4, dtype=np.float32), [5, -1, 0, 0], scope="ring")
                 with pytest.raises(ringattn.InvalidArgument, match="scope 'mesh'"):
                     ring.all_reduce(np.zeros(3, dtype=np.float32), scope="mesh")
                 with pytest.raises(ringattn.InvalidArgument, match="float32"):

@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <array>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -246,6 +247,18 @@ TEST_CASE("mesh collectives: all_reduce and all_gather over the ring, a group an
           std::vector<float> short_data(3);
           CHECK_THROWS_WITH_AS(ring.all_gather(short_data, counts, s), doctest::Contains("the counts add up to"),
                                InvalidArgument);
+          // Counts that add up to data.size() only modulo 2^64 (a hostile tester's): refused
+          // before any block is cut, not a read past the array or a write in front of it.
+          if (n >= 2) {
+            std::vector<std::size_t> wrapping(static_cast<std::size_t>(n), 0);
+            wrapping[0] = g.size() + 16;  // past the end, the next count wrapping the sum back
+            wrapping[1] = std::numeric_limits<std::size_t>::max() - 15;
+            CHECK_THROWS_WITH_AS(ring.all_gather(g, wrapping, s), doctest::Contains("add up to more than"), InvalidArgument);
+            wrapping[0] = 1;  // the first block fits; the second starts in the array and wraps
+            wrapping[1] = std::numeric_limits<std::size_t>::max();
+            if (n >= 3) wrapping[2] = g.size();
+            CHECK_THROWS_WITH_AS(ring.all_gather(g, wrapping, s), doctest::Contains("add up to more than"), InvalidArgument);
+          }
         }
       }
     });
