@@ -1,9 +1,14 @@
-// The daemon's HTTP server (src/serve/http_server.hpp: cpp-httplib with our bounds) from a
-// plain socket client on loopback: answers and keep-alive, and each bound an untrusted
+// The daemon's HTTP server (src/serve/http_server.hpp: cpp-httplib behind our own gate) from
+// a plain socket client on loopback: answers and keep-alive, and each bound an untrusted
 // client cannot get past — the head's size (one long line or a flood of short ones), the
-// body's size however framed, one deadline for the whole request (slowloris), a response
-// before the body closes the connection (no smuggled request), connections per client
-// address (127.0.0.2 is served while 127.0.0.1 hoards). The audit's reproductions.
+// body's size however framed (chunked too: 413, malformed framing 400), one deadline for the
+// whole request (slowloris), a response before the body closes the connection (no smuggled
+// request), connections per client address (127.0.0.2 is served while 127.0.0.1 hoards).
+// And what the gate is for: 64 connections dribbling header bytes from 4 addresses, or 64
+// idle kept-alive ones, hold no worker (a fifth address is answered while all of them are
+// still open), a burst of 256 connections is answered whole (none reset), and streams and
+// client_gone() work through the workers. The audit's reproductions. Every socket and
+// thread a case starts is closed and joined however the case ends (Socket, Background).
 #include <doctest/doctest.h>
 
 #include <arpa/inet.h>
@@ -12,10 +17,17 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <functional>
+#include <iterator>
+#include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "ringattn/error.hpp"
@@ -29,9 +41,11 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// A server with the routes the cases use; `smuggled` counts requests to /smuggled.
+// A server with the routes the cases use; `smuggled` counts requests to /smuggled, `refused`
+// the server's own answers by status, `saw_gone` handlers that found their client gone.
 struct Served {
-  std::atomic<int> smuggled{0};
+  std::atomic<int> smuggled{0}, saw_gone{0};
+  std::array<std::atomic<int>, 600> refused{};
   HttpServer server;
   explicit Served(const HttpLimits& l = small_limits(), const std::string& listen = "127.0.0.1:0") : server(listen, "--test", l) {
     httplib::Server& s = server.routes();
@@ -48,6 +62,21 @@ struct Served {
       res.set_content("smuggled\n", "text/plain");
     });
     s.Post("/echo", [](const httplib::Request& req, httplib::Response& res) { res.set_content(std::to_string(req.body.size()), "text/plain"); });
+    s.Post("/mirror", [](const httplib::Request& req, httplib::Response& res) { res.set_content(req.body, "application/octet-stream"); });
+    // A stream of ticks until the client leaves (as the endpoint's SSE replies are written).
+    s.Get("/ticks", [](const httplib::Request&, httplib::Response& res) {
+      res.set_chunked_content_provider("text/event-stream", [](std::size_t, httplib::DataSink& sink) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        return sink.write("tick\n", 5);
+      });
+    });
+    // A reply that waits for the ring, polling client_gone() meanwhile (as the endpoint does).
+    s.Get("/wait", [this](const httplib::Request&, httplib::Response& res) {
+      for (int i = 0; i < 1000 && !HttpServer::client_gone(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      if (HttpServer::client_gone()) ++saw_gone;
+      res.set_content("done\n", "text/plain");
+    });
+    server.on_refusal([this](int status) { ++refused.at(static_cast<std::size_t>(status)); });
     server.start();
   }
   static HttpLimits small_limits() {
@@ -63,18 +92,59 @@ struct Served {
   int port() const { return server.port(); }
 };
 
-int dial(int port, const char* from = "127.0.0.1") {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+// A client socket from `from` (any address of 127/8 is loopback on Linux), connected; with
+// `blocking` false the connect is under way (EINPROGRESS) when it returns.
+int dial(int port, const char* from = "127.0.0.1", bool blocking = true) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | (blocking ? 0 : SOCK_NONBLOCK), 0);
+  REQUIRE(fd >= 0);
   sockaddr_in src{};
   src.sin_family = AF_INET;
   ::inet_pton(AF_INET, from, &src.sin_addr);
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof src) == 0);  // the client's own address
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<std::uint16_t>(port));
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof src) == 0;  // the client's own address
+  const bool connected = bound && (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 || (!blocking && errno == EINPROGRESS));
+  if (!connected) ::close(fd);
+  REQUIRE(bound);
+  REQUIRE(connected);
   return fd;
+}
+
+// Closes its socket however the case ends.
+struct Socket {
+  int fd = -1;
+  explicit Socket(int f) : fd(f) {}
+  Socket(Socket&& o) noexcept : fd(std::exchange(o.fd, -1)) {}
+  Socket& operator=(Socket&&) = delete;
+  ~Socket() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// A thread told to stop and joined however the case ends.
+struct Background {
+  std::atomic<bool> stop{false};
+  std::thread thread;
+  explicit Background(std::function<void(const std::atomic<bool>&)> f) : thread([this, f = std::move(f)] { f(stop); }) {}
+  ~Background() {
+    stop = true;
+    thread.join();
+  }
+};
+
+// Whether the server has neither answered nor closed `fd` yet (nothing to read, no hang-up).
+bool still_open(int fd) {
+  pollfd p{fd, POLLIN | POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) == 0;
+}
+
+// The four addresses the crowds of the cases below come from, 127.0.0.1 left for the client
+// that must be served.
+const char* crowd_address(int i) {
+  static const char* kFrom[] = {"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"};
+  return kFrom[i % 4];
 }
 
 bool send_all(int fd, const std::string& s) {
@@ -107,14 +177,38 @@ std::string read_until_closed(int fd, std::chrono::milliseconds timeout, bool& c
 
 int status_of(const std::string& text) { return text.rfind("HTTP/1.1 ", 0) == 0 ? std::stoi(text.substr(9, 3)) : 0; }
 
+// One answer with a Content-Length on a connection that stays open: its text, or what came
+// before `timeout` or the close.
+std::string read_answer(int fd, std::chrono::milliseconds timeout) {
+  std::string out;
+  const auto end = Clock::now() + timeout;
+  for (;;) {
+    if (const auto head = out.find("\r\n\r\n"); head != std::string::npos) {
+      const auto at = out.find("Content-Length: ");
+      if (at != std::string::npos && at < head && out.size() >= head + 4 + std::stoul(out.substr(at + 16))) return out;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count();
+    pollfd p{fd, POLLIN, 0};
+    if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) <= 0) return out;
+    char buf[4096];
+    const auto n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) return out;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+}
+
+std::string body_of(const std::string& text) {
+  const auto at = text.find("\r\n\r\n");
+  return at == std::string::npos ? std::string() : text.substr(at + 4);
+}
+
 // One request on its own connection that asks to close: the whole reply.
-std::string exchange(int port, const std::string& request, const char* from = "127.0.0.1") {
-  const int fd = dial(port, from);
-  send_all(fd, request);
+std::string exchange(int port, const std::string& request, const char* from = "127.0.0.1",
+                     std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
+  const Socket c(dial(port, from));
+  send_all(c.fd, request);
   bool closed = false;
-  std::string text = read_until_closed(fd, std::chrono::seconds(5), closed);
-  ::close(fd);
-  return text;
+  return read_until_closed(c.fd, timeout, closed);
 }
 
 std::string get(const std::string& path) { return "GET " + path + " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"; }
@@ -160,29 +254,107 @@ TEST_CASE("http server: the head is bounded — one long line or a flood of shor
   CHECK(status_of(exchange(s.port(), get("/metrics"))) == 200);
 }
 
-TEST_CASE("http server: the body is bounded however framed; a response before the body closes the connection") {
-  Served s;
-  // Content-Length over the limit: 413 before the body is read.
+TEST_CASE("http server: a body by Content-Length — over the bound 413 at once, unread; Expect: 100-continue; a response before the body closes the connection") {
+  Served s;  // body_bytes 64 KiB
   std::string r = exchange(s.port(), "POST /echo HTTP/1.1\r\nContent-Length: 1000000\r\nConnection: close\r\n\r\n");
   CHECK(status_of(r) == 413);
+  CHECK(r.find(R"("code":"request_too_large")") != std::string::npos);
+  CHECK(s.refused[413] == 1);  // the gate's answer, counted
   r = exchange(s.port(), "POST /echo HTTP/1.1\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello");
-  CHECK(r.substr(r.find("\r\n\r\n") + 4) == "5");
-  // Chunked: cut at the limit, never read whole.
-  const int fd = dial(s.port());
-  send_all(fd, "POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n");
-  const std::string chunk = "1000\r\n" + std::string(0x1000, 'c') + "\r\n";
-  std::size_t sent = 0;
-  while (sent < (64u << 20) && send_all(fd, chunk)) sent += chunk.size();
-  bool closed = false;
-  r = read_until_closed(fd, std::chrono::seconds(5), closed);
-  ::close(fd);
-  CHECK(sent < (64u << 20));
-  CHECK(status_of(r) != 200);
+  CHECK(body_of(r) == "5");
+  // A client that waits for leave to send its body gets it (once) before the body is read.
+  {
+    const Socket c(dial(s.port()));
+    send_all(c.fd, "POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n");
+    std::string interim;
+    for (const auto end = Clock::now() + std::chrono::seconds(10); interim.find("\r\n\r\n") == std::string::npos && Clock::now() < end;) {
+      pollfd p{c.fd, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      char buf[256];
+      const auto n = ::recv(c.fd, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      interim.append(buf, static_cast<std::size_t>(n));
+    }
+    CHECK(interim == "HTTP/1.1 100 Continue\r\n\r\n");
+    send_all(c.fd, "hello");
+    r = read_answer(c.fd, std::chrono::seconds(10));
+    CHECK(status_of(r) == 200);
+    CHECK(body_of(r) == "5");
+    CHECK(r.find("100 Continue") == std::string::npos);  // httplib's own is not sent again
+  }
   // A refusal before the body: the body (here a whole second request) is not served.
-  r = exchange(s.port(), "POST /locked HTTP/1.1\r\nContent-Length: 40\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n\r\n\r\n");
+  const std::string smuggled = "GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n";
+  r = exchange(s.port(), "POST /locked HTTP/1.1\r\nContent-Length: " + std::to_string(smuggled.size()) + "\r\n\r\n" + smuggled);
   CHECK(status_of(r) == 401);
   CHECK(r.find("smuggled") == std::string::npos);
   CHECK(s.smuggled == 0);
+}
+
+TEST_CASE("http server: a chunked body — within the bound it reaches the handler whole; past it 413 as the sizes pass it; malformed framing 400") {
+  Served s;  // body_bytes 64 KiB
+  // Within the bound: chunks of odd sizes, one with an extension, every byte value, and a
+  // second request pipelined behind it.
+  std::string body;
+  for (int i = 0; i < 60000; ++i) body += static_cast<char>(i * 7 % 251);
+  std::string framed;
+  const auto hex = [](std::size_t n) {
+    char t[32];
+    std::snprintf(t, sizeof t, "%zx", n);
+    return std::string(t);
+  };
+  std::size_t at = 0;
+  for (const std::size_t n : {std::size_t{1}, std::size_t{0x1000}, std::size_t{30000}, body.size() - 1 - 0x1000 - 30000}) {
+    framed += hex(n) + (n == 0x1000 ? ";name=value" : "") + "\r\n" + body.substr(at, n) + "\r\n";
+    at += n;
+  }
+  framed += "0\r\n\r\n";
+  {
+    const Socket c(dial(s.port()));
+    send_all(c.fd, "POST /mirror HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + framed + get("/metrics"));
+    bool closed = false;
+    const std::string both = read_until_closed(c.fd, std::chrono::seconds(10), closed);
+    const std::size_t head = both.find("\r\n\r\n") + 4;
+    const std::size_t length = std::stoul(both.substr(both.find("Content-Length: ") + 16));
+    CHECK(status_of(both) == 200);
+    CHECK(both.substr(head, length) == body);
+    CHECK(body_of(both.substr(head + length)) == "up 1\n");
+  }
+  // Past the bound in one size line: refused before any of its data is sent.
+  std::string r = exchange(s.port(), "POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n10001\r\n");
+  CHECK(status_of(r) == 413);
+  CHECK(r.find(R"("code":"request_too_large")") != std::string::npos);
+  // Past the bound over many chunks, sent as fast as the socket takes them: cut at the
+  // bound, never read whole, and the client reads the 413 (not a reset).
+  {
+    const Socket c(dial(s.port()));
+    send_all(c.fd, "POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n");
+    const std::string chunk = "1000\r\n" + std::string(0x1000, 'c') + "\r\n";
+    std::size_t sent = 0;
+    while (sent < (64u << 20) && send_all(c.fd, chunk)) sent += chunk.size();
+    bool closed = false;
+    r = read_until_closed(c.fd, std::chrono::seconds(5), closed);
+    CHECK(sent < (64u << 20));
+    CHECK(status_of(r) == 413);
+    CHECK(r.find(R"("code":"request_too_large")") != std::string::npos);
+  }
+  CHECK(s.refused[413] == 2);
+  // Malformed framing, and framing httplib could read otherwise than a proxy in front: 400.
+  const char* bad_chunks[] = {"zz\r\n", "-1\r\n", " 5\r\nhello\r\n0\r\n\r\n", "0x5\r\nhello\r\n0\r\n\r\n", "5\r\nhelloXX",
+                              "5\nhello\r\n0\r\n\r\n", "00000000000000001\r\nx\r\n0\r\n\r\n", "0\r\nX-Trailer: 1\r\n\r\n"};
+  for (const char* bad : bad_chunks) {
+    CAPTURE(bad);
+    r = exchange(s.port(), std::string("POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n") + bad);
+    CHECK(status_of(r) == 400);
+    CHECK(r.find(R"("code":"malformed_request")") != std::string::npos);
+  }
+  const char* bad_heads[] = {"Transfer-Encoding: chunked\r\nContent-Length: 5", "Content-Length: 5\r\nContent-Length: 5",
+                             "Content-Length: 5x", "Content-Length: %35", "Transfer-Encoding: gzip, chunked", "Content-Length : 5",
+                             "X-A: a\nContent-Length: 5"};
+  for (const char* bad : bad_heads) {
+    CAPTURE(bad);
+    CHECK(status_of(exchange(s.port(), std::string("POST /echo HTTP/1.1\r\n") + bad + "\r\n\r\nhello\r\n0\r\n\r\n")) == 400);
+  }
+  CHECK(s.refused[400] == static_cast<int>(std::size(bad_chunks) + std::size(bad_heads)));
 }
 
 TEST_CASE("http server: one deadline for the whole request — a client sending a byte at a time is cut (slowloris)") {
@@ -223,6 +395,167 @@ TEST_CASE("http server: one client address holds a few connections at most; anot
     status = status_of(exchange(s.port(), get("/metrics")));
   }
   CHECK(status == 200);
+}
+
+// The crowds below come from 4 addresses, 64 connections in all, against 6 workers: before
+// the gate, each held a connection thread, and the client from 127.0.0.1 waited for one.
+HttpLimits crowd_limits() {
+  HttpLimits l = Served::small_limits();  // 6 workers
+  l.per_client = 64;
+  l.head_deadline = l.request_deadline = l.idle = std::chrono::seconds(60);  // none is cut while a case runs
+  return l;
+}
+
+TEST_CASE("http server: 64 connections dribbling a header byte now and then from 4 addresses hold no worker (slowloris)") {
+  Served s(crowd_limits());
+  std::vector<Socket> drippers;
+  for (int i = 0; i < 64; ++i) {
+    drippers.emplace_back(dial(s.port(), crowd_address(i)));
+    CHECK(send_all(drippers.back().fd, "GET /metrics HTTP/1.1\r\nX-Drip: "));
+  }
+  std::atomic<int> rounds{0};
+  Background drip([&](const std::atomic<bool>& stop) {
+    while (!stop) {
+      for (const Socket& d : drippers) send_all(d.fd, "d");
+      ++rounds;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  while (rounds < 2) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // Answered while every dripper still holds its connection (none answered, none cut): the
+  // answer did not wait for a dripper to go. The 30 s is a hang guard, half their deadline.
+  const std::string r = exchange(s.port(), get("/metrics"), "127.0.0.1", std::chrono::seconds(30));
+  CHECK(status_of(r) == 200);
+  int open = 0;
+  for (const Socket& d : drippers) open += still_open(d.fd);
+  CHECK(open == 64);
+}
+
+TEST_CASE("http server: 64 idle kept-alive connections hold no worker; a new client is served while all stay open") {
+  Served s(crowd_limits());
+  std::vector<Socket> idle;
+  for (int i = 0; i < 64; ++i) {
+    idle.emplace_back(dial(s.port(), crowd_address(i)));
+    send_all(idle.back().fd, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+  }
+  const auto guard = Clock::now() + std::chrono::seconds(30);  // a hang guard for all of them
+  const auto left = [&] { return std::chrono::duration_cast<std::chrono::milliseconds>(guard - Clock::now()); };
+  int answered = 0;
+  for (const Socket& c : idle) answered += status_of(read_answer(c.fd, left())) == 200;
+  CHECK(answered == 64);  // each kept its connection, idle now
+  CHECK(status_of(exchange(s.port(), get("/metrics"), "127.0.0.1", left())) == 200);
+  int open = 0;
+  for (const Socket& c : idle) open += still_open(c.fd);
+  CHECK(open == 64);
+  // Still theirs: a second request on each is answered on the same connection.
+  answered = 0;
+  for (const Socket& c : idle) send_all(c.fd, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+  for (const Socket& c : idle) answered += status_of(read_answer(c.fd, left())) == 200;
+  CHECK(answered == 64);
+}
+
+TEST_CASE("http server: a burst of 256 connections opened at once from 4 addresses is answered whole, none reset") {
+  Served s(crowd_limits());
+  constexpr int kBurst = 256;
+  std::vector<Socket> burst;
+  for (int i = 0; i < kBurst; ++i) burst.emplace_back(dial(s.port(), crowd_address(i), false));  // all connecting at once
+  enum class At { connecting, sent, done };
+  std::vector<At> at(kBurst, At::connecting);
+  std::vector<std::string> text(kBurst);
+  std::vector<int> failed(kBurst, 0);  // errno of a connection that failed (ECONNRESET, ...)
+  const std::string request = get("/metrics");
+  for (const auto guard = Clock::now() + std::chrono::seconds(60); Clock::now() < guard;) {  // a hang guard
+    std::vector<pollfd> wait;
+    std::vector<int> which;
+    for (int i = 0; i < kBurst; ++i) {
+      if (at[i] == At::done) continue;
+      wait.push_back({burst[i].fd, static_cast<short>(at[i] == At::connecting ? POLLOUT : POLLIN), 0});
+      which.push_back(i);
+    }
+    if (wait.empty()) break;
+    if (::poll(wait.data(), wait.size(), 100) <= 0) continue;
+    for (std::size_t k = 0; k < wait.size(); ++k) {
+      if (wait[k].revents == 0) continue;
+      const int i = which[k];
+      if (at[i] == At::connecting) {
+        int error = 0;
+        socklen_t n = sizeof error;
+        ::getsockopt(burst[i].fd, SOL_SOCKET, SO_ERROR, &error, &n);
+        if (error == 0 && !send_all(burst[i].fd, request)) error = errno;
+        failed[i] = error;
+        at[i] = error ? At::done : At::sent;
+        continue;
+      }
+      char buf[4096];
+      const auto n = ::recv(burst[i].fd, buf, sizeof buf, 0);
+      if (n > 0) {
+        text[i].append(buf, static_cast<std::size_t>(n));
+      } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+        failed[i] = n == 0 ? 0 : errno;
+        at[i] = At::done;
+      }
+    }
+  }
+  int answered = 0, reset = 0;
+  for (int i = 0; i < kBurst; ++i) {
+    answered += status_of(text[i]) == 200 && body_of(text[i]) == "up 1\n";
+    reset += failed[i] != 0;
+  }
+  CHECK(reset == 0);
+  CHECK(answered == kBurst);
+}
+
+TEST_CASE("http server: the requests being read hold a bounded number of bytes together; past it 503, the others unharmed") {
+  HttpLimits l = crowd_limits();
+  l.buffered_bytes = 150 << 10;  // two bodies of 64 KiB fit, a third does not
+  Served s(l);
+  const std::string head = "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 65536\r\n\r\n";
+  const std::string most(60 << 10, 'b'), rest((64 << 10) - most.size(), 'b');
+  std::vector<Socket> uploads;
+  for (int i = 0; i < 3; ++i) {
+    uploads.emplace_back(dial(s.port(), crowd_address(i)));
+    send_all(uploads.back().fd, head + most);
+  }
+  // Whichever the gate read last is refused, whatever the order; the other two complete.
+  int busy = 0, answered = 0;
+  for (const Socket& u : uploads) {
+    send_all(u.fd, rest);
+    const std::string a = read_answer(u.fd, std::chrono::seconds(10));
+    busy += status_of(a) == 503 && a.find(R"("code":"server_busy")") != std::string::npos;
+    answered += status_of(a) == 200 && body_of(a) == "65536";
+  }
+  CHECK(busy == 1);
+  CHECK(answered == 2);
+  CHECK(s.refused[503] == 1);
+}
+
+TEST_CASE("http server: a chunked stream is written from a worker; a handler sees its client leave; stopping ends a stream") {
+  auto s = std::make_unique<Served>();
+  {  // the client sends its request and leaves before the answer
+    const Socket c(dial(s->port()));
+    send_all(c.fd, get("/wait"));
+  }
+  for (const auto guard = Clock::now() + std::chrono::seconds(10); s->saw_gone == 0 && Clock::now() < guard;)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(s->saw_gone == 1);
+  const Socket c(dial(s->port()));
+  send_all(c.fd, get("/ticks"));
+  std::string r;
+  for (const auto guard = Clock::now() + std::chrono::seconds(10); r.find("tick\n\r\n5\r\ntick\n\r\n5\r\ntick\n") == std::string::npos && Clock::now() < guard;) {
+    pollfd p{c.fd, POLLIN, 0};
+    char buf[4096];
+    if (::poll(&p, 1, 100) <= 0) continue;
+    const auto n = ::recv(c.fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    r.append(buf, static_cast<std::size_t>(n));
+  }
+  CHECK(status_of(r) == 200);
+  CHECK(r.find("Transfer-Encoding: chunked") != std::string::npos);
+  CHECK(r.find("tick\n\r\n5\r\ntick\n\r\n5\r\ntick\n") != std::string::npos);  // three chunks of it, framed
+  s.reset();  // the stream stops at its next chunk; nothing waits for the client
+  bool closed = false;
+  read_until_closed(c.fd, std::chrono::seconds(5), closed);
+  CHECK(closed);
 }
 
 TEST_CASE("http server: binding a port in use throws NetworkError naming the option and address; a bad address is refused") {
