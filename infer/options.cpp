@@ -1,9 +1,10 @@
 // infer — parsing the command line.
 #include "options.hpp"
 
+#include "option_number.hpp"
+
 #include <ringattn/error.hpp>
 
-#include <charconv>
 #include <string_view>
 
 namespace infer {
@@ -55,22 +56,10 @@ or mpirun's with RINGATTN_MASTER).
 
 namespace {
 
-std::int64_t number(std::string_view flag, std::string_view text, std::int64_t lo, std::int64_t hi) {
-  std::int64_t x = 0;
-  const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), x);
-  if (ec != std::errc() || p != text.data() + text.size() || x < lo || x > hi)
-    throw ringattn::InvalidArgument(std::string(flag) + " takes an integer in [" + std::to_string(lo) + ", " +
-                                    std::to_string(hi) + "], got '" + std::string(text) + "'");
-  return x;
-}
-
+// Every number goes through the one grammar (option_number.hpp): range-checked as a 64-bit
+// value before anything narrows it.
 float real(std::string_view flag, std::string_view text, double lo, double hi) {
-  double x = 0;
-  const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), x);
-  if (ec != std::errc() || p != text.data() + text.size() || !(x >= lo && x <= hi))
-    throw ringattn::InvalidArgument(std::string(flag) + " takes a number in [" + std::to_string(lo) + ", " +
-                                    std::to_string(hi) + "], got '" + std::string(text) + "'");
-  return static_cast<float>(x);
+  return static_cast<float>(parse_real_in(text, flag, lo, hi));
 }
 
 }  // namespace
@@ -94,24 +83,24 @@ bool parse_args(int argc, char** argv, JobOptions& o) {
     else if (flag == "--prompt") o.prompt_text = std::string(v);
     else if (flag == "--temperature") o.temperature = real(flag, v, 0, 100);
     else if (flag == "--top-p") o.top_p = real(flag, v, 0, 1);
-    else if (flag == "--sample-seed") o.sample_seed = static_cast<std::uint64_t>(number(flag, v, 0, INT64_MAX));
+    else if (flag == "--sample-seed") o.sample_seed = parse_integer_as<std::uint64_t>(v, flag, 0, INT64_MAX);
     else if (flag == "--llama2c") o.llama2c = v;
     else if (flag == "--hf") o.hf = v;
     else if (flag == "--gguf") o.gguf = v;
     else if (flag == "--tokenizer") o.tokenizer = v;
     else if (flag == "--out") o.out_dir = v;
     else if (flag == "--weights") o.weights = v;
-    else if (flag == "--tokens") o.tokens = static_cast<int>(number(flag, v, 1, 1 << 16));
-    else if (flag == "--seed") o.seed = static_cast<std::uint64_t>(number(flag, v, 0, INT64_MAX));
-    else if (flag == "--threads") o.threads = static_cast<int>(number(flag, v, 1, 1024));
-    else if (flag == "--tp") o.tp.size = static_cast<int>(number(flag, v, 1, 1024));
-    else if (flag == "--vocab") m.vocab = number(flag, v, 2, 1 << 24);
-    else if (flag == "--dim") m.dim = number(flag, v, 2, 65536);
-    else if (flag == "--layers") m.layers = number(flag, v, 1, 1024);
-    else if (flag == "--heads") m.heads = number(flag, v, 1, 1024);
-    else if (flag == "--kv-heads") m.kv_heads = number(flag, v, 1, 1024);
-    else if (flag == "--head-dim") m.head_dim = number(flag, v, 2, 256);
-    else if (flag == "--ffn") m.ffn = number(flag, v, 1, 1 << 20);
+    else if (flag == "--tokens") o.tokens = parse_integer_as<int>(v, flag, 1, 1 << 16);
+    else if (flag == "--seed") o.seed = parse_integer_as<std::uint64_t>(v, flag, 0, INT64_MAX);
+    else if (flag == "--threads") o.threads = parse_integer_as<int>(v, flag, 1, 1024);
+    else if (flag == "--tp") o.tp.size = parse_integer_as<int>(v, flag, 1, 1024);
+    else if (flag == "--vocab") m.vocab = parse_integer_in(v, flag, 2, 1 << 24);
+    else if (flag == "--dim") m.dim = parse_integer_in(v, flag, 2, 65536);
+    else if (flag == "--layers") m.layers = parse_integer_in(v, flag, 1, 1024);
+    else if (flag == "--heads") m.heads = parse_integer_in(v, flag, 1, 1024);
+    else if (flag == "--kv-heads") m.kv_heads = parse_integer_in(v, flag, 1, 1024);
+    else if (flag == "--head-dim") m.head_dim = parse_integer_in(v, flag, 2, 256);
+    else if (flag == "--ffn") m.ffn = parse_integer_in(v, flag, 1, 1 << 20);
     else if (flag == "--dtype") o.dtype = ringattn::parse_dtype(v);
     else if (flag == "--weights-dtype") o.weights_dtype = ringattn::parse_weights_dtype(v);
     else if (flag == "--layout") o.layout = v == "balanced" ? std::nullopt : std::optional(ringattn::parse_layout(v));

@@ -291,25 +291,25 @@ int ringattn::cli::bench_api_main(const std::vector<std::string>& argv) {
       .internal("ring-id", "N", "ring id");
   if (!a.parse(argv)) return 0;
   Plan p;
-  p.nodes = static_cast<int>(a.int64("nodes"));
+  p.nodes = a.integer("nodes", 1, 4096);
   p.rows = a.int64("rows");
   p.heads = a.int64("heads");
   p.kv_heads = a.int64("kv-heads");
   p.head_dim = a.int64("head-dim");
-  p.calls = static_cast<int>(a.int64("calls"));
+  p.calls = a.integer("calls", 1, 1 << 30);
   p.layer_tokens = a.int64("layer-tokens");
-  p.layers = static_cast<int>(a.int64("layers"));
+  p.layers = a.integer("layers", 2, 1 << 20);
   p.dtype = parse_dtype(a.str("dtype"));
-  p.threads = static_cast<int>(a.int64("threads"));
+  p.threads = a.integer("threads", 0, kMaxThreads);
   p.timeout = a.seconds("timeout", 0.001, 86400);
   p.log_level = a.log_level();
   p.quiet = a.quiet();
   if (p.nodes < 1 || p.rows < 1 || p.calls < 1 || p.layers < 2 || p.layer_tokens < 2 * p.nodes)
     throw InvalidArgument("bench api: --nodes, --rows, --calls >= 1, --layers >= 2, --layer-tokens >= 2 x nodes");
   if (auto m = a.maybe("member")) {
-    const int rank = static_cast<int>(cli::parse_count(*m, "--member"));
+    const int rank = cli::parse_integer_as(*m, "--member", 0, p.nodes - 1);
     try {
-      member(p, rank, a.str("master"), static_cast<std::uint64_t>(a.int64("ring-id")));
+      member(p, rank, a.str("master"), a.integer<std::uint64_t>("ring-id", 0, INT64_MAX));
     } catch (const std::exception& e) {
       node::emit_line(node::fail_line(node::fail_report_for(e, rank)));
       throw;

@@ -311,16 +311,16 @@ int ringattn::cli::bench_decode_main(const std::vector<std::string>& argv) {
       .internal("ring-id", "N", "ring id");
   if (!a.parse(argv)) return 0;
   Plan p;
-  p.nodes = static_cast<int>(a.int64("nodes"));
+  p.nodes = a.integer("nodes", 1, 4096);
   p.contexts.clear();
   for (const auto& c : split_commas(a.str("context"))) p.contexts.push_back(cli::parse_count(c, "--context"));
-  p.batch = static_cast<int>(a.int64("batch"));
+  p.batch = a.integer("batch", 1, 1 << 20);
   p.heads = a.int64("heads");
   p.kv_heads = a.int64("kv-heads");
   p.head_dim = a.int64("head-dim");
   p.dtype = parse_dtype(a.str("dtype"));
-  p.steps = static_cast<int>(a.int64("steps"));
-  p.threads = static_cast<int>(a.int64("threads"));
+  p.steps = a.integer("steps", 1, 1 << 30);
+  p.threads = a.integer("threads", 1, kMaxThreads);
   p.timeout = a.seconds("timeout", 0.001, 86400);
   p.log_level = a.log_level();
   p.quiet = a.quiet();
@@ -329,9 +329,9 @@ int ringattn::cli::bench_decode_main(const std::vector<std::string>& argv) {
   for (auto c : p.contexts)
     if (c < 2 * p.nodes) throw InvalidArgument("bench decode: --context " + std::to_string(c) + " must be >= 2 x nodes");
   if (auto m = a.maybe("member")) {
-    const int rank = static_cast<int>(cli::parse_count(*m, "--member"));
+    const int rank = cli::parse_integer_as(*m, "--member", 0, p.nodes - 1);
     try {
-      member(p, rank, a.str("master"), static_cast<std::uint64_t>(a.int64("ring-id")));
+      member(p, rank, a.str("master"), a.integer<std::uint64_t>("ring-id", 0, INT64_MAX));
     } catch (const std::exception& e) {
       node::emit_line(node::fail_line(node::fail_report_for(e, rank)));
       throw;

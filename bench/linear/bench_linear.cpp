@@ -190,9 +190,9 @@ int ringattn::cli::bench_linear_main(const std::vector<std::string>& argv) {
   const auto rows = cli::parse_int_list(a.str("rows"), "--rows");
   for (auto r : rows)
     if (r < 1 || r > (1 << 20)) throw InvalidArgument("bench linear: --rows values must be in [1, 2^20], got " + std::to_string(r));
-  auto threads = cli::parse_int_list(a.str("threads"), "--threads");
+  std::vector<int> threads;
+  for (const std::string& t : split_commas(a.str("threads"))) threads.push_back(cli::parse_integer_as(t, "--threads", 0, kMaxThreads));
   for (auto& t : threads) {
-    if (t < 0 || t > kMaxThreads) throw InvalidArgument("bench linear: --threads values must be in [0, 4096], got " + std::to_string(t));
     if (t == 0) t = omp_get_num_procs();  // all cores, recorded as the number it was
   }
   std::optional<Isa> isa;

@@ -120,20 +120,17 @@ SweepSpec spec_from(const cli::Args& a) {
   s.kv_heads = a.has("kv-heads") ? a.int64("kv-heads") : s.heads;
   s.head_dim = a.int64("head-dim");
   s.dtype = parse_dtype(a.str("dtype"));
-  s.nodes = static_cast<int>(a.int64("nodes"));
+  s.nodes = a.integer("nodes", 2, 4096);
   s.masks = split(a.str("mask"), ',');
   for (const auto& m : s.masks)
     if (m != "none" && m != "causal") throw InvalidArgument("bench overlap: --mask takes none and/or causal, got '" + m + "'");
-  if (s.nodes < 2) throw InvalidArgument("bench overlap: --nodes must be >= 2");
   const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
-  s.cores = a.has("cores") ? static_cast<int>(a.int64("cores")) : static_cast<int>(std::max(1L, cpus / s.nodes));
-  if (s.cores < 1) throw InvalidArgument("bench overlap: --cores must be >= 1");
+  s.cores = a.has("cores") ? a.integer("cores", 1, kMaxThreads) : static_cast<int>(std::max(1L, cpus / s.nodes));
   s.min_seconds = a.seconds("min-seconds", 0.001, 3600);
-  s.max_reps = static_cast<int>(a.int64("max-reps"));
+  s.max_reps = a.integer("max-reps", 1, 1 << 30);
   s.timeout_seconds = a.seconds("timeout", 0.001, 86400);
-  s.io_priority = static_cast<int>(a.int64("io-priority"));
+  s.io_priority = a.integer("io-priority", 0, 39);
   s.backward = a.has("backward");
-  if (s.io_priority < 0 || s.io_priority > 39) throw InvalidArgument("bench overlap: --io-priority must be 0..39");
   return s;
 }
 
@@ -327,18 +324,17 @@ int ringattn::cli::bench_overlap_main(const std::vector<std::string>& argv) {
   if (!a.parse(argv)) return 0;
   if (auto dir = a.maybe("replot")) return replot(*dir);
   const SweepSpec spec = spec_from(a);
-  if (a.has("nice") && !a.has("worker")) set_priority(static_cast<int>(a.int64("nice")));
+  if (a.has("nice") && !a.has("worker")) set_priority(a.integer("nice", -20, 19));
   if (auto b = a.maybe("measure-flops")) {
     std::printf("%.6g\n", measure_flops(spec, cli::parse_count(*b, "--measure-flops")));
     return 0;
   }
   if (a.has("worker")) {
     MemberNet mn;
-    mn.rank = static_cast<int>(a.int64("rank"));
+    mn.rank = a.integer("rank", 0, spec.nodes - 1);
     mn.peers = a.str("peers");
-    mn.ring_id = static_cast<std::uint64_t>(a.int64("ring-id"));
+    mn.ring_id = a.integer<std::uint64_t>("ring-id", 0, INT64_MAX);
     mn.listen = a.str("listen");
-    if (mn.rank < 0 || mn.rank >= spec.nodes) throw InvalidArgument("bench overlap: --rank out of range");
     try {
       run_member(spec, mn);
     } catch (const std::exception& e) {  // the launcher reads the structured report

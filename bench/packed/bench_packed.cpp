@@ -93,8 +93,8 @@ int ringattn::cli::bench_packed_main(const std::vector<std::string>& argv) {
   if (!a.parse(argv)) return 0;
   const std::vector<std::int64_t> cu =
       a.maybe("cu-seqlens") ? node::read_cu_seqlens(a.str("cu-seqlens"))
-                            : oracle::mixed_batch_cu_seqlens(static_cast<int>(a.int64("prompts")), a.int64("min"),
-                                                             a.int64("max"), static_cast<std::uint64_t>(a.int64("seed")));
+                            : oracle::mixed_batch_cu_seqlens(a.integer("prompts", 1, 1 << 20), a.int64("min"),
+                                                             a.int64("max"), a.integer<std::uint64_t>("seed", 0, INT64_MAX));
   const std::int64_t n = cu.back(), h = a.int64("heads"), kvh = a.int64("kv-heads"), d = a.int64("head-dim");
   const std::int64_t reps = a.int64("reps");
   if (reps < 1) throw InvalidArgument("bench packed: --reps must be >= 1");

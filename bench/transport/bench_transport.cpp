@@ -262,17 +262,16 @@ int ringattn::cli::bench_transport_main(const std::vector<std::string>& argv) {
                             ", got " + std::to_string(item));
     p.block_bytes.push_back(static_cast<std::uint64_t>(item));
   }
-  p.reps = static_cast<int>(a.int64("reps"));
+  p.reps = a.integer("reps", 1, 1 << 20);
   p.seconds = a.seconds("seconds", 0.001, 3600);
-  p.depth = static_cast<int>(a.int64("depth"));
+  p.depth = a.integer("depth", 1, 1 << 10);
   if (auto c = a.maybe("count")) p.count = cli::parse_count(*c, "--count");
-  if (p.reps < 1 || p.depth < 1 || p.seconds <= 0) throw InvalidArgument("--reps, --depth and --seconds must be positive");
   const std::string host = a.str("host");
   const std::string tls = a.str("tls");
   if (tls != "off" && tls != "on" && tls != "both") throw InvalidArgument("--tls must be off, on or both, got '" + tls + "'");
   if (auto role = a.maybe("role")) {
     if (tls == "both") throw InvalidArgument("--role measures one side of one mode: --tls off or --tls on");
-    return run_two_process(p, *role, host, a.has("port") ? a.int64("port") : 0, a.str("peer"),
+    return run_two_process(p, *role, host, a.has("port") ? a.integer<std::int64_t>("port", 1, 65535) : 0, a.str("peer"),
                            a.maybe("token-file").value_or(""), tls == "on");
   }
   std::optional<double> iperf;

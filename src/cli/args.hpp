@@ -9,11 +9,14 @@
 // The level given on the command line wins over SPDLOG_LEVEL (read once by main).
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "../../infer/option_number.hpp"
 
 namespace ringattn::cli {
 
@@ -38,7 +41,18 @@ class Args {
   bool has(std::string_view name) const;             // flag given / option given
   std::string str(std::string_view name) const;      // value or default; throws if neither
   std::optional<std::string> maybe(std::string_view name) const;
-  std::int64_t int64(std::string_view name) const;   // parse_integer, names the option on error
+  // Whole-number options, all through infer::parse_integer (option_number.hpp). int64: any
+  // int64 (a value checked where it is used, never narrowed). integer<T>: a value in [lo, hi],
+  // checked as int64 before it narrows to T; else "--NAME takes a whole number in [lo, hi],
+  // got '...'" (InvalidArgument: exit 2). Every option stored in a narrower type reads it so.
+  std::int64_t int64(std::string_view name) const;
+  template <std::integral T>
+  T integer(std::string_view name, T lo, T hi) const {
+    return infer::parse_integer_as<T>(str(name), "--" + std::string(name), lo, hi);
+  }
+  // A decimal number in [lo, hi] (infer::parse_real_in): nan, inf and anything outside refused
+  // naming the option and the range.
+  double real(std::string_view name, double lo, double hi) const;
   // A duration in seconds within [lo, hi] (decimals allowed: 0.5); nan, inf, negative
   // and out-of-range values are refused naming the option and the range. Every
   // command's --timeout, --wait and other durations go through this one parser.
@@ -75,13 +89,13 @@ std::string_view exit_codes_help();
 void set_log_level(std::string_view level, std::string_view what = "--log-level");
 
 // The one grammar for whole numbers on the command line, used by every option that
-// takes a count (Args::int64, the planner, lists):
-//   digits, optionally a decimal fraction and an exponent ("4096", "1e6", "2.5e3"),
-//   then optionally a binary multiple k, M or G (x1024, x1024^2, x1024^3: "64k",
-//   "1.5M" = 1,572,864). The result must be a whole number ("1.3" is refused) that
-//   fits in int64. Throws InvalidArgument naming `what`.
-std::int64_t parse_integer(std::string_view text, std::string_view what);  // also "-5"
-std::int64_t parse_count(std::string_view text, std::string_view what);    // refuses negatives
+// takes a count (Args::int64 and integer, the planner, lists, serve's config): infer's
+// (option_number.hpp): "4096", "1e6", "2.5e3", "64k", "1.5M", "-5"; exact, within int64.
+using infer::parse_integer;
+using infer::parse_integer_as;
+using infer::parse_integer_in;
+using infer::parse_real_in;
+std::int64_t parse_count(std::string_view text, std::string_view what);  // parse_integer, refusing negatives
 // Comma-separated counts: "128,256,1k".
 std::vector<std::int64_t> parse_int_list(std::string_view text, std::string_view what);
 

@@ -33,7 +33,7 @@ int demo_main(const std::vector<std::string>& argv) {
   cfg.kv_heads = a.int64("kv-heads");
   cfg.head_dim = a.int64("head-dim");
   cfg.dtype = parse_dtype(a.str("dtype"));
-  cfg.threads = static_cast<int>(a.int64("threads"));
+  cfg.threads = a.integer("threads", 0, kMaxThreads);
   cfg.mask = a.has("causal") ? Mask::causal() : Mask::none();
   if (auto i = a.maybe("isa")) cfg.isa = parse_isa(*i);
   BlockAttention attn(cfg);  // validates the shape before anything is allocated

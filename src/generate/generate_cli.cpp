@@ -7,7 +7,6 @@
 // process is one rank of a ring a launcher such as mpirun or Slurm started
 // (RingOptions::from_env): the rank that owns a prompt prints its text.
 #include <algorithm>
-#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <thread>
@@ -44,36 +43,24 @@ struct Plan {
   std::string layout = "balanced";
 };
 
-// A number in [lo, hi] (decimals allowed), else InvalidArgument naming the option.
-double real(const Args& a, const char* name, double lo, double hi) {
-  const std::string text = a.str(name);
-  double x = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), x);
-  if (ec != std::errc() || end != text.data() + text.size() || !(x >= lo && x <= hi))
-    throw InvalidArgument("--" + std::string(name) + " takes a number in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                          "], got '" + text + "'");
-  return x;
-}
-
 Plan make_plan(const Args& a) {
   Plan p;
   infer::JobOptions& j = p.job;
-  p.nodes = static_cast<int>(a.int64("nodes"));
-  if (p.nodes < 1 || p.nodes > 1024) throw InvalidArgument("--nodes takes 1 to 1024 ranks");
-  p.tp = static_cast<int>(a.int64("tp"));
-  if (p.tp < 1 || p.nodes % p.tp != 0)
+  p.nodes = a.integer("nodes", 1, 1024);
+  p.tp = a.integer("tp", 1, 1024);
+  if (p.nodes % p.tp != 0)
     throw InvalidArgument("--tp " + std::to_string(p.tp) + " must divide --nodes " + std::to_string(p.nodes) +
                           " (the ring's groups of --tp ranks each hold one copy of the model, split)");
   const std::string model = a.str("model");
   if (model.rfind("seed:", 0) == 0) {  // weights drawn from a seed, in the shape the flags give
-    j.seed = static_cast<std::uint64_t>(parse_integer(model.substr(5), "--model seed:S"));
-    j.model.vocab = a.int64("vocab");
-    j.model.dim = a.int64("dim");
-    j.model.layers = a.int64("layers");
-    j.model.heads = a.int64("heads");
-    j.model.kv_heads = a.int64("kv-heads");
-    j.model.head_dim = a.int64("head-dim");
-    j.model.ffn = a.int64("ffn");
+    j.seed = parse_integer_as<std::uint64_t>(model.substr(5), "--model seed:S", 0, INT64_MAX);
+    j.model.vocab = a.integer<std::int64_t>("vocab", 2, 1 << 24);
+    j.model.dim = a.integer<std::int64_t>("dim", 2, 65536);
+    j.model.layers = a.integer<std::int64_t>("layers", 1, 1024);
+    j.model.heads = a.integer<std::int64_t>("heads", 1, 1024);
+    j.model.kv_heads = a.integer<std::int64_t>("kv-heads", 1, 1024);
+    j.model.head_dim = a.integer<std::int64_t>("head-dim", 2, 256);
+    j.model.ffn = a.integer<std::int64_t>("ffn", 1, 1 << 20);
     j.model.check();
   } else {
     infer::set_model_path(j, model, "--model");
@@ -87,15 +74,14 @@ Plan make_plan(const Args& a) {
   if ((j.chat || j.system) && !j.prompt_text) throw InvalidArgument("--chat and --system take the user's message from --prompt TEXT");
   if (j.system && !j.chat) throw InvalidArgument("--system is a chat's system message: give --chat too");
   if (auto f = a.maybe("prompts")) j.prompts = *f;
-  if (a.has("random-prompt")) j.random_prompt = a.int64("random-prompt");
+  // At least one token (0 would leave no prompt at all); the model's context bounds it above.
+  if (a.has("random-prompt")) j.random_prompt = a.integer<std::int64_t>("random-prompt", 1, INT32_MAX);
   if (j.prompt_text && j.tokenizer.empty() && j.hf.empty() && j.gguf.empty())
     throw InvalidArgument("--prompt TEXT needs --tokenizer FILE (the model's tokenizer)");
-  const std::int64_t max_tokens = a.int64("max-tokens");
-  if (max_tokens < 1 || max_tokens > (1 << 20)) throw InvalidArgument("--max-tokens takes 1 to 2^20 tokens");
-  j.tokens = static_cast<int>(max_tokens);
-  j.temperature = static_cast<float>(real(a, "temperature", 0, 100));
-  j.top_p = static_cast<float>(real(a, "top-p", 0, 1));
-  j.sample_seed = static_cast<std::uint64_t>(a.int64("seed"));
+  j.tokens = a.integer("max-tokens", 1, 1 << 20);
+  j.temperature = static_cast<float>(a.real("temperature", 0, 100));
+  j.top_p = static_cast<float>(a.real("top-p", 0, 1));
+  j.sample_seed = a.integer<std::uint64_t>("seed", 0, INT64_MAX);
   p.layout = a.str("layout");
   if (p.layout != "balanced") j.layout = parse_layout(p.layout);
   j.dtype = parse_dtype(a.str("dtype"));
@@ -104,13 +90,12 @@ Plan make_plan(const Args& a) {
   if (rope != "global" && rope != "local") throw InvalidArgument("--rope-positions takes global or local");
   j.rope = rope == "global" ? infer::RopePositions::global : infer::RopePositions::local;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  j.threads = a.has("threads") ? static_cast<int>(a.int64("threads")) : std::max(1, cores / p.nodes);
-  if (j.threads < 1 || j.threads > 1024) throw InvalidArgument("--threads takes 1 to 1024");
+  j.threads = a.has("threads") ? a.integer("threads", 1, 1024) : std::max(1, cores / p.nodes);
   j.progress = a.has("verbose");
-  if (a.has("decode-rank")) j.decode_rank = static_cast<int>(a.int64("decode-rank"));
+  if (a.has("decode-rank")) j.decode_rank = a.integer("decode-rank", 0, p.nodes - 1);
   p.json = a.has("json");
   p.timeout = a.seconds("timeout", 0.001, 86400);
-  p.max_rows = a.int64("max-rows");
+  p.max_rows = a.integer<std::int64_t>("max-rows", 1, INT64_MAX);
   return p;
 }
 
@@ -303,9 +288,9 @@ int generate_main(const std::vector<std::string>& argv) {
   if (!a.has("model")) throw InvalidArgument("generate needs --model FILE (see --help)");
   const Plan p = make_plan(a);
   if (auto m = a.maybe("member")) {
-    const int rank = static_cast<int>(parse_count(*m, "--member"));
+    const int rank = parse_integer_as(*m, "--member", 0, p.nodes - 1);
     try {
-      return member(p, rank, a.str("master"), static_cast<std::uint64_t>(a.int64("ring-id")));
+      return member(p, rank, a.str("master"), a.integer<std::uint64_t>("ring-id", 0, INT64_MAX));
     } catch (const std::exception& e) {
       node::emit_line(node::fail_line(node::fail_report_for(e, rank)));
       throw;

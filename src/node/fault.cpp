@@ -25,7 +25,7 @@ std::optional<Fault> fault_for_rank(int rank) {
   else if (what == "token") f.kind = Fault::Kind::token;
   else if (what == "shape") f.kind = Fault::Kind::shape;
   else throw InvalidArgument("RINGATTN_FAULT='" + spec + "': unknown fault '" + what + "'");
-  if (c2 != std::string::npos) f.step = static_cast<int>(cli::parse_count(spec.substr(c2 + 1), "RINGATTN_FAULT step"));
+  if (c2 != std::string::npos) f.step = cli::parse_integer_as(spec.substr(c2 + 1), "RINGATTN_FAULT step", 0, INT32_MAX);
   return f;
 }
 

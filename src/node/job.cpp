@@ -35,9 +35,7 @@ void declare_job_options(cli::Args& a, bool with_files) {
 }
 
 void read_job_options(const cli::Args& a, JobSpec& job) {
-  const std::int64_t nodes = a.int64("nodes");
-  if (nodes < 1 || nodes > 4096) throw InvalidArgument("--nodes = " + std::to_string(nodes) + " must be between 1 and 4096");
-  job.nodes = static_cast<int>(nodes);
+  job.nodes = a.integer("nodes", 1, 4096);
   job.layout = parse_layout(a.str("layout"));
   if (auto f = a.maybe("cu-seqlens")) {
     job.cu_seqlens_path = *f;
@@ -45,23 +43,16 @@ void read_job_options(const cli::Args& a, JobSpec& job) {
   }
   auto& c = job.attention;
   c.dtype = parse_dtype(a.str("dtype"));
-  const std::int64_t threads = a.int64("threads");
-  if (threads < 0 || threads > kMaxThreads)
-    throw InvalidArgument("--threads = " + std::to_string(threads) + " must be between 0 (all cores) and " +
-                          std::to_string(kMaxThreads));
-  c.threads = static_cast<int>(threads);
+  c.threads = a.integer("threads", 0, kMaxThreads);  // 0: all cores
   if (auto w = a.maybe("window")) {
-    c.mask = Mask::sliding_window(cli::parse_count(*w, "--window"));
-    if (c.mask.window < 1) throw InvalidArgument("--window = " + *w + " must be >= 1");
+    c.mask = Mask::sliding_window(a.integer<std::int64_t>("window", 1, INT64_MAX));
   } else if (a.has("causal")) {
     c.mask = Mask::causal();
   }
   if (auto i = a.maybe("isa")) c.isa = parse_isa(*i);
   job.log_level = a.log_level().value_or("");
-  const std::int64_t decode = a.int64("decode");
-  if (decode < 0 || decode > (1 << 20)) throw InvalidArgument("--decode = " + a.str("decode") + " must be in 0..1048576");
-  job.decode_steps = static_cast<int>(decode);
-  if (decode > 0 && c.mask.kind == MaskKind::none)
+  job.decode_steps = a.integer("decode", 0, 1 << 20);
+  if (job.decode_steps > 0 && c.mask.kind == MaskKind::none)
     throw InvalidArgument("--decode " + a.str("decode") + " needs --causal or --window: a generated token sees only "
                           "the tokens before it");
   job.timeout_seconds = a.seconds("timeout", 0.001, 86400);

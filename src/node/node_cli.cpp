@@ -142,7 +142,7 @@ int run_node(const cli::Args& a, int rank) {
   if (master || token_arg == "-") launcher = std::make_unique<LauncherChannel>(rank);
 
   RingOptions ro = ring_options(job, rank);
-  ro.ring_id = static_cast<std::uint64_t>(a.int64("ring-id"));
+  ro.ring_id = a.integer<std::uint64_t>("ring-id", 0, INT64_MAX);
   ro.tls = a.has("tls");
   if (fault && fault->kind == Fault::Kind::shape) ro.job_digest ^= 1;
   if (job.nodes > 1) {
@@ -233,7 +233,7 @@ int ringattn::cli::node_main(const std::vector<std::string>& argv) {
   if (!a.parse(argv)) return 0;
   int rank = -1;
   try {
-    rank = static_cast<int>(a.int64("rank"));
+    rank = a.integer("rank", 0, 4095);  // below --nodes: run_node checks
     return node::run_node(a, rank);
   } catch (const std::exception& e) {
     // The launcher reads the structured report; the user reads main's one-line error.

@@ -179,7 +179,7 @@ int verify(cli::Args& a, const std::vector<std::string>& argv) {
   }
   if (!job.cu_seqlens.empty()) n = job.cu_seqlens.back();  // the documents decide the length
 
-  const auto seed = static_cast<unsigned>(a.int64("seed"));
+  const auto seed = a.integer<unsigned>("seed", 0, UINT32_MAX);
   auto make = [&](std::int64_t heads, unsigned salt) {
     auto x = oracle::random_normal(static_cast<std::size_t>(n * heads * d), seed * 3 + salt);
     if (job.attention.dtype == DType::bf16) oracle::round_to_bf16(x);  // the reference sees what the ring sees

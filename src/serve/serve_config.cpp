@@ -191,11 +191,11 @@ std::optional<Value> from_env(const Key& k) {
   return std::nullopt;
 }
 
-std::int64_t whole(const Value& v, std::int64_t lo, std::int64_t hi) {
-  const std::int64_t x = cli::parse_integer(v.text, v.source);
-  if (x < lo || x > hi)
-    throw InvalidArgument(v.source + " = " + v.text + " is outside " + std::to_string(lo) + ".." + std::to_string(hi));
-  return x;
+// A whole number in [lo, hi], read as int64 and range-checked before it narrows to T (the
+// command line's grammar: cli::parse_integer_as), refused naming where it came from.
+template <class T>
+T whole(const Value& v, T lo, T hi) {
+  return cli::parse_integer_as<T>(v.text, v.source, lo, hi);
 }
 
 double seconds(const Value& v, double lo) {
@@ -260,8 +260,8 @@ ServeConfig load_serve_config(const cli::Args& a) {
     throw InvalidArgument("no world size: give --world-size, world_size in the config, or RINGATTN_WORLD_SIZE "
                           "(Slurm, mpirun and torchrun set theirs)");
   if (!rank) throw InvalidArgument("no rank: give --rank, rank in the config, or RINGATTN_RANK (or SLURM_PROCID...)");
-  r.world_size = static_cast<int>(whole(*world, 1, 4096));
-  r.rank = static_cast<int>(whole(*rank, 0, r.world_size - 1));
+  r.world_size = whole(*world, 1, 4096);
+  r.rank = whole(*rank, 0, r.world_size - 1);
   if (const Value* p = get("peers")) {
     r.peers = split_commas(p->text);
     if (static_cast<int>(r.peers.size()) != r.world_size)
@@ -281,13 +281,13 @@ ServeConfig load_serve_config(const cli::Args& a) {
   c.cores = usable_cores();
   // Daemons sharing a host share its cores: each OpenMP team on all of them oversubscribes
   // the host (two daemons on 2 cores were 25-50x slower than with one thread each).
-  if (const Value* x = get("threads")) r.threads = static_cast<int>(whole(*x, 0, kMaxThreads));
+  if (const Value* x = get("threads")) r.threads = whole(*x, 0, kMaxThreads);
   else r.threads = std::max(1, c.cores / c.daemons_here);
   if (const Value* x = get("isa")) r.isa = parse_isa(x->text);
-  if (const Value* x = get("max_rows")) r.limits.max_rows = whole(*x, 1, 1 << 24);
-  if (const Value* x = get("max_heads")) r.limits.max_heads = whole(*x, 1, 4096);
-  if (const Value* x = get("max_kv_heads")) r.limits.max_kv_heads = whole(*x, 1, 4096);
-  if (const Value* x = get("max_head_dim")) r.limits.max_head_dim = whole(*x, 1, 4096);
+  if (const Value* x = get("max_rows")) r.limits.max_rows = whole<std::int64_t>(*x, 1, 1 << 24);
+  if (const Value* x = get("max_heads")) r.limits.max_heads = whole<std::int64_t>(*x, 1, 4096);
+  if (const Value* x = get("max_kv_heads")) r.limits.max_kv_heads = whole<std::int64_t>(*x, 1, 4096);
+  if (const Value* x = get("max_head_dim")) r.limits.max_head_dim = whole<std::int64_t>(*x, 1, 4096);
   try {  // refused now, naming the key: a ring with these limits could never form
     check_limits(r.limits);
   } catch (const InvalidArgument& e) {
@@ -298,7 +298,7 @@ ServeConfig load_serve_config(const cli::Args& a) {
   }
   if (const Value* x = get("timeout")) r.timeout = seconds(*x, 0.05);
   if (const Value* x = get("connect_timeout")) r.connect_timeout = seconds(*x, 0.05);
-  if (const Value* x = get("ring_id")) r.ring_id = static_cast<std::uint64_t>(whole(*x, 0, INT64_MAX));
+  if (const Value* x = get("ring_id")) r.ring_id = whole<std::uint64_t>(*x, 0, INT64_MAX);
   if (const Value* x = get("control")) {
     c.control = x->text;
     if (parse_host_port(c.control, x->source).port == 0)
@@ -322,7 +322,7 @@ ServeConfig load_serve_config(const cli::Args& a) {
     if (c.model.empty()) throw InvalidArgument(x->source + " sets a hosted model's dtype: give the model too");
   }
   if (const Value* x = get("tp")) {
-    c.tp = static_cast<int>(whole(*x, 1, 4096));
+    c.tp = whole(*x, 1, 4096);
     if (r.world_size % c.tp != 0)
       throw InvalidArgument(x->source + " = " + std::to_string(c.tp) + " must divide the world size " +
                             std::to_string(r.world_size) + " (each group of " + std::to_string(c.tp) +

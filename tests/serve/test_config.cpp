@@ -98,8 +98,20 @@ TEST_CASE("serve config: errors name the source of the bad value") {
   CHECK(error_of({"--config", type.path}).find(": world_size must be a whole number") != std::string::npos);
   TempToml syntax("world_size = = 2\n");
   CHECK(error_of({"--config", syntax.path}).find(syntax.path + ":1:") != std::string::npos);
-  CHECK(error_of({"--world-size", "2", "--rank", "2", "--master", "h:1"}).find("--rank = 2 is outside 0..1") !=
+  CHECK(error_of({"--world-size", "2", "--rank", "2", "--master", "h:1"}).find("--rank takes a whole number in [0, 1], got '2'") !=
         std::string::npos);
+  // Numbers past 32 bits are refused as what they are, never narrowed first (2^32 + 2 ran as 2),
+  // from a flag, the file and the environment alike.
+  CHECK(error_of({"--world-size", "4", "--rank", "0", "--master", "h:1", "--tp", "4294967298", "--model", "m"})
+            .find("--tp takes a whole number in [1, 4096], got '4294967298'") != std::string::npos);
+  CHECK(error_of({"--world-size", "1", "--rank", "0", "--threads", "4294967297"})
+            .find("--threads takes a whole number in [0, 4096], got '4294967297'") != std::string::npos);
+  {
+    TempToml big("world_size = 4294967298\nrank = 0\n");
+    CHECK(error_of({"--config", big.path}).find(": world_size takes a whole number in [1, 4096], got '4294967298'") != std::string::npos);
+    Env e{{"RINGATTN_WORLD_SIZE", "4294967297"}};
+    CHECK(error_of({"--rank", "0"}).find("RINGATTN_WORLD_SIZE takes a whole number in [1, 4096], got '4294967297'") != std::string::npos);
+  }
   CHECK(error_of({"--world-size", "3", "--rank", "0"}).find("--master") != std::string::npos);
   CHECK(error_of({"--world-size", "3", "--rank", "0", "--peers", "a:1,b:2"}).find("--peers lists 2 addresses") !=
         std::string::npos);

@@ -95,6 +95,44 @@ TEST_SUITE("cli args") {
     CHECK_THROWS_WITH_AS(c.int64("seq"), "--seq is not a whole number, got '1.3'", InvalidArgument);
   }
 
+  TEST_CASE("Args::integer: read as 64 bits, checked against the option's range, only then narrowed") {
+    // The hostile tester's: 2^32 + 2 ran as --tp 2, 2^32 + 1 as --threads 1.
+    for (const char* big : {"4294967298", "4294967297", "4G", "1e10", "9223372036854775807", "-4294967295"}) {
+      Args a = make();
+      REQUIRE(a.parse({"--seq", big}));
+      CHECK_THROWS_WITH_AS(a.integer("seq", 1, 1024), ("--seq takes a whole number in [1, 1024], got '" + std::string(big) + "'").c_str(),
+                           InvalidArgument);
+    }
+    for (const char* bad : {"0", "-1", "1025", "1.5", "x", "", "1e30", "99999999999999999999"}) {
+      Args a = make();
+      REQUIRE(a.parse({"--seq", bad}));
+      CHECK_THROWS_WITH_AS(a.integer("seq", 1, 1024), doctest::Contains("--seq takes a whole number in [1, 1024]"), InvalidArgument);
+    }
+    Args a = make();
+    REQUIRE(a.parse({"--seq", "1k"}));
+    CHECK(a.integer("seq", 1, 1024) == 1024);
+    CHECK(a.integer<std::uint64_t>("seq", 0, INT64_MAX) == 1024u);
+    CHECK(a.integer<std::int64_t>("seq", 1, std::int64_t{1} << 40) == 1024);
+    // The bounds of the narrow type itself: INT32_MAX fits, one more does not.
+    CHECK(parse_integer_as("2147483647", "--n", 0, INT32_MAX) == INT32_MAX);
+    CHECK_THROWS_WITH_AS(parse_integer_as("2147483648", "--n", 0, INT32_MAX), "--n takes a whole number in [0, 2147483647], got '2147483648'",
+                         InvalidArgument);
+    CHECK(parse_integer_as<std::uint8_t>("255", "--b", 0, 255) == 255);
+    CHECK_THROWS_AS(parse_integer_as<std::uint64_t>("1", "--b", 0, UINT64_MAX), std::logic_error);  // a range int64 cannot hold
+  }
+
+  TEST_CASE("Args::real: a number in the range, else the option and the range") {
+    Args a = make();
+    REQUIRE(a.parse({"--rate", "1e-45"}));
+    CHECK(a.real("rate", 0, 100) == 1e-45);
+    for (const char* bad : {"-0.5", "101", "nan", "inf", "1e400", "x", "", "0.5s", " 1"}) {
+      Args b = make();
+      REQUIRE(b.parse({"--rate", bad}));
+      CHECK_THROWS_WITH_AS(b.real("rate", 0, 100), ("--rate takes a number in [0, 100], got '" + std::string(bad) + "'").c_str(),
+                           InvalidArgument);
+    }
+  }
+
   TEST_CASE("parse_int_list") {
     CHECK(parse_int_list("128,256,1k", "--b") == std::vector<std::int64_t>{128, 256, 1024});
     CHECK(parse_int_list("7", "--b") == std::vector<std::int64_t>{7});
