@@ -33,10 +33,11 @@ std::int32_t argmax(std::span<const float> x) {
 
 std::int32_t Sampler::next(std::span<const float> logits) {
   const auto n = static_cast<std::int32_t>(logits.size());
-  if (temperature_ == 0.0f) return argmax(logits);
+  if (temperature_ < kMinTemperature) return argmax(logits);
   probs_.assign(logits.begin(), logits.end());
   for (float& x : probs_) x /= temperature_;
   const float most = *std::max_element(probs_.begin(), probs_.end());
+  if (!std::isfinite(most)) return argmax(logits);  // logits / T overflowed: its largest is the argmax's
   float sum = 0.0f;
   for (float& x : probs_) {
     x = std::exp(x - most);

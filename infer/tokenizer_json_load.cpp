@@ -67,6 +67,34 @@ class Reader {
   std::string where_;
 };
 
+// The tables by id (pieces, present, is_special, is_added, scores) are sized by the largest
+// id, so before any of them exists the largest id must be below twice the number of tokens
+// the file gives (model.vocab's entries and added_tokens'): their memory then follows the
+// file's size, not one id in it (a 4 KB file with the id 2^24 - 1 cost 580 MiB before its
+// refusal). Holes stay allowed within that. Only well-formed ids are counted here; the rest
+// are refused by name where they are read.
+void check_id_span(const Reader& r, const JsonMap& j) {
+  std::int64_t tokens = 0, top = -1;
+  auto count = [&](const JsonMap& id) {
+    if (!id.is_number_unsigned() && !id.is_number_integer()) return;
+    if (id.is_number_integer() && !id.is_number_unsigned() && id.get<std::int64_t>() < 0) return;
+    const std::uint64_t v = id.get<std::uint64_t>();
+    if (v > static_cast<std::uint64_t>(kMaxId)) return;
+    ++tokens;
+    top = std::max(top, static_cast<std::int64_t>(v));
+  };
+  const JsonMap* model = json_field(j, "model");
+  const JsonMap* vocab = model != nullptr && model->is_object() ? json_field(*model, "vocab") : nullptr;
+  if (vocab == nullptr || !vocab->is_object()) return;  // refused by name where it is read
+  for (const auto& [piece, id] : vocab->items()) count(id);
+  if (const JsonMap* added = json_field(j, "added_tokens"); added != nullptr && added->is_array())
+    for (const JsonMap& a : *added)
+      if (const JsonMap* id = a.is_object() ? json_field(a, "id") : nullptr; id != nullptr) count(*id);
+  if (top >= 2 * tokens)
+    r.fail("an id of " + std::to_string(top) + " among " + std::to_string(tokens) +
+           " tokens (model.vocab and added_tokens): ids must stay below twice the number of tokens given");
+}
+
 void read_vocab(const Reader& r, const JsonMap& model, Impl& t) {
   const JsonMap& vocab = r.field(model, "vocab", "model");
   if (!vocab.is_object() || vocab.empty()) r.fail("model.vocab is not a non-empty object of piece: id");
@@ -385,6 +413,7 @@ TokenizerJson TokenizerJson::from_json(const JsonMap& j, const std::string& wher
 TokenizerJson TokenizerJson::read_tokenizer(const JsonMap& j, const std::string& where) {
   const Reader r(where);
   if (!j.is_object()) r.fail("is not a JSON object");
+  check_id_span(r, j);  // before any table by id is sized
   auto t = std::make_unique<Impl>();
   const std::uint64_t merges = read_model(r, j, *t);
   read_added(r, j, *t);

@@ -16,6 +16,7 @@
 #include "../../infer/json.hpp"
 #include "../cli/log.hpp"
 #include "http_server.hpp"
+#include "openai_params.hpp"
 #include "ring_service.hpp"
 #include "sessions.hpp"
 
@@ -205,6 +206,8 @@ Asked parse_request(const std::string& body, bool chat, const HostedModel& m, co
                               " (GET /v1/models)",
                      "model", "model_not_found"};
   }
+  // A parameter this endpoint would ignore, with a value that asks for something: refused.
+  if (const auto u = unsupported_parameter(j, chat)) throw bad(u->name, u->message, "unsupported_parameter");
   Asked a;
   if (const Json* s = field("session"); given(s)) {
     if (s->is_boolean()) a.open_session = s->get<bool>();

@@ -17,7 +17,8 @@
 // last chunk with no choices when include_usage asks for it; without, one JSON object with
 // usage. Errors are {"error": {"message", "type", "param", "code"}} (param: the field at
 // fault; code: OpenAI's string, e.g. invalid_api_key, model_not_found,
-// context_length_exceeded, or null) with an HTTP status: 400 for a bad request (named
+// context_length_exceeded, unsupported_parameter for a parameter not implemented given with
+// a value other than its default (openai_params.hpp), or null) with an HTTP status: 400 for a bad request (named
 // field, the numbers for one that does not fit), 401 without the key or with a wrong one,
 // 404, 413 for a body over 1 MiB, 503 while the ring is not ready or drains; every answer
 // is counted in ringattn_api_requests_total{status}. Served by the daemon's HTTP server

@@ -196,6 +196,11 @@ TEST_CASE("generate: seeded sampling is llama2.c's at P = 1 and the same text at
     INFO("P " << p);
     CHECK(at(p) == one);
   }
+  // A temperature below the sampler's floor is greedy: a denormal 1e-45 made every logit / T
+  // inf and every token <unk>.
+  for (const char* t : {"1e-45", "0.0001"})
+    CHECK(text_of(*dir, {"--prompt", "Once upon a time", "--max-tokens", "60", "--temperature", t, "--seed", "42"}) ==
+          ::test::kRunText + "\n");
 }
 
 TEST_CASE("generate: no prompt (BOS alone: fewer tokens than ranks) gives llama2.c's greedy and seeded text at P = 2 and 4") {
@@ -353,6 +358,18 @@ TEST_CASE("generate: bad input fails before the ring forms, naming the file and 
   r = run_ringattn(generate(*dir, {"--max-tokens", "5"}));
   CHECK(r.exit_code == 2);
   CHECK(r.err.find("--prompt") != std::string::npos);
+  // Counts past 32 bits are usage errors naming the option and its range (2^32 + 2 ran as 2, 2^32 + 1
+  // as 1); a random prompt needs at least one token ("0" went on to open a prompts file "").
+  const std::vector<std::vector<std::string>> usage = {
+      {"--prompt", "x", "--tp", "4294967298"}, {"--prompt", "x", "--nodes", "4294967298"}, {"--prompt", "x", "--threads", "4294967297"},
+      {"--random-prompt", "0"}, {"--random-prompt", "-1"}, {"--prompt", "x", "--max-tokens", "4294967297"}};
+  for (const auto& args : usage) {
+    r = run_ringattn(generate(*dir, args));
+    INFO(args[args.size() - 2] << " " << args.back() << ": " << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find(args[args.size() - 2] + " takes a whole number in [") != std::string::npos);
+    CHECK(r.err.find("got '" + args.back() + "'") != std::string::npos);
+  }
   // A random prompt is bounded before a token is drawn (2^30 tokens took 26 s and more than
   // 4 GiB a rank, then std::bad_alloc).
   r = run_ringattn(generate(*dir, {"--random-prompt", "1073741824", "--max-tokens", "4"}), {}, 30);

@@ -73,3 +73,25 @@ TEST_CASE("sampler: a negative or non-finite temperature and a non-finite p are 
   CHECK_THROWS_AS(Sampler(INFINITY, 0.9f, 1), ringattn::InvalidArgument);
   CHECK_THROWS_AS(Sampler(1, NAN, 1), ringattn::InvalidArgument);
 }
+
+TEST_CASE("sampler: a temperature below the floor (a denormal 1e-45 included) is greedy; logits / T that overflow are too") {
+  const std::vector<float> logits = {0.5f, 2.0f, -1.0f, 2.0f, 1.999f};
+  // 1e-45 is float's smallest denormal: every logits / T was inf, the softmax NaN, the token 0.
+  for (const float t : {1e-45f, 1e-38f, 1e-10f, infer::kMinTemperature / 2}) {
+    for (const float p : {0.0f, 0.5f, 0.9f, 1.0f}) {
+      Sampler s(t, p, 42);
+      for (int i = 0; i < 20; ++i) CHECK(s.next(logits) == 1);
+    }
+  }
+  // At the floor and above the sampler samples: logits / T stay finite for a model's logits,
+  // and a row that overflows anyway (3e38 / 1e-3) takes its largest, not a NaN's token 0.
+  const std::vector<float> huge = {-3e38f, 3e38f, 1e38f};
+  Sampler at_floor(infer::kMinTemperature, 0.9f, 7), multinomial(infer::kMinTemperature, 1.0f, 7);
+  CHECK(at_floor.next(huge) == 1);
+  CHECK(multinomial.next(huge) == 1);
+  const std::vector<float> close = {0.0f, 0.0f};  // two equal logits: both drawn at the floor
+  std::set<std::int32_t> seen;
+  Sampler even(infer::kMinTemperature, 1.0f, 3);
+  for (int i = 0; i < 64; ++i) seen.insert(even.next(close));
+  CHECK(seen == std::set<std::int32_t>{0, 1});
+}

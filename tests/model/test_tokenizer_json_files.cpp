@@ -6,9 +6,15 @@
 
 #include <ringattn/error.hpp>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <new>
 
 #include "infer/tokenizer_json.hpp"
 #include "tests/error_of.hpp"
@@ -67,6 +73,40 @@ TEST_CASE("tokenizer.json: the fuzz seeds' tokenizers: merges by rank, byte fall
   CHECK(s.digest() != b.digest());
 }
 
+// A refusal that follows the file's size: one id of 2^24 - 1 in a small file is refused
+// before a table by id is sized (it cost 580 MiB first). Measured as the cause, not a time: a
+// child process whose address space may grow by 64 MiB at most still gets the FileError.
+TEST_CASE("tokenizer.json: a huge id in a small file is refused within 64 MiB of memory") {
+  JsonMap j = seed("tiny-byte-level.json");
+  j["model"]["vocab"]["zz"] = (1 << 24) - 1;
+  REQUIRE(j.dump().size() < 16384);
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    long pages = 0;
+    std::ifstream("/proc/self/statm") >> pages;  // the address space in use now
+    const rlim_t cap = static_cast<rlim_t>(pages) * static_cast<rlim_t>(::sysconf(_SC_PAGESIZE)) + (64u << 20);
+    const rlimit limit{cap, cap};
+    if (::setrlimit(RLIMIT_AS, &limit) != 0) ::_exit(4);
+    try {
+      (void)TokenizerJson::from_json(j, "big.json");
+    } catch (const ringattn::FileError& e) {
+      // 3: another refusal, such as std::bad_alloc as from_json words it (the tables sized by the id first)
+      ::_exit(has(e.what(), "ids must stay below twice the number of tokens") ? 0 : 3);
+    } catch (const std::bad_alloc&) {
+      ::_exit(1);
+    } catch (...) {
+      ::_exit(2);
+    }
+    ::_exit(5);  // loaded
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
+
 TEST_CASE("tokenizer.json: hostile and unsupported files are refused naming the field") {
   const JsonMap good = seed("tiny-byte-level.json");
   REQUIRE(refusal(good).empty());
@@ -83,6 +123,8 @@ TEST_CASE("tokenizer.json: hostile and unsupported files are refused naming the 
       {"a subword prefix", [](JsonMap& j) { j["model"]["continuing_subword_prefix"] = "##"; }, "continuing_subword_prefix"},
       {"an id out of range", [](JsonMap& j) { j["model"]["vocab"]["zz"] = 1 << 30; }, "must be an integer in"},
       {"a negative id", [](JsonMap& j) { j["model"]["vocab"]["zz"] = -1; }, "must be an integer in"},
+      {"an id far past the others", [](JsonMap& j) { j["model"]["vocab"]["zz"] = (1 << 24) - 1; }, "ids must stay below twice the number of tokens"},
+      {"an added id far past the others", [](JsonMap& j) { j["added_tokens"][0]["id"] = (1 << 24) - 1; }, "an id of 16777215 among"},
       {"an id given twice", [](JsonMap& j) { j["model"]["vocab"]["zz"] = 5; }, "gives id 5 to both"},
       {"a fractional id", [](JsonMap& j) { j["model"]["vocab"]["zz"] = 5.5; }, "must be an integer"},
       {"a merge of unknown pieces", [](JsonMap& j) { j["model"]["merges"].push_back(JsonMap::array({"q", "zzz"})); }, "is not in model.vocab"},

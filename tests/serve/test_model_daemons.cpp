@@ -159,6 +159,16 @@ TEST_CASE("serve --model: curl and Python stream llama2.c's exact text at once; 
   CHECK(cj.at("choices").at(0).at("message").at("content").get<std::string>() == completion_60());
   CHECK(cj.at("usage").at("completion_tokens").get<double>() == 60);
   CHECK(cj.at("usage").at("prompt_tokens").get<double>() == 5);
+  // A temperature below the sampler's floor is greedy (1e-45 gave <unk> at every step), and
+  // the defaults OpenAI's clients send for parameters the endpoint does not implement are
+  // accepted.
+  const Outcome tiny = run("/usr/bin/curl", curl_post(m, "/v1/chat/completions",
+                               "{\"messages\": [{\"role\": \"user\", \"content\": \"Once upon a time\"}], \"max_tokens\": 60, "
+                               "\"temperature\": 1e-45, \"logprobs\": false, \"presence_penalty\": 0, \"frequency_penalty\": 0, "
+                               "\"logit_bias\": {}, \"response_format\": {\"type\": \"text\"}, \"tool_choice\": \"none\", \"n\": 1}"));
+  REQUIRE(tiny.out.find("HTTP 200") != std::string::npos);
+  CHECK(infer::parse_json(tiny.out.substr(0, tiny.out.find("\nHTTP"))).at("choices").at(0).at("message").at("content").get<std::string>() ==
+        completion_60());
 
   // Refused before any work, each with its HTTP status and what to fix.
   Outcome r = run("/usr/bin/curl", curl_post(m, "/v1/completions", body(4, false), false));
@@ -177,6 +187,16 @@ TEST_CASE("serve --model: curl and Python stream llama2.c's exact text at once; 
   CHECK(r.out.find("no session sess-99") != std::string::npos);
   r = run("/usr/bin/curl", curl_post(m, "/v1/completions", "{\"prompt\": \"x\""));
   CHECK(r.out.find("HTTP 400") != std::string::npos);
+  // A parameter the endpoint would ignore, asking for something: 400 naming it (on either endpoint).
+  r = run("/usr/bin/curl", curl_post(m, "/v1/completions", "{\"prompt\": \"x\", \"echo\": true}"));
+  CHECK(r.out.find("HTTP 400") != std::string::npos);
+  CHECK(r.out.find("\"param\":\"echo\"") != std::string::npos);
+  CHECK(r.out.find("\"code\":\"unsupported_parameter\"") != std::string::npos);
+  r = run("/usr/bin/curl", curl_post(m, "/v1/chat/completions",
+                                     "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"presence_penalty\": 0.5}"));
+  CHECK(r.out.find("HTTP 400") != std::string::npos);
+  CHECK(r.out.find("\"param\":\"presence_penalty\"") != std::string::npos);
+  CHECK(r.out.find("\"code\":\"unsupported_parameter\"") != std::string::npos);
   r = run("/usr/bin/curl", curl_post(m, "/v1/nothing", "{}"));
   CHECK(r.out.find("HTTP 404") != std::string::npos);
   CHECK(metric(*m.ring, 0, "ringattn_generations_total{result=\"ok\"}") >= 4);

@@ -4,6 +4,10 @@
 // before the first stop sequence, never a part of one returned, nothing held back that
 // cannot begin one; against a from-scratch reference on random texts and token splits.
 //
+// Parameters the endpoint does not implement (no sockets): every one in the table is refused
+// with a value that asks for something, naming it, and accepted at its default and null, on
+// both endpoints; a chat's tools stay the template's.
+//
 // The official Node client (npm `openai`, pinned and installed outside the repository by
 // openai_node/run.sh) against 2 daemons hosting stories260K (openai_node/client_test.mjs):
 // completions, chat, streams, stop (a string, arrays, across and inside token boundaries),
@@ -26,6 +30,7 @@
 
 #include "infer/json.hpp"
 #include "src/serve/openai_api.hpp"
+#include "src/serve/openai_params.hpp"
 #include "tests/model/model_files.hpp"
 #include "tests/serve/daemon_ring.hpp"
 
@@ -60,6 +65,61 @@ std::string shown(const std::vector<std::string>& parts) {  // ["a", "b"]
 }
 
 }  // namespace
+
+TEST_CASE("unsupported OpenAI parameters: refused naming the parameter unless at their default or null, on both endpoints") {
+  using serve::unsupported_parameter;
+  const infer::Json base = infer::parse_json("{\"prompt\": \"x\", \"max_tokens\": 2}");
+  // A value of every kind that asks for something, for each parameter.
+  const std::map<std::string, std::string> asks = {
+      {"echo", "true"}, {"logprobs", "true"}, {"top_logprobs", "2"}, {"presence_penalty", "0.5"},
+      {"frequency_penalty", "-1"}, {"logit_bias", "{\"13\": -100}"}, {"best_of", "3"}, {"suffix", "\" end\""},
+      {"response_format", "{\"type\": \"json_object\"}"}, {"tools", "[{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]"},
+      {"tool_choice", "\"required\""}, {"parallel_tool_calls", "false"}, {"functions", "[{\"name\": \"f\"}]"},
+      {"function_call", "{\"name\": \"f\"}"}, {"store", "true"}, {"metadata", "{\"a\": \"b\"}"}, {"service_tier", "\"flex\""},
+      {"modalities", "[\"text\", \"audio\"]"}, {"audio", "{\"voice\": \"alloy\"}"}, {"prediction", "{\"type\": \"content\"}"},
+      {"reasoning_effort", "\"low\""}, {"verbosity", "\"low\""}, {"web_search_options", "{}"}};
+  const auto& table = serve::unimplemented_parameters();
+  CHECK(table.size() == asks.size());
+  for (const auto& p : table) {
+    const std::string name = p.name;
+    CAPTURE(name);
+    REQUIRE(asks.count(name) == 1);
+    for (const bool chat : {false, true}) {
+      CAPTURE(chat);
+      infer::Json r = base;
+      r[name] = infer::parse_json(asks.at(name));
+      const auto u = unsupported_parameter(r, chat);
+      if (chat && name == "tools") {
+        CHECK_FALSE(u.has_value());  // a chat's tools go to the model's chat template
+        continue;
+      }
+      REQUIRE(u.has_value());
+      CHECK(u->name == name);
+      CHECK(u->message.find("\"" + name + "\" is not supported") != std::string::npos);
+      for (const char* d : p.defaults) {
+        r[name] = infer::parse_json(d);
+        CHECK_FALSE(unsupported_parameter(r, chat).has_value());
+      }
+      r[name] = nullptr;
+      CHECK_FALSE(unsupported_parameter(r, chat).has_value());
+    }
+  }
+  // What OpenAI's clients send by default, all at once: accepted; 0.0 is 0.
+  const infer::Json defaults = infer::parse_json(
+      "{\"prompt\": \"x\", \"echo\": false, \"logprobs\": null, \"presence_penalty\": 0.0, \"frequency_penalty\": 0, "
+      "\"logit_bias\": {}, \"best_of\": 1, \"response_format\": {\"type\": \"text\"}, \"tool_choice\": \"none\", "
+      "\"parallel_tool_calls\": true, \"user\": \"someone\", \"unknown_to_openai\": 5}");
+  CHECK_FALSE(unsupported_parameter(defaults, false).has_value());
+  CHECK_FALSE(unsupported_parameter(defaults, true).has_value());
+  // A chat's tools with "auto" are what the template does; "none" beside them is not.
+  infer::Json tools = infer::parse_json("{\"messages\": [], \"tools\": [{\"type\": \"function\"}], \"tool_choice\": \"auto\"}");
+  CHECK_FALSE(unsupported_parameter(tools, true).has_value());
+  tools["tool_choice"] = "none";
+  REQUIRE(unsupported_parameter(tools, true).has_value());
+  CHECK(unsupported_parameter(tools, true)->name == "tool_choice");
+  tools["tools"] = infer::Json::array();
+  CHECK_FALSE(unsupported_parameter(tools, true).has_value());
+}
 
 TEST_CASE("StopMatcher: cut before the first stop sequence, across token boundaries; nothing of one is sent, nothing else held") {
   bool matched = false;

@@ -1,0 +1,72 @@
+// ringattn serve — OpenAI's parameters the endpoint does not implement (openai_params.hpp).
+#include "openai_params.hpp"
+
+namespace ringattn::serve {
+
+const std::vector<UnimplementedParameter>& unimplemented_parameters() {
+  // Each with the values that ask for nothing: OpenAI's default, and the empty value of its
+  // type where that is the same ({} for a bias, [] for tools).
+  static const std::vector<UnimplementedParameter> table = {
+      {"echo", {"false"}},
+      {"logprobs", {"false"}},
+      {"top_logprobs", {"0"}},
+      {"presence_penalty", {"0"}},
+      {"frequency_penalty", {"0"}},
+      {"logit_bias", {"{}"}},
+      {"best_of", {"1"}},
+      {"suffix", {"\"\""}},
+      {"response_format", {"{\"type\": \"text\"}"}},
+      {"tools", {"[]"}},  // completions only: a chat's go to its template
+      {"tool_choice", {"\"auto\"", "\"none\""}},
+      {"parallel_tool_calls", {"true"}},
+      {"functions", {"[]"}},
+      {"function_call", {"\"auto\"", "\"none\""}},
+      {"store", {"false"}},
+      {"metadata", {"{}"}},
+      {"service_tier", {"\"auto\"", "\"default\""}},
+      {"modalities", {"[\"text\"]"}},
+      {"audio", {}},
+      {"prediction", {}},
+      {"reasoning_effort", {}},
+      {"verbosity", {"\"medium\""}},
+      {"web_search_options", {}},
+  };
+  return table;
+}
+
+namespace {
+
+bool given(const infer::Json* v) { return v != nullptr && !v->is_null(); }
+
+std::string accepted_text(const UnimplementedParameter& p) {
+  std::string s;
+  for (const char* d : p.defaults) s += std::string(s.empty() ? "" : " or ") + infer::parse_json(d).dump();
+  return s.empty() ? "null (absent)" : s + " (its default), or null";
+}
+
+}  // namespace
+
+std::optional<UnsupportedParameter> unsupported_parameter(const infer::Json& request, bool chat) {
+  for (const UnimplementedParameter& p : unimplemented_parameters()) {
+    if (chat && std::string_view(p.name) == "tools") continue;
+    const infer::Json* v = infer::json_field(request, p.name);
+    if (!given(v)) continue;
+    bool is_default = false;
+    for (const char* d : p.defaults) is_default = is_default || *v == infer::parse_json(d);
+    if (!is_default) {
+      std::string message = "\"";  // (built in steps: GCC 12's -Wrestrict misreads "\"" + string)
+      message.append(p.name).append("\" is not supported by this endpoint: it accepts only ").append(accepted_text(p));
+      return UnsupportedParameter{p.name, std::move(message)};
+    }
+  }
+  // A chat's tools go to its template, which offers them to the model: "auto" is what it
+  // does, "none" (no tool calls) is not.
+  const infer::Json* tools = infer::json_field(request, "tools");
+  const infer::Json* choice = infer::json_field(request, "tool_choice");
+  if (chat && given(tools) && !(tools->is_array() && tools->empty()) && given(choice) && *choice == "none")
+    return UnsupportedParameter{"tool_choice", "\"tool_choice\": \"none\" beside \"tools\" is not supported by this endpoint: the "
+                                               "chat template offers the tools to the model (\"auto\")"};
+  return std::nullopt;
+}
+
+}  // namespace ringattn::serve
