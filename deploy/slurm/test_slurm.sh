@@ -4,7 +4,9 @@
 # all stopped on exit, also on failure). Needs root (slurmd) and Debian's slurmctld, slurmd,
 # slurm-client and munge.
 #   1. the cluster: the node "localhost" (127.0.0.1, 4 CPUs declared) becomes idle;
-#      `srun -n 2` and `srun -n 3` start every task with its own SLURM_PROCID
+#      `srun -n 2` and `srun -n 3` start every task with its own SLURM_PROCID. Every job waits
+#      for the node to be idle first (the last one may still hold it: "srun: job 3 queued and
+#      waiting for resources"), and srun's own informational lines are not the tasks' output
 #   2. the batch script with a stand-in daemon (a fake `ringattn`: serve answers /healthz and
 #      drains on SIGTERM, submit computes the job with `build/ringattn run`): checks the
 #      script's wiring (ranks 0..2, world 3, master, per-task ports, one token, status, every
@@ -170,15 +172,34 @@ else
   bad "node localhost is '${state:-unknown}', not idle"
   exit 1
 fi
+# Before each job: no job queued or running (a finished one may still be completing) and the
+# node idle again, within 60 s; else the job would queue behind it.
+wait_idle() {
+  local i node jobs
+  for ((i = 0; i < 120; i++)); do
+    node=$(sinfo -h -n localhost -o %t 2>/dev/null || true)
+    jobs=$(squeue -h -o '%i %T' 2>/dev/null || echo '?')
+    [[ -z $jobs && $node == idle ]] && return 0
+    sleep 0.5
+  done
+  bad "the node is '${node:-unknown}' with jobs '${jobs//$'\n'/; }' after 60 s, not idle"
+  return 1
+}
+# srun's own lines about its allocation ("srun: job 3 queued and waiting for resources",
+# "srun: job 3 has been allocated resources"), which --quiet should already keep away: never
+# the tasks' output. Everything else, srun's errors included, is compared.
+tasks_only() { grep -Ev '^srun: job [0-9]+ (queued and waiting for resources|has been allocated resources)$' || true; }
 for n in 2 3; do
+  wait_idle || true
   # shellcheck disable=SC2016  # expanded by the tasks
-  out=$(timeout 60 srun -n "$n" bash -c 'echo "$SLURM_PROCID/$SLURM_NTASKS $(hostname)"' 2>&1 | sort) || true
+  out=$(timeout 60 srun --quiet -n "$n" bash -c 'echo "$SLURM_PROCID/$SLURM_NTASKS $(hostname)"' 2>&1 | tasks_only | sort) || true
   want=$(for ((r = 0; r < n; r++)); do echo "$r/$n $(hostname)"; done)
   if [[ $out == "$want" ]]; then ok "srun -n $n: ranks 0..$((n - 1)) ran"; else bad "srun -n $n: $out"; fi
 done
-# shellcheck disable=SC2016
-out=$(timeout 60 srun -n 3 hostname 2>&1) && [[ $(wc -l <<<"$out") -eq 3 ]] &&
-  ok "srun -n 3 hostname: $(tr '\n' ' ' <<<"$out")" || bad "srun -n 3 hostname: $out"
+wait_idle || true
+out=$( (timeout 60 srun --quiet -n 3 hostname 2>&1 || echo "srun exit $?") | tasks_only)
+want=$(for ((r = 0; r < 3; r++)); do hostname; done)
+if [[ $out == "$want" ]]; then ok "srun -n 3 hostname: $(tr '\n' ' ' <<<"$out")"; else bad "srun -n 3 hostname: $out"; fi
 
 # --- inputs, job file and the check --------------------------------------------------------
 # 384 tokens (divisible into 2P zigzag chunks for P = 3), 4 query heads on 2 KV heads, head_dim 64.
@@ -243,6 +264,7 @@ run_batch() {  # run_batch NAME BIN: sbatch --wait the script on 3 tasks with BI
   metrics_base=$(free_ports 3)
   echo "$master_port $control_base $metrics_base" >"$tmp/ports-$name"
   rm -rf "$tmp/job/out" && mkdir -p "$tmp/job/out"
+  wait_idle || true
   out=$tmp/log/sbatch-$name.log
   timeout 300 env RINGATTN_BIN="$bin" RINGATTN_MASTER_PORT="$master_port" \
     RINGATTN_CONTROL_PORT="$control_base" RINGATTN_METRICS_PORT="$metrics_base" RINGATTN_BIND=127.0.0.1 \
