@@ -128,8 +128,7 @@ void HttpGate::run() {
     }
     if (now >= next_due_) sweep(now);
   }
-  // Stopping: workers answer no more requests; kept-alive and half-read connections close
-  // with the gate (its destructor), a worker's when the worker is done with it.
+  // Stopping: the gate's destructor closes every connection, once the workers are done.
 }
 
 void HttpGate::accept_all(Clock::time_point now) {

@@ -46,6 +46,7 @@ namespace {
 struct Served {
   std::atomic<int> smuggled{0}, saw_gone{0};
   std::array<std::atomic<int>, 600> refused{};
+  static constexpr std::size_t kBig = 64 << 20;  // /big: far more than the sockets' buffers hold
   HttpServer server;
   explicit Served(const HttpLimits& l = small_limits(), const std::string& listen = "127.0.0.1:0") : server(listen, "--test", l) {
     httplib::Server& s = server.routes();
@@ -62,6 +63,7 @@ struct Served {
       res.set_content("smuggled\n", "text/plain");
     });
     s.Post("/echo", [](const httplib::Request& req, httplib::Response& res) { res.set_content(std::to_string(req.body.size()), "text/plain"); });
+    s.Get("/big", [](const httplib::Request&, httplib::Response& res) { res.set_content(std::string(kBig, 'x'), "text/plain"); });
     s.Post("/mirror", [](const httplib::Request& req, httplib::Response& res) { res.set_content(req.body, "application/octet-stream"); });
     // A stream of ticks until the client leaves (as the endpoint's SSE replies are written).
     s.Get("/ticks", [](const httplib::Request&, httplib::Response& res) {
@@ -357,23 +359,70 @@ TEST_CASE("http server: a chunked body — within the bound it reaches the handl
   CHECK(s.refused[400] == static_cast<int>(std::size(bad_chunks) + std::size(bad_heads)));
 }
 
-TEST_CASE("http server: one deadline for the whole request — a client sending a byte at a time is cut (slowloris)") {
-  Served s;  // 1.5 s per request
-  const int fd = dial(s.port());
-  const std::string request = "GET /metrics HTTP/1.1\r\nHost: localhost\r\nX-Slow: " + std::string(200, 's') + "\r\n\r\n";
-  const auto t0 = Clock::now();
+// Sends `request` a byte every 50 ms until the server answers or closes; how many were sent.
+std::size_t dribble(int fd, const std::string& request) {
   std::size_t sent = 0;
-  for (; sent < request.size(); ++sent) {  // 50 ms a byte: 11 s for the request, each read well within any per-read timeout
+  for (; sent < request.size(); ++sent) {  // each byte well within any per-read timeout
     if (!send_all(fd, request.substr(sent, 1))) break;
     pollfd p{fd, POLLIN, 0};
     if (::poll(&p, 1, 50) > 0) break;  // the server answered or closed
   }
+  return sent;
+}
+
+TEST_CASE("http server: one deadline for the whole request, a shorter one for its head — a client sending a byte at a time is cut with a 408 (slowloris)") {
+  Served s;  // 1.5 s per request
+  const auto t0 = Clock::now();
+  {  // the head, a byte at a time: 11 s of it
+    const Socket c(dial(s.port()));
+    const std::string request = "GET /metrics HTTP/1.1\r\nHost: localhost\r\nX-Slow: " + std::string(200, 's') + "\r\n\r\n";
+    const std::size_t sent = dribble(c.fd, request);
+    bool closed = false;
+    const std::string r = read_until_closed(c.fd, std::chrono::seconds(3), closed);
+    CHECK(closed);
+    CHECK(sent < request.size());  // cut before the client finished
+    CHECK(status_of(r) == 408);
+    CHECK(r.find(R"("code":"request_timeout")") != std::string::npos);
+  }
+  {  // a head on time, then its body a byte at a time
+    const Socket c(dial(s.port()));
+    send_all(c.fd, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 400\r\n\r\n");
+    const std::size_t sent = dribble(c.fd, std::string(400, 'b'));
+    bool closed = false;
+    const std::string r = read_until_closed(c.fd, std::chrono::seconds(3), closed);
+    CHECK(closed);
+    CHECK(sent < 400);
+    CHECK(status_of(r) == 408);
+    CHECK(r.find("the request's body did not arrive within 1500 ms") != std::string::npos);
+  }
+  CHECK(s.refused[408] == 2);
+  CHECK(Clock::now() - t0 < std::chrono::seconds(16));  // hang guard
+  // The head has a deadline of its own, shorter than the request's.
+  HttpLimits l = Served::small_limits();
+  l.head_deadline = std::chrono::milliseconds(300);
+  l.request_deadline = std::chrono::seconds(60);
+  Served quick(l);
+  const Socket c(dial(quick.port()));
+  send_all(c.fd, "GET /metr");
   bool closed = false;
-  read_until_closed(fd, std::chrono::seconds(3), closed);
-  ::close(fd);
+  const std::string r = read_until_closed(c.fd, std::chrono::seconds(30), closed);
   CHECK(closed);
-  CHECK(sent < request.size());  // cut before the client finished
-  CHECK(Clock::now() - t0 < std::chrono::seconds(8));  // hang guard
+  CHECK(r.find("the request's head did not arrive within 300 ms") != std::string::npos);
+}
+
+TEST_CASE("http server: each write of an answer has a deadline — a client that does not read frees its worker") {
+  HttpLimits l = Served::small_limits();
+  l.threads = 1;
+  l.write_deadline = std::chrono::milliseconds(200);
+  Served s(l);
+  const Socket stalled(dial(s.port()));
+  send_all(stalled.fd, get("/big"));  // and reads nothing for now
+  // The one worker is free again once a write to the stalled client has waited 200 ms.
+  CHECK(status_of(exchange(s.port(), get("/metrics"), "127.0.0.2", std::chrono::seconds(30))) == 200);
+  bool closed = false;
+  const std::string r = read_until_closed(stalled.fd, std::chrono::seconds(30), closed);
+  CHECK(closed);
+  CHECK(r.size() < Served::kBig);  // cut, not delivered
 }
 
 TEST_CASE("http server: one client address holds a few connections at most; another address is still served") {
@@ -572,6 +621,9 @@ TEST_CASE("http server: binding a port in use throws NetworkError naming the opt
   CHECK_THROWS_AS(HttpServer("127.0.0.1", "--metrics"), ringattn::InvalidArgument);
   CHECK_THROWS_AS(HttpServer("127.0.0.1:99999", "--metrics"), ringattn::InvalidArgument);
   CHECK_THROWS_AS(HttpServer("192.0.2.1:0", "--metrics"), ringattn::NetworkError);  // not this host's
+  HttpLimits none;
+  none.threads = 0;
+  CHECK_THROWS_AS(HttpServer("127.0.0.1:0", "--metrics", none), ringattn::InvalidArgument);
 }
 
 TEST_CASE("http server: an IPv6 literal in brackets") {
