@@ -57,7 +57,6 @@ std::string try_decode_hello(std::span<const std::byte> b, Hello& out) {
     return bad("link", link, "is not a known link kind (0 ring, 1 p2p, 2 rendezvous, 3 control)");
   if (const auto r = get_le<std::uint8_t>(b.data() + 17); r != 0) return bad("reserved@17", r, "must be 0");
   if (const auto r = get_le<std::uint16_t>(b.data() + 18); r != 0) return bad("reserved@18", r, "must be 0");
-  if (const auto r = get_le<std::uint32_t>(b.data() + 36); r != 0) return bad("reserved@36", r, "must be 0");
   h.link = static_cast<LinkKind>(link);
   out = h;
   return {};

@@ -68,7 +68,7 @@ inline constexpr std::size_t kNonceBytes = 32;
 
 // The HELLO payload (kHelloBytes, little-endian, byte by byte):
 //   0 ring_id u64 | 8 rank u32 | 12 world u32 | 16 link u8 | 17 reserved u8 | 18 reserved u16
-//   20 the caller's limit fields, 4 x u32 (LinkLimits::fields) | 36 reserved u32
+//   20 the caller's limit fields, 5 x u32 (LinkLimits::fields)
 //   40 max_payload u64 | 48 options_digest u64 | 56 nonce[32]
 struct Hello {
   std::uint64_t ring_id = 0;

@@ -61,7 +61,7 @@
 namespace ringattn::net {
 
 inline constexpr std::uint32_t kMagic = 0x4E544152;  // "RATN" in little-endian bytes
-inline constexpr std::uint16_t kProtocolVersion = 5;  // 4: MESSAGE frames; 5: one tagged DATA kind
+inline constexpr std::uint16_t kProtocolVersion = 6;  // 4: MESSAGE frames; 5: one tagged DATA kind; 6: 5 limit fields
 inline constexpr std::size_t kHeaderBytes = 48;
 inline constexpr std::size_t kHelloBytes = 88;  // HELLO payload, laid out in handshake.hpp
 inline constexpr std::size_t kAuthBytes = 32;   // AUTH payload: one HMAC-SHA256
@@ -112,7 +112,7 @@ struct FrameHeader {
 // field. max_payload bounds every DATA frame before anything is allocated; the fields are
 // the caller's own limits (the ring's: heads, K/V heads, head_dim, block rows), opaque
 // numbers to net that it compares and names in messages by `names` (never sent).
-inline constexpr std::size_t kLimitFields = 4;
+inline constexpr std::size_t kLimitFields = 5;
 struct LinkLimits {
   std::uint64_t max_payload = 1;  // largest DATA payload any rank sends or accepts
   std::array<std::uint32_t, kLimitFields> fields{};

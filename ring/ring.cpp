@@ -70,11 +70,12 @@ net::LinkLimits RingInternals::link_limits(const RingOptions& o) {
                           std::to_string(net::kMaxPayloadBytes >> 30) + " GiB frame ceiling");
   net::LinkLimits n;
   n.max_payload = std::max({kv.bytes(), query.bytes(), state});
-  n.fields = {static_cast<std::uint32_t>(H), static_cast<std::uint32_t>(KH), static_cast<std::uint32_t>(D), r32};
-  n.names = {"max_heads", "max_kv_heads", "max_head_dim", "max_block_rows"};
-  // A mesh's shape is agreed like the job: ranks started with other groups never connect.
-  n.options_digest = o.group_size > 1 ? o.job_digest ^ (0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(o.group_size))
-                                      : o.job_digest;
+  // A mesh's shape is agreed like the limits, by name: ranks started with other groups never
+  // connect, and the refusal says which option differs (serve's and generate's --tp set it).
+  n.fields = {static_cast<std::uint32_t>(H), static_cast<std::uint32_t>(KH), static_cast<std::uint32_t>(D), r32,
+              static_cast<std::uint32_t>(std::max(1, o.group_size))};
+  n.names = {"max_heads", "max_kv_heads", "max_head_dim", "max_block_rows", "group_size (the mesh's group: --tp)"};
+  n.options_digest = o.job_digest;
   return n;
 }
 

@@ -70,6 +70,14 @@ HttpLimits api_limits() {
   l.per_client = 16;
   return l;
 }
+// A chat template renders within the request's own deadline and in at most 64 MiB made (a
+// request's 1 MiB of messages renders in a few; 64 connection threads could render at once).
+infer::RenderLimits render_limits() {
+  infer::RenderLimits l;
+  l.time = api_limits().request_deadline;
+  l.made_bytes = 64 << 20;
+  return l;
+}
 constexpr auto kSilence = std::chrono::seconds(120);    // longest wait for the ring's next token
 // A stream silent this long (a long prefill, a busy ring) gets an SSE comment line, which
 // clients ignore: proxies keep the connection, and a client that has left is found by the
@@ -233,7 +241,7 @@ Asked parse_request(const std::string& body, bool chat, const HostedModel& m, co
         throw bad("session", "sessions with a chat template are not implemented: send the whole conversation in \"messages\"");
       const Json* tools = field("tools");
       try {
-        text = m.job.chat.render(*msgs, given(tools) ? *tools : Json(nullptr));
+        text = m.job.chat.render(*msgs, given(tools) ? *tools : Json(nullptr), render_limits());
       } catch (const std::runtime_error& e) {
         throw bad("messages", std::string("the model's chat template refused these messages: ") + e.what());
       }

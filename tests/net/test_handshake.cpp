@@ -17,8 +17,8 @@ Hello hello(std::uint32_t rank) {
   h.ring_id = 99;
   h.rank = rank;
   h.world = 4;
-  h.limits.fields = {8, 2, 128, 512};
-  h.limits.names = {"max_heads", "max_kv_heads", "max_head_dim", "max_block_rows"};
+  h.limits.fields = {8, 2, 128, 512, 2};
+  h.limits.names = {"max_heads", "max_kv_heads", "max_head_dim", "max_block_rows", "group_size (the mesh's group: --tp)"};
   h.limits.max_payload = 1 << 20;
   h.limits.options_digest = 0xfeed;
   fill_random(h.nonce);
@@ -53,9 +53,9 @@ TEST_CASE("hello: round trip and field checks") {
   refused(16, std::byte{4}, "'link' = 4");  // 3 is the control link of `ringattn serve`
   refused(17, std::byte{2}, "reserved@17");
   refused(18, std::byte{1}, "reserved");
-  refused(36, std::byte{1}, "reserved");
-  CHECK(get_le<std::uint64_t>(b.data() + 40) == h.limits.max_payload);  // the limit fields at 20..36, max_payload at 40
+  CHECK(get_le<std::uint64_t>(b.data() + 40) == h.limits.max_payload);  // the limit fields at 20..40, max_payload at 40
   CHECK(get_le<std::uint32_t>(b.data() + 28) == 128);
+  CHECK(get_le<std::uint32_t>(b.data() + 36) == 2);  // the fifth field (a mesh's group size)
   Hello o;
   CHECK(try_decode_hello(std::span(b).first(87), o).find("'size' = 87") != std::string::npos);
 }
@@ -88,6 +88,10 @@ TEST_CASE("hello: a mismatch names the field and both values") {
   t = hello(0);
   t.limits.fields[3] = 256;
   differs(t, 0, {"'max_block_rows'"});
+  // Daemons started with another --tp: the refusal names the option, not a digest.
+  t = hello(0);
+  t.limits.fields[4] = 1;
+  differs(t, 0, {"'group_size (the mesh's group: --tp)'", "rank 1 has 2", "peer rank 0 has 1"});
   t = hello(0);
   t.limits.max_payload = 4096;
   differs(t, 0, {"'max_payload'", "1048576", "4096"});

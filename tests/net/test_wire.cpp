@@ -53,7 +53,7 @@ TEST_CASE("wire: the header layout is pinned byte by byte") {
   CHECK(b[2] == std::byte{'T'});
   CHECK(b[3] == std::byte{'N'});
   CHECK(get_le<std::uint16_t>(&b[4]) == kProtocolVersion);
-  CHECK(kProtocolVersion == 5);
+  CHECK(kProtocolVersion == 6);
   CHECK(b[6] == std::byte{16});  // DATA
   CHECK(b[7] == std::byte{0});
   CHECK(get_le<std::uint64_t>(&b[8]) == 0x0102030405060708ull);  // call

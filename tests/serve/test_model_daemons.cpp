@@ -447,6 +447,14 @@ TEST_CASE("serve --model --tp 2 on 4 daemons (a 2 x 2 mesh): llama2.c's text; a 
   CHECK(response_json(next).at("choices").at(0).at("text") == response_json(whole).at("choices").at(0).at("text"));
   CHECK(metric(*m.ring, 0, "ringattn_ring_formations_total") == 1);
   for (int r = 0; r < 4; ++r) CHECK(http_get(m.ring->metrics(r), "/healthz").first == 200);
+  // A daemon restarted with another --tp is refused at the handshake naming the option and
+  // both values (it was "job options (their digest) differs").
+  m.ring->signal(3, SIGKILL);
+  m.ring->stop(3, 10);
+  m.ring->set_rank_extra(3, {"--tp", "1"});
+  m.ring->start(3);
+  CHECK(eventually([&] { return m.ring->log(3).find("group_size (the mesh's group: --tp)' differs") != std::string::npos; }, 60));
+  CHECK(m.ring->log(3).find("rank 3 has 1") != std::string::npos);
 }
 
 TEST_CASE("serve --model: a daemon holding another model file is refused, naming both ranks and both files") {
