@@ -106,6 +106,7 @@ class Renderer {
     const Value seq = eval(*n.expr);
     if (seq.undefined()) return otherwise(n, out);  // Jinja: an undefined value iterates as empty
     if (seq.kind == Value::Kind::ns) b_.fail(n.line, "a namespace is not iterable");
+    if (seq.kind == Value::Kind::loop) b_.fail(n.line, "a loop is not iterable (read its attributes: loop.index, ...)");
     const Json& j = seq.j();
     Walk walk{seq, b_, n.line, 0, false, {}};
     if (j.is_array()) {
@@ -276,7 +277,8 @@ class Renderer {
     if (a.undefined()) b_.fail(e.line, "'" + a.name + "' is undefined");
     if (a.kind == Value::Kind::ns) b_.fail(e.line, "a namespace has no items");
     const Json& key = need(k, b_, e.line);
-    if (a.kind == Value::Kind::loop && key.is_string()) return loop_attribute(a, key.get_ref<const std::string&>());
+    if (a.kind == Value::Kind::loop)  // (Jinja's LoopContext: an item is its attribute, or undefined)
+      return key.is_string() ? loop_attribute(a, key.get_ref<const std::string&>()) : Value::missing(brief(key));
     const Json& j = a.j();
     if (j.is_object() && key.is_string()) {
       b_.work(kNodeBytes * j.size(), e.line);

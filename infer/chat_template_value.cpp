@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <stdexcept>
 
 #include "unicode.hpp"
@@ -361,8 +362,9 @@ bool contains(const Value& item, const Value& in, Budget& budget, int line) {
   if (in.undefined()) return false;  // Jinja: nothing is in an undefined value
   const Json& c = need(in, budget, line);
   if (c.is_string()) {
-    budget.work(c.get_ref<const std::string&>().size(), line);
-    return c.get_ref<const std::string&>().find(need_string(item, budget, line, "'in' a string")) != std::string::npos;
+    const std::string& needle = need_string(item, budget, line, "'in' a string");
+    budget.work(c.get_ref<const std::string&>().size() + needle.size(), line);
+    return find_text(c.get_ref<const std::string&>(), needle, 0) != std::string::npos;
   }
   if (c.is_array()) {
     for (const Json& x : c) {
@@ -475,6 +477,13 @@ std::string char_at(std::string_view s, std::size_t& at) {
   std::string out;
   unicode::append_utf8(out, unicode::next_utf8(s, at));
   return out;
+}
+
+std::size_t find_text(std::string_view hay, std::string_view needle, std::size_t from) {
+  if (from > hay.size()) return std::string::npos;
+  if (needle.empty()) return from;
+  const void* hit = ::memmem(hay.data() + from, hay.size() - from, needle.data(), needle.size());
+  return hit ? static_cast<std::size_t>(static_cast<const char*>(hit) - hay.data()) : std::string::npos;
 }
 
 std::u32string decode(std::string_view s, Budget& b, int line) {

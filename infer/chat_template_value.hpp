@@ -110,6 +110,9 @@ std::size_t count_chars(std::string_view s);
 // The code point starting at byte `at` of `s` as UTF-8, and the byte after it.
 std::string char_at(std::string_view s, std::size_t& at);
 std::u32string decode(std::string_view s, Budget& b, int line);  // charged: 4 bytes a byte
+// The first `needle` in `hay` at or after `from`, or npos, in time linear in both (glibc's
+// two-way memmem: std::string::find compares naively, O(n m) for a long needle of a's).
+std::size_t find_text(std::string_view hay, std::string_view needle, std::size_t from);
 std::string encode(const std::u32string& s, Budget& b, int line);
 
 // The builtins (chat_template_builtins.cpp). `name` is the filter's, test's, function's or

@@ -167,3 +167,26 @@ TEST_CASE("chat template limits: errors quote a long value briefly") {
   CHECK(r.error.size() < 1000);
   CHECK(r.error.find("a string of 1000000 bytes") != std::string::npos);
 }
+
+TEST_CASE("chat template limits: searches are linear in the text and the pattern, whatever the pattern") {
+  // A long needle of a's in a longer text of a's: std::string::find compares naively (about
+  // 6e13 byte compares here, hours); the two-way search is linear. Were it not, this test
+  // would run into its time limit rather than pass.
+  const Rendered in = render("{% set t = 'a' * 16000000 %}{% set n = ('a' * 8000000) ~ 'b' %}{{ n in t }} {{ t.split(n)|length }} "
+                             "{{ t.replace(n, 'x')|length }}");
+  REQUIRE_MESSAGE(in.error.empty(), in.error);
+  CHECK(in.text == "False 1 16000000");
+  // strip's characters: a binary search per character, not a walk of a 4 MB set.
+  const Rendered trimmed = render("{{ ('a' * 4000000)|trim(('b' * 4000000) ~ 'a')|length }}");
+  REQUIRE_MESSAGE(trimmed.error.empty(), trimmed.error);
+  CHECK(trimmed.text == "0");
+}
+
+TEST_CASE("chat template limits: loop is read by its attributes; used as a list or a value it is refused or undefined, never read") {
+  CHECK(render("{% for x in [1, 2] %}{{ loop.index }}{{ loop['last'] }}{{ loop[0] is defined }}{% endfor %}").text == "1FalseFalse2TrueFalse");
+  const Rendered walked = render("{% for x in [1] %}{% for y in loop %}{% endfor %}{% endfor %}");
+  CHECK(walked.error.find("a loop is not iterable") != std::string::npos);
+  CHECK(render("{% for x in [1] %}{{ loop }}{% endfor %}").error.find("a loop cannot be printed") != std::string::npos);
+  CHECK(render("{% for x in [1, 2, 3] %}{{ loop|length }}{% endfor %}").text == "333");  // (LoopContext's len())
+  CHECK(render("{% for x in [1] %}{{ loop + 1 }}{% endfor %}").error.find("a loop is used as a value") != std::string::npos);
+}
