@@ -60,18 +60,21 @@ std::string socket_address(const sockaddr_storage& a, int& port) {
   return text;
 }
 
-HttpGate::HttpGate(int listener, const HttpLimits& limits, std::function<void(HttpConnection*)> hand_over,
-                   const std::function<void(int)>& refused)
-    : l_(limits), listener_(listener), hand_over_(std::move(hand_over)), refused_(refused) {
+HttpGate::HttpGate(Descriptor listener, const HttpLimits& limits, HttpWorkers& workers, const std::function<void(int)>& refused)
+    : l_(limits),
+      listener_(std::move(listener)),
+      workers_(workers),
+      refused_(refused),
+      // A quarter of the whole, but room for one whole request at least.
+      share_(std::min(limits.buffered_bytes, std::max(limits.buffered_bytes / 4, limits.head_bytes + limits.body_bytes))) {
   epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
-  wake_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (epoll_ < 0 || wake_ < 0) {
+  wake_ = epoll_ < 0 ? -1 : ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (epoll_ < 0 || wake_ < 0) {  // the listener closes with its member
     const int e = errno;
     if (epoll_ >= 0) ::close(epoll_);
-    if (wake_ >= 0) ::close(wake_);
-    throw std::system_error(e, std::generic_category(), "the HTTP server's gate");
+    throw std::system_error(e, std::generic_category(), "the HTTP server's gate (epoll, eventfd)");
   }
-  for (const int fd : {listener_, wake_}) {
+  for (const int fd : {listener_.get(), wake_}) {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.fd = fd;
@@ -84,10 +87,9 @@ HttpGate::~HttpGate() {
     ::shutdown(fd, SHUT_RDWR);
     ::close(fd);
   }
-  ::close(listener_);
   ::close(wake_);
   ::close(epoll_);
-}
+}  // the listener closes with its member
 
 void HttpGate::stop() {
   stop_ = true;
@@ -120,7 +122,7 @@ void HttpGate::run() {
         std::uint64_t count;
         [[maybe_unused]] const auto r = ::read(wake_, &count, sizeof count);
         take_back(now);
-      } else if (fd == listener_) {
+      } else if (fd == listener_.get()) {
         accept_all(now);
       } else if (const auto it = conns_.find(fd); it != conns_.end()) {
         on_readable(*it->second, now);
@@ -135,14 +137,14 @@ void HttpGate::accept_all(Clock::time_point now) {
   for (;;) {
     sockaddr_storage a{};
     socklen_t len = sizeof a;
-    const int fd = ::accept4(listener_, reinterpret_cast<sockaddr*>(&a), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    const int fd = ::accept4(listener_.get(), reinterpret_cast<sockaddr*>(&a), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
         // Out of descriptors: the rest wait in the backlog until some close.
         epoll_event ev{};
-        ev.data.fd = listener_;
-        ::epoll_ctl(epoll_, EPOLL_CTL_MOD, listener_, &ev);
+        ev.data.fd = listener_.get();
+        ::epoll_ctl(epoll_, EPOLL_CTL_MOD, listener_.get(), &ev);
         accept_paused_ = true;
         due(now + kAcceptRetry);
       }
@@ -155,16 +157,13 @@ void HttpGate::accept_all(Clock::time_point now) {
 
 void HttpGate::admit(int fd, const std::string& client, int port, Clock::time_point now) {
   const auto held = per_client_.find(client);
-  std::string refused;
-  if (conns_.size() >= static_cast<std::size_t>(l_.connections))
-    refused = "this server holds its limit of " + std::to_string(l_.connections) + " connections; try again shortly";
-  else if (held != per_client_.end() && held->second >= l_.per_client)
-    refused = "this address already holds " + std::to_string(l_.per_client) + " connections to this server; reuse one (keep-alive) or close one";
-  if (!refused.empty()) {
-    send_now(fd, refusal(503, refused, "too_many_connections"));
-    if (refused_) refused_(503);
-    ::shutdown(fd, SHUT_RDWR);
-    ::close(fd);
+  if (conns_.size() - door_ >= static_cast<std::size_t>(l_.connections)) {
+    turn_away(fd, client, port, "this server holds its limit of " + std::to_string(l_.connections) + " connections; try again shortly", now);
+    return;
+  }
+  if (held != per_client_.end() && held->second >= l_.per_client) {
+    turn_away(fd, client, port,
+              "this address already holds " + std::to_string(l_.per_client) + " connections to this server; reuse one (keep-alive) or close one", now);
     return;
   }
   auto c = std::make_unique<HttpConnection>(fd, client, port, l_);
@@ -172,6 +171,26 @@ void HttpGate::admit(int fd, const std::string& client, int port, Clock::time_po
   ++per_client_[client];
   HttpConnection& added = *conns_.emplace(fd, std::move(c)).first->second;
   watch(added, true);
+}
+
+// A connection past a connection bound: the 503, then a lingering close outside the bounds
+// (a few; a flood's are closed at once once what they sent is read).
+void HttpGate::turn_away(int fd, const std::string& client, int port, const std::string& message, Clock::time_point now) {
+  send_now(fd, refusal(503, message, "too_many_connections"));
+  if (refused_) refused_(503);
+  if (door_ >= kDoorLinger) {  // what it sent so far is read, so that the close finds nothing unread (a reset)
+    for (int reads = 0; reads < 16 && ::recv(fd, scratch_, sizeof scratch_, MSG_DONTWAIT) > 0; ++reads) {
+    }
+    ::shutdown(fd, SHUT_WR);
+    ::close(fd);
+    return;
+  }
+  auto c = std::make_unique<HttpConnection>(fd, client, port, l_);
+  c->admitted = false;
+  ++door_;
+  HttpConnection& added = *conns_.emplace(fd, std::move(c)).first->second;
+  watch(added, true);
+  linger(added, now);
 }
 
 void HttpGate::start_request(HttpConnection& c, Clock::time_point now) {
@@ -199,8 +218,14 @@ void HttpGate::on_readable(HttpConnection& c, Clock::time_point now) {
   }
   if (c.phase == Phase::idle) start_request(c, now);  // the next request's deadlines run from its first byte
   c.in.append(scratch_, got);
-  c.counted += got;
-  buffered_ += got;
+  recount(c, c.counted + got);
+  // The address's share first: one that fills it is refused, not whoever reads next.
+  if (buffered_by(c.client) > share_) {
+    refuse(c, 503, "this address's requests being read or waiting for a worker hold its share of " + size_text(share_) + " (of " +
+                       size_text(l_.buffered_bytes) + " for all); finish or close one, or try again shortly",
+           "server_busy", now);
+    return;
+  }
   if (buffered_ > l_.buffered_bytes) {
     refuse(c, 503, "this server holds its limit of " + size_text(l_.buffered_bytes) + " of requests being read; try again shortly",
            "server_busy", now);
@@ -228,7 +253,9 @@ void HttpGate::examine(HttpConnection& c, Clock::time_point now) {
       c.phase = HttpConnection::Phase::handling;
       c.request = c.framer.length();
       c.expects_continue = c.framer.expects_continue();
-      hand_over_(&c);
+      c.until = now + l_.queue_deadline;  // until a worker takes it
+      due(c.until);
+      workers_.post(&c);
       return;
   }
 }
@@ -240,13 +267,12 @@ void HttpGate::take_back(Clock::time_point now) {
     back.swap(returned_);
   }
   for (const auto& [c, keep] : back) {
-    buffered_ -= c->counted - c->in.size();  // the worker took its request's bytes off
-    c->counted = c->in.size();
-    if (!keep) {
-      close(*c);
+    recount(*c, c->in.size());  // the worker took its request's bytes off
+    watch(*c, true);
+    if (!keep) {  // an answer was written: unread bytes (pipelined, say) must not reset it
+      linger(*c, now);
       continue;
     }
-    watch(*c, true);
     if (c->in.empty()) {
       c->phase = HttpConnection::Phase::idle;
       c->until = now + l_.idle;
@@ -265,12 +291,12 @@ void HttpGate::sweep(Clock::time_point now) {
     accept_paused_ = false;
     epoll_event ev{};
     ev.events = EPOLLIN;
-    ev.data.fd = listener_;
-    ::epoll_ctl(epoll_, EPOLL_CTL_MOD, listener_, &ev);
+    ev.data.fd = listener_.get();
+    ::epoll_ctl(epoll_, EPOLL_CTL_MOD, listener_.get(), &ev);
   }
   std::vector<HttpConnection*> expired;
   for (auto& [fd, c] : conns_) {
-    if (c->phase == Phase::handling) continue;
+    if (c->phase == Phase::handling && c->until == Clock::time_point::max()) continue;  // a worker has it
     const bool head = c->phase == Phase::reading && !c->framer.head_done();
     const auto by = head ? c->head_by : c->until;
     if (now >= by)
@@ -279,14 +305,24 @@ void HttpGate::sweep(Clock::time_point now) {
       due(by);
   }
   for (HttpConnection* c : expired) {
-    if (c->phase == Phase::reading && !c->in.empty()) {  // a request begun, not finished: say why it is cut
+    if (c->phase == Phase::handling) {  // waited for a worker past its deadline, or taken by one meanwhile
+      std::string why;
+      if (workers_.withdraw(c, why)) {
+        watch(*c, true);
+        refuse(*c, 503, "this request waited " + seconds(l_.queue_deadline) + " for a worker: " + why + "; try again shortly", "server_busy",
+               now);
+      } else {
+        c->until = Clock::time_point::max();  // the write deadline is the worker's
+      }
+    } else if (c->phase == Phase::reading && !c->in.empty()) {  // a request begun, not finished: say why it is cut
       const bool head = !c->framer.head_done();
-      send_now(c->fd, refusal(408, std::string("the request's ") + (head ? "head" : "body") + " did not arrive within " +
-                                       seconds(head ? std::min(l_.head_deadline, l_.request_deadline) : l_.request_deadline),
-                              "request_timeout"));
-      if (refused_) refused_(408);
+      refuse(*c, 408,
+             std::string("the request's ") + (head ? "head" : "body") + " did not arrive within " +
+                 seconds(head ? std::min(l_.head_deadline, l_.request_deadline) : l_.request_deadline),
+             "request_timeout", now);
+    } else {
+      close(*c);
     }
-    close(*c);
   }
   next_due_ = std::max(next_due_, now + kSweep);
 }
@@ -294,13 +330,32 @@ void HttpGate::sweep(Clock::time_point now) {
 void HttpGate::refuse(HttpConnection& c, int status, const std::string& message, const char* code, Clock::time_point now) {
   send_now(c.fd, refusal(status, message, code));
   if (refused_) refused_(status);
+  linger(c, now);
+}
+
+// After an answer: our side ends (the client reads the answer, then the end), what the client
+// still sends is read and dropped until it closes too, kLinger passes or kLingerBytes arrive.
+void HttpGate::linger(HttpConnection& c, Clock::time_point now) {
   ::shutdown(c.fd, SHUT_WR);
   c.phase = HttpConnection::Phase::lingering;
   c.until = now + kLinger;
   due(c.until);
-  buffered_ -= c.counted;
-  c.counted = 0;
+  recount(c, 0);
   std::string().swap(c.in);
+}
+
+void HttpGate::recount(HttpConnection& c, std::size_t bytes) {
+  if (bytes == c.counted) return;
+  buffered_ = buffered_ - c.counted + bytes;
+  std::size_t& mine = buffered_by_[c.client];
+  mine = mine - c.counted + bytes;
+  if (mine == 0) buffered_by_.erase(c.client);
+  c.counted = bytes;
+}
+
+std::size_t HttpGate::buffered_by(const std::string& client) const {
+  const auto it = buffered_by_.find(client);
+  return it == buffered_by_.end() ? 0 : it->second;
 }
 
 void HttpGate::watch(HttpConnection& c, bool on) {
@@ -314,8 +369,11 @@ void HttpGate::close(HttpConnection& c) {
   const int fd = c.fd;
   ::shutdown(fd, SHUT_RDWR);
   ::close(fd);  // leaves the epoll set with it
-  buffered_ -= c.counted;
-  if (const auto it = per_client_.find(c.client); it != per_client_.end() && --it->second <= 0) per_client_.erase(it);
+  recount(c, 0);
+  if (!c.admitted)
+    --door_;
+  else if (const auto it = per_client_.find(c.client); it != per_client_.end() && --it->second <= 0)
+    per_client_.erase(it);
   conns_.erase(fd);
 }
 

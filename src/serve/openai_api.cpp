@@ -61,13 +61,16 @@ namespace {
 
 constexpr std::size_t kMaxBody = 1 << 20;
 
-// Requests answered at once: 64 (a stream holds its worker until its last token); waiting
-// connections, slow or idle, hold none (1024 open, 64 from one address); a request's head
-// within 5 s and its body within 10 s (http_server.hpp).
+// Requests answered at once: 64 (a stream holds its worker until its last token), 16 of
+// them for one address (what one could hold when a connection was a thread), its further
+// requests waiting up to 30 s while others' are answered; waiting connections, slow or idle,
+// hold none (1024 open, 64 from one address); a request's head within 5 s and its body
+// within 10 s (http_server.hpp).
 HttpLimits api_limits() {
   HttpLimits l;
   l.body_bytes = kMaxBody;
   l.threads = 64;
+  l.per_client_busy = 16;
   return l;
 }
 // A chat template renders within the request's own deadline and in at most 64 MiB made (a

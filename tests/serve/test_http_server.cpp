@@ -7,13 +7,20 @@
 // And what the gate is for: 64 connections dribbling header bytes from 4 addresses, or 64
 // idle kept-alive ones, hold no worker (a fifth address is answered while all of them are
 // still open), a burst of 256 connections is answered whole (none reset), and streams and
-// client_gone() work through the workers. The audit's reproductions. Every socket and
-// thread a case starts is closed and joined however the case ends (Socket, Background).
+// client_gone() work through the workers. The audit's reproductions. And the review's: one
+// address holds a share of the buffered bytes and of the workers (the others are served),
+// a request waits for a worker within a deadline, every answer is followed by a lingering
+// close (no reset discards it), a sized answer is written whole within the write deadline
+// (a stream is not), the listener is closed when the server cannot start, every limit is
+// checked. Every socket and thread a case starts is closed and joined however the case ends
+// (Socket, Background).
 #include <doctest/doctest.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -42,9 +49,11 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 // A server with the routes the cases use; `smuggled` counts requests to /smuggled, `refused`
-// the server's own answers by status, `saw_gone` handlers that found their client gone.
+// the server's own answers by status, `saw_gone` handlers that found their client gone,
+// `held` handlers of /hold waiting for `release`.
 struct Served {
-  std::atomic<int> smuggled{0}, saw_gone{0};
+  std::atomic<int> smuggled{0}, saw_gone{0}, held{0};
+  std::atomic<bool> release{false};
   std::array<std::atomic<int>, 600> refused{};
   static constexpr std::size_t kBig = 64 << 20;  // /big: far more than the sockets' buffers hold
   HttpServer server;
@@ -78,6 +87,14 @@ struct Served {
       if (HttpServer::client_gone()) ++saw_gone;
       res.set_content("done\n", "text/plain");
     });
+    // Holds its worker until released (or its client is gone, or the server stops), then
+    // answers ?n= bytes (5 without).
+    s.Get("/hold", [this](const httplib::Request& req, httplib::Response& res) {
+      ++held;
+      for (int i = 0; i < 6000 && !release && !HttpServer::client_gone(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      --held;
+      res.set_content(req.has_param("n") ? std::string(std::stoul(req.get_param_value("n")), 'h') : std::string("held\n"), "text/plain");
+    });
     server.on_refusal([this](int status) { ++refused.at(static_cast<std::size_t>(status)); });
     server.start();
   }
@@ -95,10 +112,12 @@ struct Served {
 };
 
 // A client socket from `from` (any address of 127/8 is loopback on Linux), connected; with
-// `blocking` false the connect is under way (EINPROGRESS) when it returns.
-int dial(int port, const char* from = "127.0.0.1", bool blocking = true) {
+// `blocking` false the connect is under way (EINPROGRESS) when it returns; `rcvbuf` > 0 a
+// receive buffer that small (set before the connect, so the window is too).
+int dial(int port, const char* from = "127.0.0.1", bool blocking = true, int rcvbuf = 0) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | (blocking ? 0 : SOCK_NONBLOCK), 0);
   REQUIRE(fd >= 0);
+  if (rcvbuf > 0) ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
   sockaddr_in src{};
   src.sin_family = AF_INET;
   ::inet_pton(AF_INET, from, &src.sin_addr);
@@ -214,6 +233,51 @@ std::string exchange(int port, const std::string& request, const char* from = "1
 }
 
 std::string get(const std::string& path) { return "GET " + path + " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"; }
+
+// Waits until `done` holds; false if `guard` (a hang guard) passed first.
+bool wait_for(const std::function<bool()>& done, std::chrono::milliseconds guard = std::chrono::seconds(20)) {
+  for (const auto end = Clock::now() + guard; !done();) {
+    if (Clock::now() >= end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+// Everything until the end: `error` the errno that ended it instead of a clean close
+// (ECONNRESET: the server reset the connection), ETIMEDOUT if `timeout` passed first.
+std::string read_to_end(int fd, std::chrono::milliseconds timeout, int& error) {
+  std::string out;
+  const auto end = Clock::now() + timeout;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count();
+    pollfd p{fd, POLLIN, 0};
+    if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) <= 0) {
+      error = ETIMEDOUT;
+      return out;
+    }
+    char buf[65536];
+    const auto n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) {
+      error = n == 0 ? 0 : errno;
+      return out;
+    }
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+}
+
+// Once the server has answered and ended its side: whether it still takes what the client
+// sends for a moment (a lingering close) instead of resetting the connection, which a closed
+// socket does to the first bytes that reach it (the next send fails, SO_ERROR is set).
+bool takes_more(int fd) {
+  for (int i = 0; i < 4; ++i) {
+    if (::send(fd, "x", 1, MSG_NOSIGNAL) != 1) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  int error = 0;
+  socklen_t n = sizeof error;
+  ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &n);
+  return error == 0;
+}
 
 }  // namespace
 
@@ -383,6 +447,7 @@ TEST_CASE("http server: one deadline for the whole request, a shorter one for it
     CHECK(sent < request.size());  // cut before the client finished
     CHECK(status_of(r) == 408);
     CHECK(r.find(R"("code":"request_timeout")") != std::string::npos);
+    CHECK(takes_more(c.fd));  // a lingering close: a client still sending is not reset
   }
   {  // a head on time, then its body a byte at a time
     const Socket c(dial(s.port()));
@@ -394,6 +459,7 @@ TEST_CASE("http server: one deadline for the whole request, a shorter one for it
     CHECK(sent < 400);
     CHECK(status_of(r) == 408);
     CHECK(r.find("the request's body did not arrive within 1500 ms") != std::string::npos);
+    CHECK(takes_more(c.fd));
   }
   CHECK(s.refused[408] == 2);
   CHECK(Clock::now() - t0 < std::chrono::seconds(16));  // hang guard
@@ -410,7 +476,7 @@ TEST_CASE("http server: one deadline for the whole request, a shorter one for it
   CHECK(r.find("the request's head did not arrive within 300 ms") != std::string::npos);
 }
 
-TEST_CASE("http server: each write of an answer has a deadline — a client that does not read frees its worker") {
+TEST_CASE("http server: an answer has a write deadline — a client that does not read frees its worker") {
   HttpLimits l = Served::small_limits();
   l.threads = 1;
   l.write_deadline = std::chrono::milliseconds(200);
@@ -433,9 +499,16 @@ TEST_CASE("http server: one client address holds a few connections at most; anot
     send_all(held.back(), "GET /metr");  // half a head: each holds a thread
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  const std::string refused = exchange(s.port(), get("/metrics"));
-  CHECK(status_of(refused) == 503);
-  CHECK(refused.find("too_many_connections") != std::string::npos);
+  {
+    const Socket c(dial(s.port()));
+    send_all(c.fd, get("/metrics"));  // unread when the server refuses: a plain close would reset
+    bool closed = false;
+    const std::string refused = read_until_closed(c.fd, std::chrono::seconds(5), closed);
+    CHECK(closed);
+    CHECK(status_of(refused) == 503);
+    CHECK(refused.find("too_many_connections") != std::string::npos);
+    CHECK(takes_more(c.fd));  // refused at the door, it still lingers
+  }
   CHECK(status_of(exchange(s.port(), get("/metrics"), "127.0.0.2")) == 200);  // someone else: served at once
   for (const int fd : held) ::close(fd);
   int status = 0;  // the server learns of the closes when it next reads them: retry briefly
@@ -578,6 +651,189 @@ TEST_CASE("http server: the requests being read hold a bounded number of bytes t
   CHECK(s.refused[503] == 1);
 }
 
+TEST_CASE("http server: one address's requests being read hold a quarter of the buffered bytes at most; past it that address is refused, another is served") {
+  HttpLimits l = crowd_limits();
+  l.buffered_bytes = 512 << 10;  // an address's share: 128 KiB, two of the uploads below and not a third
+  Served s(l);
+  // 8 uploads from one address, each 60 KiB of a 64 KiB body: 480 KiB, most of the whole.
+  const std::string head = "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 65536\r\n\r\n";
+  std::vector<Socket> hog;
+  for (int i = 0; i < 8; ++i) {
+    hog.emplace_back(dial(s.port(), "127.0.0.2"));
+    CHECK(send_all(hog.back().fd, head + std::string(60 << 10, 'b')));
+  }
+  // Whatever order the gate read them in, two fill the share and the six others pass it.
+  CHECK(wait_for([&] { return s.refused[503] >= 6; }));
+  int refused = 0, open = 0;
+  for (const Socket& u : hog) {
+    if (still_open(u.fd)) {
+      ++open;
+      continue;
+    }
+    const std::string a = read_answer(u.fd, std::chrono::seconds(10));
+    refused += status_of(a) == 503 && a.find(R"("code":"server_busy")") != std::string::npos &&
+               a.find("this address's requests being read or waiting for a worker hold its share of 128 KiB") != std::string::npos;
+  }
+  CHECK(refused == 6);
+  CHECK(open == 2);
+  // Another address sends a whole body while the hog's two still wait for theirs: answered
+  // (the hog's 480 KiB and this 64 KiB would have passed the 512 KiB of all).
+  const std::string r = exchange(s.port(), "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 65536\r\nConnection: close\r\n\r\n" +
+                                               std::string(64 << 10, 'c'));
+  CHECK(status_of(r) == 200);
+  CHECK(body_of(r) == "65536");
+  CHECK(s.refused[503] == 6);
+}
+
+TEST_CASE("http server: one address holds per_client_busy workers at most; its further requests wait while another address is served") {
+  HttpLimits l = crowd_limits();
+  l.threads = 4;
+  l.per_client_busy = 2;
+  l.queue_deadline = std::chrono::seconds(60);  // none is refused while the case runs
+  Served s(l);
+  std::vector<Socket> hog;
+  for (int i = 0; i < 4; ++i) {
+    hog.emplace_back(dial(s.port(), "127.0.0.2"));
+    send_all(hog.back().fd, get("/hold"));
+  }
+  CHECK(wait_for([&] { return s.held == 2; }));
+  // The hog's two others are complete and waiting; two workers are free, and this takes one.
+  const std::string r = exchange(s.port(), get("/metrics"), "127.0.0.1", std::chrono::seconds(20));
+  CHECK(status_of(r) == 200);
+  CHECK(s.held == 2);  // the hog's others were not given the idle workers
+  s.release = true;    // then all four are answered, two at a time
+  int answered = 0;
+  for (const Socket& h : hog) {
+    bool closed = false;
+    answered += body_of(read_until_closed(h.fd, std::chrono::seconds(20), closed)) == "held\n";
+  }
+  CHECK(answered == 4);
+  CHECK(s.refused[503] == 0);
+  // The default is a quarter of the threads, at least 1; the endpoint's 64 give 16.
+  HttpLimits many;
+  many.threads = 64;
+  CHECK(HttpServer("127.0.0.1:0", "--test", many).limits().per_client_busy == 16);
+  many.threads = 3;
+  CHECK(HttpServer("127.0.0.1:0", "--test", many).limits().per_client_busy == 1);
+}
+
+TEST_CASE("http server: a request waits for a worker within queue_deadline, then 503 server_busy naming why") {
+  HttpLimits l = crowd_limits();
+  l.threads = 2;
+  l.per_client_busy = 1;
+  l.queue_deadline = std::chrono::milliseconds(300);
+  Served s(l);
+  const Socket first(dial(s.port(), "127.0.0.2"));
+  send_all(first.fd, get("/hold"));
+  REQUIRE(wait_for([&] { return s.held == 1; }));
+  {  // the same address: its one worker is held, so this waits although a worker is free
+    const Socket second(dial(s.port(), "127.0.0.2"));
+    send_all(second.fd, get("/hold"));
+    bool closed = false;
+    const std::string r = read_until_closed(second.fd, std::chrono::seconds(20), closed);
+    CHECK(closed);
+    CHECK(status_of(r) == 503);
+    CHECK(r.find(R"("code":"server_busy")") != std::string::npos);
+    CHECK(r.find("this request waited 300 ms for a worker: this address's requests hold as many workers as one address may (1)") !=
+          std::string::npos);
+    CHECK(s.held == 1);  // it never reached a handler
+  }
+  const Socket third(dial(s.port(), "127.0.0.3"));  // another address takes the second worker
+  send_all(third.fd, get("/hold"));
+  REQUIRE(wait_for([&] { return s.held == 2; }));
+  {  // a third address: every worker is busy
+    const Socket fourth(dial(s.port(), "127.0.0.4"));
+    send_all(fourth.fd, get("/metrics"));
+    bool closed = false;
+    const std::string r = read_until_closed(fourth.fd, std::chrono::seconds(20), closed);
+    CHECK(status_of(r) == 503);
+    CHECK(r.find("this request waited 300 ms for a worker: all 2 workers are busy") != std::string::npos);
+  }
+  CHECK(s.refused[503] == 2);
+  s.release = true;
+  for (const Socket* h : {&first, &third}) {
+    bool closed = false;
+    CHECK(body_of(read_until_closed(h->fd, std::chrono::seconds(20), closed)) == "held\n");
+  }
+}
+
+TEST_CASE("http server: the last answer of a connection with more sent behind it is not lost to a reset (a lingering close)") {
+  Served s;
+  // A small receive window: most of the 1 MiB answer is still in the server's socket when
+  // the worker is done with it. Closing a socket with unread bytes resets the connection,
+  // and a reset discards what the socket had not sent yet.
+  const Socket c(dial(s.port(), "127.0.0.1", true, 8 << 10));
+  send_all(c.fd, "GET /hold?n=1048576 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  REQUIRE(wait_for([&] { return s.held == 1; }));  // handed to a worker: the gate reads no more of it meanwhile
+  send_all(c.fd, get("/metrics"));                 // pipelined, unread when the answer is done
+  s.release = true;
+  pollfd p{c.fd, 0, 0};  // a reset, or a second for the server to have closed or to linger
+  ::poll(&p, 1, 1000);
+  int error = -1;
+  const std::string r = read_to_end(c.fd, std::chrono::seconds(20), error);
+  CHECK(error == 0);  // the server's end, not a reset
+  CHECK(status_of(r) == 200);
+  CHECK(body_of(r).size() == (1u << 20));  // all of it
+  CHECK(body_of(r).find_first_not_of('h') == std::string::npos);
+  // The same at the keep-alive limit: the 1st answer is the last.
+  HttpLimits one = Served::small_limits();
+  one.keep_alive_requests = 1;
+  Served t(one);
+  const Socket d(dial(t.port(), "127.0.0.1", true, 8 << 10));
+  send_all(d.fd, "GET /hold?n=1048576 HTTP/1.1\r\nHost: x\r\n\r\n");
+  REQUIRE(wait_for([&] { return t.held == 1; }));
+  send_all(d.fd, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+  t.release = true;
+  pollfd e{d.fd, 0, 0};
+  ::poll(&e, 1, 1000);
+  const std::string q = read_to_end(d.fd, std::chrono::seconds(20), error);
+  CHECK(error == 0);
+  CHECK(q.find("Connection: close") != std::string::npos);
+  CHECK(body_of(q).size() == (1u << 20));
+}
+
+TEST_CASE("http server: a sized answer is written whole within write_deadline — a client draining a little at a time frees its worker; a stream is not cut") {
+  HttpLimits l = Served::small_limits();
+  l.threads = 1;
+  l.write_deadline = std::chrono::seconds(2);
+  Served s(l);
+  {  // 64 MiB read 64 KiB every 10 ms: every single write waits far less than 2 s, all of it takes 10 s at least
+    const Socket slow(dial(s.port(), "127.0.0.1", true, 64 << 10));
+    send_all(slow.fd, get("/big"));
+    std::size_t got = 0;
+    bool closed = false;
+    for (const auto guard = Clock::now() + std::chrono::seconds(60); !closed && Clock::now() < guard;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      char buf[64 << 10];
+      const auto n = ::recv(slow.fd, buf, sizeof buf, MSG_DONTWAIT);
+      if (n > 0) got += static_cast<std::size_t>(n);
+      closed = n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+    }
+    CHECK(closed);
+    CHECK(got < Served::kBig);  // cut, not delivered
+    // The one worker is free: another client is answered.
+    CHECK(status_of(exchange(s.port(), get("/metrics"), "127.0.0.2", std::chrono::seconds(20))) == 200);
+  }
+  l.write_deadline = std::chrono::milliseconds(300);
+  Served t(l);
+  // A stream's chunks, 10 ms apart, keep coming for longer than the deadline: 60 of them.
+  const Socket c(dial(t.port()));
+  send_all(c.fd, get("/ticks"));
+  std::string r;
+  std::size_t ticks = 0;
+  for (const auto guard = Clock::now() + std::chrono::seconds(20); ticks < 60 && Clock::now() < guard;) {
+    pollfd p{c.fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    char buf[4096];
+    const auto n = ::recv(c.fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    r.append(buf, static_cast<std::size_t>(n));
+    ticks = 0;
+    for (std::size_t at = r.find("tick\n"); at != std::string::npos; at = r.find("tick\n", at + 1)) ++ticks;
+  }
+  CHECK(ticks >= 60);  // 600 ms of them at least, the deadline's 300 ms passed: not cut
+}
+
 TEST_CASE("http server: a chunked stream is written from a worker; a handler sees its client leave; stopping ends a stream") {
   auto s = std::make_unique<Served>();
   {  // the client sends its request and leaves before the answer
@@ -624,6 +880,68 @@ TEST_CASE("http server: binding a port in use throws NetworkError naming the opt
   HttpLimits none;
   none.threads = 0;
   CHECK_THROWS_AS(HttpServer("127.0.0.1:0", "--metrics", none), ringattn::InvalidArgument);
+}
+
+TEST_CASE("http server: every limit below 1 is refused naming its field") {
+  const auto refusal = [](const std::function<void(HttpLimits&)>& set) {
+    HttpLimits l;
+    set(l);
+    try {
+      HttpServer server("127.0.0.1:0", "--test", l);
+    } catch (const ringattn::InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  using std::chrono::milliseconds;
+  const std::pair<const char*, std::function<void(HttpLimits&)>> cases[] = {
+      {"head_bytes", [](HttpLimits& l) { l.head_bytes = 0; }},
+      {"body_bytes", [](HttpLimits& l) { l.body_bytes = 0; }},
+      {"buffered_bytes", [](HttpLimits& l) { l.buffered_bytes = 0; }},
+      {"head_deadline", [](HttpLimits& l) { l.head_deadline = milliseconds(0); }},
+      {"request_deadline", [](HttpLimits& l) { l.request_deadline = milliseconds(-5); }},
+      {"write_deadline", [](HttpLimits& l) { l.write_deadline = milliseconds(0); }},
+      {"idle", [](HttpLimits& l) { l.idle = milliseconds(0); }},
+      {"queue_deadline", [](HttpLimits& l) { l.queue_deadline = milliseconds(0); }},
+      {"connections", [](HttpLimits& l) { l.connections = 0; }},
+      {"per_client", [](HttpLimits& l) { l.per_client = 0; }},
+      {"threads", [](HttpLimits& l) { l.threads = 0; }},
+      {"per_client_busy", [](HttpLimits& l) { l.per_client_busy = -1; }},
+      {"keep_alive_requests", [](HttpLimits& l) { l.keep_alive_requests = 0; }},
+  };
+  for (const auto& [field, set] : cases) {
+    CAPTURE(field);
+    const std::string message = refusal(set);
+    CHECK(message.find("--test: the HTTP server's " + std::string(field)) != std::string::npos);
+  }
+}
+
+TEST_CASE("http server: when it cannot start (no descriptor for its epoll) it throws and closes its listener") {
+  const int probe = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // the lowest free descriptor
+  REQUIRE(probe >= 0);
+  ::close(probe);
+  rlimit was{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &was) == 0);
+  std::string message;
+  {
+    // Only `probe` is left below the limit: the listener takes it, the gate's epoll finds none.
+    struct Restore {
+      rlimit to;
+      ~Restore() { ::setrlimit(RLIMIT_NOFILE, &to); }
+    } restore{was};
+    rlimit tight = was;
+    tight.rlim_cur = static_cast<rlim_t>(probe) + 1;
+    REQUIRE(::setrlimit(RLIMIT_NOFILE, &tight) == 0);
+    try {
+      HttpServer server("127.0.0.1:0", "--test");
+    } catch (const ringattn::NetworkError& e) {
+      message = e.what();
+    }
+  }
+  CHECK(message.find("--test 127.0.0.1:0: the HTTP server's gate") != std::string::npos);
+  const int after = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  CHECK(after == probe);  // the listener's descriptor is free again
+  if (after >= 0) ::close(after);
 }
 
 TEST_CASE("http server: an IPv6 literal in brackets") {
