@@ -3,13 +3,16 @@
 // node-llama-cpp (its prebuilt CPU binaries; run.sh installs it into /var/cache, never here).
 //
 //   NODE_LLAMA_CPP_SKIP_DOWNLOAD=true NODE_LLAMA_CPP_GPU=false \
-//   node llama_greedy.mjs --model M.gguf --prompt prompt.json --gen 32 --threads 2 \
+//   node llama_greedy.mjs --model M.gguf --prompt prompt.json[,prompt2.json...] --gen 32 --threads 2 \
 //        [--flash auto|on|off] [--logits] [--margins] [--mmap auto|on|off] [--kv f16|f32|bf16] [--log warn|info|debug]
 //
 // prompt.json: a JSON array of token ids, fed verbatim (no BOS added). The whole prompt is one
 // batch (one llama_decode), then one call per generated token, each the argmax (temperature
 // 0). Prints one JSON object on stdout: seconds and tokens/s of each phase, the tokens, and
-// llama.cpp's release and CPU features. --margins adds, for every generated token, its logit
+// llama.cpp's release and CPU features. Several prompts (comma-separated) run one after the
+// other on the model loaded once, each in a context of its own as if run alone: one JSON
+// object a line, in their order (the tests' oracle: a process and a model load per prompt
+// was most of its time). --margins adds, for every generated token, its logit
 // less the runner-up's and the spread of that step's logits (max - min): how near a tie each
 // greedy choice was (the tests' oracle uses it; it slows decode).
 import {createRequire} from "node:module";
@@ -36,7 +39,7 @@ function parseArgs(argv) {
 const tri = (v) => (v === "auto" ? "auto" : v === "on" || v === "true");
 
 const args = parseArgs(process.argv.slice(2));
-const prompt = JSON.parse(fs.readFileSync(args.prompt, "utf8")).map(Number);
+const prompts = args.prompt.split(",").map((f) => JSON.parse(fs.readFileSync(f, "utf8")).map(Number));
 const greedy = {temperature: 0};
 const logs = [];
 
@@ -56,6 +59,10 @@ const model = await llama.loadModel({
     gpuLayers: 0,
     useMmap: tri(args.mmap),
 });
+const modelSeconds = (performance.now() - tLoad0) / 1e3;
+
+async function run(prompt, first) {
+const tContext0 = performance.now();
 const need = prompt.length + args.gen + 1;
 const context = await model.createContext({
     contextSize: need,           // rounded up internally (padding to 256)
@@ -68,7 +75,7 @@ const context = await model.createContext({
     experimentalKvCacheValueType: args.kv.toUpperCase(),
 });
 const seq = context.getSequence();
-const loadSeconds = (performance.now() - tLoad0) / 1e3;
+const loadSeconds = (first ? modelSeconds : 0) + (performance.now() - tContext0) / 1e3;
 
 // Prefill: all prompt tokens in one batch; only the last one requests output (logits).
 const items = prompt.map((t, i) => (i === prompt.length - 1
@@ -140,5 +147,8 @@ console.log(JSON.stringify({
     logs,
 }));
 await context.dispose();
+}
+
+for (let i = 0; i < prompts.length; i++) await run(prompts[i], i === 0);
 await model.dispose();
 await llama.dispose();

@@ -69,11 +69,16 @@ for case in "seed f32 tied" "seed f16 untied" "seed bf16 tied" "seed q8_0 untied
   fi
   (($? == 0)) || { echo "FAILED: writing $case"; failed=1; continue; }
   ok=1
+  # Every prompt in one llama.cpp process (the model loaded once, a context each): one JSON
+  # line a prompt, split into llama$i.json.
+  files=$(for ((i = 0; i < prompts; i++)); do printf '%s' "${i:+,}$work/ids$i.json"; done)
+  NODE_LLAMA_CPP_SKIP_DOWNLOAD=true NODE_LLAMA_CPP_GPU=false NODE_LLAMA_CPP_DIR=$llama_dir \
+    timeout 300 node "$ROOT/bench/llamacpp/llama_greedy.mjs" --model "$gguf" --prompt "${files#,}" \
+    --gen "$gen" --threads 1 --kv f32 --margins > "$work/llama.jsonl" 2> "$work/llama.err" ||
+    { echo "FAILED: llama.cpp: $(tail -n 3 "$work/llama.err")"; ok=0; }
   for ((i = 0; i < prompts; i++)); do
-    NODE_LLAMA_CPP_SKIP_DOWNLOAD=true NODE_LLAMA_CPP_GPU=false NODE_LLAMA_CPP_DIR=$llama_dir \
-      timeout 120 node "$ROOT/bench/llamacpp/llama_greedy.mjs" --model "$gguf" --prompt "$work/ids$i.json" \
-      --gen "$gen" --threads 1 --kv f32 --margins > "$work/llama$i.json" 2> "$work/llama$i.err" ||
-      { echo "FAILED: llama.cpp on prompt $i: $(tail -n 3 "$work/llama$i.err")"; ok=0; }
+    sed -n "$((i + 1))p" "$work/llama.jsonl" > "$work/llama$i.json"
+    [[ -s $work/llama$i.json ]] || { echo "FAILED: llama.cpp gave no answer for prompt $i"; ok=0; }
   done
   for p in 1 2 3; do
     timeout 120 "$RA" generate --model "$gguf" --prompts "$work/prompts.jsonl" --max-tokens "$gen" --nodes "$p" \
