@@ -585,4 +585,36 @@ TEST_CASE("serve --model DIR: a Hugging Face directory with its tokenizer.json g
   CHECK(models.out.find("\"id\":\"" + dir.filename().string() + "\"") != std::string::npos);
 }
 
+// A model's own chat template is as untrusted as a request: one that copies a 16 MB string
+// into lists of lists (it was a 500 after gigabytes, std::bad_alloc naming nothing) is
+// refused 400 on every chat request, naming the template's file and line, within the
+// daemon's 64 MiB a render; completions still work and the ring stays up.
+TEST_CASE("serve --model DIR: a hostile chat template in the model's files is refused per request, naming its file and line") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("ringattn-hftmpl-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  struct Gone {
+    std::filesystem::path d;
+    ~Gone() { std::filesystem::remove_all(d); }
+  } gone{dir};
+  ::test::hf_text::write_model(dir, 5);
+  infer::Json config;
+  {
+    std::ifstream in(dir / "tokenizer_config.json");
+    config = infer::parse_json(std::string(std::istreambuf_iterator<char>(in), {}));
+  }
+  config["chat_template"] = "{% set s = 'x' * 16000000 %}{% set a = [s,s,s,s,s,s,s,s,s,s] %}\n{{ a|length }}{{ messages|length }}";
+  std::ofstream(dir / "tokenizer_config.json") << config.dump();
+  ModelRing m(dir, {}, 10, {"--model", dir.string()});
+  INFO(m.ring->logs());
+  REQUIRE(m.ring->wait_ready(60));
+  const Outcome chat = run("/usr/bin/curl", curl_post(m, "/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})"));
+  INFO(chat.out);
+  CHECK(chat.out.find("HTTP 400") != std::string::npos);
+  CHECK(chat.out.find("tokenizer_config.json: line 1: makes more than 64 MiB") != std::string::npos);  // the daemon's limit, at the list
+  CHECK(chat.out.find("\"param\":\"messages\"") != std::string::npos);
+  const Outcome plain = run("/usr/bin/curl", curl_post(m, "/v1/completions", body(4, false, "the world")));
+  CHECK(plain.out.find("HTTP 200") != std::string::npos);
+  CHECK(metric(*m.ring, 0, "ringattn_ring_formations_total") == 1);
+}
+
 }  // namespace ringattn::stest
