@@ -515,14 +515,20 @@ TEST_CASE("serve --model: 200 requests from 8 connections, every text exact; ran
 #endif
 }
 
+// A Hugging Face directory of the seeded text model (hf_text_model.hpp), removed at the end.
+struct HfModelDir {
+  std::filesystem::path path;
+  explicit HfModelDir(const std::string& tag)
+      : path(std::filesystem::temp_directory_path() / ("ringattn-" + tag + "-" + std::to_string(::getpid()))) {
+    std::filesystem::create_directories(path);
+    ::test::hf_text::write_model(path, 5);
+  }
+  ~HfModelDir() { std::filesystem::remove_all(path); }
+};
+
 TEST_CASE("serve --model DIR: a Hugging Face directory with its tokenizer.json gives generate's text, streamed and whole; its end token ends the reply") {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("ringattn-hfserve-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  struct Gone {
-    std::filesystem::path d;
-    ~Gone() { std::filesystem::remove_all(d); }
-  } gone{dir};
-  ::test::hf_text::write_model(dir, 5);
+  const HfModelDir model("hfserve");
+  const std::filesystem::path& dir = model.path;
   const infer::TokenizerJson tok = infer::TokenizerJson::load(dir / "tokenizer.json", dir / "tokenizer_config.json");
   const std::string prompt = "the world isn't flat , it 's round. Ünïcode 🙂";
   // generate's greedy ids for the prompt (no end token yet); then the first one not seen
@@ -590,13 +596,8 @@ TEST_CASE("serve --model DIR: a Hugging Face directory with its tokenizer.json g
 // refused 400 on every chat request, naming the template's file and line, within the
 // daemon's 64 MiB a render; completions still work and the ring stays up.
 TEST_CASE("serve --model DIR: a hostile chat template in the model's files is refused per request, naming its file and line") {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("ringattn-hftmpl-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  struct Gone {
-    std::filesystem::path d;
-    ~Gone() { std::filesystem::remove_all(d); }
-  } gone{dir};
-  ::test::hf_text::write_model(dir, 5);
+  const HfModelDir model("hftmpl");
+  const std::filesystem::path& dir = model.path;
   infer::Json config;
   {
     std::ifstream in(dir / "tokenizer_config.json");
