@@ -9,6 +9,7 @@
 #include "digest.hpp"
 #include "gguf.hpp"
 #include "input_file.hpp"
+#include "model_files.hpp"
 #include "options.hpp"
 
 namespace infer {
@@ -16,17 +17,6 @@ namespace infer {
 namespace {
 
 namespace fs = std::filesystem;
-
-constexpr std::uint64_t kMaxConfig = 64u << 20;  // a tokenizer_config.json may hold the whole vocabulary's added tokens
-
-JsonMap read_json(const fs::path& p) {
-  const std::vector<char> bytes = read_input_file(p.string(), kMaxConfig, "tokenizer config");
-  try {
-    return parse_json_map(std::string_view(bytes.data(), bytes.size()));
-  } catch (const std::exception& e) {
-    throw ringattn::FileError("tokenizer config " + p.string() + ": not valid JSON: " + e.what());
-  }
-}
 
 // Parses `source` into `c`, or keeps why it cannot be rendered.
 void take(ModelChat& c, std::string source, const std::string& where) {
@@ -40,16 +30,20 @@ void take(ModelChat& c, std::string source, const std::string& where) {
   }
 }
 
-void from_config(ModelChat& c, const fs::path& config, const fs::path& jinja) {
-  if (!jinja.empty() && fs::exists(jinja)) {
+// From a model's directory (`dir`): chat_template.jinja if present, else the template in
+// tokenizer_config.json (`config`, read already; null: there is none), whose special tokens
+// are read either way.
+void from_config(ModelChat& c, const fs::path& dir, const JsonMapFile* config) {
+  const fs::path jinja = dir / "chat_template.jinja";
+  if (fs::exists(jinja)) {
     const std::vector<char> bytes = read_input_file(jinja.string(), 1u << 20, "chat template");
     take(c, std::string(bytes.begin(), bytes.end()), jinja.string());
   }
-  if (!fs::exists(config)) {
-    if (!c.tmpl && c.refused.empty()) c.refused = "the model has no chat template (no " + config.string() + ")";
+  if (config == nullptr) {
+    if (!c.tmpl && c.refused.empty()) c.refused = "the model has no chat template (no " + (dir / "tokenizer_config.json").string() + ")";
     return;
   }
-  const JsonMap j = read_json(config);
+  const JsonMap& j = config->json;
   for (const char* k : {"bos_token", "eos_token", "unk_token", "pad_token"}) {
     const JsonMap* v = json_field(j, k);
     if (v && v->is_object()) v = json_field(*v, "content");
@@ -63,8 +57,8 @@ void from_config(ModelChat& c, const fs::path& config, const fs::path& jinja) {
       if (const JsonMap* n = json_field(x, "name"); n && n->is_string() && n->get<std::string>() == "default") chosen = json_field(x, "template");
     t = chosen;
   }
-  if (t && t->is_string()) take(c, t->get<std::string>(), config.string());
-  else c.refused = "the model has no chat template (" + config.string() + " has no \"chat_template\")";
+  if (t && t->is_string()) take(c, t->get<std::string>(), config->path);
+  else c.refused = "the model has no chat template (" + config->path + " has no \"chat_template\")";
 }
 
 }  // namespace
@@ -78,17 +72,14 @@ std::string ModelChat::render(const Json& messages, const Json& tools, const Ren
   return tmpl->render(context, limits);
 }
 
-ModelChat load_chat(const JobOptions& opt) {
+ModelChat load_chat(const JobOptions& opt, ModelFiles& files) {
   ModelChat c;
-  if (!opt.tokenizer.empty() && fs::path(opt.tokenizer).extension() == ".json") {
-    const fs::path dir = fs::path(opt.tokenizer).parent_path();
-    from_config(c, dir / "tokenizer_config.json", dir / "chat_template.jinja");
+  if (files.tokenizer_dir()) {  // --tokenizer FILE.json's directory, else the Hugging Face directory
+    from_config(c, *files.tokenizer_dir(), files.tokenizer_config());
   } else if (!opt.tokenizer.empty()) {
     c.refused = "the model has no chat template (llama2.c's tokenizer " + opt.tokenizer + " has none)";
-  } else if (!opt.hf.empty()) {
-    from_config(c, fs::path(opt.hf) / "tokenizer_config.json", fs::path(opt.hf) / "chat_template.jinja");
   } else if (!opt.gguf.empty()) {
-    const GgufFile f(opt.gguf);
+    const GgufFile& f = files.gguf();
     const std::vector<std::string>* tokens = f.strings("tokenizer.ggml.tokens");
     const auto n = tokens ? static_cast<std::int64_t>(tokens->size()) : 0;
     for (const auto& [key, name] : {std::pair{"tokenizer.ggml.bos_token_id", "bos_token"}, {"tokenizer.ggml.eos_token_id", "eos_token"},

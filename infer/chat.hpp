@@ -19,6 +19,7 @@
 
 namespace infer {
 
+class ModelFiles;
 struct JobOptions;
 
 struct ModelChat {
@@ -34,7 +35,9 @@ struct ModelChat {
   std::string render(const Json& messages, const Json& tools = nullptr, const RenderLimits& limits = {}) const;
 };
 
-// Throws ringattn::FileError for a config file that is there but unreadable or not JSON.
-ModelChat load_chat(const JobOptions& opt);
+// The chat format of the model `opt` names, from its files as `files` opened them
+// (model_files.hpp). Throws ringattn::FileError for a config file that is there but
+// unreadable or not JSON.
+ModelChat load_chat(const JobOptions& opt, ModelFiles& files);
 
 }  // namespace infer

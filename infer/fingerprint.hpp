@@ -19,6 +19,7 @@
 
 namespace infer {
 
+class ModelFiles;
 struct ModelConfig;
 
 // FNV-1a over each file's size and samples, in the order given. Throws ringattn::FileError
@@ -26,8 +27,9 @@ struct ModelConfig;
 std::uint64_t files_fingerprint(const std::vector<std::string>& files);
 
 // The fingerprint of the model `opt` names, loaded with configuration `c`: the files (a
-// Hugging Face directory's config.json and *.safetensors, a GGUF file, a llama2.c
-// checkpoint, --weights), or the seed; with c and the held dtype.
-std::uint64_t model_fingerprint(const JobOptions& opt, const ModelConfig& c);
+// Hugging Face directory's config.json and the safetensors its weights came from, a GGUF
+// file — both sampled as `files` holds them mapped —, a llama2.c checkpoint, --weights), or
+// the seed; with c and the held dtype.
+std::uint64_t model_fingerprint(const JobOptions& opt, ModelFiles& files, const ModelConfig& c);
 
 }  // namespace infer

@@ -40,6 +40,8 @@ class GgufFile {
 
   const std::string& path() const { return path_; }
   std::uint32_t version() const { return version_; }
+  // The whole file as mapped or given (the fingerprint samples it).
+  std::span<const std::byte> bytes() const { return {data_, static_cast<std::size_t>(size_)}; }
   // Metadata: absent -> nullopt; present with another type -> FileError naming the key.
   std::optional<std::int64_t> integer(const std::string& key, std::int64_t lo, std::int64_t hi) const;
   std::optional<double> number(const std::string& key) const;

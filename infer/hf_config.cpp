@@ -7,13 +7,11 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "input_file.hpp"
 
 namespace infer {
 
 namespace {
 
-constexpr std::uint64_t kMaxConfigBytes = 1u << 20;
 
 }  // namespace
 
@@ -133,18 +131,6 @@ ModelConfig hf_config(const Json& j, const std::string& path) {
     throw fail(e.what());
   }
   return c;
-}
-
-ModelConfig read_hf_config(const std::string& dir) {
-  const std::string path = dir + "/config.json";
-  const std::vector<char> bytes = read_input_file(path, kMaxConfigBytes, "model");
-  Json j;
-  try {
-    j = parse_json(std::string_view(bytes.data(), bytes.size()));
-  } catch (const std::runtime_error& e) {
-    throw ringattn::FileError("model " + path + ": " + e.what());
-  }
-  return hf_config(j, path);
 }
 
 }  // namespace infer

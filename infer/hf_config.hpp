@@ -16,10 +16,8 @@
 namespace infer {
 
 // The configuration config.json describes (`path` names it in errors). RoPE is HF's
-// rotate-half. Throws ringattn::FileError "model <path>: ...".
+// rotate-half. Throws ringattn::FileError "model <path>: ...". The file is read once per load
+// by ModelFiles::hf_config (model_files.hpp).
 ModelConfig hf_config(const Json& config, const std::string& path);
-
-// Reads and parses `dir`/config.json (bounded, a regular file), then as above.
-ModelConfig read_hf_config(const std::string& dir);
 
 }  // namespace infer

@@ -3,6 +3,7 @@
 
 #include <ringattn/error.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <stdexcept>
 
@@ -103,6 +104,13 @@ std::vector<std::string> HfWeights::unused() const {
   std::vector<std::string> out;
   for (const auto& f : files_)
     for (const std::string& n : f->unused()) out.push_back(f->path() + ": tensor \"" + n + "\"");
+  return out;
+}
+
+std::vector<const SafetensorsFile*> HfWeights::files() const {
+  std::vector<const SafetensorsFile*> out;
+  for (const auto& f : files_) out.push_back(f.get());
+  std::sort(out.begin(), out.end(), [](const SafetensorsFile* a, const SafetensorsFile* b) { return a->path() < b->path(); });
   return out;
 }
 

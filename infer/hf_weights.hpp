@@ -29,6 +29,8 @@ class HfWeights {
   const std::string& file_of(const std::string& name) const;
   // "file: tensor" for every tensor never viewed.
   std::vector<std::string> unused() const;
+  // The safetensors files it mapped, by path.
+  std::vector<const SafetensorsFile*> files() const;
 
  private:
   SafetensorsFile& file(const std::string& name, std::span<const std::int64_t> shape) const;

@@ -9,6 +9,7 @@
 #include "agreement.hpp"
 #include "fingerprint.hpp"
 #include "job.hpp"
+#include "model_files.hpp"
 
 namespace infer {
 
@@ -26,10 +27,10 @@ std::string describe(const JobOptions& opt, const Model& m) {
   return s;
 }
 
-Model read_model(const JobOptions& opt) {
+Model read_model(const JobOptions& opt, ModelFiles& files) {
   const ringattn::DType held = opt.weights_dtype.value_or(ringattn::DType::f32);
-  if (!opt.hf.empty()) return Model::from_hf(opt.hf, opt.weights_dtype, opt.tp);
-  if (!opt.gguf.empty()) return Model::from_gguf(opt.gguf, opt.weights_dtype, opt.tp);
+  if (!opt.hf.empty()) return Model::from_hf(files, opt.weights_dtype, opt.tp);
+  if (!opt.gguf.empty()) return Model::from_gguf(files.gguf(), opt.weights_dtype, opt.tp);
   if (!opt.llama2c.empty()) return Model::from_llama2c(opt.llama2c, held, opt.tp);
   if (!opt.weights.empty()) return Model::from_safetensors(opt.model, opt.weights, held, opt.tp);
   return Model::from_seed(opt.model, opt.seed, held, opt.tp);
@@ -61,17 +62,20 @@ std::uint64_t LoadedJob::digest() const { return with_text(model.digest()); }
 std::uint64_t LoadedJob::whole_digest() const { return with_text(fingerprint); }
 
 LoadedJob load_model(JobOptions& opt) {
-  LoadedJob job{read_model(opt), nullptr, {}, {}, {}, {}};
+  // Each file of the model opened and parsed once, handed to all that read it; unmapped at
+  // the end of the load (the model holds its own packed weights).
+  ModelFiles files(opt.gguf, opt.hf, opt.tokenizer);
+  LoadedJob job{read_model(opt, files), nullptr, {}, {}, {}, {}};
   job.description = describe(opt, job.model);
   job.model.set_threads(opt.threads);  // the attention kernel's budget, for the matmuls around it
   opt.model = job.model.config();
-  if (opt.tp.size > 1) job.fingerprint = model_fingerprint(opt, opt.model);
-  opt.end_tokens = end_tokens(opt);
-  LoadedTokenizer t = load_text_tokenizer(opt);
+  if (opt.tp.size > 1) job.fingerprint = model_fingerprint(opt, files, opt.model);
+  opt.end_tokens = end_tokens(opt, files);
+  LoadedTokenizer t = load_text_tokenizer(opt, files);
   job.tokenizer = std::move(t.tokenizer);
   job.tokenizer_missing = std::move(t.missing);
   if (job.tokenizer) job.description += ", " + job.tokenizer->describe();
-  job.chat = load_chat(opt);
+  job.chat = load_chat(opt, files);
   return job;
 }
 

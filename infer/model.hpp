@@ -28,6 +28,9 @@
 
 namespace infer {
 
+class GgufFile;
+class ModelFiles;
+
 // How RoPE pairs a head's elements: Hugging Face Llama's rotate-half (i, i + D/2), or
 // llama2.c's interleaved pairs (2i, 2i + 1), which its own checkpoints are trained with.
 enum class RopeStyle { rotate_half, interleaved };
@@ -110,6 +113,8 @@ class Model {
   // tensor. The matrices are held in `matrices`, else each in the dtype the file stores it in. Every tensor's name and shape is checked against the configuration;
   // throws ringattn::FileError naming the file and the tensor.
   static Model from_hf(const std::string& dir, std::optional<ringattn::DType> matrices = std::nullopt, TpShard shard = {});
+  // The same from a job's files (model_files.hpp: config.json and the safetensors opened once).
+  static Model from_hf(ModelFiles& files, std::optional<ringattn::DType> matrices = std::nullopt, TpShard shard = {});
   // A GGUF file (gguf_config.hpp: architectures llama, qwen2, qwen3; F32, F16, BF16, Q8_0,
   // Q4_K, Q6_K tensors), mapped and packed tensor by tensor as from_hf; each matrix held as
   // stored (the block formats as blocks, unpacked a panel's run at a time; a Q4_K_M file's
@@ -117,6 +122,8 @@ class Model {
   // A tensor-parallel part of O's or down's columns must start on a block (32 or 256 values).
   static Model from_gguf(const std::string& path, std::optional<ringattn::DType> matrices = std::nullopt,
                          TpShard shard = {});
+  // The same from a file mapped and parsed already (model_files.hpp), whose tensors it marks used.
+  static Model from_gguf(GgufFile& file, std::optional<ringattn::DType> matrices = std::nullopt, TpShard shard = {});
 
   const ModelConfig& config() const { return c_; }  // the whole model's, also on a part of it
   const TpParts& parts() const { return parts_; }     // what this rank holds of it

@@ -19,6 +19,7 @@
 #include "hf_config.hpp"
 #include "hf_weights.hpp"
 #include "input_file.hpp"
+#include "model_files.hpp"
 #include "safetensors.hpp"
 
 namespace infer {
@@ -382,6 +383,10 @@ Model Model::from_llama2c(const std::string& path, ringattn::DType matrices, TpS
 
 Model Model::from_gguf(const std::string& path, std::optional<ringattn::DType> matrices, TpShard shard) {
   GgufFile file(path);
+  return from_gguf(file, matrices, shard);
+}
+
+Model Model::from_gguf(GgufFile& file, std::optional<ringattn::DType> matrices, TpShard shard) {
   const ModelConfig c = gguf_config(file);
   Model m;
   m.configure(c, shard);
@@ -389,13 +394,18 @@ Model Model::from_gguf(const std::string& path, std::optional<ringattn::DType> m
   assemble(c, m.parts_, ringattn::DType::f32, src, m.embedding_, m.layers_, m.final_norm_, m.head_);
   for (const std::string& extra : file.unused())
     if (extra != "rope_freqs.weight")  // read by gguf_config
-      throw ringattn::FileError("model " + path + ": tensor \"" + extra + "\" is not part of the model its metadata describes");
+      throw ringattn::FileError("model " + file.path() + ": tensor \"" + extra + "\" is not part of the model its metadata describes");
   return m;
 }
 
 Model Model::from_hf(const std::string& dir, std::optional<ringattn::DType> matrices, TpShard shard) {
-  const ModelConfig c = read_hf_config(dir);
-  HfWeights weights(dir);
+  ModelFiles files("", dir);
+  return from_hf(files, matrices, shard);
+}
+
+Model Model::from_hf(ModelFiles& files, std::optional<ringattn::DType> matrices, TpShard shard) {
+  const ModelConfig& c = files.hf_config().config;
+  HfWeights& weights = files.hf_weights();
   Model m;
   m.configure(c, shard);
   MappedSource<HfWeights> src(weights, [](const std::string& n) { return n; }, matrices);
@@ -404,7 +414,7 @@ Model Model::from_hf(const std::string& dir, std::optional<ringattn::DType> matr
     // Tolerated: a tied checkpoint that also stores the head, and RoPE tables old exports saved.
     if (c.tied && extra.ends_with("\"lm_head.weight\"")) continue;
     if (extra.ends_with(".rotary_emb.inv_freq\"")) continue;
-    throw ringattn::FileError("model " + dir + ": " + extra + " is not part of the model config.json describes");
+    throw ringattn::FileError("model " + files.hf_dir() + ": " + extra + " is not part of the model config.json describes");
   }
   return m;
 }

@@ -55,6 +55,8 @@ class SafetensorsFile {
   // Names never viewed (a file for another configuration, or a typo in a name).
   std::vector<std::string> unused() const;
   const std::string& path() const { return path_; }
+  // The whole file as mapped (the fingerprint samples it).
+  std::span<const std::byte> bytes() const { return {file_->data(), static_cast<std::size_t>(file_->size())}; }
 
  private:
   struct Entry {

@@ -7,8 +7,8 @@
 #include <filesystem>
 
 #include "gguf.hpp"
-#include "input_file.hpp"
 #include "json.hpp"
+#include "model_files.hpp"
 #include "options.hpp"
 #include "tokenizer.hpp"
 #include "tokenizer_gguf.hpp"
@@ -92,8 +92,6 @@ class JsonText final : public TextTokenizer {
   std::string what_;
 };
 
-std::vector<char> read_small(const std::string& path) { return read_input_file(path, 1u << 20, "model"); }
-
 // An eos_token_id of a Hugging Face file: an id or a list of ids, each in [0, vocab).
 std::vector<std::int32_t> eos_ids(const Json& j, const std::string& path, std::int64_t vocab) {
   const Json* e = json_field(j, "eos_token_id");
@@ -112,18 +110,9 @@ std::vector<std::int32_t> eos_ids(const Json& j, const std::string& path, std::i
   return ids;
 }
 
-Json read_json(const std::string& path) {
-  const std::vector<char> bytes = read_small(path);
-  try {
-    return parse_json(std::string_view(bytes.data(), bytes.size()));
-  } catch (const std::runtime_error& e) {
-    throw ringattn::FileError("model " + path + ": " + e.what());
-  }
-}
-
 }  // namespace
 
-LoadedTokenizer load_text_tokenizer(const JobOptions& opt) {
+LoadedTokenizer load_text_tokenizer(const JobOptions& opt, ModelFiles& files) {
   LoadedTokenizer out;
   auto json_tokenizer = [&](TokenizerJson t, std::string what) {
     if (t.vocab() > opt.model.vocab)
@@ -131,20 +120,25 @@ LoadedTokenizer load_text_tokenizer(const JobOptions& opt) {
                                 std::to_string(opt.model.vocab) + " tokens: not this model's tokenizer");
     out.tokenizer = std::make_unique<JsonText>(std::move(t), std::move(what));
   };
+  // The tokenizer_config.json beside a tokenizer.json: its decode setting.
+  auto load_json = [&](const fs::path& file) {
+    const JsonMapFile* config = files.tokenizer_config();
+    return TokenizerJson::load(file, config ? &config->json : nullptr, config ? config->path : std::string());
+  };
   if (!opt.tokenizer.empty()) {
     const fs::path file(opt.tokenizer);
     if (file.extension() == ".json")
-      json_tokenizer(TokenizerJson::load(file, file.parent_path() / "tokenizer_config.json"), "tokenizer " + opt.tokenizer);
+      json_tokenizer(load_json(file), "tokenizer " + opt.tokenizer);
     else
       out.tokenizer = std::make_unique<Llama2cText>(Tokenizer::load(opt.tokenizer, opt.model.vocab), opt.tokenizer);
   } else if (!opt.hf.empty()) {
     const fs::path dir(opt.hf);
     if (fs::exists(dir / "tokenizer.json"))
-      json_tokenizer(TokenizerJson::load(dir / "tokenizer.json", dir / "tokenizer_config.json"), "tokenizer " + (dir / "tokenizer.json").string());
+      json_tokenizer(load_json(dir / "tokenizer.json"), "tokenizer " + (dir / "tokenizer.json").string());
     else
       out.missing = "the model directory " + opt.hf + " has no tokenizer.json: give --tokenizer FILE";
   } else if (!opt.gguf.empty()) {
-    const GgufFile f(opt.gguf);
+    const GgufFile& f = files.gguf();
     if (!f.strings("tokenizer.ggml.tokens")) {
       out.missing = "the GGUF file " + opt.gguf + " holds no vocabulary: give --tokenizer FILE";
     } else {
@@ -161,14 +155,14 @@ LoadedTokenizer load_text_tokenizer(const JobOptions& opt) {
   return out;
 }
 
-std::vector<std::int32_t> end_tokens(const JobOptions& opt) {
+std::vector<std::int32_t> end_tokens(const JobOptions& opt, ModelFiles& files) {
   std::vector<std::int32_t> ends;
   if (!opt.hf.empty()) {
-    const std::string generation = opt.hf + "/generation_config.json";
-    if (fs::exists(generation)) ends = eos_ids(read_json(generation), generation, opt.model.vocab);
-    if (ends.empty()) ends = eos_ids(read_json(opt.hf + "/config.json"), opt.hf + "/config.json", opt.model.vocab);
+    if (const Json* generation = files.hf_generation_config())
+      ends = eos_ids(*generation, opt.hf + "/generation_config.json", opt.model.vocab);
+    if (ends.empty()) ends = eos_ids(files.hf_config().json, files.hf_config().path, opt.model.vocab);
   } else if (!opt.gguf.empty()) {
-    ends = gguf_end_tokens(GgufFile(opt.gguf));
+    ends = gguf_end_tokens(files.gguf());
     if (std::any_of(ends.begin(), ends.end(), [&](std::int32_t t) { return t >= opt.model.vocab; }))
       throw ringattn::FileError("model " + opt.gguf + ": an end-of-generation token id is past the model's " +
                                 std::to_string(opt.model.vocab) + " tokens");

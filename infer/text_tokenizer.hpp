@@ -24,6 +24,7 @@
 
 namespace infer {
 
+class ModelFiles;
 struct JobOptions;
 
 // Text as generated ids come; next() gives what `token` completes (it may hold text back
@@ -62,13 +63,14 @@ struct LoadedTokenizer {
   std::string missing;  // "give --tokenizer FILE (...)" or the vocabulary's refusal
 };
 
-// The tokenizer for the model `opt` names (opt.model is its configuration, read already).
+// The tokenizer for the model `opt` names (opt.model is its configuration, read already),
+// from its files as `files` opened them (model_files.hpp).
 // Throws ringattn::FileError naming the file for a tokenizer file that is there but bad, or
 // that has ids past the model's vocabulary.
-LoadedTokenizer load_text_tokenizer(const JobOptions& opt);
+LoadedTokenizer load_text_tokenizer(const JobOptions& opt, ModelFiles& files);
 
 // The ids that end a generated text for the model `opt` names. Throws ringattn::FileError
 // naming the file for an eos_token_id that is not an id of the model.
-std::vector<std::int32_t> end_tokens(const JobOptions& opt);
+std::vector<std::int32_t> end_tokens(const JobOptions& opt, ModelFiles& files);
 
 }  // namespace infer

@@ -46,6 +46,9 @@ class TokenizerJson {
   // it exists): clean_up_tokenization_spaces (true when the file does not say, as in
   // transformers). Chat templates and special-token roles are read elsewhere.
   static TokenizerJson load(const std::filesystem::path& file, const std::filesystem::path& config);
+  // The same with the tokenizer_config.json read already (read_tokenizer_config; null: there
+  // is none), `config_path` naming it in errors.
+  static TokenizerJson load(const std::filesystem::path& file, const JsonMap* config, const std::string& config_path);
   // The same from a parsed tree; `where` names it in errors.
   // `llama_cpp`: run it as llama.cpp runs a GGUF vocabulary: \s is Unicode's White_Space
   // (not JavaScript's) and decode cleans spaces llama.cpp's way when `clean_up` says so.
@@ -107,5 +110,9 @@ class TokenizerJson {
   explicit TokenizerJson(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// A tokenizer_config.json (at most 64 MiB, a regular file, JSON as json.hpp reads it).
+// Throws ringattn::FileError "tokenizer config <path>: ..." naming what is wrong.
+JsonMap read_tokenizer_config(const std::filesystem::path& path);
 
 }  // namespace infer

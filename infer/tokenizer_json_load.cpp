@@ -444,20 +444,28 @@ TokenizerJson TokenizerJson::load(const std::filesystem::path& file) {
 
 namespace infer {
 
+JsonMap read_tokenizer_config(const std::filesystem::path& path) {
+  const std::vector<char> bytes = read_input_file(path.string(), kMaxFileBytes, "tokenizer config");
+  try {
+    return parse_json_map(std::string_view(bytes.data(), bytes.size()));
+  } catch (const std::exception& e) {
+    throw ringattn::FileError("tokenizer config " + path.string() + ": not valid JSON: " + e.what());
+  }
+}
+
 TokenizerJson TokenizerJson::load(const std::filesystem::path& file, const std::filesystem::path& config) {
+  if (!std::filesystem::exists(config)) return load(file, nullptr, config.string());
+  const JsonMap j = read_tokenizer_config(config);
+  return load(file, &j, config.string());
+}
+
+TokenizerJson TokenizerJson::load(const std::filesystem::path& file, const JsonMap* config, const std::string& config_path) {
   TokenizerJson t = load(file);
   t.impl_->clean_up = CleanUp::transformers;
-  if (!std::filesystem::exists(config)) return t;
-  const std::vector<char> bytes = read_input_file(config.string(), kMaxFileBytes, "tokenizer_config.json");
-  JsonMap j;
-  try {
-    j = parse_json_map(std::string_view(bytes.data(), bytes.size()));
-  } catch (const std::exception& e) {
-    throw ringattn::FileError("tokenizer config " + config.string() + ": not valid JSON: " + e.what());
-  }
-  if (!j.is_object()) throw ringattn::FileError("tokenizer config " + config.string() + ": is not a JSON object");
-  if (const JsonMap* c = json_field(j, "clean_up_tokenization_spaces"); c != nullptr && !c->is_null()) {
-    if (!c->is_boolean()) throw ringattn::FileError("tokenizer config " + config.string() + ": clean_up_tokenization_spaces is not a boolean");
+  if (config == nullptr) return t;
+  if (!config->is_object()) throw ringattn::FileError("tokenizer config " + config_path + ": is not a JSON object");
+  if (const JsonMap* c = json_field(*config, "clean_up_tokenization_spaces"); c != nullptr && !c->is_null()) {
+    if (!c->is_boolean()) throw ringattn::FileError("tokenizer config " + config_path + ": clean_up_tokenization_spaces is not a boolean");
     t.impl_->clean_up = c->get<bool>() ? CleanUp::transformers : CleanUp::none;
   }
   return t;

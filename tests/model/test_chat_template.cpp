@@ -19,6 +19,7 @@
 #include "infer/chat.hpp"
 #include "infer/chat_template.hpp"
 #include "infer/json.hpp"
+#include "infer/model_files.hpp"
 #include "infer/options.hpp"
 #include "tests/error_of.hpp"
 #include "tests/integration/spawn.hpp"
@@ -333,7 +334,8 @@ TEST_CASE("chat templates: Llama 3's and Qwen 3's in a GGUF file and in tokenize
     infer::JobOptions from_gguf, from_json;
     from_gguf.gguf = gguf.string();
     from_json.tokenizer = (dir / "tokenizer.json").string();
-    const infer::ModelChat g = infer::load_chat(from_gguf), j = infer::load_chat(from_json);
+    infer::ModelFiles gguf_files(from_gguf.gguf, "", ""), json_files("", "", from_json.tokenizer);
+    const infer::ModelChat g = infer::load_chat(from_gguf, gguf_files), j = infer::load_chat(from_json, json_files);
     REQUIRE_MESSAGE(g.tmpl.has_value(), g.refused);
     REQUIRE_MESSAGE(j.tmpl.has_value(), j.refused);
     CHECK(g.special_tokens == j.special_tokens);

@@ -4,6 +4,7 @@
 // deploy/test_embedding.sh; random inputs: tests/fuzz/fuzz_gguf.cpp.)
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -19,9 +20,12 @@
 #include "chat.hpp"
 #include "gguf.hpp"
 #include "gguf_config.hpp"
+#include "load.hpp"
 #include "model.hpp"
+#include "infer/model_files.hpp"
 #include "options.hpp"
 #include "tests/error_of.hpp"
+#include "tests/model/file_opens.hpp"
 #include "tokenizer_gguf.hpp"
 
 namespace fs = std::filesystem;
@@ -85,7 +89,7 @@ struct Gguf {
 };
 
 // A small llama: dim 8, 1 layer, 2 heads of 4 (1 KV head), MLP 8, vocab 16, tied.
-Gguf llama() {
+Gguf llama(std::uint32_t vocab = 16) {
   Gguf g;
   g.text("general.architecture", "llama");
   g.u32("llama.embedding_length", 8);
@@ -93,11 +97,11 @@ Gguf llama() {
   g.u32("llama.feed_forward_length", 8);
   g.u32("llama.attention.head_count", 2);
   g.u32("llama.attention.head_count_kv", 1);
-  g.u32("llama.vocab_size", 16);
+  g.u32("llama.vocab_size", vocab);
   g.u32("llama.context_length", 64);
   g.f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
   g.f32("llama.rope.freq_base", 10000.0f);
-  g.f32_tensor("token_embd.weight", {8, 16});
+  g.f32_tensor("token_embd.weight", {8, vocab});
   g.f32_tensor("blk.0.attn_norm.weight", {8}, 1.0f);
   g.f32_tensor("blk.0.attn_q.weight", {8, 8});
   g.f32_tensor("blk.0.attn_k.weight", {8, 4});
@@ -234,9 +238,7 @@ std::string byte_char(int b) {
 
 // A byte-level vocabulary: the 256 byte characters, "Ġt", "he", "Ġthe", "<|end|>" (control),
 // "</s>" (normal in the file: llama.cpp makes it control), as `edit` leaves it.
-GgufFile vocab_file(std::string& keep, const std::function<void(std::vector<std::string>&, std::vector<std::int32_t>&, Gguf&)>& edit = {}) {
-  Gguf g;
-  g.text("general.architecture", "llama");
+void add_byte_vocab(Gguf& g, const std::function<void(std::vector<std::string>&, std::vector<std::int32_t>&, Gguf&)>& edit = {}) {
   std::vector<std::string> tokens;
   for (int b = 0; b < 256; ++b) tokens.push_back(byte_char(b));
   const std::string G = byte_char(' ');
@@ -249,6 +251,12 @@ GgufFile vocab_file(std::string& keep, const std::function<void(std::vector<std:
   g.texts("tokenizer.ggml.tokens", tokens);
   g.i32s("tokenizer.ggml.token_type", types);
   if (g.meta.find("tokenizer.ggml.merges") == std::string::npos) g.texts("tokenizer.ggml.merges", {G + " t", "h e", G + "t he"});
+}
+
+GgufFile vocab_file(std::string& keep, const std::function<void(std::vector<std::string>&, std::vector<std::int32_t>&, Gguf&)>& edit = {}) {
+  Gguf g;
+  g.text("general.architecture", "llama");
+  add_byte_vocab(g, edit);
   keep = g.bytes();
   return GgufFile(std::as_bytes(std::span(keep.data(), keep.size())), "vocab.gguf");
 }
@@ -298,7 +306,8 @@ TEST_CASE("gguf: a hostile tokenizer.chat_template is refused when rendered, nam
   const TempFile f(g.bytes());
   infer::JobOptions opt;
   opt.gguf = f.path.string();
-  const infer::ModelChat chat = infer::load_chat(opt);
+  infer::ModelFiles files(opt.gguf, opt.hf, opt.tokenizer);
+  const infer::ModelChat chat = infer::load_chat(opt, files);
   REQUIRE_MESSAGE(chat.tmpl.has_value(), chat.refused);
   infer::RenderStats stats;
   const std::string e = error_of([&] {
@@ -415,4 +424,32 @@ TEST_CASE("gguf: a byte-level vocabulary runs as llama.cpp runs it; a hostile or
     CHECK(m.find("vocab.gguf") != std::string::npos);
     CHECK(m.find(c.says) != std::string::npos);
   }
+}
+
+// One load reads a GGUF file once (issue 46): the weights, the configuration, the vocabulary,
+// the end tokens, the chat template and the fingerprint all from one mapping and one parse of
+// its metadata. Before, the file was opened five times (model_load, the tokenizer, the end
+// tokens, the chat template, the fingerprint), its 150k-entry vocabulary parsed four times.
+// Counted by the kernel: an inotify watch on the file sees every open.
+TEST_CASE("gguf: one load opens the file once, for the weights, the vocabulary, the end tokens, the chat template and the fingerprint") {
+  Gguf g = llama(261);
+  add_byte_vocab(g);
+  g.u32("tokenizer.ggml.eos_token_id", 259);
+  g.text("tokenizer.chat_template", "{% for m in messages %}<{{ m.role }}>{{ m.content }}{{ eos_token }}{% endfor %}");
+  const TempFile f(g.bytes());
+  ringattn::test::FileOpens opens;
+  opens.watch(f.path.string());
+  infer::JobOptions opt;
+  opt.gguf = f.path.string();
+  opt.tp = {0, 2};  // a tensor-parallel part: the fingerprint is taken too
+  opt.progress = false;
+  const infer::LoadedJob job = infer::load_model(opt);
+  CHECK(opens.counts().at(f.path.string()) == 1);
+  REQUIRE_MESSAGE(job.tokenizer != nullptr, job.tokenizer_missing);
+  CHECK(job.tokenizer->vocab() == 261);
+  REQUIRE_MESSAGE(job.chat.tmpl.has_value(), job.chat.refused);
+  CHECK(job.chat.render(infer::Json::array({{{"role", "user"}, {"content", "hi"}}})) == "<user>hi<|end|>");
+  CHECK(job.fingerprint != 0);
+  CHECK(std::binary_search(opt.end_tokens.begin(), opt.end_tokens.end(), 259));  // the file's EOS
+  CHECK(job.model.parts().shard.size == 2);
 }

@@ -21,8 +21,10 @@
 #include <ringattn/half.hpp>
 
 #include "json.hpp"
+#include "load.hpp"
 #include "model.hpp"
 #include "tests/error_of.hpp"
+#include "tests/model/file_opens.hpp"
 
 namespace fs = std::filesystem;
 using infer::Json;
@@ -303,4 +305,34 @@ TEST_CASE("hf: hostile or mismatched tensors are refused naming the file and the
   CHECK(load_error(d).find("header length 16 exceeds the file") != std::string::npos);
   fs::remove(d.path / "model.safetensors");
   CHECK(load_error(d).find("neither model.safetensors nor model.safetensors.index.json") != std::string::npos);
+}
+
+// One load reads each file of a Hugging Face directory once (issue 46): config.json (the
+// configuration, the end tokens, the fingerprint), tokenizer_config.json (the tokenizer's
+// decode setting, the chat template and its tokens), generation_config.json, the
+// safetensors (the weights, the fingerprint) and tokenizer.json, each handed on from one
+// read. Before, config.json, tokenizer_config.json and model.safetensors were opened twice.
+TEST_CASE("hf: one load opens each file of the directory once") {
+  ModelConfig c = small();
+  c.vocab = 300;  // the byte-level tokenizer's 264 ids fit
+  const Dir d("once");
+  write_model(d, c, DType::f32);
+  fs::copy_file(RINGATTN_SOURCE_ROOT "/tests/fuzz/corpus/tokenizer_json/tiny-byte-level.json", d.path / "tokenizer.json");
+  d.write("tokenizer_config.json", R"({"clean_up_tokenization_spaces": false, "eos_token": "</s>",)"
+                                   R"( "chat_template": "{% for m in messages %}{{ m.content }}{{ eos_token }}{% endfor %}"})");
+  d.write("generation_config.json", R"({"eos_token_id": [7, 2]})");
+  ringattn::test::FileOpens opens;
+  for (const char* f : {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "generation_config.json"})
+    opens.watch((d.path / f).string());
+  infer::JobOptions opt;
+  opt.hf = d.str();
+  opt.tp = {1, 2};  // a tensor-parallel part: the fingerprint is taken too
+  opt.progress = false;
+  const infer::LoadedJob job = infer::load_model(opt);
+  for (const auto& [file, n] : opens.counts()) CHECK_MESSAGE(n == 1, file << " opened " << n << " times");
+  REQUIRE_MESSAGE(job.tokenizer != nullptr, job.tokenizer_missing);
+  REQUIRE_MESSAGE(job.chat.tmpl.has_value(), job.chat.refused);
+  CHECK(job.chat.render(Json::array({{{"role", "user"}, {"content", "hi"}}})) == "hi</s>");
+  CHECK(opt.end_tokens == std::vector<std::int32_t>{2, 7});
+  CHECK(job.fingerprint != 0);
 }

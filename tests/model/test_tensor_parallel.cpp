@@ -23,6 +23,7 @@
 
 #include "fingerprint.hpp"
 #include "model.hpp"
+#include "infer/model_files.hpp"
 #include "tensor_parallel.hpp"
 
 using infer::Model;
@@ -257,11 +258,12 @@ TEST_CASE("tensor parallelism: the whole checkpoint's fingerprint tells two file
   // The model's: the seed and shape when no file holds it; the held dtype counts.
   JobOptions o;
   ModelConfig c;
-  const std::uint64_t seeded = model_fingerprint(o, c);
+  infer::ModelFiles none("", "");
+  const std::uint64_t seeded = model_fingerprint(o, none, c);
   o.seed = 2;
-  CHECK(model_fingerprint(o, c) != seeded);
+  CHECK(model_fingerprint(o, none, c) != seeded);
   o.seed = 1;
   o.weights_dtype = ringattn::DType::bf16;
-  CHECK(model_fingerprint(o, c) != seeded);
+  CHECK(model_fingerprint(o, none, c) != seeded);
   CHECK_THROWS_WITH_AS(files_fingerprint({(dir / "absent.bin").string()}), doctest::Contains("absent.bin"), ringattn::FileError);
 }
