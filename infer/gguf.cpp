@@ -2,12 +2,13 @@
 // is checked against the bytes that remain before anything is allocated from it.
 #include "gguf.hpp"
 
-#include <ringattn/blocks.hpp>
 #include <ringattn/error.hpp>
+#include <ringattn/tensor_types.hpp>
 
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <optional>
 
 namespace infer {
 
@@ -26,31 +27,13 @@ std::string shape_text(std::span<const std::int64_t> shape) {
   return s + "]";
 }
 
-const char* type_name(GgmlType t) {
-  switch (t) {
-    case GgmlType::f32: return "F32";
-    case GgmlType::f16: return "F16";
-    case GgmlType::bf16: return "BF16";
-    case GgmlType::q8_0: return "Q8_0";
-    case GgmlType::q4_k: return "Q4_K";
-    case GgmlType::q6_k: return "Q6_K";
-  }
-  return "?";
-}
-
-// Bytes of `elements` of type t whose innermost dimension is ne0; 0 if ne0 is not a whole
-// number of the type's blocks.
-std::uint64_t tensor_bytes(GgmlType t, std::int64_t ne0, std::int64_t elements) {
-  const auto n = static_cast<std::uint64_t>(elements);
-  switch (t) {
-    case GgmlType::f32: return n * 4;
-    case GgmlType::f16:
-    case GgmlType::bf16: return n * 2;
-    case GgmlType::q8_0: return ne0 % 32 ? 0 : n / 32 * 34;   // fp16 scale + 32 int8
-    case GgmlType::q4_k: return ne0 % 256 ? 0 : n / 256 * 144;  // 2 fp16 + 12 scale bytes + 128 nibble bytes
-    case GgmlType::q6_k: return ne0 % 256 ? 0 : n / 256 * 210;  // 128 + 64 bytes of q, 16 int8 scales, fp16
-  }
-  return 0;
+// Bytes of a tensor of `elements` values of type t whose rows (innermost dimension) are
+// ne0 values; nullopt if a row is not whole blocks of t.
+std::optional<std::uint64_t> tensor_bytes(const ringattn::TensorType& t, std::int64_t ne0, std::int64_t elements) {
+  const std::optional<std::uint64_t> row = t.row_bytes(ne0);
+  const auto rows = static_cast<std::uint64_t>(elements / ne0);
+  if (!row || (rows != 0 && *row > UINT64_MAX / rows)) return std::nullopt;
+  return *row * rows;
 }
 
 // Reads little-endian values off the mapped bytes, never past the end.
@@ -190,15 +173,21 @@ void GgufFile::parse() {
       f.t.shape.insert(f.t.shape.begin(), static_cast<std::int64_t>(ne));  // outermost first
       elements *= static_cast<std::int64_t>(ne);
     }
+    // The type by the table of tensor types (ringattn/tensor_types.hpp): one without a row
+    // is refused by its id and ggml's name for it, never read as another type.
     const auto type = c.get<std::uint32_t>("type of " + f.name);
-    f.t.type = static_cast<GgmlType>(type);
-    if (type != 0 && type != 1 && type != 8 && type != 12 && type != 14 && type != 30)
+    f.t.type = ringattn::find_ggml_type(type);
+    if (!f.t.type) {
+      const std::string_view ggml = ringattn::ggml_type_name(type);
       throw c.fail("tensor \"" + f.name + "\": ggml type " + std::to_string(type) +
-                   " is not read (F32, F16, BF16, Q8_0, Q4_K, Q6_K)");
-    f.t.bytes = tensor_bytes(f.t.type, f.t.shape.back(), elements);
-    if (f.t.bytes == 0)
+                   (ggml.empty() ? std::string() : " (" + std::string(ggml) + ")") + " is not read (" +
+                   ringattn::ggml_type_names() + ")");
+    }
+    const std::optional<std::uint64_t> bytes = tensor_bytes(*f.t.type, f.t.shape.back(), elements);
+    if (!bytes)
       throw c.fail("tensor \"" + f.name + "\": a row of " + std::to_string(f.t.shape.back()) + " is not whole " +
-                   type_name(f.t.type) + " blocks");
+                   std::string(f.t.type->ggml_name) + " blocks");
+    f.t.bytes = *bytes;
     f.offset = c.get<std::uint64_t>("offset of " + f.name);
     infos.push_back(std::move(f));
   }
@@ -268,10 +257,10 @@ const std::vector<std::int64_t>& GgufFile::shape(const std::string& name) const 
   return it->second.shape;
 }
 
-GgmlType GgufFile::type(const std::string& name) const {
+ringattn::DType GgufFile::type(const std::string& name) const {
   const auto it = tensors_.find(name);
   if (it == tensors_.end()) throw ringattn::FileError("model " + path_ + ": no tensor \"" + name + "\"");
-  return it->second.type;
+  return it->second.type->dtype;
 }
 
 TensorView GgufFile::view(const std::string& name, std::span<const std::int64_t> shape) {
@@ -283,21 +272,9 @@ TensorView GgufFile::view(const std::string& name, std::span<const std::int64_t>
   if (!std::equal(t.shape.begin(), t.shape.end(), shape.begin(), shape.end()))
     throw ringattn::FileError("model " + path_ + ": tensor \"" + name + "\" has shape " + shape_text(t.shape) +
                               ", the model's configuration needs " + shape_text(shape));
-  ringattn::DType d;
-  switch (t.type) {
-    case GgmlType::f32: d = ringattn::DType::f32; break;
-    case GgmlType::f16: d = ringattn::DType::f16; break;
-    case GgmlType::bf16: d = ringattn::DType::bf16; break;
-    case GgmlType::q8_0: d = ringattn::DType::q8_0; break;
-    case GgmlType::q4_k: d = ringattn::DType::q4_k; break;
-    case GgmlType::q6_k: d = ringattn::DType::q6_k; break;
-    default:
-      throw ringattn::FileError("model " + path_ + ": tensor \"" + name + "\" is " + type_name(t.type) +
-                                ": a type this reader does not know");
-  }
-  t.used = true;
-  return {d, data_ + t.begin,
-          t.bytes / static_cast<std::uint64_t>(ringattn::block_bytes(d)) * static_cast<std::uint64_t>(ringattn::block_values(d))};
+  t.used = true;  // (parse refused every type without a row: t.type is one)
+  return {t.type->dtype, data_ + t.begin,
+          t.bytes / static_cast<std::uint64_t>(t.type->block_bytes) * static_cast<std::uint64_t>(t.type->block_values)};
 }
 
 std::vector<float> GgufFile::take(const std::string& name, std::span<const std::int64_t> shape) {

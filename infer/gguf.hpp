@@ -21,13 +21,12 @@
 #include <variant>
 #include <vector>
 
+#include <ringattn/tensor_types.hpp>
+
 #include "input_file.hpp"
 #include "safetensors.hpp"
 
 namespace infer {
-
-// ggml tensor types this reader knows the size of.
-enum class GgmlType : std::uint32_t { f32 = 0, f16 = 1, q8_0 = 8, q4_k = 12, q6_k = 14, bf16 = 30 };
 
 class GgufFile {
  public:
@@ -54,7 +53,8 @@ class GgufFile {
   std::vector<std::string> names() const;
   // A tensor's dimensions, outermost first; throws FileError if it is absent.
   const std::vector<std::int64_t>& shape(const std::string& name) const;
-  GgmlType type(const std::string& name) const;
+  // The DType of a tensor's ggml type (the table of tensor types, ringattn/tensor_types.hpp).
+  ringattn::DType type(const std::string& name) const;
   // An F32, F16, BF16, Q8_0, Q4_K or Q6_K tensor of exactly `shape` (outermost first, as
   // [out, in]), marked used.
   TensorView view(const std::string& name, std::span<const std::int64_t> shape);
@@ -65,7 +65,7 @@ class GgufFile {
 
  private:
   struct Tensor {
-    GgmlType type = GgmlType::f32;
+    const ringattn::TensorType* type = nullptr;  // its row of the table; parse refuses a type without one
     std::vector<std::int64_t> shape;  // outermost first
     std::uint64_t begin = 0, bytes = 0;
     bool used = false;

@@ -213,19 +213,15 @@ class MappedSource : public TensorSource {
       const std::string name = rename_(p.spec->name);
       const TensorView v = w_.view(name, p.spec->shape);
       const std::int64_t full_in = p.spec->shape[1];
-      const std::size_t row_bytes = stored_bytes(v.dtype, full_in);
-      const std::byte* first = v.data + static_cast<std::size_t>(p.rows.first) * row_bytes;
+      // The split rule of the table of tensor types: a part's columns are whole blocks.
+      const ColumnCut cut = column_cut(ringattn::tensor_type(v.dtype), full_in, p.cols,
+                                       "model " + w_.file_of(name) + ": tensor " + name);
+      const std::byte* first = v.data + static_cast<std::size_t>(p.rows.first) * cut.row;
       if (p.cols.count != full_in) {  // O's and down's part: each row's run of columns
-        const std::int64_t b = block_values(v.dtype);
-        if (p.cols.first % b != 0 || p.cols.count % b != 0)
-          throw ringattn::FileError("model " + w_.file_of(name) + ": tensor " + name + ": this rank's tensor-parallel part holds its columns [" + std::to_string(p.cols.first) + ", " +
-                                    std::to_string(p.cols.end()) + "), which do not start and end on the " +
-                                    std::string(ringattn::to_string(v.dtype)) + " blocks of " + std::to_string(b) +
-                                    " values along a row (a --tp whose parts are whole blocks, or another file type)");
-        const std::size_t skip = stored_bytes(v.dtype, p.cols.first), take = stored_bytes(v.dtype, p.cols.count);
-        std::vector<std::byte>& c = copies.emplace_back(static_cast<std::size_t>(p.rows.count) * take);
+        std::vector<std::byte>& c = copies.emplace_back(static_cast<std::size_t>(p.rows.count) * cut.take);
         for (std::int64_t r = 0; r < p.rows.count; ++r)
-          std::copy_n(first + static_cast<std::size_t>(r) * row_bytes + skip, take, c.begin() + static_cast<std::ptrdiff_t>(r) * static_cast<std::ptrdiff_t>(take));
+          std::copy_n(first + static_cast<std::size_t>(r) * cut.row + cut.skip, cut.take,
+                      c.begin() + static_cast<std::ptrdiff_t>(r) * static_cast<std::ptrdiff_t>(cut.take));
         first = c.data();
       }
       check_finite({v.dtype, first, static_cast<std::uint64_t>(p.rows.count * p.cols.count)}, "weights " + w_.file_of(name), name);

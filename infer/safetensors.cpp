@@ -4,13 +4,13 @@
 
 #include <ringattn/blocks.hpp>
 #include <ringattn/error.hpp>
-#include <ringattn/half.hpp>
+#include <ringattn/tensor_types.hpp>
 
 #include <algorithm>
 #include <bit>
-#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 
 #include "json.hpp"
 
@@ -31,20 +31,16 @@ std::string shape_text(std::span<const std::int64_t> shape) {
   return s + "]";
 }
 
-// Element i of an fp32, bf16 or fp16 tensor, as fp32 (exact).
-float element(const TensorView& t, std::uint64_t i) {
-  if (t.dtype == ringattn::DType::f32) {
-    float f;
-    std::memcpy(&f, t.data + i * 4, 4);
-    return f;
+// Bits of `bytes` (2 or 4) little-endian bytes at p.
+std::uint32_t bits_at(const std::byte* p, std::int64_t bytes) {
+  if (bytes == 4) {
+    std::uint32_t u;
+    std::memcpy(&u, p, 4);
+    return u;
   }
   std::uint16_t h;
-  std::memcpy(&h, t.data + i * 2, 2);
-  if (t.dtype == ringattn::DType::f16) return ringattn::from_f16(h);
-  const std::uint32_t u = static_cast<std::uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
+  std::memcpy(&h, p, 2);
+  return h;
 }
 
 }  // namespace
@@ -81,10 +77,11 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     if (!dtype || !shape || !offsets) throw bad("needs dtype, shape and data_offsets");
     Entry e;
     const std::string dt = dtype->is_string() ? dtype->get<std::string>() : std::string("?");
-    if (dt == "F32") e.dtype = ringattn::DType::f32;
-    else if (dt == "BF16") e.dtype = ringattn::DType::bf16;
-    else if (dt == "F16") e.dtype = ringattn::DType::f16;
-    else throw bad("dtype " + dt + ": only F32, BF16 and F16 are read");
+    // The table of tensor types (ringattn/tensor_types.hpp) names what is read; any other
+    // dtype is refused by its name.
+    const ringattn::TensorType* type = ringattn::find_safetensors_type(dt);
+    if (!type) throw bad("dtype " + dt + ": only " + ringattn::safetensors_type_names(" and ") + " are read");
+    e.dtype = type->dtype;
     if (!shape->is_array() || shape->size() > 8) throw bad("shape must be an array of at most 8 sizes");
     if (!offsets->is_array() || offsets->size() != 2) throw bad("data_offsets must be [begin, end]");
     std::uint64_t elements = 1;
@@ -104,10 +101,13 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     if (e.begin > e.end || e.end > data_size)
       throw bad("data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + ") outside the " +
                 std::to_string(data_size) + " data bytes (truncated file?)");
-    const std::uint64_t width = ringattn::dtype_size(e.dtype);
-    if (e.end - e.begin != elements * width)
+    // Safetensors' types are one value a block (a test holds the table to it): elements
+    // bytes of block_bytes each, each aligned to its size.
+    const auto width = static_cast<std::uint64_t>(type->block_bytes);
+    const std::optional<std::uint64_t> needs = type->row_bytes(static_cast<std::int64_t>(elements));
+    if (!needs || e.end - e.begin != *needs)
       throw bad("holds " + std::to_string(e.end - e.begin) + " bytes, shape " + shape_text(e.shape) + " of " + dt +
-                " needs " + std::to_string(elements * width));
+                " needs " + (needs ? std::to_string(*needs) : "whole blocks of " + std::to_string(type->block_values)));
     e.begin += data_at;
     e.end += data_at;
     if (e.begin % width != 0)
@@ -127,7 +127,9 @@ TensorView SafetensorsFile::view(const std::string& name, std::span<const std::i
     throw ringattn::FileError("weights " + path_ + ": tensor \"" + name + "\" has shape " + shape_text(e.shape) +
                               ", the model's configuration needs " + shape_text(shape));
   e.used = true;
-  return {e.dtype, file_->data() + e.begin, (e.end - e.begin) / ringattn::dtype_size(e.dtype)};
+  const ringattn::TensorType& type = ringattn::tensor_type(e.dtype);
+  return {e.dtype, file_->data() + e.begin,
+          (e.end - e.begin) / static_cast<std::uint64_t>(type.block_bytes) * static_cast<std::uint64_t>(type.block_values)};
 }
 
 std::vector<float> SafetensorsFile::take(const std::string& name, std::span<const std::int64_t> shape) {
@@ -163,28 +165,19 @@ std::vector<std::string> SafetensorsFile::unused() const {
 }
 
 void check_finite(const TensorView& t, const std::string& what, const std::string& name) {
-  // Exponent all ones: inf or NaN, in each format's bits.
+  // Exponent all ones: inf or NaN, in each format's bits, where its row of the table of
+  // tensor types says they are: each value's (fp32, bf16, fp16), or each block's fp16
+  // scales (q8_0's d at byte 0, q4_k's d and dmin at 0 and 2, q6_k's d at 208).
+  const ringattn::TensorType& type = ringattn::tensor_type(t.dtype);
+  const auto blocks = t.elements / static_cast<std::uint64_t>(type.block_values);
+  const auto size = static_cast<std::uint64_t>(type.block_bytes);
   bool bad = false;
-  if (t.dtype == ringattn::DType::f32) {
-    for (std::uint64_t i = 0; i < t.elements && !bad; ++i) bad = !std::isfinite(element(t, i));
-  } else if (t.dtype == ringattn::DType::q8_0 || t.dtype == ringattn::DType::q4_k || t.dtype == ringattn::DType::q6_k) {
-    // The blocks' fp16 scales: q8_0's d at byte 0, q4_k's d and dmin at 0 and 2, q6_k's d at 208.
-    const std::int64_t n = ringattn::block_values(t.dtype), size = ringattn::block_bytes(t.dtype);
-    const std::vector<int> at = t.dtype == ringattn::DType::q4_k   ? std::vector<int>{0, 2}
-                                : t.dtype == ringattn::DType::q6_k ? std::vector<int>{208}
-                                                                   : std::vector<int>{0};
-    for (std::uint64_t b = 0; b < t.elements / static_cast<std::uint64_t>(n) && !bad; ++b)
-      for (const int o : at) {
-        std::uint16_t h;
-        std::memcpy(&h, t.data + b * static_cast<std::uint64_t>(size) + o, 2);
-        bad = bad || (h & 0x7C00) == 0x7C00;
-      }
-  } else {
-    const std::uint16_t mask = t.dtype == ringattn::DType::f16 ? 0x7C00 : 0x7F80;
-    for (std::uint64_t i = 0; i < t.elements && !bad; ++i) {
-      std::uint16_t h;
-      std::memcpy(&h, t.data + i * 2, 2);
-      bad = (h & mask) == mask;
+  for (std::uint64_t b = 0; b < blocks && !bad; ++b) {
+    const std::byte* block = t.data + b * size;
+    if (type.scales == 0) {
+      bad = (bits_at(block, type.block_bytes) & type.exponent) == type.exponent;
+    } else {
+      for (int s = 0; s < type.scales; ++s) bad = bad || (bits_at(block + type.scale_at[s], 2) & 0x7C00u) == 0x7C00u;
     }
   }
   if (bad) throw ringattn::FileError(what + ": tensor \"" + name + "\" holds NaN or inf");

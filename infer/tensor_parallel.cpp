@@ -4,6 +4,7 @@
 #include <ringattn/error.hpp>
 
 #include <algorithm>
+#include <optional>
 
 #include "model.hpp"
 
@@ -39,28 +40,20 @@ TpParts TpParts::of(const ModelConfig& c, TpShard shard) {
   return p;
 }
 
-std::int64_t block_values(ringattn::DType dtype) {
-  switch (dtype) {
-    case ringattn::DType::q8_0: return 32;
-    case ringattn::DType::q4_k:
-    case ringattn::DType::q6_k: return 256;
-    default: return 1;
-  }
-}
-
-std::size_t stored_bytes(ringattn::DType dtype, std::int64_t n) {
-  const std::int64_t b = block_values(dtype);
-  if (n < 0 || n % b != 0) return 0;
-  const auto blocks = static_cast<std::size_t>(n / b);
-  switch (dtype) {
-    case ringattn::DType::f32: return blocks * 4;
-    case ringattn::DType::bf16:
-    case ringattn::DType::f16: return blocks * 2;
-    case ringattn::DType::q8_0: return blocks * 34;
-    case ringattn::DType::q4_k: return blocks * 144;
-    case ringattn::DType::q6_k: return blocks * 210;
-  }
-  return 0;
+ColumnCut column_cut(const ringattn::TensorType& type, std::int64_t row_values, Part cols, const std::string& where) {
+  const std::optional<std::uint64_t> row = type.row_bytes(row_values);
+  if (!row || cols.first < 0 || cols.count < 0 || cols.first > row_values - cols.count)
+    throw ringattn::InvalidArgument(where + ": columns [" + std::to_string(cols.first) + ", " + std::to_string(cols.end()) +
+                                    ") of a row of " + std::to_string(row_values) + " " + std::string(type.name) +
+                                    " values: outside the row, or the row is not whole blocks");
+  if (!type.splits_at(cols.first) || !type.splits_at(cols.count))
+    throw ringattn::FileError(where + ": this rank's tensor-parallel part holds its columns [" + std::to_string(cols.first) +
+                              ", " + std::to_string(cols.end()) + "), which do not start and end on the " +
+                              std::string(type.name) + " blocks of " + std::to_string(type.block_values) +
+                              " values along a row (a --tp whose parts are whole blocks, or another file type)");
+  // Both within the row: whole blocks of it, so neither overflows.
+  return {static_cast<std::size_t>(*row), static_cast<std::size_t>(*type.row_bytes(cols.first)),
+          static_cast<std::size_t>(*type.row_bytes(cols.count))};
 }
 
 }  // namespace infer

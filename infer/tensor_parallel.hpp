@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include <ringattn/tensor_types.hpp>
 #include <ringattn/types.hpp>
 
 namespace infer {
@@ -56,11 +57,16 @@ struct TpParts {
   static TpParts of(const ModelConfig& c, TpShard shard);
 };
 
-// Bytes of n values of a weight dtype along a row (the block formats: whole blocks only);
-// 0 if n is not a whole number of the format's blocks.
-std::size_t stored_bytes(ringattn::DType dtype, std::int64_t n);
-// Values a block of the format holds along a row (1 for fp32, bf16, fp16).
-std::int64_t block_values(ringattn::DType dtype);
+// Where a part's columns lie in each row of a file's weight of `type`: `skip` bytes from
+// the row's start, `take` bytes, of a row of `row` bytes (row_values values). The split
+// rule is the table of tensor types' (TensorType::splits_at): the part starts and ends on
+// the type's whole blocks, else FileError "<where>: this rank's tensor-parallel part holds
+// its columns [a, b), which do not start and end on the q8_0 blocks of 32 values ...".
+// Columns outside the row, or a row not whole blocks: InvalidArgument naming them.
+struct ColumnCut {
+  std::size_t row = 0, skip = 0, take = 0;
+};
+ColumnCut column_cut(const ringattn::TensorType& type, std::int64_t row_values, Part cols, const std::string& where);
 
 // The group's two collectives, as the model calls them: the job gives the ring's group
 // scope (Ring::all_reduce / all_gather with Scope::group), tests an in-process group. Every

@@ -15,8 +15,10 @@
 #include "kernels/aligned_buffer.hpp"
 #include "kernels/dispatch.hpp"
 #include "kernels/quant_blocks.hpp"
+#include "kernels/tensor_table.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/half.hpp"
+#include "ringattn/tensor_types.hpp"
 
 namespace ringattn {
 
@@ -24,11 +26,12 @@ namespace ringattn {
 // A Linear is one part, or (blocks kept in their own dtypes) several stacked by rows.
 struct LinearPart {
   DType dtype = DType::f32;
+  LinearPath path = LinearPath::f32;  // the dtype's row of the tensor-type table says which loops
   std::int64_t row0 = 0, out = 0, panels = 0;
   std::int64_t panel_words = 0;  // 4-byte words per panel: in*32 (f32), ceil(in/2)*32 (bf16), in*16
                                  // (f16), in/block * the format's words (q8_0, q4_k, q6_k)
   std::size_t offset = 0;
-  const kernels::QuantFormat* quant = nullptr;  // the block format, or null
+  const kernels::QuantFormat* quant = nullptr;  // the block format (path blocks), or null
 };
 
 struct Linear::Impl {
@@ -43,6 +46,9 @@ namespace {
 
 constexpr std::int64_t kMaxDim = std::int64_t{1} << 24;
 constexpr int P = kernels::kPanel;
+
+// A dtype Linear holds: one with a row in the table of tensor types.
+bool known_held(DType d) { return kernels::tensor_row(d) != nullptr; }
 
 std::string shape(std::int64_t out, std::int64_t in) { return "[" + std::to_string(out) + ", " + std::to_string(in) + "]"; }
 
@@ -87,9 +93,7 @@ Linear::Linear(DType dtype, std::int64_t in, std::initializer_list<std::span<con
 
 Linear::Linear(std::optional<DType> dtype, std::int64_t in, std::span<const Block> blocks, std::optional<Isa> isa) {
   for (const Block& b : blocks) {
-    const bool known = b.dtype == DType::f32 || b.dtype == DType::bf16 || b.dtype == DType::f16 ||
-                       kernels::quant_format(b.dtype) != nullptr;
-    if (b.rows < 1 || !b.data || !known)
+    if (b.rows < 1 || !b.data || !known_held(b.dtype))
       throw InvalidArgument("linear: a block of " + std::to_string(b.rows) + " rows" + (b.data ? "" : " without data") +
                             " (needs rows >= 1, data, dtype fp32, bf16, fp16, q8_0, q4_k or q6_k)");
   }
@@ -99,14 +103,11 @@ Linear::Linear(std::optional<DType> dtype, std::int64_t in, std::span<const Bloc
 
 namespace {
 
-bool known_held(DType d) {
-  return d == DType::f32 || d == DType::bf16 || d == DType::f16 || kernels::quant_format(d) != nullptr;
-}
-
-// Bytes of one row of `in` values of `dtype` in a source block.
+// Bytes of one row of `in` values of `dtype` in a source block (in: whole blocks of it,
+// at most 2^24 values, checked by pack).
 std::size_t row_bytes(DType dtype, std::int64_t in) {
-  if (const auto* f = kernels::quant_format(dtype)) return static_cast<std::size_t>(in / f->block * f->bytes);
-  return static_cast<std::size_t>(in) * dtype_size(dtype);
+  const TensorType& t = *kernels::tensor_row(dtype);
+  return static_cast<std::size_t>(in / t.block_values * t.block_bytes);
 }
 
 // Element k of a source row of fp32, bf16 or fp16, as fp32 (exact).
@@ -120,9 +121,14 @@ float source_value(const void* row, DType dtype, std::int64_t k) {
   return f;
 }
 
-std::int64_t panel_words_of(DType dtype, std::int64_t in) {
-  if (const auto* f = kernels::quant_format(dtype)) return in / f->block * f->panel_words;
-  return dtype == DType::bf16 ? (in + 1) / 2 * P : dtype == DType::f16 ? in * P / 2 : in * P;
+std::int64_t panel_words_of(const LinearPart& part, std::int64_t in) {
+  switch (part.path) {
+    case LinearPath::f32: return in * P;
+    case LinearPath::bf16: return (in + 1) / 2 * P;
+    case LinearPath::f16: return in * P / 2;
+    case LinearPath::blocks: return in / part.quant->block * part.quant->panel_words;
+  }
+  return 0;  // not reached: pack takes the path from the table
 }
 
 // Column j of a part's panel from W's row (`row`, of dtype `from`), converted to the
@@ -150,12 +156,12 @@ void pack_column(const LinearPart& part, std::int64_t in, std::uint32_t* panel, 
       for (int i = 0; i < 32; ++i) v[i] = source_value(row, from, b * 32 + i);
       kernels::quantize_q8_0(v, panel + b * part.quant->panel_words, j);
     }
-  } else if (part.dtype == DType::f32) {
+  } else if (part.path == LinearPath::f32) {
     for (std::int64_t k = 0; k < in; ++k) {
       const float v = source_value(row, from, k);
       std::memcpy(&panel[k * P + j], &v, 4);
     }
-  } else if (part.dtype == DType::f16) {  // [K][32] halves
+  } else if (part.path == LinearPath::f16) {  // [K][32] halves
     auto* halves = reinterpret_cast<std::uint16_t*>(panel);
     const auto* h = static_cast<const std::uint16_t*>(row);
     for (std::int64_t k = 0; k < in; ++k)
@@ -203,22 +209,26 @@ void Linear::pack(std::optional<DType> dtype, std::int64_t in, std::optional<Isa
   for (const auto& [b0, b1] : runs) {
     LinearPart part;
     part.dtype = dtype.value_or(blocks[b0].dtype);
+    part.path = kernels::tensor_row(part.dtype)->linear;
     part.quant = kernels::quant_format(part.dtype);
+    if ((part.path == LinearPath::blocks) != (part.quant != nullptr))  // the table and the kernels disagree
+      throw InvalidArgument("linear: dtype " + std::string(to_string(part.dtype)) +
+                            " has no packed panel format for its Linear path");
     part.row0 = row0;
     for (std::size_t i = b0; i < b1; ++i) {
       const Block& b = blocks[i];
       part.out += b.rows;
-      for (const auto* f : {kernels::quant_format(b.dtype), part.quant})
-        if (f && in % f->block != 0)
-          throw InvalidArgument("linear: " + std::string(to_string(f->dtype)) + " weights need rows of a multiple of " +
-                                std::to_string(f->block) + " values, not in = " + std::to_string(in));
+      for (const TensorType* t : {kernels::tensor_row(b.dtype), kernels::tensor_row(part.dtype)})
+        if (!t->splits_at(in))
+          throw InvalidArgument("linear: " + std::string(t->name) + " weights need rows of a multiple of " +
+                                std::to_string(t->block_values) + " values, not in = " + std::to_string(in));
       if ((part.dtype == DType::q4_k || part.dtype == DType::q6_k) && b.dtype != part.dtype)
         throw InvalidArgument("linear: " + std::string(to_string(part.dtype)) + " weights come only from " +
                               std::string(to_string(part.dtype)) + " blocks (a GGUF file's), not from " +
                               std::string(to_string(b.dtype)) + ": hold them as fp32, bf16, fp16 or q8_0");
     }
     part.panels = (part.out + P - 1) / P;
-    part.panel_words = panel_words_of(part.dtype, in);
+    part.panel_words = panel_words_of(part, in);
     part.offset = words;
     words += static_cast<std::size_t>(part.panels * part.panel_words);
     row0 += part.out;
@@ -274,14 +284,14 @@ void Linear::row(std::int64_t o, std::span<float> w_row) const {
   const int j = static_cast<int>(o % P);
   for (std::int64_t k = 0; k < L.in; ++k) {
     float& v = w_row[static_cast<std::size_t>(k)];
-    if (part->quant) {
+    if (part->path == LinearPath::blocks) {
       const int block = part->quant->block;
       v = kernels::packed_value(*part->quant, panel + (k / block) * part->quant->panel_words, static_cast<int>(k % block), j);
-    } else if (part->dtype == DType::f16) {
+    } else if (part->path == LinearPath::f16) {
       v = from_f16(reinterpret_cast<const std::uint16_t*>(panel)[k * P + j]);
     } else {
       const std::uint32_t u =
-          part->dtype == DType::bf16 ? (panel[(k / 2) * P + j] >> (k % 2 ? 16 : 0)) << 16 : panel[k * P + j];
+          part->path == LinearPath::bf16 ? (panel[(k / 2) * P + j] >> (k % 2 ? 16 : 0)) << 16 : panel[k * P + j];
       std::memcpy(&v, &u, 4);
     }
   }
@@ -310,7 +320,7 @@ namespace {
 // over row blocks, runs of k and panels around the path's panel loop.
 void apply_part(const kernels::LinearOps& ops, const std::uint32_t* words, const LinearPart& part, std::int64_t in,
                 const float* x, std::int64_t rows, std::int64_t ldx, float* y, std::int64_t ldy, bool add, int threads) {
-  const bool bf16 = part.dtype == DType::bf16, f16 = part.dtype == DType::f16;
+  const bool bf16 = part.path == LinearPath::bf16, f16 = part.path == LinearPath::f16;
   const kernels::QuantFormat* quant = part.quant;
   // Block formats with few rows (decode) take the path's fused loop (ops.panel_quant): each
   // step unpacked in registers, nothing written; many rows (prefill) unpack a panel's run

@@ -5,8 +5,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 
+#include "kernels/tensor_table.hpp"
 #include "ringattn/blocks.hpp"
+#include "ringattn/error.hpp"
 #include "ringattn/half.hpp"
 
 namespace ringattn::kernels {
@@ -15,9 +18,17 @@ namespace {
 
 constexpr int P = 32;  // columns a panel (kernels/linear_ops.hpp's kPanel)
 
-constexpr QuantFormat kQ8_0{DType::q8_0, 32, 34, 32 + 32 * 32 / 4};
-constexpr QuantFormat kQ4K{DType::q4_k, 256, 144, 32 + 32 + 8 * 32 / 4 * 2 + 256 * 16 / 4};
-constexpr QuantFormat kQ6K{DType::q6_k, 256, 210, 32 + 16 * 32 / 4 + 256 * 16 / 4 + 256 * 8 / 4};
+// A format's block and bytes from its row of the tensor-type table; its panel words here.
+constexpr QuantFormat format_of(DType d, int panel_words) {
+  const TensorType& t = *tensor_row(d);
+  return {d, static_cast<int>(t.block_values), static_cast<int>(t.block_bytes), panel_words};
+}
+constexpr QuantFormat kQ8_0 = format_of(DType::q8_0, 32 + 32 * 32 / 4);
+constexpr QuantFormat kQ4K = format_of(DType::q4_k, 32 + 32 + 8 * 32 / 4 * 2 + 256 * 16 / 4);
+constexpr QuantFormat kQ6K = format_of(DType::q6_k, 32 + 16 * 32 / 4 + 256 * 16 / 4 + 256 * 8 / 4);
+// decode_block and pack_block below read these layouts: 32 or 256 values in 34, 144, 210 bytes.
+static_assert(kQ8_0.block == 32 && kQ8_0.bytes == 34 && kQ4K.block == 256 && kQ4K.bytes == 144 &&
+              kQ6K.block == 256 && kQ6K.bytes == 210);
 
 float half_at(const std::byte* p) {
   std::uint16_t h;
@@ -70,13 +81,26 @@ float f32_at(const std::uint32_t* w, int i) {
 }  // namespace
 
 const QuantFormat* quant_format(DType d) {
-  switch (d) {
+  switch (d) {  // every DType (-Wswitch): a new one needs its answer here
     case DType::q8_0: return &kQ8_0;
     case DType::q4_k: return &kQ4K;
     case DType::q6_k: return &kQ6K;
-    default: return nullptr;
+    case DType::f32:
+    case DType::bf16:
+    case DType::f16: return nullptr;
   }
+  return nullptr;  // a value past the enum: no format
 }
+
+namespace {
+void widen_with(const QuantFormat& f, const std::byte* src, std::int64_t blocks, float* out) noexcept {
+  for (std::int64_t b = 0; b < blocks; ++b) decode_block(f, src + b * f.bytes, out + b * f.block);
+}
+}  // namespace
+
+void widen_q8_0(const std::byte* src, std::int64_t blocks, float* out) noexcept { widen_with(kQ8_0, src, blocks, out); }
+void widen_q4_k(const std::byte* src, std::int64_t blocks, float* out) noexcept { widen_with(kQ4K, src, blocks, out); }
+void widen_q6_k(const std::byte* src, std::int64_t blocks, float* out) noexcept { widen_with(kQ6K, src, blocks, out); }
 
 void decode_block(const QuantFormat& f, const std::byte* src, float* out) {
   if (f.dtype == DType::q8_0) {
@@ -157,36 +181,17 @@ float packed_value(const QuantFormat& f, const std::uint32_t* src, int s, int j)
 
 namespace ringattn {
 
-std::int64_t block_values(DType d) {
-  const auto* f = kernels::quant_format(d);
-  return f ? f->block : 1;
-}
+// The public face of the tensor-type table's block columns (include/ringattn/blocks.hpp).
+std::int64_t block_values(DType d) { return tensor_type(d).block_values; }
 
-std::int64_t block_bytes(DType d) {
-  const auto* f = kernels::quant_format(d);
-  return f ? f->bytes : static_cast<std::int64_t>(dtype_size(d));
-}
+std::int64_t block_bytes(DType d) { return tensor_type(d).block_bytes; }
 
 void decode_blocks(DType d, const void* src, std::int64_t values, float* out) {
-  const auto* bytes = static_cast<const std::byte*>(src);
-  if (const auto* f = kernels::quant_format(d)) {
-    for (std::int64_t b = 0; b < values / f->block; ++b) kernels::decode_block(*f, bytes + b * f->bytes, out + b * f->block);
-    return;
-  }
-  for (std::int64_t i = 0; i < values; ++i) {
-    if (d == DType::f32) {
-      std::memcpy(&out[i], bytes + i * 4, 4);
-      continue;
-    }
-    std::uint16_t h;
-    std::memcpy(&h, bytes + i * 2, 2);
-    if (d == DType::f16) {
-      out[i] = from_f16(h);
-    } else {
-      const std::uint32_t u = static_cast<std::uint32_t>(h) << 16;
-      std::memcpy(&out[i], &u, 4);
-    }
-  }
+  const TensorType& t = tensor_type(d);
+  if (values < 0 || values % t.block_values != 0)
+    throw InvalidArgument("decode_blocks: " + std::to_string(values) + " values are not whole " + std::string(t.name) +
+                          " blocks of " + std::to_string(t.block_values));
+  t.widen(static_cast<const std::byte*>(src), values / t.block_values, out);
 }
 
 }  // namespace ringattn

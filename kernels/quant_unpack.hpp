@@ -7,12 +7,22 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "ringattn/types.hpp"
 
 namespace ringattn::kernels {
 namespace {  // internal linkage: one copy per ISA path
+
+// A type with no packed-panel decoder reached a block format's loop: says so on stderr,
+// naming the type, and aborts (kernels are noexcept; Linear checks types at its boundary).
+[[noreturn]] inline void refuse_panel_type(DType d) noexcept {
+  std::fprintf(stderr, "ringattn kernels: dtype %d has no packed panel block decoder (q8_0, q4_k, q6_k)\n",
+               static_cast<int>(d));
+  std::abort();
+}
 
 // q8_0: d[32] | int8 q [32 steps][32].
 inline void unpack_q8_0(const std::uint32_t* src, float* out) {
@@ -72,11 +82,21 @@ inline void unpack_q6_k(const std::uint32_t* src, float* out) {
   }
 }
 
-// A packed panel block of `d` (q8_0, q4_k or q6_k) as out[step * 32 + column].
-inline void unpack_panel_block(DType d, const std::uint32_t* src, float* out) {
-  if (d == DType::q8_0) unpack_q8_0(src, out);
-  else if (d == DType::q4_k) unpack_q4_k(src, out);
-  else unpack_q6_k(src, out);
+// A packed panel block of `d` (q8_0, q4_k or q6_k) as out[step * 32 + column]. Linear
+// sends only the panels of a type whose tensor-type row says LinearPath::blocks; anything
+// else here is a bug in the caller, and stops the process rather than being read as
+// another format's blocks. The switch names every DType (-Wswitch): a new block format
+// cannot pass through without its decoder.
+inline void unpack_panel_block(DType d, const std::uint32_t* src, float* out) noexcept {
+  switch (d) {
+    case DType::q8_0: return unpack_q8_0(src, out);
+    case DType::q4_k: return unpack_q4_k(src, out);
+    case DType::q6_k: return unpack_q6_k(src, out);
+    case DType::f32:
+    case DType::bf16:
+    case DType::f16: break;  // not block formats: Linear's f32, bf16, f16 paths
+  }
+  refuse_panel_type(d);
 }
 
 }  // namespace

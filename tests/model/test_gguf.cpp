@@ -452,4 +452,78 @@ TEST_CASE("gguf: one load opens the file once, for the weights, the vocabulary, 
   CHECK(job.fingerprint != 0);
   CHECK(std::binary_search(opt.end_tokens.begin(), opt.end_tokens.end(), 259));  // the file's EOS
   CHECK(job.model.parts().shard.size == 2);
+
+namespace {
+
+// A llama of dim 32 (2 heads of 16, 2 K/V heads), MLP `ffn`, vocab 16, untied, its
+// ffn_down of ggml type `down_type` holding `down_bytes`; every other tensor F32.
+Gguf quant_llama(std::uint64_t ffn, std::uint32_t down_type, const std::string& down_bytes) {
+  Gguf g;
+  g.text("general.architecture", "llama");
+  g.u32("llama.embedding_length", 32);
+  g.u32("llama.block_count", 1);
+  g.u32("llama.feed_forward_length", static_cast<std::uint32_t>(ffn));
+  g.u32("llama.attention.head_count", 2);
+  g.u32("llama.attention.head_count_kv", 2);
+  g.u32("llama.vocab_size", 16);
+  g.u32("llama.context_length", 64);
+  g.f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  g.f32("llama.rope.freq_base", 10000.0f);
+  g.f32_tensor("token_embd.weight", {32, 16});
+  g.f32_tensor("blk.0.attn_norm.weight", {32}, 1.0f);
+  for (const char* m : {"attn_q", "attn_k", "attn_v", "attn_output"}) g.f32_tensor("blk.0." + std::string(m) + ".weight", {32, 32});
+  g.f32_tensor("blk.0.ffn_norm.weight", {32}, 1.0f);
+  g.f32_tensor("blk.0.ffn_gate.weight", {32, ffn});
+  g.f32_tensor("blk.0.ffn_up.weight", {32, ffn});
+  g.tensor("blk.0.ffn_down.weight", {ffn, 32}, down_type, down_bytes);
+  g.f32_tensor("output_norm.weight", {32}, 1.0f);
+  g.f32_tensor("output.weight", {32, 16});
+  return g;
+}
+
+// ffn_down as Q8_0 (ggml type 8): 32 rows of ffn / 32 blocks of 34 bytes, d = 0.
+Gguf q8_0_llama(std::uint64_t ffn) { return quant_llama(ffn, 8, std::string(32 * ffn / 32 * 34, '\0')); }
+
+}  // namespace
+
+TEST_CASE("gguf: a tensor of a ggml type the table of tensor types has no row for is refused, naming the type and the tensor") {
+  // Q4_0 (2) and Q5_K (13) are ggml's, not read here; 31 and 99 are no type of ggml's.
+  struct Case {
+    std::uint32_t type;
+    const char* want;
+  };
+  const Case cases[] = {{2, "ggml type 2 (Q4_0) is not read (F32, BF16, F16, Q8_0, Q4_K, Q6_K)"},
+                        {13, "ggml type 13 (Q5_K) is not read (F32, BF16, F16, Q8_0, Q4_K, Q6_K)"},
+                        {10, "ggml type 10 (Q2_K) is not read"},
+                        {31, "ggml type 31 is not read"},
+                        {99, "ggml type 99 is not read"}};
+  for (const Case& k : cases) {
+    CAPTURE(k.type);
+    TempFile f(quant_llama(256, k.type, std::string(32 * 176, '\0')).bytes());
+    const std::string e = error_of([&] { infer::Model::from_gguf(f.path.string()); });
+    CAPTURE(e);
+    CHECK(e.find("model " + f.path.string() + ": tensor \"blk.0.ffn_down.weight\": " + k.want) != std::string::npos);
+  }
+  // The same file with a type the table has (Q8_0) loads, its down held in blocks.
+  TempFile ok(q8_0_llama(256).bytes());
+  CHECK(infer::Model::from_gguf(ok.path.string()).config().ffn == 256);
+}
+
+TEST_CASE("gguf: a tensor-parallel part of a Q8_0 matrix whose columns do not fall on whole blocks is refused, naming the tensor") {
+  // down's columns are the MLP's units: ffn 96 in 2 parts cuts at 48, inside a block of 32.
+  {
+    TempFile f(q8_0_llama(96).bytes());
+    for (int rank : {0, 1}) {
+      CAPTURE(rank);
+      const std::string e = error_of([&] { infer::Model::from_gguf(f.path.string(), std::nullopt, {rank, 2}); });
+      CAPTURE(e);
+      const std::string cols = rank == 0 ? "[0, 48)" : "[48, 96)";
+      CHECK(e.find("model " + f.path.string() + ": tensor blk.0.ffn_down.weight: this rank's tensor-parallel part holds its columns " +
+                   cols + ", which do not start and end on the q8_0 blocks of 32 values along a row") != std::string::npos);
+    }
+    CHECK(infer::Model::from_gguf(f.path.string()).config().ffn == 96);  // one rank holds whole rows
+  }
+  // Whole blocks (ffn 128: parts of 64) split.
+  TempFile whole(q8_0_llama(128).bytes());
+  CHECK(infer::Model::from_gguf(whole.path.string(), std::nullopt, {1, 2}).parts().ffn.count == 64);
 }

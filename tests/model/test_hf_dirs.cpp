@@ -335,4 +335,22 @@ TEST_CASE("hf: one load opens each file of the directory once") {
   CHECK(job.chat.render(Json::array({{{"role", "user"}, {"content", "hi"}}})) == "hi</s>");
   CHECK(opt.end_tokens == std::vector<std::int32_t>{2, 7});
   CHECK(job.fingerprint != 0);
+
+TEST_CASE("hf: a safetensors dtype the table of tensor types has no row for is refused by its name, naming the file and the tensor") {
+  // Safetensors' own dtypes not read here, and names the table has only for other formats
+  // (GGUF's Q8_0, ringattn's bf16): each refused by name, never read as another type.
+  const ModelConfig c = small();
+  Dir d("dtypes");
+  const std::string q = "model.layers.0.mlp.down_proj.weight";
+  for (const char* dt : {"F64", "I8", "U8", "BOOL", "F8_E4M3", "Q8_0", "bf16", "f32"}) {
+    CAPTURE(dt);
+    write_model(d, c, DType::bf16, {}, [&](auto& t) { t[q].dtype = dt; });
+    const std::string e = load_error(d);
+    CAPTURE(e);
+    CHECK(e.find("weights " + (d.path / "model.safetensors").string() + ": tensor \"" + q + "\": dtype " + dt +
+                 ": only F32, BF16 and F16 are read") != std::string::npos);
+  }
+  // The same tensor in a dtype with a row (F16, half the bytes of F32) loads.
+  write_model(d, c, DType::bf16, {}, [&](auto& t) { t[q].dtype = "F16"; });
+  CHECK(load_error(d).empty());
 }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include <ringattn/error.hpp>
+#include <ringattn/tensor_types.hpp>
 
 #include "fingerprint.hpp"
 #include "model.hpp"
@@ -266,4 +267,31 @@ TEST_CASE("tensor parallelism: the whole checkpoint's fingerprint tells two file
   o.weights_dtype = ringattn::DType::bf16;
   CHECK(model_fingerprint(o, none, c) != seeded);
   CHECK_THROWS_WITH_AS(files_fingerprint({(dir / "absent.bin").string()}), doctest::Contains("absent.bin"), ringattn::FileError);
+}
+
+TEST_CASE("tensor parallelism: a part's columns of a quantized row must be whole blocks of its type (the table's split rule)") {
+  using infer::column_cut;
+  using infer::Part;
+  const ringattn::TensorType& q4 = ringattn::tensor_type(DType::q4_k);
+  // A row of 512 q4_k values: 2 blocks of 144 bytes; the second part starts at byte 144.
+  const infer::ColumnCut cut = column_cut(q4, 512, Part{256, 256}, "model m.gguf: tensor w");
+  CHECK(cut.row == 288);
+  CHECK(cut.skip == 144);
+  CHECK(cut.take == 144);
+  CHECK_THROWS_WITH_AS(column_cut(q4, 512, Part{0, 128}, "model m.gguf: tensor w"),
+                       doctest::Contains("model m.gguf: tensor w: this rank's tensor-parallel part holds its columns [0, 128), "
+                                         "which do not start and end on the q4_k blocks of 256 values along a row"),
+                       ringattn::FileError);
+  CHECK_THROWS_AS(column_cut(q4, 512, Part{128, 256}, "w"), ringattn::FileError);  // starts inside a block
+  CHECK_THROWS_AS(column_cut(ringattn::tensor_type(DType::q6_k), 768, Part{256, 384}, "w"), ringattn::FileError);
+  CHECK_THROWS_WITH_AS(column_cut(ringattn::tensor_type(DType::q8_0), 96, Part{48, 48}, "w"),
+                       doctest::Contains("[48, 96), which do not start and end on the q8_0 blocks of 32"), ringattn::FileError);
+  // Element-wise types cut anywhere; a part outside the row is refused.
+  const infer::ColumnCut f = column_cut(ringattn::tensor_type(DType::bf16), 10, Part{3, 5}, "w");
+  CHECK(f.row == 20);
+  CHECK(f.skip == 6);
+  CHECK(f.take == 10);
+  CHECK_THROWS_WITH_AS(column_cut(q4, 512, Part{256, 512}, "w"), doctest::Contains("columns [256, 768) of a row of 512 q4_k values"),
+                       ringattn::InvalidArgument);
+  CHECK_THROWS_AS(column_cut(q4, 512, Part{-256, 256}, "w"), ringattn::InvalidArgument);
 }

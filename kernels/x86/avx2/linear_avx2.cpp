@@ -229,12 +229,20 @@ void half_quant(DType d, const float* x, std::int64_t ldx, const std::uint32_t* 
                 std::int64_t lda, float* y, std::int64_t ldy, int cols, bool add) {
   __m256 acc[M][2];
   start<M>(acc, a, lda, cols);
-  if (d == DType::q8_0)
-    for (std::int64_t b = 0; b < k / 32; ++b) fold_q8_0<M, H>(acc, x + b * 32, ldx, w + b * 288);
-  else if (d == DType::q4_k)
-    for (std::int64_t b = 0; b < k / 256; ++b) fold_q4_k<M, H>(acc, x + b * 256, ldx, w + b * 1216);
-  else
-    for (std::int64_t b = 0; b < k / 256; ++b) fold_q6_k<M, H>(acc, x + b * 256, ldx, w + b * 1696);
+  switch (d) {  // every DType (-Wswitch); kernels/quant_unpack.hpp's refusal for the rest
+    case DType::q8_0:
+      for (std::int64_t b = 0; b < k / 32; ++b) fold_q8_0<M, H>(acc, x + b * 32, ldx, w + b * 288);
+      break;
+    case DType::q4_k:
+      for (std::int64_t b = 0; b < k / 256; ++b) fold_q4_k<M, H>(acc, x + b * 256, ldx, w + b * 1216);
+      break;
+    case DType::q6_k:
+      for (std::int64_t b = 0; b < k / 256; ++b) fold_q6_k<M, H>(acc, x + b * 256, ldx, w + b * 1696);
+      break;
+    case DType::f32:
+    case DType::bf16:
+    case DType::f16: refuse_panel_type(d);  // (Linear refuses a value past the enum at its boundary)
+  }
   finish<M>(acc, y, ldy, cols, add);
 }
 

@@ -346,12 +346,20 @@ void panel_quant_m(DType d, const float* x, std::int64_t ldx, const std::uint32_
   } else {
     wide_start_n<M, 2 * N>(acc, a, lda);
   }
-  if (d == DType::q8_0)
-    for (std::int64_t b = 0; b < k / 32; ++b) fold_q8_0<M, N>(acc, x + b * 32, ldx, w + b * 288, stride);
-  else if (d == DType::q4_k)
-    for (std::int64_t b = 0; b < k / 256; ++b) fold_q4_k<M, N>(acc, x + b * 256, ldx, w + b * 1216, stride);
-  else
-    for (std::int64_t b = 0; b < k / 256; ++b) fold_q6_k<M, N>(acc, x + b * 256, ldx, w + b * 1696, stride);
+  switch (d) {  // every DType (-Wswitch); kernels/quant_unpack.hpp's refusal for the rest
+    case DType::q8_0:
+      for (std::int64_t b = 0; b < k / 32; ++b) fold_q8_0<M, N>(acc, x + b * 32, ldx, w + b * 288, stride);
+      break;
+    case DType::q4_k:
+      for (std::int64_t b = 0; b < k / 256; ++b) fold_q4_k<M, N>(acc, x + b * 256, ldx, w + b * 1216, stride);
+      break;
+    case DType::q6_k:
+      for (std::int64_t b = 0; b < k / 256; ++b) fold_q6_k<M, N>(acc, x + b * 256, ldx, w + b * 1696, stride);
+      break;
+    case DType::f32:
+    case DType::bf16:
+    case DType::f16: refuse_panel_type(d);  // (Linear refuses a value past the enum at its boundary)
+  }
   if constexpr (N == 1)
     finish<M>(acc, y, ldy, cols, add);
   else
