@@ -123,8 +123,8 @@ constexpr JobOption kOptions[] = {
      .in = {as("dtype", "fp32"), as("dtype", "fp32"), as("wire-dtype", "fp32", "of jobs that do not ask for one")},
      .store = [](JobOptions& o, const OptionValue& v) { o.dtype = ringattn::parse_dtype(v.text); }},
     {.name = "weights_dtype", .value = "DTYPE",
-     .help = "the model's matrices as held and multiplied, rounded at load (every rank the same): bf16 and fp16 halve "
-             "the memory and the bytes a decode step reads; sums stay fp32",
+     .help = "the model's matrices as held and multiplied, rounded at load, every rank the same (bf16 and fp16 halve "
+             "the memory and the bytes a decode step reads; sums stay fp32)",
      .kind = P::word, .choices = "fp32, bf16, fp16 or q8_0", .env = "RINGATTN_WEIGHTS_DTYPE",
      .in = {as("weights-dtype", nullptr, "default: as the checkpoint holds them, fp32 for a seed and llama2.c"),
             as("weights-dtype", nullptr, "default: as the checkpoint holds them, fp32 for llama2.c and seed:S"),
