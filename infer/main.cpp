@@ -36,7 +36,7 @@ std::string who() { return g_rank < 0 ? std::string() : "rank " + std::to_string
 int run(int argc, char** argv) {
   infer::JobOptions opt;
   if (!infer::parse_args(argc, argv, opt)) {
-    std::fputs(infer::kUsage, stdout);
+    std::fputs(infer::usage().c_str(), stdout);
     return 0;
   }
   ringattn::RingOptions ring_options = ringattn::RingOptions::from_env();

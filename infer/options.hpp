@@ -72,9 +72,13 @@ struct JobOptions {
   bool progress = true;  // a line on stderr per prefill layer and per decode step
 };
 
-extern const char* const kUsage;
+// The batch job's --help: what it does, then every job option it takes
+// (job_options_table.hpp), each with its default.
+std::string usage();
 
-// Throws ringattn::InvalidArgument naming the flag. Returns false for --help.
+// The batch job's command line, read through the job options' table: each option's default
+// first, then the flags. Throws ringattn::InvalidArgument naming the flag. Returns false for
+// --help.
 bool parse_args(int argc, char** argv, JobOptions& o);
 
 

@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <thread>
 
 #include <ringattn/block_attention.hpp>
 #include <ringattn/error.hpp>
@@ -22,6 +21,7 @@
 #include "../cli/json_object.hpp"
 #include "../../infer/json.hpp"
 #include "../../infer/load.hpp"
+#include "generate_options.hpp"
 #include "generate_output.hpp"
 #include "generate_rank.hpp"
 #include "../node/launcher_channel.hpp"
@@ -33,71 +33,7 @@ namespace ringattn::cli {
 
 namespace {
 
-struct Plan {
-  infer::JobOptions job;
-  int nodes = 1;
-  int tp = 1;  // tensor parallelism: ranks per group
-  bool json = false;
-  double timeout = 120;
-  std::int64_t max_rows = RingLimits{}.max_rows;
-  std::string layout = "balanced";
-};
-
-Plan make_plan(const Args& a) {
-  Plan p;
-  infer::JobOptions& j = p.job;
-  p.nodes = a.integer("nodes", 1, 1024);
-  p.tp = a.integer("tp", 1, 1024);
-  if (p.nodes % p.tp != 0)
-    throw InvalidArgument("--tp " + std::to_string(p.tp) + " must divide --nodes " + std::to_string(p.nodes) +
-                          " (the ring's groups of --tp ranks each hold one copy of the model, split)");
-  const std::string model = a.str("model");
-  if (model.rfind("seed:", 0) == 0) {  // weights drawn from a seed, in the shape the flags give
-    j.seed = parse_integer_as<std::uint64_t>(model.substr(5), "--model seed:S", 0, INT64_MAX);
-    j.model.vocab = a.integer<std::int64_t>("vocab", 2, 1 << 24);
-    j.model.dim = a.integer<std::int64_t>("dim", 2, 65536);
-    j.model.layers = a.integer<std::int64_t>("layers", 1, 1024);
-    j.model.heads = a.integer<std::int64_t>("heads", 1, 1024);
-    j.model.kv_heads = a.integer<std::int64_t>("kv-heads", 1, 1024);
-    j.model.head_dim = a.integer<std::int64_t>("head-dim", 2, 256);
-    j.model.ffn = a.integer<std::int64_t>("ffn", 1, 1 << 20);
-    j.model.check();
-  } else {
-    infer::set_model_path(j, model, "--model");
-  }
-  if (auto t = a.maybe("tokenizer")) j.tokenizer = *t;
-  const int given = a.has("prompt") + a.has("prompts") + a.has("random-prompt");
-  if (given != 1) throw InvalidArgument("give one of --prompt TEXT, --prompts FILE and --random-prompt N");
-  if (auto t = a.maybe("prompt")) j.prompt_text = *t;
-  j.chat = a.has("chat");
-  if (auto s = a.maybe("system")) j.system = *s;
-  if ((j.chat || j.system) && !j.prompt_text) throw InvalidArgument("--chat and --system take the user's message from --prompt TEXT");
-  if (j.system && !j.chat) throw InvalidArgument("--system is a chat's system message: give --chat too");
-  if (auto f = a.maybe("prompts")) j.prompts = *f;
-  // At least one token (0 would leave no prompt at all); the model's context bounds it above.
-  if (a.has("random-prompt")) j.random_prompt = a.integer<std::int64_t>("random-prompt", 1, INT32_MAX);
-  if (j.prompt_text && j.tokenizer.empty() && j.hf.empty() && j.gguf.empty())
-    throw InvalidArgument("--prompt TEXT needs --tokenizer FILE (the model's tokenizer)");
-  j.tokens = a.integer("max-tokens", 1, 1 << 20);
-  j.temperature = static_cast<float>(a.real("temperature", 0, 100));
-  j.top_p = static_cast<float>(a.real("top-p", 0, 1));
-  j.sample_seed = a.integer<std::uint64_t>("seed", 0, INT64_MAX);
-  p.layout = a.str("layout");
-  if (p.layout != "balanced") j.layout = parse_layout(p.layout);
-  j.dtype = parse_dtype(a.str("dtype"));
-  if (auto d = a.maybe("weights-dtype")) j.weights_dtype = parse_weights_dtype(*d);
-  const std::string rope = a.maybe("rope-positions").value_or("global");
-  if (rope != "global" && rope != "local") throw InvalidArgument("--rope-positions takes global or local");
-  j.rope = rope == "global" ? infer::RopePositions::global : infer::RopePositions::local;
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  j.threads = a.has("threads") ? a.integer("threads", 1, 1024) : std::max(1, cores / p.nodes);
-  j.progress = a.has("verbose");
-  if (a.has("decode-rank")) j.decode_rank = a.integer("decode-rank", 0, p.nodes - 1);
-  p.json = a.has("json");
-  p.timeout = a.seconds("timeout", 0.001, 86400);
-  p.max_rows = a.integer<std::int64_t>("max-rows", 1, INT64_MAX);
-  return p;
-}
+using generate::Plan;
 
 // One prompt in text mode streams its pieces as they come (generate_output.hpp).
 bool one_prompt(const Plan& p) { return p.job.prompt_text.has_value() || p.job.random_prompt > 0; }
@@ -242,51 +178,11 @@ int generate_main(const std::vector<std::string>& argv) {
          "sharded over the ring and prefilled through Ring::forward, then decoded on the stationary KV shards\n"
          "through Ring::decode. The text is printed as it comes; the figures follow on stderr (--json: one\n"
          "object on stdout). Greedy text is the same at every P and layout.");
-  a.option("model", "FILE", "a llama2.c checkpoint (version 0, float32: stories260K.bin), a Hugging Face model directory "
-           "(llama, mistral, qwen2, qwen3; safetensors F32/BF16/F16), a .gguf file (llama, qwen2, qwen3; F32/F16/BF16/Q8_0/Q4_K/Q6_K), "
-           "or seed:S for weights drawn from S in the shape "
-           "of the flags below")
-      .option("tokenizer", "FILE", "the model's tokenizer: a tokenizer.json or llama2.c's tok512.bin (default: the model "
-              "directory's tokenizer.json, the GGUF file's vocabulary): --prompt, and the text printed")
-      .option("prompt", "TEXT", "one prompt (BOS, then its tokens)")
-      .flag("chat", "--prompt is a user's message: the prompt is the model's chat template of it (tokenizer_config.json, "
-            "chat_template.jinja, GGUF tokenizer.chat_template), the assistant's turn opened")
-      .option("system", "TEXT", "with --chat: a system message before the user's")
-      .option("prompts", "FILE", "JSON lines {\"id\": ..., \"text\": \"...\"} or {\"id\": ..., \"tokens\": [...]}, packed into one batch")
-      .option("random-prompt", "N", "one prompt of N token ids drawn from the model's seed (benchmarks)")
-      .option("max-tokens", "N", "tokens generated per prompt (a text ends earlier at the model's end token)", "256")
-      .option("temperature", "T", "0: greedy; above 0: sampled from the logits / T", "0")
-      .option("top-p", "P", "nucleus sampling's mass, in (0, 1); 0 or 1: every token", "0.9")
-      .option("seed", "S", "the sampler's seed (prompt i starts from S + i): the same text at every P", "1")
-      .option("nodes", "P", "ranks started on this machine", "1")
-      .option("tp", "T", "tensor parallelism: groups of T consecutive ranks each hold one T-th of every layer (Megatron's "
-              "split: heads, MLP units, vocabulary) and the ring runs across the groups; T divides --nodes", "1")
-      .option("layout", "L", "balanced (whole prompts; long ones cut zigzag), contiguous, zigzag or striped", "balanced")
-      .option("threads", "N", "kernel threads per rank (default: the cores / P, at least 1)")
-      .option("dtype", "T", "K/V on the wire and in the KV cache: fp32 or bf16", "fp32")
-      .option("weights-dtype", "T", "the model's matrices as held and multiplied: fp32, bf16 or fp16 (rounded at "
-              "load; default: as the checkpoint stores them, fp32 for llama2.c and seed:S)")
-      .option("max-rows", "N", "most rows a rank holds (the ring's limit; all ranks alike)", std::to_string(RingLimits{}.max_rows))
-      .option("timeout", "S", "seconds a peer may stay silent", "120")
-      .option("vocab", "N", "seed:S model: vocabulary", "512")
-      .option("dim", "N", "seed:S model: width", "4096")
-      .option("layers", "N", "seed:S model: layers", "2")
-      .option("heads", "N", "seed:S model: query heads", "32")
-      .option("kv-heads", "N", "seed:S model: key/value heads", "8")
-      .option("head-dim", "N", "seed:S model: head dimension", "128")
-      .option("ffn", "N", "seed:S model: MLP width", "1024")
-      .flag("json", "one JSON object on stdout at the end: texts, token ids, figures")
-      .flag("verbose", "the ranks' progress on stderr: a line per prefill layer and decode step")
-      .flag("from-env", "be one rank of a ring started elsewhere (RINGATTN_RANK/WORLD_SIZE/MASTER/TOKEN, or mpirun's)")
-      .internal("rope-positions", "global|local", "local: the positions trap, for the test that must catch it")
-      .internal("decode-rank", "R", "every prompt decoded on rank R (as the daemons do on 0)")
-      .internal("member", "R", "run as rank R")
-      .internal("master", "HOST:PORT", "the launcher's rendezvous")
-      .internal("ring-id", "N", "ring id")
-      .epilogue("Example: ringattn generate --model stories260K.bin --tokenizer tok512.bin --prompt \"Once upon a time\" --nodes 4");
+  generate::declare_generate_options(a);
+  a.epilogue("Example: ringattn generate --model stories260K.bin --tokenizer tok512.bin --prompt \"Once upon a time\" --nodes 4");
   if (!a.parse(argv)) return 0;
   if (!a.has("model")) throw InvalidArgument("generate needs --model FILE (see --help)");
-  const Plan p = make_plan(a);
+  const Plan p = generate::make_plan(a);
   if (auto m = a.maybe("member")) {
     const int rank = parse_integer_as(*m, "--member", 0, p.nodes - 1);
     try {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <optional>
+#include <stdexcept>
 #include <thread>
 
 #include <toml++/toml.h>
@@ -13,6 +14,7 @@
 #include "ringattn/launch.hpp"
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
+#include "../../infer/job_options_table.hpp"
 
 namespace ringattn::serve {
 namespace {
@@ -20,12 +22,39 @@ namespace {
 enum class Kind { integer, real, boolean, text, list };
 
 struct Key {
-  const char* name;   // TOML key; the flag is the same with '-' for '_'
+  std::string name;   // TOML key; the flag is the same with '-' for '_'
   Kind kind;
-  const char* value;  // placeholder in --help
-  const char* help;
+  std::string value;  // placeholder in --help
+  std::string help;
   std::vector<const char*> env;  // variables, first set wins
+  const infer::JobOption* job = nullptr;  // a job option: read and stored through its table
 };
+
+// A job option (infer/job_options_table.hpp) as a key of serve's, in its place in --help.
+Key job_key(std::string_view name) {
+  for (const infer::JobOption& o : infer::job_options()) {
+    if (name != o.name) continue;
+    const infer::Spelling& s = o.spelling(infer::Program::serve);
+    if (!s.flag || !o.env) throw std::logic_error("serve: job option " + std::string(name) + " has no key or variable of serve's");
+    std::string key = s.flag;
+    std::replace(key.begin(), key.end(), '-', '_');
+    const Kind kind = o.kind == infer::OptionKind::whole  ? Kind::integer
+                      : o.kind == infer::OptionKind::real ? Kind::real
+                      : o.kind == infer::OptionKind::flag ? Kind::boolean
+                                                          : Kind::text;
+    return {key, kind, o.value, infer::job_option_help(o, infer::Program::serve, true), {o.env}, &o};
+  }
+  throw std::logic_error("serve: no job option " + std::string(name));
+}
+
+// Every job option serve spells is among its keys, once.
+void check_job_keys(const std::vector<Key>& keys) {
+  for (const infer::JobOption& o : infer::job_options()) {
+    if (!o.taken_by(infer::Program::serve)) continue;
+    const auto n = std::count_if(keys.begin(), keys.end(), [&](const Key& k) { return k.job == &o; });
+    if (n != 1) throw std::logic_error("serve: job option " + std::string(o.name) + " is listed " + std::to_string(n) + " times");
+  }
+}
 
 const std::vector<Key>& keys() {
   static const std::string isa_help = "force a kernel path: " + isa_names();
@@ -45,10 +74,9 @@ const std::vector<Key>& keys() {
       {"token_file", Kind::text, "FILE", "the ring's shared secret, mode 0600 (default: RINGATTN_TOKEN)",
        {"RINGATTN_TOKEN_FILE"}},
       {"tls", Kind::boolean, "", "TLS 1.3 on every ring and control connection, keyed by the token", {"RINGATTN_TLS"}},
-      {"threads", Kind::integer, "N", "kernel threads per job (0: all cores; default: this host's cores / the ring's daemons "
-                                     "on it, as --peers or a loopback --master tell)", {"RINGATTN_THREADS"}},
+      job_key("threads"),
       {"isa", Kind::text, "ISA", isa_help.c_str(), {"RINGATTN_ISA"}},
-      {"wire_dtype", Kind::text, "DTYPE", "dtype of jobs that do not ask for one: fp32 or bf16", {"RINGATTN_WIRE_DTYPE"}},
+      job_key("dtype"),
       {"max_rows", Kind::integer, "N", "largest shard (rows per rank) of a job", {"RINGATTN_MAX_ROWS"}},
       {"max_heads", Kind::integer, "N", "most query heads of a job", {"RINGATTN_MAX_HEADS"}},
       {"max_kv_heads", Kind::integer, "N", "most K/V heads of a job", {"RINGATTN_MAX_KV_HEADS"}},
@@ -59,14 +87,10 @@ const std::vector<Key>& keys() {
        {"RINGATTN_GRACE"}},
       {"ring_id", Kind::integer, "N", "id shared by the ring's daemons; daemons of another ring are refused",
        {"RINGATTN_RING_ID"}},
-      {"model", Kind::text, "PATH", "host a model each daemon loads from its own path (every daemon the same model): "
-                                     "a Hugging Face directory, a .gguf file or a llama2.c checkpoint", {"RINGATTN_MODEL"}},
-      {"tokenizer", Kind::text, "FILE", "the model's tokenizer: a tokenizer.json or llama2.c's tokenizer.bin (default: "
-                                        "the directory's tokenizer.json, the GGUF file's vocabulary)", {"RINGATTN_TOKENIZER"}},
-      {"weights_dtype", Kind::text, "DTYPE", "the hosted model's matrices as held and multiplied: fp32, bf16 or fp16 "
-                                             "(rounded at load; every daemon the same)", {"RINGATTN_WEIGHTS_DTYPE"}},
-      {"tp", Kind::integer, "T", "tensor parallelism for the hosted model: groups of T consecutive daemons each hold "
-                                 "one T-th of every layer (T divides world_size; default 1)", {"RINGATTN_TP"}},
+      job_key("model"),
+      job_key("tokenizer"),
+      job_key("weights_dtype"),
+      job_key("tp"),
       {"api", Kind::text, "HOST:PORT", "rank 0 with a model: the OpenAI-style HTTP endpoint (/v1/completions, "
                                        "/v1/chat/completions; 'off': none)", {"RINGATTN_API"}},
       {"api_key_file", Kind::text, "FILE", "the endpoint's bearer token, mode 0600 (default: the ring's token; 'none': "
@@ -78,6 +102,8 @@ const std::vector<Key>& keys() {
       {"log_level", Kind::text, "LEVEL", "trace, debug, info, warn, error (the common --log-level)", {"RINGATTN_LOG_LEVEL"}},
       {"log_format", Kind::text, "FORMAT", "text, or json (one object per line, with the rank)", {"RINGATTN_LOG_FORMAT"}},
   };
+  static const bool checked = (check_job_keys(k), true);
+  (void)checked;
   return k;
 }
 
@@ -109,7 +135,7 @@ int usable_cores() {
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
-std::string flag_name(const char* key) {
+std::string flag_name(const std::string& key) {
   std::string f = key;
   for (char& c : f)
     if (c == '_') c = '-';
@@ -180,7 +206,7 @@ std::map<std::string, Value> from_file(const std::string& path) {
 std::optional<Value> from_env(const Key& k) {
   for (const char* name : k.env)
     if (const char* v = std::getenv(name); v && *v) return Value{v, name};
-  if (std::string(k.name) == "master") {  // torchrun's pair
+  if (k.name == "master") {  // torchrun's pair
     const char* addr = std::getenv("MASTER_ADDR");
     const char* port = std::getenv("MASTER_PORT");
     if (addr && *addr && port && *port) {
@@ -226,9 +252,8 @@ const std::vector<std::string>& serve_config_keys() {
 void declare_serve_options(cli::Args& a) {
   a.option("config", "FILE", "TOML file with any of the keys below (flags and RINGATTN_* variables win over it)");
   for (const auto& k : keys()) {
-    if (std::string(k.name) == "log_level") continue;  // every command's --log-level
-    std::string help = k.help;
-    help += " [" + std::string(k.name) + ", " + k.env.front() + "]";
+    if (k.name == "log_level") continue;  // every command's --log-level
+    const std::string help = k.help + " [" + k.name + ", " + k.env.front() + "]";
     if (k.kind == Kind::boolean) a.flag(flag_name(k.name), help);
     else a.option(flag_name(k.name), k.value, help);
   }
@@ -281,7 +306,13 @@ ServeConfig load_serve_config(const cli::Args& a) {
   c.cores = usable_cores();
   // Daemons sharing a host share its cores: each OpenMP team on all of them oversubscribes
   // the host (two daemons on 2 cores were 25-50x slower than with one thread each).
-  if (const Value* x = get("threads")) r.threads = whole(*x, 0, kMaxThreads);
+  // The job options (infer/job_options_table.hpp): parsed, bounded and refused as generate
+  // and the batch job do; the checks that tie them to the ring come below.
+  infer::JobOptions job;
+  for (const auto& k : keys())
+    if (k.job)
+      if (const Value* x = get(k.name.c_str())) infer::store_job_option(*k.job, job, x->text, x->source);
+  if (get("threads")) r.threads = job.threads;
   else r.threads = std::max(1, c.cores / c.daemons_here);
   if (const Value* x = get("isa")) r.isa = parse_isa(x->text);
   if (const Value* x = get("max_rows")) r.limits.max_rows = whole<std::int64_t>(*x, 1, 1 << 24);
@@ -310,19 +341,15 @@ ServeConfig load_serve_config(const cli::Args& a) {
     c.metrics_fallback = false;
   }
   if (const Value* x = get("grace")) c.grace = seconds(*x, 0);
-  if (const Value* x = get("wire_dtype")) c.wire_dtype = parse_dtype(x->text);
+  c.wire_dtype = job.dtype;
   if (const Value* x = get("model")) c.model = x->text;
-  if (const Value* x = get("tokenizer")) c.tokenizer = x->text;
+  c.tokenizer = job.tokenizer;
   if (const Value* x = get("weights_dtype")) {
-    try {
-      c.weights_dtype = parse_weights_dtype(x->text);
-    } catch (const InvalidArgument& e) {
-      throw InvalidArgument(x->source + " = '" + x->text + "': expected fp32, bf16, fp16 or q8_0");
-    }
+    c.weights_dtype = job.weights_dtype;
     if (c.model.empty()) throw InvalidArgument(x->source + " sets a hosted model's dtype: give the model too");
   }
   if (const Value* x = get("tp")) {
-    c.tp = whole(*x, 1, 4096);
+    c.tp = job.tp.size;
     if (r.world_size % c.tp != 0)
       throw InvalidArgument(x->source + " = " + std::to_string(c.tp) + " must divide the world size " +
                             std::to_string(r.world_size) + " (each group of " + std::to_string(c.tp) +
