@@ -452,6 +452,7 @@ TEST_CASE("gguf: one load opens the file once, for the weights, the vocabulary, 
   CHECK(job.fingerprint != 0);
   CHECK(std::binary_search(opt.end_tokens.begin(), opt.end_tokens.end(), 259));  // the file's EOS
   CHECK(job.model.parts().shard.size == 2);
+}
 
 namespace {
 

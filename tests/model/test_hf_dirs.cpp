@@ -335,6 +335,7 @@ TEST_CASE("hf: one load opens each file of the directory once") {
   CHECK(job.chat.render(Json::array({{{"role", "user"}, {"content", "hi"}}})) == "hi</s>");
   CHECK(opt.end_tokens == std::vector<std::int32_t>{2, 7});
   CHECK(job.fingerprint != 0);
+}
 
 TEST_CASE("hf: a safetensors dtype the table of tensor types has no row for is refused by its name, naming the file and the tensor") {
   // Safetensors' own dtypes not read here, and names the table has only for other formats
