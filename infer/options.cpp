@@ -50,8 +50,11 @@ std::string usage() {
   for (const JobOption& opt : job_options()) {
     const Spelling& s = opt.spelling(Program::infer);
     if (!s.flag || s.hidden) continue;
-    std::string left = "  --" + std::string(s.flag);
-    if (opt.kind != OptionKind::flag) left += " " + std::string(opt.value);
+    // Appended piece by piece: GCC 12 at -O3 warns (-Wrestrict, a false positive) on
+    // "literal" + std::string&& here, and the out-of-tree build is -Werror.
+    std::string left = "  --";
+    left += s.flag;
+    if (opt.kind != OptionKind::flag) (left += ' ') += opt.value;
     usage_line(out, left, job_option_help(opt, Program::infer, true));
   }
   usage_line(out, "  --help", "this text");
