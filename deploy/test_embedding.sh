@@ -12,7 +12,7 @@
 #             built the same way; a batch of 8 prompts (5..200 tokens) prefilled and 4
 #             tokens greedy-decoded at P = 1, 2 and 3 (mpirun): tokens equal and logits
 #             within 1e-5 of P = 1, and P = 1 within 1e-4 of a float64 numpy model
-#             (infer/reference.py); the same from a numpy-written safetensors file; bad
+#             (tools/reference.py); the same from a numpy-written safetensors file; bad
 #             weights and prompts refused with the file named; and the positions trap (RoPE
 #             at the rank's row index, P = 2) caught by the comparison
 #             and a real pretrained model, stories260K (llama2.c checkpoint and tokenizer),
@@ -202,6 +202,8 @@ ranks() {  # ranks WORLD VAR=VALUE... -- CMD...
     finished=
     wait -n -p finished "${left[@]}"
     status=$?
+    # (-p unsets the variable first: without a process named it is unset, not empty.)
+    finished=${finished:-}
     if [[ -z $finished ]]; then
       # bash 5.2 may return from `wait -n` without naming a process (status 127 when the ones
       # listed were already reaped and noted): find an ended one; `wait PID` still knows its status.
@@ -259,16 +261,16 @@ consumer_p3_mpirun() {
 }
 
 # The example batch job: a small model, prompts of mixed lengths, the runs compared with
-# P = 1 by infer/compare.py (tokens exactly, logits to 1e-5: measured 1.2e-6 at P = 2 and 3
+# P = 1 by tools/compare.py (tokens exactly, logits to 1e-5: measured 1.2e-6 at P = 2 and 3
 # on Zen 4; the ring only reorders the fp32 sums of the online softmax).
 infer=$work/infer
 infer_model=(--vocab 256 --dim 128 --layers 3 --heads 4 --kv-heads 2 --head-dim 32 --ffn 256 --tokens 4)
 build_infer() {
-  PKG_CONFIG_SYSROOT_DIR=$dest meson setup "$infer" infer --pkg-config-path "$lib/pkgconfig" \
+  PKG_CONFIG_SYSROOT_DIR=$dest meson setup "$infer" examples/batch_job --pkg-config-path "$lib/pkgconfig" \
     --buildtype=release -Dwerror=true || return
   ninja -C "$infer" || return
   [[ $(ldd "$infer/infer") == *"libringattn.so.0 => $lib/"* ]] || { ldd "$infer/infer"; return 1; }
-  $PY infer/make_prompts.py --lengths 5,200,37,12,150,64,9,90 --vocab 256 --seed 7 --out "$work/prompts.jsonl"
+  $PY tools/make_prompts.py --lengths 5,200,37,12,150,64,9,90 --vocab 256 --seed 7 --out "$work/prompts.jsonl"
 }
 
 infer_p1() {
@@ -276,10 +278,10 @@ infer_p1() {
     "${infer_model[@]}" --threads 1 --out "$work/infer-p1" && [[ -s $work/infer-p1/rank-0.jsonl ]]
 }
 
-# P = 1 itself against infer/reference.py: each prompt alone through a float64 numpy
+# P = 1 itself against tools/reference.py: each prompt alone through a float64 numpy
 # model (no packing, no cache, RoPE at 0, 1, ...), so an error every P shares shows too.
 infer_reference() {
-  $PY infer/reference.py "$work/infer-p1" --prompts "$work/prompts.jsonl" --seed 1 \
+  $PY tools/reference.py "$work/infer-p1" --prompts "$work/prompts.jsonl" --seed 1 \
     "${infer_model[@]}" --tol 1e-4
 }
 
@@ -290,7 +292,7 @@ infer_p2() {
   shift
   ranks 2 RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" \
     --prompts "$work/prompts.jsonl" "${infer_model[@]}" --threads 1 --out "$out" "$@" || return 2
-  $PY infer/compare.py "$work/infer-p1" "$out" --tol 1e-5
+  $PY tools/compare.py "$work/infer-p1" "$out" --tol 1e-5
 }
 
 # Tensor parallelism: 4 processes as 2 groups of 2 (--tp 2), each rank holding half of every
@@ -299,7 +301,7 @@ infer_tp() {
   ranks 4 RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" \
     --prompts "$work/prompts.jsonl" "${infer_model[@]}" --threads 1 --tp 2 --out "$work/infer-tp" || return 2
   [[ ! -e $work/infer-tp/rank-1.jsonl && ! -e $work/infer-tp/rank-3.jsonl ]] || return 2
-  $PY infer/compare.py "$work/infer-p1" "$work/infer-tp" --tol 1e-5
+  $PY tools/compare.py "$work/infer-p1" "$work/infer-tp" --tol 1e-5
 }
 
 # Tensor parallelism on a GGUF Q4_K_M file: each rank copies its part's whole 256-value blocks
@@ -315,7 +317,7 @@ infer_tp_kquants() {
   ranks 4 RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" \
     --prompts "$work/prompts.jsonl" --gguf "$work/tp-q4km.gguf" --tokens 4 --threads 1 --tp 2 \
     --out "$work/infer-tp-q4km" || return
-  $PY infer/compare.py "$work/infer-tp-q4km-p1" "$work/infer-tp-q4km" --tol 1e-5 || return
+  $PY tools/compare.py "$work/infer-tp-q4km-p1" "$work/infer-tp-q4km" --tol 1e-5 || return
   err=$(ranks 4 RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" \
     --prompts "$work/prompts.jsonl" --gguf "$work/tp-q4km.gguf" --tokens 4 --threads 1 --tp 4 \
     --out "$work/infer-tp4-q4km" 2>&1) && { echo "--tp 4 on 128-column parts of Q4_K rows ran"; return 1; }
@@ -331,7 +333,7 @@ infer_bf16() {
     "${infer_model[@]}" --threads 1 --dtype bf16 --out "$work/infer-bf16-p1" || return
   ranks 2 RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" \
     --prompts "$work/prompts.jsonl" "${infer_model[@]}" --threads 1 --dtype bf16 --out "$work/infer-bf16-p2" || return
-  $PY infer/compare.py "$work/infer-bf16-p1" "$work/infer-bf16-p2" --tol 2e-2
+  $PY tools/compare.py "$work/infer-bf16-p1" "$work/infer-bf16-p2" --tol 2e-2
 }
 
 # bf16 weights (--weights-dtype bf16: matrices and embedding rounded at load, each matmul's
@@ -345,7 +347,7 @@ infer_bf16() {
 infer_bf16_weights() {
   env RINGATTN_RANK=0 RINGATTN_WORLD_SIZE=1 timeout 120 "$infer/infer" --prompts "$work/prompts.jsonl" \
     "${infer_model[@]}" --threads 1 --weights-dtype bf16 --out "$work/infer-w16-p1" || return
-  $PY infer/reference.py "$work/infer-w16-p1" --prompts "$work/prompts.jsonl" --seed 1 "${infer_model[@]}" \
+  $PY tools/reference.py "$work/infer-w16-p1" --prompts "$work/prompts.jsonl" --seed 1 "${infer_model[@]}" \
     --weights-dtype bf16 --tol 1e-2 || return
   local p layout
   for p in 2 3; do
@@ -353,7 +355,7 @@ infer_bf16_weights() {
       ranks $p RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" \
         --prompts "$work/prompts.jsonl" "${infer_model[@]}" --threads 1 --weights-dtype bf16 --layout $layout \
         --out "$work/infer-w16-p$p-$layout" || return
-      $PY infer/compare.py "$work/infer-w16-p1" "$work/infer-w16-p$p-$layout" --tol 1e-2 || return
+      $PY tools/compare.py "$work/infer-w16-p1" "$work/infer-w16-p$p-$layout" --tol 1e-2 || return
     done
   done
 }
@@ -364,7 +366,7 @@ infer_bf16_weights() {
 infer_fp16_weights() {
   env RINGATTN_RANK=0 RINGATTN_WORLD_SIZE=1 timeout 120 "$infer/infer" --prompts "$work/prompts.jsonl" \
     "${infer_model[@]}" --threads 1 --weights-dtype fp16 --out "$work/infer-h16-p1" || return
-  $PY infer/reference.py "$work/infer-h16-p1" --prompts "$work/prompts.jsonl" --seed 1 "${infer_model[@]}" \
+  $PY tools/reference.py "$work/infer-h16-p1" --prompts "$work/prompts.jsonl" --seed 1 "${infer_model[@]}" \
     --weights-dtype fp16 --tol 1e-4 || return
   local p layout
   for p in 2 3; do
@@ -372,14 +374,14 @@ infer_fp16_weights() {
       ranks $p RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" \
         --prompts "$work/prompts.jsonl" "${infer_model[@]}" --threads 1 --weights-dtype fp16 --layout $layout \
         --out "$work/infer-h16-p$p-$layout" || return
-      $PY infer/compare.py "$work/infer-h16-p1" "$work/infer-h16-p$p-$layout" --tol 1e-5 || return
+      $PY tools/compare.py "$work/infer-h16-p1" "$work/infer-h16-p$p-$layout" --tol 1e-5 || return
     done
   done
 }
 
-# Hugging Face model directories (infer/write_hf.py: seeded weights, HF's config.json, names
+# Hugging Face model directories (tools/write_hf.py: seeded weights, HF's config.json, names
 # and layout, one file or shards with an index), each at P = 1 against an independent float64
-# PyTorch model of its architecture (infer/hf_reference.py), P = 2 and 3 against P = 1 and
+# PyTorch model of its architecture (tools/hf_reference.py), P = 2 and 3 against P = 1 and
 # against it.
 # Held as stored: fp32 and fp16 (widened in registers, inputs as they are) to 1e-4 of float64
 # (the largest |logit diff|, and that over the row's largest |logit|) and 1e-5 across P; bf16
@@ -394,14 +396,14 @@ infer_hf() {
     name="$arch-$dtype${extra//[ =-]/}"
     local shape=(--vocab 256 --dim 128 --layers 3 --heads 4 --kv-heads 2 --head-dim 32 --ffn 256)
     [[ $arch == qwen3 ]] && shape=(--vocab 256 --dim 96 --layers 3 --heads 4 --kv-heads 2 --head-dim 32 --ffn 192)
-    $PY infer/write_hf.py --out "$work/hf-$name" --arch "$arch" --dtype "$dtype" $extra --seed 1 "${shape[@]}" || return
+    $PY tools/write_hf.py --out "$work/hf-$name" --arch "$arch" --dtype "$dtype" $extra --seed 1 "${shape[@]}" || return
     tol=1e-4 cross=1e-5 mm=fp32
     [[ $dtype == bf16 ]] && tol=1e-2 cross=1e-2 mm=bf16
-    # The directory, then the same as GGUF (infer/convert_hf_gguf.py, llama.cpp's converter's
+    # The directory, then the same as GGUF (tools/convert_hf_gguf.py, llama.cpp's converter's
     # rules: llama's q/k rows interleaved, qwen2's biases, qwen3's q/k norms, llama3's
     # rope_freqs, matrices in their dtype): P = 1 against float64 PyTorch on the directory,
     # P = 2 and 3 against P = 1.
-    $PY infer/convert_hf_gguf.py "$work/hf-$name" --out "$work/hf-$name.gguf" || return
+    $PY tools/convert_hf_gguf.py "$work/hf-$name" --out "$work/hf-$name.gguf" || return
     local src
     for src in "hf $work/hf-$name" "gguf $work/hf-$name.gguf"; do
       read -r kind path <<<"$src"
@@ -411,15 +413,15 @@ infer_hf() {
         ranks $p RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" \
           --prompts "$work/prompts.jsonl" --$kind "$path" --tokens 4 --threads 1 --layout striped \
           --out "$work/infer-$kind-$name-p$p" || return
-        $PY infer/compare.py "$work/infer-$kind-$name-p1" "$work/infer-$kind-$name-p$p" --tol $cross || return
+        $PY tools/compare.py "$work/infer-$kind-$name-p1" "$work/infer-$kind-$name-p$p" --tol $cross || return
       done
       echo "$name ($kind): P = 1, 2, 3 against float64 PyTorch"
-      $PY infer/hf_reference.py "$work/infer-$kind-$name-p"{1,2,3} --model "$work/hf-$name" --prompts "$work/prompts.jsonl" \
+      $PY tools/hf_reference.py "$work/infer-$kind-$name-p"{1,2,3} --model "$work/hf-$name" --prompts "$work/prompts.jsonl" \
         --tokens 4 --tol $tol --rtol $tol --matmul-input $mm || return
     done
   done
   echo "llama fp32 directory against --seed 1, to the bit"
-  $PY infer/compare.py "$work/infer-p1" "$work/infer-hf-llama-fp32tiedshards1-p1" --tol 0
+  $PY tools/compare.py "$work/infer-p1" "$work/infer-hf-llama-fp32tiedshards1-p1" --tol 0
 }
 
 # GGUF files of the seed's weights (bench/llamacpp/write_gguf.py: llama.cpp's names, its
@@ -445,20 +447,20 @@ infer_gguf() {
       ranks $p RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" \
         --prompts "$work/prompts.jsonl" --gguf "$work/seed-$dtype.gguf" --tokens 4 --threads 1 \
         --out "$work/infer-gguf-$dtype-p$p" || return
-      $PY infer/compare.py "$work/infer-gguf-$dtype-p1" "$work/infer-gguf-$dtype-p$p" \
+      $PY tools/compare.py "$work/infer-gguf-$dtype-p1" "$work/infer-gguf-$dtype-p$p" \
         --tol "$([[ $dtype == bf16 ]] && echo 1e-2 || echo 1e-5)" || return
     done
     echo "GGUF $dtype: P = 1, 2, 3 against float64 PyTorch on the values it holds"
-    $PY infer/hf_reference.py "$work/infer-gguf-$dtype-p"{1,2,3} --model "$work/held-$dtype" --prompts "$work/prompts.jsonl" \
+    $PY tools/hf_reference.py "$work/infer-gguf-$dtype-p"{1,2,3} --model "$work/held-$dtype" --prompts "$work/prompts.jsonl" \
       --tokens 4 --tol $tol --rtol $tol --matmul-input $mm || return
   done
-  $PY infer/compare.py "$work/infer-p1" "$work/infer-gguf-f32-p1" --tol 1e-5 &&
-    $PY infer/compare.py "$work/infer-w16-p1" "$work/infer-gguf-bf16-p1" --tol 1e-2 || return
+  $PY tools/compare.py "$work/infer-p1" "$work/infer-gguf-f32-p1" --tol 1e-5 &&
+    $PY tools/compare.py "$work/infer-w16-p1" "$work/infer-gguf-bf16-p1" --tol 1e-2 || return
   env RINGATTN_RANK=0 RINGATTN_WORLD_SIZE=1 timeout 120 "$infer/infer" --prompts "$work/prompts.jsonl" \
     --gguf "$work/seed-q8_0.gguf" --weights-dtype fp32 --tokens 4 --threads 1 --out "$work/infer-gguf-q8_0-wide" &&
-    $PY infer/compare.py "$work/infer-gguf-q8_0-wide" "$work/infer-gguf-q8_0-p1" --tol 0 &&
+    $PY tools/compare.py "$work/infer-gguf-q8_0-wide" "$work/infer-gguf-q8_0-p1" --tol 0 &&
     echo "Q8_0 against the fp32 seed model (quantization error, reported, not bounded here):" &&
-    { $PY infer/compare.py "$work/infer-p1" "$work/infer-gguf-q8_0-p1" --tol 1 || true; } || return
+    { $PY tools/compare.py "$work/infer-p1" "$work/infer-gguf-q8_0-p1" --tol 1 || true; } || return
   # `ringattn generate` on a GGUF file of another shape than its seed defaults (8/2 heads of
   # 16): the ranks read the shape, the ring's limits hold it; P = 2 gives P = 1's tokens.
   $PY bench/llamacpp/write_gguf.py --seed 3 --vocab 256 --dim 128 --layers 2 --heads 8 --kv-heads 2 \
@@ -495,7 +497,7 @@ infer_gguf_kquants() {
     env RINGATTN_RANK=0 RINGATTN_WORLD_SIZE=1 timeout 120 "$infer/infer" --prompts "$work/prompts.jsonl" \
       --gguf "$work/seed-q4km-$tie.gguf" --weights-dtype fp32 --tokens 4 --threads 1 \
       --out "$work/infer-q4km-$tie-wide" || return
-    $PY infer/compare.py "$work/infer-q4km-$tie-wide" "$work/infer-q4km-$tie-p1" --tol 0 || return
+    $PY tools/compare.py "$work/infer-q4km-$tie-wide" "$work/infer-q4km-$tie-p1" --tol 0 || return
   done
   ranks 2 RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" \
     --prompts "$work/prompts.jsonl" --gguf "$work/seed-q4km-untied.gguf" --tokens 4 --threads 1 \
@@ -503,15 +505,15 @@ infer_gguf_kquants() {
   ranks 3 RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" \
     --prompts "$work/prompts.jsonl" --gguf "$work/seed-q4km-tied.gguf" --layout zigzag --tokens 4 --threads 1 \
     --out "$work/infer-q4km-tied-p3" || return
-  $PY infer/compare.py "$work/infer-q4km-untied-p1" "$work/infer-q4km-untied-p2" --tol 1e-5 &&
-    $PY infer/compare.py "$work/infer-q4km-tied-p1" "$work/infer-q4km-tied-p3" --tol 1e-5 || return
+  $PY tools/compare.py "$work/infer-q4km-untied-p1" "$work/infer-q4km-untied-p2" --tol 1e-5 &&
+    $PY tools/compare.py "$work/infer-q4km-tied-p1" "$work/infer-q4km-tied-p3" --tol 1e-5 || return
   echo "Q4_K_M untied (P = 1, 2) and tied (P = 1, 3) against float64 PyTorch on the values the file holds"
-  $PY infer/hf_reference.py "$work/infer-q4km-untied-p"{1,2} --model "$work/held-q4km-untied" \
+  $PY tools/hf_reference.py "$work/infer-q4km-untied-p"{1,2} --model "$work/held-q4km-untied" \
     --prompts "$work/prompts.jsonl" --tokens 4 --tol 1e-4 --rtol 1e-4 --matmul-input fp32 &&
-    $PY infer/hf_reference.py "$work/infer-q4km-tied-p"{1,3} --model "$work/held-q4km-tied" \
+    $PY tools/hf_reference.py "$work/infer-q4km-tied-p"{1,3} --model "$work/held-q4km-tied" \
       --prompts "$work/prompts.jsonl" --tokens 4 --tol 1e-4 --rtol 1e-4 --matmul-input fp32 &&
     echo "Q4_K_M against the fp32 seed model of the same shape (quantization error, reported, not bounded here):" &&
-    { $PY infer/compare.py "$work/infer-k-seed" "$work/infer-q4km-tied-p1" --tol 1 || true; }
+    { $PY tools/compare.py "$work/infer-k-seed" "$work/infer-q4km-tied-p1" --tol 1 || true; }
 }
 
 # fp32 weights in every layout at P = 2 and 3: tokens equal, logits within 1e-5 of P = 1.
@@ -522,7 +524,7 @@ infer_layouts() {
       ranks $p RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" \
         --prompts "$work/prompts.jsonl" "${infer_model[@]}" --threads 1 --layout $layout \
         --out "$work/infer-p$p-$layout" || return
-      $PY infer/compare.py "$work/infer-p1" "$work/infer-p$p-$layout" --tol 1e-5 || return
+      $PY tools/compare.py "$work/infer-p1" "$work/infer-p$p-$layout" --tol 1e-5 || return
     done
   done
 }
@@ -531,11 +533,11 @@ infer_p3_mpirun() {
   env -i PATH="$PATH" HOME="$HOME" RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" \
     timeout 120 mpirun -n 3 --oversubscribe --allow-run-as-root -x RINGATTN_MASTER -x RINGATTN_TOKEN \
     "$infer/infer" --prompts "$work/prompts.jsonl" "${infer_model[@]}" --threads 1 --out "$work/infer-p3" || return
-  $PY infer/compare.py "$work/infer-p1" "$work/infer-p3" --tol 1e-5
+  $PY tools/compare.py "$work/infer-p1" "$work/infer-p3" --tol 1e-5
 }
 
 write_model() {  # numpy writes the seed's weights (once)
-  [[ -f $work/model.safetensors ]] || $PY infer/write_weights.py --seed 1 --vocab 256 --dim 128 --layers 3 \
+  [[ -f $work/model.safetensors ]] || $PY tools/write_weights.py --seed 1 --vocab 256 --dim 128 --layers 3 \
     --heads 4 --kv-heads 2 --head-dim 32 --ffn 256 --out "$work/model.safetensors"
 }
 
@@ -548,7 +550,7 @@ infer_safetensors() {  # read back at P = 2 the numpy-written weights must give 
 # tokenizer, MIT; never in this repository: RINGATTN_MODEL_DIR, else ../shared/models beside
 # the checkout) greedy from "Once upon a time" for 60 tokens at P = 1, 2 and 3 (mpirun) gives
 # exactly the text llama2.c's run.c printed (../shared/models/stories260K/README.md; run.c
-# adds a final newline). Its head_dim 8 runs padded to the ring's 32 (infer/job.cpp).
+# adds a final newline). Its head_dim 8 runs padded to the ring's 32 (infer/job/job.cpp).
 stories_dir=${RINGATTN_MODEL_DIR:-$PWD/../shared/models/stories260K}
 stories_text='Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball. She wanted to play with it, but it was too high.
 Lily'
@@ -611,7 +613,7 @@ PYEOF
   # 1e-5 of its row's largest |logit|: on Zen 4 the largest difference is 1.65e-5 absolute
   # (above 1e-5: this model's logits reach 13 to 22 in every row), 1.2e-6 relative.
   if ((p > 1)) && [[ -d $work/stories-p1-$tokens ]]; then
-    $PY infer/compare.py "$work/stories-p1-$tokens" "$out" --tol 1e-5 --relative || return
+    $PY tools/compare.py "$work/stories-p1-$tokens" "$out" --tol 1e-5 --relative || return
   fi
 }
 

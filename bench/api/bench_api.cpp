@@ -33,7 +33,7 @@
 #include "ringattn/ring.hpp"
 #include "../../src/cli/args.hpp"
 #include "../../src/cli/json_object.hpp"
-#include "../../infer/json.hpp"
+#include "../../infer/common/json.hpp"
 #include "../../src/node/launcher_channel.hpp"
 #include "../../src/node/report.hpp"
 #include "../../src/run/launcher.hpp"

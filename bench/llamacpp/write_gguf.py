@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the seeded model `ringattn generate --model seed:S` draws as a GGUF file for llama.cpp.
 
-The weights are infer/write_weights.py's (the same numbers the C++ seed generator draws, bit
+The weights are tools/write_weights.py's (the same numbers the C++ seed generator draws, bit
 for bit), in Hugging Face Llama's layout; GGUF's llama architecture wants three changes, made
 here and nowhere else:
   - q_proj and k_proj rows reordered per head from rotate-half RoPE pairs (i, i + D/2) to
@@ -32,7 +32,7 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "infer"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
 from write_weights import generate, specs  # noqa: E402
 
 ALIGN = 32
@@ -76,8 +76,8 @@ def rotate_half_pairs(w, heads):
 
 def write_dequantized(directory, c, tensors):
     """The values the file holds, widened exactly to F32, as a Hugging Face Llama directory
-    (q/k rows back in rotate-half order): a float64 reference reads them (infer/hf_reference.py)."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "infer"))
+    (q/k rows back in rotate-half order): a float64 reference reads them (tools/hf_reference.py)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
     from write_hf import write_safetensors
     os.makedirs(directory, exist_ok=True)
     cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": c.dim,

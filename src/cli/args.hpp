@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "../../infer/option_number.hpp"
+#include "../../infer/common/option_number.hpp"
 
 namespace ringattn::cli {
 

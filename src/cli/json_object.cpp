@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../../infer/json.hpp"
+#include "../../infer/common/json.hpp"
 
 namespace ringattn::cli {
 

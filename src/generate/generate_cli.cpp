@@ -19,8 +19,8 @@
 #include "../cli/args.hpp"
 #include "../cli/commands.hpp"
 #include "../cli/json_object.hpp"
-#include "../../infer/json.hpp"
-#include "../../infer/load.hpp"
+#include "../../infer/common/json.hpp"
+#include "../../infer/job/load.hpp"
 #include "generate_options.hpp"
 #include "generate_output.hpp"
 #include "generate_rank.hpp"
@@ -62,7 +62,7 @@ RingOptions ring_options(const Plan& p, RingOptions o) {
     // checkpoint's shape is read by the ranks: the ring's default limits hold it)
     o.limits.max_heads = p.job.model.heads;  // (a tensor-parallel rank's are fewer)
     o.limits.max_kv_heads = p.job.model.kv_heads;
-    // the head dim the ring runs: padded to a multiple of 16, at least 32 (infer/job.cpp)
+    // the head dim the ring runs: padded to a multiple of 16, at least 32 (infer/job/job.cpp)
     o.limits.max_head_dim = std::max<std::int64_t>((p.job.model.head_dim + 15) / 16 * 16, 32);
   }
   return o;

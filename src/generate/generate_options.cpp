@@ -7,7 +7,7 @@
 #include <ringattn/error.hpp>
 #include <ringattn/layout.hpp>
 
-#include "../../infer/job_options_table.hpp"
+#include "../../infer/job/job_options_table.hpp"
 
 namespace ringattn::generate {
 

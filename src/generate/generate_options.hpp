@@ -1,4 +1,4 @@
-// ringattn generate — its command line: the job options' table (infer/job_options_table.hpp)
+// ringattn generate — its command line: the job options' table (infer/job/job_options_table.hpp)
 // as generate spells them, and generate's own (--nodes, --timeout, --json...).
 #pragma once
 
@@ -8,7 +8,7 @@
 #include <ringattn/ring.hpp>
 
 #include "../cli/args.hpp"
-#include "../../infer/options.hpp"
+#include "../../infer/job/options.hpp"
 
 namespace ringattn::generate {
 

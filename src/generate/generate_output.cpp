@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "../../infer/tokenizer.hpp"
-#include "../../infer/json.hpp"
+#include "../../infer/tokenizers/tokenizer.hpp"
+#include "../../infer/common/json.hpp"
 
 namespace ringattn::generate {
 

@@ -7,9 +7,9 @@
 #include <optional>
 #include <span>
 
-#include "../../infer/batch_plan.hpp"
-#include "../../infer/job.hpp"
-#include "../../infer/load.hpp"
+#include "../../infer/job/batch_plan.hpp"
+#include "../../infer/job/job.hpp"
+#include "../../infer/job/load.hpp"
 #include "../cli/peak_rss.hpp"
 #include "../node/heartbeat.hpp"
 

@@ -1,7 +1,7 @@
 // ringattn generate — one rank's part: load the model, tokenizer and prompts (each rank
-// from its own files: infer/load.hpp), join the ring, prove every rank holds the same
+// from its own files: infer/job/load.hpp), join the ring, prove every rank holds the same
 // model, prefill the packed prompts through Ring::forward and decode on the stationary KV
-// shards through Ring::decode (infer/job.hpp). Each token of a prompt this rank owns goes
+// shards through Ring::decode (infer/job/job.hpp). Each token of a prompt this rank owns goes
 // to `sink` the moment it is chosen.
 #pragma once
 
@@ -9,7 +9,7 @@
 
 #include <ringattn/ring.hpp>
 
-#include "../../infer/options.hpp"
+#include "../../infer/job/options.hpp"
 #include "generate_output.hpp"
 
 namespace ringattn::generate {

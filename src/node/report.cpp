@@ -5,7 +5,7 @@
 #include <mutex>
 
 #include "../cli/json_object.hpp"
-#include "../../infer/json.hpp"
+#include "../../infer/common/json.hpp"
 
 namespace ringattn::node {
 namespace {

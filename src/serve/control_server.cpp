@@ -12,7 +12,7 @@
 #include "../cli/log.hpp"
 #include "ringattn/error.hpp"
 #include "../cli/json_object.hpp"
-#include "../../infer/json.hpp"
+#include "../../infer/common/json.hpp"
 #include "../io/finite_check.hpp"
 #include "../node/memory_budget.hpp"
 #include "control_protocol.hpp"

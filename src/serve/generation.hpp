@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "../../infer/prompts.hpp"
+#include "../../infer/job/prompts.hpp"
 
 namespace ringattn::serve {
 

@@ -10,7 +10,7 @@
 
 #include "ringattn/error.hpp"
 #include "../cli/json_object.hpp"
-#include "../../infer/json.hpp"
+#include "../../infer/common/json.hpp"
 
 namespace ringattn::serve {
 

@@ -13,7 +13,7 @@
 #include "ringattn/error.hpp"
 #include "ringattn/launch.hpp"
 #include "../cli/json_object.hpp"
-#include "../../infer/json.hpp"
+#include "../../infer/common/json.hpp"
 #include "../cli/log.hpp"
 #include "http_server.hpp"
 #include "openai_params.hpp"

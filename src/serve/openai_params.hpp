@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "../../infer/json.hpp"
+#include "../../infer/common/json.hpp"
 
 namespace ringattn::serve {
 

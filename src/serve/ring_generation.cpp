@@ -7,8 +7,8 @@
 #include <algorithm>
 
 #include "ringattn/error.hpp"
-#include "../../infer/agreement.hpp"
-#include "../../infer/job.hpp"
+#include "../../infer/job/agreement.hpp"
+#include "../../infer/job/job.hpp"
 #include "../cli/log.hpp"
 #include "peer_messages.hpp"
 #include "ring_service.hpp"

@@ -21,7 +21,7 @@
 
 #include "ringattn/ring.hpp"
 #include "../cli/json_object.hpp"
-#include "../../infer/load.hpp"
+#include "../../infer/job/load.hpp"
 #include "generation.hpp"
 #include "job.hpp"
 #include "metrics.hpp"

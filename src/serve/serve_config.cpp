@@ -14,7 +14,7 @@
 #include "ringattn/launch.hpp"
 #include "ringattn/block_attention.hpp"
 #include "ringattn/error.hpp"
-#include "../../infer/job_options_table.hpp"
+#include "../../infer/job/job_options_table.hpp"
 
 namespace ringattn::serve {
 namespace {
@@ -30,7 +30,7 @@ struct Key {
   const infer::JobOption* job = nullptr;  // a job option: read and stored through its table
 };
 
-// A job option (infer/job_options_table.hpp) as a key of serve's, in its place in --help.
+// A job option (infer/job/job_options_table.hpp) as a key of serve's, in its place in --help.
 Key job_key(std::string_view name) {
   for (const infer::JobOption& o : infer::job_options()) {
     if (name != o.name) continue;
@@ -306,7 +306,7 @@ ServeConfig load_serve_config(const cli::Args& a) {
   c.cores = usable_cores();
   // Daemons sharing a host share its cores: each OpenMP team on all of them oversubscribes
   // the host (two daemons on 2 cores were 25-50x slower than with one thread each).
-  // The job options (infer/job_options_table.hpp): parsed, bounded and refused as generate
+  // The job options (infer/job/job_options_table.hpp): parsed, bounded and refused as generate
   // and the batch job do; the checks that tie them to the ring come below.
   infer::JobOptions job;
   for (const auto& k : keys())

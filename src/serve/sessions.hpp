@@ -30,8 +30,8 @@
 
 #include <ringattn/kv_cache.hpp>
 
-#include "../../infer/job.hpp"
-#include "../../infer/prompts.hpp"
+#include "../../infer/job/job.hpp"
+#include "../../infer/job/prompts.hpp"
 #include "generation.hpp"
 #include "service_events.hpp"
 

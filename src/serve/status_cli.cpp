@@ -13,7 +13,7 @@
 #include "../cli/args.hpp"
 #include "../cli/json_object.hpp"
 #include "../cli/json_on_failure.hpp"
-#include "../../infer/json.hpp"
+#include "../../infer/common/json.hpp"
 
 namespace ringattn::cli {
 int status_main(const std::vector<std::string>& argv);

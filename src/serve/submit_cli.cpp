@@ -18,7 +18,7 @@
 #include "../cli/args.hpp"
 #include "../cli/json_object.hpp"
 #include "../cli/json_on_failure.hpp"
-#include "../../infer/json.hpp"
+#include "../../infer/common/json.hpp"
 #include "../io/finite_check.hpp"
 #include "../io/npy_reader.hpp"
 #include "../io/npy_writer.hpp"

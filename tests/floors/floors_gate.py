@@ -5,7 +5,9 @@
 
 1. check_floors.py on a small tree of its own: a program that reaches a private header of
    the library by <ring/x.hpp>, by "ring/x.hpp" and by "../../ring/x.hpp" is refused, each
-   line named; the same program on the public headers passes.
+   line named; the same program on the public headers passes. A room of the model runtime
+   that includes a room above it (infer/common/ reaching infer/job/, infer/model/ reaching
+   infer/tokenizers/) is refused, each line named, and so is a source outside the rooms.
 2. The build's own flags: the compile command of a real program (src/main.cpp, from
    compile_commands.json) compiles a file that includes <ringattn/ring.hpp>, and does not
    compile one that includes <ring/ring_step.hpp> or "ring/ring_step.hpp" — the tree's root
@@ -48,6 +50,23 @@ def main():
         r = subprocess.run([sys.executable, os.path.join(here, "check_floors.py"), t], capture_output=True, text=True)
         if r.returncode != 0:
             failures.append("check_floors.py refused a clean program: " + r.stdout)
+        # The runtime's rooms: up is refused, down passes.
+        write(os.path.join(t, "infer", "job", "load.hpp"), '#pragma once\n#include "../common/json.hpp"\n')
+        write(os.path.join(t, "infer", "tokenizers", "bpe.hpp"), '#pragma once\n#include "../formats/gguf.hpp"\n')
+        write(os.path.join(t, "infer", "formats", "gguf.hpp"), '#pragma once\n#include "../common/json.hpp"\n')
+        write(os.path.join(t, "infer", "common", "json.hpp"), '#pragma once\n#include "../job/load.hpp"\n')
+        write(os.path.join(t, "infer", "model", "model.hpp"), '#pragma once\n#include "infer/tokenizers/bpe.hpp"\n')
+        write(os.path.join(t, "infer", "loose.cpp"), '#include "common/json.hpp"\n')
+        r = subprocess.run([sys.executable, os.path.join(here, "check_floors.py"), t], capture_output=True, text=True)
+        if r.returncode != 1:
+            failures.append("check_floors.py passed a room bypass (exit %d): %s" % (r.returncode, r.stdout))
+        for line in ('infer/common/json.hpp:2: #include "../job/load.hpp"', 'infer/model/model.hpp:2: #include "infer/tokenizers/bpe.hpp"',
+                     "infer/loose.cpp"):
+            if line not in r.stdout:
+                failures.append("check_floors.py did not name '%s': %s" % (line, r.stdout))
+        for line in ("infer/job/load.hpp:", "infer/tokenizers/bpe.hpp:", "infer/formats/gguf.hpp:"):
+            if line in r.stdout:
+                failures.append("check_floors.py refused a room's include of a room below it (%s): %s" % (line, r.stdout))
 
         with open(os.path.join(build, "compile_commands.json")) as f:
             commands = json.load(f)

@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "infer/chat_template.hpp"
+#include "infer/chat_templates/chat_template.hpp"
 #include "ringattn/error.hpp"
 
 namespace {

@@ -1,4 +1,4 @@
-// libFuzzer target for the GGUF reader (infer/gguf.cpp): any input must either parse or
+// libFuzzer target for the GGUF reader (infer/formats/gguf.cpp): any input must either parse or
 // throw FileError; a crash, sanitizer report, other exception or runaway allocation is a
 // bug. An accepted file's metadata is read back and every tensor taken whole (its bytes
 // checked finite and decoded: F32, F16, BF16, Q8_0, Q4_K, Q6_K), so each offset and size the
@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <span>
 
-#include "infer/gguf.hpp"
-#include "infer/tokenizer_gguf.hpp"
+#include "infer/formats/gguf.hpp"
+#include "infer/tokenizers/tokenizer_gguf.hpp"
 #include "ringattn/error.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -14,8 +14,8 @@
 #include <optional>
 #include <string>
 
-#include "infer/tokenizer_json.hpp"
-#include "infer/unicode.hpp"
+#include "infer/tokenizers/tokenizer_json.hpp"
+#include "infer/common/unicode.hpp"
 #include "ringattn/error.hpp"
 
 namespace {

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "infer/json.hpp"
+#include "infer/common/json.hpp"
 
 namespace ringattn::itest {
 

@@ -9,9 +9,9 @@
 #include <utility>
 #include <vector>
 
-#include "infer/bpe.hpp"
-#include "infer/json.hpp"
-#include "infer/pretokenize.hpp"
+#include "infer/tokenizers/bpe.hpp"
+#include "infer/common/json.hpp"
+#include "infer/tokenizers/pretokenize.hpp"
 #include "tests/integration/spawn.hpp"
 
 namespace test::hf_text {
@@ -73,7 +73,7 @@ void write_tokenizer(const fs::path& dir) {
 
 void write_model(const fs::path& dir, int seed) {
   const Outcome w = [&] {
-    Spawned p({RINGATTN_SOURCE_ROOT "/infer/write_hf.py", "--out", dir.string(), "--arch", "llama", "--dtype", "fp32", "--seed", std::to_string(seed),
+    Spawned p({RINGATTN_SOURCE_ROOT "/tools/write_hf.py", "--out", dir.string(), "--arch", "llama", "--dtype", "fp32", "--seed", std::to_string(seed),
                "--vocab", std::to_string(kVocab)},
               {}, "/usr/bin/python3");
     return p.wait(120);

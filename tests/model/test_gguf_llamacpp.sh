@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Greedy tokens against llama.cpp on the GGUF files this test writes (issue 33): the seeded
-# model (infer/write_weights.py's numbers) as GGUF F32, F16, BF16, Q8_0, Q4_K and llama.cpp's
+# model (tools/write_weights.py's numbers) as GGUF F32, F16, BF16, Q8_0, Q4_K and llama.cpp's
 # Q4_K_M mix, tied and untied (bench/llamacpp/write_gguf.py, the same writer the bench uses),
 # and Hugging Face directories of qwen2 (biases), qwen3 (q/k norms), llama3 (rope scaling) and
-# mistral converted by infer/convert_hf_gguf.py; six prompts of token ids each. llama.cpp is npm's node-llama-cpp (its prebuilt CPU build,
+# mistral converted by tools/convert_hf_gguf.py; six prompts of token ids each. llama.cpp is npm's node-llama-cpp (its prebuilt CPU build,
 # installed outside the tree by tests/model/tokenizers_node/run.sh), greedy with an fp32 K/V
 # cache, one prompt a run, recording how far each chosen token led the runner-up
 # (bench/llamacpp/llama_greedy.mjs --margins). ringattn `generate` reads the same file at
@@ -48,8 +48,8 @@ with open(f"{work}/prompts.jsonl", "w") as f:
 EOF
 
 failed=0
-# seed DTYPE TIE: write_gguf.py; hf ARCH DTYPE ARGS: a Hugging Face directory (infer/write_hf.py)
-# converted by infer/convert_hf_gguf.py (qwen2's biases, qwen3's q/k norms, llama3's rope_freqs).
+# seed DTYPE TIE: write_gguf.py; hf ARCH DTYPE ARGS: a Hugging Face directory (tools/write_hf.py)
+# converted by tools/convert_hf_gguf.py (qwen2's biases, qwen3's q/k norms, llama3's rope_freqs).
 for case in "seed f32 tied" "seed f16 untied" "seed bf16 tied" "seed q8_0 untied" "seed q4_k tied" \
     "seed q4_k_m untied" "hf qwen2 fp16 --shards=2" "hf qwen3 fp32 --tied" "hf qwen3 bf16" "hf llama3 fp32 --tied" \
     "hf mistral fp16"; do
@@ -63,9 +63,9 @@ for case in "seed f32 tied" "seed f16 untied" "seed bf16 tied" "seed q8_0 untied
       --head-dim 64 --ffn 512 --context 256 --dtype "$dtype" $([[ $a2 == untied ]] && echo --untied) --out "$gguf"
   else
     dtype=${a2/fp/f}
-    $py "$ROOT/infer/write_hf.py" --out "$work/$name" --arch "$a1" --dtype "$a2" $a3 --seed 1 --vocab 256 --dim 128 \
+    $py "$ROOT/tools/write_hf.py" --out "$work/$name" --arch "$a1" --dtype "$a2" $a3 --seed 1 --vocab 256 --dim 128 \
       --layers 2 --heads 4 --kv-heads 2 --head-dim 32 --ffn 256 &&
-      $py "$ROOT/infer/convert_hf_gguf.py" "$work/$name" --out "$gguf"
+      $py "$ROOT/tools/convert_hf_gguf.py" "$work/$name" --out "$gguf"
   fi
   (($? == 0)) || { echo "FAILED: writing $case"; failed=1; continue; }
   ok=1

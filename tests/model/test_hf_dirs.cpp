@@ -1,9 +1,9 @@
-// Hugging Face model directories (Model::from_hf, infer/hf_config.hpp, hf_weights.hpp) on
+// Hugging Face model directories (Model::from_hf, infer/model/hf_config.hpp, hf_weights.hpp) on
 // directories written here: the seed's tensors stored as F32, BF16 and F16, in one file or
 // sharded, load into the very model from_seed builds (the same digest: configuration,
 // packed bytes, norms); hostile config.json, safetensors headers and indexes are refused
 // naming the file and what is wrong. The float64 PyTorch check of each architecture's
-// logits is deploy/test_embedding.sh's (infer/hf_reference.py).
+// logits is deploy/test_embedding.sh's (tools/hf_reference.py).
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -20,9 +20,9 @@
 #include <ringattn/error.hpp>
 #include <ringattn/half.hpp>
 
-#include "json.hpp"
-#include "load.hpp"
-#include "model.hpp"
+#include "common/json.hpp"
+#include "job/load.hpp"
+#include "model/model.hpp"
 #include "tests/error_of.hpp"
 #include "tests/model/file_opens.hpp"
 

@@ -13,9 +13,9 @@
 #include <unistd.h>
 #include <vector>
 
-#include "model.hpp"
+#include "model/model.hpp"
 #include "tests/error_of.hpp"
-#include "tokenizer.hpp"
+#include "tokenizers/tokenizer.hpp"
 
 namespace fs = std::filesystem;
 using infer::Model;

@@ -1,7 +1,7 @@
-// The model's per-token layers (infer/model.hpp) on seeded weights: a row's result is bitwise
+// The model's per-token layers (infer/model/model.hpp) on seeded weights: a row's result is bitwise
 // the same computed alone, in a batch of any size and on any thread count (batch invariance:
 // what makes greedy text the same at every P and layout), and the layers agree with a plain
-// float64 evaluation of the same weights (infer/write_weights.py's numbers, drawn here by the
+// float64 evaluation of the same weights (tools/write_weights.py's numbers, drawn here by the
 // model's own generator). No model files needed.
 #include <doctest/doctest.h>
 
@@ -12,7 +12,7 @@
 #include <span>
 #include <vector>
 
-#include "model.hpp"
+#include "model/model.hpp"
 
 using infer::Model;
 using infer::ModelConfig;

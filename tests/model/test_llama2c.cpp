@@ -1,4 +1,4 @@
-// A real pretrained model through the model runtime's layers (infer/model.hpp):
+// A real pretrained model through the model runtime's layers (infer/model/model.hpp):
 // stories260K read from its llama2.c checkpoint, run greedily from "Once upon a time" with
 // dense causal attention computed here in float64 (the ring's part, stood in for by the
 // oracle's math), gives exactly the 60 tokens llama2.c's run.c generated
@@ -20,9 +20,9 @@
 #include <span>
 #include <vector>
 
-#include "model.hpp"
-#include "sampler.hpp"
-#include "tokenizer.hpp"
+#include "model/model.hpp"
+#include "job/sampler.hpp"
+#include "tokenizers/tokenizer.hpp"
 #include "tests/error_of.hpp"
 #include "tests/model/model_files.hpp"
 

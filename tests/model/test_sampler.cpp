@@ -1,4 +1,4 @@
-// The sampler (infer/sampler.hpp) on its own: greedy picks the first of the largest;
+// The sampler (infer/job/sampler.hpp) on its own: greedy picks the first of the largest;
 // a seed gives one sequence of coins, in [0, 1); multinomial and nucleus sampling follow the
 // distribution and respect p; bad settings are refused. (Its agreement with llama2.c's
 // draws is in test_llama2c.cpp, on the real model.)
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "ringattn/error.hpp"
-#include "sampler.hpp"
+#include "job/sampler.hpp"
 
 using infer::Sampler;
 

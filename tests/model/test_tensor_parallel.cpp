@@ -1,4 +1,4 @@
-// Tensor parallelism in the model (infer/tensor_parallel.hpp): T parts of a seeded model,
+// Tensor parallelism in the model (infer/model/tensor_parallel.hpp): T parts of a seeded model,
 // each on a thread of an in-process group (the sum and gather in rank order, as the ring's
 // give the same bits on every rank), against the whole model. A part's q, k and v are the
 // whole model's columns of its heads to the bit; the hidden rows and logits after the sums
@@ -22,10 +22,10 @@
 #include <ringattn/error.hpp>
 #include <ringattn/tensor_types.hpp>
 
-#include "fingerprint.hpp"
-#include "model.hpp"
-#include "infer/model_files.hpp"
-#include "tensor_parallel.hpp"
+#include "job/fingerprint.hpp"
+#include "model/model.hpp"
+#include "infer/job/model_files.hpp"
+#include "model/tensor_parallel.hpp"
 
 using infer::Model;
 using infer::ModelConfig;

@@ -1,4 +1,4 @@
-// llama2.c's tokenizer (infer/tokenizer.hpp) on the real stories260K vocabulary:
+// llama2.c's tokenizer (infer/tokenizers/tokenizer.hpp) on the real stories260K vocabulary:
 // the prompt's ids and the generated text exactly as llama2.c's run.c printed them
 // (../shared/models/stories260K/README.md), and the heap merge equal to llama2.c's rescans.
 // Every case needs the model (hostile files: test_hostile_files.cpp).
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "tests/model/model_files.hpp"
-#include "tokenizer.hpp"
+#include "tokenizers/tokenizer.hpp"
 
 using infer::Tokenizer;
 

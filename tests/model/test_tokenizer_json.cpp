@@ -20,10 +20,10 @@
 #include <random>
 #include <sstream>
 
-#include "infer/gguf.hpp"
-#include "infer/tokenizer_gguf.hpp"
-#include "infer/tokenizer_json.hpp"
-#include "infer/unicode.hpp"
+#include "infer/formats/gguf.hpp"
+#include "infer/tokenizers/tokenizer_gguf.hpp"
+#include "infer/tokenizers/tokenizer_json.hpp"
+#include "infer/common/unicode.hpp"
 #include "tests/integration/spawn.hpp"
 #include "tests/skip.hpp"
 

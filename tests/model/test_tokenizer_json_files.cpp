@@ -16,7 +16,7 @@
 #include <functional>
 #include <new>
 
-#include "infer/tokenizer_json.hpp"
+#include "infer/tokenizers/tokenizer_json.hpp"
 #include "tests/error_of.hpp"
 
 namespace {

@@ -1,4 +1,4 @@
-// infer/unicode.hpp: UTF-8 decoding with the WHATWG decoder's U+FFFD count (what Node's
+// infer/common/unicode.hpp: UTF-8 decoding with the WHATWG decoder's U+FFFD count (what Node's
 // TextDecoder gives on the same bytes), encoding round trips over every scalar value, the
 // streaming prefix, JavaScript's \p{L} \p{N} \s where they differ from what one might guess,
 // and NFC on the cases UAX #15 and its tests single out (the expected values are Python's
@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "unicode.hpp"
+#include "common/unicode.hpp"
 
 using namespace infer::unicode;
 

@@ -17,8 +17,8 @@
 #include <thread>
 
 #include "src/cli/json_object.hpp"
-#include "infer/json.hpp"
-#include "infer/tokenizer_json.hpp"
+#include "infer/common/json.hpp"
+#include "infer/tokenizers/tokenizer_json.hpp"
 #include "tests/integration/hf_text_model.hpp"
 #include "tests/model/model_files.hpp"
 #include "tests/serve/daemon_ring.hpp"

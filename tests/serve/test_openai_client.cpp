@@ -28,7 +28,7 @@
 #include <sstream>
 #include <thread>
 
-#include "infer/json.hpp"
+#include "infer/common/json.hpp"
 #include "src/serve/openai_api.hpp"
 #include "src/serve/openai_params.hpp"
 #include "tests/model/model_files.hpp"

@@ -14,7 +14,7 @@
 #include "core/logger.hpp"
 #include "src/cli/args.hpp"
 #include "src/cli/json_object.hpp"
-#include "infer/json.hpp"
+#include "infer/common/json.hpp"
 
 using ringattn::InvalidArgument;
 using namespace ringattn::cli;

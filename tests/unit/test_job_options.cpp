@@ -1,4 +1,4 @@
-// The job options' one table (infer/job_options_table.hpp) through its front ends: the batch
+// The job options' one table (infer/job/job_options_table.hpp) through its front ends: the batch
 // job's parse_args, `ringattn generate`'s command line, and `ringattn serve`'s flags, TOML keys
 // and RINGATTN_* variables. Each option every program shares parses to the same value, within
 // the same bounds, refused with the same words (only the name of where it came from differs);
@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "infer/job_options_table.hpp"
-#include "infer/load.hpp"
-#include "infer/options.hpp"
+#include "infer/job/job_options_table.hpp"
+#include "infer/job/load.hpp"
+#include "infer/job/options.hpp"
 #include "ringattn/error.hpp"
 #include "ringattn/layout.hpp"
 #include "src/generate/generate_options.hpp"

@@ -1,4 +1,4 @@
-// The one strict JSON reader (infer/json.hpp) that every program and the model runtime use
+// The one strict JSON reader (infer/common/json.hpp) that every program and the model runtime use
 // on untrusted input: RFC 8259 strictly, nesting bounded before it is read, a repeated key
 // refused, integers exact.
 #include <doctest/doctest.h>
@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "infer/json.hpp"
+#include "infer/common/json.hpp"
 
 namespace {
 

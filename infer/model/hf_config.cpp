@@ -1,0 +1,151 @@
+// infer — config.json of a Hugging Face model directory (hf_config.hpp).
+#include "hf_config.hpp"
+
+#include <ringattn/error.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "../common/input_file.hpp"
+
+namespace infer {
+
+namespace {
+
+
+}  // namespace
+
+ModelConfig hf_config(const Json& j, const std::string& path) {
+  auto fail = [&](const std::string& what) { return ringattn::FileError("model " + path + ": " + what); };
+  if (!j.is_object()) throw fail("not a JSON object");
+  auto integer = [&](const char* key, std::int64_t lo, std::int64_t hi) -> std::int64_t {
+    const Json* f = json_field(j, key);
+    if (!f) throw fail("no \"" + std::string(key) + "\"");
+    try {
+      return json_int(*f, key, lo, hi);
+    } catch (const std::runtime_error& e) {
+      throw fail(e.what());
+    }
+  };
+  auto optional_integer = [&](const char* key, std::int64_t lo, std::int64_t hi, std::int64_t fallback) {
+    const Json* f = json_field(j, key);
+    return f && !f->is_null() ? integer(key, lo, hi) : fallback;
+  };
+  auto number = [&](const Json& obj, const char* key, double lo, double hi, double fallback) {
+    const Json* f = json_field(obj, key);
+    if (!f || f->is_null()) return fallback;
+    if (!f->is_number()) throw fail("\"" + std::string(key) + "\" is not a number");
+    const double x = f->get<double>();
+    if (!(x >= lo && x <= hi))
+      throw fail("\"" + std::string(key) + "\" = " + f->dump() + " is outside [" + std::to_string(lo) + ", " +
+                 std::to_string(hi) + "]");
+    return x;
+  };
+  auto flag = [&](const char* key, bool fallback) {
+    const Json* f = json_field(j, key);
+    if (!f || f->is_null()) return fallback;
+    if (!f->is_boolean()) throw fail("\"" + std::string(key) + "\" is not true or false");
+    return f->get<bool>();
+  };
+
+  const std::string* type = json_string(j, "model_type");
+  if (!type) throw fail("no \"model_type\" string: not a Hugging Face model's config.json");
+  const std::string& t = *type;
+  if (t != "llama" && t != "mistral" && t != "qwen2" && t != "qwen3")
+    throw fail("model_type \"" + t + "\" is not one this runtime implements (llama, mistral, qwen2, qwen3)");
+  if (json_field(j, "quantization_config"))
+    throw fail("a quantization_config (GPTQ, AWQ, ...): only bf16, fp16 and fp32 weights load; a GGUF file holds "
+               "quantized weights");
+  if (const std::string* act = json_string(j, "hidden_act"); act && *act != "silu")
+    throw fail("hidden_act \"" + *act + "\": the runtime's MLP is SwiGLU (silu)");
+
+  ModelConfig c;
+  c.architecture = t;
+  c.dim = integer("hidden_size", 2, 65536);
+  c.ffn = integer("intermediate_size", 1, 1 << 20);
+  c.layers = integer("num_hidden_layers", 1, 1024);
+  c.heads = integer("num_attention_heads", 1, 1024);
+  c.kv_heads = optional_integer("num_key_value_heads", 1, 1024, c.heads);
+  c.vocab = integer("vocab_size", 2, 1 << 24);
+  if (c.heads % c.kv_heads != 0)
+    throw fail("num_key_value_heads " + std::to_string(c.kv_heads) + " does not divide num_attention_heads " +
+               std::to_string(c.heads));
+  if (!json_field(j, "head_dim") || json_field(j, "head_dim")->is_null()) {
+    if (c.dim % c.heads != 0)
+      throw fail("hidden_size " + std::to_string(c.dim) + " is not a multiple of num_attention_heads " +
+                 std::to_string(c.heads) + " and no head_dim is given");
+    c.head_dim = c.dim / c.heads;
+  } else {
+    c.head_dim = integer("head_dim", 2, 256);
+  }
+  c.context = optional_integer("max_position_embeddings", 1, std::int64_t{1} << 24, 0);
+  c.norm_eps = static_cast<float>(number(j, "rms_norm_eps", 1e-12, 1e-1, 1e-6));
+  c.rope_theta = number(j, "rope_theta", 1, 1e12, 10000);
+  c.rope_style = RopeStyle::rotate_half;
+  c.tied = flag("tie_word_embeddings", false);
+  // Biases: qwen2 has them on q, k and v always (its config has no switch); llama's
+  // attention_bias would put them on o too, which this runtime does not add.
+  c.qkv_bias = t == "qwen2";
+  if (flag("attention_bias", false))
+    throw fail("attention_bias true: biases on q, k, v and o are not implemented (qwen2's q/k/v biases are)");
+  if (flag("mlp_bias", false)) throw fail("mlp_bias true: MLP biases are not implemented");
+  c.qk_norm = t == "qwen3";
+  // A sliding window changes which keys a query sees once a sequence is longer than it: a
+  // Mistral window bounds the context (a longer prompt is refused, never run as causal);
+  // Qwen's per-layer windows are refused.
+  if (t == "qwen2" || t == "qwen3") {
+    if (flag("use_sliding_window", false))
+      throw fail("use_sliding_window true: Qwen's sliding-window layers are not implemented in the model runtime");
+  } else if (const Json* w = json_field(j, "sliding_window"); w && !w->is_null()) {
+    const std::int64_t window = integer("sliding_window", 1, std::int64_t{1} << 24);
+    c.context = c.context > 0 ? std::min(c.context, window) : window;
+  }
+
+  if (const Json* s = json_field(j, "rope_scaling"); s && !s->is_null()) {
+    if (!s->is_object()) throw fail("rope_scaling is not an object");
+    const std::string* kind = json_string(*s, "rope_type");
+    if (!kind) kind = json_string(*s, "type");
+    if (!kind) throw fail("rope_scaling has no rope_type");
+    if (*kind == "llama3") {
+      c.rope_scaling.factor = number(*s, "factor", 1, 1024, 0);
+      c.rope_scaling.low_freq_factor = number(*s, "low_freq_factor", 1e-6, 1e6, 0);
+      c.rope_scaling.high_freq_factor = number(*s, "high_freq_factor", 1e-6, 1e6, 0);
+      const Json* o = json_field(*s, "original_max_position_embeddings");
+      if (!c.rope_scaling.factor || !c.rope_scaling.low_freq_factor || !c.rope_scaling.high_freq_factor || !o)
+        throw fail("rope_scaling llama3 needs factor, low_freq_factor, high_freq_factor and "
+                   "original_max_position_embeddings");
+      try {
+        c.rope_scaling.original_context = static_cast<double>(json_int(*o, "original_max_position_embeddings", 1, 1 << 24));
+      } catch (const std::runtime_error& e) {
+        throw fail(std::string("rope_scaling ") + e.what());
+      }
+      if (!(c.rope_scaling.high_freq_factor > c.rope_scaling.low_freq_factor))
+        throw fail("rope_scaling llama3: high_freq_factor must be larger than low_freq_factor");
+    } else if (*kind != "default") {
+      throw fail("rope_scaling of rope_type \"" + *kind + "\" is not implemented (llama3 is)");
+    }
+  }
+  try {
+    c.check();
+  } catch (const ringattn::InvalidArgument& e) {
+    throw fail(e.what());
+  }
+  return c;
+}
+
+HfConfigFile read_hf_config(const std::string& dir) {
+  constexpr std::uint64_t kMaxConfigBytes = 1u << 20;
+  HfConfigFile f;
+  f.path = dir + "/config.json";
+  f.bytes = read_input_file(f.path, kMaxConfigBytes, "model");
+  try {
+    f.json = parse_json(std::string_view(f.bytes.data(), f.bytes.size()));
+  } catch (const std::runtime_error& e) {
+    throw ringattn::FileError("model " + f.path + ": " + e.what());
+  }
+  f.config = hf_config(f.json, f.path);
+  return f;
+}
+
+}  // namespace infer

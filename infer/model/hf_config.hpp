@@ -1,0 +1,37 @@
+// infer — a Hugging Face model directory's config.json, read into a ModelConfig.
+//
+// Architectures (model_type): llama (Llama 2 and 3, incl. rope_scaling of rope_type
+// "llama3"), mistral, qwen2 (q/k/v biases) and qwen3 (q/k RMSNorm over each head). Every
+// field that sizes the model is checked (an exact integer in range) before it is used;
+// a setting the runtime does not implement (another activation, attention or MLP biases
+// beyond qwen2's, a sliding window, another RoPE scaling, a quantization_config) is
+// refused, naming the file and the key, never ignored.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "../common/json.hpp"
+#include "model.hpp"
+
+namespace infer {
+
+// The configuration config.json describes (`path` names it in errors). RoPE is HF's
+// rotate-half. Throws ringattn::FileError "model <path>: ...". The file is read once per load
+// by ModelFiles::hf_config (model_files.hpp).
+ModelConfig hf_config(const Json& config, const std::string& path);
+
+// A Hugging Face model directory's config.json as read once per load (the job's
+// ModelFiles holds it: the configuration, the end tokens and the fingerprint read it).
+struct HfConfigFile {
+  std::string path;         // dir/config.json
+  std::vector<char> bytes;  // as read (the fingerprint samples them)
+  Json json;
+  ModelConfig config;  // hf_config(json, path): checked
+};
+
+// Reads (bounded: 1 MiB, a regular file), parses and checks `dir`/config.json. Throws
+// ringattn::FileError "model <path>: ...".
+HfConfigFile read_hf_config(const std::string& dir);
+
+}  // namespace infer
