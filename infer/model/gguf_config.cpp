@@ -5,6 +5,8 @@
 
 #include <cmath>
 
+#include "architecture.hpp"
+
 namespace infer {
 
 ModelConfig gguf_config(GgufFile& f) {
@@ -12,15 +14,16 @@ ModelConfig gguf_config(GgufFile& f) {
   const std::optional<std::string> arch = f.string("general.architecture");
   if (!arch) throw fail("no general.architecture");
   const std::string& a = *arch;
-  if (a != "llama" && a != "qwen2" && a != "qwen3")
-    throw fail("general.architecture \"" + a + "\" is not one this runtime implements (llama, qwen2, qwen3)");
+  const Architecture* row = find_gguf_architecture(a);
+  if (!row)
+    throw fail("general.architecture \"" + a + "\" is not one this runtime implements (" + gguf_architecture_names() + ")");
   auto need = [&](const std::string& key, std::int64_t lo, std::int64_t hi) {
     const auto v = f.integer(a + "." + key, lo, hi);
     if (!v) throw fail("no " + a + "." + key);
     return *v;
   };
   ModelConfig c;
-  c.architecture = a;
+  c.architecture = std::string(row->name);
   c.dim = need("embedding_length", 2, 65536);
   c.layers = need("block_count", 1, 1024);
   c.ffn = need("feed_forward_length", 1, 1 << 20);
@@ -45,9 +48,9 @@ ModelConfig gguf_config(GgufFile& f) {
   if (!(c.rope_theta >= 1 && c.rope_theta <= 1e12)) throw fail(a + ".rope.freq_base is not in [1, 1e12]");
   if (const auto s = f.string(a + ".rope.scaling.type"); s && *s != "none")
     throw fail(a + ".rope.scaling.type \"" + *s + "\" is not implemented");
-  c.rope_style = a == "llama" ? RopeStyle::interleaved : RopeStyle::rotate_half;
-  c.qkv_bias = a == "qwen2";
-  c.qk_norm = a == "qwen3";
+  c.rope_style = row->gguf_rope;
+  c.qkv_bias = row->qkv_bias;
+  c.qk_norm = row->qk_norm;
   // The vocabulary: the embedding's rows (its dimensions are checked against the rest when read).
   if (const auto v = f.integer(a + ".vocab_size", 2, 1 << 24)) c.vocab = *v;
   else if (const auto* t = f.strings("tokenizer.ggml.tokens")) c.vocab = static_cast<std::int64_t>(t->size());

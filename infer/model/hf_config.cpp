@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "../common/input_file.hpp"
+#include "architecture.hpp"
 
 namespace infer {
 
@@ -51,9 +52,9 @@ ModelConfig hf_config(const Json& j, const std::string& path) {
 
   const std::string* type = json_string(j, "model_type");
   if (!type) throw fail("no \"model_type\" string: not a Hugging Face model's config.json");
-  const std::string& t = *type;
-  if (t != "llama" && t != "mistral" && t != "qwen2" && t != "qwen3")
-    throw fail("model_type \"" + t + "\" is not one this runtime implements (llama, mistral, qwen2, qwen3)");
+  const Architecture* arch = find_hf_architecture(*type);
+  if (!arch)
+    throw fail("model_type \"" + *type + "\" is not one this runtime implements (" + hf_architecture_names() + ")");
   if (json_field(j, "quantization_config"))
     throw fail("a quantization_config (GPTQ, AWQ, ...): only bf16, fp16 and fp32 weights load; a GGUF file holds "
                "quantized weights");
@@ -61,7 +62,7 @@ ModelConfig hf_config(const Json& j, const std::string& path) {
     throw fail("hidden_act \"" + *act + "\": the runtime's MLP is SwiGLU (silu)");
 
   ModelConfig c;
-  c.architecture = t;
+  c.architecture = std::string(arch->name);
   c.dim = integer("hidden_size", 2, 65536);
   c.ffn = integer("intermediate_size", 1, 1 << 20);
   c.layers = integer("num_hidden_layers", 1, 1024);
@@ -84,20 +85,20 @@ ModelConfig hf_config(const Json& j, const std::string& path) {
   c.rope_theta = number(j, "rope_theta", 1, 1e12, 10000);
   c.rope_style = RopeStyle::rotate_half;
   c.tied = flag("tie_word_embeddings", false);
-  // Biases: qwen2 has them on q, k and v always (its config has no switch); llama's
-  // attention_bias would put them on o too, which this runtime does not add.
-  c.qkv_bias = t == "qwen2";
+  // Biases: an architecture's q, k and v ones are its row's (qwen2: always, its config has
+  // no switch); llama's attention_bias would put them on o too, which this runtime does not add.
+  c.qkv_bias = arch->qkv_bias;
   if (flag("attention_bias", false))
     throw fail("attention_bias true: biases on q, k, v and o are not implemented (qwen2's q/k/v biases are)");
   if (flag("mlp_bias", false)) throw fail("mlp_bias true: MLP biases are not implemented");
-  c.qk_norm = t == "qwen3";
+  c.qk_norm = arch->qk_norm;
   // A sliding window changes which keys a query sees once a sequence is longer than it: a
   // Mistral window bounds the context (a longer prompt is refused, never run as causal);
   // Qwen's per-layer windows are refused.
-  if (t == "qwen2" || t == "qwen3") {
+  if (arch->hf_window == SlidingWindow::refused) {
     if (flag("use_sliding_window", false))
       throw fail("use_sliding_window true: Qwen's sliding-window layers are not implemented in the model runtime");
-  } else if (const Json* w = json_field(j, "sliding_window"); w && !w->is_null()) {
+  } else if (const Json* w = json_field(j, "sliding_window"); w && !w->is_null()) {  // Mistral's, and a llama config's
     const std::int64_t window = integer("sliding_window", 1, std::int64_t{1} << 24);
     c.context = c.context > 0 ? std::min(c.context, window) : window;
   }

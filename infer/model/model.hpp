@@ -44,7 +44,7 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  std::string architecture = "llama";  // llama, mistral, qwen2 or qwen3 (hf_config.hpp)
+  std::string architecture = "llama";  // its row's name (architecture.hpp: llama, mistral, qwen2, qwen3)
   std::int64_t vocab = 256;
   std::int64_t dim = 128;
   std::int64_t layers = 2;
