@@ -2,9 +2,13 @@
 // parse, bounds and error text whichever program, flag, key or variable it came from.
 #include "job_options_table.hpp"
 
-#include "../common/option_number.hpp"
-
 #include <ringattn/error.hpp>
+
+#include <string>
+#include <utility>
+
+#include "../common/option_number.hpp"
+#include "../model/architecture.hpp"
 
 namespace infer {
 
@@ -48,6 +52,11 @@ void store_job_option(const JobOption& opt, JobOptions& o, const std::string& te
 std::string job_option_help(const JobOption& opt, Program p, bool with_default) {
   const Spelling& s = opt.spelling(p);
   std::string help = opt.help;
+  // The architectures a help names are the registry's (model/architecture.hpp).
+  for (const auto& [key, names] : {std::pair<std::string_view, std::string>{"{hf-architectures}", hf_architecture_names()},
+                                   {"{gguf-architectures}", gguf_architecture_names()}})
+    for (std::size_t at = help.find(key); at != std::string::npos; at = help.find(key, at + names.size()))
+      help.replace(at, key.size(), names);
   if (opt.kind == OptionKind::word) help += ": " + std::string(opt.choices);
   std::string more;
   if (with_default && s.def) more = "default " + std::string(s.def);

@@ -35,9 +35,9 @@ constexpr Spelling kNot{};
 
 constexpr JobOption kOptions[] = {
     {.name = "model", .value = "PATH",
-     .help = "the model, each rank's own copy of the same: a Hugging Face directory (llama, mistral, qwen2, qwen3; "
-             "config.json, model.safetensors or its sharded index; F32, BF16, F16), a .gguf file (llama, qwen2, "
-             "qwen3; F32, F16, BF16, Q8_0, Q4_K, Q6_K) or a llama2.c checkpoint (version 0, float32: stories260K.bin)",
+     .help = "the model, each rank's own copy of the same: a Hugging Face directory ({hf-architectures}; "
+             "config.json, model.safetensors or its sharded index; F32, BF16, F16), a .gguf file ({gguf-architectures}; "
+             "F32, F16, BF16, Q8_0, Q4_K, Q6_K) or a llama2.c checkpoint (version 0, float32: stories260K.bin)",
      .kind = P::text, .env = "RINGATTN_MODEL",
      .in = {kNot, as("model", nullptr, "or seed:S: weights drawn from S in the shape --vocab ... --ffn give"), as("model")},
      .store = [](JobOptions& o, const OptionValue& v) { set_model_path(o, v.text, v.source); }},
@@ -47,13 +47,13 @@ constexpr JobOption kOptions[] = {
      .kind = P::text, .in = {as("llama2c"), kNot, kNot},
      .store = [](JobOptions& o, const OptionValue& v) { o.llama2c = v.text; }},
     {.name = "hf", .value = "DIR",
-     .help = "a Hugging Face model directory (config.json of a llama, mistral, qwen2 or qwen3 model; "
+     .help = "a Hugging Face model directory (config.json of a {hf-architectures} model; "
              "model.safetensors or its sharded index; F32, BF16, F16): the shape from config.json (no --weights, "
              "no shape flags)",
      .kind = P::text, .in = {as("hf"), kNot, kNot},
      .store = [](JobOptions& o, const OptionValue& v) { o.hf = v.text; }},
     {.name = "gguf", .value = "FILE",
-     .help = "a GGUF file (llama, qwen2, qwen3; F32, F16, BF16, Q8_0, Q4_K, Q6_K tensors): the shape from its "
+     .help = "a GGUF file ({gguf-architectures}; F32, F16, BF16, Q8_0, Q4_K, Q6_K tensors): the shape from its "
              "metadata (no --weights, no shape flags)",
      .kind = P::text, .in = {as("gguf"), kNot, kNot},
      .store = [](JobOptions& o, const OptionValue& v) { o.gguf = v.text; }},

@@ -6,6 +6,7 @@
 #include <set>
 #include <string>
 
+#include "job/job_options_table.hpp"
 #include "model/architecture.hpp"
 
 using infer::Architecture;
@@ -41,4 +42,16 @@ TEST_CASE("architectures: what each row says differs") {
   CHECK(infer::kMistral.hf_window == infer::SlidingWindow::bounds_context);
   CHECK(infer::kQwen3.hf_window == infer::SlidingWindow::refused);
   CHECK(infer::kMistral.gguf_arch.empty());  // llama.cpp writes Mistral as "llama"
+}
+
+TEST_CASE("architectures: every program's help names the registry's architectures") {
+  using infer::Program;
+  for (const Program p : {Program::infer, Program::generate, Program::serve}) {
+    std::string all;
+    for (const infer::JobOption& o : infer::job_options())
+      if (o.taken_by(p)) all += infer::job_option_help(o, p, true) + "\n";
+    CHECK_MESSAGE(all.find("architectures}") == std::string::npos, to_string(p) << ": " << all);
+    CHECK_MESSAGE(all.find(infer::hf_architecture_names()) != std::string::npos, to_string(p));
+    CHECK_MESSAGE(all.find(infer::gguf_architecture_names()) != std::string::npos, to_string(p));
+  }
 }
