@@ -29,6 +29,17 @@ def write(path, text):
         f.write(text)
 
 
+def refuses(tree, named, failures, what):
+    """check_floors.py on `tree` exits 1 naming each of `named`; else a failure about `what`."""
+    r = subprocess.run([sys.executable, os.path.join(here, "check_floors.py"), tree], capture_output=True, text=True)
+    if r.returncode != 1:
+        failures.append("check_floors.py passed %s (exit %d): %s" % (what, r.returncode, r.stdout))
+    for line in named:
+        if line not in r.stdout:
+            failures.append("check_floors.py did not name '%s': %s" % (line, r.stdout))
+    return r.stdout
+
+
 def main():
     root, build = sys.argv[1], sys.argv[2]
     failures = []
@@ -37,15 +48,10 @@ def main():
         write(os.path.join(t, "include", "ringattn", "api.hpp"), "#pragma once\n")
         bypass = '#include <ring/x.hpp>\n#include "ring/x.hpp"\n#include "../../ring/x.hpp"\n'
         write(os.path.join(t, "src", "tool", "main.cpp"), bypass + '#include "ringattn/api.hpp"\n')
-        r = subprocess.run([sys.executable, os.path.join(here, "check_floors.py"), t], capture_output=True, text=True)
-        if r.returncode != 1:
-            failures.append("check_floors.py passed a bypass (exit %d): %s" % (r.returncode, r.stdout))
-        for line in ("src/tool/main.cpp:1: #include <ring/x.hpp>", 'src/tool/main.cpp:2: #include "ring/x.hpp"',
-                     'src/tool/main.cpp:3: #include "../../ring/x.hpp"'):
-            if line not in r.stdout:
-                failures.append("check_floors.py did not name '%s': %s" % (line, r.stdout))
-        if "main.cpp:4" in r.stdout:
-            failures.append("check_floors.py refused the public header: " + r.stdout)
+        out = refuses(t, ("src/tool/main.cpp:1: #include <ring/x.hpp>", 'src/tool/main.cpp:2: #include "ring/x.hpp"',
+                          'src/tool/main.cpp:3: #include "../../ring/x.hpp"'), failures, "a bypass")
+        if "main.cpp:4" in out:
+            failures.append("check_floors.py refused the public header: " + out)
         write(os.path.join(t, "src", "tool", "main.cpp"), '#include "ringattn/api.hpp"\n#include <vector>\n')
         r = subprocess.run([sys.executable, os.path.join(here, "check_floors.py"), t], capture_output=True, text=True)
         if r.returncode != 0:
@@ -57,16 +63,12 @@ def main():
         write(os.path.join(t, "infer", "common", "json.hpp"), '#pragma once\n#include "../job/load.hpp"\n')
         write(os.path.join(t, "infer", "model", "model.hpp"), '#pragma once\n#include "infer/tokenizers/bpe.hpp"\n')
         write(os.path.join(t, "infer", "loose.cpp"), '#include "common/json.hpp"\n')
-        r = subprocess.run([sys.executable, os.path.join(here, "check_floors.py"), t], capture_output=True, text=True)
-        if r.returncode != 1:
-            failures.append("check_floors.py passed a room bypass (exit %d): %s" % (r.returncode, r.stdout))
-        for line in ('infer/common/json.hpp:2: #include "../job/load.hpp"', 'infer/model/model.hpp:2: #include "infer/tokenizers/bpe.hpp"',
-                     "infer/loose.cpp"):
-            if line not in r.stdout:
-                failures.append("check_floors.py did not name '%s': %s" % (line, r.stdout))
+        out = refuses(t, ('infer/common/json.hpp:2: #include "../job/load.hpp"',
+                          'infer/model/model.hpp:2: #include "infer/tokenizers/bpe.hpp"', "infer/loose.cpp"), failures,
+                      "a room bypass")
         for line in ("infer/job/load.hpp:", "infer/tokenizers/bpe.hpp:", "infer/formats/gguf.hpp:"):
-            if line in r.stdout:
-                failures.append("check_floors.py refused a room's include of a room below it (%s): %s" % (line, r.stdout))
+            if line in out:
+                failures.append("check_floors.py refused a room's include of a room below it (%s): %s" % (line, out))
 
         with open(os.path.join(build, "compile_commands.json")) as f:
             commands = json.load(f)
