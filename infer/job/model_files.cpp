@@ -9,7 +9,6 @@
 #include "../formats/gguf.hpp"
 #include "../model/hf_config.hpp"
 #include "../formats/hf_weights.hpp"
-#include "../common/input_file.hpp"
 #include "../tokenizers/tokenizer_json.hpp"
 
 namespace infer {
@@ -17,8 +16,6 @@ namespace infer {
 namespace {
 
 namespace fs = std::filesystem;
-
-constexpr std::uint64_t kMaxConfigBytes = 1u << 20;  // generation_config.json, as config.json
 
 // Where tokenizer_config.json is looked for (model_files.hpp); nullopt: nowhere. "" is the
 // working directory (--tokenizer tokenizer.json).
@@ -57,16 +54,12 @@ const Json* ModelFiles::hf_generation_config() {
   if (hf_dir_.empty()) return nullptr;
   if (!generation_) {
     const std::string path = hf_dir_ + "/generation_config.json";
-    generation_.emplace();
+    std::optional<Json> g;
     if (fs::exists(path)) {
-      const std::vector<char> bytes = read_input_file(path, kMaxConfigBytes, "model");
-      try {
-        generation_->emplace(parse_json(std::string_view(bytes.data(), bytes.size())));
-      } catch (const std::runtime_error& e) {
-        generation_.reset();
-        throw ringattn::FileError("model " + path + ": " + e.what());
-      }
+      std::vector<char> bytes;
+      g = read_hf_json(path, bytes);
     }
+    generation_ = std::move(g);
   }
   return *generation_ ? &**generation_ : nullptr;
 }

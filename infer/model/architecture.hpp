@@ -21,7 +21,7 @@ namespace infer {
 enum class SlidingWindow {
   none,           // it has none
   bounds_context, // Mistral: "sliding_window" W bounds the context (exact up to W; longer refused)
-  refused,        // Qwen: "use_sliding_window" true is refused (its per-layer windows are not implemented)
+  refused,        // Qwen: "use_sliding_window" true is refused (the runtime runs no per-layer windows)
 };
 
 struct Architecture {

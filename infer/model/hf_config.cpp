@@ -135,16 +135,20 @@ ModelConfig hf_config(const Json& j, const std::string& path) {
   return c;
 }
 
+Json read_hf_json(const std::string& path, std::vector<char>& bytes) {
+  constexpr std::uint64_t kMaxBytes = 1u << 20;
+  bytes = read_input_file(path, kMaxBytes, "model");
+  try {
+    return parse_json(std::string_view(bytes.data(), bytes.size()));
+  } catch (const std::runtime_error& e) {
+    throw ringattn::FileError("model " + path + ": " + e.what());
+  }
+}
+
 HfConfigFile read_hf_config(const std::string& dir) {
-  constexpr std::uint64_t kMaxConfigBytes = 1u << 20;
   HfConfigFile f;
   f.path = dir + "/config.json";
-  f.bytes = read_input_file(f.path, kMaxConfigBytes, "model");
-  try {
-    f.json = parse_json(std::string_view(f.bytes.data(), f.bytes.size()));
-  } catch (const std::runtime_error& e) {
-    throw ringattn::FileError("model " + f.path + ": " + e.what());
-  }
+  f.json = read_hf_json(f.path, f.bytes);
   f.config = hf_config(f.json, f.path);
   return f;
 }

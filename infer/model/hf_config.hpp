@@ -30,8 +30,11 @@ struct HfConfigFile {
   ModelConfig config;  // hf_config(json, path): checked
 };
 
-// Reads (bounded: 1 MiB, a regular file), parses and checks `dir`/config.json. Throws
-// ringattn::FileError "model <path>: ...".
+// A small JSON file of a model directory (config.json, generation_config.json): read into
+// `bytes` (bounded: 1 MiB, a regular file) and parsed. Throws ringattn::FileError "model <path>: ...".
+Json read_hf_json(const std::string& path, std::vector<char>& bytes);
+
+// Reads and parses `dir`/config.json as above, then checks it (hf_config).
 HfConfigFile read_hf_config(const std::string& dir);
 
 }  // namespace infer
