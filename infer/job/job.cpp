@@ -207,9 +207,17 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
   spec.kv_heads = model.parts().kv_heads.count;
   const HeadPadding pad(c.head_dim);
   spec.head_dim = pad.padded;
-  spec.scale = pad.on() ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim))) : 0.0f;
+  spec.scale = c.attention_scale > 0 ? static_cast<float>(c.attention_scale)
+               : pad.on()             ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)))
+                                      : 0.0f;
   spec.dtype = options.dtype;
   spec.mask = ringattn::Mask::causal();
+  // Layer l's call: causal, or its sliding window (the model's sliding-window layers).
+  auto layer_spec = [&](std::int64_t l) {
+    ringattn::AttentionSpec s = spec;
+    if (const std::int64_t w = c.layer_window(l)) s.mask = ringattn::Mask::sliding_window(w);
+    return s;
+  };
   PaddedCall pc;
   // The ring's o of a call: straight into o without padding, else through pc.o.
   auto attention_out = [&](std::vector<float>& o) -> std::vector<float>& {
@@ -241,7 +249,7 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
     d.o.resize(d.q.size());
     model.attention_inputs(static_cast<int>(l), d.h, d.rope_pos, d.q, d.k, d.v);
     auto& out = attention_out(d.o);
-    const ringattn::DecodeStats st = ring.decode_in(at.scope, spec, caches[static_cast<std::size_t>(l)], d.sequences,
+    const ringattn::DecodeStats st = ring.decode_in(at.scope, layer_spec(l), caches[static_cast<std::size_t>(l)], d.sequences,
                                                     d.ring_pos, pad.pad(d.q, pc.q), pad.pad(d.k, pc.k), pad.pad(d.v, pc.v), out);
     pad.unpad(out, d.o);
     model.attention_output_and_mlp(static_cast<int>(l), d.o, d.h, group);
@@ -294,7 +302,7 @@ std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, 
       const auto& kp = pad.pad(k, pc.k);
       const auto& vp = pad.pad(v, pc.v);
       auto& out = attention_out(o);
-      const ringattn::ForwardStats st = ring.forward_in(at.scope, spec, qp, kp, vp, positions, row_ids, out);
+      const ringattn::ForwardStats st = ring.forward_in(at.scope, layer_spec(l), qp, kp, vp, positions, row_ids, out);
       pad.unpad(out, o);
       attention += st.seconds;
       caches[static_cast<std::size_t>(l)].append_packed(positions, row_ids, kp, vp);

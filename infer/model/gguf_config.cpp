@@ -9,6 +9,33 @@
 
 namespace infer {
 
+namespace {
+
+// The file's sliding windows, as the architecture's row takes them (architecture.hpp's
+// SlidingWindow; the keys llama.cpp's loader reads).
+void gguf_window(GgufFile& f, const std::string& a, const Architecture& row, ModelConfig& c) {
+  auto fail = [&](const std::string& what) { return ringattn::FileError("model " + f.path() + ": " + what); };
+  if (row.window != SlidingWindow::every_layer && row.window != SlidingWindow::pattern) return;
+  c.window = f.integer(a + ".attention.sliding_window", 0, std::int64_t{1} << 24).value_or(0);
+  if (c.window == 0) return;  // none (llama.cpp: no window either)
+  c.sliding.assign(static_cast<std::size_t>(c.layers), 1);
+  if (row.window == SlidingWindow::every_layer) return;
+  // pattern: a bool per layer, or every layer but each n-th (6 unless the key says)
+  const std::string key = a + ".attention.sliding_window_pattern";
+  if (const std::vector<double>* each = f.numbers(key)) {
+    if (each->size() != c.sliding.size())
+      throw fail(key + " has " + std::to_string(each->size()) + " entries for " + std::to_string(c.layers) + " layers");
+    for (std::size_t l = 0; l < each->size(); ++l) c.sliding[l] = (*each)[l] != 0;
+  } else {
+    const std::int64_t n = f.integer(key, 0, 1 << 20).value_or(6);
+    for (std::int64_t l = 0; l < c.layers; ++l) c.sliding[static_cast<std::size_t>(l)] = n == 0 || l % n < n - 1;
+  }
+  c.rope_theta_local = f.number(a + ".rope.freq_base_swa").value_or(10000);
+  if (!(c.rope_theta_local >= 1 && c.rope_theta_local <= 1e12)) throw fail(a + ".rope.freq_base_swa is not in [1, 1e12]");
+}
+
+}  // namespace
+
 ModelConfig gguf_config(GgufFile& f) {
   auto fail = [&](const std::string& what) { return ringattn::FileError("model " + f.path() + ": " + what); };
   const std::optional<std::string> arch = f.string("general.architecture");
@@ -46,11 +73,23 @@ ModelConfig gguf_config(GgufFile& f) {
   c.norm_eps = static_cast<float>(eps);
   c.rope_theta = f.number(a + ".rope.freq_base").value_or(10000);
   if (!(c.rope_theta >= 1 && c.rope_theta <= 1e12)) throw fail(a + ".rope.freq_base is not in [1, 1e12]");
-  if (const auto s = f.string(a + ".rope.scaling.type"); s && *s != "none")
-    throw fail(a + ".rope.scaling.type \"" + *s + "\" is not implemented");
+  if (const auto s = f.string(a + ".rope.scaling.type"); s && *s == "linear") {
+    c.rope_scaling.factor = f.number(a + ".rope.scaling.factor").value_or(0);
+    c.rope_scaling.linear = true;
+    if (!(c.rope_scaling.factor >= 1e-3 && c.rope_scaling.factor <= 1e6))
+      throw fail(a + ".rope.scaling.factor is not in [1e-3, 1e6] (linear scaling needs one)");
+  } else if (s && *s != "none") {
+    throw fail(a + ".rope.scaling.type \"" + *s + "\" is not implemented (linear is)");
+  }
   c.rope_style = row->gguf_rope;
   c.qkv_bias = row->qkv_bias;
   c.qk_norm = row->qk_norm;
+  gguf_window(f, a, *row, c);
+  // gemma: llama.cpp's scale of the scores (src/models/gemma3.cpp): 1/sqrt(head_dim), but
+  // 1/sqrt(dim / heads) for the 62-layer (27B) model, whose query_pre_attn_scalar is that.
+  if (row->query_scalar && c.layers == 62) c.attention_scale = 1.0 / std::sqrt(static_cast<double>(c.dim / c.heads));
+  c.logit_softcap = f.number(a + ".final_logit_softcapping").value_or(0);
+  if (!(c.logit_softcap >= 0 && c.logit_softcap <= 1e6)) throw fail(a + ".final_logit_softcapping is not in [0, 1e6]");
   // The vocabulary: the embedding's rows (its dimensions are checked against the rest when read).
   if (const auto v = f.integer(a + ".vocab_size", 2, 1 << 24)) c.vocab = *v;
   else if (const auto* t = f.strings("tokenizer.ggml.tokens")) c.vocab = static_cast<std::int64_t>(t->size());

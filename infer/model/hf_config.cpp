@@ -14,6 +14,65 @@ namespace infer {
 
 namespace {
 
+ringattn::FileError bad(const std::string& path, const std::string& what) {
+  return ringattn::FileError("model " + path + ": " + what);
+}
+
+// The window an integer key gives (null or absent: none).
+std::int64_t window_of(const Json& j, const std::string& path, const char* key) {
+  const Json* w = json_field(j, key);
+  if (!w || w->is_null()) return 0;
+  try {
+    return json_int(*w, key, 1, std::int64_t{1} << 24);
+  } catch (const std::runtime_error& e) {
+    throw bad(path, e.what());
+  }
+}
+
+// The configuration's sliding windows, as the architecture's row takes them
+// (architecture.hpp's SlidingWindow).
+void hf_window(const Json& j, const std::string& path, const Architecture& arch, ModelConfig& c) {
+  switch (arch.window) {
+    case SlidingWindow::refused:
+      if (const Json* f = json_field(j, "use_sliding_window"); f && f->is_boolean() && f->get<bool>())
+        throw bad(path, "use_sliding_window true: " + std::string(arch.name) +
+                            "'s sliding-window layers are not implemented in the model runtime");
+      return;
+    case SlidingWindow::none:
+    case SlidingWindow::bounds_context:  // Mistral's (and a llama config's): the context is exact up to W
+      if (const std::int64_t w = window_of(j, path, "sliding_window"))
+        c.context = c.context > 0 ? std::min(c.context, w) : w;
+      return;
+    case SlidingWindow::every_layer:  // Phi-3's: every layer slides
+      if ((c.window = window_of(j, path, "sliding_window")) > 0) c.sliding.assign(static_cast<std::size_t>(c.layers), 1);
+      return;
+    case SlidingWindow::pattern: {  // Gemma 3's: layer_types, else every layer but each pattern-th
+      c.window = window_of(j, path, "sliding_window");
+      if (c.window == 0) return;
+      c.sliding.assign(static_cast<std::size_t>(c.layers), 0);
+      if (const Json* types = json_field(j, "layer_types"); types && !types->is_null()) {
+        if (!types->is_array() || types->size() != static_cast<std::size_t>(c.layers))
+          throw bad(path, "layer_types is not a list of one type per layer (" + std::to_string(c.layers) + ")");
+        for (std::size_t l = 0; l < types->size(); ++l) {
+          const Json& t = (*types)[l];
+          const bool sliding = t.is_string() && t.get<std::string>() == "sliding_attention";
+          if (!sliding && !(t.is_string() && t.get<std::string>() == "full_attention"))
+            throw bad(path, "layer_types[" + std::to_string(l) + "] = " + t.dump() +
+                                ": \"sliding_attention\" and \"full_attention\" are implemented");
+          c.sliding[l] = sliding;
+        }
+      } else {
+        const std::int64_t every = window_of(j, path, "sliding_window_pattern");
+        for (std::int64_t l = 0; l < c.layers; ++l) c.sliding[static_cast<std::size_t>(l)] = (l + 1) % (every ? every : 6) != 0;
+      }
+      const Json* base = json_field(j, "rope_local_base_freq");
+      c.rope_theta_local = base && base->is_number() ? base->get<double>() : 10000;
+      if (!(c.rope_theta_local >= 1 && c.rope_theta_local <= 1e12))
+        throw bad(path, "rope_local_base_freq is not in [1, 1e12]");
+      return;
+    }
+  }
+}
 
 }  // namespace
 
@@ -58,8 +117,10 @@ ModelConfig hf_config(const Json& j, const std::string& path) {
   if (json_field(j, "quantization_config"))
     throw fail("a quantization_config (GPTQ, AWQ, ...): only bf16, fp16 and fp32 weights load; a GGUF file holds "
                "quantized weights");
-  if (const std::string* act = json_string(j, "hidden_act"); act && *act != "silu")
-    throw fail("hidden_act \"" + *act + "\": the runtime's MLP is SwiGLU (silu)");
+  for (const char* key : {"hidden_act", "hidden_activation"})  // (Gemma's config names it the second way)
+    if (const std::string* act = json_string(j, key); act && *act != arch->hf_activation)
+      throw fail(std::string(key) + " \"" + *act + "\": the runtime runs " + std::string(arch->name) + "'s MLP with " +
+                 std::string(arch->hf_activation));
 
   ModelConfig c;
   c.architecture = std::string(arch->name);
@@ -92,17 +153,15 @@ ModelConfig hf_config(const Json& j, const std::string& path) {
     throw fail("attention_bias true: biases on q, k, v and o are not implemented (qwen2's q/k/v biases are)");
   if (flag("mlp_bias", false)) throw fail("mlp_bias true: MLP biases are not implemented");
   c.qk_norm = arch->qk_norm;
-  // A sliding window changes which keys a query sees once a sequence is longer than it: a
-  // Mistral window bounds the context (a longer prompt is refused, never run as causal);
-  // Qwen's per-layer windows are refused.
-  if (arch->hf_window == SlidingWindow::refused) {
-    if (flag("use_sliding_window", false))
-      throw fail("use_sliding_window true: Qwen's sliding-window layers are not implemented in the model runtime");
-  } else if (const Json* w = json_field(j, "sliding_window"); w && !w->is_null()) {  // Mistral's, and a llama config's
-    const std::int64_t window = integer("sliding_window", 1, std::int64_t{1} << 24);
-    c.context = c.context > 0 ? std::min(c.context, window) : window;
-  }
-
+  hf_window(j, path, *arch, c);
+  if (arch->query_scalar)  // gemma: scores scaled by query_pre_attn_scalar^-1/2
+    c.attention_scale = 1.0 / std::sqrt(number(j, "query_pre_attn_scalar", 1, 1e6, static_cast<double>(c.head_dim)));
+  c.logit_softcap = number(j, "final_logit_softcapping", 1e-3, 1e6, 0);
+  if (const Json* s = json_field(j, "attn_logit_softcapping"); s && !s->is_null())
+    throw fail("attn_logit_softcapping: capped attention scores are not implemented");
+  if (number(j, "partial_rotary_factor", 1e-3, 1, 1) != 1)
+    throw fail("partial_rotary_factor " + json_field(j, "partial_rotary_factor")->dump() +
+               ": RoPE over part of a head is not implemented");
   if (const Json* s = json_field(j, "rope_scaling"); s && !s->is_null()) {
     if (!s->is_object()) throw fail("rope_scaling is not an object");
     const std::string* kind = json_string(*s, "rope_type");
@@ -123,8 +182,12 @@ ModelConfig hf_config(const Json& j, const std::string& path) {
       }
       if (!(c.rope_scaling.high_freq_factor > c.rope_scaling.low_freq_factor))
         throw fail("rope_scaling llama3: high_freq_factor must be larger than low_freq_factor");
+    } else if (*kind == "linear") {
+      c.rope_scaling.factor = number(*s, "factor", 1e-3, 1e6, 0);
+      c.rope_scaling.linear = true;
+      if (!c.rope_scaling.factor) throw fail("rope_scaling linear needs a factor");
     } else if (*kind != "default") {
-      throw fail("rope_scaling of rope_type \"" + *kind + "\" is not implemented (llama3 is)");
+      throw fail("rope_scaling of rope_type \"" + *kind + "\" is not implemented (llama3 and linear are)");
     }
   }
   try {

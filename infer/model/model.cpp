@@ -2,6 +2,7 @@
 #include "model.hpp"
 
 #include "../common/digest.hpp"
+#include "architecture.hpp"
 
 #include <omp.h>
 
@@ -71,12 +72,17 @@ void rope(std::span<float> x, std::int64_t heads, std::int64_t head_dim, std::sp
 // Face's _compute_llama3_parameters): wavelengths shorter than original_context /
 // high_freq_factor kept, longer than original_context / low_freq_factor divided by factor,
 // a linear blend of the two between.
-std::vector<double> rope_frequencies(const ModelConfig& c) {
+// A "linear" scaling divides every frequency by factor. The sliding-window layers' (local)
+// frequencies take neither scaling nor rope_factors.
+std::vector<double> rope_frequencies(const ModelConfig& c, bool local) {
   std::vector<double> f(static_cast<std::size_t>(c.head_dim / 2));
-  const RopeScaling& r = c.rope_scaling;
+  const RopeScaling r = local ? RopeScaling{} : c.rope_scaling;
+  const double theta = local && c.rope_theta_local > 0 ? c.rope_theta_local : c.rope_theta;
   for (std::size_t i = 0; i < f.size(); ++i) {
-    double x = std::pow(c.rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(c.head_dim));
-    if (r.factor > 0) {
+    double x = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(c.head_dim));
+    if (r.factor > 0 && r.linear) {
+      x /= r.factor;
+    } else if (r.factor > 0) {
       const double wavelen = 2 * M_PI / x;
       const double low = r.original_context / r.low_freq_factor, high = r.original_context / r.high_freq_factor;
       if (wavelen > low) {
@@ -86,7 +92,7 @@ std::vector<double> rope_frequencies(const ModelConfig& c) {
         x = (1 - smooth) * x / r.factor + smooth * x;
       }
     }
-    if (!c.rope_factors.empty()) x /= c.rope_factors[i];
+    if (!c.rope_factors.empty() && !local) x /= c.rope_factors[i];
     f[i] = x;
   }
   return f;
@@ -105,12 +111,34 @@ void head_norm(std::span<float> x, const std::vector<float>& gain, float eps, in
   }
 }
 
+// The MLP's activation of the gate rows g times the up rows u, into act [rows, ffn].
+void gated(Activation kind, std::span<const float> gu, std::size_t rows, std::size_t ffn, std::span<float> act,
+           int threads) {
+#pragma omp parallel for num_threads(team(threads, rows)) schedule(static)
+  for (std::size_t r = 0; r < rows; ++r) {
+    const float* g = &gu[r * 2 * ffn];
+    const float* u = g + ffn;
+    float* a = &act[r * ffn];
+    if (kind == Activation::silu) {
+      for (std::size_t i = 0; i < ffn; ++i) a[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    } else {  // gelu_tanh
+      constexpr float k = 0.7978845608028654f;  // sqrt(2 / pi)
+      for (std::size_t i = 0; i < ffn; ++i) {
+        const float x = g[i];
+        a[i] = 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x))) * u[i];
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void Model::configure(const ModelConfig& c, TpShard shard) {
   c_ = c;
+  arch_ = &architecture_named(c.architecture);
   parts_ = TpParts::of(c, shard);
-  inv_freq_ = rope_frequencies(c);
+  inv_freq_ = rope_frequencies(c, false);
+  inv_freq_local_ = c.sliding.empty() ? std::vector<double>{} : rope_frequencies(c, true);
 }
 
 TpGroup* Model::group_for(TpGroup* group, const char* call) const {
@@ -121,14 +149,16 @@ TpGroup* Model::group_for(TpGroup* group, const char* call) const {
   return parts_.split() ? group : nullptr;
 }
 
-void Model::add_projection(const ringattn::Linear& w, std::span<const float> x, std::span<float> h, TpGroup* group) const {
-  if (!group) {
+void Model::add_projection(const ringattn::Linear& w, std::span<const float> x, std::span<float> h, TpGroup* group,
+                           const std::vector<float>& post_norm) const {
+  if (!group && post_norm.empty()) {
     w.apply(x, h, /*add=*/true, threads_);
     return;
   }
   const std::span<float> part = rows_of(scratch_.part, h.size());
   w.apply(x, part, /*add=*/false, threads_);
-  group->sum(part);
+  if (group) group->sum(part);
+  if (!post_norm.empty()) rms_norm(part, post_norm, c_.norm_eps, part, threads_);  // (in place: each row read first)
   for (std::size_t i = 0; i < h.size(); ++i) h[i] += part[i];
 }
 
@@ -150,6 +180,10 @@ void Model::embed(std::span<const std::int32_t> tokens, std::span<float> x, TpGr
     else std::fill_n(x.begin() + static_cast<std::ptrdiff_t>(r * dim), dim, 0.0f);
   }
   if (group && !x.empty()) group->sum(x);
+  if (arch_->embedding_scale) {  // gemma: times sqrt(dim), rounded to fp32 (as llama.cpp and HF's fp32 model)
+    const float s = static_cast<float>(std::sqrt(static_cast<double>(c_.dim)));
+    for (float& e : x) e *= s;
+  }
 }
 
 std::size_t Model::weight_bytes() const {
@@ -157,7 +191,8 @@ std::size_t Model::weight_bytes() const {
   n += embedding_.packed().size() + (c_.tied ? 0 : head_.packed().size());
   for (const LayerWeights& l : layers_) {
     for (const auto* w : {&l.qkv, &l.wo, &l.gate_up, &l.down}) n += w->packed().size();
-    n += (l.qkv_bias.size() + l.q_norm.size() + l.k_norm.size()) * sizeof(float);
+    n += (l.qkv_bias.size() + l.q_norm.size() + l.k_norm.size() + l.post_attn_norm.size() + l.post_mlp_norm.size()) *
+         sizeof(float);
   }
   return n;
 }
@@ -213,25 +248,21 @@ void Model::attention_inputs_rows(int l, std::span<const float> h, std::span<con
     head_norm(q, L.q_norm, c_.norm_eps, threads_);
     head_norm(k, L.k_norm, c_.norm_eps, threads_);
   }
-  rope(q, heads, c_.head_dim, rope_positions, inv_freq_, c_.rope_style, threads_);
-  rope(k, kv_heads, c_.head_dim, rope_positions, inv_freq_, c_.rope_style, threads_);
+  const std::vector<double>& freq = c_.layer_window(l) > 0 && !inv_freq_local_.empty() ? inv_freq_local_ : inv_freq_;
+  rope(q, heads, c_.head_dim, rope_positions, freq, c_.rope_style, threads_);
+  rope(k, kv_heads, c_.head_dim, rope_positions, freq, c_.rope_style, threads_);
 }
 
 void Model::attention_output_and_mlp_rows(int l, std::span<const float> o, std::span<float> h, TpGroup* group) const {
   const LayerWeights& L = layers_[static_cast<std::size_t>(l)];
   const std::size_t rows = h.size() / static_cast<std::size_t>(c_.dim), ffn = static_cast<std::size_t>(parts_.ffn.count);
-  add_projection(L.wo, o, h, group);
+  add_projection(L.wo, o, h, group, L.post_attn_norm);
   const std::span<float> n = rows_of(scratch_.norm, h.size());
   const std::span<float> gu = rows_of(scratch_.gate_up, rows * 2 * ffn), act = rows_of(scratch_.act, rows * ffn);
   rms_norm(h, L.mlp_norm, c_.norm_eps, n, threads_);
   L.gate_up.apply(n, gu, false, threads_);
-#pragma omp parallel for num_threads(team(threads_, rows)) schedule(static)
-  for (std::size_t r = 0; r < rows; ++r) {
-    const float* g = &gu[r * 2 * ffn];
-    const float* u = g + ffn;
-    for (std::size_t i = 0; i < ffn; ++i) act[r * ffn + i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
-  }
-  add_projection(L.down, act, h, group);
+  gated(arch_->activation, gu, rows, ffn, act, threads_);
+  add_projection(L.down, act, h, group, L.post_mlp_norm);
 }
 
 void Model::logits(std::span<const float> h, std::span<float> out, TpGroup* group) const {
@@ -240,6 +271,7 @@ void Model::logits(std::span<const float> h, std::span<float> out, TpGroup* grou
   rms_norm(h, final_norm_, c_.norm_eps, n, threads_);
   if (!group) {
     head_.apply(n, out, false, threads_);
+    softcap(out);
     return;
   }
   // This rank's vocabulary columns of every row, then every rank's gathered (rank-major:
@@ -267,6 +299,13 @@ void Model::logits(std::span<const float> h, std::span<float> out, TpGroup* grou
     from += c * rows;
     col += c;
   }
+  softcap(out);
+}
+
+void Model::softcap(std::span<float> logits) const {
+  if (c_.logit_softcap <= 0) return;
+  const double cap = c_.logit_softcap;
+  for (float& x : logits) x = static_cast<float>(cap * std::tanh(static_cast<double>(x) / cap));
 }
 
 std::uint64_t Model::digest() const {
@@ -279,6 +318,13 @@ std::uint64_t Model::digest() const {
   f.bytes(c_.architecture.data(), c_.architecture.size());
   f.floats(c_.rope_factors);
   f.value(static_cast<int>(c_.qkv_bias) | static_cast<int>(c_.qk_norm) << 1);
+  if (!c_.sliding.empty() || c_.attention_scale > 0 || c_.logit_softcap > 0 || c_.rope_scaling.linear) {
+    // (only where set: the digests of the models without them are as before)
+    f.value(c_.window);
+    f.bytes(c_.sliding.data(), c_.sliding.size());
+    for (double x : {c_.rope_theta_local, c_.attention_scale, c_.logit_softcap}) f.value(x);
+    f.value(static_cast<int>(c_.rope_scaling.linear));
+  }
   if (parts_.split()) {  // a part: which one (a whole model's digest is as before)
     f.value(parts_.shard.rank);
     f.value(parts_.shard.size);
@@ -299,6 +345,10 @@ std::uint64_t Model::digest() const {
     f.floats(l.qkv_bias);
     f.floats(l.q_norm);
     f.floats(l.k_norm);
+    if (!l.post_attn_norm.empty()) {  // (a model without post norms digests as before)
+      f.floats(l.post_attn_norm);
+      f.floats(l.post_mlp_norm);
+    }
     for (const auto* w : {&l.qkv, &l.wo, &l.gate_up, &l.down}) matrix(*w);
   }
   f.floats(final_norm_);

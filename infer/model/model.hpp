@@ -2,7 +2,9 @@
 //
 // Per layer: h += Wo · attention(RoPE(Wq · n), RoPE(Wk · n), Wv · n) with n = RMSNorm(h),
 // then h += Wdown · (silu(Wgate · n) * (Wup · n)) with n = RMSNorm(h); logits =
-// head · RMSNorm(h) at the end, the head tied to the embedding or separate. Attention is
+// head · RMSNorm(h) at the end, the head tied to the embedding or separate. What an
+// architecture changes in this (q/k norms, biases, GeGLU, post norms, a scaled embedding,
+// sliding-window layers) its row says (architecture.hpp). Attention is
 // not here: it is the ring's (main.cpp); everything here works on one token's row at a
 // time, so a rank computes exactly its own rows and the result of a row does not depend
 // on which rank computes it or beside which other rows (the sums run in a fixed order).
@@ -30,6 +32,7 @@ namespace infer {
 
 class GgufFile;
 class HfWeights;
+struct Architecture;
 
 // How RoPE pairs a head's elements: Hugging Face Llama's rotate-half (i, i + D/2), or
 // llama2.c's interleaved pairs (2i, 2i + 1), which its own checkpoints are trained with.
@@ -37,8 +40,10 @@ enum class RopeStyle { rotate_half, interleaved };
 
 // Llama 3's RoPE scaling (rope_scaling of rope_type "llama3"): long wavelengths divided by
 // `factor`, short ones kept, a smooth blend between (factor 0: none).
+// Or "linear" (linear true): every frequency divided by factor.
 struct RopeScaling {
   double factor = 0;
+  bool linear = false;
   double low_freq_factor = 0, high_freq_factor = 0;
   double original_context = 0;  // original_max_position_embeddings
 };
@@ -62,14 +67,29 @@ struct ModelConfig {
   bool qk_norm = false;   // qwen3: RMSNorm over each head of q and k (gains [head_dim]) before RoPE
   std::int64_t context = 0;  // positions the model was trained for (0: not stated); a Mistral
                              // sliding window bounds it (attention is exact up to the window)
+  // Sliding-window layers (architecture.hpp's SlidingWindow): layer l's queries see only the
+  // keys q - k < window where sliding[l] is 1 (empty: no layer slides). Those layers turn
+  // RoPE at rope_theta_local (0: rope_theta) without rope_scaling or rope_factors.
+  std::int64_t window = 0;
+  std::vector<std::uint8_t> sliding;
+  double rope_theta_local = 0;
+  double attention_scale = 0;  // the scores' scale (0: 1/sqrt(head_dim))
+  double logit_softcap = 0;    // logits = c tanh(logits / c) (0: none; final_logit_softcapping)
+
+  std::int64_t layer_window(std::int64_t l) const {  // 0: layer l attends causally to all
+    return !sliding.empty() && sliding[static_cast<std::size_t>(l)] ? window : 0;
+  }
 
   void check() const;  // throws ringattn::InvalidArgument naming the bad size
 };
 
-// A tensor the model needs, in the order the seed generator draws them.
+// A tensor the model needs, in the order the seed generator draws them: its Hugging Face
+// name (the seed's and a safetensors file's too), its GGUF name and its shape, from the
+// architecture's row.
 struct TensorSpec {
   std::string name;
   std::vector<std::int64_t> shape;
+  std::string gguf;
 };
 std::vector<TensorSpec> tensor_specs(const ModelConfig& c);
 
@@ -80,6 +100,7 @@ struct LayerWeights {
   std::vector<float> attn_norm, mlp_norm;
   std::vector<float> qkv_bias;        // [heads*head_dim + 2*kv_heads*head_dim] (qkv_bias), else empty
   std::vector<float> q_norm, k_norm;  // [head_dim] each (qk_norm), else empty
+  std::vector<float> post_attn_norm, post_mlp_norm;  // [dim] each (the row's post_norms), else empty
   ringattn::Linear qkv;      // [heads*head_dim + 2*kv_heads*head_dim, dim]: q, k, v stacked
   ringattn::Linear wo;       // [dim, heads*head_dim]
   ringattn::Linear gate_up;  // [2*ffn, dim]: gate, then up
@@ -117,7 +138,7 @@ class Model {
   // job's ModelFiles opens each once); `dir` names it in errors.
   static Model from_hf(const ModelConfig& c, HfWeights& weights, const std::string& dir,
                        std::optional<ringattn::DType> matrices = std::nullopt, TpShard shard = {});
-  // A GGUF file (gguf_config.hpp: architectures llama, qwen2, qwen3; F32, F16, BF16, Q8_0,
+  // A GGUF file (gguf_config.hpp: the registry's architectures; F32, F16, BF16, Q8_0,
   // Q4_K, Q6_K tensors), mapped and packed tensor by tensor as from_hf; each matrix held as
   // stored (the block formats as blocks, unpacked a panel's run at a time; a Q4_K_M file's
   // mixed Q/K/V as runs of each) unless `matrices` says (Q4_K, Q6_K: fp32, bf16, fp16, q8_0).
@@ -161,14 +182,19 @@ class Model {
   void attention_inputs_rows(int l, std::span<const float> h, std::span<const std::int64_t> rope_positions,
                              std::span<float> q, std::span<float> k, std::span<float> v) const;
   void attention_output_and_mlp_rows(int l, std::span<const float> o, std::span<float> h, TpGroup* group) const;
-  // h += W · x, the parts' sum over the group where the model is split.
-  void add_projection(const ringattn::Linear& w, std::span<const float> x, std::span<float> h, TpGroup* group) const;
+  // h += W · x (RMSNorm(W · x) with gains post_norm, unless empty), the parts' sum over the
+  // group where the model is split.
+  void add_projection(const ringattn::Linear& w, std::span<const float> x, std::span<float> h, TpGroup* group,
+                      const std::vector<float>& post_norm) const;
   TpGroup* group_for(TpGroup* group, const char* call) const;  // the group a split model needs
+  void softcap(std::span<float> logits) const;                  // c tanh(x / c) where the config caps
 
   void configure(const ModelConfig& c, TpShard shard);  // c_, parts_, and RoPE's frequencies
   ModelConfig c_;
+  const Architecture* arch_ = nullptr;  // c_.architecture's row
   TpParts parts_;
   std::vector<double> inv_freq_;  // RoPE's angle per position of each pair (scaling applied)
+  std::vector<double> inv_freq_local_;  // the sliding-window layers' (rope_theta_local), else empty
   int threads_ = 0;
   // The layers' intermediate rows, grown to the largest call and kept: a prefill of 2,048
   // rows would otherwise fault in and zero ~200 MB of fresh pages per layer. One call at a

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "../formats/gguf.hpp"
+#include "architecture.hpp"
 #include "gguf_config.hpp"
 #include "hf_config.hpp"
 #include "../formats/hf_weights.hpp"
@@ -49,34 +50,58 @@ void ModelConfig::check() const {
   need(heads >= 1 && kv_heads >= 1 && heads % kv_heads == 0, "--kv-heads must divide --heads");
   need(head_dim >= 2 && head_dim % 2 == 0 && head_dim <= 256, "--head-dim must be even, in [2, 256] (RoPE pairs)");
   need(ffn >= 1 && ffn <= (1 << 20), "--ffn must be in [1, 2^20]");
+  need(sliding.empty() || (sliding.size() == static_cast<std::size_t>(layers) && window >= 1),
+       "sliding-window layers need a window of at least 1 and one entry per layer");
+  need(attention_scale >= 0 && std::isfinite(attention_scale), "the attention scale must be finite and not negative");
+  need(logit_softcap >= 0 && std::isfinite(logit_softcap), "the logit soft cap must be finite and not negative");
+  architecture_named(architecture);  // (throws naming the registry's rows)
 }
 
 std::vector<TensorSpec> tensor_specs(const ModelConfig& c) {
+  const Architecture& a = architecture_named(c.architecture);
+  const TensorNames& n = a.names;
+  const std::int64_t q = c.heads * c.head_dim, kv = c.kv_heads * c.head_dim;
   std::vector<TensorSpec> t;
-  t.push_back({"model.embed_tokens.weight", {c.vocab, c.dim}});
+  auto whole = [&](const TensorName& name, std::vector<std::int64_t> shape) {
+    t.push_back({std::string(name.hf), std::move(shape), std::string(name.gguf)});
+  };
+  whole(n.embedding, {c.vocab, c.dim});
   for (std::int64_t l = 0; l < c.layers; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    t.push_back({p + "input_layernorm.weight", {c.dim}});
-    t.push_back({p + "self_attn.q_proj.weight", {c.heads * c.head_dim, c.dim}});
-    t.push_back({p + "self_attn.k_proj.weight", {c.kv_heads * c.head_dim, c.dim}});
-    t.push_back({p + "self_attn.v_proj.weight", {c.kv_heads * c.head_dim, c.dim}});
+    const std::string hf = "model.layers." + std::to_string(l) + ".", gguf = "blk." + std::to_string(l) + ".";
+    auto layer = [&](const TensorName& name, std::vector<std::int64_t> shape) {
+      t.push_back({hf + std::string(name.hf), std::move(shape), gguf + std::string(name.gguf)});
+    };
+    layer(n.attn_norm, {c.dim});
+    if (a.fused_qkv) {
+      layer(n.qkv, {q + 2 * kv, c.dim});
+    } else {
+      layer(n.q, {q, c.dim});
+      layer(n.k, {kv, c.dim});
+      layer(n.v, {kv, c.dim});
+    }
     if (c.qkv_bias) {
-      t.push_back({p + "self_attn.q_proj.bias", {c.heads * c.head_dim}});
-      t.push_back({p + "self_attn.k_proj.bias", {c.kv_heads * c.head_dim}});
-      t.push_back({p + "self_attn.v_proj.bias", {c.kv_heads * c.head_dim}});
+      layer(n.q_bias, {q});
+      layer(n.k_bias, {kv});
+      layer(n.v_bias, {kv});
     }
     if (c.qk_norm) {
-      t.push_back({p + "self_attn.q_norm.weight", {c.head_dim}});
-      t.push_back({p + "self_attn.k_norm.weight", {c.head_dim}});
+      layer(n.q_norm, {c.head_dim});
+      layer(n.k_norm, {c.head_dim});
     }
-    t.push_back({p + "self_attn.o_proj.weight", {c.dim, c.heads * c.head_dim}});
-    t.push_back({p + "post_attention_layernorm.weight", {c.dim}});
-    t.push_back({p + "mlp.gate_proj.weight", {c.ffn, c.dim}});
-    t.push_back({p + "mlp.up_proj.weight", {c.ffn, c.dim}});
-    t.push_back({p + "mlp.down_proj.weight", {c.dim, c.ffn}});
+    layer(n.o, {c.dim, q});
+    if (a.post_norms) layer(n.post_attn_norm, {c.dim});
+    layer(n.mlp_norm, {c.dim});
+    if (a.fused_gate_up) {
+      layer(n.gate_up, {2 * c.ffn, c.dim});
+    } else {
+      layer(n.gate, {c.ffn, c.dim});
+      layer(n.up, {c.ffn, c.dim});
+    }
+    layer(n.down, {c.dim, c.ffn});
+    if (a.post_norms) layer(n.post_mlp_norm, {c.dim});
   }
-  t.push_back({"model.norm.weight", {c.dim}});
-  if (!c.tied) t.push_back({"lm_head.weight", {c.vocab, c.dim}});
+  whole(n.final_norm, {c.dim});
+  if (!c.tied) whole(n.head, {c.vocab, c.dim});
   return t;
 }
 
@@ -151,65 +176,87 @@ class IndexedSource : public TensorSource {
 // Puts the tensors into the model's layout: the whole model, or the part `parts` names
 // (tensor_parallel.hpp). Each matrix is packed as it comes (converted to `dtype` on the
 // way), and its source data goes at once: loading holds the packed model and one layer's
-// tensors at most.
+// tensors at most. `norm_offset` is added to every norm's gains (a Hugging Face Gemma
+// checkpoint's w of (1 + w)).
 void assemble(const ModelConfig& c, const TpParts& parts, ringattn::DType dtype, TensorSource& src,
               ringattn::Linear& embedding, std::vector<LayerWeights>& layers, std::vector<float>& final_norm,
-              ringattn::Linear& head) {
+              ringattn::Linear& head, float norm_offset = 0) {
+  const Architecture& a = architecture_named(c.architecture);
+  const TensorNames& names = a.names;
   std::map<std::string, TensorSpec> spec;
   for (TensorSpec& t : tensor_specs(c)) spec[t.name] = std::move(t);
-  const std::int64_t hd = c.head_dim;
+  const std::int64_t hd = c.head_dim, q_all = c.heads * hd, kv_all = c.kv_heads * hd;
   const Part all_dim{0, c.dim}, q_rows{parts.heads.first * hd, parts.heads.count * hd},
       kv_rows{parts.kv_heads.first * hd, parts.kv_heads.count * hd};
+  auto shifted = [](Part p, std::int64_t by) { return Part{p.first + by, p.count}; };  // rows of a fused tensor
   auto piece = [&](const std::string& n, Part rows, Part cols) { return Piece{&spec.at(n), rows, cols}; };
   auto matrix = [&](std::initializer_list<Piece> pieces) {
     return src.matrix(dtype, pieces.begin()->cols.count, std::vector<Piece>(pieces));
   };
   auto floats = [&](const std::string& n) { return src.floats(spec.at(n)); };
+  auto norm = [&](const std::string& n) {
+    std::vector<float> g = floats(n);
+    if (norm_offset != 0)
+      for (float& x : g) x += norm_offset;
+    return g;
+  };
   auto run = [&](const std::string& n, Part p) {  // a run of a vector (a bias's rows)
     const std::vector<float> v = floats(n);
     return std::vector<float>(v.begin() + p.first, v.begin() + p.end());
   };
-  embedding = matrix({piece("model.embed_tokens.weight", parts.vocab, all_dim)});
+  embedding = matrix({piece(std::string(names.embedding.hf), parts.vocab, all_dim)});
   layers.resize(static_cast<std::size_t>(c.layers));
   for (std::size_t l = 0; l < layers.size(); ++l) {
     LayerWeights& L = layers[l];
     const std::string p = "model.layers." + std::to_string(l) + ".";
-    L.attn_norm = floats(p + "input_layernorm.weight");
-    L.qkv = matrix({piece(p + "self_attn.q_proj.weight", q_rows, all_dim), piece(p + "self_attn.k_proj.weight", kv_rows, all_dim),
-                    piece(p + "self_attn.v_proj.weight", kv_rows, all_dim)});
+    auto name = [&](const TensorName& t) { return p + std::string(t.hf); };
+    L.attn_norm = norm(name(names.attn_norm));
+    if (a.fused_qkv)
+      L.qkv = matrix({piece(name(names.qkv), q_rows, all_dim), piece(name(names.qkv), shifted(kv_rows, q_all), all_dim),
+                      piece(name(names.qkv), shifted(kv_rows, q_all + kv_all), all_dim)});
+    else
+      L.qkv = matrix({piece(name(names.q), q_rows, all_dim), piece(name(names.k), kv_rows, all_dim),
+                      piece(name(names.v), kv_rows, all_dim)});
     if (c.qkv_bias)
-      for (const auto& [n, rows] : {std::pair{"q_proj.bias", q_rows}, {"k_proj.bias", kv_rows}, {"v_proj.bias", kv_rows}}) {
-        const std::vector<float> b = run(p + "self_attn." + n, rows);
+      for (const auto& [t, rows] : {std::pair{&names.q_bias, q_rows}, {&names.k_bias, kv_rows}, {&names.v_bias, kv_rows}}) {
+        const std::vector<float> b = run(name(*t), rows);
         L.qkv_bias.insert(L.qkv_bias.end(), b.begin(), b.end());
       }
     if (c.qk_norm) {
-      L.q_norm = floats(p + "self_attn.q_norm.weight");
-      L.k_norm = floats(p + "self_attn.k_norm.weight");
+      L.q_norm = norm(name(names.q_norm));
+      L.k_norm = norm(name(names.k_norm));
     }
-    L.wo = matrix({piece(p + "self_attn.o_proj.weight", all_dim, q_rows)});
-    L.mlp_norm = floats(p + "post_attention_layernorm.weight");
-    L.gate_up = matrix({piece(p + "mlp.gate_proj.weight", parts.ffn, all_dim), piece(p + "mlp.up_proj.weight", parts.ffn, all_dim)});
-    L.down = matrix({piece(p + "mlp.down_proj.weight", all_dim, parts.ffn)});
+    L.wo = matrix({piece(name(names.o), all_dim, q_rows)});
+    if (a.post_norms) L.post_attn_norm = norm(name(names.post_attn_norm));
+    L.mlp_norm = norm(name(names.mlp_norm));
+    if (a.fused_gate_up)
+      L.gate_up = matrix({piece(name(names.gate_up), parts.ffn, all_dim),
+                          piece(name(names.gate_up), shifted(parts.ffn, c.ffn), all_dim)});
+    else
+      L.gate_up = matrix({piece(name(names.gate), parts.ffn, all_dim), piece(name(names.up), parts.ffn, all_dim)});
+    L.down = matrix({piece(name(names.down), all_dim, parts.ffn)});
+    if (a.post_norms) L.post_mlp_norm = norm(name(names.post_mlp_norm));
   }
-  final_norm = floats("model.norm.weight");
-  head = c.tied ? embedding : matrix({piece("lm_head.weight", parts.vocab, all_dim)});  // tied: the same weights, held once
+  final_norm = norm(std::string(names.final_norm.hf));
+  // tied: the same weights, held once
+  head = c.tied ? embedding : matrix({piece(std::string(names.head.hf), parts.vocab, all_dim)});
 }
 
 // A mapped checkpoint's tensors (a Hugging Face directory, a GGUF file), packed straight
-// from the mapping; `rename` maps tensor_specs' names to the file's. Each matrix is held in
+// from the mapping; `name` is the TensorSpec's name the file uses (name or gguf). Each matrix is held in
 // `held`, else in the dtype the file stores it in (a GGUF file mixes them).
 template <class Weights>
 class MappedSource : public TensorSource {
  public:
-  MappedSource(Weights& w, std::function<std::string(const std::string&)> rename, std::optional<ringattn::DType> held)
-      : w_(w), rename_(std::move(rename)), held_(held) {}
-  std::vector<float> floats(const TensorSpec& t) override { return w_.take(rename_(t.name), t.shape); }
+  MappedSource(Weights& w, std::string TensorSpec::*name, std::optional<ringattn::DType> held)
+      : w_(w), name_(name), held_(held) {}
+  std::vector<float> floats(const TensorSpec& t) override { return w_.take(t.*name_, t.shape); }
   ringattn::Linear matrix(ringattn::DType dtype, std::int64_t in, const std::vector<Piece>& pieces) override {
     std::vector<ringattn::Linear::Block> blocks;
     std::vector<std::vector<std::byte>> copies;  // pieces of columns, row by row
     copies.reserve(pieces.size());
     for (const Piece& p : pieces) {
-      const std::string name = rename_(p.spec->name);
+      const std::string& name = (*p.spec).*name_;
       const TensorView v = w_.view(name, p.spec->shape);
       const std::int64_t full_in = p.spec->shape[1];
       // The split rule of the table of tensor types: a part's columns are whole blocks.
@@ -230,33 +277,15 @@ class MappedSource : public TensorSource {
     // Q4_K Q and K: one Linear of two runs).
     ringattn::Linear out(held_, in, std::span<const ringattn::Linear::Block>(blocks));
     (void)dtype;  // assemble()'s: the held dtype is this source's choice
-    for (const Piece& p : pieces) w_.release(rename_(p.spec->name));
+    for (const Piece& p : pieces) w_.release((*p.spec).*name_);  // (a fused tensor's pieces: once each)
     return out;
   }
 
  private:
   Weights& w_;
-  std::function<std::string(const std::string&)> rename_;
+  std::string TensorSpec::*name_;
   std::optional<ringattn::DType> held_;
 };
-
-// llama.cpp's name of a Hugging Face tensor name (its converter's table, for the tensors a
-// llama, qwen2 or qwen3 model has).
-std::string gguf_name(const std::string& hf) {
-  if (hf == "model.embed_tokens.weight") return "token_embd.weight";
-  if (hf == "model.norm.weight") return "output_norm.weight";
-  if (hf == "lm_head.weight") return "output.weight";
-  static const std::map<std::string, std::string> layer = {
-      {"input_layernorm.weight", "attn_norm.weight"},     {"self_attn.q_proj.weight", "attn_q.weight"},
-      {"self_attn.k_proj.weight", "attn_k.weight"},       {"self_attn.v_proj.weight", "attn_v.weight"},
-      {"self_attn.q_proj.bias", "attn_q.bias"},           {"self_attn.k_proj.bias", "attn_k.bias"},
-      {"self_attn.v_proj.bias", "attn_v.bias"},           {"self_attn.q_norm.weight", "attn_q_norm.weight"},
-      {"self_attn.k_norm.weight", "attn_k_norm.weight"},  {"self_attn.o_proj.weight", "attn_output.weight"},
-      {"post_attention_layernorm.weight", "ffn_norm.weight"}, {"mlp.gate_proj.weight", "ffn_gate.weight"},
-      {"mlp.up_proj.weight", "ffn_up.weight"},            {"mlp.down_proj.weight", "ffn_down.weight"}};
-  const std::size_t dot = hf.find('.', 13);  // "model.layers." is 13 characters
-  return "blk." + hf.substr(13, dot - 13) + "." + layer.at(hf.substr(dot + 1));
-}
 
 }  // namespace
 
@@ -385,7 +414,7 @@ Model Model::from_gguf(GgufFile& file, std::optional<ringattn::DType> matrices, 
   const ModelConfig c = gguf_config(file);
   Model m;
   m.configure(c, shard);
-  MappedSource<GgufFile> src(file, gguf_name, matrices);
+  MappedSource<GgufFile> src(file, &TensorSpec::gguf, matrices);
   assemble(c, m.parts_, ringattn::DType::f32, src, m.embedding_, m.layers_, m.final_norm_, m.head_);
   for (const std::string& extra : file.unused())
     if (extra != "rope_freqs.weight")  // read by gguf_config
@@ -403,8 +432,9 @@ Model Model::from_hf(const ModelConfig& c, HfWeights& weights, const std::string
                      TpShard shard) {
   Model m;
   m.configure(c, shard);
-  MappedSource<HfWeights> src(weights, [](const std::string& n) { return n; }, matrices);
-  assemble(c, m.parts_, ringattn::DType::f32, src, m.embedding_, m.layers_, m.final_norm_, m.head_);
+  MappedSource<HfWeights> src(weights, &TensorSpec::name, matrices);
+  assemble(c, m.parts_, ringattn::DType::f32, src, m.embedding_, m.layers_, m.final_norm_, m.head_,
+           architecture_named(c.architecture).hf_norm_offset);
   for (const std::string& extra : weights.unused()) {
     // Tolerated: a tied checkpoint that also stores the head, and RoPE tables old exports saved.
     if (c.tied && extra.ends_with("\"lm_head.weight\"")) continue;

@@ -6,7 +6,7 @@
 
 namespace infer {
 
-const Architecture kLlama{
+extern const Architecture kLlama{
     .name = "llama", .hf_type = "llama", .gguf_arch = "llama", .gguf_rope = RopeStyle::interleaved};
 
 }  // namespace infer

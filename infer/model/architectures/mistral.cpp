@@ -5,6 +5,6 @@
 
 namespace infer {
 
-const Architecture kMistral{.name = "mistral", .hf_type = "mistral", .hf_window = SlidingWindow::bounds_context};
+extern const Architecture kMistral{.name = "mistral", .hf_type = "mistral", .window = SlidingWindow::bounds_context};
 
 }  // namespace infer

@@ -4,7 +4,7 @@
 
 namespace infer {
 
-const Architecture kQwen2{
-    .name = "qwen2", .hf_type = "qwen2", .gguf_arch = "qwen2", .qkv_bias = true, .hf_window = SlidingWindow::refused};
+extern const Architecture kQwen2{
+    .name = "qwen2", .hf_type = "qwen2", .gguf_arch = "qwen2", .qkv_bias = true, .window = SlidingWindow::refused};
 
 }  // namespace infer

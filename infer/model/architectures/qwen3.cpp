@@ -5,7 +5,7 @@
 
 namespace infer {
 
-const Architecture kQwen3{
-    .name = "qwen3", .hf_type = "qwen3", .gguf_arch = "qwen3", .qk_norm = true, .hf_window = SlidingWindow::refused};
+extern const Architecture kQwen3{
+    .name = "qwen3", .hf_type = "qwen3", .gguf_arch = "qwen3", .qk_norm = true, .window = SlidingWindow::refused};
 
 }  // namespace infer
