@@ -97,13 +97,17 @@ Json config_json(const ModelConfig& c) {
           {"tie_word_embeddings", c.tied}, {"hidden_act", "silu"}, {"torch_dtype", "float32"}};
 }
 
-// The seed's tensors of c, by name, stored in `d`.
-std::map<std::string, Tensor> seeded(const ModelConfig& c, DType d, std::uint64_t seed = 5) {
+// The seed's tensors of c, by name, stored in `d`; each norm's gains less `norm_offset` (a
+// Gemma checkpoint's w of (1 + w): g - 1 is exact in fp32 for g in [0.9, 1.1]).
+std::map<std::string, Tensor> seeded(const ModelConfig& c, DType d, std::uint64_t seed = 5, float norm_offset = 0) {
   std::map<std::string, Tensor> out;
   const auto specs = infer::tensor_specs(c);
-  for (std::size_t i = 0; i < specs.size(); ++i)
-    out[specs[i].name] = stored(infer::generate_tensor(seed, static_cast<int>(i), specs[i]), specs[i].shape,
-                                specs[i].shape.size() == 1 ? DType::f32 : d);
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    std::vector<float> v = infer::generate_tensor(seed, static_cast<int>(i), specs[i]);
+    if (specs[i].name.ends_with("norm.weight"))
+      for (float& x : v) x -= norm_offset;
+    out[specs[i].name] = stored(std::move(v), specs[i].shape, specs[i].shape.size() == 1 ? DType::f32 : d);
+  }
   return out;
 }
 
@@ -274,6 +278,96 @@ TEST_CASE("hf: a Mistral sliding window bounds the context; llama3 rope scaling 
   const Model s = Model::from_hf(d.str());
   CHECK(s.config().rope_scaling.factor == 8.0);
   CHECK(s.digest() != Model::from_seed(c, 5).digest());  // the scaling is part of the model
+}
+
+// Gemma 3's and Phi-3's config.json over the seed's tensors of c (c.architecture's names).
+Json gemma3_json(const ModelConfig& c) {
+  Json j = config_json(c);
+  j["architectures"] = {"Gemma3ForCausalLM"};
+  j["model_type"] = "gemma3_text";
+  j.erase("hidden_act");
+  j["hidden_activation"] = "gelu_pytorch_tanh";
+  j["sliding_window"] = 4;
+  j["layer_types"] = {"sliding_attention", "full_attention"};
+  j["rope_local_base_freq"] = 10000.0;
+  j["query_pre_attn_scalar"] = 16;
+  j["final_logit_softcapping"] = nullptr;
+  j["attn_logit_softcapping"] = nullptr;
+  return j;
+}
+
+TEST_CASE("hf: Gemma 3 and Phi-3 directories load as from_seed's model of their configuration") {
+  ModelConfig g = small();
+  g.architecture = "gemma3";
+  g.qk_norm = true;
+  g.tied = true;
+  g.window = 4;
+  g.sliding = {1, 0};
+  g.rope_theta_local = 10000;
+  g.attention_scale = 1.0 / 4;  // query_pre_attn_scalar 16
+  Dir d("gemma3");
+  d.write("config.json", gemma3_json(g).dump());
+  d.write("model.safetensors", safetensors(seeded(g, DType::f32, 5, 1.0f)));  // the norms' w of (1 + w)
+  const Model m = Model::from_hf(d.str());
+  CHECK(m.config().architecture == "gemma3");
+  CHECK(m.config().layer_window(0) == 4);
+  CHECK(m.config().layer_window(1) == 0);
+  CHECK(m.digest() == Model::from_seed(g, 5).digest());
+
+  // Without layer_types: every layer but each sliding_window_pattern-th slides.
+  Json j = gemma3_json(g);
+  j.erase("layer_types");
+  j["sliding_window_pattern"] = 2;
+  d.write("config.json", j.dump());
+  CHECK(Model::from_hf(d.str()).digest() == m.digest());
+  struct Case {
+    std::function<void(Json&)> edit;
+    const char* want;
+  };
+  const Case refused[] = {
+      {[](Json& k) { k["layer_types"] = {"sliding_attention"}; }, "layer_types is not a list of one type per layer (2)"},
+      {[](Json& k) { k["layer_types"] = {"sliding_attention", "chunked_attention"}; },
+       "layer_types[1] = \"chunked_attention\""},
+      {[](Json& k) { k["hidden_activation"] = "silu"; }, "hidden_activation \"silu\": the runtime runs gemma3's MLP with gelu_pytorch_tanh"},
+      {[](Json& k) { k["attn_logit_softcapping"] = 50.0; }, "attn_logit_softcapping"},
+      {[](Json& k) { k["sliding_window"] = 0; }, "sliding_window must be an integer in [1, 16777216], got 0"},
+      {[](Json& k) { k["rope_scaling"] = {{"rope_type", "linear"}}; }, "rope_scaling linear needs a factor"},
+  };
+  for (const Case& k : refused) {
+    CAPTURE(k.want);
+    Json bad = gemma3_json(g);
+    k.edit(bad);
+    d.write("config.json", bad.dump());
+    const std::string e = load_error(d);
+    CHECK(e.find(k.want) != std::string::npos);
+    CHECK(e.find("config.json") != std::string::npos);
+  }
+
+  ModelConfig p = small();  // heads x head_dim = dim, as Phi-3's config has no head_dim
+  p.architecture = "phi3";
+  p.window = 6;
+  p.sliding = {1, 1};
+  Dir f("phi3");
+  Json pj = config_json(p);
+  pj["model_type"] = "phi3";
+  pj.erase("head_dim");
+  pj["sliding_window"] = 6;
+  pj["partial_rotary_factor"] = 1.0;
+  f.write("config.json", pj.dump());
+  const auto tensors = seeded(p, DType::bf16);
+  CHECK(tensors.count("model.layers.0.self_attn.qkv_proj.weight") == 1);
+  CHECK(tensors.count("model.layers.1.mlp.gate_up_proj.weight") == 1);
+  f.write("model.safetensors", safetensors(tensors));
+  const Model ph = Model::from_hf(f.str());
+  CHECK(ph.config().layer_window(1) == 6);
+  CHECK(ph.digest() == Model::from_seed(p, 5, DType::bf16).digest());
+  pj["partial_rotary_factor"] = 0.75;
+  f.write("config.json", pj.dump());
+  CHECK(load_error(f).find("partial_rotary_factor 0.75: RoPE over part of a head is not implemented") != std::string::npos);
+  pj["partial_rotary_factor"] = 1.0;
+  pj["rope_scaling"] = {{"rope_type", "longrope"}, {"short_factor", {1.0}}, {"long_factor", {1.0}}};
+  f.write("config.json", pj.dump());
+  CHECK(load_error(f).find("rope_scaling of rope_type \"longrope\" is not implemented") != std::string::npos);
 }
 
 TEST_CASE("hf: hostile or mismatched tensors are refused naming the file and the tensor") {
