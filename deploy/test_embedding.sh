@@ -382,7 +382,9 @@ infer_fp16_weights() {
 # Hugging Face model directories (tools/write_hf.py: seeded weights, HF's config.json, names
 # and layout, one file or shards with an index), each at P = 1 against an independent float64
 # PyTorch model of its architecture (tools/hf_reference.py), P = 2 and 3 against P = 1 and
-# against it.
+# against it. Gemma 3 (windows of 4 and 16 keys on two layers in three or every third, (1 + w)
+# norms, GeGLU, post norms, scaled embedding) and Phi-3 (fused q/k/v and gate/up; a window of
+# 6 keys on every layer, and of 64) also under --tp 2 (4 ranks), against P = 1.
 # Held as stored: fp32 and fp16 (widened in registers, inputs as they are) to 1e-4 of float64
 # (the largest |logit diff|, and that over the row's largest |logit|) and 1e-5 across P; bf16
 # (each matmul's input rounded to bf16, mirrored by the reference) to 1e-2, as
@@ -391,7 +393,9 @@ infer_fp16_weights() {
 infer_hf() {
   local spec arch dtype extra name tol cross mm p kind path
   for spec in "llama fp32 --tied --shards=1" "llama3 fp32 --shards=2" "llama3 bf16 --tied --shards=3" "mistral fp16 --tied --shards=1" \
-      "qwen2 fp16 --shards=2" "qwen2 bf16 --tied --shards=1" "qwen3 fp32 --tied --shards=3" "qwen3 bf16 --shards=1"; do
+      "qwen2 fp16 --shards=2" "qwen2 bf16 --tied --shards=1" "qwen3 fp32 --tied --shards=3" "qwen3 bf16 --shards=1" \
+      "gemma3 fp32 --tied --shards=2 --window=4 --sliding-pattern=2" "gemma3 bf16 --tied --shards=1 --window=16 --sliding-pattern=3" \
+      "phi3 fp16 --shards=1 --window=6" "phi3 bf16 --tied --shards=2 --window=64"; do
     read -r arch dtype extra <<<"$spec"
     name="$arch-$dtype${extra//[ =-]/}"
     local shape=(--vocab 256 --dim 128 --layers 3 --heads 4 --kv-heads 2 --head-dim 32 --ffn 256)
@@ -415,6 +419,13 @@ infer_hf() {
           --out "$work/infer-$kind-$name-p$p" || return
         $PY tools/compare.py "$work/infer-$kind-$name-p1" "$work/infer-$kind-$name-p$p" --tol $cross || return
       done
+      if [[ $arch == gemma3 || $arch == phi3 ]]; then  # their tensor-parallel parts (phi3's cut from fused tensors)
+        ranks 4 RINGATTN_MASTER="127.0.0.1:$(free_port)" RINGATTN_TOKEN="$(token)" -- "$infer/infer" \
+          --prompts "$work/prompts.jsonl" --$kind "$path" --tokens 4 --threads 1 --tp 2 \
+          --out "$work/infer-$kind-$name-tp2" || return
+        $PY tools/compare.py "$work/infer-$kind-$name-p1" "$work/infer-$kind-$name-tp2" --tol $cross || return
+        echo "$name ($kind): --tp 2 on 4 ranks against P = 1"
+      fi
       echo "$name ($kind): P = 1, 2, 3 against float64 PyTorch"
       $PY tools/hf_reference.py "$work/infer-$kind-$name-p"{1,2,3} --model "$work/hf-$name" --prompts "$work/prompts.jsonl" \
         --tokens 4 --tol $tol --rtol $tol --matmul-input $mm || return
@@ -788,7 +799,7 @@ if check "infer: configure infer through ringattn.pc, build -Werror" build_infer
     check "infer: bf16 K/V on the wire and in the cache, P = 2 against P = 1: tokens equal, logits within 2e-2" infer_bf16
     check "infer: P = 2 and 3 in the contiguous, zigzag and striped layouts: tokens equal, logits within 1e-5 of P = 1" infer_layouts
     check "infer: bf16 weights at P = 1 against float64 numpy under the same rounding (tokens equal, logits within 1e-2), P = 2 and 3 in every layout within 1e-2 of P = 1" infer_bf16_weights
-    check "infer: Hugging Face directories (llama, llama3 rope scaling, mistral, qwen2 biases, qwen3 q/k norms; fp32, bf16, fp16; tied and untied; sharded), and each converted to GGUF, at P = 1, 2, 3 against float64 PyTorch (fp32, fp16: 1e-4, absolute and relative), P = 2 and 3 against P = 1" infer_hf
+    check "infer: Hugging Face directories (llama, llama3 rope scaling, mistral, qwen2 biases, qwen3 q/k norms, gemma3 windows and norms, phi3 fused tensors; fp32, bf16, fp16; tied and untied; sharded), and each converted to GGUF, at P = 1, 2, 3 against float64 PyTorch (fp32, fp16: 1e-4, absolute and relative), P = 2 and 3 (and gemma3, phi3 --tp 2) against P = 1" infer_hf
     check "infer: GGUF F32, F16, BF16 and Q8_0 files of the seed's weights (llama.cpp's names and q/k order) at P = 1, 2, 3 against float64 PyTorch on the values they hold, and the seed's model; P = 2 and 3 against P = 1" infer_gguf
     check "infer: GGUF Q4_K_M files (Q4_K and Q6_K mixed in a layer, tied and untied) against float64 PyTorch on the values they hold (1e-4); held as blocks equal to their values widened, to the bit; P = 2 and 3 equal P = 1" infer_gguf_kquants
     check "infer: fp16 weights at P = 1 against float64 numpy with the same rounded matrices (logits within 1e-4), P = 2 and 3 within 1e-5 of P = 1" infer_fp16_weights

@@ -2,8 +2,11 @@
 # Greedy tokens against llama.cpp on the GGUF files this test writes (issue 33): the seeded
 # model (tools/write_weights.py's numbers) as GGUF F32, F16, BF16, Q8_0, Q4_K and llama.cpp's
 # Q4_K_M mix, tied and untied (bench/llamacpp/write_gguf.py, the same writer the bench uses),
-# and Hugging Face directories of qwen2 (biases), qwen3 (q/k norms), llama3 (rope scaling) and
-# mistral converted by tools/convert_hf_gguf.py; six prompts of token ids each. llama.cpp is npm's node-llama-cpp (its prebuilt CPU build,
+# and Hugging Face directories of qwen2 (biases), qwen3 (q/k norms), llama3 (rope scaling),
+# mistral, gemma3 (a sliding layer of 4 or 8 keys and a global one, (1 + w) norms, GeGLU, post
+# norms; prompts and tokens outgrow the windows) and phi3 (fused tensors; its window of 2047
+# keys, which llama.cpp does not apply, is longer than any sequence here) converted by
+# tools/convert_hf_gguf.py; six prompts of token ids each. llama.cpp is npm's node-llama-cpp (its prebuilt CPU build,
 # installed outside the tree by tests/model/tokenizers_node/run.sh), greedy with an fp32 K/V
 # cache, one prompt a run, recording how far each chosen token led the runner-up
 # (bench/llamacpp/llama_greedy.mjs --margins). ringattn `generate` reads the same file at
@@ -49,10 +52,11 @@ EOF
 
 failed=0
 # seed DTYPE TIE: write_gguf.py; hf ARCH DTYPE ARGS: a Hugging Face directory (tools/write_hf.py)
-# converted by tools/convert_hf_gguf.py (qwen2's biases, qwen3's q/k norms, llama3's rope_freqs).
+# converted by tools/convert_hf_gguf.py (qwen2's biases, qwen3's q/k norms, llama3's rope_freqs, gemma3's and phi3's keys and names).
 for case in "seed f32 tied" "seed f16 untied" "seed bf16 tied" "seed q8_0 untied" "seed q4_k tied" \
     "seed q4_k_m untied" "hf qwen2 fp16 --shards=2" "hf qwen3 fp32 --tied" "hf qwen3 bf16" "hf llama3 fp32 --tied" \
-    "hf mistral fp16"; do
+    "hf mistral fp16" "hf gemma3 fp32 --tied --window=4 --sliding-pattern=2" "hf gemma3 bf16 --window=8 --sliding-pattern=2" \
+    "hf phi3 fp16 --window=2047"; do
   read -r how a1 a2 a3 <<< "$case"
   name=$how-$a1-$a2${a3//[ =-]/}
   gguf=$work/$name.gguf
