@@ -1,11 +1,12 @@
 // infer — a Hugging Face model directory's config.json, read into a ModelConfig.
 //
-// Architectures (model_type): llama (Llama 2 and 3, incl. rope_scaling of rope_type
-// "llama3"), mistral, qwen2 (q/k/v biases) and qwen3 (q/k RMSNorm over each head). Every
-// field that sizes the model is checked (an exact integer in range) before it is used;
-// a setting the runtime does not implement (another activation, attention or MLP biases
-// beyond qwen2's, a sliding window, another RoPE scaling, a quantization_config) is
-// refused, naming the file and the key, never ignored.
+// Architectures (model_type): the registry's rows (architecture.hpp), each reading its own
+// keys (Gemma 3's windows and query scalar, Phi-3's window, ...). RoPE from rope_theta and
+// rope_scaling ("llama3", "linear") or transformers 5's rope_parameters. Every field that
+// sizes the model is checked (an exact integer in range) before it is used; a setting the
+// runtime does not implement (another activation, attention or MLP biases beyond qwen2's,
+// capped scores, partial RoPE, another RoPE scaling, a quantization_config) is refused,
+// naming the file and the key, never ignored.
 #pragma once
 
 #include <string>

@@ -314,6 +314,27 @@ TEST_CASE("hf: Gemma 3 and Phi-3 directories load as from_seed's model of their 
   CHECK(m.config().layer_window(1) == 0);
   CHECK(m.digest() == Model::from_seed(g, 5).digest());
 
+  // transformers 5's rope_parameters, one object per layer type, read as the older keys.
+  Json older = gemma3_json(g), newer = gemma3_json(g);
+  older["rope_theta"] = 500000.0;
+  older["rope_local_base_freq"] = 20000.0;
+  older["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}};
+  newer.erase("rope_theta");
+  newer.erase("rope_local_base_freq");
+  newer["rope_parameters"] = {{"full_attention", {{"rope_type", "linear"}, {"factor", 2.0}, {"rope_theta", 500000.0}}},
+                              {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 20000.0}}}};
+  d.write("config.json", older.dump());
+  const Model old_form = Model::from_hf(d.str());
+  CHECK(old_form.config().rope_scaling.linear);
+  CHECK(old_form.config().rope_theta_local == 20000.0);
+  d.write("config.json", newer.dump());
+  CHECK(Model::from_hf(d.str()).digest() == old_form.digest());
+  CHECK(old_form.digest() != m.digest());
+  newer["rope_parameters"]["sliding_attention"] = {{"rope_type", "linear"}, {"factor", 2.0}};
+  d.write("config.json", newer.dump());
+  CHECK(load_error(d).find("rope_parameters.sliding_attention: a scaling of the sliding layers' RoPE is not implemented") !=
+        std::string::npos);
+
   // Without layer_types: every layer but each sliding_window_pattern-th slides.
   Json j = gemma3_json(g);
   j.erase("layer_types");
@@ -368,6 +389,26 @@ TEST_CASE("hf: Gemma 3 and Phi-3 directories load as from_seed's model of their 
   pj["rope_scaling"] = {{"rope_type", "longrope"}, {"short_factor", {1.0}}, {"long_factor", {1.0}}};
   f.write("config.json", pj.dump());
   CHECK(load_error(f).find("rope_scaling of rope_type \"longrope\" is not implemented") != std::string::npos);
+}
+
+TEST_CASE("hf: transformers 5's rope_parameters read as rope_theta and rope_scaling") {
+  const ModelConfig c = small();
+  Dir d("rope-parameters");
+  const Json scaling = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+                        {"original_max_position_embeddings", 64}};
+  write_model(d, c, DType::f32, [&](Json& j) {
+    j["rope_theta"] = 500000.0;
+    j["rope_scaling"] = scaling;
+  });
+  const std::uint64_t older = Model::from_hf(d.str()).digest();
+  write_model(d, c, DType::f32, [&](Json& j) {
+    j.erase("rope_theta");
+    j["rope_parameters"] = scaling;
+    j["rope_parameters"]["rope_theta"] = 500000.0;
+  });
+  CHECK(Model::from_hf(d.str()).digest() == older);
+  write_model(d, c, DType::f32, [&](Json& j) { j["rope_parameters"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; });
+  CHECK(load_error(d).find("rope_parameters of rope_type \"yarn\" is not implemented") != std::string::npos);
 }
 
 TEST_CASE("hf: hostile or mismatched tensors are refused naming the file and the tensor") {
