@@ -200,63 +200,38 @@ void read_prompt(const Json& j, const HostedModel& m, std::string& text, std::op
   }
 }
 
-// The request's fields, each checked; throws ApiError naming the field.
-Asked parse_request(const std::string& body, bool chat, const HostedModel& m, const RingLimits& limits) {
-  Json j;
-  try {
-    j = infer::parse_json(body);
-  } catch (const std::exception& e) {
-    throw bad("", std::string("the body is not valid JSON: ") + e.what());
+// A chat request's messages as the prompt's text: rendered by the model's chat template
+// (templated: the template wrote the BOS), or a llama2.c model's messages one per line.
+void read_messages(const Json& j, const HostedModel& m, const Asked& a, std::string& text, bool& templated) {
+  const Json* msgs = infer::json_field(j, "messages");
+  if (!msgs || !msgs->is_array() || msgs->empty())
+    throw bad("messages", "\"messages\" must be a non-empty array of {\"role\", \"content\"}");
+  for (const Json& msg : *msgs) {
+    const std::string* role = infer::json_string(msg, "role");
+    const Json* c = infer::json_field(msg, "content");
+    if (!role || !c || !(c->is_string() || (c->is_null() && infer::json_field(msg, "tool_calls"))))
+      throw bad("messages", "every message needs a string \"role\" and a string \"content\" (null only beside \"tool_calls\")");
   }
-  if (!j.is_object()) throw bad("", "the body must be a JSON object");
+  if (m.job.chat.tmpl) {  // the model's own chat template renders the whole conversation
+    if (a.open_session || !a.session.empty())
+      throw bad("session", "sessions with a chat template are not implemented: send the whole conversation in \"messages\"");
+    const Json* tools = infer::json_field(j, "tools");
+    try {
+      text = m.job.chat.render(*msgs, given(tools) ? *tools : Json(nullptr), render_limits());
+    } catch (const std::runtime_error& e) {
+      throw bad("messages", std::string("the model's chat template refused these messages: ") + e.what());
+    }
+    templated = true;
+  } else if (m.options.llama2c.empty()) {
+    throw bad("messages", m.job.chat.refused + ": use /v1/completions with the prompt as text");
+  } else {  // llama2.c's models have no chat format: the messages' text, one per line
+    for (const Json& msg : *msgs) text += (text.empty() ? "" : "\n") + msg.at("content").get<std::string>();
+  }
+}
+
+// The generation's fields: lengths, sampling, stop strings, streaming.
+void read_generation(const Json& j, Asked& a) {
   auto field = [&](const char* key) { return infer::json_field(j, key); };
-  if (const Json* v = field("model"); given(v)) {
-    if (!v->is_string()) throw bad("model", "\"model\" must be a string: the hosted model's id, " + m.name);
-    if (v->get<std::string>() != m.name)
-      throw ApiError{404, "The model `" + v->get<std::string>().substr(0, 100) + "` does not exist: this endpoint hosts " + m.name +
-                              " (GET /v1/models)",
-                     "model", "model_not_found"};
-  }
-  // A parameter this endpoint would ignore, with a value that asks for something: refused.
-  if (const auto u = unsupported_parameter(j, chat)) throw bad(u->name, u->message, "unsupported_parameter");
-  Asked a;
-  if (const Json* s = field("session"); given(s)) {
-    if (s->is_boolean()) a.open_session = s->get<bool>();
-    else if (s->is_string() && s->get<std::string>().rfind("sess-", 0) == 0 && s->get<std::string>().size() <= 64) a.session = s->get<std::string>();
-    else throw bad("session", "\"session\" must be true (open one) or a session id \"sess-...\" this endpoint returned");
-  }
-  const std::string prompt_field = chat ? "messages" : "prompt";
-  std::string text;
-  std::optional<std::vector<std::int32_t>> ids;  // a prompt given as token ids
-  bool templated = false;                        // text is the chat template's: the tokenizer adds no BOS
-  if (chat) {
-    const Json* msgs = field("messages");
-    if (!msgs || !msgs->is_array() || msgs->empty())
-      throw bad("messages", "\"messages\" must be a non-empty array of {\"role\", \"content\"}");
-    for (const Json& msg : *msgs) {
-      const std::string* role = infer::json_string(msg, "role");
-      const Json* c = infer::json_field(msg, "content");
-      if (!role || !c || !(c->is_string() || (c->is_null() && infer::json_field(msg, "tool_calls"))))
-        throw bad("messages", "every message needs a string \"role\" and a string \"content\" (null only beside \"tool_calls\")");
-    }
-    if (m.job.chat.tmpl) {  // the model's own chat template renders the whole conversation
-      if (a.open_session || !a.session.empty())
-        throw bad("session", "sessions with a chat template are not implemented: send the whole conversation in \"messages\"");
-      const Json* tools = field("tools");
-      try {
-        text = m.job.chat.render(*msgs, given(tools) ? *tools : Json(nullptr), render_limits());
-      } catch (const std::runtime_error& e) {
-        throw bad("messages", std::string("the model's chat template refused these messages: ") + e.what());
-      }
-      templated = true;
-    } else if (m.options.llama2c.empty()) {
-      throw bad("messages", m.job.chat.refused + ": use /v1/completions with the prompt as text");
-    } else {  // llama2.c's models have no chat format: the messages' text, one per line
-      for (const Json& msg : *msgs) text += (text.empty() ? "" : "\n") + msg.at("content").get<std::string>();
-    }
-  } else {
-    read_prompt(j, m, text, ids);
-  }
   auto number = [&](const char* key, double lo, double hi, double def, bool whole) {
     const Json* v = field(key);
     if (!given(v)) return def;
@@ -290,7 +265,14 @@ Asked parse_request(const std::string& body, bool chat, const HostedModel& m, co
       throw bad("stream_options", "\"stream_options\" must be an object such as {\"include_usage\": true}");
     a.include_usage = given(u) && u->get<bool>();
   }
-  // BOS opens a text, not a session's next message (its history is already in the caches).
+}
+
+// The prompt's tokens (BOS opens a text, not a session's next message: its history is
+// already in the caches), bounded where the request enters: by the model's trained context
+// first (what the client can change its request for; a session's history is added when it
+// is admitted, sessions.cpp), then by the ring's max_rows.
+void tokenize(const HostedModel& m, const RingLimits& limits, const std::string& field, const std::string& text,
+              const std::optional<std::vector<std::int32_t>>& ids, bool templated, Asked& a) {
   const bool bos = a.session.empty();
   if (ids) {
     if (bos)
@@ -300,21 +282,52 @@ Asked parse_request(const std::string& body, bool chat, const HostedModel& m, co
     for (const int t : m.job.tokenizer->encode(text, bos && !templated)) a.prompt.push_back(t);
   }
   if (a.prompt.empty())
-    throw bad(prompt_field, bos ? "the prompt is no tokens: an empty text, and this model's tokenizer adds no BOS"
-                                : "a session's next message needs at least one token");
-  // The model's trained context first: it is what the client can change its request for
-  // (a session's history is added when it is admitted, sessions.cpp).
+    throw bad(field, bos ? "the prompt is no tokens: an empty text, and this model's tokenizer adds no BOS"
+                         : "a session's next message needs at least one token");
   const auto n = static_cast<std::int64_t>(a.prompt.size());
   const std::int64_t context = m.options.model.context;
   if (context > 0 && n + a.max_tokens > context)
-    throw bad(prompt_field,
+    throw bad(field,
               "this model's maximum context length is " + std::to_string(context) + " tokens: the prompt's " + std::to_string(n) +
                   " tokens and max_tokens " + std::to_string(a.max_tokens) + " exceed the model's context of " + std::to_string(context) +
                   " positions",
               "context_length_exceeded");
   if (n > limits.max_rows)
-    throw bad(prompt_field, "the prompt's " + std::to_string(n) + " tokens exceed the ring's max_rows of " + std::to_string(limits.max_rows) +
-                                " (one rank may hold a whole prompt)");
+    throw bad(field, "the prompt's " + std::to_string(n) + " tokens exceed the ring's max_rows of " + std::to_string(limits.max_rows) +
+                         " (one rank may hold a whole prompt)");
+}
+
+// The request's fields, each checked; throws ApiError naming the field.
+Asked parse_request(const std::string& body, bool chat, const HostedModel& m, const RingLimits& limits) {
+  Json j;
+  try {
+    j = infer::parse_json(body);
+  } catch (const std::exception& e) {
+    throw bad("", std::string("the body is not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) throw bad("", "the body must be a JSON object");
+  if (const Json* v = infer::json_field(j, "model"); given(v)) {
+    if (!v->is_string()) throw bad("model", "\"model\" must be a string: the hosted model's id, " + m.name);
+    if (v->get<std::string>() != m.name)
+      throw ApiError{404, "The model `" + v->get<std::string>().substr(0, 100) + "` does not exist: this endpoint hosts " + m.name +
+                              " (GET /v1/models)",
+                     "model", "model_not_found"};
+  }
+  // A parameter this endpoint would ignore, with a value that asks for something: refused.
+  if (const auto u = unsupported_parameter(j, chat)) throw bad(u->name, u->message, "unsupported_parameter");
+  Asked a;
+  if (const Json* s = infer::json_field(j, "session"); given(s)) {
+    if (s->is_boolean()) a.open_session = s->get<bool>();
+    else if (s->is_string() && s->get<std::string>().rfind("sess-", 0) == 0 && s->get<std::string>().size() <= 64) a.session = s->get<std::string>();
+    else throw bad("session", "\"session\" must be true (open one) or a session id \"sess-...\" this endpoint returned");
+  }
+  std::string text;
+  std::optional<std::vector<std::int32_t>> ids;  // a prompt given as token ids
+  bool templated = false;                        // text is the chat template's: the tokenizer adds no BOS
+  if (chat) read_messages(j, m, a, text, templated);
+  else read_prompt(j, m, text, ids);
+  read_generation(j, a);
+  tokenize(m, limits, chat ? "messages" : "prompt", text, ids, templated, a);
   return a;
 }
 
@@ -389,6 +402,173 @@ struct Streamed {
 
 using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
 
+// A handler whose ApiError becomes the answer.
+Handler guarded(Handler h) {
+  return [h = std::move(h)](const httplib::Request& req, httplib::Response& res) {
+    try {
+      h(req, res);
+    } catch (const ApiError& e) {
+      fail(res, e);
+    }
+  };
+}
+
+// A whole (unstreamed) reply: the tokens gathered, the stop strings held back till they
+// match or end. Between tokens, each heartbeat: has the client closed its connection? Then
+// the request is cancelled before the ring spends more on a reply nobody reads.
+void answer_whole(Generation& g, const Asked& a, const Reply& reply, std::size_t prompt_tokens, Metrics& metrics,
+                  httplib::Response& res) {
+  StopMatcher stop(a.stop);
+  std::string text, finish;
+  int completion = 0;
+  for (;;) {
+    std::optional<TokenEvent> e;
+    for (auto silent = std::chrono::milliseconds(0); !e && silent < kSilence; silent += kHeartbeat) {
+      if ((e = g.stream.next(kHeartbeat))) break;
+      if (HttpServer::client_gone()) {
+        if (!g.cancelled.exchange(true)) metrics.add("ringattn_api_clients_gone_total");
+        throw server_error(499, "the client closed the connection");  // nobody reads it
+      }
+    }
+    if (!e) {
+      g.cancelled = true;
+      throw server_error(504, "no token from the ring in 120 s");
+    }
+    if (e->kind == TokenEvent::Kind::error) throw server_error(e->status, e->error);
+    if (e->kind == TokenEvent::Kind::done) {  // with the text held back till the end
+      text += stop.feed(e->piece);
+      finish = stop.matched() ? "stop" : e->finish_reason;
+      text += stop.flush();
+      break;
+    }
+    ++completion;
+    text += stop.feed(e->piece);
+    if (stop.matched()) {
+      g.stopped = true;  // the ring ends it as a whole reply
+      finish = "stop";
+      break;
+    }
+  }
+  res.set_content(reply.whole(text, finish, usage_json(prompt_tokens, completion)), "application/json");
+}
+
+// A streamed reply's content provider: each call sends what the next event gives (a
+// comment line each heartbeat while the ring is silent), the finishing chunk, usage if
+// asked and [DONE] at the end; a write that fails cancels the generation.
+httplib::ContentProviderWithoutLength stream_provider(std::shared_ptr<Generation> g, Reply reply,
+                                                      std::shared_ptr<Streamed> st, std::size_t prompt_tokens,
+                                                      Metrics& metrics) {
+  return [g, reply, st, prompt_tokens, &metrics](std::size_t, httplib::DataSink& sink) {
+    auto write = [&](const std::string& line) {
+      if (sink.write(line.data(), line.size())) return true;
+      if (!g->cancelled.exchange(true)) metrics.add("ringattn_api_clients_gone_total");  // its tokens are dropped
+      return false;
+    };
+    auto send = [&](const std::string& data) { return write("data: " + data + "\n\n"); };
+    // The text held back, the finishing chunk, usage if asked, [DONE].
+    auto end = [&](const std::string& held, const std::string& finish) {
+      if (!held.empty() && !send(reply.chunk(held, ""))) return false;
+      if (!send(reply.chunk("", finish))) return false;
+      if (reply.usage_chunk && !send(reply.usage(usage_json(prompt_tokens, st->completion)))) return false;
+      if (!send("[DONE]")) return false;
+      sink.done();
+      return true;
+    };
+    std::optional<TokenEvent> e;
+    for (auto silent = std::chrono::milliseconds(0); !e && silent < kSilence; silent += kHeartbeat)
+      if (!(e = g->stream.next(kHeartbeat)) && !write(": waiting for the ring\n\n")) return false;
+    if (!e) {
+      g->cancelled = true;
+      send(error_json(server_error(504, "no token from the ring in 120 s")));
+      sink.done();
+      return true;
+    }
+    switch (e->kind) {
+      case TokenEvent::Kind::token: {
+        ++st->completion;
+        const std::string text = st->stop.feed(e->piece);
+        if (st->stop.matched()) {
+          g->stopped = true;  // the ring ends it as a whole reply
+          return end(text, "stop");
+        }
+        return text.empty() || send(reply.chunk(text, ""));  // all held back: nothing to send yet
+      }
+      case TokenEvent::Kind::done: {  // with the text held back till the end
+        std::string held = st->stop.feed(e->piece);
+        const bool matched = st->stop.matched();
+        held += st->stop.flush();
+        return end(held, matched ? "stop" : e->finish_reason);
+      }
+      case TokenEvent::Kind::error:
+        send(error_json(server_error(e->status, e->error)));
+        sink.done();
+        return true;
+    }
+    return false;
+  };
+}
+
+// POST /v1/completions (chat false) and /v1/chat/completions: the request parsed and
+// checked, submitted to the ring, answered whole or streamed.
+void generate(RingService& service, Metrics& metrics, const HostedModel& model, const httplib::Request& req,
+              httplib::Response& res, bool chat) {
+  if (const std::string h = service.health(); h != "ok") throw server_error(503, "the ring is " + h + "; try again once it is ready");
+  const Asked a = parse_request(req.body, chat, model, service.limits());
+  auto g = std::make_shared<Generation>();
+  g->id = service.next_job_id();
+  g->prompt = a.prompt;
+  g->max_tokens = a.max_tokens;
+  g->sampling = a.sampling;
+  try {
+    service.submit_generation(g, a.open_session, a.session);
+  } catch (const Refusal& e) {
+    throw refused(e, chat);
+  }
+  Reply reply;
+  reply.chat = chat;
+  reply.id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(g->id);
+  reply.created = std::time(nullptr);
+  reply.model = model.name;
+  reply.session = g->session;
+  reply.usage_chunk = a.include_usage;
+  const std::size_t prompt_tokens = g->prompt.size();  // a follow-up's: with the last reply's unfed token
+  if (!a.stream) return answer_whole(*g, a, reply, prompt_tokens, metrics, res);
+  res.set_header("Cache-Control", "no-cache");
+  auto st = std::make_shared<Streamed>(Streamed{StopMatcher(a.stop)});
+  res.set_chunked_content_provider("text/event-stream", stream_provider(g, reply, st, prompt_tokens, metrics),
+                                   [g](bool success) {
+                                     if (!success) g->cancelled = true;
+                                   });
+}
+
+// GET /v1/models and /v1/models/ID: the one model hosted.
+void add_model_routes(httplib::Server& s, const HostedModel* model) {
+  const auto model_json = [model] {
+    return cli::JsonObject().add("id", model->name).add("object", "model").add("created", 0).add("owned_by", "ringattn");
+  };
+  s.Get("/v1/models", guarded([model_json](const httplib::Request&, httplib::Response& res) {
+          res.set_content(cli::JsonObject().add("object", "list").add("data", std::vector<cli::JsonObject>{model_json()}).str(),
+                          "application/json");
+        }));
+  s.Get("/v1/models/(.+)", guarded([model, model_json](const httplib::Request& req, httplib::Response& res) {
+          if (req.matches[1] != model->name)
+            throw ApiError{404, "The model `" + req.matches[1].str().substr(0, 100) + "` does not exist: this endpoint hosts " + model->name,
+                           "model", "model_not_found"};
+          res.set_content(model_json().str(), "application/json");
+        }));
+}
+
+// What httplib answered without a handler (404, 413, 400), as an OpenAI error body.
+void explain_refusal(const httplib::Request& req, httplib::Response& res) {
+  if (!res.body.empty()) return;
+  // httplib bounds a form-encoded body to 8 KiB (curl -d sends one unless told otherwise).
+  const bool form = req.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0;
+  fail(res, {res.status, res.status == 404 ? "not found: POST /v1/completions or /v1/chat/completions, GET /v1/models, DELETE /v1/sessions/ID"
+                         : res.status == 413 ? (form ? "a form-encoded body is bounded to 8 KiB: send JSON as Content-Type: application/json (1 MiB at most)"
+                                                     : "the body is larger than 1 MiB")
+                                             : "the request was refused (HTTP " + std::to_string(res.status) + ")"});
+}
+
 }  // namespace
 
 OpenAiEndpoint::OpenAiEndpoint(const std::string& listen, std::string api_key, RingService& service, Metrics& metrics)
@@ -406,15 +586,6 @@ OpenAiEndpoint::OpenAiEndpoint(const std::string& listen, std::string api_key, R
       return httplib::Server::HandlerResponse::Handled;
     }
   });
-  auto guarded = [](Handler h) {
-    return [h = std::move(h)](const httplib::Request& req, httplib::Response& res) {
-      try {
-        h(req, res);
-      } catch (const ApiError& e) {
-        fail(res, e);
-      }
-    };
-  };
   // Every answer is counted once, whoever gave it (a handler, or httplib: 404, 413, 400, or
   // the server before httplib: 431, 503 for a client over its connections).
   server_->on_refusal([&metrics](int status) { metrics.add("ringattn_api_requests_total", {{"status", std::to_string(status)}}); });
@@ -422,130 +593,7 @@ OpenAiEndpoint::OpenAiEndpoint(const std::string& listen, std::string api_key, R
     metrics.add("ringattn_api_requests_total", {{"status", std::to_string(res.status)}});
   });
   const HostedModel* model = service.model();
-  const auto model_json = [model] { return cli::JsonObject().add("id", model->name).add("object", "model").add("created", 0).add("owned_by", "ringattn"); };
-  s.Get("/v1/models", guarded([model_json](const httplib::Request&, httplib::Response& res) {
-          res.set_content(cli::JsonObject().add("object", "list").add("data", std::vector<cli::JsonObject>{model_json()}).str(), "application/json");
-        }));
-  s.Get("/v1/models/(.+)", guarded([model, model_json](const httplib::Request& req, httplib::Response& res) {
-          if (req.matches[1] != model->name)
-            throw ApiError{404, "The model `" + req.matches[1].str().substr(0, 100) + "` does not exist: this endpoint hosts " + model->name,
-                           "model", "model_not_found"};
-          res.set_content(model_json().str(), "application/json");
-        }));
-  auto handle = [&service, &metrics, model](const httplib::Request& req, httplib::Response& res, bool chat) {
-    if (const std::string h = service.health(); h != "ok") throw server_error(503, "the ring is " + h + "; try again once it is ready");
-    const Asked a = parse_request(req.body, chat, *model, service.limits());
-    auto g = std::make_shared<Generation>();
-    g->id = service.next_job_id();
-    g->prompt = a.prompt;
-    g->max_tokens = a.max_tokens;
-    g->sampling = a.sampling;
-    try {
-      service.submit_generation(g, a.open_session, a.session);
-    } catch (const Refusal& e) {
-      throw refused(e, chat);
-    }
-    Reply reply;
-    reply.chat = chat;
-    reply.id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(g->id);
-    reply.created = std::time(nullptr);
-    reply.model = model->name;
-    reply.session = g->session;
-    reply.usage_chunk = a.include_usage;
-    const std::size_t prompt_tokens = g->prompt.size();  // a follow-up's: with the last reply's unfed token
-    if (!a.stream) {
-      StopMatcher stop(a.stop);
-      std::string text, finish;
-      int completion = 0;
-      for (;;) {
-        // Between tokens, each heartbeat: has the client closed its connection? Then the
-        // request is cancelled before the ring spends more on a reply nobody reads.
-        std::optional<TokenEvent> e;
-        for (auto silent = std::chrono::milliseconds(0); !e && silent < kSilence; silent += kHeartbeat) {
-          if ((e = g->stream.next(kHeartbeat))) break;
-          if (HttpServer::client_gone()) {
-            if (!g->cancelled.exchange(true)) metrics.add("ringattn_api_clients_gone_total");
-            throw server_error(499, "the client closed the connection");  // nobody reads it
-          }
-        }
-        if (!e) {
-          g->cancelled = true;
-          throw server_error(504, "no token from the ring in 120 s");
-        }
-        if (e->kind == TokenEvent::Kind::error) throw server_error(e->status, e->error);
-        if (e->kind == TokenEvent::Kind::done) {  // with the text held back till the end
-          text += stop.feed(e->piece);
-          finish = stop.matched() ? "stop" : e->finish_reason;
-          text += stop.flush();
-          break;
-        }
-        ++completion;
-        text += stop.feed(e->piece);
-        if (stop.matched()) {
-          g->stopped = true;  // the ring ends it as a whole reply
-          finish = "stop";
-          break;
-        }
-      }
-      res.set_content(reply.whole(text, finish, usage_json(prompt_tokens, completion)), "application/json");
-      return;
-    }
-    res.set_header("Cache-Control", "no-cache");
-    auto st = std::make_shared<Streamed>(Streamed{StopMatcher(a.stop)});
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [g, reply, st, prompt_tokens, &metrics](std::size_t, httplib::DataSink& sink) {
-          auto write = [&](const std::string& line) {
-            if (sink.write(line.data(), line.size())) return true;
-            if (!g->cancelled.exchange(true)) metrics.add("ringattn_api_clients_gone_total");  // its tokens are dropped
-            return false;
-          };
-          auto send = [&](const std::string& data) { return write("data: " + data + "\n\n"); };
-          // The text held back, the finishing chunk, usage if asked, [DONE].
-          auto end = [&](const std::string& held, const std::string& finish) {
-            if (!held.empty() && !send(reply.chunk(held, ""))) return false;
-            if (!send(reply.chunk("", finish))) return false;
-            if (reply.usage_chunk && !send(reply.usage(usage_json(prompt_tokens, st->completion)))) return false;
-            if (!send("[DONE]")) return false;
-            sink.done();
-            return true;
-          };
-          std::optional<TokenEvent> e;
-          for (auto silent = std::chrono::milliseconds(0); !e && silent < kSilence; silent += kHeartbeat)
-            if (!(e = g->stream.next(kHeartbeat)) && !write(": waiting for the ring\n\n")) return false;
-          if (!e) {
-            g->cancelled = true;
-            send(error_json(server_error(504, "no token from the ring in 120 s")));
-            sink.done();
-            return true;
-          }
-          switch (e->kind) {
-            case TokenEvent::Kind::token: {
-              ++st->completion;
-              const std::string text = st->stop.feed(e->piece);
-              if (st->stop.matched()) {
-                g->stopped = true;  // the ring ends it as a whole reply
-                return end(text, "stop");
-              }
-              return text.empty() || send(reply.chunk(text, ""));  // all held back: nothing to send yet
-            }
-            case TokenEvent::Kind::done: {  // with the text held back till the end
-              std::string held = st->stop.feed(e->piece);
-              const bool matched = st->stop.matched();
-              held += st->stop.flush();
-              return end(held, matched ? "stop" : e->finish_reason);
-            }
-            case TokenEvent::Kind::error:
-              send(error_json(server_error(e->status, e->error)));
-              sink.done();
-              return true;
-          }
-          return false;
-        },
-        [g](bool success) {
-          if (!success) g->cancelled = true;
-        });
-  };
+  add_model_routes(s, model);
   s.Delete(R"(/v1/sessions/(sess-[0-9a-f]{1,59}))", guarded([&service](const httplib::Request& req, httplib::Response& res) {
              const std::string id = req.matches[1];
              try {
@@ -555,17 +603,12 @@ OpenAiEndpoint::OpenAiEndpoint(const std::string& listen, std::string api_key, R
              }
              res.set_content(cli::JsonObject().add("id", id).add("object", "session").add("deleted", true).str(), "application/json");
            }));
-  s.Post("/v1/completions", guarded([handle](const httplib::Request& req, httplib::Response& res) { handle(req, res, false); }));
-  s.Post("/v1/chat/completions", guarded([handle](const httplib::Request& req, httplib::Response& res) { handle(req, res, true); }));
-  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    // httplib bounds a form-encoded body to 8 KiB (curl -d sends one unless told otherwise).
-    const bool form = req.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0;
-    fail(res, {res.status, res.status == 404 ? "not found: POST /v1/completions or /v1/chat/completions, GET /v1/models, DELETE /v1/sessions/ID"
-                           : res.status == 413 ? (form ? "a form-encoded body is bounded to 8 KiB: send JSON as Content-Type: application/json (1 MiB at most)"
-                                                       : "the body is larger than 1 MiB")
-                                               : "the request was refused (HTTP " + std::to_string(res.status) + ")"});
-  });
+  for (const bool chat : {false, true})
+    s.Post(chat ? "/v1/chat/completions" : "/v1/completions",
+           guarded([&service, &metrics, model, chat](const httplib::Request& req, httplib::Response& res) {
+             generate(service, metrics, *model, req, res, chat);
+           }));
+  s.set_error_handler(explain_refusal);
   server_->start();
   cli::logger("serve")->info("OpenAI-style endpoint on http://{}/v1 ({})", listen, "completions, chat/completions, models");
 }

@@ -147,6 +147,96 @@ std::string advertised(const std::string& listen, const ServeConfig& c, const ch
   return a.text();
 }
 
+// A hosted model: each daemon reads its own files now, before the ring forms; the ring
+// then refuses to form unless every daemon holds the same (ring_generation.cpp).
+std::shared_ptr<HostedModel> host_model(const ServeConfig& c) {
+  if (c.model.empty()) return nullptr;
+  auto model = std::make_shared<HostedModel>();
+  infer::set_model_path(model->options, c.model, "model");
+  model->options.tokenizer = c.tokenizer;
+  model->options.threads = c.ring.threads;
+  model->options.dtype = c.wire_dtype;
+  model->options.weights_dtype = c.weights_dtype;
+  infer::place_in_ring(model->options, c.ring);  // this daemon's part of every layer (ring.group_size = tp)
+  model->job = infer::load_model(model->options);
+  if (!model->job.tokenizer) throw InvalidArgument("hosting " + c.model + " needs the model's tokenizer: " + model->job.tokenizer_missing);
+  model->digest = model->job.digest();
+  // The endpoint's name for it: a directory's name, a file's without its extension.
+  std::filesystem::path named(c.model);
+  if (!named.has_filename()) named = named.parent_path();
+  model->name = (model->options.hf.empty() ? named.stem() : named.filename()).string();
+  cli::logger("serve")->info("hosting {} ({})", model->name, model->job.description);
+  if (!model->job.chat.tmpl && model->options.llama2c.empty())
+    cli::logger("serve")->warn("/v1/chat/completions is refused for {}: {}", model->name, model->job.chat.refused);
+  return model;
+}
+
+// Rank 0's OpenAI endpoint, keyed by --api-key-file (else the ring's secret; "none" on
+// loopback only); null where there is none.
+std::unique_ptr<OpenAiEndpoint> api_endpoint(const ServeConfig& c, const std::string& secret, RingService& service,
+                                             Metrics& metrics) {
+  if (c.api == "off" || c.ring.rank != 0) return nullptr;
+  std::string key = secret;
+  if (c.api_key_file == "none") {
+    const std::string host = parse_host_port(c.api, "--api").host;
+    if (host != "127.0.0.1" && host != "::1" && host != "localhost")
+      throw InvalidArgument("--api-key-file none leaves the endpoint open: allowed on loopback only, not on " + c.api);
+    key.clear();
+  } else if (!c.api_key_file.empty()) {
+    key = load_token(c.api_key_file);
+  }
+  return std::make_unique<OpenAiEndpoint>(c.api, key, service, metrics);
+}
+
+// /metrics and /healthz where --metrics says (its default port taken by another daemon on
+// this host: any free one on loopback, told to the others and in the log); null if off.
+std::unique_ptr<HttpServer> metrics_endpoint(ServeConfig& c, RingService& service, Metrics& metrics) {
+  if (c.metrics == "off") return nullptr;
+  const auto started = std::chrono::steady_clock::now();
+  std::unique_ptr<HttpServer> http;
+  try {
+    http = metrics_server(c.metrics, service, metrics, started);
+  } catch (const NetworkError& e) {
+    if (!c.metrics_fallback) throw;
+    http = metrics_server(parse_host_port(c.metrics, "--metrics").host + ":0", service, metrics, started);
+    c.metrics = parse_host_port(c.metrics, "--metrics").host + ":" + std::to_string(http->port());
+    cli::logger("serve")->warn("{}; /metrics and /healthz on {} instead (--metrics sets the address)", e.what(), c.metrics);
+  }
+  service.set_metrics_address(advertised(c.metrics, c, "--metrics"));
+  return http;
+}
+
+// The metrics every daemon starts with: up, and what it is.
+void start_metrics(Metrics& metrics, const ServeConfig& c) {
+  describe_metrics(metrics);
+  metrics.set("ringattn_up", {}, 1);
+  metrics.set("ringattn_info",
+              Labels{{"version", RINGATTN_VERSION},
+                     {"rank", std::to_string(c.ring.rank)},
+                     {"world_size", std::to_string(c.ring.world_size)},
+                     {"isa", std::string(to_string(c.ring.isa.value_or(default_isa())))}},
+              1);
+}
+
+// Waits for SIGTERM, SIGINT or SIGHUP (blocked on every other thread), then drains the service.
+void on_signal(const sigset_t& signals, RingService& service, double grace) {
+  int sig = 0;
+  sigwait(&signals, &sig);
+  if (sig == 0) return;
+  cli::logger("serve")->info("{}: draining (grace {:.0f} s)", sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "SIGHUP",
+                             grace);
+  service.stop();
+  // While the ring forms there is no job to drain, but an attempt to connect cannot be
+  // interrupted and may last connect_timeout: do not make the operator wait for it.
+  for (int i = 0; i < 20 && service.state() == RingState::forming; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  if (service.state() == RingState::forming) {
+    cli::logger("serve")->info("stopped while the ring was forming");
+    std::fflush(stderr);
+    std::_Exit(0);
+  }
+}
+
 int run_serve(const cli::Args& a) {
   ServeConfig c = load_serve_config(a);
   if (!c.log_level.empty()) cli::set_log_level(c.log_level, c.sources.count("log_level") ? c.sources["log_level"] : "--log-level");
@@ -167,97 +257,20 @@ int run_serve(const cli::Args& a) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   Metrics metrics;
-  describe_metrics(metrics);
-  metrics.set("ringattn_up", {}, 1);
-  metrics.set("ringattn_info",
-              Labels{{"version", RINGATTN_VERSION},
-                     {"rank", std::to_string(c.ring.rank)},
-                     {"world_size", std::to_string(c.ring.world_size)},
-                     {"isa", std::string(to_string(c.ring.isa.value_or(default_isa())))}},
-              1);
+  start_metrics(metrics, c);
   auto notify = [](const std::string& line) { sd_notify(0, line.c_str()); };
   const std::string control = advertised(c.control, c, "--control");
-  const bool metrics_on = c.metrics != "off";
-  // A hosted model: each daemon reads its own files now, before the ring forms; the ring
-  // then refuses to form unless every daemon holds the same (ring_generation.cpp).
-  std::shared_ptr<HostedModel> model;
-  if (!c.model.empty()) {
-    model = std::make_shared<HostedModel>();
-    infer::set_model_path(model->options, c.model, "model");
-    model->options.tokenizer = c.tokenizer;
-    model->options.threads = c.ring.threads;
-    model->options.dtype = c.wire_dtype;
-    model->options.weights_dtype = c.weights_dtype;
-    infer::place_in_ring(model->options, c.ring);  // this daemon's part of every layer (ring.group_size = tp)
-    model->job = infer::load_model(model->options);
-    if (!model->job.tokenizer) throw InvalidArgument("hosting " + c.model + " needs the model's tokenizer: " + model->job.tokenizer_missing);
-    model->digest = model->job.digest();
-    // The endpoint's name for it: a directory's name, a file's without its extension.
-    std::filesystem::path named(c.model);
-    if (!named.has_filename()) named = named.parent_path();
-    model->name = (model->options.hf.empty() ? named.stem() : named.filename()).string();
-    cli::logger("serve")->info("hosting {} ({})", model->name, model->job.description);
-    if (!model->job.chat.tmpl && model->options.llama2c.empty())
-      cli::logger("serve")->warn("/v1/chat/completions is refused for {}: {}", model->name, model->job.chat.refused);
-  }
-  RingService service(c, metrics, control, "off", notify, model);
-  std::unique_ptr<OpenAiEndpoint> api;
-  if (c.api != "off" && c.ring.rank == 0) {
-    std::string key = secret;
-    if (c.api_key_file == "none") {
-      const std::string host = parse_host_port(c.api, "--api").host;
-      if (host != "127.0.0.1" && host != "::1" && host != "localhost")
-        throw InvalidArgument("--api-key-file none leaves the endpoint open: allowed on loopback only, not on " + c.api);
-      key.clear();
-    } else if (!c.api_key_file.empty()) {
-      key = load_token(c.api_key_file);
-    }
-    api = std::make_unique<OpenAiEndpoint>(c.api, key, service, metrics);
-  }
+  RingService service(c, metrics, control, "off", notify, host_model(c));
+  const std::unique_ptr<OpenAiEndpoint> api = api_endpoint(c, secret, service, metrics);
   ControlServer server(c.control, secret, c.ring.tls, c.ring.timeout, service, metrics);
-  const auto started = std::chrono::steady_clock::now();
-  std::unique_ptr<HttpServer> http;
-  auto serve_http = [&](const std::string& listen) { return metrics_server(listen, service, metrics, started); };
-  if (metrics_on) {
-    try {
-      http = serve_http(c.metrics);
-    } catch (const NetworkError& e) {
-      if (!c.metrics_fallback) throw;
-      // Another daemon on this host holds the default port: any free one on loopback, told
-      // to the others (ringattn status lists it) and in the log.
-      http = serve_http(parse_host_port(c.metrics, "--metrics").host + ":0");
-      c.metrics = parse_host_port(c.metrics, "--metrics").host + ":" + std::to_string(http->port());
-      cli::logger("serve")->warn("{}; /metrics and /healthz on {} instead (--metrics sets the address)", e.what(), c.metrics);
-    }
-    service.set_metrics_address(advertised(c.metrics, c, "--metrics"));
-  }
+  const std::unique_ptr<HttpServer> http = metrics_endpoint(c, service, metrics);
   cli::logger("serve")->info("rank {} of {}: control on {}{}{}; {} kernel threads{}", c.ring.rank, c.ring.world_size, control,
-                             metrics_on ? ", metrics on " : "", metrics_on ? c.metrics : "", c.ring.threads,
+                             http ? ", metrics on " : "", http ? c.metrics : "", c.ring.threads,
                              c.sources.count("threads") ? " (" + c.sources["threads"] + ")"
                                                         : " (" + std::to_string(c.cores) + " cores / " + std::to_string(c.daemons_here) +
                                                               " daemon" + (c.daemons_here > 1 ? "s" : "") + " of the ring on this host; --threads sets it)");
-
-  std::thread signal_thread([&] {
-    int sig = 0;
-    sigwait(&signals, &sig);
-    if (sig == 0) return;
-    cli::logger("serve")->info("{}: draining (grace {:.0f} s)", sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "SIGHUP",
-                          c.grace);
-    service.stop();
-    // While the ring forms there is no job to drain, but an attempt to connect cannot be
-    // interrupted and may last connect_timeout: do not make the operator wait for it.
-    for (int i = 0; i < 20 && service.state() == RingState::forming; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (service.state() == RingState::forming) {
-      cli::logger("serve")->info("stopped while the ring was forming");
-      std::fflush(stderr);
-      std::_Exit(0);
-    }
-  });
-  service.run();
-  if (service.state() == RingState::stopped) {
-    // run() returns only after stop(): the signal thread has its signal.
-  }
+  std::thread signal_thread([&] { on_signal(signals, service, c.grace); });
+  service.run();  // returns only after stop(): the signal thread has its signal
   signal_thread.join();
   cli::logger("serve")->info("stopped");
   return 0;

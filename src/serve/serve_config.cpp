@@ -259,126 +259,159 @@ void declare_serve_options(cli::Args& a) {
   }
 }
 
-ServeConfig load_serve_config(const cli::Args& a) {
-  std::map<std::string, Value> v;
-  ServeConfig c;
-  if (auto f = a.maybe("config")) c.config_file = *f;
-  else if (const char* e = std::getenv("RINGATTN_CONFIG"); e && *e) c.config_file = e;
-  if (!c.config_file.empty()) v = from_file(c.config_file);
-  for (const auto& k : keys()) {
-    if (auto e = from_env(k)) v[k.name] = *e;
-    const std::string flag = flag_name(k.name);
-    if (flag == "log-level") continue;
-    if (k.kind == Kind::boolean ? a.has(flag) : a.maybe(flag).has_value())
-      v[k.name] = {k.kind == Kind::boolean ? "1" : a.str(flag), "--" + flag};
-  }
-  auto get = [&](const char* key) -> const Value* {
-    auto it = v.find(key);
-    return it == v.end() ? nullptr : &it->second;
-  };
-  for (const auto& [key, val] : v) c.sources[key] = val.source;
+namespace {
 
-  RingOptions& r = c.ring;
-  const Value* world = get("world_size");
-  const Value* rank = get("rank");
+// The settings as given, each with where it came from (file < environment < flags).
+class Given {
+ public:
+  Given(const cli::Args& a, ServeConfig& c) {
+    if (auto f = a.maybe("config")) c.config_file = *f;
+    else if (const char* e = std::getenv("RINGATTN_CONFIG"); e && *e) c.config_file = e;
+    if (!c.config_file.empty()) v_ = from_file(c.config_file);
+    for (const auto& k : keys()) {
+      if (auto e = from_env(k)) v_[k.name] = *e;
+      const std::string flag = flag_name(k.name);
+      if (flag == "log-level") continue;
+      if (k.kind == Kind::boolean ? a.has(flag) : a.maybe(flag).has_value())
+        v_[k.name] = {k.kind == Kind::boolean ? "1" : a.str(flag), "--" + flag};
+    }
+    for (const auto& [key, val] : v_) c.sources[key] = val.source;
+  }
+  const Value* get(const std::string& key) const {
+    auto it = v_.find(key);
+    return it == v_.end() ? nullptr : &it->second;
+  }
+
+ private:
+  std::map<std::string, Value> v_;
+};
+
+// Where this daemon sits in the ring: world, rank, how the others are found, its listener
+// and secret.
+void ring_placement(const Given& g, RingOptions& r) {
+  const Value* world = g.get("world_size");
+  const Value* rank = g.get("rank");
   if (!world)
     throw InvalidArgument("no world size: give --world-size, world_size in the config, or RINGATTN_WORLD_SIZE "
                           "(Slurm, mpirun and torchrun set theirs)");
   if (!rank) throw InvalidArgument("no rank: give --rank, rank in the config, or RINGATTN_RANK (or SLURM_PROCID...)");
   r.world_size = whole(*world, 1, 4096);
   r.rank = whole(*rank, 0, r.world_size - 1);
-  if (const Value* p = get("peers")) {
+  if (const Value* p = g.get("peers")) {
     r.peers = split_commas(p->text);
     if (static_cast<int>(r.peers.size()) != r.world_size)
       throw InvalidArgument(p->source + " lists " + std::to_string(r.peers.size()) + " addresses for a world of " +
                             std::to_string(r.world_size));
-  } else if (const Value* m = get("master")) {
+  } else if (const Value* m = g.get("master")) {
     r.master = m->text;
   } else if (r.world_size > 1) {
     throw InvalidArgument("no way to find the other daemons: give --master HOST:PORT (rank 0 serves a rendezvous "
                           "there) or --peers h:p,h:p,...");
   }
-  if (const Value* x = get("listen")) r.listen = x->text;
-  if (const Value* x = get("token_file")) r.token_file = x->text;
+  if (const Value* x = g.get("listen")) r.listen = x->text;
+  if (const Value* x = g.get("token_file")) r.token_file = x->text;
   else if (const char* t = std::getenv("RINGATTN_TOKEN"); t && *t) r.token = t;
-  if (const Value* x = get("tls")) r.tls = boolean(*x);
-  c.daemons_here = daemons_on_this_host(r);
-  c.cores = usable_cores();
-  // Daemons sharing a host share its cores: each OpenMP team on all of them oversubscribes
-  // the host (two daemons on 2 cores were 25-50x slower than with one thread each).
-  // The job options (infer/job/job_options_table.hpp): parsed, bounded and refused as generate
-  // and the batch job do; the checks that tie them to the ring come below.
-  infer::JobOptions job;
-  for (const auto& k : keys())
-    if (k.job)
-      if (const Value* x = get(k.name.c_str())) infer::store_job_option(*k.job, job, x->text, x->source);
-  if (get("threads")) r.threads = job.threads;
+  if (const Value* x = g.get("tls")) r.tls = boolean(*x);
+}
+
+// The ring's threads, ISA, limits and deadlines. Daemons sharing a host share its cores:
+// each OpenMP team on all of them oversubscribes the host (two daemons on 2 cores were
+// 25-50x slower than with one thread each).
+void ring_tuning(const Given& g, const infer::JobOptions& job, const ServeConfig& c, RingOptions& r) {
+  if (g.get("threads")) r.threads = job.threads;
   else r.threads = std::max(1, c.cores / c.daemons_here);
-  if (const Value* x = get("isa")) r.isa = parse_isa(x->text);
-  if (const Value* x = get("max_rows")) r.limits.max_rows = whole<std::int64_t>(*x, 1, 1 << 24);
-  if (const Value* x = get("max_heads")) r.limits.max_heads = whole<std::int64_t>(*x, 1, 4096);
-  if (const Value* x = get("max_kv_heads")) r.limits.max_kv_heads = whole<std::int64_t>(*x, 1, 4096);
-  if (const Value* x = get("max_head_dim")) r.limits.max_head_dim = whole<std::int64_t>(*x, 1, 4096);
+  if (const Value* x = g.get("isa")) r.isa = parse_isa(x->text);
+  if (const Value* x = g.get("max_rows")) r.limits.max_rows = whole<std::int64_t>(*x, 1, 1 << 24);
+  if (const Value* x = g.get("max_heads")) r.limits.max_heads = whole<std::int64_t>(*x, 1, 4096);
+  if (const Value* x = g.get("max_kv_heads")) r.limits.max_kv_heads = whole<std::int64_t>(*x, 1, 4096);
+  if (const Value* x = g.get("max_head_dim")) r.limits.max_head_dim = whole<std::int64_t>(*x, 1, 4096);
   try {  // refused now, naming the key: a ring with these limits could never form
     check_limits(r.limits);
   } catch (const InvalidArgument& e) {
     std::string keys;
     for (const char* k : {"max_rows", "max_heads", "max_kv_heads", "max_head_dim"})
-      if (const Value* x = get(k)) keys += (keys.empty() ? "" : ", ") + x->source;
+      if (const Value* x = g.get(k)) keys += (keys.empty() ? "" : ", ") + x->source;
     throw InvalidArgument((keys.empty() ? std::string("the default limits") : keys) + ": " + e.what());
   }
-  if (const Value* x = get("timeout")) r.timeout = seconds(*x, 0.05);
-  if (const Value* x = get("connect_timeout")) r.connect_timeout = seconds(*x, 0.05);
-  if (const Value* x = get("ring_id")) r.ring_id = whole<std::uint64_t>(*x, 0, INT64_MAX);
-  if (const Value* x = get("control")) {
-    c.control = x->text;
-    if (parse_host_port(c.control, x->source).port == 0)
-      throw InvalidArgument(x->source + " = '" + c.control + "': give a fixed port (clients and the other daemons "
-                            "find this daemon there)");
-  }
-  if (const Value* x = get("metrics")) {
-    c.metrics = x->text;
-    c.metrics_fallback = false;
-  }
-  if (const Value* x = get("grace")) c.grace = seconds(*x, 0);
+  if (const Value* x = g.get("timeout")) r.timeout = seconds(*x, 0.05);
+  if (const Value* x = g.get("connect_timeout")) r.connect_timeout = seconds(*x, 0.05);
+  if (const Value* x = g.get("ring_id")) r.ring_id = whole<std::uint64_t>(*x, 0, INT64_MAX);
+}
+
+// The hosted model: its files, dtypes, tensor-parallel groups, cache and sessions.
+void hosted_model(const Given& g, const infer::JobOptions& job, ServeConfig& c) {
   c.wire_dtype = job.dtype;
-  if (const Value* x = get("model")) c.model = x->text;
+  if (const Value* x = g.get("model")) c.model = x->text;
   c.tokenizer = job.tokenizer;
-  if (const Value* x = get("weights_dtype")) {
+  if (const Value* x = g.get("weights_dtype")) {
     c.weights_dtype = job.weights_dtype;
     if (c.model.empty()) throw InvalidArgument(x->source + " sets a hosted model's dtype: give the model too");
   }
-  if (const Value* x = get("tp")) {
+  if (const Value* x = g.get("tp")) {
     c.tp = job.tp.size;
-    if (r.world_size % c.tp != 0)
+    if (c.ring.world_size % c.tp != 0)
       throw InvalidArgument(x->source + " = " + std::to_string(c.tp) + " must divide the world size " +
-                            std::to_string(r.world_size) + " (each group of " + std::to_string(c.tp) +
+                            std::to_string(c.ring.world_size) + " (each group of " + std::to_string(c.tp) +
                             " daemons holds the model once, split)");
     if (c.tp > 1 && c.model.empty()) throw InvalidArgument(x->source + " splits a hosted model: give the model too");
-    r.group_size = c.tp;
+    c.ring.group_size = c.tp;
   }
-  if (const Value* x = get("api")) {
-    c.api = x->text;
-    if (c.api != "off" && parse_host_port(c.api, x->source).port == 0)
-      throw InvalidArgument(x->source + " = '" + c.api + "': give a fixed port for the endpoint");
-  }
-  if (const Value* x = get("api_key_file")) c.api_key_file = x->text;
-  if (const Value* x = get("cache_mib")) {
+  if (const Value* x = g.get("cache_mib")) {
     char* end = nullptr;
     c.cache_mib = std::strtod(x->text.c_str(), &end);
     if (end == x->text.c_str() || *end != '\0' || !(c.cache_mib >= 0.01 && c.cache_mib <= 1e9))
       throw InvalidArgument(x->source + " = '" + x->text + "': give the KV cache's MiB per daemon, 0.01 to 1e9");
   }
-  if (const Value* x = get("session_ttl")) c.session_ttl = seconds(*x, 1);
+  if (const Value* x = g.get("session_ttl")) c.session_ttl = seconds(*x, 1);
   if (c.model.empty() && !c.tokenizer.empty()) throw InvalidArgument("a tokenizer is given (" + c.sources["tokenizer"] + "), no model");
+}
+
+// The daemon's other listeners (control, metrics, the OpenAI endpoint), its grace and logs.
+void daemon_services(const cli::Args& a, const Given& g, ServeConfig& c) {
+  if (const Value* x = g.get("control")) {
+    c.control = x->text;
+    if (parse_host_port(c.control, x->source).port == 0)
+      throw InvalidArgument(x->source + " = '" + c.control + "': give a fixed port (clients and the other daemons "
+                            "find this daemon there)");
+  }
+  if (const Value* x = g.get("metrics")) {
+    c.metrics = x->text;
+    c.metrics_fallback = false;
+  }
+  if (const Value* x = g.get("grace")) c.grace = seconds(*x, 0);
+  if (const Value* x = g.get("api")) {
+    c.api = x->text;
+    if (c.api != "off" && parse_host_port(c.api, x->source).port == 0)
+      throw InvalidArgument(x->source + " = '" + c.api + "': give a fixed port for the endpoint");
+  }
+  if (const Value* x = g.get("api_key_file")) c.api_key_file = x->text;
   if (c.api != "off" && c.model.empty())
     throw InvalidArgument("the endpoint (" + c.sources["api"] + ") serves a hosted model: give the model too");
-  if (const Value* x = get("log_format")) {
+  if (const Value* x = g.get("log_format")) {
     if (x->text == "json") c.log_format = LogFormat::json;
     else if (x->text != "text") throw InvalidArgument(x->source + " = '" + x->text + "': expected text or json");
   }
   if (auto l = a.log_level()) c.log_level = *l;
-  else if (const Value* x = get("log_level")) c.log_level = x->text;
+  else if (const Value* x = g.get("log_level")) c.log_level = x->text;
+}
+
+}  // namespace
+
+ServeConfig load_serve_config(const cli::Args& a) {
+  ServeConfig c;
+  const Given g(a, c);
+  ring_placement(g, c.ring);
+  c.daemons_here = daemons_on_this_host(c.ring);
+  c.cores = usable_cores();
+  // The job options (infer/job/job_options_table.hpp): parsed, bounded and refused as generate
+  // and the batch job do; the checks that tie them to the ring are ring_tuning's and hosted_model's.
+  infer::JobOptions job;
+  for (const auto& k : keys())
+    if (k.job)
+      if (const Value* x = g.get(k.name)) infer::store_job_option(*k.job, job, x->text, x->source);
+  ring_tuning(g, job, c, c.ring);
+  hosted_model(g, job, c);
+  daemon_services(a, g, c);
   return c;
 }
 
