@@ -132,51 +132,82 @@ RunOptions read_run_options(const cli::Args& a) {
   return o;
 }
 
+// verify's work directory: --work-dir, kept, else a temporary one removed at the end.
+struct WorkDir {
+  std::string path;
+  bool remove = false;
+  explicit WorkDir(const std::optional<std::string>& given) {
+    namespace fs = std::filesystem;
+    if (given) {
+      path = *given;
+      fs::create_directories(path);
+      return;
+    }
+    std::string tmpl = (fs::temp_directory_path() / "ringattn-verify-XXXXXX").string();
+    if (!::mkdtemp(tmpl.data())) throw FileError("verify: cannot create a temporary directory");
+    path = tmpl;
+    remove = true;
+  }
+  WorkDir(const WorkDir&) = delete;
+  WorkDir& operator=(const WorkDir&) = delete;
+  ~WorkDir() {
+    std::error_code ec;
+    if (remove) std::filesystem::remove_all(path, ec);
+  }
+};
+
+// --docs: a packed batch of documents of these lengths, through a --cu-seqlens file like
+// any run's (the nodes read it).
+void write_docs(const std::string& docs, const std::string& dir, node::JobSpec& job) {
+  if (!job.cu_seqlens.empty()) throw InvalidArgument("verify: give --docs or --cu-seqlens, not both");
+  std::string text = "0";
+  std::int64_t total = 0;
+  for (const auto& len : split_commas(docs)) {
+    const std::int64_t l = cli::parse_count(len, "--docs");
+    if (l < 1) throw InvalidArgument("--docs: every document needs at least one token, got '" + len + "'");
+    total += l;
+    text.push_back(',');
+    text.append(std::to_string(total));
+  }
+  job.cu_seqlens_path = dir + "/cu_seqlens.txt";
+  std::ofstream(job.cu_seqlens_path) << text << "\n";
+  job.cu_seqlens = node::read_cu_seqlens(job.cu_seqlens_path);
+}
+
+// The largest |O - dense| and |lse - dense| of a run against float64 dense attention (a NaN
+// difference is the worst, not skipped as by fmax).
+struct Errors {
+  double o = 0, lse = 0;
+};
+Errors against_dense(const node::JobSpec& job, std::int64_t n, std::int64_t h, std::int64_t kvh, std::int64_t d,
+                     const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
+                     const std::vector<float>& o, const std::vector<float>& lse) {
+  std::vector<double> ref(o.size()), ref_lse(lse.size());
+  const auto all = Positions::contiguous(0, n);
+  const auto ids = job.cu_seqlens.empty() ? std::vector<std::int32_t>{} : document_ids(job.cu_seqlens);
+  oracle::dense_attention_f64({h, kvh, d, job.attention.mask, 0.0}, q.data(), all, k.data(), v.data(), all, ref.data(),
+                               ref_lse.data(), ids.empty() ? nullptr : ids.data(), ids.empty() ? nullptr : ids.data());
+  Errors e;
+  auto worst = [](double& w, double x) {
+    if (!(x <= w)) w = x;
+  };
+  for (std::size_t i = 0; i < o.size(); ++i) worst(e.o, std::fabs(o[i] - ref[i]));
+  for (std::size_t i = 0; i < lse.size(); ++i)
+    if (!(std::isinf(ref_lse[i]) && std::isinf(lse[i]))) worst(e.lse, std::fabs(lse[i] - ref_lse[i]));
+  return e;
+}
+
 // verify after its options are declared: generate, run, compare with float64 dense attention.
 int verify(cli::Args& a, const std::vector<std::string>& argv) {
   if (!a.parse(argv)) return 0;
-  namespace fs = std::filesystem;
   node::JobSpec job;
   node::read_job_options(a, job);
   std::int64_t n = a.int64("seq");
   const std::int64_t h = a.int64("heads"), kvh = a.int64("kv-heads"), d = a.int64("head-dim");
   if (n < 1 || h < 1 || kvh < 1 || d < 1) throw InvalidArgument("verify: --seq, --heads, --kv-heads, --head-dim must be >= 1");
-  std::string dir;
-  bool remove_dir = false;
-  if (auto w = a.maybe("work-dir")) {
-    dir = *w;
-    fs::create_directories(dir);
-  } else {
-    std::string tmpl = (fs::temp_directory_path() / "ringattn-verify-XXXXXX").string();
-    if (!::mkdtemp(tmpl.data())) throw FileError("verify: cannot create a temporary directory");
-    dir = tmpl;
-    remove_dir = true;
-  }
-  struct Cleanup {
-    std::string d;
-    bool on;
-    ~Cleanup() {
-      std::error_code ec;
-      if (on) fs::remove_all(d, ec);
-    }
-  } cleanup{dir, remove_dir};
-  // --docs: a packed batch of documents of these lengths, through a --cu-seqlens file
-  // like any run's (the nodes read it).
-  if (auto docs = a.maybe("docs")) {
-    if (!job.cu_seqlens.empty()) throw InvalidArgument("verify: give --docs or --cu-seqlens, not both");
-    std::string text = "0";
-    std::int64_t total = 0;
-    for (const auto& len : split_commas(*docs)) {
-      const std::int64_t l = cli::parse_count(len, "--docs");
-      if (l < 1) throw InvalidArgument("--docs: every document needs at least one token, got '" + len + "'");
-      total += l;
-      text.push_back(',');
-      text.append(std::to_string(total));
-    }
-    job.cu_seqlens_path = dir + "/cu_seqlens.txt";
-    std::ofstream(job.cu_seqlens_path) << text << "\n";
-    job.cu_seqlens = node::read_cu_seqlens(job.cu_seqlens_path);
-  }
+  const WorkDir work(a.maybe("work-dir"));
+  const std::string& dir = work.path;
+  if (auto docs = a.maybe("docs")) write_docs(*docs, dir, job);
   if (!job.cu_seqlens.empty()) n = job.cu_seqlens.back();  // the documents decide the length
 
   const auto seed = a.integer<unsigned>("seed", 0, UINT32_MAX);
@@ -198,28 +229,16 @@ int verify(cli::Args& a, const std::vector<std::string>& argv) {
   opts.lse_path = dir + "/lse.npy";
   const auto r = run_ring(job, opts);
 
-  const auto o = io::read_npy(opts.out_path).data, lse = io::read_npy(opts.lse_path).data;
-  std::vector<double> ref(o.size()), ref_lse(lse.size());
-  const auto all = Positions::contiguous(0, n);
-  const auto ids = job.cu_seqlens.empty() ? std::vector<std::int32_t>{} : document_ids(job.cu_seqlens);
-  oracle::dense_attention_f64({h, kvh, d, job.attention.mask, 0.0}, q.data(), all, k.data(), v.data(), all, ref.data(),
-                               ref_lse.data(), ids.empty() ? nullptr : ids.data(), ids.empty() ? nullptr : ids.data());
-  double err = 0, err_lse = 0;
-  auto worst = [](double& e, double d) {  // a NaN difference is the worst, not skipped as by fmax
-    if (!(d <= e)) e = d;
-  };
-  for (std::size_t i = 0; i < o.size(); ++i) worst(err, std::fabs(o[i] - ref[i]));
-  for (std::size_t i = 0; i < lse.size(); ++i)
-    if (!(std::isinf(ref_lse[i]) && std::isinf(lse[i]))) worst(err_lse, std::fabs(lse[i] - ref_lse[i]));
+  const Errors err = against_dense(job, n, h, kvh, d, q, k, v, io::read_npy(opts.out_path).data, io::read_npy(opts.lse_path).data);
   const bool bf16 = job.attention.dtype == DType::bf16;
   const double tol = bf16 ? 1e-2 : 2e-5, tol_lse = 2e-5;
-  const bool ok = err <= tol && err_lse <= tol_lse;  // false for NaN too
+  const bool ok = err.o <= tol && err.lse <= tol_lse;  // false for NaN too
   // "exact" is a claim about fp32 only; bf16 inputs are rounded, so its result is close, not exact.
   const char* verdict = !ok ? "MISMATCH" : bf16 ? "within bf16 tolerance" : "exact";
   if (a.has("json")) {
     auto j = result_json("verify", ok, job, r);
-    j.add("max_abs_error_o", err)
-        .add("max_abs_error_lse", err_lse)
+    j.add("max_abs_error_o", err.o)
+        .add("max_abs_error_lse", err.lse)
         .add("tolerance_o", tol)
         .add("tolerance_lse", tol_lse)
         .add("verdict", verdict);
@@ -227,7 +246,7 @@ int verify(cli::Args& a, const std::vector<std::string>& argv) {
     return ok ? 0 : 1;
   }
   print_summary(job, r);
-  std::printf("  max |O - dense| = %.3g, max |lse - dense| = %.3g (tolerance %.0e / %.0e) -> %s\n", err, err_lse, tol,
+  std::printf("  max |O - dense| = %.3g, max |lse - dense| = %.3g (tolerance %.0e / %.0e) -> %s\n", err.o, err.lse, tol,
               tol_lse, verdict);
   return ok ? 0 : 1;
 }

@@ -71,35 +71,7 @@ RingService::Leave RingService::coordinate() {
         record_sessions();
       }
       if (!generations_.empty() || ended()) {  // first: a person is reading them as they come
-        std::vector<std::shared_ptr<Generation>> batch = take_generations();
-        const std::vector<std::int32_t> end = sessions_ ? sessions_->take_ended() : std::vector<std::int32_t>{};
-        lock.unlock();
-        set_state(RingState::running);
-        bool broken = false;
-        try {
-          run_generation(batch, end);
-        } catch (const Error& e) {
-          // Whatever failed, the ring re-forms: a rank that failed outside a ring call has left
-          // the batch's calls (the others wait in theirs), and the kept rows may now differ
-          // between ranks. The abort tells every rank at once rather than at its deadline.
-          const auto* n = dynamic_cast<const NetworkError*>(&e);
-          broken = true;
-          last_ring_error_ = e.what();
-          if (!ring_->broken()) ring_->abort(std::string("rank 0: generation failed: ") + e.what());
-          for (auto& g : batch)
-            if (!g->ended) {
-              g->ended = true;
-              g->stream.push(error_event(std::string("the ring failed: ") + e.what(), n ? 503 : 500));
-            }
-          finish_generations(batch, {});
-          metrics_.add("ringattn_generations_total", {{"result", "failed"}}, static_cast<double>(batch.size()));
-        }
-        {
-          std::lock_guard relock(mu_);
-          record_transport();
-        }
-        if (broken) return Leave::broken;
-        set_state(stopping_ ? RingState::draining : RingState::ready);
+        if (const std::optional<Leave> leave = coordinate_generations(lock)) return *leave;
         continue;
       }
       if (queue_.empty()) continue;
@@ -114,32 +86,72 @@ RingService::Leave RingService::coordinate() {
       }
       running_ = job;
     }
-    set_state(RingState::running);
-    const auto t0 = Clock::now();
-    bool broken = false;
-    JobResult result = JobResult::ok;
-    try {
-      run_job(*job);
-    } catch (const Error& e) {
-      const auto* n = dynamic_cast<const NetworkError*>(&e);
-      job->error = e.what();
-      job->cause = n ? n->cause() : FailureCause::local;
-      job->origin_rank = n ? n->origin_rank() : 0;
-      broken = ring_->broken() || n != nullptr;
-      if (broken) last_ring_error_ = e.what();
-      result = job->cancelled ? JobResult::aborted : JobResult::failed;
-    }
-    // No longer running before its client hears "done": a client that then leaves (while its
-    // result rows are still being sent) must not abort the ring, which has no job any more.
-    {
-      std::lock_guard lock(mu_);
-      running_.reset();
-      record_transport();
-    }
-    finish_job(*job, result, since(t0));
-    if (broken) return Leave::broken;
-    set_state(stopping_ ? RingState::draining : RingState::ready);
+    if (const std::optional<Leave> leave = coordinate_job(job)) return *leave;
   }
+}
+
+// The waiting generations (and the sessions that ended) as one batch through the ring.
+std::optional<RingService::Leave> RingService::coordinate_generations(std::unique_lock<std::mutex>& lock) {
+  std::vector<std::shared_ptr<Generation>> batch = take_generations();
+  const std::vector<std::int32_t> end = sessions_ ? sessions_->take_ended() : std::vector<std::int32_t>{};
+  lock.unlock();
+  set_state(RingState::running);
+  bool broken = false;
+  try {
+    run_generation(batch, end);
+  } catch (const Error& e) {
+    // Whatever failed, the ring re-forms: a rank that failed outside a ring call has left
+    // the batch's calls (the others wait in theirs), and the kept rows may now differ
+    // between ranks. The abort tells every rank at once rather than at its deadline.
+    const auto* n = dynamic_cast<const NetworkError*>(&e);
+    broken = true;
+    last_ring_error_ = e.what();
+    if (!ring_->broken()) ring_->abort(std::string("rank 0: generation failed: ") + e.what());
+    for (auto& g : batch)
+      if (!g->ended) {
+        g->ended = true;
+        g->stream.push(error_event(std::string("the ring failed: ") + e.what(), n ? 503 : 500));
+      }
+    finish_generations(batch, {});
+    metrics_.add("ringattn_generations_total", {{"result", "failed"}}, static_cast<double>(batch.size()));
+  }
+  {
+    std::lock_guard relock(mu_);
+    record_transport();
+  }
+  if (broken) return Leave::broken;
+  set_state(stopping_ ? RingState::draining : RingState::ready);
+  return std::nullopt;
+}
+
+// One attention job (running_) through the ring.
+std::optional<RingService::Leave> RingService::coordinate_job(const std::shared_ptr<Job>& job) {
+  set_state(RingState::running);
+  const auto t0 = Clock::now();
+  bool broken = false;
+  JobResult result = JobResult::ok;
+  try {
+    run_job(*job);
+  } catch (const Error& e) {
+    const auto* n = dynamic_cast<const NetworkError*>(&e);
+    job->error = e.what();
+    job->cause = n ? n->cause() : FailureCause::local;
+    job->origin_rank = n ? n->origin_rank() : 0;
+    broken = ring_->broken() || n != nullptr;
+    if (broken) last_ring_error_ = e.what();
+    result = job->cancelled ? JobResult::aborted : JobResult::failed;
+  }
+  // No longer running before its client hears "done": a client that then leaves (while its
+  // result rows are still being sent) must not abort the ring, which has no job any more.
+  {
+    std::lock_guard lock(mu_);
+    running_.reset();
+    record_transport();
+  }
+  finish_job(*job, result, since(t0));
+  if (broken) return Leave::broken;
+  set_state(stopping_ ? RingState::draining : RingState::ready);
+  return std::nullopt;
 }
 
 // One Ring::forward of a job on this rank, its steps timed (and, with `events`, told to

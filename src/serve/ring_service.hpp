@@ -95,6 +95,9 @@ class RingService {
   bool form();
   void exchange_info();
   Leave coordinate();
+  // coordinate()'s two kinds of work, each returning how the ring leaves, if it does.
+  std::optional<Leave> coordinate_generations(std::unique_lock<std::mutex>& lock);  // lock held; released
+  std::optional<Leave> coordinate_job(const std::shared_ptr<Job>& job);
   Leave work();
   void run_job(Job& job);
   void run_generation(std::vector<std::shared_ptr<Generation>>& batch, const std::vector<std::int32_t>& end);
