@@ -222,26 +222,35 @@ class PyRing {
     return {static_cast<const float*>(a.data()), static_cast<std::size_t>(a.size())};
   }
 
-  // "ring", "ulysses" or "hybrid": Ring::forward, forward_ulysses or forward_hybrid.
-  static int schedule_of(const std::string& name, const char* call) {
-    if (name == "ring") return 0;
-    if (name == "ulysses") return 1;
-    if (name == "hybrid") return 2;
+  static ringattn::Schedule schedule_of(const std::string& name, const char* call) {
+    if (name == "ring") return ringattn::Schedule::ring;
+    if (name == "ulysses") return ringattn::Schedule::ulysses;
+    if (name == "hybrid") return ringattn::Schedule::hybrid;
     bad(std::string(call) + ": schedule '" + name + "' is not one of 'ring', 'ulysses', 'hybrid'");
-    return 0;
+    return ringattn::Schedule::ring;
+  }
+
+  // Ring's call description of a call's checked arguments, its schedule and its scope.
+  static ringattn::AttentionCall call_of(const CallArgs& a, const std::string& schedule, const std::string& scope,
+                                         const char* call) {
+    ringattn::AttentionCall c{a.spec, floats(a.q), floats(a.k), floats(a.v),
+                              std::span<const std::int64_t>(a.pos.data(), static_cast<std::size_t>(a.pos.size()))};
+    if (a.docs) c.documents = std::span<const std::int32_t>(a.docs->data(), static_cast<std::size_t>(a.docs->size()));
+    c.schedule = schedule_of(schedule, call);
+    c.scope = scope_of(scope, call);
+    return c;
   }
 
   py::tuple forward(const py::object& q_obj, const py::object& k_obj, const py::object& v_obj,
                     const py::object& positions, const py::object& documents, bool causal,
                     std::optional<std::int64_t> window, const std::string& dtype, std::optional<double> scale,
-                    const std::string& schedule) {
-    const int which = schedule_of(schedule, "forward");
+                    const std::string& schedule, const std::string& scope) {
     const CallArgs a = call_args("forward", q_obj, k_obj, v_obj, positions, documents, causal, window, dtype, scale);
+    const ringattn::AttentionCall c = call_of(a, schedule, scope, "forward");
     const py::ssize_t rows = a.q.shape(0), heads = a.q.shape(1), head_dim = a.q.shape(2);
     py::array_t<float> o({rows, heads, head_dim});
     py::array_t<float> lse({rows, heads});
     const auto n = [](const py::array& x) { return static_cast<std::size_t>(x.size()); };
-    const std::span<const std::int64_t> ps(a.pos.data(), n(a.pos));
     const std::span<float> os(o.mutable_data(), n(o)), ls(lse.mutable_data(), n(lse));
     ringattn::ForwardStats st;
     {
@@ -249,19 +258,7 @@ class PyRing {
       std::lock_guard call(call_mu_);
       const auto ring = get();
       if (!ring) throw ringattn::Error("rank " + std::to_string(rank_) + ": this ring is closed");
-      using WithDocs = ringattn::ForwardStats (ringattn::Ring::*)(
-          const ringattn::AttentionSpec&, std::span<const float>, std::span<const float>, std::span<const float>,
-          std::span<const std::int64_t>, std::span<const std::int32_t>, std::span<float>, std::span<float>);
-      using Plain = ringattn::ForwardStats (ringattn::Ring::*)(const ringattn::AttentionSpec&, std::span<const float>,
-                                                               std::span<const float>, std::span<const float>,
-                                                               std::span<const std::int64_t>, std::span<float>,
-                                                               std::span<float>);
-      const WithDocs with_docs[] = {&ringattn::Ring::forward, &ringattn::Ring::forward_ulysses,
-                                    &ringattn::Ring::forward_hybrid};
-      const Plain plain[] = {&ringattn::Ring::forward, &ringattn::Ring::forward_ulysses, &ringattn::Ring::forward_hybrid};
-      st = a.docs ? ((*ring).*with_docs[which])(a.spec, floats(a.q), floats(a.k), floats(a.v), ps,
-                                                 std::span<const std::int32_t>(a.docs->data(), n(*a.docs)), os, ls)
-                  : ((*ring).*plain[which])(a.spec, floats(a.q), floats(a.k), floats(a.v), ps, os, ls);
+      st = ring->forward(c, os, ls);
     }
     stats_ = st;
     return py::make_tuple(o, lse);
@@ -271,9 +268,9 @@ class PyRing {
                      const py::object& o_obj, const py::object& lse_obj, const py::object& d_o_obj,
                      const py::object& positions, const py::object& documents, bool causal,
                      std::optional<std::int64_t> window, const std::string& dtype, std::optional<double> scale,
-                     const std::string& schedule) {
-    const int which = schedule_of(schedule, "backward");
+                     const std::string& schedule, const std::string& scope) {
     const CallArgs a = call_args("backward", q_obj, k_obj, v_obj, positions, documents, causal, window, dtype, scale);
+    const ringattn::AttentionCall c = call_of(a, schedule, scope, "backward");
     const py::ssize_t rows = a.q.shape(0), heads = a.q.shape(1), head_dim = a.q.shape(2);
     const py::array o = tensor(o_obj, "o", "[tokens, heads, head_dim] (forward's o)", "backward");
     const py::array d_o = tensor(d_o_obj, "d_o", "[tokens, heads, head_dim] (the loss's gradient of o)", "backward");
@@ -291,7 +288,6 @@ class PyRing {
     py::array_t<float> dk({rows, a.k.shape(1), head_dim});
     py::array_t<float> dv({rows, a.k.shape(1), head_dim});
     const auto n = [](const py::array& x) { return static_cast<std::size_t>(x.size()); };
-    const std::span<const std::int64_t> ps(a.pos.data(), n(a.pos));
     const std::span<float> dqs(dq.mutable_data(), n(dq)), dks(dk.mutable_data(), n(dk)), dvs(dv.mutable_data(), n(dv));
     ringattn::BackwardStats st;
     {
@@ -299,23 +295,7 @@ class PyRing {
       std::lock_guard call(call_mu_);
       const auto ring = get();
       if (!ring) throw ringattn::Error("rank " + std::to_string(rank_) + ": this ring is closed");
-      using WithDocs = ringattn::BackwardStats (ringattn::Ring::*)(
-          const ringattn::AttentionSpec&, std::span<const float>, std::span<const float>, std::span<const float>,
-          std::span<const std::int64_t>, std::span<const std::int32_t>, std::span<const float>, std::span<const float>,
-          std::span<const float>, std::span<float>, std::span<float>, std::span<float>);
-      using Plain = ringattn::BackwardStats (ringattn::Ring::*)(
-          const ringattn::AttentionSpec&, std::span<const float>, std::span<const float>, std::span<const float>,
-          std::span<const std::int64_t>, std::span<const float>, std::span<const float>, std::span<const float>,
-          std::span<float>, std::span<float>, std::span<float>);
-      const WithDocs with_docs[] = {&ringattn::Ring::backward, &ringattn::Ring::backward_ulysses,
-                                    &ringattn::Ring::backward_hybrid};
-      const Plain plain[] = {&ringattn::Ring::backward, &ringattn::Ring::backward_ulysses,
-                             &ringattn::Ring::backward_hybrid};
-      st = a.docs ? ((*ring).*with_docs[which])(a.spec, floats(a.q), floats(a.k), floats(a.v), ps,
-                                                 std::span<const std::int32_t>(a.docs->data(), n(*a.docs)), floats(o),
-                                                 floats(lse), floats(d_o), dqs, dks, dvs)
-                  : ((*ring).*plain[which])(a.spec, floats(a.q), floats(a.k), floats(a.v), ps, floats(o), floats(lse),
-                                            floats(d_o), dqs, dks, dvs);
+      st = ring->backward(c, {floats(o), floats(lse), floats(d_o), dqs, dks, dvs});
     }
     backward_stats_ = st;
     return py::make_tuple(dq, dk, dv);
@@ -377,7 +357,8 @@ class PyRing {
 
   py::tuple decode(const py::object& q_obj, const py::object& k_obj, const py::object& v_obj, ringattn::KVCache& cache,
                    const py::object& sequences, const py::object& positions, bool causal, std::optional<std::int64_t> window,
-                   std::optional<double> scale) {
+                   std::optional<double> scale, const std::string& scope) {
+    const ringattn::Scope in = scope_of(scope, "decode");
     const py::array q = tensor(q_obj, "q", "[tokens, heads, head_dim]", "decode");
     const py::array k = tensor(k_obj, "k", "[tokens, kv_heads, head_dim]", "decode");
     const py::array v = tensor(v_obj, "v", "[tokens, kv_heads, head_dim]", "decode");
@@ -408,12 +389,15 @@ class PyRing {
       std::lock_guard call(call_mu_);
       const auto ring = get();
       if (!ring) throw ringattn::Error("rank " + std::to_string(rank_) + ": this ring is closed");
-      st = ring->decode(spec, cache, std::span<const std::int32_t>(seqs.data(), n(seqs)),
-                        std::span<const std::int64_t>(pos.data(), n(pos)),
-                        std::span<const float>(static_cast<const float*>(q.data()), n(q)),
-                        std::span<const float>(static_cast<const float*>(k.data()), n(k)),
-                        std::span<const float>(static_cast<const float*>(v.data()), n(v)),
-                        std::span<float>(o.mutable_data(), n(o)), std::span<float>(lse.mutable_data(), n(lse)));
+      const ringattn::AttentionCall c{spec,
+                                      std::span<const float>(static_cast<const float*>(q.data()), n(q)),
+                                      std::span<const float>(static_cast<const float*>(k.data()), n(k)),
+                                      std::span<const float>(static_cast<const float*>(v.data()), n(v)),
+                                      std::span<const std::int64_t>(pos.data(), n(pos)),
+                                      std::span<const std::int32_t>(seqs.data(), n(seqs)),
+                                      ringattn::Schedule::ring,
+                                      in};
+      st = ring->decode(c, cache, std::span<float>(o.mutable_data(), n(o)), std::span<float>(lse.mutable_data(), n(lse)));
     }
     decode_stats_ = st;
     return py::make_tuple(o, lse);
@@ -646,7 +630,7 @@ PYBIND11_MODULE(ringattn, m) {
                   "variables; see the C++ RingOptions::from_env).")
       .def("forward", &PyRing::forward, "q"_a, "k"_a, "v"_a, py::kw_only(), "positions"_a = py::none(),
            "documents"_a = py::none(), "causal"_a = false, "window"_a = py::none(), "dtype"_a = "fp32", "scale"_a = py::none(),
-           "schedule"_a = "ring",
+           "schedule"_a = "ring", "scope"_a = "ring",
            "Attention of this rank's rows over every rank's keys. q [rows, heads, head_dim], k and v "
            "[rows, kv_heads, head_dim]: float32, C-contiguous. positions: the rows' strictly increasing global "
            "positions (default 0..rows-1, only at world_size 1). window=W: causal sliding window of W tokens. "
@@ -656,10 +640,12 @@ PYBIND11_MODULE(ringattn, m) {
            "lse [rows, heads]) float32; a row that sees no key gets o = 0 and lse = -inf. schedule: 'ring' (K/V "
            "blocks around the ring), 'ulysses' (an all-to-all to a head split; connect with all_pairs=True) or "
            "'hybrid' (Ulysses inside groups of group_size consecutive ranks, the ring across them): the same "
-           "attention, every rank calling with the same schedule.")
+           "attention, every rank calling with the same schedule. scope (schedule 'ring'): 'ring' (every rank), 'group' "
+           "(this rank's group of group_size consecutive ranks) or 'across' (the same place in every group: tensor "
+           "parallelism's attention).")
       .def("backward", &PyRing::backward, "q"_a, "k"_a, "v"_a, "o"_a, "lse"_a, "d_o"_a, py::kw_only(),
            "positions"_a = py::none(), "documents"_a = py::none(), "causal"_a = false, "window"_a = py::none(),
-           "dtype"_a = "fp32", "scale"_a = py::none(), "schedule"_a = "ring",
+           "dtype"_a = "fp32", "scale"_a = py::none(), "schedule"_a = "ring", "scope"_a = "ring",
            "The gradients of forward() (by the schedule forward() used, or any other: the same attention): given forward's q, k, v and options (every rank calls, with the same "
            "ones), its o and lse, and d_o = dLoss/do [rows, heads, head_dim] float32, returns (dq [rows, heads, "
            "head_dim], dk, dv [rows, kv_heads, head_dim]) float32: exactly dense attention's gradients for this "
@@ -675,8 +661,8 @@ PYBIND11_MODULE(ringattn, m) {
       .def("scope_rank", &PyRing::scope_rank, "scope"_a, "This rank's place in a scope ('ring', 'group', 'across').")
       .def("scope_size", &PyRing::scope_size, "scope"_a, "The number of ranks in a scope.")
       .def("decode", &PyRing::decode, "q"_a, "k"_a, "v"_a, py::kw_only(), "cache"_a, "sequences"_a, "positions"_a,
-           "causal"_a = true, "window"_a = py::none(), "scale"_a = py::none(),
-           "One decode step on stationary KV shards: this rank's new tokens (any number, 0 included; every rank "
+           "causal"_a = true, "window"_a = py::none(), "scale"_a = py::none(), "scope"_a = "ring",
+           "One decode step on stationary KV shards (scope as forward()'s): this rank's new tokens (any number, 0 included; every rank "
            "calls). q [n, heads, head_dim], k and v [n, kv_heads, head_dim] float32; sequences [n] (ids >= 0) and "
            "positions [n] (each after its sequence's cached positions). Each token's k and v are appended to the "
            "cache of rank decode_store_rank(sequence, position); every rank's queries visit every rank's cache "

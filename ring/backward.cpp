@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "ring/schedules.hpp"
 #include "kernels/internals.hpp"
 #include "ring/call_checks.hpp"
 #include "ring/backward_rotation.hpp"
@@ -88,27 +89,14 @@ BackwardStats backward_call(Ring::Impl& im, Scope scope, const AttentionSpec& sp
 
 }  // namespace
 
-BackwardStats Ring::backward(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
-                             std::span<const float> v, std::span<const std::int64_t> positions,
-                             std::span<const float> o, std::span<const float> lse, std::span<const float> d_o,
-                             std::span<float> dq, std::span<float> dk, std::span<float> dv) {
-  return backward_call(*impl_, Scope::ring, spec, q, k, v, positions, std::nullopt, o, lse, d_o, dq, dk, dv);
+namespace ring {
+
+BackwardStats backward_ring(Ring::Impl& im, const AttentionCall& c, const Gradients& g) {
+  const std::optional<std::span<const std::int32_t>> documents =
+      c.documents.empty() ? std::nullopt : std::optional<std::span<const std::int32_t>>(c.documents);
+  return backward_call(im, c.scope, c.spec, c.q, c.k, c.v, c.positions, documents, g.o, g.lse, g.d_o, g.dq, g.dk, g.dv);
 }
 
-BackwardStats Ring::backward_in(Scope scope, const AttentionSpec& spec, std::span<const float> q,
-                                std::span<const float> k, std::span<const float> v,
-                                std::span<const std::int64_t> positions, std::span<const float> o,
-                                std::span<const float> lse, std::span<const float> d_o, std::span<float> dq,
-                                std::span<float> dk, std::span<float> dv) {
-  return backward_call(*impl_, scope, spec, q, k, v, positions, std::nullopt, o, lse, d_o, dq, dk, dv);
-}
-
-BackwardStats Ring::backward(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
-                             std::span<const float> v, std::span<const std::int64_t> positions,
-                             std::span<const std::int32_t> documents, std::span<const float> o,
-                             std::span<const float> lse, std::span<const float> d_o, std::span<float> dq,
-                             std::span<float> dk, std::span<float> dv) {
-  return backward_call(*impl_, Scope::ring, spec, q, k, v, positions, documents, o, lse, d_o, dq, dk, dv);
-}
+}  // namespace ring
 
 }  // namespace ringattn

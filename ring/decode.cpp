@@ -28,6 +28,7 @@
 #include "ring/decode_call.hpp"
 #include "ring/internals.hpp"
 #include "ring/ring_impl.hpp"
+#include "ring/schedules.hpp"
 
 namespace ringattn {
 
@@ -177,23 +178,22 @@ void compute_partial(const ring::DecodeCall& dc, ring::DecodeState& b, kernels::
 
 }  // namespace
 
-DecodeStats Ring::decode(const AttentionSpec& spec, KVCache& cache, std::span<const std::int32_t> sequences,
-                         std::span<const std::int64_t> positions, std::span<const float> q, std::span<const float> k,
-                         std::span<const float> v, std::span<float> o, std::span<float> lse) {
-  return decode_in(Scope::ring, spec, cache, sequences, positions, q, k, v, o, lse);
-}
+namespace {
 
-DecodeStats Ring::decode_in(Scope scope, const AttentionSpec& spec, KVCache& cache, std::span<const std::int32_t> sequences,
-                            std::span<const std::int64_t> positions, std::span<const float> q, std::span<const float> k,
-                            std::span<const float> v, std::span<float> o, std::span<float> lse) {
-  auto& im = *impl_;
+DecodeStats decode_body(Ring& self, Ring::Impl& im, const AttentionCall& call, KVCache& cache, std::span<float> o,
+                        std::span<float> lse) {
+  const Scope scope = call.scope;
+  const AttentionSpec& spec = call.spec;
+  const std::span<const std::int32_t> sequences = call.documents;  // each token's sequence
+  const std::span<const std::int64_t> positions = call.positions;
+  const std::span<const float> q = call.q, k = call.k, v = call.v;
   const auto start = Clock::now();
   im.check_usable();
   ring::check_scope(im, scope, "decode");
   net::Transport& t = scope == Scope::ring ? *im.transport : im.mesh_of().of(scope);
   const int R = t.rank(), P = t.world();  // in the scope (a message names the ring's rank: ring_rank)
   const Bad bad = [&](const std::string& what) {
-    throw InvalidArgument("rank " + std::to_string(rank()) + ": decode: " + what);
+    throw InvalidArgument("rank " + std::to_string(self.rank()) + ": decode: " + what);
   };
   kernels::CacheAttention& kernel = check_call(im, spec, cache, sequences, positions, q, k, v, o, lse, bad);
   const std::int64_t H = spec.heads, KH = spec.kv_heads, D = spec.head_dim;
@@ -201,7 +201,7 @@ DecodeStats Ring::decode_in(Scope scope, const AttentionSpec& spec, KVCache& cac
                       H, KH, D, static_cast<std::size_t>((H + 2 * KH) * D), dtype_size(spec.dtype),
                       static_cast<std::uint32_t>(im.options.limits.max_rows)};
   auto& slot = im.decode[static_cast<std::size_t>(scope)];
-  if (!slot) slot = std::make_unique<ring::DecodeState>(t, RingInternals::max_frame_bytes(*this));
+  if (!slot) slot = std::make_unique<ring::DecodeState>(t, RingInternals::max_frame_bytes(self));
   auto& b = *slot;
   b.gathered.resize(static_cast<std::size_t>(P));
   std::vector<std::size_t> count(static_cast<std::size_t>(P), 0);  // tokens per origin
@@ -269,4 +269,14 @@ DecodeStats Ring::decode_in(Scope scope, const AttentionSpec& spec, KVCache& cac
   return st;
 }
 
+}  // namespace
+
+namespace ring {
+
+DecodeStats decode_ring(Ring& self, Ring::Impl& im, const AttentionCall& c, KVCache& cache, std::span<float> o,
+                        std::span<float> lse) {
+  return decode_body(self, im, c, cache, o, lse);
+}
+
+}  // namespace ring
 }  // namespace ringattn

@@ -20,7 +20,7 @@ bool lockstep(Family f) {
 
 const char* family_name(Family f) {
   switch (f) {
-    case Family::ulysses: return "a Ulysses call (forward_ulysses/backward_ulysses)";
+    case Family::ulysses: return "a Ulysses call (schedule ulysses)";
     case Family::blocks: return "a ring call (forward/backward)";
     case Family::decode: return "a decode call";
     case Family::collective: return "a collective (all-gather, reduce-scatter, all-reduce, all-to-all)";

@@ -1,5 +1,6 @@
 // Ring::forward_hybrid (include/ringattn/ring.hpp): Ulysses in each group, the ring across
 // the groups; the schedule in ring/hybrid.hpp.
+#include "ring/schedules.hpp"
 #include "ring/hybrid.hpp"
 
 #include <chrono>
@@ -43,8 +44,8 @@ ForwardStats hybrid_forward(Ring& ring, Ring::Impl& im, const AttentionSpec& spe
                             const Documents& documents, std::span<float> o, std::span<float> lse) {
   const auto start = Clock::now();
   im.check_usable();
-  const std::string who = "rank " + std::to_string(ring.rank()) + ": forward_hybrid: ";
-  const ring::CheckedCall fc = ring::check_call(im, "forward_hybrid", spec, q, k, v, positions, documents, o, lse);
+  const std::string who = "rank " + std::to_string(ring.rank()) + ": forward (hybrid): ";
+  const ring::CheckedCall fc = ring::check_call(im, "forward (hybrid)", spec, q, k, v, positions, documents, o, lse);
   const float scale = fc.kernel.config().scale;  // resolved: every rank compares it
   ring::HybridState& hs = state_of(ring, im);
   ring::UlyssesState& u = hs.u;
@@ -105,8 +106,8 @@ BackwardStats hybrid_backward(Ring& ring, Ring::Impl& im, const AttentionSpec& s
                               std::span<const float> d_o, std::span<float> dq, std::span<float> dk, std::span<float> dv) {
   const auto start = Clock::now();
   im.check_usable();
-  const std::string who = "rank " + std::to_string(ring.rank()) + ": backward_hybrid: ";
-  const ring::CheckedCall fc = ring::check_call(im, "backward_hybrid", spec, q, k, v, positions, documents, o, lse);
+  const std::string who = "rank " + std::to_string(ring.rank()) + ": backward (hybrid): ";
+  const ring::CheckedCall fc = ring::check_call(im, "backward (hybrid)", spec, q, k, v, positions, documents, o, lse);
   const auto rows = static_cast<std::int64_t>(positions.size());
   ring::check_backward_inputs(who, spec, rows, q, k, v, o, lse, d_o, dq, dk, dv);
   const float scale = fc.kernel.config().scale;
@@ -171,31 +172,18 @@ BackwardStats hybrid_backward(Ring& ring, Ring::Impl& im, const AttentionSpec& s
 
 }  // namespace
 
-ForwardStats Ring::forward_hybrid(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
-                                  std::span<const float> v, std::span<const std::int64_t> positions, std::span<float> o,
-                                  std::span<float> lse) {
-  return hybrid_forward(*this, *impl_, spec, q, k, v, positions, std::nullopt, o, lse);
+namespace ring {
+
+ForwardStats forward_hybrid(Ring& ring, Ring::Impl& im, const AttentionCall& c, std::span<float> o, std::span<float> lse) {
+  const Documents documents = c.documents.empty() ? std::nullopt : Documents(c.documents);
+  return hybrid_forward(ring, im, c.spec, c.q, c.k, c.v, c.positions, documents, o, lse);
 }
 
-ForwardStats Ring::forward_hybrid(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
-                                  std::span<const float> v, std::span<const std::int64_t> positions,
-                                  std::span<const std::int32_t> documents, std::span<float> o, std::span<float> lse) {
-  return hybrid_forward(*this, *impl_, spec, q, k, v, positions, documents, o, lse);
+BackwardStats backward_hybrid(Ring& ring, Ring::Impl& im, const AttentionCall& c, const Gradients& g) {
+  const Documents documents = c.documents.empty() ? std::nullopt : Documents(c.documents);
+  return hybrid_backward(ring, im, c.spec, c.q, c.k, c.v, c.positions, documents, g.o, g.lse, g.d_o, g.dq, g.dk, g.dv);
 }
 
-BackwardStats Ring::backward_hybrid(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
-                                    std::span<const float> v, std::span<const std::int64_t> positions,
-                                    std::span<const float> o, std::span<const float> lse, std::span<const float> d_o,
-                                    std::span<float> dq, std::span<float> dk, std::span<float> dv) {
-  return hybrid_backward(*this, *impl_, spec, q, k, v, positions, std::nullopt, o, lse, d_o, dq, dk, dv);
-}
-
-BackwardStats Ring::backward_hybrid(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
-                                    std::span<const float> v, std::span<const std::int64_t> positions,
-                                    std::span<const std::int32_t> documents, std::span<const float> o,
-                                    std::span<const float> lse, std::span<const float> d_o, std::span<float> dq,
-                                    std::span<float> dk, std::span<float> dv) {
-  return hybrid_backward(*this, *impl_, spec, q, k, v, positions, documents, o, lse, d_o, dq, dk, dv);
-}
+}  // namespace ring
 
 }  // namespace ringattn

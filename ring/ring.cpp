@@ -1,4 +1,5 @@
 // ringattn::Ring (include/ringattn/ring.hpp): connect once, then forward() per call.
+#include "ring/schedules.hpp"
 #include "ringattn/ring.hpp"
 
 #include <algorithm>
@@ -315,29 +316,60 @@ ForwardStats forward_call(Ring::Impl& im, Scope scope, const AttentionSpec& spec
 
 }  // namespace
 
-ForwardStats Ring::forward(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
-                           std::span<const float> v, std::span<const std::int64_t> positions, std::span<float> o,
-                           std::span<float> lse) {
-  return forward_call(*impl_, Scope::ring, spec, q, k, v, positions, std::nullopt, o, lse);
+namespace ring {
+
+ForwardStats forward_ring(Ring::Impl& im, const AttentionCall& c, std::span<float> o, std::span<float> lse) {
+  const std::optional<std::span<const std::int32_t>> documents =
+      c.documents.empty() ? std::nullopt : std::optional<std::span<const std::int32_t>>(c.documents);
+  return forward_call(im, c.scope, c.spec, c.q, c.k, c.v, c.positions, documents, o, lse);
 }
 
-ForwardStats Ring::forward_in(Scope scope, const AttentionSpec& spec, std::span<const float> q,
-                              std::span<const float> k, std::span<const float> v,
-                              std::span<const std::int64_t> positions, std::span<float> o, std::span<float> lse) {
-  return forward_call(*impl_, scope, spec, q, k, v, positions, std::nullopt, o, lse);
+}  // namespace ring
+
+namespace {
+
+// ulysses and hybrid span the whole ring.
+void check_whole_ring(const AttentionCall& c, const char* call) {
+  if (c.scope != Scope::ring)
+    throw InvalidArgument(std::string(call) + ": the " + to_string(c.schedule) +
+                          " schedule spans the whole ring (scope ring); the group and across scopes run the ring "
+                          "schedule only");
 }
 
-ForwardStats Ring::forward(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
-                           std::span<const float> v, std::span<const std::int64_t> positions,
-                           std::span<const std::int32_t> documents, std::span<float> o, std::span<float> lse) {
-  return forward_call(*impl_, Scope::ring, spec, q, k, v, positions, documents, o, lse);
+}  // namespace
+
+const char* to_string(Schedule s) {
+  switch (s) {
+    case Schedule::ring: return "ring";
+    case Schedule::ulysses: return "ulysses";
+    case Schedule::hybrid: return "hybrid";
+  }
+  return "?";
 }
 
-ForwardStats Ring::forward_in(Scope scope, const AttentionSpec& spec, std::span<const float> q,
-                              std::span<const float> k, std::span<const float> v,
-                              std::span<const std::int64_t> positions, std::span<const std::int32_t> documents,
-                              std::span<float> o, std::span<float> lse) {
-  return forward_call(*impl_, scope, spec, q, k, v, positions, documents, o, lse);
+ForwardStats Ring::forward(const AttentionCall& c, std::span<float> o, std::span<float> lse) {
+  switch (c.schedule) {
+    case Schedule::ring: return ring::forward_ring(*impl_, c, o, lse);
+    case Schedule::ulysses: check_whole_ring(c, "forward"); return ring::forward_ulysses(*this, *impl_, c, o, lse);
+    case Schedule::hybrid: check_whole_ring(c, "forward"); return ring::forward_hybrid(*this, *impl_, c, o, lse);
+  }
+  throw InvalidArgument("forward: schedule " + std::to_string(static_cast<int>(c.schedule)) + " is not one of ring, ulysses, hybrid");
+}
+
+BackwardStats Ring::backward(const AttentionCall& c, const Gradients& g) {
+  switch (c.schedule) {
+    case Schedule::ring: return ring::backward_ring(*impl_, c, g);
+    case Schedule::ulysses: check_whole_ring(c, "backward"); return ring::backward_ulysses(*this, *impl_, c, g);
+    case Schedule::hybrid: check_whole_ring(c, "backward"); return ring::backward_hybrid(*this, *impl_, c, g);
+  }
+  throw InvalidArgument("backward: schedule " + std::to_string(static_cast<int>(c.schedule)) + " is not one of ring, ulysses, hybrid");
+}
+
+DecodeStats Ring::decode(const AttentionCall& c, KVCache& cache, std::span<float> o, std::span<float> lse) {
+  if (c.schedule != Schedule::ring)
+    throw InvalidArgument(std::string("decode: the ") + to_string(c.schedule) +
+                          " schedule is not one decode runs by (the cache is stationary: schedule ring)");
+  return ring::decode_ring(*this, *impl_, c, cache, o, lse);
 }
 
 }  // namespace ringattn

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <string>
 
+#include "ring/schedules.hpp"
 #include "ring/block_format.hpp"
 #include "ring/call_checks.hpp"
 #include "ring/internals.hpp"
@@ -51,13 +52,13 @@ ForwardStats ulysses_forward(Ring& ring, Ring::Impl& im, const AttentionSpec& sp
                              const Documents& documents, std::span<float> o, std::span<float> lse) {
   const auto start = Clock::now();
   im.check_usable();
-  const ring::CheckedCall fc = ring::check_call(im, "forward_ulysses", spec, q, k, v, positions, documents, o, lse);
+  const ring::CheckedCall fc = ring::check_call(im, "forward (ulysses)", spec, q, k, v, positions, documents, o, lse);
   const float scale = fc.kernel.config().scale;  // resolved: every rank compares it
   ring::UlyssesState& u = state_of(ring, im);
   collectives::ExchangeStats moved;
   ForwardStats st;
   try {
-    const Plan p = ring::plan_call(u, who(ring, "forward_ulysses"), im.options.limits.max_rows, moved,
+    const Plan p = ring::plan_call(u, who(ring, "forward (ulysses)"), im.options.limits.max_rows, moved,
                                    ring::call_spec(spec, scale, documents.has_value()), positions, fc.docs);
     const std::int64_t D = spec.head_dim;
     const Field in[] = {{q.data(), spec.heads, D, false, spec.dtype},
@@ -100,9 +101,9 @@ BackwardStats ulysses_backward(Ring& ring, Ring::Impl& im, const AttentionSpec& 
                                std::span<const float> d_o, std::span<float> dq, std::span<float> dk, std::span<float> dv) {
   const auto start = Clock::now();
   im.check_usable();
-  const ring::CheckedCall fc = ring::check_call(im, "backward_ulysses", spec, q, k, v, positions, documents, o, lse);
+  const ring::CheckedCall fc = ring::check_call(im, "backward (ulysses)", spec, q, k, v, positions, documents, o, lse);
   const auto rows = static_cast<std::int64_t>(positions.size());
-  ring::check_backward_inputs(who(ring, "backward_ulysses"), spec, rows, q, k, v, o, lse, d_o, dq, dk, dv);
+  ring::check_backward_inputs(who(ring, "backward (ulysses)"), spec, rows, q, k, v, o, lse, d_o, dq, dk, dv);
   const float scale = fc.kernel.config().scale;
   const std::int64_t H = spec.heads, D = spec.head_dim;
   ring::UlyssesState& u = state_of(ring, im);
@@ -114,7 +115,7 @@ BackwardStats ulysses_backward(Ring& ring, Ring::Impl& im, const AttentionSpec& 
     ring::CallSpec cs = ring::call_spec(spec, scale, documents.has_value());
     cs.backward = true;  // a rank in forward_ulysses() meanwhile is refused by every rank alike
     const Plan p =
-        ring::plan_call(u, who(ring, "backward_ulysses"), im.options.limits.max_rows, moved, cs, positions, fc.docs);
+        ring::plan_call(u, who(ring, "backward (ulysses)"), im.options.limits.max_rows, moved, cs, positions, fc.docs);
     const Field in[] = {{q.data(), H, D, false, spec.dtype},          {k.data(), spec.kv_heads, D, true, spec.dtype},
                         {v.data(), spec.kv_heads, D, true, spec.dtype}, {d_o.data(), H, D, false, spec.dtype},
                         {lse.data(), H, 1, false, DType::f32},          {u.delta.data(), H, 1, false, DType::f32}};
@@ -152,31 +153,18 @@ BackwardStats ulysses_backward(Ring& ring, Ring::Impl& im, const AttentionSpec& 
 
 }  // namespace
 
-ForwardStats Ring::forward_ulysses(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
-                                   std::span<const float> v, std::span<const std::int64_t> positions, std::span<float> o,
-                                   std::span<float> lse) {
-  return ulysses_forward(*this, *impl_, spec, q, k, v, positions, std::nullopt, o, lse);
+namespace ring {
+
+ForwardStats forward_ulysses(Ring& ring, Ring::Impl& im, const AttentionCall& c, std::span<float> o, std::span<float> lse) {
+  const Documents documents = c.documents.empty() ? std::nullopt : Documents(c.documents);
+  return ulysses_forward(ring, im, c.spec, c.q, c.k, c.v, c.positions, documents, o, lse);
 }
 
-ForwardStats Ring::forward_ulysses(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
-                                   std::span<const float> v, std::span<const std::int64_t> positions,
-                                   std::span<const std::int32_t> documents, std::span<float> o, std::span<float> lse) {
-  return ulysses_forward(*this, *impl_, spec, q, k, v, positions, documents, o, lse);
+BackwardStats backward_ulysses(Ring& ring, Ring::Impl& im, const AttentionCall& c, const Gradients& g) {
+  const Documents documents = c.documents.empty() ? std::nullopt : Documents(c.documents);
+  return ulysses_backward(ring, im, c.spec, c.q, c.k, c.v, c.positions, documents, g.o, g.lse, g.d_o, g.dq, g.dk, g.dv);
 }
 
-BackwardStats Ring::backward_ulysses(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
-                                     std::span<const float> v, std::span<const std::int64_t> positions,
-                                     std::span<const float> o, std::span<const float> lse, std::span<const float> d_o,
-                                     std::span<float> dq, std::span<float> dk, std::span<float> dv) {
-  return ulysses_backward(*this, *impl_, spec, q, k, v, positions, std::nullopt, o, lse, d_o, dq, dk, dv);
-}
-
-BackwardStats Ring::backward_ulysses(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
-                                     std::span<const float> v, std::span<const std::int64_t> positions,
-                                     std::span<const std::int32_t> documents, std::span<const float> o,
-                                     std::span<const float> lse, std::span<const float> d_o, std::span<float> dq,
-                                     std::span<float> dk, std::span<float> dv) {
-  return ulysses_backward(*this, *impl_, spec, q, k, v, positions, documents, o, lse, d_o, dq, dk, dv);
-}
+}  // namespace ring
 
 }  // namespace ringattn

@@ -134,8 +134,8 @@ void member(const Plan& p, int rank, const std::string& master, std::uint64_t ri
     std::vector<std::int64_t> pos(static_cast<std::size_t>(p.rows));
     for (std::int64_t i = 0; i < p.rows; ++i) pos[static_cast<std::size_t>(i)] = rank * p.rows + i;
     std::vector<float> out(q.size()), lse(static_cast<std::size_t>(p.rows * p.heads));
-    for (int c = 0; c < 10; ++c) ring.forward(spec, q, kv, kv, pos, out, lse);  // warm-up
-    for (int c = 0; c < p.calls; ++c) line("CALL", c, ring.forward(spec, q, kv, kv, pos, out, lse));
+    for (int c = 0; c < 10; ++c) ring.forward({spec, q, kv, kv, pos}, out, lse);  // warm-up
+    for (int c = 0; c < p.calls; ++c) line("CALL", c, ring.forward({spec, q, kv, kv, pos}, out, lse));
   }
   {  // layers: one shape, causal zigzag over layer_tokens, a fresh kernel for it
     AttentionSpec spec{p.heads, p.kv_heads, p.head_dim, p.dtype, Mask::causal(), 0};
@@ -145,7 +145,7 @@ void member(const Plan& p, int rank, const std::string& master, std::uint64_t ri
     const auto k = random_rows(rows * static_cast<std::size_t>(p.kv_heads * p.head_dim), 40 + rank);
     const auto v = random_rows(rows * static_cast<std::size_t>(p.kv_heads * p.head_dim), 50 + rank);
     std::vector<float> out(q.size()), lse(rows * static_cast<std::size_t>(p.heads));
-    for (int c = 0; c < p.layers; ++c) line("LAYER", c, ring.forward(spec, q, k, v, pos, out, lse));
+    for (int c = 0; c < p.layers; ++c) line("LAYER", c, ring.forward({spec, q, k, v, pos}, out, lse));
   }
   ring.close();
 }

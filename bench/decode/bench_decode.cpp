@@ -135,7 +135,7 @@ void member(const Plan& p, int rank, const std::string& master, std::uint64_t ri
   std::vector<std::int32_t> no_seq;
   std::vector<std::int64_t> no_pos;
   std::vector<float> none;
-  auto barrier = [&](KVCache& c) { ring.decode(spec, c, no_seq, no_pos, none, none, none, none); };
+  auto barrier = [&](KVCache& c) { ring.decode({spec, none, none, none, no_pos, no_seq}, c, none); };
   std::vector<std::byte> kbuf, vbuf;
   for (const std::int64_t ctx : p.contexts) {
     KVCache cache(KH, D, p.dtype);
@@ -162,7 +162,7 @@ void member(const Plan& p, int rank, const std::string& master, std::uint64_t ri
     for (int step = -2; step < p.steps; ++step) {  // two warm-up steps
       std::vector<std::int64_t> dpos(n, ctx + step + 2);
       barrier(cache);
-      const DecodeStats st = ring.decode(spec, cache, seqs, dpos, q, k, v, out);
+      const DecodeStats st = ring.decode({spec, q, k, v, dpos, seqs}, cache, out);
       barrier(cache);
       const auto t0 = Clock::now();
       const std::uint64_t sum = stream(cache, p.threads);

@@ -8,9 +8,9 @@
 // document id the sequence id), each sequence's rows in increasing position order.
 //
 //   ringattn::KVCache cache(spec.kv_heads, spec.head_dim, DType::bf16);   // per layer
-//   ring.forward(spec, q, k, v, positions, documents, o);                  // packed prefill
+//   ring.forward({spec, q, k, v, positions, documents}, o);                // packed prefill
 //   cache.append_packed(positions, documents, k, v);                       // keep this rank's rows
-//   for (each generated token) ring.decode(spec, cache, sequences, positions, q, k, v, o);
+//   for (each generated token) ring.decode({spec, q, k, v, positions, sequences}, cache, o);
 //
 // Positions are whatever the prefill passed to the ring (global positions of the packed
 // batch, or positions inside each document): the mask is evaluated on them, so decode

@@ -2,9 +2,15 @@
 //
 //   auto ring = ringattn::Ring::connect(ringattn::RingOptions::from_env());
 //   for (each layer of each batch)                       // on this rank's rows only
-//     ring.forward(spec, q, k, v, positions, o, lse);
+//     ring.forward({spec, q, k, v, positions}, o, lse);
+//   ... its gradients:  ring.backward({spec, q, k, v, positions}, {o, lse, d_o, dq, dk, dv});
 //   ... and for generation, per layer and token batch (kv_cache.hpp):
-//     ring.decode(spec, cache, sequences, positions, q, k, v, o, lse);
+//     ring.decode({spec, q, k, v, positions, sequences}, cache, o, lse);
+//
+// One description of a call (AttentionCall below) says everything the three entry points
+// vary in: the rows, a packed batch's documents or none, the schedule (the ring, Ulysses'
+// all-to-all, or the hybrid of both) and the ranks it spans (the ring, a mesh's group, or
+// across the groups).
 //
 // Exact attention for this rank's queries over every rank's keys: the K/V blocks of all
 // ranks travel once around the ring (double-buffered: the next block arrives while the
@@ -153,6 +159,33 @@ struct DecodeStats {
   std::uint64_t bytes_sent = 0;  // this rank's payload bytes for the call
 };
 
+// How a call moves the rows (Ring::forward): the same attention every way.
+enum class Schedule : std::uint8_t {
+  ring,     // K/V blocks around the ranks of the call's scope
+  ulysses,  // an all-to-all to a head split and back (RingOptions::all_pairs)
+  hybrid,   // Ulysses inside each group, the ring across the groups (RingOptions::group_size)
+};
+const char* to_string(Schedule s);  // "ring", "ulysses", "hybrid"
+
+// One call of this rank: its rows, and how the call runs them (Ring::forward, backward,
+// decode). Built in place: ring.forward({spec, q, k, v, positions}, o, lse).
+struct AttentionCall {
+  AttentionSpec spec;
+  std::span<const float> q, k, v;           // [rows, heads, head_dim], [rows, kv_heads, head_dim]
+  std::span<const std::int64_t> positions;  // [rows]: global, strictly increasing (decode: any order)
+  // [rows]: a packed batch's document ids (forward, backward), each token's sequence
+  // (decode); empty: one sequence (forward, backward only).
+  std::span<const std::int32_t> documents = {};
+  Schedule schedule = Schedule::ring;
+  Scope scope = Scope::ring;  // the ranks of the call: all, this rank's group, or across the groups
+};
+
+// backward()'s inputs beside the call (forward's o and lse, and dLoss/dO) and its outputs.
+struct Gradients {
+  std::span<const float> o, lse, d_o;  // [rows, heads, head_dim], [rows, heads], as o
+  std::span<float> dq, dk, dv;         // [rows, heads, head_dim], [rows, kv_heads, head_dim] x2
+};
+
 class Ring {
  public:
   // Forms the ring (rendezvous, authenticated connections to both neighbours). Throws
@@ -167,48 +200,73 @@ class Ring {
   int world_size() const;
   const RingLimits& limits() const;
 
-  // Attention for this rank's rows. All fp32, row-major: q [rows, heads, head_dim],
-  // k and v [rows, kv_heads, head_dim], positions [rows] (strictly increasing global
-  // positions of these rows), o [rows, heads, head_dim], lse [rows, heads] or empty.
+  // Attention for this rank's rows (AttentionCall: q [rows, heads, head_dim], k and v
+  // [rows, kv_heads, head_dim], positions [rows], all fp32 row-major, positions strictly
+  // increasing and global), into o [rows, heads, head_dim] and lse [rows, heads] or empty.
   // rows = positions.size() may differ between ranks and calls, from 1 (a call with no
-  // rows is refused: the wire carries no empty blocks) up to limits().max_rows. Rows
-  // that see no key get O = 0 and lse = -inf.
-  ForwardStats forward(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
-                       std::span<const float> v, std::span<const std::int64_t> positions, std::span<float> o,
-                       std::span<float> lse = {});
+  // rows is refused: the wire carries no empty blocks) up to limits().max_rows. Rows that
+  // see no key get O = 0 and lse = -inf.
+  //
+  // documents (a packed batch, packing.hpp): the document id of each row, non-decreasing
+  // (documents are contiguous runs of positions: shard_documents() returns positions and
+  // ids that fit). A query sees only keys of its own document, with the spec's mask inside
+  // it. The ids travel with the K/V blocks; a ring step whose block shares no document with
+  // this rank's queries (or that the mask hides) is relayed without being folded. Every
+  // rank of the call passes documents or none; a rank that differs fails the call on every
+  // rank with an error naming both.
+  //
+  // schedule ring: the K/V blocks of the scope's ranks travel once around them
+  // (double-buffered), folded into an online-softmax state. scope group or across runs it
+  // among the ranks of this rank's group of the mesh, or across the groups (tensor
+  // parallelism's attention: each rank of a group holds the group's rows for its own
+  // heads, and attends over every group's rows of them).
+  //
+  // schedule ulysses (DeepSpeed-Ulysses): an all-to-all trades the token split for a head
+  // split (each rank gets every row of heads/P query heads and of the K/V heads they read;
+  // fewer K/V heads than ranks are replicated), the kernel runs on the whole sequence, and
+  // the reverse all-to-all brings each rank its rows of every head. The shards may be of
+  // any layout (the sequence is ordered by position). Needs heads divisible by the world
+  // size, and heads/P and heads/kv_heads dividing one another. Each rank holds the whole
+  // sequence for its heads (N (heads + 2 kv_heads) head_dim / P values): a rank's rows stay
+  // within limits().max_rows, the sequence need not. Links go to every rank: connect with
+  // RingOptions::all_pairs.
+  //
+  // schedule hybrid (USP's): Ulysses inside each group of RingOptions::group_size
+  // consecutive ranks, the ring across the groups. Each rank of a group holds the group's
+  // rows for heads / group_size query heads; their K/V go around the ranks that hold the
+  // same place in every group, and O and lse come back to the rows' ranks. Conditions as
+  // Ulysses' with the group in place of the ring (heads divisible by group_size, a group's
+  // rows within limits().max_rows). group_size 1 is the ring's schedule, the world size
+  // Ulysses'.
+  //
+  // ulysses and hybrid span the whole ring (scope ring; another scope is refused). Every
+  // rank of the call uses the same schedule and spec; a rank with another spec makes every
+  // rank refuse the call (InvalidArgument, the ring stays usable), one calling with another
+  // schedule fails the ring naming both.
+  ForwardStats forward(const AttentionCall& call, std::span<float> o, std::span<float> lse = {});
 
-  // The same for a packed batch of documents (packing.hpp): documents [rows] holds the
-  // document id of each row, non-decreasing (documents are contiguous runs of positions:
-  // shard_documents() returns positions and ids that fit). A query sees only keys of its
-  // own document, with the spec's mask inside it. The ids travel with the K/V blocks; a
-  // ring step whose block shares no document with this rank's queries (or that the mask
-  // hides) is relayed without being folded. Every rank of the call must use this
-  // overload; a rank calling the other one fails the call on every rank with an error
-  // naming both.
-  ForwardStats forward(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
-                       std::span<const float> v, std::span<const std::int64_t> positions,
-                       std::span<const std::int32_t> documents, std::span<float> o, std::span<float> lse = {});
-
-  // The same attention by Ulysses' schedule (DeepSpeed-Ulysses) instead of the ring: an
-  // all-to-all trades the token split for a head split (each rank gets every row of
-  // heads/P query heads and of the K/V heads they read; fewer K/V heads than ranks are
-  // replicated), the kernel runs on the whole sequence, and the reverse all-to-all brings
-  // each rank its rows of every head. Arguments, results and errors as forward()'s; the
-  // shards may be of any layout (the sequence is ordered by position). Needs heads
-  // divisible by the world size, and heads/P and heads/kv_heads dividing one another. Each
-  // rank holds the whole sequence for its heads (N (heads + 2 kv_heads) head_dim / P
-  // values): a rank's rows stay within limits().max_rows, the sequence need not. Links go
-  // to every rank: connect with RingOptions::all_pairs. Every rank of the call must use it;
-  // a rank with another spec makes every rank refuse the call (InvalidArgument, the ring
-  // stays usable), a rank calling forward() meanwhile fails the ring naming both.
-  ForwardStats forward_ulysses(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
-                               std::span<const float> v, std::span<const std::int64_t> positions, std::span<float> o,
-                               std::span<float> lse = {});
-  // The same for a packed batch (documents [rows], as forward()'s): the ids travel with the
-  // positions, and the kernel on the whole sequence keeps each query within its document.
-  ForwardStats forward_ulysses(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
-                               std::span<const float> v, std::span<const std::int64_t> positions,
-                               std::span<const std::int32_t> documents, std::span<float> o, std::span<float> lse = {});
+  // The gradients of forward() for this rank's rows, by the call's schedule (any schedule:
+  // the same attention): given what forward() was given (the call) and returned
+  // (Gradients::o, lse — lse is required here), and d_o = dLoss/dO [rows, heads, head_dim],
+  // writes dq [rows, heads, head_dim] and dk, dv [rows, kv_heads, head_dim] (fp32,
+  // overwritten): exactly dense attention's gradients over the whole sequence.
+  //   ring: the K/V blocks go around once more, and each block's dK/dV accumulators (fp32)
+  // follow it one hop behind: at every step a rank adds its queries' share to the block it
+  // holds (recomputing the scores from lse, nothing [rows x rows] stored), passes the
+  // accumulators on while it computes the next block, and after P steps every rank's
+  // accumulators come home. Wire bytes per rank: forward's K/V plus 2 * rows * kv_heads *
+  // head_dim * 4 per step (fp32 gradients: 2x forward's traffic at fp32, 3x at bf16).
+  //   ulysses: q, k, v, dO, lse and D = rowsum(dO o O) go to the head split, the backward
+  // kernel runs on the whole sequence, dQ, dK, dV come back (a K/V head that several ranks
+  // held sums their shares).
+  //   hybrid: Ulysses' head split inside each group, the ring's rotation across the groups,
+  // dQ, dK, dV back to the rows' ranks.
+  // Inputs must be finite and dq, dk, dv must not share memory with an input or each other
+  // (InvalidArgument otherwise, before anything is sent); dk and dv hold accumulators while
+  // the call runs, and after a failed call dq, dk, dv are unspecified. Every rank calls
+  // backward() alike (spec, documents or not, schedule); a rank calling forward()
+  // meanwhile fails the call on every rank with an error naming both.
+  BackwardStats backward(const AttentionCall& call, const Gradients& g);
 
   // Collectives between the ranks of `scope` (tensor parallelism's sums and gathers):
   // every rank of the scope calls them in the same order with the same sizes; a rank that
@@ -225,103 +283,18 @@ class Ring {
   int scope_rank(Scope scope) const;
   int scope_size(Scope scope) const;
 
-  // forward() and backward() among the ranks of `scope` only: the K/V rotation around the
-  // mesh's group, or across the groups (tensor parallelism's attention: each rank of a
-  // group holds the group's rows for its own heads, and attends over every group's rows of
-  // them). Positions are global as always; every rank of the scope calls alike.
-  ForwardStats forward_in(Scope scope, const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
-                          std::span<const float> v, std::span<const std::int64_t> positions, std::span<float> o,
-                          std::span<float> lse = {});
-  ForwardStats forward_in(Scope scope, const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
-                          std::span<const float> v, std::span<const std::int64_t> positions,
-                          std::span<const std::int32_t> documents, std::span<float> o, std::span<float> lse = {});
-  BackwardStats backward_in(Scope scope, const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
-                            std::span<const float> v, std::span<const std::int64_t> positions,
-                            std::span<const float> o, std::span<const float> lse, std::span<const float> d_o,
-                            std::span<float> dq, std::span<float> dk, std::span<float> dv);
-
-  // The same attention by the hybrid schedule (USP's): Ulysses inside each group of
-  // RingOptions::group_size consecutive ranks, the ring across the groups. Each rank of a
-  // group holds the group's rows for heads / group_size query heads; their K/V go around
-  // the ranks that hold the same place in every group, folded as forward()'s are, and O and
-  // lse come back to the rows' ranks. Arguments, results and errors as forward_ulysses()'s
-  // with the group in place of the ring: heads divisible by group_size (and Ulysses' GQA
-  // condition there), a group's rows within limits().max_rows; with documents or without. group_size 1
-  // is the ring's schedule, the world size Ulysses'.
-  ForwardStats forward_hybrid(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
-                              std::span<const float> v, std::span<const std::int64_t> positions, std::span<float> o,
-                              std::span<float> lse = {});
-  ForwardStats forward_hybrid(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
-                              std::span<const float> v, std::span<const std::int64_t> positions,
-                              std::span<const std::int32_t> documents, std::span<float> o, std::span<float> lse = {});
-
-  // The gradients of forward_hybrid() (or forward(): the same attention) by the hybrid
-  // schedule: Ulysses' head split inside each group (q, k, v, dO, lse and D = rowsum(dO o O)),
-  // backward()'s rotation across the groups (each block's dK, dV one hop behind it), dQ, dK,
-  // dV back to the rows' ranks. Arguments, results and errors as backward()'s; conditions
-  // as forward_hybrid()'s.
-  BackwardStats backward_hybrid(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
-                                std::span<const float> v, std::span<const std::int64_t> positions,
-                                std::span<const float> o, std::span<const float> lse, std::span<const float> d_o,
-                                std::span<float> dq, std::span<float> dk, std::span<float> dv);
-  BackwardStats backward_hybrid(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
-                                std::span<const float> v, std::span<const std::int64_t> positions,
-                                std::span<const std::int32_t> documents, std::span<const float> o,
-                                std::span<const float> lse, std::span<const float> d_o, std::span<float> dq,
-                                std::span<float> dk, std::span<float> dv);
-
-  // The gradients of forward_ulysses() (or forward(): the same attention) by Ulysses'
-  // schedule: q, k, v, dO, lse and D = rowsum(dO o O) go to the head split, the backward
-  // kernel runs on the whole sequence, dQ, dK, dV come back (a K/V head that several ranks
-  // held sums their shares). Arguments, results and errors as backward()'s; conditions
-  // as forward_ulysses()'s; with documents or without.
-  BackwardStats backward_ulysses(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
-                                 std::span<const float> v, std::span<const std::int64_t> positions,
-                                 std::span<const float> o, std::span<const float> lse, std::span<const float> d_o,
-                                 std::span<float> dq, std::span<float> dk, std::span<float> dv);
-  BackwardStats backward_ulysses(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
-                                 std::span<const float> v, std::span<const std::int64_t> positions,
-                                 std::span<const std::int32_t> documents, std::span<const float> o,
-                                 std::span<const float> lse, std::span<const float> d_o, std::span<float> dq,
-                                 std::span<float> dk, std::span<float> dv);
-
-  // The gradients of forward() for this rank's rows: given what forward() was given (q,
-  // k, v, positions[, documents]) and returned (o, lse — lse is required here), and
-  // d_o = dLoss/dO [rows, heads, head_dim], writes dq [rows, heads, head_dim] and dk, dv
-  // [rows, kv_heads, head_dim] (fp32, overwritten): exactly dense attention's gradients
-  // over the whole sequence. The K/V blocks go around the ring once more, as in
-  // forward(), and each block's dK/dV accumulators (fp32) follow it one hop behind: at
-  // every step a rank adds its queries' share to the block it holds (recomputing the
-  // scores from lse, nothing [rows x rows] stored), passes the accumulators on while it
-  // computes the next block, and after P steps every rank's accumulators come home.
-  // Wire bytes per rank: forward's K/V plus 2 * rows * kv_heads * head_dim * 4 per step
-  // (fp32 gradients: 2x forward's traffic at fp32, 3x at bf16). Inputs must be finite
-  // and dq, dk, dv must not share memory with an input or each other (InvalidArgument
-  // otherwise, before anything is sent); dk and dv hold accumulators while the call runs,
-  // and after a failed call dq, dk, dv are unspecified. Every rank must call
-  // backward() with the same spec (and documents or not) as one another; a rank calling
-  // forward() meanwhile fails the call on every rank with an error naming both. Errors
-  // as in forward().
-  BackwardStats backward(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
-                         std::span<const float> v, std::span<const std::int64_t> positions, std::span<const float> o,
-                         std::span<const float> lse, std::span<const float> d_o, std::span<float> dq,
-                         std::span<float> dk, std::span<float> dv);
-  BackwardStats backward(const AttentionSpec& spec, std::span<const float> q, std::span<const float> k,
-                         std::span<const float> v, std::span<const std::int64_t> positions,
-                         std::span<const std::int32_t> documents, std::span<const float> o,
-                         std::span<const float> lse, std::span<const float> d_o, std::span<float> dq,
-                         std::span<float> dk, std::span<float> dv);
-
-  // One decode step on stationary KV shards (kv_cache.hpp). Each rank passes the new
-  // tokens it owns (the ones whose hidden state it computed; any number, 0 included, up
-  // to limits().max_rows): sequences [n] (ids >= 0), positions [n] (each above every
-  // cached position of its sequence; tokens of one sequence in one step in any order),
-  // q [n, heads, head_dim], k and v [n, kv_heads, head_dim], fp32, finite and within
-  // bf16's range for a bf16 call. Then:
+  // One decode step on stationary KV shards (kv_cache.hpp), schedule ring, among the ranks
+  // of the call's scope (tensor parallelism's decode: each group's ranks hold the same
+  // tokens for their own heads, and each rank's cache its shard of those heads' rows).
+  // Each rank passes the new tokens it owns (the ones whose hidden state it computed; any
+  // number, 0 included, up to limits().max_rows): documents [n] each token's sequence
+  // (ids >= 0), positions [n] (each above every cached position of its sequence; tokens
+  // of one sequence in one step in any order), q [n, heads, head_dim], k and v [n,
+  // kv_heads, head_dim], fp32, finite and within bf16's range for a bf16 call. Then:
   //   1. every rank's queries, with their K/V, travel once around the ring (an
   //      all-gather: P-1 neighbour steps of a few KiB per token);
   //   2. each token's K/V is appended to the `cache` of rank decode_store_rank(sequence,
-  //      position), so a query sees its own token;
+  //      position) (over the scope's size), so a query sees its own token;
   //   3. every rank computes the partial (m, l, o) of every query over its own cache rows
   //      of that query's sequence (the spec's mask on the positions), streaming its cache
   //      once, in parallel with the other ranks;
@@ -338,15 +311,7 @@ class Ring {
   // stores it. A call that fails leaves every rank's cache as it was before the call (the
   // step's tokens are taken out again), so the step can be retried on a new ring.
   // The cache is used without a lock: no other thread may touch it during the call.
-  DecodeStats decode(const AttentionSpec& spec, KVCache& cache, std::span<const std::int32_t> sequences,
-                     std::span<const std::int64_t> positions, std::span<const float> q, std::span<const float> k,
-                     std::span<const float> v, std::span<float> o, std::span<float> lse = {});
-  // decode() among the ranks of `scope` (tensor parallelism's decode: each group's ranks
-  // hold the same tokens for their own heads, and each rank's cache its shard of those
-  // heads' rows; the rows are stored by decode_store_rank over the scope's size).
-  DecodeStats decode_in(Scope scope, const AttentionSpec& spec, KVCache& cache, std::span<const std::int32_t> sequences,
-                        std::span<const std::int64_t> positions, std::span<const float> q, std::span<const float> k,
-                        std::span<const float> v, std::span<float> o, std::span<float> lse = {});
+  DecodeStats decode(const AttentionCall& call, KVCache& cache, std::span<float> o, std::span<float> lse = {});
 
   // True once a call failed for a network reason; the cause is broken_reason().
   bool broken() const;

@@ -134,9 +134,9 @@ class BatchRun {
     d.o.resize(d.q.size());
     model_.attention_inputs(static_cast<int>(l), d.h, d.rope_pos, d.q, d.k, d.v);
     auto& out = attention_out(d.o);
-    const ringattn::DecodeStats st = ring_.decode_in(at_.scope, layer_spec(l), caches_[static_cast<std::size_t>(l)], d.sequences,
-                                                     d.ring_pos, pad_.pad(d.q, pc_.q), pad_.pad(d.k, pc_.k),
-                                                     pad_.pad(d.v, pc_.v), out);
+    const ringattn::AttentionCall call{layer_spec(l),  pad_.pad(d.q, pc_.q), pad_.pad(d.k, pc_.k), pad_.pad(d.v, pc_.v),
+                                      d.ring_pos,      d.sequences,         ringattn::Schedule::ring, at_.scope};
+    const ringattn::DecodeStats st = ring_.decode(call, caches_[static_cast<std::size_t>(l)], out);
     pad_.unpad(out, d.o);
     model_.attention_output_and_mlp(static_cast<int>(l), d.o, d.h, group_);
     return st;
@@ -197,9 +197,9 @@ class BatchRun {
         const auto& kp = pad_.pad(k, pc_.k);
         const auto& vp = pad_.pad(v, pc_.v);
         auto& out = attention_out(o);
-        attention += ring_.forward_in(at_.scope, layer_spec(l), pad_.pad(q, pc_.q), kp, vp, plan_.shard.positions,
-                                      plan_.row_ids, out)
-                         .seconds;
+        const ringattn::AttentionCall call{layer_spec(l),         pad_.pad(q, pc_.q), kp, vp,
+                                           plan_.shard.positions, plan_.row_ids,      ringattn::Schedule::ring, at_.scope};
+        attention += ring_.forward(call, out).seconds;
         pad_.unpad(out, o);
         cache.append_packed(plan_.shard.positions, plan_.row_ids, kp, vp);
         model_.attention_output_and_mlp(static_cast<int>(l), o, h_, group_);

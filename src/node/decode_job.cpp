@@ -52,7 +52,7 @@ ForwardStats run_decode_job(Ring& ring, const JobSpec& job, const JobShard& shar
   }
   const auto pk = pick(k, pre, kw), pv = pick(v, pre, kw);
   std::vector<float> po(pre.size() * qw), pl(pre.size() * lw);
-  ForwardStats st = ring.forward(spec, pick(q, pre, qw), pk, pv, pre_pos, pre_docs, po, pl);
+  ForwardStats st = ring.forward({spec, pick(q, pre, qw), pk, pv, pre_pos, pre_docs}, po, pl);
   put(o, pre, po, qw);
   put(lse, pre, pl, lw);
   KVCache cache(c.kv_heads, c.head_dim, c.dtype);
@@ -67,7 +67,7 @@ ForwardStats run_decode_job(Ring& ring, const JobSpec& job, const JobShard& shar
       seqs.push_back(shard.documents[i]);
     }
     std::vector<float> so(idx.size() * qw), sl(idx.size() * lw);
-    const DecodeStats ds = ring.decode(spec, cache, seqs, pos, pick(q, idx, qw), pick(k, idx, kw), pick(v, idx, kw), so, sl);
+    const DecodeStats ds = ring.decode({spec, pick(q, idx, qw), pick(k, idx, kw), pick(v, idx, kw), pos, seqs}, cache, so, sl);
     put(o, idx, so, qw);
     put(lse, idx, sl, lw);
     st.seconds += ds.seconds;

@@ -197,8 +197,8 @@ int run_node(const cli::Args& a, int rank) {
   std::vector<float> o(rows * static_cast<std::size_t>(c.heads * c.head_dim)), lse(rows * static_cast<std::size_t>(c.heads));
   const ForwardStats stats = job.decode_steps > 0 ? run_decode_job(ring, job, shard, q, k, v, o, lse)
                              : job.cu_seqlens.empty()
-                                 ? ring.forward(attention_spec(job), q, k, v, positions, o, lse)
-                                 : ring.forward(attention_spec(job), q, k, v, positions, shard.documents, o, lse);
+                                 ? ring.forward({attention_spec(job), q, k, v, positions}, o, lse)
+                                 : ring.forward({attention_spec(job), q, k, v, positions, shard.documents}, o, lse);
   const RingTraffic tstats = ring.traffic();
   live_ring = nullptr;
   ring.close();

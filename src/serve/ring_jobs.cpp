@@ -175,7 +175,7 @@ ForwardStats RingService::forward_job(std::uint64_t job_id, const JobRequest& q,
   } off{*ring_};
   ForwardStats st;
   try {
-    st = ring_->forward(q.spec(), qrows, shard.k, shard.v, shard.positions, o, lse);
+    st = ring_->forward({q.spec(), qrows, shard.k, shard.v, shard.positions}, o, lse);
   } catch (const InvalidArgument& e) {
     ring_->abort("rank " + std::to_string(rank()) + " refused job " + std::to_string(job_id) + ": " + e.what());
     throw;

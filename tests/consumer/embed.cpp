@@ -122,7 +122,7 @@ int main() {
       spec.kv_heads = L.kv_heads;
       spec.head_dim = L.head_dim;
       spec.mask = L.mask;
-      const ringattn::ForwardStats st = ring.forward(spec, my_q, my_k, my_v, positions, o, lse);
+      const ringattn::ForwardStats st = ring.forward({spec, my_q, my_k, my_v, positions}, o, lse);
 
       const double err = max_error(L, q, k, v, positions, o, lse);
       worst = std::max(worst, err);

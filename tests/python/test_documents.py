@@ -120,6 +120,11 @@ def test_schedules_give_the_same_attention_and_gradients(schedule, world, group)
                 results[r] = (o, lse, grads, ring_o, ring_lse, ring_grads)
                 with pytest.raises(ringattn.InvalidArgument, match="schedule 'mesh'"):
                     ring.forward(*args, positions=pos, documents=docs, schedule="mesh")
+                # The call description's scope: Ulysses and the hybrid span the whole ring.
+                with pytest.raises(ringattn.InvalidArgument, match="spans the whole ring"):
+                    ring.forward(*args, positions=pos, documents=docs, schedule=schedule, scope="group")
+                with pytest.raises(ringattn.InvalidArgument, match="scope 'sideways'"):
+                    ring.backward(*args, o, lse, d_o[pos], positions=pos, documents=docs, scope="sideways")
         except BaseException as e:  # reported by the main thread
             errors.append(e)
 

@@ -47,16 +47,12 @@ struct Problem {
     return out;
   }
 
-  // Calls forward (or `schedule`: Ring::forward_ulysses) for these rows and returns
-  // max |O - ref| and max |lse - ref|.
-  using Schedule = ForwardStats (Ring::*)(const AttentionSpec&, std::span<const float>, std::span<const float>,
-                                          std::span<const float>, std::span<const std::int64_t>, std::span<float>,
-                                          std::span<float>);
-  std::pair<double, double> run(Ring& ring, const std::vector<std::int64_t>& pos, Schedule schedule = &Ring::forward) const {
+  // Calls forward by `schedule` for these rows and returns max |O - ref| and max |lse - ref|.
+  std::pair<double, double> run(Ring& ring, const std::vector<std::int64_t>& pos, Schedule schedule = Schedule::ring) const {
     const auto qr = rows(q, pos, heads * head_dim), kr = rows(k, pos, kv_heads * head_dim),
                vr = rows(v, pos, kv_heads * head_dim);
     std::vector<float> o(qr.size()), lse(pos.size() * static_cast<std::size_t>(heads));
-    (ring.*schedule)(spec, qr, kr, vr, pos, o, lse);
+    ring.forward({spec, qr, kr, vr, pos, {}, schedule}, o, lse);
     double eo = 0, el = 0;
     for (std::size_t i = 0; i < pos.size(); ++i)
       for (std::int64_t h = 0; h < heads; ++h) {

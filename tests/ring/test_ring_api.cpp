@@ -174,10 +174,10 @@ TEST_CASE("ring api: ranks that pass overlapping positions fail the call on ever
       const auto pos = shard_positions(Layout::contiguous, p.tokens, world, r == 2 ? 0 : r).materialize();
       const std::size_t rows = pos.size();
       std::vector<float> q(rows * 4 * 32, 0.5f), k(rows * 2 * 32, 0.25f), v(k.size(), 1.0f), o(q.size()), lse(rows * 4);
-      ring.forward(p.spec, q, k, v, backward ? good : pos, o, lse);  // throws on every rank when !backward
+      ring.forward({p.spec, q, k, v, backward ? good : pos}, o, lse);  // throws on every rank when !backward
       if (backward) {
         std::vector<float> d_o(q.size(), 1.0f), dq(q.size()), dk(k.size()), dv(v.size());
-        ring.backward(p.spec, q, k, v, pos, o, lse, d_o, dq, dk, dv);
+        ring.backward({p.spec, q, k, v, pos}, {o, lse, d_o, dq, dk, dv});
       }
     });
     for (int r = 0; r < world; ++r) {
@@ -199,18 +199,18 @@ TEST_CASE("ring api: a call refused before sending (bad sizes, limits, positions
     const auto pos = shard_positions(Layout::contiguous, p.tokens, world, r).materialize();
     std::vector<float> q(pos.size() * 4 * 64), kv(pos.size() * 2 * 64), o(q.size());
     try {  // o too small
-      ring.forward(p.spec, q, kv, kv, pos, std::span<float>(o).first(o.size() - 1));
+      ring.forward({p.spec, q, kv, kv, pos}, std::span<float>(o).first(o.size() - 1));
     } catch (const InvalidArgument& e) {
       first[static_cast<std::size_t>(r)] = e.what();
     }
     std::vector<std::int64_t> backwards(pos.rbegin(), pos.rend());
     try {  // positions out of order
-      ring.forward(p.spec, q, kv, kv, backwards, o);
+      ring.forward({p.spec, q, kv, kv, backwards}, o);
     } catch (const InvalidArgument& e) {
       second[static_cast<std::size_t>(r)] = e.what();
     }
     try {  // no rows: the wire carries no empty blocks
-      ring.forward(p.spec, {}, {}, {}, {}, {});
+      ring.forward({p.spec, {}, {}, {}, {}}, {});
     } catch (const InvalidArgument& e) {
       third[static_cast<std::size_t>(r)] = e.what();
     }
@@ -254,7 +254,7 @@ void thirty_two_calls_allocate_nothing(DType dtype) {
         bool expected = false;
         if (armed.compare_exchange_strong(expected, true)) g_count_large = true;
       }
-      ring.forward(p.spec, qr[r], kr[r], vr[r], pos[r], o[r], lse[r]);
+      ring.forward({p.spec, qr[r], kr[r], vr[r], pos[r]}, o[r], lse[r]);
     }
     // Stop counting before the rings close (closing frees and drains, which is not a call).
     ++all_done;
@@ -300,7 +300,7 @@ TEST_CASE("ring api: a peer that leaves breaks the ring on the others, naming it
       std::vector<float> none;
       std::vector<std::int64_t> nopos;
       try {
-        ring.forward(p.spec, none, none, none, nopos, none);
+        ring.forward({p.spec, none, none, none, nopos}, none);
       } catch (const NetworkError& e) {
         CHECK(std::string(e.what()).find("this ring is broken") != std::string::npos);
       }
@@ -384,7 +384,7 @@ TEST_CASE("ring api: a program's own lines go through the same sink and levels (
 
 // Issue 45: a Scope is an enum a caller can cast any integer to; every call taking one
 // refuses the others before it indexes the mesh's per-scope arrays (3 entries).
-TEST_CASE("ring api: a Scope other than ring, group or across is refused by every call taking one") {
+TEST_CASE("ring api: a Scope other than ring, group or across is refused by every call taking one; so are a schedule out of range and the schedules a scope or decode cannot run") {
   Ring ring = Ring::connect(options(0, 1, ""));
   AttentionSpec spec;
   spec.heads = spec.kv_heads = 1;
@@ -401,12 +401,28 @@ TEST_CASE("ring api: a Scope other than ring, group or across is refused by ever
                          InvalidArgument);
     CHECK_THROWS_WITH_AS(ring.scope_rank(bad), doctest::Contains(("scope_rank: " + scope).c_str()), InvalidArgument);
     CHECK_THROWS_WITH_AS(ring.scope_size(bad), doctest::Contains(("scope_size: " + scope).c_str()), InvalidArgument);
-    CHECK_THROWS_WITH_AS(ring.forward_in(bad, spec, {}, {}, {}, {}, {}), doctest::Contains(("forward: " + scope).c_str()),
+    CHECK_THROWS_WITH_AS(ring.forward({spec, {}, {}, {}, {}, {}, Schedule::ring, bad}, {}), doctest::Contains(("forward: " + scope).c_str()),
                          InvalidArgument);
-    CHECK_THROWS_WITH_AS(ring.backward_in(bad, spec, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}),
+    CHECK_THROWS_WITH_AS(ring.backward({spec, {}, {}, {}, {}, {}, Schedule::ring, bad}, {{}, {}, {}, {}, {}, {}}),
                          doctest::Contains(("backward: " + scope).c_str()), InvalidArgument);
-    CHECK_THROWS_WITH_AS(ring.decode_in(bad, spec, cache, {}, {}, {}, {}, {}, {}), doctest::Contains(("decode: " + scope).c_str()),
+    CHECK_THROWS_WITH_AS(ring.decode({spec, {}, {}, {}, {}, {}, Schedule::ring, bad}, cache, {}), doctest::Contains(("decode: " + scope).c_str()),
                          InvalidArgument);
+  }
+  // The call description's other refusals: a schedule that is none of the three; Ulysses'
+  // and the hybrid in a scope other than the whole ring; decode by another schedule.
+  const auto odd = static_cast<Schedule>(7);
+  CHECK_THROWS_WITH_AS(ring.forward({spec, {}, {}, {}, {}, {}, odd}, {}),
+                       doctest::Contains("forward: schedule 7 is not one of ring, ulysses, hybrid"), InvalidArgument);
+  CHECK_THROWS_WITH_AS(ring.backward({spec, {}, {}, {}, {}, {}, odd}, {}),
+                       doctest::Contains("backward: schedule 7 is not one of ring, ulysses, hybrid"), InvalidArgument);
+  for (const Schedule s : {Schedule::ulysses, Schedule::hybrid}) {
+    CAPTURE(to_string(s));
+    CHECK_THROWS_WITH_AS(ring.forward({spec, {}, {}, {}, {}, {}, s, Scope::group}, {}),
+                         doctest::Contains("schedule spans the whole ring (scope ring)"), InvalidArgument);
+    CHECK_THROWS_WITH_AS(ring.backward({spec, {}, {}, {}, {}, {}, s, Scope::across}, {}),
+                         doctest::Contains("schedule spans the whole ring (scope ring)"), InvalidArgument);
+    CHECK_THROWS_WITH_AS(ring.decode({spec, {}, {}, {}, {}, {}, s}, cache, {}),
+                         doctest::Contains("schedule is not one decode runs by"), InvalidArgument);
   }
   CHECK_FALSE(ring.broken());
   for (const Scope s : {Scope::ring, Scope::group, Scope::across}) {

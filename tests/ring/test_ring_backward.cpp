@@ -93,23 +93,23 @@ struct Problem {
       std::vector<float> gq(qr.size()), gk(kr.size()), gv(vr.size());
       BackwardStats st;
       if (group > 0 && !docs.empty()) {
-        ring.forward_hybrid(spec, qr, kr, vr, pos, dr, o, lse);
-        st = ring.backward_hybrid(spec, qr, kr, vr, pos, dr, o, lse, dor, gq, gk, gv);
+        ring.forward({spec, qr, kr, vr, pos, dr, Schedule::hybrid}, o, lse);
+        st = ring.backward({spec, qr, kr, vr, pos, dr, Schedule::hybrid}, {o, lse, dor, gq, gk, gv});
       } else if (group > 0) {
-        ring.forward_hybrid(spec, qr, kr, vr, pos, o, lse);
-        st = ring.backward_hybrid(spec, qr, kr, vr, pos, o, lse, dor, gq, gk, gv);
+        ring.forward({spec, qr, kr, vr, pos, {}, Schedule::hybrid}, o, lse);
+        st = ring.backward({spec, qr, kr, vr, pos, {}, Schedule::hybrid}, {o, lse, dor, gq, gk, gv});
       } else if (ulysses && !docs.empty()) {
-        ring.forward_ulysses(spec, qr, kr, vr, pos, dr, o, lse);
-        st = ring.backward_ulysses(spec, qr, kr, vr, pos, dr, o, lse, dor, gq, gk, gv);
+        ring.forward({spec, qr, kr, vr, pos, dr, Schedule::ulysses}, o, lse);
+        st = ring.backward({spec, qr, kr, vr, pos, dr, Schedule::ulysses}, {o, lse, dor, gq, gk, gv});
       } else if (ulysses) {
-        ring.forward_ulysses(spec, qr, kr, vr, pos, o, lse);
-        st = ring.backward_ulysses(spec, qr, kr, vr, pos, o, lse, dor, gq, gk, gv);
+        ring.forward({spec, qr, kr, vr, pos, {}, Schedule::ulysses}, o, lse);
+        st = ring.backward({spec, qr, kr, vr, pos, {}, Schedule::ulysses}, {o, lse, dor, gq, gk, gv});
       } else if (docs.empty()) {
-        ring.forward(spec, qr, kr, vr, pos, o, lse);
-        st = ring.backward(spec, qr, kr, vr, pos, o, lse, dor, gq, gk, gv);
+        ring.forward({spec, qr, kr, vr, pos}, o, lse);
+        st = ring.backward({spec, qr, kr, vr, pos}, {o, lse, dor, gq, gk, gv});
       } else {
-        ring.forward(spec, qr, kr, vr, pos, dr, o, lse);
-        st = ring.backward(spec, qr, kr, vr, pos, dr, o, lse, dor, gq, gk, gv);
+        ring.forward({spec, qr, kr, vr, pos, dr}, o, lse);
+        st = ring.backward({spec, qr, kr, vr, pos, dr}, {o, lse, dor, gq, gk, gv});
       }
       if (r == 0 && stats0) *stats0 = st;
       for (std::size_t i = 0; i < pos.size(); ++i) {
@@ -273,8 +273,8 @@ TEST_CASE("tensor-parallel attention: forward_in and backward_in across a mesh's
                    d_o = heads_of(p.d_o, H, i * h, h);
         const AttentionSpec local{h, 1, D, dt, m, 0};
         std::vector<float> o(q.size()), lse(pos.size() * h), gq(q.size()), gk(k.size()), gv(v.size());
-        ring.forward_in(Scope::across, local, q, k, v, pos, o, lse);
-        ring.backward_in(Scope::across, local, q, k, v, pos, o, lse, d_o, gq, gk, gv);
+        ring.forward({local, q, k, v, pos, {}, Schedule::ring, Scope::across}, o, lse);
+        ring.backward({local, q, k, v, pos, {}, Schedule::ring, Scope::across}, {o, lse, d_o, gq, gk, gv});
         for (std::size_t row = 0; row < pos.size(); ++row) {
           const auto at = [&](std::int64_t all, std::int64_t first) { return (pos[row] * all + first) * D; };
           std::copy_n(gq.begin() + static_cast<std::ptrdiff_t>(row * h * D), h * D, dq.begin() + at(H, i * h));
@@ -345,11 +345,11 @@ TEST_CASE("ring backward: a rank in forward while the others are in backward fai
     const auto qr = rows_of(p.q, pos, 256), kr = rows_of(p.k, pos, 128), vr = rows_of(p.v, pos, 128),
                dor = rows_of(p.d_o, pos, 256);
     std::vector<float> o(qr.size()), lse(pos.size() * 4), gq(qr.size()), gk(kr.size()), gv(vr.size());
-    ring.forward(p.spec, qr, kr, vr, pos, o, lse);
+    ring.forward({p.spec, qr, kr, vr, pos}, o, lse);
     if (r == 1)
-      ring.forward(p.spec, qr, kr, vr, pos, o, lse);
+      ring.forward({p.spec, qr, kr, vr, pos}, o, lse);
     else
-      ring.backward(p.spec, qr, kr, vr, pos, o, lse, dor, gq, gk, gv);
+      ring.backward({p.spec, qr, kr, vr, pos}, {o, lse, dor, gq, gk, gv});
   });
   for (int r = 0; r < world; ++r) {
     const std::string& e = errors[static_cast<std::size_t>(r)];
@@ -372,13 +372,13 @@ TEST_CASE("ring backward: a rank that fails mid-backward breaks the call on ever
     const auto qr = rows_of(p.q, pos, 256), kr = rows_of(p.k, pos, 128), vr = rows_of(p.v, pos, 128),
                dor = rows_of(p.d_o, pos, 256);
     std::vector<float> o(qr.size()), lse(pos.size() * 4), gq(qr.size()), gk(kr.size()), gv(vr.size());
-    ring.forward(p.spec, qr, kr, vr, pos, o, lse);
+    ring.forward({p.spec, qr, kr, vr, pos}, o, lse);
     if (r == 1)  // dies at its second backward step: its ring closes as the thread leaves
       RingInternals::set_step_hook(ring, [](int step, std::span<std::byte>, std::atomic<std::uint64_t>&) {
         if (step == 1) throw std::runtime_error("rank 1 fails mid-backward");
       });
     try {
-      ring.backward(p.spec, qr, kr, vr, pos, o, lse, dor, gq, gk, gv);
+      ring.backward({p.spec, qr, kr, vr, pos}, {o, lse, dor, gq, gk, gv});
     } catch (const NetworkError&) {
       network_error[static_cast<std::size_t>(r)] = ring.broken();
       throw;
@@ -400,31 +400,30 @@ TEST_CASE("ring backward: bad calls are refused before anything is sent and leav
     const auto pos = shard_positions(Layout::contiguous, 64, 1, 0).materialize();
     std::vector<float> q = p.q, k = p.k, v = p.v, d_o = p.d_o;
     std::vector<float> o(q.size()), lse(64 * 4), gq(q.size()), gk(k.size()), gv(v.size());
-    ring.forward(p.spec, q, k, v, pos, o, lse);
+    ring.forward({p.spec, q, k, v, pos}, o, lse);
     auto refused = [&](const char* what, auto&& call) {
       CAPTURE(what);
       CHECK_THROWS_WITH_AS(call(), doctest::Contains(what), InvalidArgument);
     };
-    refused("rank 0: backward: lse is required", [&] { ring.backward(p.spec, q, k, v, pos, o, {}, d_o, gq, gk, gv); });
+    refused("rank 0: backward: lse is required", [&] { ring.backward({p.spec, q, k, v, pos}, {o, {}, d_o, gq, gk, gv}); });
     refused("rank 0: backward: dk has", [&] {
       std::vector<float> small(10);
-      ring.backward(p.spec, q, k, v, pos, o, lse, d_o, gq, small, gv);
+      ring.backward({p.spec, q, k, v, pos}, {o, lse, d_o, gq, small, gv});
     });
-    refused("dq shares memory with q", [&] { ring.backward(p.spec, q, k, v, pos, o, lse, d_o, q, gk, gv); });
+    refused("dq shares memory with q", [&] { ring.backward({p.spec, q, k, v, pos}, {o, lse, d_o, q, gk, gv}); });
     refused("dk shares memory with dv", [&] {
       std::vector<float> both(gk.size() + 1);  // dv one element into dk
-      ring.backward(p.spec, q, k, v, pos, o, lse, d_o, gq, std::span<float>(both).first(gk.size()),
-                    std::span<float>(both).subspan(1, gv.size()));
+      ring.backward({p.spec, q, k, v, pos}, {o, lse, d_o, gq, std::span<float>(both).first(gk.size()), std::span<float>(both).subspan(1, gv.size())});
     });
-    refused("dv shares memory with k", [&] { ring.backward(p.spec, q, k, v, pos, o, lse, d_o, gq, gk, k); });
+    refused("dv shares memory with k", [&] { ring.backward({p.spec, q, k, v, pos}, {o, lse, d_o, gq, gk, k}); });
     d_o[17] = NAN;
-    refused("d_o holds nan at row 0", [&] { ring.backward(p.spec, q, k, v, pos, o, lse, d_o, gq, gk, gv); });
+    refused("d_o holds nan at row 0", [&] { ring.backward({p.spec, q, k, v, pos}, {o, lse, d_o, gq, gk, gv}); });
     d_o[17] = 0;
     lse[5] = INFINITY;
-    refused("lse holds inf at row 1", [&] { ring.backward(p.spec, q, k, v, pos, o, lse, d_o, gq, gk, gv); });
+    refused("lse holds inf at row 1", [&] { ring.backward({p.spec, q, k, v, pos}, {o, lse, d_o, gq, gk, gv}); });
     lse[5] = 0;
-    ring.forward(p.spec, q, k, v, pos, o, lse);  // still usable
-    ring.backward(p.spec, q, k, v, pos, o, lse, d_o, gq, gk, gv);
+    ring.forward({p.spec, q, k, v, pos}, o, lse);  // still usable
+    ring.backward({p.spec, q, k, v, pos}, {o, lse, d_o, gq, gk, gv});
     CHECK(!ring.broken());
   });
   CHECK(errors[0] == "");

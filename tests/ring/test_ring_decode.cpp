@@ -118,7 +118,7 @@ struct Generation {
     const auto kr = rows(k, pos, KH, kh0, kh), vr = rows(v, pos, KH, kh0, kh);
     std::vector<float> o(pos.size() * static_cast<std::size_t>(h * D)), lse(pos.size() * static_cast<std::size_t>(h));
     Result r;
-    ring.forward_in(scope, local, rows(q, pos, H, h0, h), kr, vr, pos, shard.documents, o, lse);
+    ring.forward({local, rows(q, pos, H, h0, h), kr, vr, pos, shard.documents, Schedule::ring, scope}, o, lse);
     // (Without a mask a prompt token sees its whole prompt, later tokens included: not the
     // causal reference; the decode tokens are what this test is about.)
     if (spec.mask.kind != MaskKind::none) compare(r, pos, o, lse, h0, h);
@@ -133,8 +133,7 @@ struct Generation {
         dpos.push_back(decode_position(d, s));
       }
       std::vector<float> od(dpos.size() * static_cast<std::size_t>(h * D)), ld(dpos.size() * static_cast<std::size_t>(h));
-      r.stats.push_back(ring.decode_in(scope, local, cache, seqs, dpos, rows(q, dpos, H, h0, h),
-                                       rows(k, dpos, KH, kh0, kh), rows(v, dpos, KH, kh0, kh), od, ld));
+      r.stats.push_back(ring.decode({local, rows(q, dpos, H, h0, h), rows(k, dpos, KH, kh0, kh), rows(v, dpos, KH, kh0, kh), dpos, seqs, Schedule::ring, scope}, cache, od, ld));
       compare(r, dpos, od, ld, h0, h);
     }
     r.stored = cache.rows() - prefilled;
@@ -249,8 +248,7 @@ TEST_CASE("ring decode: a token that does not continue its sequence fails on eve
     // A bad call first: a cache of another dtype is refused up front.
     KVCache wrong(g.KH, g.D, DType::bf16);
     try {
-      ring.decode(g.spec, wrong, seq, dp, rows(g.q, dp, g.H * g.D), rows(g.k, dp, g.KH * g.D),
-                  rows(g.v, dp, g.KH * g.D), o);
+      ring.decode({g.spec, rows(g.q, dp, g.H * g.D), rows(g.k, dp, g.KH * g.D), rows(g.v, dp, g.KH * g.D), dp, seq}, wrong, o);
     } catch (const InvalidArgument& e) {
       refused[static_cast<std::size_t>(r)] = e.what();
     }
@@ -261,7 +259,7 @@ TEST_CASE("ring decode: a token that does not continue its sequence fails on eve
       auto q = rows(g.q, dp, g.H * g.D);
       q[5] = 3.4e38f;  // finite in fp32 (max 3.40282e38), inf in bf16 (max 3.38953e38)
       try {
-        ring.decode(spec16, wrong, seq, dp, q, rows(g.k, dp, g.KH * g.D), rows(g.v, dp, g.KH * g.D), o);
+        ring.decode({spec16, q, rows(g.k, dp, g.KH * g.D), rows(g.v, dp, g.KH * g.D), dp, seq}, wrong, o);
       } catch (const InvalidArgument& e) {
         refused[static_cast<std::size_t>(r)] += std::string(" | ") + e.what();
       }
@@ -274,8 +272,7 @@ TEST_CASE("ring decode: a token that does not continue its sequence fails on eve
     std::vector<std::int64_t> stale = {dp[0], g.cu_full[static_cast<std::size_t>(r)]};
     std::vector<float> o2(2 * static_cast<std::size_t>(g.H * g.D));
     try {
-      ring.decode(g.spec, cache, two, stale, rows(g.q, stale, g.H * g.D), rows(g.k, stale, g.KH * g.D),
-                  rows(g.v, stale, g.KH * g.D), o2);
+      ring.decode({g.spec, rows(g.q, stale, g.H * g.D), rows(g.k, stale, g.KH * g.D), rows(g.v, stale, g.KH * g.D), stale, two}, cache, o2);
     } catch (...) {
       broken[static_cast<std::size_t>(r)] = ring.broken();
       rows_back[static_cast<std::size_t>(r)] = cache.rows() == before;
@@ -303,8 +300,8 @@ TEST_CASE("ring decode: a rank calling forward while the others decode fails the
     std::vector<std::int64_t> dp = {g.decode_position(r, 0)};
     std::vector<float> o(static_cast<std::size_t>(g.H * g.D));
     const auto q = rows(g.q, dp, g.H * g.D), k = rows(g.k, dp, g.KH * g.D), v = rows(g.v, dp, g.KH * g.D);
-    if (r == 1) ring.forward(g.spec, q, k, v, dp, o);
-    else ring.decode(g.spec, cache, std::vector<std::int32_t>{0}, dp, q, k, v, o);
+    if (r == 1) ring.forward({g.spec, q, k, v, dp}, o);
+    else ring.decode({g.spec, q, k, v, dp, std::vector<std::int32_t>{0}}, cache, o);
   });
   for (int r = 0; r < world; ++r) {
     INFO("rank " << r << ": " << errors[static_cast<std::size_t>(r)]);
@@ -325,14 +322,12 @@ TEST_CASE("ring decode: tokens of one sequence may come in any order within a st
     const auto& pos = shard.positions;  // one document: prompt space is the file's rows
     KVCache cache(g.KH, g.D, DType::f32);
     std::vector<float> o(pos.size() * static_cast<std::size_t>(g.H * g.D));
-    ring.forward(g.spec, rows(g.q, pos, g.H * g.D), rows(g.k, pos, g.KH * g.D), rows(g.v, pos, g.KH * g.D), pos,
-                 shard.documents, o);
+    ring.forward({g.spec, rows(g.q, pos, g.H * g.D), rows(g.k, pos, g.KH * g.D), rows(g.v, pos, g.KH * g.D), pos, shard.documents}, o);
     cache.append_packed(pos, shard.documents, rows(g.k, pos, g.KH * g.D), rows(g.v, pos, g.KH * g.D));
     std::vector<std::int32_t> seqs = r == 0 ? std::vector<std::int32_t>{0, 0} : std::vector<std::int32_t>{};
     std::vector<std::int64_t> dp = r == 0 ? std::vector<std::int64_t>{51, 50} : std::vector<std::int64_t>{};
     std::vector<float> od(dp.size() * static_cast<std::size_t>(g.H * g.D)), ld(dp.size() * static_cast<std::size_t>(g.H));
-    ring.decode(g.spec, cache, seqs, dp, rows(g.q, dp, g.H * g.D), rows(g.k, dp, g.KH * g.D),
-                rows(g.v, dp, g.KH * g.D), od, ld);
+    ring.decode({g.spec, rows(g.q, dp, g.H * g.D), rows(g.k, dp, g.KH * g.D), rows(g.v, dp, g.KH * g.D), dp, seqs}, cache, od, ld);
     Generation::Result res;
     g.compare(res, dp, od, ld);
     err[static_cast<std::size_t>(r)] = std::max(res.err_o, res.err_lse);

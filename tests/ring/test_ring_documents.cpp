@@ -74,7 +74,7 @@ struct PackedBatch {
                vr = rows(v, pos, kv_heads * head_dim);
     std::vector<float> o(qr.size()), lse(pos.size() * static_cast<std::size_t>(heads));
     Result r;
-    r.stats = ring.forward(spec, qr, kr, vr, pos, shard.documents, o, lse);
+    r.stats = ring.forward({spec, qr, kr, vr, pos, shard.documents}, o, lse);
     const auto H = static_cast<std::size_t>(heads), D = static_cast<std::size_t>(head_dim);
     for (std::size_t i = 0; i < pos.size(); ++i)
       for (std::size_t h = 0; h < H; ++h) {
@@ -167,8 +167,8 @@ TEST_CASE("ring documents: a rank that calls without documents fails the call on
                vr = PackedBatch::rows(b.v, s.positions, 2 * 64);
     std::vector<float> o(qr.size());
     try {
-      if (r == 1) ring.forward(b.spec, qr, kr, vr, s.positions, o);
-      else ring.forward(b.spec, qr, kr, vr, s.positions, s.documents, o);
+      if (r == 1) ring.forward({b.spec, qr, kr, vr, s.positions}, o);
+      else ring.forward({b.spec, qr, kr, vr, s.positions, s.documents}, o);
     } catch (...) {
       broken[static_cast<std::size_t>(r)] = ring.broken();
       throw;
@@ -199,12 +199,12 @@ TEST_CASE("ring documents: decreasing or missing ids are refused before sending;
     auto reversed = s.documents;
     std::reverse(reversed.begin(), reversed.end());
     try {
-      ring.forward(b.spec, qr, kv, kv, s.positions, reversed, o);
+      ring.forward({b.spec, qr, kv, kv, s.positions, reversed}, o);
     } catch (const InvalidArgument& e) {
       first[static_cast<std::size_t>(r)] = e.what();
     }
     try {
-      ring.forward(b.spec, qr, kv, kv, s.positions, std::span(s.documents).first(1), o);
+      ring.forward({b.spec, qr, kv, kv, s.positions, std::span(s.documents).first(1)}, o);
     } catch (const InvalidArgument& e) {
       second[static_cast<std::size_t>(r)] = e.what();
     }

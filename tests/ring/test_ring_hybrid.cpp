@@ -57,7 +57,7 @@ TEST_CASE("hybrid: exact on meshes of 2-4 ranks in groups of 1, 2 and 4, every l
           const auto errors = on_ranks(mesh.world, [&](int r) {
             Ring ring = Ring::connect(mesh_options(r, mesh.world, mesh.group, m));
             err[static_cast<std::size_t>(r)] =
-                p.run(ring, shard_positions(layout, p.tokens, mesh.world, r).materialize(), &Ring::forward_hybrid);
+                p.run(ring, shard_positions(layout, p.tokens, mesh.world, r).materialize(), Schedule::hybrid);
           });
           for (int r = 0; r < mesh.world; ++r) {
             CHECK(errors[static_cast<std::size_t>(r)] == "");
@@ -80,10 +80,10 @@ TEST_CASE("hybrid: one mesh, hybrid, Ulysses and ring calls of several shapes in
     Ring ring = Ring::connect(mesh_options(r, world, group, m));
     for (std::size_t i = 0; i < calls.size(); ++i) {
       const auto pos = shard_positions(Layout::zigzag, calls[i].tokens, world, r).materialize();
-      err[3 * i][static_cast<std::size_t>(r)] = calls[i].run(ring, pos, &Ring::forward_hybrid);
+      err[3 * i][static_cast<std::size_t>(r)] = calls[i].run(ring, pos, Schedule::hybrid);
       err[3 * i + 1][static_cast<std::size_t>(r)] = calls[i].run(ring, pos);
       if (calls[i].heads % world == 0)
-        err[3 * i + 2][static_cast<std::size_t>(r)] = calls[i].run(ring, pos, &Ring::forward_ulysses);
+        err[3 * i + 2][static_cast<std::size_t>(r)] = calls[i].run(ring, pos, Schedule::ulysses);
     }
   });
   for (int r = 0; r < world; ++r) CHECK(errors[static_cast<std::size_t>(r)] == "");
@@ -108,17 +108,17 @@ TEST_CASE("hybrid: heads the groups cannot split and groups too long for a block
     o.limits.max_rows = 300;
     Ring ring = Ring::connect(o);
     try {
-      odd.run(ring, shard_positions(Layout::contiguous, 90, world, r).materialize(), &Ring::forward_hybrid);
+      odd.run(ring, shard_positions(Layout::contiguous, 90, world, r).materialize(), Schedule::hybrid);
     } catch (const InvalidArgument& e) {
       why_odd[static_cast<std::size_t>(r)] = e.what();
     }
     try {
-      longer.run(ring, shard_positions(Layout::zigzag, 700, world, r).materialize(), &Ring::forward_hybrid);
+      longer.run(ring, shard_positions(Layout::zigzag, 700, world, r).materialize(), Schedule::hybrid);
     } catch (const InvalidArgument& e) {
       why_long[static_cast<std::size_t>(r)] = e.what();
     }
     after[static_cast<std::size_t>(r)] =
-        good.run(ring, shard_positions(Layout::zigzag, 90, world, r).materialize(), &Ring::forward_hybrid);
+        good.run(ring, shard_positions(Layout::zigzag, 90, world, r).materialize(), Schedule::hybrid);
   });
   for (int r = 0; r < world; ++r) {
     CAPTURE(r);
@@ -146,7 +146,7 @@ TEST_CASE("hybrid: a rank calling forward() meanwhile fails every rank, naming w
       if (r == 3)
         p.run(ring, pos);
       else
-        p.run(ring, pos, &Ring::forward_hybrid);
+        p.run(ring, pos, Schedule::hybrid);
     } catch (const NetworkError& e) {
       seen[static_cast<std::size_t>(r)] = e.what();
     }
@@ -199,9 +199,9 @@ TEST_CASE("documents: Ulysses and the hybrid keep each query within its document
                        vr = Problem::rows(v, pos, KH * D);
             std::vector<float> o(qr.size()), lse(pos.size() * static_cast<std::size_t>(H));
             if (group == world)
-              ring.forward_ulysses(spec, qr, kr, vr, pos, docs, o, lse);
+              ring.forward({spec, qr, kr, vr, pos, docs, Schedule::ulysses}, o, lse);
             else
-              ring.forward_hybrid(spec, qr, kr, vr, pos, docs, o, lse);
+              ring.forward({spec, qr, kr, vr, pos, docs, Schedule::hybrid}, o, lse);
             double e = 0;
             for (std::size_t i = 0; i < pos.size(); ++i)
               for (std::int64_t x = 0; x < H * D; ++x)

@@ -82,7 +82,7 @@ TEST_CASE("ring messages: from rank 0 to every rank and back, beside forward cal
       const auto pos = shard_positions(Layout::zigzag, 64, world, r).materialize();
       const std::size_t n = pos.size() * 2 * 32;
       std::vector<float> q(n, 0.5f), k(n, 0.25f), v(n, 1.0f), o(n);
-      ring.forward(spec, q, k, v, pos, o);
+      ring.forward({spec, q, k, v, pos}, o);
       CHECK(o[0] == doctest::Approx(1.0f));
     }
     // An empty message.
@@ -175,9 +175,9 @@ TEST_CASE("ring messages: abort() fails every rank with the reason; on_step sees
     AttentionSpec spec{2, 2, 32, DType::f32, Mask::none(), 0};
     const auto pos = shard_positions(Layout::contiguous, 48, 3, r).materialize();
     std::vector<float> q(pos.size() * 64, 0.1f), o(q.size());
-    ring.forward(spec, q, q, q, pos, o);
+    ring.forward({spec, q, q, q, pos}, o);
     ring.on_step({});
-    ring.forward(spec, q, q, q, pos, o);
+    ring.forward({spec, q, q, q, pos}, o);
     arrival.wait();
     try {
       if (r == 2) ring.abort("rank 2 is going away");

@@ -46,7 +46,7 @@ TEST_CASE("ulysses: exact for every world size, layout, mask and dtype, K/V head
           const auto errors = on_ranks(world, [&](int r) {
             Ring ring = Ring::connect(mesh_options(r, world, m));
             err[static_cast<std::size_t>(r)] =
-                p.run(ring, shard_positions(layout, p.tokens, world, r).materialize(), &Ring::forward_ulysses);
+                p.run(ring, shard_positions(layout, p.tokens, world, r).materialize(), Schedule::ulysses);
           });
           for (int r = 0; r < world; ++r) {
             CHECK(errors[static_cast<std::size_t>(r)] == "");
@@ -70,7 +70,7 @@ TEST_CASE("ulysses: one ring, calls of several shapes, between forward() calls; 
     Ring ring = Ring::connect(mesh_options(r, world, m));
     for (std::size_t i = 0; i < calls.size(); ++i) {
       const auto pos = shard_positions(Layout::zigzag, calls[i].tokens, world, r).materialize();
-      err[2 * i][static_cast<std::size_t>(r)] = calls[i].run(ring, pos, &Ring::forward_ulysses);
+      err[2 * i][static_cast<std::size_t>(r)] = calls[i].run(ring, pos, Schedule::ulysses);
       err[2 * i + 1][static_cast<std::size_t>(r)] = calls[i].run(ring, pos);
     }
   });
@@ -96,17 +96,17 @@ TEST_CASE("ulysses: heads that do not split, and ranks that disagree, are refuse
     Ring ring = Ring::connect(mesh_options(r, world, m));
     const auto pos = shard_positions(Layout::contiguous, 90, world, r).materialize();
     try {
-      odd.run(ring, pos, &Ring::forward_ulysses);
+      odd.run(ring, pos, Schedule::ulysses);
     } catch (const InvalidArgument& e) {
       why_odd[static_cast<std::size_t>(r)] = e.what();
     }
-    mq[static_cast<std::size_t>(r)] = mixed.run(ring, pos, &Ring::forward_ulysses);
+    mq[static_cast<std::size_t>(r)] = mixed.run(ring, pos, Schedule::ulysses);
     try {
-      (r == 1 ? other : good).run(ring, pos, &Ring::forward_ulysses);
+      (r == 1 ? other : good).run(ring, pos, Schedule::ulysses);
     } catch (const InvalidArgument& e) {
       why_other[static_cast<std::size_t>(r)] = e.what();
     }
-    after[static_cast<std::size_t>(r)] = good.run(ring, pos, &Ring::forward_ulysses);
+    after[static_cast<std::size_t>(r)] = good.run(ring, pos, Schedule::ulysses);
   });
   for (int r = 0; r < world; ++r) {
     CAPTURE(r);
@@ -131,7 +131,7 @@ TEST_CASE("ulysses: a rank calling forward() meanwhile fails the call on every r
       if (r == 2)
         p.run(ring, pos);
       else
-        p.run(ring, pos, &Ring::forward_ulysses);
+        p.run(ring, pos, Schedule::ulysses);
     } catch (const NetworkError& e) {
       seen[static_cast<std::size_t>(r)] = e.what();
     }
@@ -163,13 +163,13 @@ TEST_CASE("ulysses: a peer that leaves mid-call fails every other rank, naming i
     Ring ring = Ring::connect(mesh_options(r, world, m, 5));
     const auto pos = shard_positions(Layout::striped, 120, world, r).materialize();
     if (r == 1) {  // one call with the others, then gone in the middle of the next
-      p.run(ring, pos, &Ring::forward_ulysses);
+      p.run(ring, pos, Schedule::ulysses);
       ring.close();
       return;
     }
     try {
-      p.run(ring, pos, &Ring::forward_ulysses);
-      p.run(ring, pos, &Ring::forward_ulysses);
+      p.run(ring, pos, Schedule::ulysses);
+      p.run(ring, pos, Schedule::ulysses);
     } catch (const NetworkError& e) {
       seen[static_cast<std::size_t>(r)] = e.what();
     }
