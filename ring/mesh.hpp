@@ -46,7 +46,7 @@ struct Mesh {
   };
   std::array<std::unique_ptr<Collectives>, 3> scoped;
 
-  // The K/V rotation inside a group or across the groups (forward_in, backward_in, the
+  // The K/V rotation inside a group or across the groups (forward, backward and decode in a group or across scope, the
   // hybrid schedule's ring across), made on first use; the ring's own is Ring::Impl's.
   RingStep& step(Scope s, std::uint32_t max_rows) {
     auto& slot = steps[static_cast<std::size_t>(s)];

@@ -283,7 +283,7 @@ void rotate_and_fold(Ring::Impl& im, ring::RingStep& step, const AttentionSpec& 
   st.wait_seconds += rs.wait_seconds;
 }
 
-// Every forward() and forward_in(): `documents` unset for a call without them.
+// Every forward() by the ring schedule, in any scope: `documents` unset for a call without them.
 ForwardStats forward_call(Ring::Impl& im, Scope scope, const AttentionSpec& spec, std::span<const float> q,
                           std::span<const float> k, std::span<const float> v, std::span<const std::int64_t> positions,
                           std::optional<std::span<const std::int32_t>> documents, std::span<float> o,

@@ -48,7 +48,7 @@ struct Ring::Impl {
     std::vector<std::uint16_t> d_o_bf16;
   } backward;
 
-  // forward_ulysses' (ulysses.cpp): its collectives and pooled buffers
+  // Ulysses' schedule (ulysses.cpp): its collectives and pooled buffers
   std::unique_ptr<ring::UlyssesState> ulysses;
   // the mesh's views and scoped collectives (mesh.hpp), made on first use
   std::unique_ptr<ring::Mesh> mesh;

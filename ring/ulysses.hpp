@@ -1,6 +1,6 @@
 // ringattn — Ulysses' schedule for one attention call (DeepSpeed-Ulysses): the ranks trade
 // the token split for a head split, the kernel runs on the whole sequence, and they trade
-// back. Ring::forward_ulysses (ring/ulysses.cpp) on the collectives of ring/collectives/.
+// back. Ring::forward with Schedule::ulysses (ring/ulysses.cpp) on the collectives of ring/collectives/.
 //
 //   1. all-gather of each rank's call header (rows, spec): every rank knows every shard's
 //      size and refuses a spec that differs, all alike (the ring stays usable)
@@ -13,7 +13,7 @@
 //      rank j's heads: one fold of every key into every query, then O and lse
 //   5. all-to-all back: each rank's rows of rank j's heads of O and lse
 //
-// The backward (Ring::backward_ulysses) is the same with dO, lse and D = rowsum(dO o O)
+// The backward (Ring::backward, Schedule::ulysses) is the same with dO, lse and D = rowsum(dO o O)
 // travelling beside q, k, v in step 3, the backward kernel in step 4, and dQ, dK, dV back
 // in step 5, where a K/V head that several ranks held sums their shares (in rank order).
 //

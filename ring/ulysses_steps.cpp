@@ -1,4 +1,4 @@
-// The steps of Ulysses' schedule (ring/ulysses.hpp) that forward_ulysses, backward_ulysses
+// The steps of Ulysses' schedule (ring/ulysses.hpp) that forward and backward by Schedule::ulysses
 // and the hybrid schedule share: the plan (call headers and positions all-gathered), the
 // head split and its way back.
 #include <algorithm>
