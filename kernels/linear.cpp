@@ -317,7 +317,10 @@ void Linear::apply(std::span<const float> x, std::span<float> y, bool add, int t
 namespace {
 
 // One part's rows of y (y points at the part's first column): the blocked, threaded walk
-// over row blocks, runs of k and panels around the path's panel loop.
+// over row blocks, runs of k and panels around the path's panel loop. One function on
+// purpose (112 lines): the loop nest shares one OpenMP region, its per-thread scratch and
+// its schedule, which a split would pass through arguments on the hot path; issue 48's
+// integer kernels replace its body.
 void apply_part(const kernels::LinearOps& ops, const std::uint32_t* words, const LinearPart& part, std::int64_t in,
                 const float* x, std::int64_t rows, std::int64_t ldx, float* y, std::int64_t ldy, bool add, int threads) {
   const bool bf16 = part.path == LinearPath::bf16, f16 = part.path == LinearPath::f16;

@@ -579,27 +579,9 @@ void translate(std::exception_ptr p) {
   }
 }
 
-}  // namespace
-
-PYBIND11_MODULE(ringattn, m) {
-  using namespace py::literals;
-  m.doc() =
-      "Exact ring attention across processes and servers over TCP.\n\n"
-      "ring = ringattn.Ring.from_env()  # or Ring(rank=, world_size=, master= or peers=, token=)\n"
-      "o, lse = ring.forward(q, k, v, positions=ringattn.shard_positions('zigzag', n, ring.world_size, "
-      "ring.rank), causal=True)";
-  m.attr("__version__") = RINGATTN_VERSION;
-  // ringattn.torch and any later Python submodule live in ringattn_extras/ beside this
-  // file (python/ringattn_extras/): a __path__ makes `import ringattn.torch` find them
-  // there, and only then is torch imported.
-  Dl_info self{};
-  if (dladdr(reinterpret_cast<void*>(&set_log_sink), &self) && self.dli_fname) {
-    const std::string file = self.dli_fname;
-    py::list path;
-    path.append(file.substr(0, file.rfind('/') + 1) + "ringattn_extras");
-    m.attr("__path__") = path;
-  }
-
+// The module's parts, each its own function: its exceptions, Ring, KVCache, the layouts'
+// helpers and logging.
+void add_exceptions(py::module_& m) {
   g_exc.error = new_exception(m, "Error", "Any failure of the ring library.", py::make_tuple(py::handle(PyExc_RuntimeError)));
   g_exc.invalid_argument = new_exception(
       m, "InvalidArgument",
@@ -616,6 +598,10 @@ PYBIND11_MODULE(ringattn, m) {
                                    py::make_tuple(py::handle(g_exc.error), py::handle(PyExc_OSError)));
   py::register_exception_translator(translate);
 
+}
+
+void add_ring(py::module_& m) {
+  using namespace py::literals;
   py::class_<PyRing>(m, "Ring",
                      "A connected ring: connect once (the constructor or from_env), then forward() per call on "
                      "every rank, in the same order with the same shapes. One call at a time per Ring.")
@@ -688,6 +674,10 @@ PYBIND11_MODULE(ringattn, m) {
         return "<ringattn.Ring rank " + std::to_string(r.rank()) + " of " + std::to_string(r.world_size()) +
                (r.closed() ? ", closed>" : r.broken() ? ", broken>" : ">");
       });
+}
+
+void add_cache(py::module_& m) {
+  using namespace py::literals;
   py::class_<ringattn::KVCache>(m, "KVCache",
                                 "One layer's K/V rows on this rank, per sequence, for Ring.decode(): the library "
                                 "owns the memory. dtype 'fp32' or 'bf16' (storage; the decode call's dtype). Not "
@@ -733,6 +723,10 @@ PYBIND11_MODULE(ringattn, m) {
       .def_property_readonly("bytes", &ringattn::KVCache::bytes)
       .def_property_readonly("sequences", &ringattn::KVCache::sequences)
       .def_property_readonly("dtype", [](const ringattn::KVCache& c) { return std::string(ringattn::to_string(c.dtype())); });
+}
+
+void add_layouts(py::module_& m) {
+  using namespace py::literals;
   m.def("decode_store_rank", &ringattn::decode_store_rank, "sequence"_a, "position"_a, "world_size"_a,
         "The rank whose cache stores the decode token of `sequence` at `position`: (sequence + position) mod world_size.");
   m.def(
@@ -782,6 +776,10 @@ PYBIND11_MODULE(ringattn, m) {
       "Useful work per shard: the (query, key) pairs its rows see within their documents; max/mean measures "
       "the balance of a sharding.");
 
+}
+
+void add_logging(py::module_& m) {
+  using namespace py::literals;
   g_sink_fn = new py::object(py::none());
   m.def("set_log_sink", &set_log_sink, "sink"_a,
         "Sends the library's log lines to sink(level: str, logger: str, message: str) instead of stderr "
@@ -799,4 +797,32 @@ PYBIND11_MODULE(ringattn, m) {
         "spdlog's syntax: 'warn' or 'warn,net=debug,kern=off'.");
   // Before the interpreter goes, so that no library thread calls into a dead one.
   py::module_::import("atexit").attr("register")(py::cpp_function([] { set_log_sink(py::none()); }));
+}
+
+}  // namespace
+
+PYBIND11_MODULE(ringattn, m) {
+  using namespace py::literals;
+  m.doc() =
+      "Exact ring attention across processes and servers over TCP.\n\n"
+      "ring = ringattn.Ring.from_env()  # or Ring(rank=, world_size=, master= or peers=, token=)\n"
+      "o, lse = ring.forward(q, k, v, positions=ringattn.shard_positions('zigzag', n, ring.world_size, "
+      "ring.rank), causal=True)";
+  m.attr("__version__") = RINGATTN_VERSION;
+  // ringattn.torch and any later Python submodule live in ringattn_extras/ beside this
+  // file (python/ringattn_extras/): a __path__ makes `import ringattn.torch` find them
+  // there, and only then is torch imported.
+  Dl_info self{};
+  if (dladdr(reinterpret_cast<void*>(&set_log_sink), &self) && self.dli_fname) {
+    const std::string file = self.dli_fname;
+    py::list path;
+    path.append(file.substr(0, file.rfind('/') + 1) + "ringattn_extras");
+    m.attr("__path__") = path;
+  }
+
+  add_exceptions(m);
+  add_ring(m);
+  add_cache(m);
+  add_layouts(m);
+  add_logging(m);
 }

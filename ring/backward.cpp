@@ -92,9 +92,8 @@ BackwardStats backward_call(Ring::Impl& im, Scope scope, const AttentionSpec& sp
 namespace ring {
 
 BackwardStats backward_ring(Ring::Impl& im, const AttentionCall& c, const Gradients& g) {
-  const std::optional<std::span<const std::int32_t>> documents =
-      c.documents.empty() ? std::nullopt : std::optional<std::span<const std::int32_t>>(c.documents);
-  return backward_call(im, c.scope, c.spec, c.q, c.k, c.v, c.positions, documents, g.o, g.lse, g.d_o, g.dq, g.dk, g.dv);
+  return backward_call(im, c.scope, c.spec, c.q, c.k, c.v, c.positions, documents_of(c), g.o, g.lse, g.d_o, g.dq, g.dk,
+                       g.dv);
 }
 
 }  // namespace ring

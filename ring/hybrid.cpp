@@ -175,13 +175,11 @@ BackwardStats hybrid_backward(Ring& ring, Ring::Impl& im, const AttentionSpec& s
 namespace ring {
 
 ForwardStats forward_hybrid(Ring& ring, Ring::Impl& im, const AttentionCall& c, std::span<float> o, std::span<float> lse) {
-  const Documents documents = c.documents.empty() ? std::nullopt : Documents(c.documents);
-  return hybrid_forward(ring, im, c.spec, c.q, c.k, c.v, c.positions, documents, o, lse);
+  return hybrid_forward(ring, im, c.spec, c.q, c.k, c.v, c.positions, documents_of(c), o, lse);
 }
 
 BackwardStats backward_hybrid(Ring& ring, Ring::Impl& im, const AttentionCall& c, const Gradients& g) {
-  const Documents documents = c.documents.empty() ? std::nullopt : Documents(c.documents);
-  return hybrid_backward(ring, im, c.spec, c.q, c.k, c.v, c.positions, documents, g.o, g.lse, g.d_o, g.dq, g.dk, g.dv);
+  return hybrid_backward(ring, im, c.spec, c.q, c.k, c.v, c.positions, documents_of(c), g.o, g.lse, g.d_o, g.dq, g.dk, g.dv);
 }
 
 }  // namespace ring

@@ -319,9 +319,7 @@ ForwardStats forward_call(Ring::Impl& im, Scope scope, const AttentionSpec& spec
 namespace ring {
 
 ForwardStats forward_ring(Ring::Impl& im, const AttentionCall& c, std::span<float> o, std::span<float> lse) {
-  const std::optional<std::span<const std::int32_t>> documents =
-      c.documents.empty() ? std::nullopt : std::optional<std::span<const std::int32_t>>(c.documents);
-  return forward_call(im, c.scope, c.spec, c.q, c.k, c.v, c.positions, documents, o, lse);
+  return forward_call(im, c.scope, c.spec, c.q, c.k, c.v, c.positions, documents_of(c), o, lse);
 }
 
 }  // namespace ring

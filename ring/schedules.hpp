@@ -2,11 +2,18 @@
 // call's schedule and hands the call to one of these), each in its own file.
 #pragma once
 
+#include <optional>
 #include <span>
 
 #include "ringattn/ring.hpp"
 
 namespace ringattn::ring {
+
+// A call's documents as the schedules take them: none where the call has none.
+inline std::optional<std::span<const std::int32_t>> documents_of(const AttentionCall& c) {
+  if (c.documents.empty()) return std::nullopt;
+  return c.documents;
+}
 
 // The ring's schedule in the call's scope (ring.cpp, backward.cpp, decode.cpp).
 ForwardStats forward_ring(Ring::Impl& im, const AttentionCall& c, std::span<float> o, std::span<float> lse);

@@ -156,13 +156,11 @@ BackwardStats ulysses_backward(Ring& ring, Ring::Impl& im, const AttentionSpec& 
 namespace ring {
 
 ForwardStats forward_ulysses(Ring& ring, Ring::Impl& im, const AttentionCall& c, std::span<float> o, std::span<float> lse) {
-  const Documents documents = c.documents.empty() ? std::nullopt : Documents(c.documents);
-  return ulysses_forward(ring, im, c.spec, c.q, c.k, c.v, c.positions, documents, o, lse);
+  return ulysses_forward(ring, im, c.spec, c.q, c.k, c.v, c.positions, documents_of(c), o, lse);
 }
 
 BackwardStats backward_ulysses(Ring& ring, Ring::Impl& im, const AttentionCall& c, const Gradients& g) {
-  const Documents documents = c.documents.empty() ? std::nullopt : Documents(c.documents);
-  return ulysses_backward(ring, im, c.spec, c.q, c.k, c.v, c.positions, documents, g.o, g.lse, g.d_o, g.dq, g.dk, g.dv);
+  return ulysses_backward(ring, im, c.spec, c.q, c.k, c.v, c.positions, documents_of(c), g.o, g.lse, g.d_o, g.dq, g.dk, g.dv);
 }
 
 }  // namespace ring
