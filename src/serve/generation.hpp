@@ -107,7 +107,7 @@ struct GenerateBatch {
 
 // Rank 0: the batch of `queued` (maybe empty) after erasing `end` on every rank.
 GenerateBatch make_batch(const std::vector<std::shared_ptr<Generation>>& queued, const std::vector<std::int32_t>& end);
-// Every rank: `b` fits the model (vocab ids, context positions), the ring (at most
+// A worker, as the frame arrives (decode_generate): `b` fits the model (vocab ids, context positions), the ring (at most
 // max_rows tokens) and the ids this rank keeps (`kept`). Throws NetworkError (protocol,
 // attributed to rank 0, which built it) naming the field.
 void check_batch(const GenerateBatch& b, std::int64_t vocab, std::int64_t context, std::int64_t max_rows,
