@@ -142,6 +142,26 @@ void encode_spm(const Impl& t, const std::string& s, std::vector<int>& out) {
   }
 }
 
+// The words the pre-tokenizer's Splits make of normalized text `s`, in order (`s` itself
+// without a Split).
+std::vector<std::string> pre_tokenized(const Impl& t, const std::string& s) {
+  std::vector<std::string> words{s};
+  for (const Impl::Split& split : t.splits) {
+    std::vector<std::string> next;
+    for (const std::string& w : words) {
+      if (split.regex) {
+        const std::u32string chars = unicode::decode_utf8(w);
+        for (const auto& [b, e] : split_words(chars, *split.regex, t.spaces))
+          next.push_back(unicode::encode_utf8(std::u32string_view(chars).substr(b, e - b)));
+      } else {
+        for (const auto& [b, e] : split_literal(w, split.literal, split.behavior, split.invert)) next.push_back(w.substr(b, e - b));
+      }
+    }
+    words = std::move(next);
+  }
+  return words;
+}
+
 // A stretch of text between added tokens; `after_added`: it opens the input or follows one.
 void encode_text(const Impl& t, std::string_view text, bool after_added, std::vector<int>& out) {
   if (t.spm) {
@@ -154,13 +174,7 @@ void encode_text(const Impl& t, std::string_view text, bool after_added, std::ve
   }
   const std::string s = normalized(t, std::string(text));
   if (s.empty()) return;
-  if (!t.split) {
-    encode_word(t, s, out);
-    return;
-  }
-  const std::u32string chars = unicode::decode_utf8(s);
-  for (const auto& [b, e] : split_words(chars, *t.split, t.spaces))
-    encode_word(t, unicode::encode_utf8(std::u32string_view(chars).substr(b, e - b)), out);
+  for (const std::string& word : pre_tokenized(t, s)) encode_word(t, word, out);
 }
 
 // The longest added token that starts at `at`, or nullptr.

