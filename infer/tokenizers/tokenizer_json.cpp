@@ -177,13 +177,6 @@ void encode_text(const Impl& t, std::string_view text, bool after_added, std::ve
   for (const std::string& word : pre_tokenized(t, s)) encode_word(t, word, out);
 }
 
-// The longest added token that starts at `at`, or nullptr.
-const Impl::Added* added_at(const Impl& t, std::string_view text, std::size_t at) {
-  for (const Impl::Added& a : t.added)  // longest first
-    if (text.compare(at, a.content.size(), a.content) == 0) return &a;
-  return nullptr;
-}
-
 // A <0xNN> piece of a byte-fallback vocabulary.
 bool byte_fallback_piece(const Impl& t, int id) {
   const std::string& p = t.pieces[static_cast<std::size_t>(id)];
@@ -266,15 +259,15 @@ std::vector<int> TokenizerJson::encode(std::string_view raw, bool add_special) c
   std::size_t start = 0;  // of the text not yet encoded
   bool after_added = true;
   for (std::size_t i = 0; i < text.size();) {
-    const Impl::Added* a = t.added.empty() ? nullptr : added_at(t, text, i);
-    if (a == nullptr) {
+    const auto [id, length] = t.added.empty() ? std::pair<int, std::size_t>{-1, 0} : t.added.longest_at(text, i);
+    if (id < 0) {
       ++i;
       continue;
     }
     if (i > start) encode_text(t, std::string_view(text).substr(start, i - start), after_added, out);
-    out.push_back(a->id);
+    out.push_back(id);
     after_added = true;
-    i += a->content.size();
+    i += length;
     start = i;
   }
   if (text.size() > start) encode_text(t, std::string_view(text).substr(start), after_added, out);

@@ -176,7 +176,7 @@ void read_added(const Reader& r, const JsonMap& j, Impl& t) {
     const std::string in = "added_tokens[" + std::to_string(i) + "]";
     if (!a.is_object()) r.fail(in + " is not an object");
     const auto id = static_cast<int>(json_int(r.field(a, "id", in), in + ".id", 0, kMaxId));
-    std::string content = r.str(a, "content", in);
+    const std::string content = r.str(a, "content", in);
     if (content.empty()) r.fail(in + ".content is empty");
     for (const char* f : {"single_word", "lstrip", "rstrip", "normalized"}) r.flag(a, f, false, in);
     if (static_cast<std::size_t>(id) >= t.pieces.size()) {
@@ -194,12 +194,12 @@ void read_added(const Reader& r, const JsonMap& j, Impl& t) {
     const bool special = r.boolean(a, "special", in);
     t.is_special.resize(t.pieces.size(), 0);
     t.is_special[u] = special;
-    t.added.push_back({std::move(content), id, special});
+    t.added.add(content, id);
+    t.is_added.resize(t.pieces.size(), 0);
+    t.is_added[u] = 1;
   }
   t.is_special.resize(t.pieces.size(), 0);
-  std::stable_sort(t.added.begin(), t.added.end(), [](const Impl::Added& a, const Impl::Added& b) { return a.content.size() > b.content.size(); });
-  t.is_added.assign(t.pieces.size(), 0);
-  for (const Impl::Added& a : t.added) t.is_added[static_cast<std::size_t>(a.id)] = 1;
+  t.is_added.resize(t.pieces.size(), 0);
 }
 
 void read_normalizer(const Reader& r, const JsonMap& n, Impl& t, int depth) {
@@ -397,7 +397,7 @@ std::uint64_t digest_of(const Impl& t, std::uint64_t merges) {
     h.bytes(s.data(), s.size());
   };
   for (std::size_t id = 0; id < t.pieces.size(); ++id) {
-    h.value(static_cast<int>(t.present[id]) + 2 * static_cast<int>(t.is_special[id]));
+    h.value(static_cast<int>(t.present[id]) + 2 * static_cast<int>(t.is_special[id]) + 4 * static_cast<int>(t.is_added[id]));
     text(t.pieces[id]);
   }
   for (const Impl::Normalize& n : t.normalize) {
@@ -413,7 +413,6 @@ std::uint64_t digest_of(const Impl& t, std::uint64_t merges) {
   }
   for (const bool b : {t.byte_level, t.ignore_merges, t.byte_fallback, t.fuse_unk}) h.value(b);
   h.value(t.unk.value_or(-1));
-  for (const Impl::Added& a : t.added) h.value(a.id);
   for (const int id : t.prefix) h.value(id);
   h.value(-1);
   for (const int id : t.suffix) h.value(id);
