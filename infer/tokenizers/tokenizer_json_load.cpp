@@ -100,8 +100,13 @@ void read_vocab(const Reader& r, const JsonMap& model, Impl& t) {
   const JsonMap& vocab = r.field(model, "vocab", "model");
   if (!vocab.is_object() || vocab.empty()) r.fail("model.vocab is not a non-empty object of piece: id");
   std::int64_t top = -1;
-  for (const auto& [piece, id] : vocab.items()) top = std::max(top, json_int(id, "model.vocab[\"" + piece.substr(0, 40) + "\"]", 0, kMaxId));
+  for (const auto& [piece, id] : vocab.items()) {
+    // An id in range as the parser holds it; anything else is refused by json_int, named.
+    const bool in_range = id.is_number_unsigned() && id.get<std::uint64_t>() <= static_cast<std::uint64_t>(kMaxId);
+    top = std::max(top, in_range ? id.get<std::int64_t>() : json_int(id, "model.vocab[\"" + piece.substr(0, 40) + "\"]", 0, kMaxId));
+  }
   t.pieces.resize(static_cast<std::size_t>(top + 1));
+  t.ids.reserve(vocab.size());
   t.present.assign(t.pieces.size(), 0);
   for (const auto& [piece, id_json] : vocab.items()) {
     const auto id = static_cast<std::size_t>(id_json.get<std::int64_t>());
@@ -117,6 +122,7 @@ std::uint64_t read_merges(const Reader& r, const JsonMap& model, Impl& t) {
   Fnv1a h;
   const JsonMap& merges = r.field(model, "merges", "model");
   if (!merges.is_array()) r.fail("model.merges is not an array");
+  t.merges.reserve(merges.size());
   int rank = 0;
   for (const JsonMap& m : merges) {
     std::string a, b;
