@@ -53,11 +53,19 @@ class Llama2cText final : public TextTokenizer {
   std::string path_;
 };
 
-// A tokenizer.json or a GGUF vocabulary: generated text without special tokens.
+// A tokenizer.json or a GGUF vocabulary: generated text without special tokens. `rows`: the
+// model's tokens; an added token past them (load_text_tokenizer) is refused where a text holds it.
 class JsonText final : public TextTokenizer {
  public:
-  JsonText(TokenizerJson t, std::string what) : t_(std::move(t)), what_(std::move(what)) {}
-  std::vector<int> encode(std::string_view text, bool opens) const override { return t_.encode(text, opens); }
+  JsonText(TokenizerJson t, std::string what, std::int64_t rows) : t_(std::move(t)), what_(std::move(what)), rows_(rows) {}
+  std::vector<int> encode(std::string_view text, bool opens) const override {
+    std::vector<int> ids = t_.encode(text, opens);
+    for (const int id : ids)
+      if (id >= rows_)
+        throw ringattn::InvalidArgument("the text holds \"" + t_.piece(id) + "\", token " + std::to_string(id) + " of " + what_ +
+                                        ", which is past the model's " + std::to_string(rows_) + " tokens: the model cannot read it");
+    return ids;
+  }
   std::vector<int> opening() const override { return t_.opening(); }
   std::string text(std::span<const int> tokens) const override {
     std::vector<int> known;
@@ -90,6 +98,7 @@ class JsonText final : public TextTokenizer {
   };
   TokenizerJson t_;
   std::string what_;
+  std::int64_t rows_;
 };
 
 // An eos_token_id of a Hugging Face file: an id or a list of ids, each in [0, vocab).
@@ -114,11 +123,15 @@ std::vector<std::int32_t> eos_ids(const Json& j, const std::string& path, std::i
 
 LoadedTokenizer load_text_tokenizer(const JobOptions& opt, ModelFiles& files) {
   LoadedTokenizer out;
+  // Ids past the model's rows: none, or only added tokens that continue the rows without a
+  // gap. Gemma 3's text checkpoints (1B, 270M) have 262144 rows and a tokenizer.json whose
+  // added <image_soft_token> is 262144, the id its multimodal siblings embed.
   auto json_tokenizer = [&](TokenizerJson t, std::string what) {
-    if (t.vocab() > opt.model.vocab)
-      throw ringattn::FileError(what + ": has ids up to " + std::to_string(t.vocab() - 1) + " but the model has " +
-                                std::to_string(opt.model.vocab) + " tokens: not this model's tokenizer");
-    out.tokenizer = std::make_unique<JsonText>(std::move(t), std::move(what));
+    for (std::int64_t id = opt.model.vocab; id < t.vocab(); ++id)
+      if (!t.has(static_cast<int>(id)) || !t.added(static_cast<int>(id)))
+        throw ringattn::FileError(what + ": has ids up to " + std::to_string(t.vocab() - 1) + " but the model has " +
+                                  std::to_string(opt.model.vocab) + " tokens: not this model's tokenizer");
+    out.tokenizer = std::make_unique<JsonText>(std::move(t), std::move(what), opt.model.vocab);
   };
   // The tokenizer_config.json beside a tokenizer.json: its decode setting.
   auto load_json = [&](const fs::path& file) {

@@ -40,7 +40,9 @@ class TextTokenizer {
  public:
   virtual ~TextTokenizer() = default;
   // A text as a prompt's ids: `opens` for a text that opens a sequence (the tokenizer's BOS
-  // or whatever its post-processor adds), not for a session's next message.
+  // or whatever its post-processor adds), not for a session's next message. Throws
+  // ringattn::InvalidArgument, naming it, for a text that holds an added token past the
+  // model's rows (see load_text_tokenizer).
   virtual std::vector<int> encode(std::string_view text, bool opens) const = 0;
   // The ids a sequence opens with (BOS), for a prompt given as ids.
   virtual std::vector<int> opening() const = 0;
@@ -66,7 +68,9 @@ struct LoadedTokenizer {
 // The tokenizer for the model `opt` names (opt.model is its configuration, read already),
 // from its files as `files` opened them (model_files.hpp).
 // Throws ringattn::FileError naming the file for a tokenizer file that is there but bad, or
-// that has ids past the model's vocabulary.
+// that has ids past the model's vocabulary other than added tokens that follow its last row
+// without a gap (Gemma 3 1B's <image_soft_token>, 262144 beside 262144 rows: a text holding
+// one is refused when encoded, as nothing could embed it).
 LoadedTokenizer load_text_tokenizer(const JobOptions& opt, ModelFiles& files);
 
 // The ids that end a generated text for the model `opt` names. Throws ringattn::FileError

@@ -20,6 +20,7 @@ class BpeMerges {
   // Merge `rank` joins tokens `left` and `right` into `merged` (ids into one vocabulary).
   // A pair listed twice keeps its first (lowest) rank, as the library's map does.
   void add(int left, int right, int merged, int rank);
+  void reserve(std::size_t n) { merges_.reserve(n); }
   std::size_t size() const { return merges_.size(); }
 
   // Merges `symbols` (token ids) in place until no adjacent pair has a merge.

@@ -142,6 +142,26 @@ void encode_spm(const Impl& t, const std::string& s, std::vector<int>& out) {
   }
 }
 
+// The words the pre-tokenizer's Splits make of normalized text `s`, in order (`s` itself
+// without a Split).
+std::vector<std::string> pre_tokenized(const Impl& t, const std::string& s) {
+  std::vector<std::string> words{s};
+  for (const Impl::Split& split : t.splits) {
+    std::vector<std::string> next;
+    for (const std::string& w : words) {
+      if (split.regex) {
+        const std::u32string chars = unicode::decode_utf8(w);
+        for (const auto& [b, e] : split_words(chars, *split.regex, t.spaces))
+          next.push_back(unicode::encode_utf8(std::u32string_view(chars).substr(b, e - b)));
+      } else {
+        for (const auto& [b, e] : split_literal(w, split.literal, split.behavior, split.invert)) next.push_back(w.substr(b, e - b));
+      }
+    }
+    words = std::move(next);
+  }
+  return words;
+}
+
 // A stretch of text between added tokens; `after_added`: it opens the input or follows one.
 void encode_text(const Impl& t, std::string_view text, bool after_added, std::vector<int>& out) {
   if (t.spm) {
@@ -154,20 +174,7 @@ void encode_text(const Impl& t, std::string_view text, bool after_added, std::ve
   }
   const std::string s = normalized(t, std::string(text));
   if (s.empty()) return;
-  if (!t.split) {
-    encode_word(t, s, out);
-    return;
-  }
-  const std::u32string chars = unicode::decode_utf8(s);
-  for (const auto& [b, e] : split_words(chars, *t.split, t.spaces))
-    encode_word(t, unicode::encode_utf8(std::u32string_view(chars).substr(b, e - b)), out);
-}
-
-// The longest added token that starts at `at`, or nullptr.
-const Impl::Added* added_at(const Impl& t, std::string_view text, std::size_t at) {
-  for (const Impl::Added& a : t.added)  // longest first
-    if (text.compare(at, a.content.size(), a.content) == 0) return &a;
-  return nullptr;
+  for (const std::string& word : pre_tokenized(t, s)) encode_word(t, word, out);
 }
 
 // A <0xNN> piece of a byte-fallback vocabulary.
@@ -252,15 +259,15 @@ std::vector<int> TokenizerJson::encode(std::string_view raw, bool add_special) c
   std::size_t start = 0;  // of the text not yet encoded
   bool after_added = true;
   for (std::size_t i = 0; i < text.size();) {
-    const Impl::Added* a = t.added.empty() ? nullptr : added_at(t, text, i);
-    if (a == nullptr) {
+    const auto [id, length] = t.added.empty() ? std::pair<int, std::size_t>{-1, 0} : t.added.longest_at(text, i);
+    if (id < 0) {
       ++i;
       continue;
     }
     if (i > start) encode_text(t, std::string_view(text).substr(start, i - start), after_added, out);
-    out.push_back(a->id);
+    out.push_back(id);
     after_added = true;
-    i += a->content.size();
+    i += length;
     start = i;
   }
   if (text.size() > start) encode_text(t, std::string_view(text).substr(start), after_added, out);
@@ -354,6 +361,8 @@ std::optional<int> TokenizerJson::id_of(std::string_view piece) const {
 }
 
 bool TokenizerJson::special(int id) const { return has(id) && impl_->is_special[static_cast<std::size_t>(id)]; }
+
+bool TokenizerJson::added(int id) const { return has(id) && impl_->is_added[static_cast<std::size_t>(id)]; }
 
 bool TokenizerJson::byte_level() const { return impl_->byte_level; }
 

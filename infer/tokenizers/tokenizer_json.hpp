@@ -1,6 +1,6 @@
-// infer — Hugging Face tokenizer.json: the BPE tokenizers of the Llama family.
+// infer — Hugging Face tokenizer.json: the BPE tokenizers of the Llama, Qwen and Gemma 3 families.
 //
-// Two kinds load, each exactly as the tokenizers library (and transformers.js, the oracle
+// Three kinds load, each exactly as the tokenizers library (and transformers.js, the oracle
 // the tests compare with token for token) runs it:
 //   byte-level BPE (Llama 3, Qwen 2/3): normalizer null or NFC; pre-tokenizer Split on the
 //     Llama 3 or Qwen regex (pretokenize.hpp), then ByteLevel; merges over the 256 byte
@@ -8,6 +8,9 @@
 //   SentencePiece-style BPE (Llama 2, Mistral): normalizer Prepend("▁") + Replace(" ", "▁"),
 //     no pre-tokenizer, merges over characters with byte fallback (<0xNN>) or <unk>;
 //     decoder Replace("▁", " "), ByteFallback, Fuse, Strip(" ", n, 0).
+//   the same without the prefix space (Gemma 3): normalizer Replace(" ", "▁") alone, a
+//     pre-tokenizer Split on the String " " (MergedWithPrevious: any of the library's five
+//     behaviors runs, split_delimiter.hpp), decoder without Strip.
 // Added tokens (special or not) are found in the text first, leftmost and longest, and are
 // never normalized or merged; `lstrip`/`rstrip` take the spaces beside them. `encode` with
 // `add_special` applies the post-processor (TemplateProcessing's single sequence, e.g. BOS).
@@ -101,6 +104,7 @@ class TokenizerJson {
   const std::string& piece(int id) const;  // the vocabulary's string of `id`
   std::optional<int> id_of(std::string_view piece) const;
   bool special(int id) const;
+  bool added(int id) const;  // one of added_tokens (found in the text before the model runs)
   bool byte_level() const;
   // A 64-bit digest of everything encode and decode depend on, for ranks to prove they agree.
   std::uint64_t digest() const;

@@ -8,8 +8,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "added_tokens.hpp"
 #include "bpe.hpp"
 #include "pretokenize.hpp"
+#include "split_delimiter.hpp"
 #include "tokenizer_json.hpp"
 
 namespace infer {
@@ -20,10 +22,14 @@ struct TokenizerJson::Impl {
     enum class Kind { nfc, prepend, replace } kind;
     std::string text, with;  // prepend: text; replace: text -> with
   };
-  struct Added {
-    std::string content;
-    int id;
-    bool special;
+  // One Split of the pre-tokenizer, in the file's order: on the Llama 3 or Qwen regex
+  // (Isolated, as their files have it; before ByteLevel), or on a literal (`regex` nullopt)
+  // with any of the library's delimiter behaviors.
+  struct Split {
+    std::optional<SplitPattern> regex;
+    std::string literal;
+    SplitBehavior behavior = SplitBehavior::isolated;
+    bool invert = false;
   };
 
   std::vector<std::string> pieces;  // by id; "" where no token has that id
@@ -32,7 +38,7 @@ struct TokenizerJson::Impl {
   BpeMerges merges;
 
   std::vector<Normalize> normalize;
-  std::optional<SplitPattern> split;
+  std::vector<Split> splits;
   Spaces spaces = Spaces::javascript;
   bool byte_level = false;      // ByteLevel pre-tokenizer and decoder
   bool ignore_merges = false;
@@ -41,7 +47,7 @@ struct TokenizerJson::Impl {
   std::optional<int> unk;
   std::array<int, 256> byte_token{};  // byte-level: the byte's character; fallback: <0xNN>; -1 none
 
-  std::vector<Added> added;  // longest first, for leftmost-longest matching
+  AddedTokenTrie added;  // found in the text before anything else, leftmost and longest
   std::vector<int> prefix, suffix;  // the post-processor's single sequence: prefix, text, suffix
 
   int strip_start = 0;  // the SentencePiece decoder's Strip(" ", n, 0)

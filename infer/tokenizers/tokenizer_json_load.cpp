@@ -3,6 +3,7 @@
 // exactly, and refused by name when it cannot.
 #include <ringattn/error.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -14,7 +15,7 @@ namespace infer {
 
 namespace {
 
-constexpr std::uint64_t kMaxFileBytes = 64ull << 20;  // Llama 3's is 9 MB, Qwen's 11 MB
+constexpr std::uint64_t kMaxFileBytes = 64ull << 20;  // Llama 3's is 9 MB, Qwen's 11 MB, Gemma 3's 33 MB
 constexpr std::int64_t kMaxId = (1 << 24) - 1;
 
 using Impl = TokenizerJson::Impl;
@@ -99,8 +100,13 @@ void read_vocab(const Reader& r, const JsonMap& model, Impl& t) {
   const JsonMap& vocab = r.field(model, "vocab", "model");
   if (!vocab.is_object() || vocab.empty()) r.fail("model.vocab is not a non-empty object of piece: id");
   std::int64_t top = -1;
-  for (const auto& [piece, id] : vocab.items()) top = std::max(top, json_int(id, "model.vocab[\"" + piece.substr(0, 40) + "\"]", 0, kMaxId));
+  for (const auto& [piece, id] : vocab.items()) {
+    // An id in range as the parser holds it; anything else is refused by json_int, named.
+    const bool in_range = id.is_number_unsigned() && id.get<std::uint64_t>() <= static_cast<std::uint64_t>(kMaxId);
+    top = std::max(top, in_range ? id.get<std::int64_t>() : json_int(id, "model.vocab[\"" + piece.substr(0, 40) + "\"]", 0, kMaxId));
+  }
   t.pieces.resize(static_cast<std::size_t>(top + 1));
+  t.ids.reserve(vocab.size());
   t.present.assign(t.pieces.size(), 0);
   for (const auto& [piece, id_json] : vocab.items()) {
     const auto id = static_cast<std::size_t>(id_json.get<std::int64_t>());
@@ -116,6 +122,7 @@ std::uint64_t read_merges(const Reader& r, const JsonMap& model, Impl& t) {
   Fnv1a h;
   const JsonMap& merges = r.field(model, "merges", "model");
   if (!merges.is_array()) r.fail("model.merges is not an array");
+  t.merges.reserve(merges.size());
   int rank = 0;
   for (const JsonMap& m : merges) {
     std::string a, b;
@@ -175,7 +182,7 @@ void read_added(const Reader& r, const JsonMap& j, Impl& t) {
     const std::string in = "added_tokens[" + std::to_string(i) + "]";
     if (!a.is_object()) r.fail(in + " is not an object");
     const auto id = static_cast<int>(json_int(r.field(a, "id", in), in + ".id", 0, kMaxId));
-    std::string content = r.str(a, "content", in);
+    const std::string content = r.str(a, "content", in);
     if (content.empty()) r.fail(in + ".content is empty");
     for (const char* f : {"single_word", "lstrip", "rstrip", "normalized"}) r.flag(a, f, false, in);
     if (static_cast<std::size_t>(id) >= t.pieces.size()) {
@@ -193,12 +200,12 @@ void read_added(const Reader& r, const JsonMap& j, Impl& t) {
     const bool special = r.boolean(a, "special", in);
     t.is_special.resize(t.pieces.size(), 0);
     t.is_special[u] = special;
-    t.added.push_back({std::move(content), id, special});
+    t.added.add(content, id);
+    t.is_added.resize(t.pieces.size(), 0);
+    t.is_added[u] = 1;
   }
   t.is_special.resize(t.pieces.size(), 0);
-  std::stable_sort(t.added.begin(), t.added.end(), [](const Impl::Added& a, const Impl::Added& b) { return a.content.size() > b.content.size(); });
-  t.is_added.assign(t.pieces.size(), 0);
-  for (const Impl::Added& a : t.added) t.is_added[static_cast<std::size_t>(a.id)] = 1;
+  t.is_added.resize(t.pieces.size(), 0);
 }
 
 void read_normalizer(const Reader& r, const JsonMap& n, Impl& t, int depth) {
@@ -223,6 +230,38 @@ void read_normalizer(const Reader& r, const JsonMap& n, Impl& t, int depth) {
   }
 }
 
+// A Split pre-tokenizer: on a literal with any of the library's behaviors (split_delimiter.hpp),
+// or on the Llama 3 or Qwen regex, Isolated and then ByteLevel (pretokenize.hpp). Nothing may
+// follow ByteLevel: its byte characters are no longer the text a Split would look at.
+void read_split(const Reader& r, const JsonMap& p, Impl& t) {
+  if (t.byte_level) r.fail("pre_tokenizer Split after a ByteLevel pre-tokenizer is not implemented (it must come before)");
+  const JsonMap& pattern = r.field(p, "pattern", "pre_tokenizer Split");
+  const std::string behavior = r.str(p, "behavior", "pre_tokenizer Split");
+  Impl::Split s;
+  if (const JsonMap* literal = json_field(pattern, "String")) {
+    if (!literal->is_string() || literal->get<std::string>().empty()) r.fail("pre_tokenizer Split's pattern.String is not a non-empty string");
+    s.literal = literal->get<std::string>();
+    const auto b = split_behavior(behavior);
+    if (!b)
+      r.fail("pre_tokenizer Split's behavior \"" + behavior.substr(0, 40) +
+             "\" is not one of Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous");
+    s.behavior = *b;
+    s.invert = r.boolean(p, "invert", "pre_tokenizer Split");
+  } else {
+    const JsonMap* regex = json_field(pattern, "Regex");
+    if (regex == nullptr || !regex->is_string()) r.fail("pre_tokenizer Split has neither pattern.String nor pattern.Regex");
+    s.regex = split_pattern(regex->get<std::string>());
+    if (!s.regex)
+      r.fail("pre_tokenizer Split's regex " + regex->get<std::string>().substr(0, 200) +
+             " is not one this runtime implements (Llama 3's and Qwen's are)");
+    if (behavior != "Isolated")
+      r.fail("pre_tokenizer Split on a regex: behavior is not \"Isolated\" (\"" + behavior.substr(0, 40) +
+             "\"), the only one implemented for a regex");
+    r.flag(p, "invert", false, "pre_tokenizer Split");
+  }
+  t.splits.push_back(std::move(s));
+}
+
 void read_pre_tokenizer(const Reader& r, const JsonMap& p, Impl& t, int depth) {
   if (p.is_null()) return;
   const std::string type = r.type(p, "pre_tokenizer");
@@ -231,21 +270,14 @@ void read_pre_tokenizer(const Reader& r, const JsonMap& p, Impl& t, int depth) {
     if (!list.is_array()) r.fail("pre_tokenizer.pretokenizers is not an array");
     for (const JsonMap& m : list) read_pre_tokenizer(r, m, t, depth + 1);
   } else if (type == "Split") {
-    const JsonMap* regex = json_field(r.field(p, "pattern", "pre_tokenizer Split"), "Regex");
-    if (regex == nullptr || !regex->is_string()) r.fail("pre_tokenizer Split has no pattern.Regex");
-    t.split = split_pattern(regex->get<std::string>());
-    if (!t.split)
-      r.fail("pre_tokenizer Split's regex " + regex->get<std::string>().substr(0, 200) +
-             " is not one this runtime implements (Llama 3's and Qwen's are)");
-    if (r.str(p, "behavior", "pre_tokenizer Split") != "Isolated") r.fail("pre_tokenizer Split's behavior is not \"Isolated\"");
-    r.flag(p, "invert", false, "pre_tokenizer Split");
-    if (depth == 0 || t.byte_level) r.fail("pre_tokenizer Split must come before a ByteLevel pre-tokenizer in a Sequence");
+    read_split(r, p, t);
   } else if (type == "ByteLevel") {
     r.flag(p, "add_prefix_space", false, "pre_tokenizer ByteLevel");
     r.flag(p, "use_regex", false, "pre_tokenizer ByteLevel");
     t.byte_level = true;
   } else {
-    r.fail("pre_tokenizer \"" + type + "\" is not implemented (Split on the Llama 3 or Qwen regex, then ByteLevel, is)");
+    r.fail("pre_tokenizer \"" + type +
+           "\" is not implemented (Split on a String, Split on the Llama 3 or Qwen regex then ByteLevel, and a Sequence of them are)");
   }
 }
 
@@ -344,7 +376,7 @@ void check_bytes(const Reader& r, Impl& t) {
 // llama.cpp's SentencePiece vocabulary (tokenizer_json_impl.hpp): a byte-fallback model
 // without merges, pre-tokenizer or normalizer, and a finite score per id.
 void read_spm(const Reader& r, const JsonMap& s, Impl& t) {
-  if (t.byte_level || !t.byte_fallback || t.split || !t.normalize.empty() || t.merges.size() != 0)
+  if (t.byte_level || !t.byte_fallback || !t.splits.empty() || !t.normalize.empty() || t.merges.size() != 0)
     r.fail("llama_cpp_spm needs a byte-fallback BPE model without merges, normalizer or pre-tokenizer");
   const JsonMap& scores = r.field(s, "scores", "llama_cpp_spm");
   if (!scores.is_array() || scores.size() != t.pieces.size())
@@ -371,7 +403,7 @@ std::uint64_t digest_of(const Impl& t, std::uint64_t merges) {
     h.bytes(s.data(), s.size());
   };
   for (std::size_t id = 0; id < t.pieces.size(); ++id) {
-    h.value(static_cast<int>(t.present[id]) + 2 * static_cast<int>(t.is_special[id]));
+    h.value(static_cast<int>(t.present[id]) + 2 * static_cast<int>(t.is_special[id]) + 4 * static_cast<int>(t.is_added[id]));
     text(t.pieces[id]);
   }
   for (const Impl::Normalize& n : t.normalize) {
@@ -379,10 +411,14 @@ std::uint64_t digest_of(const Impl& t, std::uint64_t merges) {
     text(n.text);
     text(n.with);
   }
-  h.value(t.split ? static_cast<int>(*t.split) : -1);
+  h.value(t.splits.size());
+  for (const Impl::Split& s : t.splits) {
+    h.value(s.regex ? static_cast<int>(*s.regex) : -1);
+    text(s.literal);
+    h.value(static_cast<int>(s.behavior) * 2 + s.invert);
+  }
   for (const bool b : {t.byte_level, t.ignore_merges, t.byte_fallback, t.fuse_unk}) h.value(b);
   h.value(t.unk.value_or(-1));
-  for (const Impl::Added& a : t.added) h.value(a.id);
   for (const int id : t.prefix) h.value(id);
   h.value(-1);
   for (const int id : t.suffix) h.value(id);
@@ -421,7 +457,8 @@ TokenizerJson TokenizerJson::read_tokenizer(const JsonMap& j, const std::string&
   t->is_added.resize(t->pieces.size(), 0);
   if (const JsonMap* n = json_field(j, "normalizer")) read_normalizer(r, *n, *t, 0);
   if (const JsonMap* p = json_field(j, "pre_tokenizer")) read_pre_tokenizer(r, *p, *t, 0);
-  if (t->split && !t->byte_level) r.fail("pre_tokenizer Split without ByteLevel is not implemented");
+  if (std::any_of(t->splits.begin(), t->splits.end(), [](const Impl::Split& s) { return s.regex.has_value(); }) && !t->byte_level)
+    r.fail("pre_tokenizer Split on a regex without ByteLevel after it is not implemented");
   check_bytes(r, *t);
   read_decoder(r, j, *t);
   if (const JsonMap* p = json_field(j, "post_processor")) read_post_processor(r, *p, *t, 0);

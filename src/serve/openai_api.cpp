@@ -279,7 +279,11 @@ void tokenize(const HostedModel& m, const RingLimits& limits, const std::string&
       for (const int t : m.job.tokenizer->opening()) a.prompt.push_back(t);
     a.prompt.insert(a.prompt.end(), ids->begin(), ids->end());
   } else {
-    for (const int t : m.job.tokenizer->encode(text, bos && !templated)) a.prompt.push_back(t);
+    try {
+      for (const int t : m.job.tokenizer->encode(text, bos && !templated)) a.prompt.push_back(t);
+    } catch (const ringattn::InvalidArgument& e) {  // a token the model has no row for (text_tokenizer.hpp)
+      throw bad(field, e.what());
+    }
   }
   if (a.prompt.empty())
     throw bad(field, bos ? "the prompt is no tokens: an empty text, and this model's tokenizer adds no BOS"

@@ -145,6 +145,30 @@ TEST_CASE("generate --model DIR: an empty text without a BOS is refused; a token
   CHECK(far.err.find("not this model's tokenizer") != std::string::npos);
 }
 
+// Gemma 3's text checkpoints: 262144 rows, and a tokenizer.json whose added <image_soft_token>
+// is 262144. An added token right after the model's last row loads; a prompt that holds it is
+// refused naming it before any ring forms, and one that does not runs.
+TEST_CASE("generate --model DIR: an added token just past the model's rows loads; a prompt holding it is refused naming it") {
+  Scratch s;
+  write_model(s.dir);
+  {
+    JsonMap t = infer::parse_json_map([&] {
+      std::ifstream f(s.dir / "tokenizer.json");
+      return std::string(std::istreambuf_iterator<char>(f), {});
+    }());
+    t["added_tokens"].push_back({{"id", kVocab}, {"content", "<|img|>"}, {"single_word", false}, {"lstrip", false},
+                                 {"rstrip", false}, {"normalized", false}, {"special", true}});
+    std::ofstream(s.dir / "tokenizer.json") << t.dump();
+  }
+  CHECK(run_json(s.dir, "x", 1, 2).at("prompt_tokens").get<double>() == 2);  // BOS and x
+  const Outcome r = run_ringattn({"generate", "--model", s.dir.string(), "--prompt", "x<|img|>", "--max-tokens", "2", "--nodes", "2",
+                                  "--threads", "1", "--timeout", "60"});
+  CHECK(r.exit_code != 0);
+  CHECK(r.err.find("the text holds \"<|img|>\", token " + std::to_string(kVocab)) != std::string::npos);
+  CHECK(r.err.find("past the model's " + std::to_string(kVocab) + " tokens") != std::string::npos);
+  CHECK(r.group_empty);
+}
+
 TEST_CASE("generate --chat: the prompt is the directory's chat template of the messages, encoded without a second BOS; a template it cannot render is refused naming it") {
   Scratch s;
   write_model(s.dir);

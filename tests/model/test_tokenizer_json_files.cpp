@@ -10,11 +10,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <new>
+#include <string>
+#include <vector>
 
 #include "infer/tokenizers/tokenizer_json.hpp"
 #include "tests/error_of.hpp"
@@ -71,6 +74,58 @@ TEST_CASE("tokenizer.json: the fuzz seeds' tokenizers: merges by rank, byte fall
   CHECK(s.decode(s.encode("the Hi", false)) == "the Hi");
   CHECK(s.decode(std::vector<int>{*s.id_of("<0xC3>")}) == "\xef\xbf\xbd");  // half a character: one U+FFFD per byte
   CHECK(s.digest() != b.digest());
+
+  // Gemma 3's shape: spaces replaced by U+2581 and no leading one, a Split on " " that finds
+  // none left, added tokens found in the raw text ("\n", a written-out U+2581 U+2581), no Strip.
+  const TokenizerJson g = TokenizerJson::load(kSeeds / "tiny-gemma.json");
+  const auto id = [&](const char* p) { return *g.id_of(p); };
+  const std::string the_ = "\xe2\x96\x81the", mark = "\xe2\x96\x81", marks = mark + mark;
+  CHECK(g.encode("the the", false) == std::vector<int>{id("t"), id("he"), id(the_.c_str())});
+  CHECK(g.decode(g.encode("the the", true)) == "<s>the the");
+  CHECK(g.encode("a" + marks + "a", false) == std::vector<int>{id("a"), id(marks.c_str()), id("a")});  // the added token
+  CHECK(g.encode("a  a", false) == std::vector<int>{id("a"), id(mark.c_str()), id(mark.c_str()), id("a")});  // no merge joins them
+  CHECK(g.encode("x\ny", false) == std::vector<int>{id("<0x78>"), id("\n"), id("<0x79>")});
+  CHECK(g.decode(g.encode(" caf\xc3\xa9\n\n", true), true) == " caf\xc3\xa9\n\n");
+  CHECK(g.digest() != s.digest());
+}
+
+// A Split on a literal (split_delimiter.hpp) as the pre-tokenizer of the SentencePiece seed:
+// "the" is normalized to "\u2581the", which its merges make one token. Split on "h" first,
+// each behavior makes its own words ("\u2581t" "h" "e" as the pattern's non-match, match,
+// non-match; inverted, the other way round) and so its own tokens, and its own digest.
+TEST_CASE("tokenizer.json: a Split on a String runs each behavior of the library, and invert") {
+  const JsonMap sp = seed("tiny-sentencepiece.json");
+  const std::string the = "\xe2\x96\x81the", t = "\xe2\x96\x81t";
+  struct Want {
+    const char* behavior;
+    bool invert;
+    std::vector<std::string> pieces;
+  };
+  const Want wants[] = {
+      {nullptr, false, {the}},  // no pre-tokenizer
+      {"Removed", false, {t, "e"}},
+      {"Isolated", false, {t, "h", "e"}},
+      {"MergedWithPrevious", false, {t, "h", "e"}},  // "\u2581th" "e"
+      {"MergedWithNext", false, {t, "he"}},
+      {"Contiguous", false, {t, "h", "e"}},
+      {"Removed", true, {"h"}},
+      {"MergedWithPrevious", true, {t, "he"}},
+  };
+  std::vector<std::uint64_t> digests;
+  for (const Want& w : wants) {
+    CAPTURE(w.behavior);
+    CAPTURE(w.invert);
+    JsonMap j = sp;
+    if (w.behavior) j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"String", "h"}}}, {"behavior", w.behavior}, {"invert", w.invert}};
+    const TokenizerJson tok = TokenizerJson::from_json(j, "sp.json");
+    std::vector<int> want;
+    for (const std::string& p : w.pieces) want.push_back(*tok.id_of(p));
+    CHECK(tok.encode("the", false) == want);
+    CHECK(tok.decode(tok.encode("the", false)) == (w.behavior && std::string_view(w.behavior) == "Removed" ? (w.invert ? "h" : "te") : "the"));
+    digests.push_back(tok.digest());
+  }
+  std::sort(digests.begin(), digests.end());
+  CHECK(std::unique(digests.begin(), digests.end()) == digests.end());
 }
 
 // A refusal that follows the file's size: one id of 2^24 - 1 in a small file is refused
@@ -134,6 +189,14 @@ TEST_CASE("tokenizer.json: hostile and unsupported files are refused naming the 
       {"a missing byte piece", [](JsonMap& j) { j["model"]["vocab"].erase("A"); }, "lacks the piece \"A\" of byte 65"},
       {"another regex", [](JsonMap& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\w+"; }, "is not one this runtime implements"},
       {"a Split that removes", [](JsonMap& j) { j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Removed"; }, "behavior is not \"Isolated\""},
+      {"a Split on an empty String", [](JsonMap& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"] = {{"String", ""}}; }, "pattern.String is not a non-empty string"},
+      {"a Split of no known behavior", [](JsonMap& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"] = {{"String", " "}}; j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Merged"; },
+       "behavior \"Merged\" is not one of Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous"},
+      {"a Split without a pattern", [](JsonMap& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"] = JsonMap::object(); }, "neither pattern.String nor pattern.Regex"},
+      {"a Split after ByteLevel", [](JsonMap& j) { j["pre_tokenizer"]["pretokenizers"].push_back({{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "Isolated"}}); },
+       "Split after a ByteLevel pre-tokenizer is not implemented"},
+      {"a regex Split without ByteLevel", [](JsonMap& j) { j["pre_tokenizer"] = JsonMap(j["pre_tokenizer"]["pretokenizers"][0]); },
+       "Split on a regex without ByteLevel after it is not implemented"},
       {"a ByteLevel with its own regex", [](JsonMap& j) { j["pre_tokenizer"]["pretokenizers"][1]["use_regex"] = true; }, "use_regex is true"},
       {"a Whitespace pre-tokenizer", [](JsonMap& j) { j["pre_tokenizer"] = {{"type", "Whitespace"}}; }, "pre_tokenizer \"Whitespace\" is not implemented"},
       {"an NFKC normalizer", [](JsonMap& j) { j["normalizer"] = {{"type", "NFKC"}}; }, "normalizer \"NFKC\" is not implemented"},

