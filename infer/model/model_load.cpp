@@ -313,10 +313,11 @@ Model Model::from_safetensors(const ModelConfig& c, const std::string& path, rin
   return m;
 }
 
-Model Model::from_llama2c(const std::string& path, ringattn::DType matrices, TpShard shard) {
-  auto fail = [&](const std::string& what) { return ringattn::FileError("model " + path + ": " + what); };
-  constexpr std::uint64_t kMaxBytes = std::uint64_t{64} << 30;
-  const std::vector<char> bytes = read_input_file(path, kMaxBytes, "model");
+namespace {
+
+// A llama2.c checkpoint's configuration from its 28-byte header (each field in range, the
+// shapes consistent); `fail` makes the error naming the file.
+ModelConfig llama2c_config(const std::vector<char>& bytes, const std::function<ringattn::FileError(const std::string&)>& fail) {
   if (bytes.size() < 28) throw fail(std::to_string(bytes.size()) + " bytes: shorter than llama2.c's 28-byte header");
   std::int32_t h[7];
   std::memcpy(h, bytes.data(), sizeof h);
@@ -350,7 +351,15 @@ Model Model::from_llama2c(const std::string& path, ringattn::DType matrices, TpS
   } catch (const ringattn::InvalidArgument& e) {
     throw fail(e.what());
   }
-  // The file is exactly the header and these float32 tensors (each for all layers in turn).
+  return c;
+}
+
+// The checkpoint's float32 tensors after the header, in tensor_specs' order (layer by layer,
+// Hugging Face's names): llama2.c stores each tensor for every layer in turn, its w1 the
+// gate, w3 the up and w2 the down projection. The file must be exactly the header and these
+// tensors (and the two unused RoPE tables); each tensor is checked finite.
+std::vector<std::vector<float>> llama2c_tensors(const ModelConfig& c, const std::vector<char>& bytes,
+                                                const std::function<ringattn::FileError(const std::string&)>& fail) {
   const std::int64_t L = c.layers, D = c.dim, F = c.ffn, kv = c.kv_heads * c.head_dim;
   const std::int64_t rope_tables = c.context * c.head_dim;  // two of seq_len x head_size/2, unused
   const std::int64_t floats = c.vocab * D + L * D + L * D * D + 2 * L * kv * D + L * D * D + L * D + 3 * L * F * D + D +
@@ -381,8 +390,6 @@ Model Model::from_llama2c(const std::string& path, ringattn::DType matrices, TpS
         throw fail(std::string(name) + (layer >= 0 ? " of layer " + std::to_string(layer) : "") + " holds NaN or inf");
     return w;
   };
-  // In tensor_specs' order (layer by layer, Hugging Face's names): llama2.c's w1 is the
-  // gate, w3 the up and w2 the down projection.
   std::vector<std::vector<float>> order;
   order.push_back(tensor(embedding, -1, "token_embedding_table"));
   for (std::int64_t l = 0; l < L; ++l) {
@@ -398,6 +405,19 @@ Model Model::from_llama2c(const std::string& path, ringattn::DType matrices, TpS
   }
   order.push_back(tensor(final_norm, -1, "rms_final_weight"));
   if (!c.tied) order.push_back(tensor(classifier, -1, "wcls"));
+  return order;
+}
+
+}  // namespace
+
+Model Model::from_llama2c(const std::string& path, ringattn::DType matrices, TpShard shard) {
+  const std::function<ringattn::FileError(const std::string&)> fail = [&](const std::string& what) {
+    return ringattn::FileError("model " + path + ": " + what);
+  };
+  constexpr std::uint64_t kMaxBytes = std::uint64_t{64} << 30;
+  const std::vector<char> bytes = read_input_file(path, kMaxBytes, "model");
+  const ModelConfig c = llama2c_config(bytes, fail);
+  std::vector<std::vector<float>> order = llama2c_tensors(c, bytes, fail);
   Model m;
   m.configure(c, shard);
   IndexedSource src(c, [&](std::size_t index, const TensorSpec&) { return std::move(order[index]); });
