@@ -57,6 +57,67 @@ std::vector<int> token_kinds(const std::vector<std::string>& tokens, const std::
 
 }  // namespace
 
+namespace {
+
+// The vocabulary as tokenizer.json's model.vocab and its added tokens: unknown, control and
+// user-defined tokens stay in the vocabulary (merges may make them) and are found in text
+// first, as llama.cpp's parse_special does. A SentencePiece byte token must read <0xNN>.
+void gguf_vocabulary(const GgufFile& f, const std::vector<std::string>& tokens, const std::vector<int>& kinds, bool spm,
+                     JsonMap& vocab, JsonMap& added) {
+  auto fail = [&](const std::string& what) { return ringattn::FileError("model " + f.path() + ": " + what); };
+  vocab = JsonMap::object();
+  added = JsonMap::array();
+  const auto n = static_cast<std::int64_t>(tokens.size());
+  for (std::int64_t id = 0; id < n; ++id) {
+    const std::string& t = tokens[static_cast<std::size_t>(id)];
+    const int type = kinds[static_cast<std::size_t>(id)];
+    // Unknown, control and user-defined tokens stay in the vocabulary (merges may make them)
+    // and are found in text first, as llama.cpp's parse_special does.
+    if (type == 2 || type == 3 || type == 4) added.push_back({{"id", id}, {"content", t}, {"special", type != 4}});
+    // SentencePiece: llama.cpp turns a byte token into its byte by its <0xNN> text, and
+    // prints any other token's text: the two must coincide.
+    const bool byte_text = t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>' && std::isxdigit(static_cast<unsigned char>(t[3])) &&
+                           std::isxdigit(static_cast<unsigned char>(t[4])) && !std::islower(static_cast<unsigned char>(t[3])) &&
+                           !std::islower(static_cast<unsigned char>(t[4]));
+    if (spm && (type == 6) != byte_text)
+      throw fail("tokenizer.ggml.tokens[" + std::to_string(id) + "] \"" + t + "\" is " + (type == 6 ? "" : "not ") +
+                 "of the byte type (6) but is " + (byte_text ? "" : "not ") + "a <0xNN> byte token");
+    if (!vocab.emplace(t, id).second) {
+      throw fail("tokenizer.ggml.tokens has \"" + t + "\" twice (ids " + std::to_string(vocab[t].get<std::int64_t>()) + " and " +
+                 std::to_string(id) + ")");
+    }
+  }
+}
+
+// llama.cpp's BOS/EOS rule as a TemplateProcessing post-processor (null: it adds neither):
+// a SentencePiece vocabulary adds BOS by default, and its BOS and EOS are 1 and 2.
+JsonMap gguf_post_processor(const GgufFile& f, const std::vector<std::string>& tokens, bool spm) {
+  auto fail = [&](const std::string& what) { return ringattn::FileError("model " + f.path() + ": " + what); };
+  const auto n = static_cast<std::int64_t>(tokens.size());
+  JsonMap post = nullptr;
+  const bool add_bos = f.boolean("tokenizer.ggml.add_bos_token").value_or(spm);
+  const bool add_eos = f.boolean("tokenizer.ggml.add_eos_token").value_or(false);
+  if (add_bos || add_eos) {
+    JsonMap single = JsonMap::array(), specials = JsonMap::object();
+    auto special = [&](const char* key, std::int64_t spm_default) {
+      std::optional<std::int64_t> id = f.integer(key, 0, n - 1);
+      if (!id && spm && spm_default < n) id = spm_default;
+      if (!id) throw fail(std::string(key) + " is missing, but the file asks for the token to be added");
+      std::string name = std::to_string(*id);
+      name.insert(name.begin(), '#');  // (not "#" + ...: GCC 12 warns falsely of an overlapping memcpy)
+      specials[name] = {{"id", name}, {"ids", {*id}}, {"tokens", {tokens[static_cast<std::size_t>(*id)]}}};
+      return JsonMap{{"SpecialToken", {{"id", name}, {"type_id", 0}}}};
+    };
+    if (add_bos) single.push_back(special("tokenizer.ggml.bos_token_id", 1));
+    single.push_back({{"Sequence", {{"id", "A"}, {"type_id", 0}}}});
+    if (add_eos) single.push_back(special("tokenizer.ggml.eos_token_id", 2));
+    post = {{"type", "TemplateProcessing"}, {"single", single}, {"special_tokens", specials}};
+  }
+  return post;
+}
+
+}  // namespace
+
 TokenizerJson gguf_tokenizer(const GgufFile& f) {
   auto fail = [&](const std::string& what) { return ringattn::FileError("model " + f.path() + ": " + what); };
   const std::string kind = f.string("tokenizer.ggml.model").value_or("");
@@ -80,53 +141,15 @@ TokenizerJson gguf_tokenizer(const GgufFile& f) {
   if (spm && types == nullptr) throw fail("tokenizer.ggml.token_type is missing (a SentencePiece vocabulary needs it for its byte tokens)");
   if (types != nullptr && types->size() != tokens->size())
     throw fail("tokenizer.ggml.token_type has " + std::to_string(types->size()) + " entries for " + std::to_string(tokens->size()) + " tokens");
-  const auto n = static_cast<std::int64_t>(tokens->size());
   if (types != nullptr)
     for (std::size_t id = 0; id < types->size(); ++id)
       if (const double type = (*types)[id]; type != std::floor(type) || type < 0 || type > 6)
         throw fail("tokenizer.ggml.token_type[" + std::to_string(id) + "] = " + std::to_string(type) + " is no token type (0-6)");
   const std::vector<int> kinds = token_kinds(*tokens, types);
 
-  JsonMap vocab = JsonMap::object(), added = JsonMap::array();
-  for (std::int64_t id = 0; id < n; ++id) {
-    const std::string& t = (*tokens)[static_cast<std::size_t>(id)];
-    const int type = kinds[static_cast<std::size_t>(id)];
-    // Unknown, control and user-defined tokens stay in the vocabulary (merges may make them)
-    // and are found in text first, as llama.cpp's parse_special does.
-    if (type == 2 || type == 3 || type == 4) added.push_back({{"id", id}, {"content", t}, {"special", type != 4}});
-    // SentencePiece: llama.cpp turns a byte token into its byte by its <0xNN> text, and
-    // prints any other token's text: the two must coincide.
-    const bool byte_text = t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>' && std::isxdigit(static_cast<unsigned char>(t[3])) &&
-                           std::isxdigit(static_cast<unsigned char>(t[4])) && !std::islower(static_cast<unsigned char>(t[3])) &&
-                           !std::islower(static_cast<unsigned char>(t[4]));
-    if (spm && (type == 6) != byte_text)
-      throw fail("tokenizer.ggml.tokens[" + std::to_string(id) + "] \"" + t + "\" is " + (type == 6 ? "" : "not ") +
-                 "of the byte type (6) but is " + (byte_text ? "" : "not ") + "a <0xNN> byte token");
-    if (!vocab.emplace(t, id).second) {
-      throw fail("tokenizer.ggml.tokens has \"" + t + "\" twice (ids " + std::to_string(vocab[t].get<std::int64_t>()) + " and " +
-                 std::to_string(id) + ")");
-    }
-  }
-  JsonMap post = nullptr;
-  // llama.cpp's defaults: a SentencePiece vocabulary adds BOS, and its BOS and EOS are 1 and 2.
-  const bool add_bos = f.boolean("tokenizer.ggml.add_bos_token").value_or(spm);
-  const bool add_eos = f.boolean("tokenizer.ggml.add_eos_token").value_or(false);
-  if (add_bos || add_eos) {
-    JsonMap single = JsonMap::array(), specials = JsonMap::object();
-    auto special = [&](const char* key, std::int64_t spm_default) {
-      std::optional<std::int64_t> id = f.integer(key, 0, n - 1);
-      if (!id && spm && spm_default < n) id = spm_default;
-      if (!id) throw fail(std::string(key) + " is missing, but the file asks for the token to be added");
-      std::string name = std::to_string(*id);
-      name.insert(name.begin(), '#');  // (not "#" + ...: GCC 12 warns falsely of an overlapping memcpy)
-      specials[name] = {{"id", name}, {"ids", {*id}}, {"tokens", {(*tokens)[static_cast<std::size_t>(*id)]}}};
-      return JsonMap{{"SpecialToken", {{"id", name}, {"type_id", 0}}}};
-    };
-    if (add_bos) single.push_back(special("tokenizer.ggml.bos_token_id", 1));
-    single.push_back({{"Sequence", {{"id", "A"}, {"type_id", 0}}}});
-    if (add_eos) single.push_back(special("tokenizer.ggml.eos_token_id", 2));
-    post = {{"type", "TemplateProcessing"}, {"single", single}, {"special_tokens", specials}};
-  }
+  JsonMap vocab, added;
+  gguf_vocabulary(f, *tokens, kinds, spm, vocab, added);
+  JsonMap post = gguf_post_processor(f, *tokens, spm);
   if (spm) {
     const JsonMap j = {
         {"model", {{"type", "BPE"}, {"vocab", std::move(vocab)}, {"merges", JsonMap::array()}, {"byte_fallback", true}}},
