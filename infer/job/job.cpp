@@ -274,7 +274,7 @@ class BatchRun {
       const std::int32_t t = samplers_[stepping_[j]].next(row);
       s.tokens.push_back(t);
       s.logits.insert(s.logits.end(), row.begin(), row.end());
-      if (on_token_ && !on_token_(s.prompt, t)) stops_[j] = 1.0F;
+      if (on_token_ && !on_token_({s.prompt, t, row, step_})) stops_[j] = 1.0F;
     }
     if (group_ && options_.stop_at_end && !stops_.empty()) group_->sum(stops_);
     for (std::size_t j = 0; j < stepping_.size(); ++j) {
@@ -323,6 +323,7 @@ class BatchRun {
       if (!any) break;
       logits_.resize(stepping_.size() * static_cast<std::size_t>(c_.vocab));
       model_.logits(live_.h, logits_, group_);
+      step_ = s + 1;
       choose();
       ++stats_.decode_steps;
       if (options_.progress)
@@ -334,6 +335,7 @@ class BatchRun {
 
   // What stays holds its rows only: the growth reserved for max_tokens goes back.
   void finish() {
+    for (std::size_t i = 0; i < owned_.size(); ++i) owned_[i].sampler_state = samplers_[i].state();
     for (const ringattn::KVCache& cache : caches_) stats_.kv_cache_bytes += cache.bytes();
     if (!kept_) return;
     for (std::size_t i = 0; i < prompts_.size(); ++i)
@@ -371,6 +373,7 @@ class BatchRun {
   std::vector<char> done_;
   std::vector<std::size_t> stepping_;  // the owned prompts fed this step, in order
   DecodeRows live_;                    // the tokens of the next step
+  int step_ = 0;                       // the step choose() chooses for (0: the prefill's)
   double t0_ = 0;
 };
 

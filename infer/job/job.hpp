@@ -41,6 +41,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,7 @@ struct SequenceResult {
   std::vector<std::int32_t> tokens;   // generated
   std::vector<float> logits;          // [tokens, vocab]: the logits each token was chosen from
   Continuation next;                  // where the last token (chosen, not fed) would go in
+  std::uint64_t sampler_state = 0;    // its sampler's state after the last token (Sampler::state)
 };
 
 // Every prompt and its generated tokens fit the positions the model was trained for
@@ -77,10 +79,20 @@ struct JobStats {
   std::size_t kv_cache_bytes = 0;  // this rank's K/V held at the end of decode (every layer)
 };
 
-// Called on the rank that generates prompt `prompt` as soon as each of its tokens is chosen
-// (the first one from the prefill's logits), before the next step's work: for streaming.
-// Returns false to end that prompt's generation (with options.stop_at_end: its client left).
-using TokenSink = std::function<bool(std::int32_t prompt, std::int32_t token)>;
+// One chosen token, as the rank that generates its prompt sees it.
+struct ChosenToken {
+  std::int32_t prompt = 0;          // index in the batch
+  std::int32_t token = 0;
+  std::span<const float> logits;    // [vocab]: the row it was chosen from (valid during the call)
+  int step = 0;                     // 0: from the prefill's last rows; s: the s-th decode step
+};
+
+// Called on the rank that generates a prompt as soon as each of its tokens is chosen (the
+// first one from the prefill's logits), before the next step's work: for streaming. Every
+// token of a step is told before any of the next step's. Returns false to end that prompt's
+// generation (with options.stop_at_end: its client left, or the caller pauses it: its
+// SequenceResult tells where it would go on).
+using TokenSink = std::function<bool(const ChosenToken& chosen)>;
 
 // The KV-cache bytes one token's rows take, over every layer, on the rank that holds them
 // (head dims padded as the ring's kernels take them).

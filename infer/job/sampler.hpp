@@ -37,6 +37,10 @@ class Sampler {
   // One coin in [0, 1): 24 random bits (what run.c's random_f32 returns).
   float coin();
 
+  // The generator's state now: a Sampler made with it as its seed draws what this one
+  // draws next (a daemon's reply that pauses for a newcomer goes on with the same coins).
+  std::uint64_t state() const { return state_; }
+
  private:
   float temperature_, top_p_;
   std::uint64_t state_;

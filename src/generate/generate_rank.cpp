@@ -32,7 +32,8 @@ RankFigures run_rank(infer::JobOptions opt, const RingOptions& ring_options, con
     bool ended = false;
   };
   std::map<std::int32_t, Text> texts;
-  auto on_token = [&](std::int32_t prompt, std::int32_t token) {
+  auto on_token = [&](const infer::ChosenToken& c) {
+    const std::int32_t prompt = c.prompt, token = c.token;
     if (opt.tp.rank != 0) return true;  // a group's ranks choose the same tokens: its first one tells
     const infer::Prompt& p = job.prompts[static_cast<std::size_t>(prompt)];
     TokenEvent e{prompt, p.id, token, "", opt.ends_text(token), std::nullopt, static_cast<std::int64_t>(p.tokens.size())};

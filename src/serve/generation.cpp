@@ -36,20 +36,20 @@ constexpr std::size_t kPromptHead = 4 + 4 + 4 + 1 + 1 + 4 + 4 + 8 + 8 + 8;  // a
 
 }  // namespace
 
-GenerateBatch make_batch(const std::vector<std::shared_ptr<Generation>>& queued, const std::vector<std::int32_t>& end) {
+GenerateBatch make_batch(const std::vector<std::shared_ptr<Generation>>& running, const std::vector<std::int32_t>& end) {
   GenerateBatch b;
   b.end = end;
   b.max_tokens = 1;
-  for (const auto& g : queued) {
+  for (const auto& g : running) {
     infer::Prompt p;
     p.id = std::to_string(b.prompts.size());
-    p.tokens = g->prompt;
+    p.tokens = g->feed;
     p.sampling = g->sampling;
-    p.max_tokens = g->max_tokens;
+    p.max_tokens = g->max_tokens - g->generated;
     p.sequence = g->sequence;
-    p.keep = g->keep;
+    p.keep = true;
     p.continues = g->continues;
-    b.max_tokens = std::max(b.max_tokens, g->max_tokens);
+    b.max_tokens = std::max(b.max_tokens, p.max_tokens);
     b.prompts.push_back(std::move(p));
   }
   return b;
@@ -151,6 +151,28 @@ GenerateBatch decode_generate(std::span<const std::byte> payload, std::int64_t v
   r.end();
   check_batch(b, vocab, context, max_rows, kept);
   return b;
+}
+
+std::vector<std::byte> encode_erasures(const std::vector<std::int32_t>& sequences) {
+  peer::Writer w;
+  w.u32(static_cast<std::uint32_t>(sequences.size()));
+  for (const std::int32_t id : sequences) w.i32(id);
+  return std::move(w.out);
+}
+
+std::vector<std::int32_t> decode_erasures(std::span<const std::byte> payload, const std::set<std::int32_t>& kept) {
+  peer::Reader r{payload, "rank 0's DONE of a generation round", 0};
+  const std::uint32_t n = r.u32();
+  if (n > r.left() / 4) r.bad("counts " + std::to_string(n) + " sequences to erase in " + std::to_string(r.left()) + " bytes");
+  std::vector<std::int32_t> out;
+  std::set<std::int32_t> seen;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const std::int32_t id = r.i32();
+    if (!kept.count(id) || !seen.insert(id).second) r.bad("names sequence " + std::to_string(id) + " to erase, which this rank does not keep (or twice)");
+    out.push_back(id);
+  }
+  r.end();
+  return out;
 }
 
 }  // namespace ringattn::serve

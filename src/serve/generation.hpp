@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "../../infer/job/prompts.hpp"
+#include "../../infer/job/text_tokenizer.hpp"
 
 namespace ringattn::serve {
 
@@ -92,6 +93,12 @@ struct Generation {
   bool settled = false;                          // SessionTable::finish saw it
   std::atomic<bool> cancelled{false};  // the client went away: its tokens are dropped
   std::atomic<bool> stopped{false};    // the endpoint found a stop sequence: a whole reply, ended early
+  // Continuous batching (ring thread only): a reply runs in rounds of the ring, pausing
+  // at a step boundary whenever newcomers wait and going on in the next round with them.
+  std::vector<std::int32_t> feed;           // what its next round feeds: the prompt, then the token chosen last
+  std::unique_ptr<infer::TextStream> text;  // its text so far (held-back bytes across rounds)
+  std::chrono::steady_clock::time_point last_token_at;
+  bool ran = false;                    // ring thread only: it has rows on every rank (its sequence is kept)
   bool ended = false;                  // ring thread only: done or error was pushed
   bool complete = false;               // ring thread only: done was pushed (its reply is whole)
   bool end_token = false;              // ring thread only: it chose an end token (not fed, not in its history)
@@ -105,8 +112,10 @@ struct GenerateBatch {
   int max_tokens = 0;             // the most any prompt generates
 };
 
-// Rank 0: the batch of `queued` (maybe empty) after erasing `end` on every rank.
-GenerateBatch make_batch(const std::vector<std::shared_ptr<Generation>>& queued, const std::vector<std::int32_t>& end);
+// Rank 0: the round of `running` (maybe empty) after erasing `end` on every rank. Every
+// prompt is fed its `feed` and kept (a reply that pauses goes on from its rows; the rows of
+// one that ends go with the next round's `end`, unless a session keeps them).
+GenerateBatch make_batch(const std::vector<std::shared_ptr<Generation>>& running, const std::vector<std::int32_t>& end);
 // A worker, as the frame arrives (decode_generate): `b` fits the model (vocab ids, context positions), the ring (at most
 // max_rows tokens) and the ids this rank keeps (`kept`). Throws NetworkError (protocol,
 // attributed to rank 0, which built it) naming the field.
@@ -116,5 +125,11 @@ std::vector<std::byte> encode_generate(const GenerateBatch& b);
 // A worker: the GENERATE payload read (never past its end) and checked as check_batch does.
 GenerateBatch decode_generate(std::span<const std::byte> payload, std::int64_t vocab, std::int64_t context,
                               std::int64_t max_rows, const std::set<std::int32_t>& kept);
+
+// The DONE that ends a round carries the sequences every rank erases at once (replies that
+// ended in it, sessions that ended meanwhile): count u32 | count x sequence i32. A worker
+// reads it never past its end, and refuses an id it does not keep or names twice.
+std::vector<std::byte> encode_erasures(const std::vector<std::int32_t>& sequences);
+std::vector<std::int32_t> decode_erasures(std::span<const std::byte> payload, const std::set<std::int32_t>& kept);
 
 }  // namespace ringattn::serve

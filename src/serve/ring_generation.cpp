@@ -5,6 +5,7 @@
 // its request the moment it is chosen. Then DONE, as for an attention job. The rows of a
 // session's requests stay in every rank's kept caches for its next message (sessions.hpp).
 #include <algorithm>
+#include <utility>
 
 #include "ringattn/error.hpp"
 #include "../../infer/job/agreement.hpp"
@@ -48,6 +49,7 @@ void RingService::submit_generation(std::shared_ptr<Generation> g, bool open_ses
     sessions_->admit(*g, open_session, session);
     record_sessions();
     generations_.push_back(std::move(g));
+    arrived_ = true;  // the running replies pause at their next step to let it join
     metrics_.set("ringattn_generations_queued", {}, static_cast<double>(generations_.size()));
   }
   cv_.notify_all();
@@ -60,15 +62,6 @@ void RingService::close_session(const std::string& id) {
     record_sessions();
   }
   cv_.notify_all();  // its rows go with the next job, sent now
-}
-
-void RingService::finish_generations(std::vector<std::shared_ptr<Generation>>& batch,
-                                     const std::vector<infer::SequenceResult>& results) {
-  std::vector<const infer::SequenceResult*> by_prompt(batch.size(), nullptr);
-  for (const auto& r : results) by_prompt[static_cast<std::size_t>(r.prompt)] = &r;
-  std::lock_guard lock(mu_);
-  for (std::size_t i = 0; i < batch.size(); ++i) sessions_->finish(*batch[i], by_prompt[i], batch[i]->complete && by_prompt[i]);
-  record_sessions();
 }
 
 void RingService::record_sessions() {
@@ -92,15 +85,19 @@ std::vector<infer::SequenceResult> RingService::run_kept_batch(const GenerateBat
 }
 
 std::vector<std::shared_ptr<Generation>> RingService::take_generations() {
-  // One rank may hold every row of a batch (short prompts go whole to one rank), and one
-  // decode call carries every prompt's token: both within max_rows.
+  // Newcomers join the running replies. One rank may hold every row of a round (short
+  // prompts go whole to one rank), and one decode call carries a token of each prompt: both
+  // within max_rows. A newcomer that does not fit beside the running ones waits for rows to
+  // free; with none running the first always goes (parse_request bounded it by max_rows).
   const std::int64_t cap = limits().max_rows;
-  std::vector<std::shared_ptr<Generation>> batch;
-  std::int64_t tokens = 0;
+  auto count = static_cast<std::int64_t>(active_.size());
+  std::int64_t tokens = count;  // a running reply feeds one token (its last)
+  std::vector<std::shared_ptr<Generation>> joined;
+  arrived_ = false;
   while (!generations_.empty()) {
     std::shared_ptr<Generation> g = generations_.front();
     const auto n = static_cast<std::int64_t>(g->prompt.size());
-    if (!batch.empty() && (tokens + n > cap || static_cast<std::int64_t>(batch.size()) >= cap)) break;
+    if (count > 0 && (tokens + n > cap || count >= cap)) break;
     generations_.pop_front();
     if (g->cancelled) {  // its client left while it waited
       g->ended = true;
@@ -109,20 +106,105 @@ std::vector<std::shared_ptr<Generation>> RingService::take_generations() {
       continue;
     }
     tokens += n;
-    batch.push_back(std::move(g));
+    ++count;
+    g->feed = g->prompt;
+    joined.push_back(std::move(g));
   }
   metrics_.set("ringattn_generations_queued", {}, static_cast<double>(generations_.size()));
-  return batch;
+  return joined;
 }
 
-void RingService::run_generation(std::vector<std::shared_ptr<Generation>>& batch, const std::vector<std::int32_t>& end) {
-  if (batch.empty() && end.empty()) return;
-  const HostedModel& m = *model_;
+void RingService::settle(Generation& g, const infer::SequenceResult* r) {
+  sessions_->finish(g, r, g.complete && r);
+  if (g.ran && g.session.empty()) to_erase_.push_back(g.sequence);  // a session's rows: SessionTable's to keep or end
+}
+
+void RingService::settle_paused() {
+  std::vector<std::shared_ptr<Generation>> still;
+  for (auto& g : active_) {
+    if (g->stopped) {  // its text reached a stop sequence while it paused: a whole reply (never a session's)
+      g->ended = g->complete = true;
+      metrics_.add("ringattn_generations_total", {{"result", "ok"}});
+    } else if (g->cancelled) {
+      g->ended = true;
+      metrics_.add("ringattn_generations_total", {{"result", "cancelled"}});
+    }
+    if (g->ended) settle(*g, nullptr);
+    else still.push_back(std::move(g));
+  }
+  active_ = std::move(still);
+}
+
+bool RingService::on_chosen(Generation& g, const infer::ChosenToken& c) {
+  if (c.step != round_step_) {  // the first token of a step: pause the round if newcomers wait
+    round_step_ = c.step;
+    pause_ = arrived_.load();
+  }
+  if (g.ended) return false;
+  if (g.stopped) {  // its text reached a stop sequence (openai_api.cpp): complete, not cancelled
+    g.ended = g.complete = true;
+    metrics_.add("ringattn_generations_total", {{"result", "ok"}});
+    return false;
+  }
+  if (g.cancelled) {
+    g.ended = true;
+    metrics_.add("ringattn_generations_total", {{"result", "cancelled"}});
+    return false;
+  }
+  const auto now = Clock::now();
+  if (g.generated == 0) metrics_.observe("ringattn_time_to_first_token_seconds", {}, std::chrono::duration<double>(now - g.queued_at).count());
+  else metrics_.observe("ringattn_inter_token_seconds", {}, std::chrono::duration<double>(now - g.last_token_at).count());
+  g.last_token_at = now;
+  if (model_->options.ends_text(c.token)) {
+    g.ended = g.complete = g.end_token = true;
+    g.stream.push(done_event("stop", g.text->finish()));
+    metrics_.add("ringattn_generations_total", {{"result", "ok"}});
+    return false;
+  }
+  ++g.generated;
+  ++round_generated_;
+  g.stream.push(token_event(c.token, g.text->next(c.token)));
+  if (g.generated >= g.max_tokens) {
+    g.ended = g.complete = true;
+    g.stream.push(done_event("length", g.text->finish()));
+    metrics_.add("ringattn_generations_total", {{"result", "ok"}});
+    return false;
+  }
+  return !pause_;  // paused: it goes on in the next round from the token just chosen
+}
+
+void RingService::after_round(std::vector<std::shared_ptr<Generation>>& round, const std::vector<infer::SequenceResult>& results) {
+  std::vector<const infer::SequenceResult*> by_prompt(round.size(), nullptr);
+  for (const auto& r : results) by_prompt[static_cast<std::size_t>(r.prompt)] = &r;
+  std::lock_guard lock(mu_);
+  active_.clear();
+  for (std::size_t i = 0; i < round.size(); ++i) {
+    Generation& g = *round[i];
+    const infer::SequenceResult* r = by_prompt[i];
+    g.ran = true;  // the round kept its rows on every rank
+    if (!g.ended && (!r || r->tokens.empty())) {  // cannot happen (a round chooses a token of each); never leave one waiting
+      g.ended = true;
+      g.stream.push(error_event("the ring ended this request before its last token", 500));
+    }
+    if (g.ended) {
+      settle(g, r);
+      continue;
+    }
+    g.feed = {r->tokens.back()};  // chosen, not fed
+    g.continues = r->next;
+    g.sampling.seed = r->sampler_state;
+    active_.push_back(round[i]);
+  }
+  record_sessions();
+}
+
+void RingService::run_generation(std::vector<std::shared_ptr<Generation>>& round, const std::vector<std::int32_t>& end) {
+  if (round.empty() && end.empty()) return;
   // Each request was checked where it entered (parse_request: its tokens, the context, the
   // ring's rows; SessionTable::admit: a session's history, the cache) and take_generations
-  // kept the batch within max_rows; the workers check the frame as it arrives
+  // kept the round within max_rows; the workers check the frame as it arrives
   // (decode_generate). Rank 0 runs what it sends without checking it a third time.
-  const GenerateBatch b = make_batch(batch, end);
+  const GenerateBatch b = make_batch(round, end);
   const std::vector<std::byte> payload = encode_generate(b);
   const std::uint64_t id = next_job_id();
   const std::span<const std::byte> bytes(payload);
@@ -133,79 +215,55 @@ void RingService::run_generation(std::vector<std::shared_ptr<Generation>>& batch
   }
   for (auto& s : sends) ring_->wait(s);
 
-  const infer::TextTokenizer& tok = *m.job.tokenizer;
-  std::vector<std::unique_ptr<infer::TextStream>> text(batch.size());
-  std::vector<Clock::time_point> last(batch.size());
-  for (std::size_t i = 0; i < batch.size(); ++i) text[i] = tok.stream(batch[i]->prompt);
-  std::int64_t generated = 0;
-  auto sink = [&](std::int32_t prompt, std::int32_t token) {
-    const auto i = static_cast<std::size_t>(prompt);
-    Generation& g = *batch[i];
-    if (g.ended) return false;
-    if (g.stopped) {  // its text reached a stop sequence (openai_api.cpp): complete, not cancelled
-      g.ended = g.complete = true;
-      metrics_.add("ringattn_generations_total", {{"result", "ok"}});
-      return false;
-    }
-    if (g.cancelled) {
-      g.ended = true;
-      metrics_.add("ringattn_generations_total", {{"result", "cancelled"}});
-      return false;
-    }
-    const auto now = Clock::now();
-    if (g.generated == 0) metrics_.observe("ringattn_time_to_first_token_seconds", {}, std::chrono::duration<double>(now - g.queued_at).count());
-    else metrics_.observe("ringattn_inter_token_seconds", {}, std::chrono::duration<double>(now - last[i]).count());
-    last[i] = now;
-    if (m.options.ends_text(token)) {
-      g.ended = g.complete = g.end_token = true;
-      g.stream.push(done_event("stop", text[i]->finish()));
-      metrics_.add("ringattn_generations_total", {{"result", "ok"}});
-      return false;
-    }
-    ++g.generated;
-    ++generated;
-    g.stream.push(token_event(token, text[i]->next(token)));
-    if (g.generated >= g.max_tokens) {
-      g.ended = g.complete = true;
-      g.stream.push(done_event("length", text[i]->finish()));
-      metrics_.add("ringattn_generations_total", {{"result", "ok"}});
-      return false;
-    }
-    return true;
-  };
+  for (auto& g : round)
+    if (!g->text) g->text = model_->job.tokenizer->stream(g->prompt);
+  round_step_ = -1;
+  pause_ = false;
+  round_generated_ = 0;
   infer::JobStats st;
   const auto t0 = Clock::now();
-  const std::vector<infer::SequenceResult> results = run_kept_batch(b, st, sink);
-  for (auto& g : batch)
-    if (!g->ended) {  // cannot happen (every request is served up to its max_tokens); never leave one waiting
-      g->ended = true;
-      g->stream.push(error_event("the ring ended this request before its last token", 500));
-    }
-  finish_generations(batch, results);
+  const std::vector<infer::SequenceResult> results =
+      run_kept_batch(b, st, [&](const infer::ChosenToken& c) { return on_chosen(*round[static_cast<std::size_t>(c.prompt)], c); });
+  after_round(round, results);
+  // The rows of the replies that ended go now, on every rank (the DONE says which).
+  std::vector<std::int32_t> gone;
+  {
+    std::lock_guard lock(mu_);
+    gone = std::exchange(to_erase_, {});
+    for (const std::int32_t s : sessions_->take_ended()) gone.push_back(s);
+  }
+  for (const std::int32_t s : gone) kept_.erase(s);
+  metrics_.set("ringattn_generation_cache_rows", {}, static_cast<double>(kept_.rows()));
+  const std::vector<std::byte> erasures = encode_erasures(gone);
   std::vector<MessageRequest> dones;
   try {
-    for (int r = 1; r < world(); ++r) dones.push_back(ring_->send_message(r, static_cast<std::uint32_t>(peer::Msg::done), id, {}));
+    for (int r = 1; r < world(); ++r) dones.push_back(ring_->send_message(r, static_cast<std::uint32_t>(peer::Msg::done), id, erasures));
     for (auto& d : dones) ring_->wait(d);
   } catch (const NetworkError& e) {
-    cli::logger("serve")->info("generation {}: every token is out; the ring ended after it: {}", id, e.what());
+    cli::logger("serve")->info("generation round {}: every token is out; the ring ended after it: {}", id, e.what());
   }
-  std::int64_t prompt_tokens = 0;
-  for (const auto& p : b.prompts) prompt_tokens += static_cast<std::int64_t>(p.tokens.size());
+  record_round(id, b, st, results, since(t0));
+}
+
+void RingService::record_round(std::uint64_t id, const GenerateBatch& b, const infer::JobStats& st,
+                               const std::vector<infer::SequenceResult>& results, double seconds) {
+  std::int64_t fed = 0;
+  for (const auto& p : b.prompts) fed += static_cast<std::int64_t>(p.tokens.size());
   metrics_.add("ringattn_generated_tokens_total", {{"phase", "prefill"}},
                static_cast<double>(st.rows + st.continued_tokens));  // this rank's rows, as on the workers
-  metrics_.add("ringattn_generated_tokens_total", {{"phase", "decode"}}, static_cast<double>(generated));
-  if (st.prefill_seconds > 0) metrics_.set("ringattn_prefill_tokens_per_second", {}, static_cast<double>(prompt_tokens) / st.prefill_seconds);
+  metrics_.add("ringattn_generated_tokens_total", {{"phase", "decode"}}, static_cast<double>(round_generated_));
+  if (st.prefill_seconds > 0) metrics_.set("ringattn_prefill_tokens_per_second", {}, static_cast<double>(fed) / st.prefill_seconds);
   std::int64_t decoded = 0;  // chosen in decode steps (the first of each came from the prefill)
   for (const auto& r : results) decoded += std::max<std::int64_t>(0, static_cast<std::int64_t>(r.tokens.size()) - 1);
   if (st.decode_seconds > 0 && decoded > 0)
     metrics_.set("ringattn_decode_tokens_per_second", {}, static_cast<double>(decoded) / st.decode_seconds);
-  record_job(id, JobResult::ok, since(t0),
-             std::to_string(batch.size()) + " generations, " + std::to_string(prompt_tokens) + " prompt tokens, " +
-                 std::to_string(b.end.size()) + " sessions ended",
+  record_job(id, JobResult::ok, seconds,
+             std::to_string(b.prompts.size()) + " generations, " + std::to_string(fed) + " tokens fed, " +
+                 std::to_string(b.end.size()) + " sequences ended",
              "", FailureCause::unknown);
-  cli::logger("serve")->info("generation {}: {} requests, {} prompt tokens ({} continuing sessions), {} steps, {} sessions ended in {:.3f} s",
-                             id, batch.size(), prompt_tokens, st.continued_tokens, st.decode_steps + (batch.empty() ? 0 : 1),
-                             b.end.size(), since(t0));
+  const auto going_on = std::count_if(b.prompts.begin(), b.prompts.end(), [](const infer::Prompt& p) { return p.continues.has_value(); });
+  cli::logger("serve")->info("generation round {}: {} requests ({} going on), {} tokens fed, {} steps, {} sequences ended in {:.3f} s", id,
+                             b.prompts.size(), going_on, fed, st.decode_steps + (b.prompts.empty() ? 0 : 1), b.end.size(), seconds);
 }
 
 void RingService::run_worker_generation(std::uint64_t id) {
@@ -223,7 +281,9 @@ void RingService::run_worker_generation(std::uint64_t id) {
   const auto t0 = Clock::now();
   infer::JobStats st;
   run_kept_batch(b, st, {});
-  peer::receive_into(*ring_, 0, peer::Msg::done, id, {});
+  peer::receive(*ring_, 0, peer::Msg::done, id, buf);
+  for (const std::int32_t s : decode_erasures(buf, kept_.ids)) kept_.erase(s);
+  metrics_.set("ringattn_generation_cache_rows", {}, static_cast<double>(kept_.rows()));
   metrics_.add("ringattn_generated_tokens_total", {{"phase", "prefill"}}, static_cast<double>(st.rows));
   record_job(id, JobResult::ok, since(t0), std::to_string(b.prompts.size()) + " generations, " + std::to_string(st.rows) + " rows here", "",
              FailureCause::unknown);

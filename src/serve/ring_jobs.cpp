@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <utility>
 
 #include "../cli/log.hpp"
 #include "ringattn/error.hpp"
@@ -43,10 +44,11 @@ RingService::Leave RingService::coordinate() {
     std::shared_ptr<Job> job;
     {
       std::unique_lock lock(mu_);
-      auto ended = [&] { return sessions_ && sessions_->has_ended(); };
+      // Ended sessions' and replies' rows go at once; running replies go on (a drain too).
+      auto ended = [&] { return (sessions_ && sessions_->has_ended()) || !to_erase_.empty(); };
       cv_.wait_for(lock, std::chrono::milliseconds(100),
-                   [&] { return !queue_.empty() || !generations_.empty() || ended() || stopping_; });
-      if (stopping_) return Leave::stop;
+                   [&] { return !queue_.empty() || !generations_.empty() || !active_.empty() || ended() || stopping_; });
+      if (stopping_ && active_.empty()) return Leave::stop;
       if (world() > 1) {
         if (std::string f = ring_->link_failure(); !f.empty()) {
           last_ring_error_ = f;
@@ -70,7 +72,7 @@ RingService::Leave RingService::coordinate() {
         sessions_->expire(Clock::now());
         record_sessions();
       }
-      if (!generations_.empty() || ended()) {  // first: a person is reading them as they come
+      if (!generations_.empty() || !active_.empty() || ended()) {  // first: a person is reading them as they come
         if (const std::optional<Leave> leave = coordinate_generations(lock)) return *leave;
         continue;
       }
@@ -90,10 +92,15 @@ RingService::Leave RingService::coordinate() {
   }
 }
 
-// The waiting generations (and the sessions that ended) as one batch through the ring.
+// One round of generation through the ring: the running replies, the newcomers that join
+// them, and the rows of ended sessions and replies erased first.
 std::optional<RingService::Leave> RingService::coordinate_generations(std::unique_lock<std::mutex>& lock) {
-  std::vector<std::shared_ptr<Generation>> batch = take_generations();
-  const std::vector<std::int32_t> end = sessions_ ? sessions_->take_ended() : std::vector<std::int32_t>{};
+  settle_paused();
+  std::vector<std::shared_ptr<Generation>> batch = std::exchange(active_, {});
+  for (auto& g : take_generations()) batch.push_back(std::move(g));
+  std::vector<std::int32_t> end = std::exchange(to_erase_, {});
+  if (sessions_)
+    for (const std::int32_t s : sessions_->take_ended()) end.push_back(s);
   lock.unlock();
   set_state(RingState::running);
   bool broken = false;
@@ -107,13 +114,18 @@ std::optional<RingService::Leave> RingService::coordinate_generations(std::uniqu
     broken = true;
     last_ring_error_ = e.what();
     if (!ring_->broken()) ring_->abort(std::string("rank 0: generation failed: ") + e.what());
+    double failed = 0;
     for (auto& g : batch)
       if (!g->ended) {
         g->ended = true;
         g->stream.push(error_event(std::string("the ring failed: ") + e.what(), n ? 503 : 500));
+        ++failed;
       }
-    finish_generations(batch, {});
-    metrics_.add("ringattn_generations_total", {{"result", "failed"}}, static_cast<double>(batch.size()));
+    std::lock_guard relock(mu_);
+    for (auto& g : batch) sessions_->finish(*g, nullptr, false);
+    active_.clear();
+    to_erase_.clear();  // the ring re-forms: every kept row goes with it
+    metrics_.add("ringattn_generations_total", {{"result", "failed"}}, failed);
   }
   {
     std::lock_guard relock(mu_);

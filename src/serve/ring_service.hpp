@@ -100,8 +100,16 @@ class RingService {
   std::optional<Leave> coordinate_job(const std::shared_ptr<Job>& job);
   Leave work();
   void run_job(Job& job);
-  void run_generation(std::vector<std::shared_ptr<Generation>>& batch, const std::vector<std::int32_t>& end);
-  void finish_generations(std::vector<std::shared_ptr<Generation>>& batch, const std::vector<infer::SequenceResult>& results);
+  // Continuous batching (rank 0, ring_generation.cpp): a round runs the running replies and
+  // the newcomers that joined them, until every reply ends or newcomers wait (each reply
+  // then pauses at the same step and goes on in the next round, with them).
+  void run_generation(std::vector<std::shared_ptr<Generation>>& round, const std::vector<std::int32_t>& end);
+  bool on_chosen(Generation& g, const infer::ChosenToken& c);  // a round's token sink
+  void after_round(std::vector<std::shared_ptr<Generation>>& round, const std::vector<infer::SequenceResult>& results);
+  void settle(Generation& g, const infer::SequenceResult* r);  // an ended reply; mu_ held
+  void settle_paused();  // paused replies whose client left or whose text stopped; mu_ held
+  void record_round(std::uint64_t id, const GenerateBatch& b, const infer::JobStats& st, const std::vector<infer::SequenceResult>& results,
+                    double seconds);
   // Every rank: a GENERATE batch on the kept rows — its ended sessions erased, its prompts
   // run, its sessions' rows kept for their next message.
   std::vector<infer::SequenceResult> run_kept_batch(const GenerateBatch& b, infer::JobStats& st, const infer::TokenSink& sink);
@@ -140,6 +148,14 @@ class RingService {
   std::deque<std::shared_ptr<Job>> queue_;
   std::shared_ptr<const HostedModel> model_;
   std::deque<std::shared_ptr<Generation>> generations_;  // queued (rank 0)
+  std::atomic<bool> arrived_{false};  // a request was queued since the round began (rank 0)
+  // The ring thread's (rank 0): the replies paused between two rounds, the sequences the next
+  // round erases on every rank (ended replies' rows no session keeps), and the round's state.
+  std::vector<std::shared_ptr<Generation>> active_;
+  std::vector<std::int32_t> to_erase_;
+  int round_step_ = -1;
+  bool pause_ = false;
+  std::int64_t round_generated_ = 0;
   std::unique_ptr<SessionTable> sessions_;               // rank 0 with a model
   KeptRows kept_;  // every rank with a model: the sessions' rows (ring thread only)
   std::uint64_t evicted_recorded_ = 0;  // sessions_->evicted() already counted in the metrics

@@ -23,6 +23,7 @@ namespace {
 std::shared_ptr<Generation> request(std::vector<std::int32_t> prompt, int max_tokens) {
   auto g = std::make_shared<Generation>();
   g->prompt = std::move(prompt);
+  g->feed = g->prompt;  // what its (first) round feeds
   g->max_tokens = max_tokens;
   return g;
 }
@@ -241,9 +242,9 @@ TEST_CASE("GENERATE: sessions' fields round-trip in binary; ids this rank does n
   a->sequence = -1;
   refused(encode_generate(make_batch({a}, {})), {}, "sequence -1 is negative");
   a->sequence = 1;
-  a->prompt = {1, 512};
+  a->feed = {1, 512};
   refused(encode_generate(make_batch({a}, {})), {}, "token id 512 is outside the model's vocabulary of 512");
-  a->prompt = {1, 403};
+  a->feed = {1, 403};
   // Damaged payloads: every count is bounded by the bytes left; flags are 0 or 1; no byte after the last field.
   std::vector<std::byte> p = encode_generate(make_batch({a}, {}));
   for (std::size_t cut = 0; cut < p.size(); ++cut)  // cut inside a field, or short of what a count promised
