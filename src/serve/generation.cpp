@@ -49,6 +49,7 @@ GenerateBatch make_batch(const std::vector<std::shared_ptr<Generation>>& running
     p.sequence = g->sequence;
     p.keep = true;
     p.continues = g->continues;
+    if (g->cut_from) b.cuts.push_back({g->sequence, *g->cut_from});
     b.max_tokens = std::max(b.max_tokens, p.max_tokens);
     b.prompts.push_back(std::move(p));
   }
@@ -64,6 +65,11 @@ void check_batch(const GenerateBatch& b, std::int64_t vocab, std::int64_t contex
   for (const std::int32_t id : b.end)
     if (id < 0 || !kept.count(id) || !ended.insert(id).second)
       bad("its ends name sequence " + std::to_string(id) + ", which this rank does not keep");
+  std::set<std::int32_t> cut;
+  for (const Cut& c : b.cuts)
+    if (!kept.count(c.sequence) || ended.count(c.sequence) || !cut.insert(c.sequence).second || c.from < 0)
+      bad("its cuts name sequence " + std::to_string(c.sequence) + " (from ring position " + std::to_string(c.from) +
+          "), which this rank does not keep, ends or cuts twice");
   if (b.prompts.empty() && b.end.empty()) bad("neither prompts nor sequences to end");
   std::int64_t total = 0;
   std::set<std::int32_t> seen;
@@ -99,6 +105,11 @@ std::vector<std::byte> encode_generate(const GenerateBatch& b) {
   w.u32(static_cast<std::uint32_t>(b.max_tokens));
   w.u32(static_cast<std::uint32_t>(b.end.size()));
   for (const std::int32_t id : b.end) w.i32(id);
+  w.u32(static_cast<std::uint32_t>(b.cuts.size()));
+  for (const Cut& c : b.cuts) {
+    w.i32(c.sequence);
+    w.i64(c.from);
+  }
   w.u32(static_cast<std::uint32_t>(b.prompts.size()));
   for (const infer::Prompt& p : b.prompts) {
     const infer::Sampling s = p.sampling.value_or(infer::Sampling{});
@@ -125,6 +136,14 @@ GenerateBatch decode_generate(std::span<const std::byte> payload, std::int64_t v
   const std::uint32_t ends = r.u32();
   if (ends > r.left() / 4) r.bad("counts " + std::to_string(ends) + " sequences to end in " + std::to_string(r.left()) + " bytes");
   for (std::uint32_t i = 0; i < ends; ++i) b.end.push_back(r.i32());
+  const std::uint32_t cuts = r.u32();
+  if (cuts > r.left() / 12) r.bad("counts " + std::to_string(cuts) + " sequences to cut in " + std::to_string(r.left()) + " bytes");
+  for (std::uint32_t i = 0; i < cuts; ++i) {
+    Cut c;
+    c.sequence = r.i32();
+    c.from = r.i64();
+    b.cuts.push_back(c);
+  }
   const std::uint32_t prompts = r.u32();
   if (prompts > r.left() / kPromptHead) r.bad("counts " + std::to_string(prompts) + " prompts in " + std::to_string(r.left()) + " bytes");
   for (std::uint32_t i = 0; i < prompts; ++i) {

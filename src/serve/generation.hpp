@@ -3,11 +3,14 @@
 // workers (every queued request packed into one run of infer::run_batch).
 //
 // The GENERATE message (peer_messages.hpp), little-endian:
-//   max_tokens u32 | ends u32 | ends x sequence i32 | prompts u32 | per prompt:
+//   max_tokens u32 | ends u32 | ends x sequence i32 | cuts u32 | cuts x (sequence i32 |
+//   ring position i64) | prompts u32 | per prompt:
 //   tokens u32 | sequence i32 | max_tokens u32 | keep u8 | continues u8 | temperature f32 |
 //   top_p f32 | seed u64 | ring position i64 | RoPE position i64 (0 and 0 unless continues) |
 //   tokens x id i32.
-// "ends": kept sequences every rank erases first (ended sessions); "continues": a session's
+// "ends": kept sequences every rank erases first (ended sessions); "cuts": kept sequences
+// every rank shortens first, erasing their rows at or past the ring position (a cached
+// prefix a new prompt shares only in part); "continues": a session's
 // follow-up (its tokens continue kept rows from those positions); "keep": its rows stay
 // after the batch. Every count is bounded by the bytes left before anything is sized from
 // it, and the batch is checked on every rank against the model (ids in its vocabulary,
@@ -89,6 +92,8 @@ struct Generation {
   std::int32_t sequence = -1;                    // its KV-cache sequence id
   bool keep = false;                             // its rows stay after its batch (a session's)
   std::optional<infer::Continuation> continues;  // a follow-up: where its tokens go on
+  std::optional<std::int64_t> cut_from;          // a cached prefix shared in part: its rows from here go first
+  std::int64_t cached = 0;                       // prompt tokens whose rows it found cached (not computed)
   std::int64_t reserved = 0;                     // cache rows it holds ring-wide while it runs
   bool settled = false;                          // SessionTable::finish saw it
   std::atomic<bool> cancelled{false};  // the client went away: its tokens are dropped
@@ -98,7 +103,8 @@ struct Generation {
   std::vector<std::int32_t> feed;           // what its next round feeds: the prompt, then the token chosen last
   std::unique_ptr<infer::TextStream> text;  // its text so far (held-back bytes across rounds)
   std::chrono::steady_clock::time_point last_token_at;
-  bool ran = false;                    // ring thread only: it has rows on every rank (its sequence is kept)
+  std::vector<std::int32_t> chosen;         // every token chosen for it (the last one is never fed)
+  bool ran = false;                    // it has rows on every rank (a round ran it, or its prefix was cached)
   bool ended = false;                  // ring thread only: done or error was pushed
   bool complete = false;               // ring thread only: done was pushed (its reply is whole)
   bool end_token = false;              // ring thread only: it chose an end token (not fed, not in its history)
@@ -106,9 +112,15 @@ struct Generation {
 };
 
 // A GENERATE batch, as every rank runs it.
+struct Cut {
+  std::int32_t sequence = 0;
+  std::int64_t from = 0;  // ring position: this row and every later one of the sequence go
+};
+
 struct GenerateBatch {
   std::vector<infer::Prompt> prompts;
   std::vector<std::int32_t> end;  // sequences erased first
+  std::vector<Cut> cuts;          // then sequences shortened
   int max_tokens = 0;             // the most any prompt generates
 };
 

@@ -347,11 +347,13 @@ ApiError refused(const Refusal& e, bool chat) {
   return a;
 }
 
-cli::JsonObject usage_json(std::size_t prompt, int completion) {
+// `cached`: the prompt's tokens whose rows the prefix cache held (not computed), as OpenAI reports them.
+cli::JsonObject usage_json(std::size_t prompt, std::int64_t cached, int completion) {
   return cli::JsonObject()
       .add("prompt_tokens", static_cast<std::int64_t>(prompt))
       .add("completion_tokens", completion)
-      .add("total_tokens", static_cast<std::int64_t>(prompt) + completion);
+      .add("total_tokens", static_cast<std::int64_t>(prompt) + completion)
+      .add("prompt_tokens_details", cli::JsonObject().add("cached_tokens", cached));
 }
 
 // What every object of one reply carries, and its shapes: the whole response, a stream
@@ -453,7 +455,7 @@ void answer_whole(Generation& g, const Asked& a, const Reply& reply, std::size_t
       break;
     }
   }
-  res.set_content(reply.whole(text, finish, usage_json(prompt_tokens, completion)), "application/json");
+  res.set_content(reply.whole(text, finish, usage_json(prompt_tokens, g.cached, completion)), "application/json");
 }
 
 // A streamed reply's content provider: each call sends what the next event gives (a
@@ -473,7 +475,7 @@ httplib::ContentProviderWithoutLength stream_provider(std::shared_ptr<Generation
     auto end = [&](const std::string& held, const std::string& finish) {
       if (!held.empty() && !send(reply.chunk(held, ""))) return false;
       if (!send(reply.chunk("", finish))) return false;
-      if (reply.usage_chunk && !send(reply.usage(usage_json(prompt_tokens, st->completion)))) return false;
+      if (reply.usage_chunk && !send(reply.usage(usage_json(prompt_tokens, g->cached, st->completion)))) return false;
       if (!send("[DONE]")) return false;
       sink.done();
       return true;

@@ -71,10 +71,26 @@ void RingService::record_sessions() {
     metrics_.add("ringattn_sessions_evicted_total", {}, static_cast<double>(e - evicted_recorded_));
     evicted_recorded_ = e;
   }
+  const SessionTable::CacheFigures f = sessions_->cache_figures();
+  metrics_.set("ringattn_prefix_cache_entries", {}, static_cast<double>(f.entries));
+  metrics_.set("ringattn_prefix_cache_rows", {}, static_cast<double>(f.rows));
+  const auto count = [&](const char* name, std::uint64_t now, std::uint64_t& seen) {
+    if (now > seen) metrics_.add(name, {}, static_cast<double>(now - seen));
+    seen = now;
+  };
+  count("ringattn_prefix_cache_lookups_total", f.lookups, cache_recorded_.lookups);
+  count("ringattn_prefix_cache_hits_total", f.hits, cache_recorded_.hits);
+  count("ringattn_prefix_cache_cached_tokens_total", f.cached_tokens, cache_recorded_.cached_tokens);
+  count("ringattn_prefix_cache_evictions_total", f.evicted, cache_recorded_.evicted);
 }
 
 std::vector<infer::SequenceResult> RingService::run_kept_batch(const GenerateBatch& b, infer::JobStats& st, const infer::TokenSink& sink) {
   for (const std::int32_t e : b.end) kept_.erase(e);
+  for (const Cut& c : b.cuts)  // this rank's rows of the sequence before the ring position stay
+    for (KVCache& cache : kept_.caches) {
+      const std::span<const std::int64_t> at = cache.view(c.sequence).positions;
+      cache.truncate(c.sequence, std::lower_bound(at.begin(), at.end(), c.from) - at.begin());
+    }
   std::vector<infer::SequenceResult> results;
   if (!b.prompts.empty())
     results = infer::run_batch(*ring_, model_->job.model, b.prompts, batch_options(*model_, b.max_tokens), st, sink, &kept_.caches);
@@ -96,18 +112,17 @@ std::vector<std::shared_ptr<Generation>> RingService::take_generations() {
   arrived_ = false;
   while (!generations_.empty()) {
     std::shared_ptr<Generation> g = generations_.front();
-    const auto n = static_cast<std::int64_t>(g->prompt.size());
+    const auto n = static_cast<std::int64_t>(g->feed.size());
     if (count > 0 && (tokens + n > cap || count >= cap)) break;
     generations_.pop_front();
     if (g->cancelled) {  // its client left while it waited
       g->ended = true;
       metrics_.add("ringattn_generations_total", {{"result", "cancelled"}});
-      sessions_->finish(*g, nullptr, false);
+      settle(*g, nullptr);
       continue;
     }
     tokens += n;
     ++count;
-    g->feed = g->prompt;
     joined.push_back(std::move(g));
   }
   metrics_.set("ringattn_generations_queued", {}, static_cast<double>(generations_.size()));
@@ -115,8 +130,9 @@ std::vector<std::shared_ptr<Generation>> RingService::take_generations() {
 }
 
 void RingService::settle(Generation& g, const infer::SequenceResult* r) {
-  sessions_->finish(g, r, g.complete && r);
-  if (g.ran && g.session.empty()) to_erase_.push_back(g.sequence);  // a session's rows: SessionTable's to keep or end
+  // A session's rows are the table's to keep or end; a whole reply's become a prefix-cache entry.
+  const bool kept = sessions_->finish(g, r, g.complete && r);
+  if (g.ran && g.session.empty() && !kept) to_erase_.push_back(g.sequence);
 }
 
 void RingService::settle_paused() {
@@ -141,6 +157,7 @@ bool RingService::on_chosen(Generation& g, const infer::ChosenToken& c) {
     pause_ = arrived_.load();
   }
   if (g.ended) return false;
+  g.chosen.push_back(c.token);
   if (g.stopped) {  // its text reached a stop sequence (openai_api.cpp): complete, not cancelled
     g.ended = g.complete = true;
     metrics_.add("ringattn_generations_total", {{"result", "ok"}});
@@ -181,7 +198,8 @@ void RingService::after_round(std::vector<std::shared_ptr<Generation>>& round, c
   for (std::size_t i = 0; i < round.size(); ++i) {
     Generation& g = *round[i];
     const infer::SequenceResult* r = by_prompt[i];
-    g.ran = true;  // the round kept its rows on every rank
+    g.ran = true;         // the round kept its rows on every rank
+    g.cut_from.reset();   // a cached prefix is cut once, in its first round
     if (!g.ended && (!r || r->tokens.empty())) {  // cannot happen (a round chooses a token of each); never leave one waiting
       g.ended = true;
       g.stream.push(error_event("the ring ended this request before its last token", 500));

@@ -61,7 +61,7 @@ RingService::RingService(ServeConfig config, Metrics& metrics, std::string contr
     const std::int64_t row = infer::cache_row_bytes(model_->options.model, model_->options.dtype, tp);
     const auto per_rank = static_cast<std::int64_t>(config_.cache_mib * 1048576.0 / static_cast<double>(row));
     const std::int64_t rows = per_rank * (world() / tp);
-    sessions_ = std::make_unique<SessionTable>(rows, config_.session_ttl, model_->options.model.context);
+    sessions_ = std::make_unique<SessionTable>(rows, config_.session_ttl, model_->options.model.context, world() / tp);
     metrics_.set("ringattn_cache_rows_capacity", {}, static_cast<double>(rows));
   }
   set_state(RingState::forming);

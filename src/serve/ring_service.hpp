@@ -159,6 +159,7 @@ class RingService {
   std::unique_ptr<SessionTable> sessions_;               // rank 0 with a model
   KeptRows kept_;  // every rank with a model: the sessions' rows (ring thread only)
   std::uint64_t evicted_recorded_ = 0;  // sessions_->evicted() already counted in the metrics
+  SessionTable::CacheFigures cache_recorded_;  // the prefix cache's counters already counted
   std::shared_ptr<Job> running_;
   std::uint64_t running_id_ = 0;  // the job a worker runs (0: none)
   std::condition_variable grace_cv_;

@@ -83,6 +83,12 @@ void describe_metrics(Metrics& m) {
   m.describe("ringattn_generation_cache_rows", T::gauge, "KV-cache rows (tokens, per layer) this rank keeps for sessions between jobs");
   m.describe("ringattn_sessions", T::gauge, "open sessions (rank 0)");
   m.describe("ringattn_sessions_evicted_total", T::counter, "idle sessions ended to make room for a request in a full cache (rank 0)");
+  m.describe("ringattn_prefix_cache_entries", T::gauge, "whole replies whose rows are kept for prompts that start the same way (rank 0)");
+  m.describe("ringattn_prefix_cache_rows", T::gauge, "KV-cache rows the prefix cache's entries hold, ring-wide (rank 0)");
+  m.describe("ringattn_prefix_cache_lookups_total", T::counter, "prompts looked up in the prefix cache (rank 0)");
+  m.describe("ringattn_prefix_cache_hits_total", T::counter, "prompts that found a cached prefix and computed only the rest (rank 0)");
+  m.describe("ringattn_prefix_cache_cached_tokens_total", T::counter, "prompt tokens whose rows were found cached, not computed (rank 0)");
+  m.describe("ringattn_prefix_cache_evictions_total", T::counter, "prefix-cache entries ended to make room, least recently used first (rank 0)");
   m.describe("ringattn_cache_rows_reserved", T::gauge, "KV-cache rows the ring holds or has promised: sessions and requests in flight (rank 0)");
   m.describe("ringattn_cache_rows_capacity", T::gauge, "KV-cache rows the ring may hold: cache_mib on every daemon in this model's rows");
   m.describe("ringattn_api_requests_total", T::counter, "requests to the OpenAI-style endpoint, by HTTP status");

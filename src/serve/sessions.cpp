@@ -3,6 +3,7 @@
 
 #include <sys/random.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <iterator>
@@ -49,6 +50,24 @@ std::string SessionTable::new_session_id() {
   }
 }
 
+bool prefix_pays(std::int64_t shared, std::int64_t fresh, int ranks) {
+  return shared > 0 && fresh * (static_cast<std::int64_t>(ranks) - 1) < shared;
+}
+
+std::optional<SessionTable::Hit> SessionTable::look_up(const std::vector<std::int32_t>& prompt) const {
+  std::optional<Hit> best;
+  const auto most = static_cast<std::int64_t>(prompt.size()) - 1;  // the last token is computed: its logits choose
+  for (std::size_t e = 0; e < entries_.size(); ++e) {
+    const std::vector<std::int32_t>& t = entries_[e].tokens;
+    const auto n = static_cast<std::int64_t>(std::min<std::size_t>(t.size(), prompt.size()));
+    std::int64_t shared = std::mismatch(t.begin(), t.begin() + n, prompt.begin()).first - t.begin();
+    shared = std::min(shared, most);
+    if (shared > 0 && (!best || shared > best->shared)) best = Hit{e, shared};
+  }
+  if (best && !prefix_pays(best->shared, static_cast<std::int64_t>(prompt.size()) - best->shared, ranks_)) return std::nullopt;
+  return best;
+}
+
 void SessionTable::admit(Generation& g, bool open, const std::string& session) {
   Session* s = nullptr;
   std::int64_t history = 0;
@@ -63,7 +82,14 @@ void SessionTable::admit(Generation& g, bool open, const std::string& session) {
     if (s->pending) g.prompt.insert(g.prompt.begin(), *s->pending);
     history = s->next.rope_position;
   }
-  const std::int64_t need = history + static_cast<std::int64_t>(g.prompt.size()) + g.max_tokens;
+  std::optional<Hit> hit;
+  if (!s) {
+    ++figures_.lookups;
+    hit = look_up(g.prompt);
+    if (hit) history = hit->shared;
+  }
+  const std::int64_t fed = static_cast<std::int64_t>(g.prompt.size()) - (hit ? hit->shared : 0);
+  const std::int64_t need = history + fed + g.max_tokens;
   if (context_ > 0 && need > context_)
     throw Refusal(400, (s ? "session " + session + "'s " + std::to_string(history) + " tokens of history, " : std::string()) +
                            "the prompt's " + std::to_string(g.prompt.size()) + " tokens and max_tokens " + std::to_string(g.max_tokens) +
@@ -71,24 +97,44 @@ void SessionTable::admit(Generation& g, bool open, const std::string& session) {
   if (need > capacity_)
     throw Refusal(413, "the request needs " + std::to_string(need) + " KV-cache rows, and the ring holds at most " +
                            std::to_string(capacity_) + " (cache_mib on every daemon)");
-  std::int64_t others = reserved_ - (s ? s->rows : 0);
-  // Idle sessions never keep a request out: the least recently used go first, until it fits
-  // (none goes for a request that would not fit even then).
+  const std::int32_t taken = hit ? entries_[hit->entry].sequence : -1;  // by sequence: evictions move the entries
+  const std::int64_t taken_rows = hit ? static_cast<std::int64_t>(entries_[hit->entry].tokens.size()) : 0;
+  std::int64_t others = reserved_ - (s ? s->rows : 0) - taken_rows;
+  // Idle rows never keep a request out: the prefix cache's entries go first, then idle
+  // sessions, each least recently used first, until it fits (none goes for a request that
+  // would not fit even then).
   std::int64_t idle = 0;
   for (const auto& [id, x] : sessions_)
     if (!x.busy && &x != s) idle += x.rows;
+  for (const Entry& e : entries_)
+    if (e.sequence != taken) idle += static_cast<std::int64_t>(e.tokens.size());
   while (others + need > capacity_ && others - idle + need <= capacity_) {
+    auto lru_entry = entries_.end();
+    for (auto it = entries_.begin(); it != entries_.end(); ++it)
+      if (it->sequence != taken && (lru_entry == entries_.end() || it->used < lru_entry->used)) lru_entry = it;
+    if (lru_entry != entries_.end()) {
+      const auto rows = static_cast<std::int64_t>(lru_entry->tokens.size());
+      others -= rows;
+      idle -= rows;
+      reserved_ -= rows;
+      ended_.push_back(lru_entry->sequence);
+      ++figures_.evicted;
+      entries_.erase(lru_entry);
+      continue;
+    }
     auto lru = sessions_.end();
     for (auto it = sessions_.begin(); it != sessions_.end(); ++it)
       if (!it->second.busy && (!s || &it->second != s) && (lru == sessions_.end() || it->second.used < lru->second.used)) lru = it;
     if (lru == sessions_.end()) break;
     others -= lru->second.rows;
+    idle -= lru->second.rows;
     ++evicted_;
     end(lru);
   }
   if (others + need > capacity_)
     throw Refusal(503, "the request needs " + std::to_string(need) + " KV-cache rows; " + std::to_string(capacity_ - others) + " of " +
                            std::to_string(capacity_) + " are free now (sessions and requests in flight hold the rest): retry later or close idle sessions");
+  g.feed = g.prompt;
   if (s) {
     g.session = session;
     g.sequence = s->sequence;
@@ -97,7 +143,22 @@ void SessionTable::admit(Generation& g, bool open, const std::string& session) {
     reserved_ += need - s->rows;
     s->rows = 0;  // counted in the request's reservation while it runs
   } else {
-    g.sequence = new_sequence();
+    if (hit) {  // its rows past the shared part go; the prompt's rest goes on from there
+      const auto e = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& x) { return x.sequence == taken; });
+      const std::int64_t shared = hit->shared;
+      g.sequence = taken;
+      g.continues = infer::Continuation{e->base + shared, shared};
+      if (shared < taken_rows) g.cut_from = e->base + shared;
+      g.cached = shared;
+      g.ran = true;  // its sequence has rows on every rank
+      g.feed.erase(g.feed.begin(), g.feed.begin() + shared);
+      reserved_ -= taken_rows;
+      entries_.erase(e);
+      ++figures_.hits;
+      figures_.cached_tokens += static_cast<std::uint64_t>(shared);
+    } else {
+      g.sequence = new_sequence();
+    }
     if (open) {
       g.session = new_session_id();
       Session n;
@@ -111,20 +172,33 @@ void SessionTable::admit(Generation& g, bool open, const std::string& session) {
   g.reserved = need;
 }
 
-void SessionTable::finish(Generation& g, const infer::SequenceResult* r, bool ok) {
-  if (g.settled) return;
+bool SessionTable::finish(Generation& g, const infer::SequenceResult* r, bool ok) {
+  if (g.settled) return false;
   g.settled = true;
   reserved_ -= g.reserved;
   g.reserved = 0;
-  if (g.session.empty()) return;
+  if (g.session.empty()) {
+    // A whole reply's rows become an entry of the prefix cache: its prompt and every token
+    // chosen but the last (never fed).
+    if (!ok || !r || g.chosen.empty()) return false;
+    Entry e;
+    e.sequence = g.sequence;
+    e.tokens = g.prompt;
+    e.tokens.insert(e.tokens.end(), g.chosen.begin(), g.chosen.end() - 1);
+    e.base = r->next.ring_position - r->next.rope_position;
+    if (static_cast<std::int64_t>(e.tokens.size()) != r->next.rope_position) return false;  // cannot happen; never cache a doubt
+    reserved_ += static_cast<std::int64_t>(e.tokens.size());
+    entries_.push_back(std::move(e));
+    return true;
+  }
   auto it = sessions_.find(g.session);
-  if (it == sessions_.end()) return;  // dropped with the ring meanwhile
+  if (it == sessions_.end()) return true;  // dropped with the ring meanwhile (its rows went with it)
   Session& s = it->second;
   s.busy = false;
   s.used = Clock::now();
   if (!ok || !r || s.close_when_done) {
     end(it);
-    return;
+    return true;
   }
   s.next = r->next;
   // A reply cut at max_tokens leaves its last token chosen and not fed: the next message
@@ -133,6 +207,14 @@ void SessionTable::finish(Generation& g, const infer::SequenceResult* r, bool ok
   if (!r->tokens.empty() && !g.end_token) s.pending = r->tokens.back();
   s.rows = s.next.rope_position;
   reserved_ += s.rows;
+  return true;
+}
+
+SessionTable::CacheFigures SessionTable::cache_figures() const {
+  CacheFigures f = figures_;
+  f.entries = entries_.size();
+  for (const Entry& e : entries_) f.rows += static_cast<std::int64_t>(e.tokens.size());
+  return f;
 }
 
 void SessionTable::close(const std::string& id) {
@@ -159,6 +241,8 @@ void SessionTable::expire(Clock::time_point now) {
 void SessionTable::drop_all() {
   for (auto& [id, s] : sessions_)
     if (!s.busy) reserved_ -= s.rows;
+  for (const Entry& e : entries_) reserved_ -= static_cast<std::int64_t>(e.tokens.size());
+  entries_.clear();
   sessions_.clear();
   ended_.clear();
 }

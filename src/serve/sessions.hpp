@@ -11,6 +11,17 @@
 // re-forms (the caches are one ring's). An ended session's rows are erased on every rank
 // with the next job, which rank 0 sends at once (a job of erasures only, if need be).
 //
+// The prefix cache. A reply that ends whole without a session leaves its rows where they
+// are, as an entry of the same table: the tokens they hold (its prompt and its reply, the
+// last chosen token not fed). A new prompt that starts with some of an entry's tokens takes
+// the entry — its rows past the shared part are cut on every rank (GENERATE's cuts) — and
+// only its new tokens are computed, their queries around the ring past the stationary
+// rows, as a session's follow-up (pass-Q). The cost model (prefix_pays) says when that
+// beats prefilling the whole prompt afresh over the ring; at least the prompt's last token
+// is always computed (its logits choose the first token). Entries are evicted least
+// recently used first, before idle sessions (pinned: evicted last), and never keep a
+// request out. An entry serves one request at a time (it leaves the table while that runs).
+//
 // Memory. The ring holds at most `capacity` cache rows (tokens) at once, counted
 // ring-wide: each request reserves its history, its prompt and max_tokens while it runs,
 // each idle session its history. A request that could never fit is refused (413) with
@@ -25,6 +36,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -56,20 +68,30 @@ struct KeptRows {
   std::int64_t rows() const;  // this rank's, per layer
 };
 
+// Whether computing `fresh` new tokens past `shared` cached rows on one rank (pass-Q: the
+// new tokens' layers on rank 0, their queries around the ring) costs less than prefilling
+// the whole prompt afresh over `ranks` ranks: the layers' work is per token, so pass-Q
+// does fresh x w on one rank against (shared + fresh) x w / ranks spread; attention is
+// spread over the ranks either way. So: fresh x (ranks - 1) < shared.
+bool prefix_pays(std::int64_t shared, std::int64_t fresh, int ranks);
+
 class SessionTable {
  public:
-  SessionTable(std::int64_t capacity, double ttl_seconds, std::int64_t context)
-      : capacity_(capacity), ttl_(ttl_seconds), context_(context) {}
+  // `ranks`: the ranks a prompt's prefill is spread over (the groups, under --tp).
+  SessionTable(std::int64_t capacity, double ttl_seconds, std::int64_t context, int ranks = 1)
+      : capacity_(capacity), ttl_(ttl_seconds), context_(context), ranks_(ranks) {}
 
   // A request arriving (rank 0, under the service's lock): `open` starts a session on it,
   // `session` names one it continues (its prompt then is the new tokens, without BOS).
-  // Sets g's sequence, keep, continues and reservation; throws Refusal (404 unknown
+  // Sets g's sequence, keep, feed, continues (and cut_from, cached, for a prefix found in
+  // the cache) and reservation; throws Refusal (404 unknown
   // session, 409 one busy with another request, 400 past the model's context, 413 past
   // the capacity, 503 not now).
   void admit(Generation& g, bool open, const std::string& session);
   // The request ended: ok (its reply complete, `r` its result) or not (failed, or its
-  // client left: a session on it ends).
-  void finish(Generation& g, const infer::SequenceResult* r, bool ok);
+  // client left: a session on it ends). True when the table keeps its rows (a session's,
+  // or a new entry of the prefix cache); else the caller erases them if it has any.
+  bool finish(Generation& g, const infer::SequenceResult* r, bool ok);
   // Ends session `id` now (or when its running request ends). Throws Refusal (404).
   void close(const std::string& id);
   void expire(Clock::time_point now);  // the idle ones past their ttl
@@ -81,6 +103,15 @@ class SessionTable {
   std::int64_t reserved() const { return reserved_; }
   std::int64_t capacity() const { return capacity_; }
   std::uint64_t evicted() const { return evicted_; }  // idle sessions ended to make room, ever
+  struct CacheFigures {
+    std::size_t entries = 0;
+    std::int64_t rows = 0;            // held by the entries, ring-wide
+    std::uint64_t lookups = 0;        // prompts looked up (every request without a session to continue)
+    std::uint64_t hits = 0;           // of which took an entry
+    std::uint64_t cached_tokens = 0;  // prompt tokens not computed, summed
+    std::uint64_t evicted = 0;        // entries ended to make room
+  };
+  CacheFigures cache_figures() const;
 
  private:
   struct Session {
@@ -91,6 +122,17 @@ class SessionTable {
     Clock::time_point used = Clock::now();
     bool busy = false, close_when_done = false;
   };
+  struct Entry {  // a whole reply's rows, kept for prompts that start the same way
+    std::int32_t sequence = 0;
+    std::vector<std::int32_t> tokens;  // the tokens its rows hold, in order
+    std::int64_t base = 0;             // the ring position of its first row (the next: base + tokens)
+    Clock::time_point used = Clock::now();
+  };
+  struct Hit {
+    std::size_t entry = 0;
+    std::int64_t shared = 0;  // its rows the prompt reuses
+  };
+  std::optional<Hit> look_up(const std::vector<std::int32_t>& prompt) const;
   std::int32_t new_sequence();
   std::string new_session_id();
   void end(std::map<std::string, Session>::iterator it);
@@ -98,7 +140,10 @@ class SessionTable {
   std::int64_t capacity_;
   double ttl_;
   std::int64_t context_;
+  int ranks_;
   std::int64_t reserved_ = 0;
+  std::vector<Entry> entries_;
+  CacheFigures figures_;
   std::int32_t next_sequence_ = 0;
   std::uint64_t evicted_ = 0;
   std::map<std::string, Session> sessions_;

@@ -183,18 +183,25 @@ TEST_CASE("serve --model: a session's follow-up equals its concatenated prompt f
   REQUIRE(!follow_up.empty());
   CHECK(follow_up == jc.at("choices").at(0).at("text").get<std::string>());
   CHECK(infer::json_field(jc, "session") == nullptr);
-  CHECK(every_rank(*m.ring, "ringattn_generation_cache_rows") == 58);  // the request without a session kept nothing
+  // The request without a session left its rows to the prefix cache (BOS, 28 ids, 29 of 30
+  // generated): the session's 58 and the entry's 58.
+  CHECK(jc.at("usage").at("prompt_tokens_details").at("cached_tokens").get<double>() == 0);  // a session's rows are its own
+  CHECK(eventually([&] { return every_rank(*m.ring, "ringattn_generation_cache_rows") == 116; }, 10));
+  CHECK(metric(*m.ring, 0, "ringattn_prefix_cache_rows") == 58);
 
-  // 4. The cache is accounted: 58 rows held; a request that could never fit is refused (413,
-  // both numbers); one that fits only without the idle session (255 rows, 248 free) ends it
-  // (least recently used first) and is answered: idle sessions never keep a request out.
+  // 4. The cache is accounted: 58 rows held by the session, 58 by the prefix cache's entry; a
+  // request that could never fit is refused (413, both numbers); one that fits only without
+  // the idle session (255 rows: it takes the entry, sharing BOS and 3 ids) ends the session
+  // (idle rows never keep a request out) and is answered; its own rows become the entry.
   const std::string prompt = ids_json(run.begin(), run.begin() + 4);
   Outcome big = ::ringattn::stest::run("/usr/bin/curl", curl_post(m, "/v1/completions", ids_body(prompt, 400, "")));
   CHECK(big.out.find("HTTP 413") != std::string::npos);
   CHECK(big.out.find("needs 405 KV-cache rows, and the ring holds at most 306") != std::string::npos);
   Outcome roomy = ::ringattn::stest::run("/usr/bin/curl", curl_post(m, "/v1/completions", ids_body(prompt, 250, "")));
   CHECK(roomy.out.find("HTTP 200") != std::string::npos);
-  CHECK(eventually([&] { return every_rank(*m.ring, "ringattn_generation_cache_rows") == 0; }, 10));
+  CHECK(response_json(roomy).at("usage").at("prompt_tokens_details").at("cached_tokens").get<double>() == 4);
+  CHECK(eventually([&] { return every_rank(*m.ring, "ringattn_generation_cache_rows") == 254; }, 10));  // 5 + 249
+  CHECK(metric(*m.ring, 0, "ringattn_prefix_cache_rows") == 254);
   CHECK(metric(*m.ring, 0, "ringattn_sessions") == 0);
   CHECK(metric(*m.ring, 0, "ringattn_sessions_evicted_total") == 1);
   Outcome evicted = ::ringattn::stest::run("/usr/bin/curl", curl_post(m, "/v1/completions", ids_body("[403]", 4, cli::json_quote(session))));
@@ -224,7 +231,9 @@ TEST_CASE("serve --model: a session's follow-up equals its concatenated prompt f
   // 7. An idle session expires after session_ttl (15 s here): its rows go on every rank.
   Outcome idle = ::ringattn::stest::run("/usr/bin/curl", curl_post(m, "/v1/completions", ids_body(prompt, 8, "true")));
   const std::string idle_id = response_json(idle).at("session").get<std::string>();
+  // The new session took the entry (its rows past BOS and 3 ids cut on every rank): 5 + 7.
   CHECK(every_rank(*m.ring, "ringattn_generation_cache_rows") == 12);
+  CHECK(metric(*m.ring, 0, "ringattn_prefix_cache_rows") == 0);
   CHECK(eventually([&] { return every_rank(*m.ring, "ringattn_generation_cache_rows") == 0 && metric(*m.ring, 0, "ringattn_sessions") == 0; }, 60));
   Outcome expired = ::ringattn::stest::run("/usr/bin/curl", curl_post(m, "/v1/completions", ids_body("[403]", 4, cli::json_quote(idle_id))));
   CHECK(expired.out.find("HTTP 404") != std::string::npos);
@@ -261,7 +270,9 @@ TEST_CASE("serve --model: a client gone mid-stream is cancelled; a worker killed
   const Outcome gone = run("/usr/bin/curl", curl_post(m, "/v1/completions", ids_body("[403]", 4, cli::json_quote(session))));
   CHECK(gone.out.find("HTTP 404") != std::string::npos);
   CHECK(metric(*m.ring, 0, "ringattn_sessions") == 0);
-  CHECK(every_rank(*m.ring, "ringattn_generation_cache_rows") == 0);
+  // The re-formed ring holds only the last reply's rows, as the prefix cache's entry (BOS, 4, 59).
+  CHECK(eventually([&] { return every_rank(*m.ring, "ringattn_generation_cache_rows") == 64; }, 10));
+  CHECK(metric(*m.ring, 0, "ringattn_prefix_cache_rows") == 64);
 }
 
 TEST_CASE("serve --model: prompts shorter than the ring (an empty one is BOS alone) get llama2.c's text, alone and beside others; the ring stays up") {

@@ -1,7 +1,9 @@
 // Serving as the daemons do it for many users at once (stories260K; skipped where it is
 // absent): continuous batching — a request that arrives while others decode joins them at
 // the next step instead of waiting for them to end, and each reply, paused and resumed
-// around the newcomers, is exactly the reply it gets alone (greedy and seeded sampling).
+// around the newcomers, is exactly the reply it gets alone (greedy and seeded sampling);
+// the prefix cache — a prompt that starts as an earlier one did computes only the rest,
+// with llama2.c's text, and says how many tokens it found cached.
 #include <doctest/doctest.h>
 #include <signal.h>
 
@@ -52,11 +54,11 @@ TEST_CASE("serve --model: a request that arrives while a long reply streams join
   INFO(m.ring->logs());
   REQUIRE(m.ring->wait_ready(60));
   join_running(m, 1);
-  // Every ended reply's rows went with its round: nothing is kept.
+  // Every ended reply's rows went with its round, but for what the prefix cache keeps.
   CHECK(eventually([&] {
     double rows = 0;
     for (int r = 0; r < 3; ++r) rows += metric(*m.ring, r, "ringattn_generation_cache_rows");
-    return rows == 0;
+    return rows == metric(*m.ring, 0, "ringattn_prefix_cache_rows") && rows > 0;
   }, 10));
 }
 
@@ -69,6 +71,66 @@ TEST_CASE("serve --model --tp 2 on 4 daemons: a newcomer joins a running reply o
   INFO(m.ring->logs());
   REQUIRE(m.ring->wait_ready(60));
   join_running(m, 3);
+}
+
+double cached_tokens(const Outcome& o) {
+  return response_json(o).at("usage").at("prompt_tokens_details").at("cached_tokens").get<double>();
+}
+std::string text_of(const Outcome& o) { return response_json(o).at("choices").at(0).at("text").get<std::string>(); }
+double prompt_tokens(const Outcome& o) { return response_json(o).at("usage").at("prompt_tokens").get<double>(); }
+
+TEST_CASE("serve --model: the prefix cache — a repeated prompt, one that extends a cached reply, one that shares part of it: llama2.c's text, their cached tokens; entries evicted for room") {
+  const auto dir = ::test::model_dir();
+  if (!dir) return;
+  ModelRing m(*dir, {"--cache-mib", "0.5"}, 10);  // 306 rows ring-wide (stories260K: 5 KiB a token)
+  INFO(m.ring->logs());
+  REQUIRE(m.ring->wait_ready(60));
+  auto ask = [&](const std::string& prompt, int max_tokens) {
+    const Outcome o = run("/usr/bin/curl", curl_post(m, "/v1/completions", body(max_tokens, false, prompt)));
+    INFO(o.out);
+    REQUIRE(o.out.find("HTTP 200") != std::string::npos);
+    return o;
+  };
+  // From BOS alone llama2.c's greedy text is kGreedy256Text: a prompt that is its beginning
+  // (cut at a word) continues it.
+  const std::string& greedy = ::test::kGreedy256Text;
+  auto continues_greedy = [&](const std::string& prompt, const std::string& text) {
+    INFO("prompt: " << prompt << "\ntext: " << text);
+    CHECK(text.size() > 60);
+    CHECK(greedy.compare(prompt.size(), text.size(), text) == 0);
+  };
+
+  const Outcome a = ask(kPrompt, 60);
+  CHECK(text_of(a) == completion_60());
+  CHECK(cached_tokens(a) == 0);
+  // The same prompt again: every token but the last (whose logits choose the first) cached.
+  const Outcome b = ask(kPrompt, 60);
+  CHECK(text_of(b) == completion_60());
+  CHECK(cached_tokens(b) == prompt_tokens(b) - 1);
+  // The whole first reply and more: the entry's rows all reused, none cut.
+  const Outcome c = ask(::test::kRunText, 40);
+  continues_greedy(::test::kRunText, text_of(c));
+  CHECK(cached_tokens(c) >= 60);
+  // Part of it: the entry's rows past the shared ones are cut on every rank.
+  const std::string part = "Once upon a time, there was a little girl named Lily. She loved to play outside";
+  const Outcome d = ask(part, 40);
+  continues_greedy(part, text_of(d));
+  CHECK(cached_tokens(d) == prompt_tokens(d) - 1);
+  CHECK(metric(*m.ring, 0, "ringattn_prefix_cache_lookups_total") == 4);
+  CHECK(metric(*m.ring, 0, "ringattn_prefix_cache_hits_total") == 3);
+  CHECK(metric(*m.ring, 0, "ringattn_prefix_cache_cached_tokens_total") == cached_tokens(b) + cached_tokens(c) + cached_tokens(d));
+  const double entry = metric(*m.ring, 0, "ringattn_prefix_cache_rows");
+  CHECK(entry == prompt_tokens(d) + 39);
+  CHECK(eventually([&] {
+    double rows = 0;
+    for (int r = 0; r < 3; ++r) rows += metric(*m.ring, r, "ringattn_generation_cache_rows");
+    return rows == entry;
+  }, 10));
+  // A prompt sharing only BOS (not worth the cache) that needs more than is free: the entry
+  // is evicted for it, never keeping it out.
+  const Outcome e = ask("Lily", 300);
+  CHECK(cached_tokens(e) == 0);
+  CHECK(metric(*m.ring, 0, "ringattn_prefix_cache_evictions_total") == 1);
 }
 
 }  // namespace

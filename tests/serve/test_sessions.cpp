@@ -191,6 +191,86 @@ TEST_CASE("sessions: closing a busy session waits for its reply; idle ones expir
   CHECK(t.take_ended().empty());  // the rows went with the ring
 }
 
+TEST_CASE("prefix cache: a whole reply's rows become an entry; a prompt that starts the same takes it, cut past the shared part; the cost model decides; entries go before idle sessions") {
+  CHECK(prefix_pays(10, 4, 3));   // 4 new tokens on one rank beat 14 over 3 ranks
+  CHECK(!prefix_pays(10, 5, 3));
+  CHECK(prefix_pays(1, 100, 1));  // one rank: any cached row saves its work
+  CHECK(!prefix_pays(0, 1, 1));
+
+  SessionTable t(40, 600, 512, 3);
+  auto a = request({1, 5, 6, 7}, 4);
+  t.admit(*a, false, "");
+  CHECK(a->cached == 0);
+  CHECK(!a->continues);
+  a->chosen = {8, 9, 10, 11};  // 8, 9, 10 fed; 11 chosen last
+  a->complete = true;
+  const infer::SequenceResult ra = reply({8, 9, 10, 11}, 7);
+  CHECK(t.finish(*a, &ra, true));  // the table keeps its rows
+  CHECK(t.cache_figures().entries == 1);
+  CHECK(t.cache_figures().rows == 7);
+  CHECK(t.reserved() == 7);
+
+  // A prompt that goes on from the whole entry (BOS 5 6 7 8 9 10) and adds 2: no cut.
+  auto b = request({1, 5, 6, 7, 8, 9, 10, 12, 13}, 2);
+  t.admit(*b, false, "");
+  CHECK(b->sequence == a->sequence);
+  CHECK(b->cached == 7);
+  CHECK(b->feed == std::vector<std::int32_t>{12, 13});
+  REQUIRE(b->continues);
+  CHECK(b->continues->ring_position == 1007);
+  CHECK(b->continues->rope_position == 7);
+  CHECK(!b->cut_from);
+  CHECK(b->ran);  // its sequence has rows on every rank: erased if it fails
+  CHECK(t.reserved() == 7 + 2 + 2);
+  CHECK(t.cache_figures().entries == 0);  // taken while it runs
+  b->chosen = {14, 15};
+  b->complete = true;
+  const infer::SequenceResult rb = reply({14, 15}, 10);
+  CHECK(t.finish(*b, &rb, true));
+  CHECK(t.cache_figures().rows == 10);  // BOS 5 6 7 8 9 10 12 13 14
+
+  // Too little shared for the cost model (BOS of 9 tokens over 3 ranks): computed afresh,
+  // and kept as a second entry.
+  auto d = request({1, 20, 21, 22, 23, 24, 25, 26, 27}, 1);
+  t.admit(*d, false, "");
+  CHECK(d->cached == 0);
+  d->chosen = {30};
+  d->complete = true;
+  const infer::SequenceResult rd = reply({30}, 9);
+  CHECK(t.finish(*d, &rd, true));
+  CHECK(t.cache_figures().entries == 2);
+
+  // The same first prompt again: all but its last token shared; the rows past them cut.
+  auto c = request({1, 5, 6, 7}, 4);
+  t.admit(*c, false, "");
+  CHECK(c->cached == 3);
+  CHECK(c->feed == std::vector<std::int32_t>{7});
+  CHECK(c->cut_from == 1003);
+  CHECK(!t.finish(*c, nullptr, false));  // failed: not kept (the caller erases its rows)
+  CHECK(t.reserved() == 9);  // the other entry's rows
+  CHECK(t.cache_figures().entries == 1);
+
+  const auto f = t.cache_figures();
+  CHECK(f.lookups == 4);
+  CHECK(f.hits == 2);
+  CHECK(f.cached_tokens == 10);
+
+  // An idle session (12 rows) and the entry (9): a request of 25 needs 6 more than is free;
+  // the entry goes first, the session stays.
+  auto s = request({1, 40, 41}, 10);
+  t.admit(*s, true, "");
+  s->complete = true;
+  const infer::SequenceResult rs = reply({50}, 12);
+  t.finish(*s, &rs, true);
+  CHECK(t.reserved() == 21);
+  auto big = request({1, 60}, 23);
+  t.admit(*big, false, "");
+  CHECK(t.cache_figures().entries == 0);
+  CHECK(t.cache_figures().evicted == 1);
+  CHECK(t.size() == 1);
+  CHECK(t.take_ended() == std::vector<std::int32_t>{d->sequence});
+}
+
 TEST_CASE("GENERATE: sessions' fields round-trip in binary; ids this rank does not keep, or keeps, are refused where they would be misused") {
   auto a = request({1, 403}, 4);
   a->sequence = 7;
@@ -200,10 +280,14 @@ TEST_CASE("GENERATE: sessions' fields round-trip in binary; ids this rank does n
   b->sequence = 3;
   b->keep = true;
   b->continues = infer::Continuation{1007, 7};
+  b->cut_from = 1007;  // a cached prefix it shares in part: its rows from 1007 go first
   const std::vector<std::byte> payload = encode_generate(make_batch({a, b}, {2}));
   const GenerateBatch d = decode_generate(payload, 512, 512, 1024, {2, 3});
   REQUIRE(d.prompts.size() == 2);
   CHECK(d.end == std::vector<std::int32_t>{2});
+  REQUIRE(d.cuts.size() == 1);
+  CHECK(d.cuts[0].sequence == 3);
+  CHECK(d.cuts[0].from == 1007);
   CHECK(d.max_tokens == 4);
   CHECK(d.prompts[0].tokens == std::vector<std::int32_t>{1, 403});
   CHECK(d.prompts[0].sequence == 7);
@@ -231,7 +315,9 @@ TEST_CASE("GENERATE: sessions' fields round-trip in binary; ids this rank does n
     FAIL("accepted a payload of " << p.size() << " bytes");
   };
   refused(payload, {3}, "ends name sequence 2, which this rank does not keep");
-  refused(payload, {2}, "continues sequence 3, which this rank does not keep");
+  refused(payload, {2}, "its cuts name sequence 3 (from ring position 1007), which this rank does not keep");
+  b->cut_from.reset();
+  refused(encode_generate(make_batch({a, b}, {2})), {2}, "continues sequence 3, which this rank does not keep");
   refused(payload, {2, 3, 7}, "a new prompt takes sequence 7");
   refused(encode_generate(make_batch({}, {})), {}, "neither prompts nor sequences to end");
   b->continues = infer::Continuation{1007, 508};  // history + 2 tokens + 3 > 512
@@ -248,21 +334,21 @@ TEST_CASE("GENERATE: sessions' fields round-trip in binary; ids this rank does n
   // Damaged payloads: every count is bounded by the bytes left; flags are 0 or 1; no byte after the last field.
   std::vector<std::byte> p = encode_generate(make_batch({a}, {}));
   for (std::size_t cut = 0; cut < p.size(); ++cut)  // cut inside a field, or short of what a count promised
-    refused(std::span(p).first(cut), {}, cut < 12 ? "ends at byte" : cut < 12 + 46 ? "counts 1 prompts in" : "counts 2 tokens in");
+    refused(std::span(p).first(cut), {}, cut < 16 ? "ends at byte" : cut < 16 + 46 ? "counts 1 prompts in" : "counts 2 tokens in");
   std::vector<std::byte> q = p;
   q.push_back(std::byte{0});
   refused(q, {}, "1 bytes after its last field");
   q = p;
-  put_le(q.data() + 8, std::uint32_t{0x40000000});  // the prompt count
+  put_le(q.data() + 12, std::uint32_t{0x40000000});  // the prompt count
   refused(q, {}, "counts 1073741824 prompts");
   q = p;
-  put_le(q.data() + 12, std::uint32_t{0xFFFFFFFF});  // the first prompt's token count
+  put_le(q.data() + 16, std::uint32_t{0xFFFFFFFF});  // the first prompt's token count
   refused(q, {}, "counts 4294967295 tokens");
   q = p;
-  q[12 + 12] = std::byte{2};  // keep
+  q[16 + 12] = std::byte{2};  // keep
   refused(q, {}, "a flag byte that is neither 0 nor 1");
   q = p;
-  put_le(q.data() + 12 + 14, std::bit_cast<std::uint32_t>(std::numeric_limits<float>::quiet_NaN()));  // temperature
+  put_le(q.data() + 16 + 14, std::bit_cast<std::uint32_t>(std::numeric_limits<float>::quiet_NaN()));  // temperature
   refused(q, {}, "temperature or top_p is out of range");
   // An erasure-only job (sessions ended, nothing queued) is a batch of no prompts.
   CHECK(decode_generate(encode_generate(make_batch({}, {2})), 512, 512, 1024, {2}).prompts.empty());
