@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "../../infer/job/logprobs.hpp"
 #include "../../infer/job/prompts.hpp"
 #include "../../infer/job/text_tokenizer.hpp"
 
@@ -41,6 +42,7 @@ struct TokenEvent {
   enum class Kind { token, done, error } kind = Kind::token;
   std::int32_t token = 0;
   std::string piece;          // token: the text it completes; done: the text held back till the end
+  std::optional<infer::TokenLogprobs> logprobs;  // token: when its request asked (Generation::top_logprobs)
   std::string finish_reason;  // done: "stop" (an end token) or "length" (max_tokens)
   std::string error;          // error: what failed, where
   int status = 500;           // error: the HTTP status it maps to
@@ -85,6 +87,7 @@ struct Generation {
   std::vector<std::int32_t> prompt;  // BOS, then the prompt's ids
   int max_tokens = 16;
   infer::Sampling sampling;
+  int top_logprobs = -1;  // -1: no log probabilities; else each token's, with this many alternatives (0-20)
   std::chrono::steady_clock::time_point queued_at = std::chrono::steady_clock::now();
   TokenStream stream;
   // Its place in the KV caches (SessionTable::admit, sessions.hpp).

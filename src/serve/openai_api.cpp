@@ -155,6 +155,7 @@ struct Asked {
   bool include_usage = false;  // stream_options.include_usage
   bool open_session = false;   // "session": true
   std::string session;         // "session": "sess-<32 hex digits>"
+  int logprobs = -1;           // -1: none; else each token's log probability and this many alternatives
 };
 
 using infer::Json;
@@ -229,8 +230,29 @@ void read_messages(const Json& j, const HostedModel& m, const Asked& a, std::str
   }
 }
 
+// Log probabilities, as each endpoint asks for them: a completion's "logprobs": N (0-5
+// alternatives; false is none), a chat's "logprobs": true with "top_logprobs": N (0-20).
+void read_logprobs(const Json& j, bool chat, Asked& a) {
+  const Json* lp = infer::json_field(j, "logprobs");
+  const Json* top = infer::json_field(j, "top_logprobs");
+  auto count = [](const Json* v, double hi) { return v->is_number() && v->get<double>() >= 0 && v->get<double>() <= hi && v->get<double>() == std::floor(v->get<double>()); };
+  if (!chat) {
+    if (given(top)) throw bad("top_logprobs", "\"top_logprobs\" is a chat completion's: a completion asks with \"logprobs\": N (0-5)");
+    if (!given(lp) || (lp->is_boolean() && !lp->get<bool>())) return;
+    if (!count(lp, 5)) throw bad("logprobs", "\"logprobs\" must be an integer in [0, 5]: the alternatives reported beside each token");
+    a.logprobs = static_cast<int>(lp->get<double>());
+    return;
+  }
+  if (given(lp) && !lp->is_boolean()) throw bad("logprobs", "\"logprobs\" must be true or false");
+  const bool on = given(lp) && lp->get<bool>();
+  if (given(top) && !count(top, 20)) throw bad("top_logprobs", "\"top_logprobs\" must be an integer in [0, 20]");
+  if (given(top) && !on)
+    throw bad("top_logprobs", "\"top_logprobs\" needs \"logprobs\": true", "invalid_parameter_combination");
+  if (on) a.logprobs = given(top) ? static_cast<int>(top->get<double>()) : 0;
+}
+
 // The generation's fields: lengths, sampling, stop strings, streaming.
-void read_generation(const Json& j, Asked& a) {
+void read_generation(const Json& j, bool chat, Asked& a) {
   auto field = [&](const char* key) { return infer::json_field(j, key); };
   auto number = [&](const char* key, double lo, double hi, double def, bool whole) {
     const Json* v = field(key);
@@ -251,6 +273,7 @@ void read_generation(const Json& j, Asked& a) {
   a.sampling.top_p = static_cast<float>(number("top_p", 0, 1, 1, false));
   a.sampling.seed = static_cast<std::uint64_t>(number("seed", 0, 9007199254740991.0, 1, true));
   if (number("n", 1, 1, 1, true) != 1) throw bad("n", "\"n\" must be 1");
+  read_logprobs(j, chat, a);
   a.stop = stop_sequences(field("stop"));
   if (!a.stop.empty() && (a.open_session || !a.session.empty()))
     throw bad("stop", "\"stop\" cannot be used with a session: the session's history would hold text its reply left out");
@@ -330,7 +353,7 @@ Asked parse_request(const std::string& body, bool chat, const HostedModel& m, co
   bool templated = false;                        // text is the chat template's: the tokenizer adds no BOS
   if (chat) read_messages(j, m, a, text, templated);
   else read_prompt(j, m, text, ids);
-  read_generation(j, a);
+  read_generation(j, chat, a);
   tokenize(m, limits, chat ? "messages" : "prompt", text, ids, templated, a);
   return a;
 }
@@ -356,6 +379,72 @@ cli::JsonObject usage_json(std::size_t prompt, std::int64_t cached, int completi
       .add("prompt_tokens_details", cli::JsonObject().add("cached_tokens", cached));
 }
 
+// The log probabilities of a reply's tokens in the endpoint's shape, gathered as the tokens
+// come and taken with the text they go with (a whole reply's once, a stream's per chunk).
+// A completion's: {"tokens", "token_logprobs", "top_logprobs": [{text: logprob}],
+// "text_offset"} (offsets into the generated text, as vLLM counts them); a chat's:
+// {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}],
+// "refusal": null}. A token's text is its own bytes (ill-formed UTF-8 shows as U+FFFD, its
+// "bytes" exact).
+class LogprobsJson {
+ public:
+  LogprobsJson(bool chat, const infer::TextTokenizer* tok) : chat_(chat), tok_(tok) {}
+  void add(std::int32_t token, const infer::TokenLogprobs& lp) {
+    const std::string text = piece(token);
+    if (chat_) {
+      std::vector<cli::JsonObject> top;
+      for (const auto& [id, x] : lp.top) top.push_back(entry(piece(id), x));
+      content_.push_back(entry(text, lp.logprob).add("top_logprobs", top));
+    } else {
+      tokens_.push_back(text);
+      logprobs_.push_back(lp.logprob);
+      cli::JsonObject top;
+      std::vector<std::string> seen;  // two ids of one text: the likelier one (keys are unique)
+      for (const auto& [id, x] : lp.top)
+        if (std::string t = piece(id); std::find(seen.begin(), seen.end(), t) == seen.end()) {
+          top.add(t, x);
+          seen.push_back(std::move(t));
+        }
+      top_.push_back(std::move(top));
+      offsets_.push_back(offset_);
+      offset_ += static_cast<std::int64_t>(text.size());
+    }
+  }
+  bool empty() const { return content_.empty() && tokens_.empty(); }
+  cli::JsonObject take() {
+    cli::JsonObject o;
+    if (chat_) {
+      o.add("content", content_).add_null("refusal");
+    } else {
+      o.add("tokens", tokens_).add("token_logprobs", logprobs_).add("top_logprobs", top_).add("text_offset", offsets_);
+    }
+    content_.clear();
+    tokens_.clear();
+    logprobs_.clear();
+    top_.clear();
+    offsets_.clear();
+    return o;
+  }
+
+ private:
+  std::string piece(std::int32_t id) const {
+    const int t = id;
+    return tok_ ? tok_->text(std::span<const int>(&t, 1)) : std::string();
+  }
+  static cli::JsonObject entry(const std::string& text, double logprob) {
+    std::vector<std::int64_t> bytes;
+    for (const char c : text) bytes.push_back(static_cast<unsigned char>(c));
+    return cli::JsonObject().add("token", text).add("logprob", logprob).add("bytes", bytes);
+  }
+  bool chat_;
+  const infer::TextTokenizer* tok_;
+  std::vector<cli::JsonObject> content_, top_;
+  std::vector<std::string> tokens_;
+  std::vector<double> logprobs_;
+  std::vector<std::int64_t> offsets_;
+  std::int64_t offset_ = 0;
+};
+
 // What every object of one reply carries, and its shapes: the whole response, a stream
 // chunk, the usage chunk.
 struct Reply {
@@ -363,6 +452,7 @@ struct Reply {
   std::string id, model, session;
   std::time_t created = 0;
   bool usage_chunk = false;  // stream_options.include_usage: "usage": null in every chunk, then one with it
+  const infer::TextTokenizer* tokenizer = nullptr;  // the tokens' texts, for log probabilities
 
   cli::JsonObject head(bool chunk) const {
     cli::JsonObject o;
@@ -372,11 +462,14 @@ struct Reply {
         .add("model", model);
     return o;
   }
-  cli::JsonObject with_choice(bool chunk, const std::string& text, const std::string& finish) const {
+  // `logprobs`: the tokens' log probabilities (none: null).
+  cli::JsonObject with_choice(bool chunk, const std::string& text, const std::string& finish, const cli::JsonObject* logprobs) const {
     cli::JsonObject choice;
     choice.add("index", 0);
     if (chat) choice.add(chunk ? "delta" : "message", cli::JsonObject().add("role", "assistant").add("content", text));
-    else choice.add("text", text).add_null("logprobs");
+    else choice.add("text", text);
+    if (logprobs) choice.add("logprobs", *logprobs);
+    else choice.add_null("logprobs");
     if (finish.empty()) choice.add_null("finish_reason");
     else choice.add("finish_reason", finish);
     cli::JsonObject o = head(chunk);
@@ -384,11 +477,11 @@ struct Reply {
     if (!session.empty()) o.add("session", session);  // an extension: send it back to continue the conversation
     return o;
   }
-  std::string whole(const std::string& text, const std::string& finish, const cli::JsonObject& usage) const {
-    return with_choice(false, text, finish).add("usage", usage).str();
+  std::string whole(const std::string& text, const std::string& finish, const cli::JsonObject& usage, const cli::JsonObject* logprobs) const {
+    return with_choice(false, text, finish, logprobs).add("usage", usage).str();
   }
-  std::string chunk(const std::string& text, const std::string& finish) const {
-    cli::JsonObject o = with_choice(true, text, finish);
+  std::string chunk(const std::string& text, const std::string& finish, const cli::JsonObject* logprobs = nullptr) const {
+    cli::JsonObject o = with_choice(true, text, finish, logprobs);
     if (usage_chunk) o.add_null("usage");
     return o.str();
   }
@@ -403,7 +496,8 @@ struct Reply {
 // A streamed reply's state between the calls of its content provider.
 struct Streamed {
   StopMatcher stop;
-  int completion = 0;  // tokens generated
+  std::optional<LogprobsJson> logged;  // when asked: the tokens' log probabilities not yet sent
+  int completion = 0;                  // tokens generated
 };
 
 using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
@@ -425,6 +519,8 @@ Handler guarded(Handler h) {
 void answer_whole(Generation& g, const Asked& a, const Reply& reply, std::size_t prompt_tokens, Metrics& metrics,
                   httplib::Response& res) {
   StopMatcher stop(a.stop);
+  std::optional<LogprobsJson> logged;
+  if (a.logprobs >= 0) logged.emplace(reply.chat, reply.tokenizer);
   std::string text, finish;
   int completion = 0;
   for (;;) {
@@ -448,6 +544,7 @@ void answer_whole(Generation& g, const Asked& a, const Reply& reply, std::size_t
       break;
     }
     ++completion;
+    if (logged && e->logprobs) logged->add(e->token, *e->logprobs);
     text += stop.feed(e->piece);
     if (stop.matched()) {
       g.stopped = true;  // the ring ends it as a whole reply
@@ -455,7 +552,8 @@ void answer_whole(Generation& g, const Asked& a, const Reply& reply, std::size_t
       break;
     }
   }
-  res.set_content(reply.whole(text, finish, usage_json(prompt_tokens, g.cached, completion)), "application/json");
+  const std::optional<cli::JsonObject> lp = logged ? std::optional(logged->take()) : std::nullopt;
+  res.set_content(reply.whole(text, finish, usage_json(prompt_tokens, g.cached, completion), lp ? &*lp : nullptr), "application/json");
 }
 
 // A streamed reply's content provider: each call sends what the next event gives (a
@@ -472,8 +570,15 @@ httplib::ContentProviderWithoutLength stream_provider(std::shared_ptr<Generation
     };
     auto send = [&](const std::string& data) { return write("data: " + data + "\n\n"); };
     // The text held back, the finishing chunk, usage if asked, [DONE].
+    // A chunk of text with the log probabilities of its tokens (those of tokens whose text
+    // was held back go with the next text sent).
+    auto text_chunk = [&](const std::string& text) {
+      if (!st->logged || st->logged->empty()) return send(reply.chunk(text, ""));
+      const cli::JsonObject lp = st->logged->take();
+      return send(reply.chunk(text, "", &lp));
+    };
     auto end = [&](const std::string& held, const std::string& finish) {
-      if (!held.empty() && !send(reply.chunk(held, ""))) return false;
+      if ((!held.empty() || (st->logged && !st->logged->empty())) && !text_chunk(held)) return false;
       if (!send(reply.chunk("", finish))) return false;
       if (reply.usage_chunk && !send(reply.usage(usage_json(prompt_tokens, g->cached, st->completion)))) return false;
       if (!send("[DONE]")) return false;
@@ -492,12 +597,13 @@ httplib::ContentProviderWithoutLength stream_provider(std::shared_ptr<Generation
     switch (e->kind) {
       case TokenEvent::Kind::token: {
         ++st->completion;
+        if (st->logged && e->logprobs) st->logged->add(e->token, *e->logprobs);
         const std::string text = st->stop.feed(e->piece);
         if (st->stop.matched()) {
           g->stopped = true;  // the ring ends it as a whole reply
           return end(text, "stop");
         }
-        return text.empty() || send(reply.chunk(text, ""));  // all held back: nothing to send yet
+        return text.empty() || text_chunk(text);  // all held back: nothing to send yet
       }
       case TokenEvent::Kind::done: {  // with the text held back till the end
         std::string held = st->stop.feed(e->piece);
@@ -525,6 +631,7 @@ void generate(RingService& service, Metrics& metrics, const HostedModel& model, 
   g->prompt = a.prompt;
   g->max_tokens = a.max_tokens;
   g->sampling = a.sampling;
+  g->top_logprobs = a.logprobs;
   try {
     service.submit_generation(g, a.open_session, a.session);
   } catch (const Refusal& e) {
@@ -537,10 +644,12 @@ void generate(RingService& service, Metrics& metrics, const HostedModel& model, 
   reply.model = model.name;
   reply.session = g->session;
   reply.usage_chunk = a.include_usage;
+  reply.tokenizer = model.job.tokenizer.get();
   const std::size_t prompt_tokens = g->prompt.size();  // a follow-up's: with the last reply's unfed token
   if (!a.stream) return answer_whole(*g, a, reply, prompt_tokens, metrics, res);
   res.set_header("Cache-Control", "no-cache");
-  auto st = std::make_shared<Streamed>(Streamed{StopMatcher(a.stop)});
+  auto st = std::make_shared<Streamed>(Streamed{StopMatcher(a.stop), std::nullopt, 0});
+  if (a.logprobs >= 0) st->logged.emplace(chat, model.job.tokenizer.get());
   res.set_chunked_content_provider("text/event-stream", stream_provider(g, reply, st, prompt_tokens, metrics),
                                    [g](bool success) {
                                      if (!success) g->cancelled = true;

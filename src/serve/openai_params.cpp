@@ -8,8 +8,6 @@ const std::vector<UnimplementedParameter>& unimplemented_parameters() {
   // type where that is the same ({} for a bias, [] for tools).
   static const std::vector<UnimplementedParameter> table = {
       {"echo", {"false"}},
-      {"logprobs", {"false"}},
-      {"top_logprobs", {"0"}},
       {"presence_penalty", {"0"}},
       {"frequency_penalty", {"0"}},
       {"logit_bias", {"{}"}},

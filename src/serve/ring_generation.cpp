@@ -180,7 +180,9 @@ bool RingService::on_chosen(Generation& g, const infer::ChosenToken& c) {
   }
   ++g.generated;
   ++round_generated_;
-  g.stream.push(token_event(c.token, g.text->next(c.token)));
+  TokenEvent e = token_event(c.token, g.text->next(c.token));
+  if (g.top_logprobs >= 0) e.logprobs = infer::logprobs_of(c.logits, c.token, g.top_logprobs);
+  g.stream.push(std::move(e));
   if (g.generated >= g.max_tokens) {
     g.ended = g.complete = true;
     g.stream.push(done_event("length", g.text->finish()));

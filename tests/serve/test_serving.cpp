@@ -3,10 +3,14 @@
 // the next step instead of waiting for them to end, and each reply, paused and resumed
 // around the newcomers, is exactly the reply it gets alone (greedy and seeded sampling);
 // the prefix cache — a prompt that starts as an earlier one did computes only the rest,
-// with llama2.c's text, and says how many tokens it found cached.
+// with llama2.c's text, and says how many tokens it found cached; log probabilities equal to
+// a float64 model's (tests/serve/logprob_reference.py), whole and streamed.
 #include <doctest/doctest.h>
 #include <signal.h>
 
+#include <algorithm>
+#include <cmath>
+#include <sstream>
 #include <string>
 
 #include "tests/serve/model_ring.hpp"
@@ -131,6 +135,84 @@ TEST_CASE("serve --model: the prefix cache — a repeated prompt, one that exten
   const Outcome e = ask("Lily", 300);
   CHECK(cached_tokens(e) == 0);
   CHECK(metric(*m.ring, 0, "ringattn_prefix_cache_evictions_total") == 1);
+}
+
+TEST_CASE("serve --model: logprobs (completions, 0-5) and logprobs + top_logprobs (chat, streamed) equal a float64 model's") {
+  const auto dir = ::test::model_dir();
+  if (!dir) return;
+  ModelRing m(*dir, {}, 10);
+  INFO(m.ring->logs());
+  REQUIRE(m.ring->wait_ready(60));
+  const std::vector<int>& run_ids = ::test::kRunIds;  // llama2.c's greedy ids after "Once upon a time"
+  const int n = 20;
+  std::string prompt = "[1", generated = "[";
+  for (int i = 0; i < 4; ++i) prompt += ", " + std::to_string(run_ids[static_cast<std::size_t>(i)]);
+  for (int i = 4; i < 4 + n; ++i) generated += (i > 4 ? ", " : "") + std::to_string(run_ids[static_cast<std::size_t>(i)]);
+  const Outcome ref = run("/usr/bin/python3", {RINGATTN_SOURCE_ROOT "/tests/serve/logprob_reference.py", (*dir / "stories260K.bin").string(),
+                                               "--prompt", prompt + "]", "--generated", generated + "]", "--top", "5"});
+  INFO("reference: " << ref.err);
+  REQUIRE(ref.exit_code == 0);
+  const infer::Json want = infer::parse_json(ref.out);
+  REQUIRE(want.size() == static_cast<std::size_t>(n));
+  constexpr double kTol = 1e-4;  // fp32 logits against float64, after a log softmax
+  // The top alternatives' log probabilities, largest first, of a reference step.
+  auto top_values = [&](std::size_t i, std::size_t k) {
+    std::vector<double> v;
+    for (std::size_t j = 0; j < k; ++j) v.push_back(want[i].at("top")[j][1].get<double>());
+    return v;
+  };
+
+  const Outcome c = run("/usr/bin/curl", curl_post(m, "/v1/completions",
+                                                   "{\"prompt\": \"Once upon a time\", \"max_tokens\": 20, \"temperature\": 0, \"logprobs\": 5}"));
+  REQUIRE(c.out.find("HTTP 200") != std::string::npos);
+  const infer::Json cj = response_json(c);
+  const infer::Json& lp = cj.at("choices").at(0).at("logprobs");
+  REQUIRE(lp.at("token_logprobs").size() == static_cast<std::size_t>(n));
+  std::string joined;
+  for (std::size_t i = 0; i < static_cast<std::size_t>(n); ++i) {
+    CHECK(std::abs(lp.at("token_logprobs")[i].get<double>() - want[i].at("logprob").get<double>()) < kTol);
+    std::vector<double> got;
+    for (const auto& [text, x] : lp.at("top_logprobs")[i].items()) got.push_back(x.get<double>());
+    std::sort(got.rbegin(), got.rend());
+    const std::vector<double> w = top_values(i, got.size());
+    REQUIRE(got.size() == 5);
+    for (std::size_t j = 0; j < got.size(); ++j) CHECK(std::abs(got[j] - w[j]) < kTol);
+    CHECK(lp.at("text_offset")[i].get<double>() == static_cast<double>(joined.size()));
+    joined += lp.at("tokens")[i].get<std::string>();
+  }
+  CHECK(joined == text_of(c));
+
+  // A chat (llama2.c's: the message's text), streamed: each chunk carries its tokens' entries.
+  const Outcome chat = run("/usr/bin/curl", curl_post(m, "/v1/chat/completions",
+                                                      "{\"messages\": [{\"role\": \"user\", \"content\": \"Once upon a time\"}], \"max_tokens\": 20, "
+                                                      "\"temperature\": 0, \"logprobs\": true, \"top_logprobs\": 3, \"stream\": true}"));
+  std::vector<infer::Json> entries;
+  std::istringstream in(chat.out);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("data: {", 0) != 0) continue;
+    const infer::Json j = infer::parse_json(line.substr(6));
+    const infer::Json& choice = j.at("choices").at(0);
+    if (const infer::Json* l = infer::json_field(choice, "logprobs"); l && !l->is_null())
+      for (const infer::Json& e : l->at("content")) entries.push_back(e);
+  }
+  REQUIRE(entries.size() == static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    CHECK(std::abs(entries[i].at("logprob").get<double>() - want[i].at("logprob").get<double>()) < kTol);
+    const infer::Json& top = entries[i].at("top_logprobs");
+    REQUIRE(top.size() == 3);
+    const std::vector<double> w = top_values(i, 3);
+    for (std::size_t j = 0; j < 3; ++j) CHECK(std::abs(top[j].at("logprob").get<double>() - w[j]) < kTol);
+    std::string bytes;
+    for (const infer::Json& b : entries[i].at("bytes")) bytes += static_cast<char>(b.get<int>());
+    CHECK(bytes == entries[i].at("token").get<std::string>());
+  }
+  // Refusals: out of range, and top_logprobs without logprobs.
+  const Outcome six = run("/usr/bin/curl", curl_post(m, "/v1/completions", "{\"prompt\": \"a\", \"logprobs\": 6}"));
+  CHECK(six.out.find("HTTP 400") != std::string::npos);
+  const Outcome alone = run("/usr/bin/curl", curl_post(m, "/v1/chat/completions",
+                                                       "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"top_logprobs\": 2}"));
+  CHECK(alone.out.find("HTTP 400") != std::string::npos);
+  CHECK(alone.out.find("invalid_parameter_combination") != std::string::npos);
 }
 
 }  // namespace
