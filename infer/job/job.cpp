@@ -61,9 +61,9 @@ namespace {
 class BatchRun {
  public:
   BatchRun(ringattn::Ring& ring, const Model& model, const std::vector<Prompt>& prompts, const JobOptions& options,
-           JobStats& stats, const TokenSink& on_token, std::vector<ringattn::KVCache>* kept)
+           JobStats& stats, const TokenSink& on_token, std::vector<ringattn::KVCache>* kept, const LogitsHook& shape)
       : ring_(ring), model_(model), c_(model.config()), prompts_(prompts), options_(options), stats_(stats),
-        on_token_(on_token), kept_(kept), at_(place_of(ring, model)), tp_group_(ring),
+        on_token_(on_token), shape_(shape), kept_(kept), at_(place_of(ring, model)), tp_group_(ring),
         group_(model.parts().split() ? &tp_group_ : nullptr),
         plan_(plan_batch(prompts, options, at_.rank, at_.world, ring.limits().max_rows, kept != nullptr)),
         pad_(c_.head_dim), caches_(kept ? *kept : local_) {
@@ -76,6 +76,8 @@ class BatchRun {
                                           : 0.0f;
     spec_.dtype = options.dtype;
     spec_.mask = ringattn::Mask::causal();
+    if (group_ && options.stop_at_end && c_.vocab > (std::int64_t{1} << 24))  // choose() sums token ids as floats
+      throw ringattn::InvalidArgument("a vocabulary of " + std::to_string(c_.vocab) + " tokens is above 2^24, the most a tensor-parallel group can choose from");
     qd_ = spec_.heads * c_.head_dim;
     kd_ = spec_.kv_heads * c_.head_dim;
     make_caches();
@@ -263,21 +265,40 @@ class BatchRun {
     choose();
   }
 
-  // Chooses each stepping prompt's next token from logits_ [stepping, vocab]. A group's
-  // ranks feed the same prompts: a prompt one of them stops (its sink said so: only the
-  // rank that streams has one) stops on all of them.
+  // Chooses each stepping prompt's next token from logits_ [stepping, vocab] (shaped by
+  // shape_, where there is one). A group's ranks feed the same prompts: with stop_at_end
+  // the group's first rank decides for all — the tokens it chose (its hook may shape what
+  // the others cannot see) and the prompts it stops (its sink said so: only the rank that
+  // streams has one) — in one sum over the group, the others adding zeros.
   void choose() {
-    stops_.assign(stepping_.size(), 0.0F);
-    for (std::size_t j = 0; j < stepping_.size(); ++j) {
+    const std::size_t n = stepping_.size();
+    const bool one_voice = group_ && options_.stop_at_end && n > 0;
+    stops_.assign(one_voice ? 2 * n : n, 0.0F);  // [stops, chosen ids]
+    for (std::size_t j = 0; j < n; ++j) {
       SequenceResult& s = owned_[stepping_[j]];
       const std::span<const float> row(&logits_[j * c_.vocab], static_cast<std::size_t>(c_.vocab));
-      const std::int32_t t = samplers_[stepping_[j]].next(row);
-      s.tokens.push_back(t);
-      s.logits.insert(s.logits.end(), row.begin(), row.end());
+      std::span<const float> from = row;
+      if (shape_) {
+        shaped_.assign(row.begin(), row.end());
+        shape_(s.prompt, shaped_);
+        from = shaped_;
+      }
+      const std::int32_t t = samplers_[stepping_[j]].next(from);
       if (on_token_ && !on_token_({s.prompt, t, row, step_})) stops_[j] = 1.0F;
+      if (one_voice) stops_[n + j] = at_.group_rank == 0 ? static_cast<float>(t) : 0.0F;  // ids < 2^24: exact
+      else s.tokens.push_back(t);
+      if (!one_voice) s.logits.insert(s.logits.end(), row.begin(), row.end());
     }
-    if (group_ && options_.stop_at_end && !stops_.empty()) group_->sum(stops_);
-    for (std::size_t j = 0; j < stepping_.size(); ++j) {
+    if (one_voice) {
+      group_->sum(stops_);
+      for (std::size_t j = 0; j < n; ++j) {
+        SequenceResult& s = owned_[stepping_[j]];
+        s.tokens.push_back(static_cast<std::int32_t>(stops_[n + j]));
+        s.logits.insert(s.logits.end(), logits_.begin() + static_cast<std::ptrdiff_t>(j * c_.vocab),
+                        logits_.begin() + static_cast<std::ptrdiff_t>((j + 1) * c_.vocab));
+      }
+    }
+    for (std::size_t j = 0; j < n; ++j) {
       const SequenceResult& s = owned_[stepping_[j]];
       const bool ended = options_.stop_at_end && (stops_[j] > 0 || options_.ends_text(s.tokens.back()));
       if (ended || static_cast<int>(s.tokens.size()) >= limit_of(static_cast<std::size_t>(s.prompt))) done_[stepping_[j]] = 1;
@@ -352,6 +373,8 @@ class BatchRun {
   const JobOptions& options_;
   JobStats& stats_;
   const TokenSink& on_token_;
+  const LogitsHook& shape_;
+  std::vector<float> shaped_;  // a row as shape_ left it
   std::vector<ringattn::KVCache>* kept_;
   const Place at_;  // the plan's: ranks across the groups under tensor parallelism
   RingGroup tp_group_;
@@ -381,8 +404,8 @@ class BatchRun {
 
 std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, const std::vector<Prompt>& prompts,
                                       const JobOptions& options, JobStats& stats, const TokenSink& on_token,
-                                      std::vector<ringattn::KVCache>* kept) {
-  return BatchRun(ring, model, prompts, options, stats, on_token, kept).run();
+                                      std::vector<ringattn::KVCache>* kept, const LogitsHook& shape) {
+  return BatchRun(ring, model, prompts, options, stats, on_token, kept, shape).run();
 }
 
 }  // namespace infer

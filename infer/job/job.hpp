@@ -94,6 +94,12 @@ struct ChosenToken {
 // SequenceResult tells where it would go on).
 using TokenSink = std::function<bool(const ChosenToken& chosen)>;
 
+// Called on the rank that generates a prompt with the logits a token is about to be chosen
+// from (a copy: the sink still sees the model's own), to shape them — a bias, penalties, a
+// mask of the tokens a grammar allows. Under tensor parallelism only the group's first rank
+// need have one: with options.stop_at_end its choice is the group's (job.hpp, choose()).
+using LogitsHook = std::function<void(std::int32_t prompt, std::span<float> logits)>;
+
 // The KV-cache bytes one token's rows take, over every layer, on the rank that holds them
 // (head dims padded as the ring's kernels take them).
 // (With tensor parallelism over `tp` ranks: a rank's share of the K/V heads.)
@@ -102,6 +108,6 @@ std::int64_t cache_row_bytes(const ModelConfig& config, ringattn::DType dtype, i
 // Every rank calls this with the same model, prompts and options (and kept caches or none).
 std::vector<SequenceResult> run_batch(ringattn::Ring& ring, const Model& model, const std::vector<Prompt>& prompts,
                                       const JobOptions& options, JobStats& stats, const TokenSink& on_token = {},
-                                      std::vector<ringattn::KVCache>* kept = nullptr);
+                                      std::vector<ringattn::KVCache>* kept = nullptr, const LogitsHook& shape = {});
 
 }  // namespace infer

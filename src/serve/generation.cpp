@@ -26,6 +26,17 @@ std::optional<TokenEvent> TokenStream::next(std::chrono::milliseconds wait) {
   return e;
 }
 
+bool shapes_logits(const Generation& g) {
+  return !g.logit_bias.empty() || g.presence_penalty != 0 || g.frequency_penalty != 0;
+}
+
+void shape_logits(const Generation& g, std::span<float> logits) {
+  for (const auto& [id, bias] : g.logit_bias) logits[static_cast<std::size_t>(id)] += bias;
+  if (g.presence_penalty == 0 && g.frequency_penalty == 0) return;
+  for (const auto& [id, n] : g.counts)
+    logits[static_cast<std::size_t>(id)] -= static_cast<float>(n) * g.frequency_penalty + g.presence_penalty;
+}
+
 namespace {
 
 constexpr std::size_t kPromptHead = 4 + 4 + 4 + 1 + 1 + 4 + 4 + 8 + 8 + 8;  // a prompt's fields before its ids

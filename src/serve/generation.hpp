@@ -23,6 +23,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -88,6 +89,10 @@ struct Generation {
   int max_tokens = 16;
   infer::Sampling sampling;
   int top_logprobs = -1;  // -1: no log probabilities; else each token's, with this many alternatives (0-20)
+  // How its logits are shaped before each token is chosen (shape_logits): OpenAI's
+  // logit_bias (added), presence and frequency penalties (over the tokens it generated).
+  std::vector<std::pair<std::int32_t, float>> logit_bias;
+  float presence_penalty = 0, frequency_penalty = 0;
   std::chrono::steady_clock::time_point queued_at = std::chrono::steady_clock::now();
   TokenStream stream;
   // Its place in the KV caches (SessionTable::admit, sessions.hpp).
@@ -107,12 +112,18 @@ struct Generation {
   std::unique_ptr<infer::TextStream> text;  // its text so far (held-back bytes across rounds)
   std::chrono::steady_clock::time_point last_token_at;
   std::vector<std::int32_t> chosen;         // every token chosen for it (the last one is never fed)
+  std::map<std::int32_t, int> counts;       // how often each token was chosen (the penalties')
   bool ran = false;                    // it has rows on every rank (a round ran it, or its prefix was cached)
   bool ended = false;                  // ring thread only: done or error was pushed
   bool complete = false;               // ring thread only: done was pushed (its reply is whole)
   bool end_token = false;              // ring thread only: it chose an end token (not fed, not in its history)
   int generated = 0;                   // ring thread only
 };
+
+// Whether g's logits need shaping, and the shaping: bias, then penalties (OpenAI's:
+// logit -= count x frequency_penalty + (count > 0) x presence_penalty).
+bool shapes_logits(const Generation& g);
+void shape_logits(const Generation& g, std::span<float> logits);
 
 // A GENERATE batch, as every rank runs it.
 struct Cut {

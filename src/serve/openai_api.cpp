@@ -156,6 +156,8 @@ struct Asked {
   bool open_session = false;   // "session": true
   std::string session;         // "session": "sess-<32 hex digits>"
   int logprobs = -1;           // -1: none; else each token's log probability and this many alternatives
+  std::vector<std::pair<std::int32_t, float>> logit_bias;
+  float presence_penalty = 0, frequency_penalty = 0;
 };
 
 using infer::Json;
@@ -249,6 +251,30 @@ void read_logprobs(const Json& j, bool chat, Asked& a) {
   if (given(top) && !on)
     throw bad("top_logprobs", "\"top_logprobs\" needs \"logprobs\": true", "invalid_parameter_combination");
   if (on) a.logprobs = given(top) ? static_cast<int>(top->get<double>()) : 0;
+}
+
+// How the logits are shaped: logit_bias ({"token id": bias in [-100, 100]}, at most 1024)
+// and the presence and frequency penalties ([-2, 2]), as OpenAI's.
+void read_shaping(const Json& j, const HostedModel& m, Asked& a) {
+  for (const char* key : {"presence_penalty", "frequency_penalty"}) {
+    const Json* v = infer::json_field(j, key);
+    if (!given(v)) continue;
+    if (!v->is_number() || !(v->get<double>() >= -2 && v->get<double>() <= 2))
+      throw bad(key, std::string("\"") + key + "\" must be a number in [-2, 2]");
+    (std::string_view(key) == "presence_penalty" ? a.presence_penalty : a.frequency_penalty) = static_cast<float>(v->get<double>());
+  }
+  const Json* b = infer::json_field(j, "logit_bias");
+  if (!given(b)) return;
+  const std::string what = "\"logit_bias\" must map at most 1024 token ids (as strings, each in [0, " +
+                           std::to_string(m.options.model.vocab) + ")) to a number in [-100, 100]";
+  if (!b->is_object() || b->size() > 1024) throw bad("logit_bias", what);
+  for (const auto& [key, bias] : b->items()) {
+    if (key.empty() || key.size() > 9 || key.find_first_not_of("0123456789") != std::string::npos) throw bad("logit_bias", what);
+    const long id = std::stol(key);
+    if (id >= m.options.model.vocab || !bias.is_number() || !(bias.get<double>() >= -100 && bias.get<double>() <= 100))
+      throw bad("logit_bias", what);
+    a.logit_bias.emplace_back(static_cast<std::int32_t>(id), static_cast<float>(bias.get<double>()));
+  }
 }
 
 // The generation's fields: lengths, sampling, stop strings, streaming.
@@ -354,6 +380,7 @@ Asked parse_request(const std::string& body, bool chat, const HostedModel& m, co
   if (chat) read_messages(j, m, a, text, templated);
   else read_prompt(j, m, text, ids);
   read_generation(j, chat, a);
+  read_shaping(j, m, a);
   tokenize(m, limits, chat ? "messages" : "prompt", text, ids, templated, a);
   return a;
 }
@@ -632,6 +659,9 @@ void generate(RingService& service, Metrics& metrics, const HostedModel& model, 
   g->max_tokens = a.max_tokens;
   g->sampling = a.sampling;
   g->top_logprobs = a.logprobs;
+  g->logit_bias = a.logit_bias;
+  g->presence_penalty = a.presence_penalty;
+  g->frequency_penalty = a.frequency_penalty;
   try {
     service.submit_generation(g, a.open_session, a.session);
   } catch (const Refusal& e) {

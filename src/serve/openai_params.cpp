@@ -8,9 +8,6 @@ const std::vector<UnimplementedParameter>& unimplemented_parameters() {
   // type where that is the same ({} for a bias, [] for tools).
   static const std::vector<UnimplementedParameter> table = {
       {"echo", {"false"}},
-      {"presence_penalty", {"0"}},
-      {"frequency_penalty", {"0"}},
-      {"logit_bias", {"{}"}},
       {"best_of", {"1"}},
       {"suffix", {"\"\""}},
       {"response_format", {"{\"type\": \"text\"}"}},

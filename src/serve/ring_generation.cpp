@@ -84,7 +84,8 @@ void RingService::record_sessions() {
   count("ringattn_prefix_cache_evictions_total", f.evicted, cache_recorded_.evicted);
 }
 
-std::vector<infer::SequenceResult> RingService::run_kept_batch(const GenerateBatch& b, infer::JobStats& st, const infer::TokenSink& sink) {
+std::vector<infer::SequenceResult> RingService::run_kept_batch(const GenerateBatch& b, infer::JobStats& st, const infer::TokenSink& sink,
+                                                              const infer::LogitsHook& shape) {
   for (const std::int32_t e : b.end) kept_.erase(e);
   for (const Cut& c : b.cuts)  // this rank's rows of the sequence before the ring position stay
     for (KVCache& cache : kept_.caches) {
@@ -93,7 +94,7 @@ std::vector<infer::SequenceResult> RingService::run_kept_batch(const GenerateBat
     }
   std::vector<infer::SequenceResult> results;
   if (!b.prompts.empty())
-    results = infer::run_batch(*ring_, model_->job.model, b.prompts, batch_options(*model_, b.max_tokens), st, sink, &kept_.caches);
+    results = infer::run_batch(*ring_, model_->job.model, b.prompts, batch_options(*model_, b.max_tokens), st, sink, &kept_.caches, shape);
   for (const infer::Prompt& p : b.prompts)
     if (p.keep) kept_.ids.insert(p.sequence);
   metrics_.set("ringattn_generation_cache_rows", {}, static_cast<double>(kept_.rows()));  // the sessions' rows here
@@ -158,6 +159,7 @@ bool RingService::on_chosen(Generation& g, const infer::ChosenToken& c) {
   }
   if (g.ended) return false;
   g.chosen.push_back(c.token);
+  ++g.counts[c.token];
   if (g.stopped) {  // its text reached a stop sequence (openai_api.cpp): complete, not cancelled
     g.ended = g.complete = true;
     metrics_.add("ringattn_generations_total", {{"result", "ok"}});
@@ -242,8 +244,11 @@ void RingService::run_generation(std::vector<std::shared_ptr<Generation>>& round
   round_generated_ = 0;
   infer::JobStats st;
   const auto t0 = Clock::now();
+  infer::LogitsHook shape;  // only when a reply asks: a hook copies every row
+  if (std::any_of(round.begin(), round.end(), [](const auto& g) { return shapes_logits(*g); }))
+    shape = [&](std::int32_t prompt, std::span<float> logits) { shape_logits(*round[static_cast<std::size_t>(prompt)], logits); };
   const std::vector<infer::SequenceResult> results =
-      run_kept_batch(b, st, [&](const infer::ChosenToken& c) { return on_chosen(*round[static_cast<std::size_t>(c.prompt)], c); });
+      run_kept_batch(b, st, [&](const infer::ChosenToken& c) { return on_chosen(*round[static_cast<std::size_t>(c.prompt)], c); }, shape);
   after_round(round, results);
   // The rows of the replies that ended go now, on every rank (the DONE says which).
   std::vector<std::int32_t> gone;

@@ -112,7 +112,8 @@ class RingService {
                     double seconds);
   // Every rank: a GENERATE batch on the kept rows — its ended sessions erased, its prompts
   // run, its sessions' rows kept for their next message.
-  std::vector<infer::SequenceResult> run_kept_batch(const GenerateBatch& b, infer::JobStats& st, const infer::TokenSink& sink);
+  std::vector<infer::SequenceResult> run_kept_batch(const GenerateBatch& b, infer::JobStats& st, const infer::TokenSink& sink,
+                                                    const infer::LogitsHook& shape = {});
   void record_sessions();  // the sessions' gauges; mu_ held
   void run_worker_generation(std::uint64_t id);
   void agree_on_model();

@@ -71,8 +71,7 @@ TEST_CASE("unsupported OpenAI parameters: refused naming the parameter unless at
   const infer::Json base = infer::parse_json("{\"prompt\": \"x\", \"max_tokens\": 2}");
   // A value of every kind that asks for something, for each parameter.
   const std::map<std::string, std::string> asks = {
-      {"echo", "true"}, {"presence_penalty", "0.5"},
-      {"frequency_penalty", "-1"}, {"logit_bias", "{\"13\": -100}"}, {"best_of", "3"}, {"suffix", "\" end\""},
+      {"echo", "true"}, {"best_of", "3"}, {"suffix", "\" end\""},
       {"response_format", "{\"type\": \"json_object\"}"}, {"tools", "[{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]"},
       {"tool_choice", "\"required\""}, {"parallel_tool_calls", "false"}, {"functions", "[{\"name\": \"f\"}]"},
       {"function_call", "{\"name\": \"f\"}"}, {"store", "true"}, {"metadata", "{\"a\": \"b\"}"}, {"service_tier", "\"flex\""},

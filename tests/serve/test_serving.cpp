@@ -18,6 +18,12 @@
 namespace ringattn::stest {
 namespace {
 
+double cached_tokens(const Outcome& o) {
+  return response_json(o).at("usage").at("prompt_tokens_details").at("cached_tokens").get<double>();
+}
+std::string text_of(const Outcome& o) { return response_json(o).at("choices").at(0).at("text").get<std::string>(); }
+double prompt_tokens(const Outcome& o) { return response_json(o).at("usage").at("prompt_tokens").get<double>(); }
+
 std::string sampled_body(int max_tokens, bool stream) {
   return "{\"prompt\": " + cli::json_quote(kPrompt) + ", \"max_tokens\": " + std::to_string(max_tokens) +
          ", \"temperature\": 0.8, \"seed\": 42, \"stream\": " + (stream ? "true" : "false") + "}";
@@ -51,6 +57,26 @@ void join_running(ModelRing& m, int hold) {
   CHECK(eventually([&] { return m.ring->log(0).find("2 requests (1 going on)") != std::string::npos; }, 30));
 }
 
+// logit_bias and the presence and frequency penalties, greedy: the text a float64 model
+// gives from logits shaped the same way (tests/serve/logprob_reference.py --greedy). Under
+// --tp the group's first rank shapes and chooses for the group.
+void shaped_as_reference(ModelRing& m) {
+  const std::string shaping = R"("logit_bias": {"432": -100, "298": 5}, "presence_penalty": 0.5, "frequency_penalty": 1.0)";
+  const Outcome ref = run("/usr/bin/python3", {RINGATTN_SOURCE_ROOT "/tests/serve/logprob_reference.py", (m.dir / "stories260K.bin").string(),
+                                               "--prompt", "[1, 403, 407, 261, 378]", "--greedy", "40", "--bias",
+                                               R"({"432": -100, "298": 5})", "--presence", "0.5", "--frequency", "1.0", "--tokenizer",
+                                               (m.dir / "tok512.bin").string()});
+  INFO("reference: " << ref.err);
+  REQUIRE(ref.exit_code == 0);
+  const std::string want = infer::parse_json(ref.out).at("text").get<std::string>();
+  const Outcome o = run("/usr/bin/curl", curl_post(m, "/v1/completions",
+                                                   R"({"prompt": "Once upon a time", "max_tokens": 40, "temperature": 0, )" + shaping + "}"));
+  INFO(o.out);
+  REQUIRE(o.out.find("HTTP 200") != std::string::npos);
+  CHECK(text_of(o) == want);
+  CHECK(want.rfind(" there", 0) == 0);  // "," (432), the model's choice, was barred
+}
+
 TEST_CASE("serve --model: a request that arrives while a long reply streams joins it at the next step; both texts exact") {
   const auto dir = ::test::model_dir();
   if (!dir) return;
@@ -58,6 +84,7 @@ TEST_CASE("serve --model: a request that arrives while a long reply streams join
   INFO(m.ring->logs());
   REQUIRE(m.ring->wait_ready(60));
   join_running(m, 1);
+  shaped_as_reference(m);
   // Every ended reply's rows went with its round, but for what the prefix cache keeps.
   CHECK(eventually([&] {
     double rows = 0;
@@ -75,13 +102,8 @@ TEST_CASE("serve --model --tp 2 on 4 daemons: a newcomer joins a running reply o
   INFO(m.ring->logs());
   REQUIRE(m.ring->wait_ready(60));
   join_running(m, 3);
+  shaped_as_reference(m);
 }
-
-double cached_tokens(const Outcome& o) {
-  return response_json(o).at("usage").at("prompt_tokens_details").at("cached_tokens").get<double>();
-}
-std::string text_of(const Outcome& o) { return response_json(o).at("choices").at(0).at("text").get<std::string>(); }
-double prompt_tokens(const Outcome& o) { return response_json(o).at("usage").at("prompt_tokens").get<double>(); }
 
 TEST_CASE("serve --model: the prefix cache — a repeated prompt, one that extends a cached reply, one that shares part of it: llama2.c's text, their cached tokens; entries evicted for room") {
   const auto dir = ::test::model_dir();
