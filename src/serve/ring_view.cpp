@@ -174,9 +174,11 @@ std::string RingView::survey() const {
   o.add("tokens_per_second", cli::JsonObject()
                                  .add("prefill", figure("ringattn_prefill_tokens_per_second"))
                                  .add("decode", figure("ringattn_decode_tokens_per_second")));
-  if (const std::optional<double> hits = metrics_.sum("ringattn_prefix_cache_hits_total"))
-    o.add("prefix_cache_hits", static_cast<std::int64_t>(*hits));
-  else o.add_null("prefix_cache_hits");
+  for (const char* k : {"hits", "lookups"}) {  // where this build has a prefix cache
+    const std::string key = std::string("prefix_cache_") + k;
+    if (const std::optional<double> n = metrics_.sum("ringattn_" + key + "_total")) o.add(key, static_cast<std::int64_t>(*n));
+    else o.add_null(key);
+  }
   o.add("ranks", ranks);
   return o.str();
 }

@@ -2,8 +2,8 @@
 // port (the page of web_page.hpp draws it every second; docs/daemons.md shows the JSON).
 //
 // Built on rank 0 from what it has: its own metrics (the cache's rows, requests, tokens and
-// tokens/s, prefix-cache hits when this build counts them) and every rank's own figures —
-// the rows it keeps, the bytes its links carried — from the `status` answer that `ringattn
+// tokens/s, prefix-cache hits and lookups where this build counts them) and every rank's own
+// figures — the rows it keeps, the bytes its links carried — from the `status` answer that `ringattn
 // status` also reads (RingService::status_json). Rank 0 asks every worker's control port for
 // it at once, with the ring's token and TLS, each answer within 2 s, and checks each field
 // as it would a wire message's; a rank that does not answer, or answers wrongly, is listed

@@ -248,7 +248,8 @@ function draw(v) {
   put("tps-prefill", v.tokens_per_second.prefill, rate(v.tokens_per_second.prefill));
   put("tps-decode", v.tokens_per_second.decode, rate(v.tokens_per_second.decode));
   put("generated-tokens", v.generated_tokens);
-  put("prefix-hits", v.prefix_cache_hits);
+  put("prefix-hits", v.prefix_cache_hits,
+      v.prefix_cache_lookups === null ? undefined : v.prefix_cache_hits + " of " + v.prefix_cache_lookups + " prompts");
   const rows = [];
   for (const r of v.ranks) {
     const tr = document.createElement("tr");

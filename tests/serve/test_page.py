@@ -17,7 +17,8 @@ no port, no websocket; stdlib only), each in its own process group, killed on ev
      daemon, read before and after the page's next two redraws (and unchanged between):
      per rank the KV rows kept (the session's: some on every rank), the capacity, bytes sent
      and received; the ring's rows reserved and capacity, sessions, decode tokens, prefill and
-     decode tokens/s, requests running and queued, prefix-cache hits (or "—" without the metric);
+     decode tokens/s, requests running and queued, prefix-cache hits of lookups (or "—" without
+     the metrics);
   5. saves a screenshot (--screenshot, 1280x640).
 Prints one line per failure; exit 0 only if all held. Exit 77 (skip) without the model files or
 Chromium, unless CI=true (then 1).
@@ -297,6 +298,9 @@ def compare(page, scrapes, failures):
             failures.append("prefix-cache hits without the metric: the page shows %r" % page["hits_text"])
     else:
         same("prefix-cache hits", page["hits"], hits)
+        lookups = m0["ringattn_prefix_cache_lookups_total"]
+        if page["hits_text"] != "%d of %d prompts" % (hits, lookups):
+            failures.append("prefix-cache hits read %r, /metrics says %d of %d" % (page["hits_text"], hits, lookups))
     kept = 0
     for r in range(WORLD):
         shown = page["ranks"].get(str(r))
