@@ -167,6 +167,25 @@ void Metrics::observe(const std::string& name, const Labels& labels, double valu
   ++s.count;
 }
 
+std::optional<double> Metrics::value(const std::string& name, const Labels& labels) const {
+  Labels key = labels;
+  std::sort(key.begin(), key.end());
+  std::lock_guard lock(mu_);
+  const auto it = index_.find(name);
+  if (it == index_.end() || it->second->type == Type::histogram) return std::nullopt;
+  const auto s = it->second->series.find(key);
+  return s == it->second->series.end() ? 0.0 : s->second.value;
+}
+
+std::optional<double> Metrics::sum(const std::string& name) const {
+  std::lock_guard lock(mu_);
+  const auto it = index_.find(name);
+  if (it == index_.end() || it->second->type == Type::histogram) return std::nullopt;
+  double total = 0;
+  for (const auto& [labels, s] : it->second->series) total += s.value;
+  return total;
+}
+
 std::string Metrics::render() const {
   std::string out;
   std::lock_guard lock(mu_);

@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,6 +46,12 @@ class Metrics {
   // The exposition: # HELP and # TYPE per metric, series in a stable order, label values
   // escaped (\\, \", \n), histograms as cumulative _bucket{le=...}, _sum and _count.
   std::string render() const;
+
+  // A counter's or gauge's value as render() would print it, for the daemon's own pages
+  // (web_page.hpp): one series (0 while never recorded), or the sum of all its series.
+  // nullopt for a name never declared (a metric this build does not have) or a histogram.
+  std::optional<double> value(const std::string& name, const Labels& labels = {}) const;
+  std::optional<double> sum(const std::string& name) const;
 
  private:
   struct Series;

@@ -19,6 +19,7 @@
 #include "openai_params.hpp"
 #include "ring_service.hpp"
 #include "sessions.hpp"
+#include "web_page.hpp"
 
 namespace ringattn::serve {
 
@@ -723,6 +724,7 @@ OpenAiEndpoint::OpenAiEndpoint(const std::string& listen, std::string api_key, R
   // bounded request (1 MiB within 10 s, by the server's gate, on no worker) and nothing of
   // the ring.
   s.set_pre_routing_handler([key = api_key](const httplib::Request& req, httplib::Response& res) {
+    if (is_public_page(req)) return httplib::Server::HandlerResponse::Unhandled;  // holds no data (web_page.hpp)
     try {
       authorize(key, req);
       return httplib::Server::HandlerResponse::Unhandled;
@@ -753,6 +755,7 @@ OpenAiEndpoint::OpenAiEndpoint(const std::string& listen, std::string api_key, R
            guarded([&service, &metrics, model, chat](const httplib::Request& req, httplib::Response& res) {
              generate(service, metrics, *model, req, res, chat);
            }));
+  add_page_routes(s, service, metrics);  // GET / and /v1/ring
   s.set_error_handler(explain_refusal);
   server_->start();
   cli::logger("serve")->info("OpenAI-style endpoint on http://{}/v1 ({})", listen, "completions, chat/completions, models");

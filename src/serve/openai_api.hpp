@@ -9,6 +9,8 @@
 //                               prompt is the messages' contents in order, joined by "\n" (a
 //                               base model such as stories260K has no chat format of its own)
 //   GET  /v1/models, /v1/models/ID   the hosted model
+//   GET  /, /v1/ring           a page for people (without the key: it holds no data) and the
+//                               ring's live state it draws (web_page.hpp, ring_view.hpp)
 //
 // As OpenAI answers: a `model` other than the hosted one is 404 model_not_found (none given:
 // the hosted one answers); `stop` ends the text before the first stop sequence, which is

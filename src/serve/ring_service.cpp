@@ -161,6 +161,13 @@ std::vector<cli::JsonObject> RingService::nodes_locked() const {
   return v;
 }
 
+RingService::Requests RingService::requests() const {
+  std::lock_guard lock(mu_);
+  if (!sessions_) return {};
+  const auto queued = static_cast<std::int64_t>(generations_.size());
+  return {sessions_->admitted() - queued, queued};
+}
+
 std::string RingService::status_json() const {
   std::lock_guard lock(mu_);
   cli::JsonObject o;
@@ -172,6 +179,11 @@ std::string RingService::status_json() const {
   o.add("formations", formations_).add("last_ring_error", last_ring_error_);
   o.add("jobs_ok", jobs_ok_).add("jobs_failed", jobs_failed_).add("jobs_aborted", jobs_aborted_);
   o.add("queued", static_cast<std::int64_t>(queue_.size()));
+  // The hosted model's figures here, for rank 0's GET /v1/ring (ring_view.cpp): the rows this
+  // rank keeps and what its links carried, as its /metrics says.
+  auto figure = [&](const char* name) { return static_cast<std::int64_t>(metrics_.value(name).value_or(0)); };
+  o.add("cache_rows", figure("ringattn_generation_cache_rows"));
+  o.add("bytes_sent", figure("ringattn_bytes_sent_total")).add("bytes_received", figure("ringattn_bytes_received_total"));
   o.add("nodes", nodes_locked());
   if (last_job_) o.add("last_job", *last_job_);
   else o.add_null("last_job");

@@ -81,6 +81,14 @@ class RingService {
   void close_session(const std::string& id);
   const HostedModel* model() const { return model_.get(); }
 
+  // Rank 0 with a model: the requests admitted and not ended, in the ring or waiting for it.
+  struct Requests {
+    std::int64_t running = 0, queued = 0;
+  };
+  Requests requests() const;
+  // The ring's options: its token, TLS and timeout also ask the other daemons' control ports (ring_view.cpp).
+  const RingOptions& ring_options() const { return config_.ring; }
+
   std::string status_json() const;  // this node, for `ringattn status`
   std::string nodes_json() const;   // every node's info as rank 0 collected it
   std::string coordinator_address() const;  // rank 0's control address, once known

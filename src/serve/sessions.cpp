@@ -170,11 +170,13 @@ void SessionTable::admit(Generation& g, bool open, const std::string& session) {
   }
   g.keep = !g.session.empty();
   g.reserved = need;
+  ++admitted_;
 }
 
 bool SessionTable::finish(Generation& g, const infer::SequenceResult* r, bool ok) {
   if (g.settled) return false;
   g.settled = true;
+  --admitted_;
   reserved_ -= g.reserved;
   g.reserved = 0;
   if (g.session.empty()) {

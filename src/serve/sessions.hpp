@@ -103,6 +103,7 @@ class SessionTable {
   std::int64_t reserved() const { return reserved_; }
   std::int64_t capacity() const { return capacity_; }
   std::uint64_t evicted() const { return evicted_; }  // idle sessions ended to make room, ever
+  std::int64_t admitted() const { return admitted_; }  // requests admitted and not finished yet
   struct CacheFigures {
     std::size_t entries = 0;
     std::int64_t rows = 0;            // held by the entries, ring-wide
@@ -144,6 +145,7 @@ class SessionTable {
   std::int64_t reserved_ = 0;
   std::vector<Entry> entries_;
   CacheFigures figures_;
+  std::int64_t admitted_ = 0;
   std::int32_t next_sequence_ = 0;
   std::uint64_t evicted_ = 0;
   std::map<std::string, Session> sessions_;

@@ -141,8 +141,10 @@ def sse_events(text):
     return [line[6:] for line in text.split("\n") if line.startswith("data: ")]
 
 
-def check_answer(status, text, ctype):
-    """None if the answer is well-formed, else what is wrong with it."""
+def check_answer(status, text, ctype, page=False):
+    """None if the answer is well-formed, else what is wrong with it (`page`: GET /, the page for people)."""
+    if page:
+        return None if status == 200 and "<title>ringattn</title>" in text else "GET /: HTTP %d, not the page" % status
     if status == 0:
         return "no answer (" + text + ")"
     if status >= 500:
@@ -277,7 +279,7 @@ def main():
             def one(req):
                 desc, method, path, body, headers, auth = req
                 status, text, ctype = send(ring, method, path, body, headers, auth)
-                why = check_answer(status, text, ctype)
+                why = check_answer(status, text, ctype, page=(method, path) == ("GET", "/"))
                 if why:
                     failures.append("%s: %s" % (desc, why))
                 return status

@@ -94,6 +94,27 @@ TEST_CASE("misuse throws std::logic_error instead of making a new series") {
         "# HELP h h\n# TYPE h histogram\n");
 }
 
+TEST_CASE("value and sum read what render prints; nullopt for an undeclared name or a histogram") {
+  Metrics m;
+  m.describe("tokens_total", Metrics::Type::counter, "tokens, by phase");
+  m.describe("rows", Metrics::Type::gauge, "rows");
+  m.describe_histogram("h", "h", {1});
+  CHECK(m.value("rows") == 0.0);  // declared, never set
+  CHECK(m.sum("tokens_total") == 0.0);
+  m.add("tokens_total", {{"phase", "prefill"}}, 6);
+  m.add("tokens_total", {{"phase", "decode"}}, 30);
+  m.set("rows", {}, 36);
+  m.observe("h", {}, 0.5);
+  CHECK(m.value("tokens_total", {{"phase", "decode"}}) == 30.0);
+  CHECK(m.value("tokens_total") == 0.0);  // the unlabelled series: never recorded
+  CHECK(m.sum("tokens_total") == 36.0);
+  CHECK(m.value("rows") == 36.0);
+  CHECK_FALSE(m.value("ringattn_prefix_cache_hits_total").has_value());
+  CHECK_FALSE(m.sum("ringattn_prefix_cache_hits_total").has_value());
+  CHECK_FALSE(m.value("h").has_value());
+  CHECK_FALSE(m.sum("h").has_value());
+}
+
 TEST_CASE("recording from several threads while another renders loses nothing") {
   Metrics m;
   m.describe("hits_total", Metrics::Type::counter, "hits");

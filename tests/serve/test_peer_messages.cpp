@@ -9,6 +9,7 @@
 
 #include "ringattn/layout.hpp"
 #include "src/serve/peer_messages.hpp"
+#include "src/serve/ring_view.hpp"
 
 using namespace ringattn;
 using namespace ringattn::serve;
@@ -125,4 +126,38 @@ TEST_CASE("peer messages: STATS round-trip; counts that are not whole numbers in
     CHECK(refusal([&] { peer::decode_stats(bytes, 1); }).find("the STATS from rank 1 has steps") != std::string::npos);
   }
   CHECK(refusal([&] { peer::decode_stats(std::vector<std::byte>(63), 1); }).find("ends at byte 63") != std::string::npos);
+}
+
+TEST_CASE("a rank's status for GET /v1/ring: its figures are read; a hostile answer is refused naming the rank and the field") {
+  const std::string good =
+      R"({"rank":2,"state":"ready","host":"node-2","cache_rows":36,"bytes_sent":9007199254740992,"bytes_received":0,"extra":[1]})";
+  const RankStatus s = read_rank_status(good, 2);
+  CHECK(s.rank == 2);
+  CHECK(s.state == "ready");
+  CHECK(s.host == "node-2");
+  CHECK(s.cache_rows == 36);
+  CHECK(s.bytes_sent == 9007199254740992);  // 2^53: exact in JavaScript
+  CHECK(s.bytes_received == 0);
+  auto refused = [&](const std::string& from, const std::string& to, int rank = 2) {
+    std::string bad = good;
+    REQUIRE(bad.find(from) != std::string::npos);
+    bad.replace(bad.find(from), from.size(), to);
+    try {
+      read_rank_status(bad, rank);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    FAIL("not refused: " << bad);
+    return std::string();
+  };
+  CHECK(refused("{", "[").find("rank 2's status is not JSON") == 0);
+  CHECK(refused(R"("rank":2)", R"("rank":1)").find("rank 2's status says it is rank 1") == 0);
+  CHECK(refused("ready", "on fire").find("\"state\" is not one of") != std::string::npos);
+  CHECK(refused(R"("node-2")", "\"" + std::string(256, 'x') + "\"").find("\"host\" must be a string of at most 255 bytes") !=
+        std::string::npos);
+  CHECK(refused(R"("host":"node-2",)", "").find("\"host\" must be a string") != std::string::npos);
+  for (const char* bad : {"-1", "36.5", "\"36\"", "1e3", "9007199254740993", "null"})
+    CHECK(refused(R"("cache_rows":36)", std::string(R"("cache_rows":)") + bad).find("rank 2's status: cache_rows") == 0);
+  CHECK(refused(R"("bytes_received":0,)", "").find("rank 2's status has no \"bytes_received\"") == 0);
+  CHECK(refused(R"({"rank":2,)", R"({"rank":2,"rank":2,)").find("not JSON") != std::string::npos);  // a repeated key
 }

@@ -64,12 +64,15 @@ TEST_CASE("sessions: a session keeps its history's rows; its follow-up starts wi
   CHECK(!plain->keep);
   CHECK(t.reserved() == 14);
   CHECK(status_of([&] { t.admit(*request({5}, 1), false, id); }) == 409);  // busy with `a`
+  CHECK(t.admitted() == 2);  // a refused request is not counted
 
   // `a` ends at max_tokens: 3 + 4 fed, its 5th token chosen but not fed.
   const infer::SequenceResult ra = reply({10, 11, 12, 13, 14}, 7);
   a->complete = true;
   t.finish(*a, &ra, true);
   t.finish(*plain, nullptr, true);
+  t.finish(*plain, nullptr, true);  // settled once: nothing more comes back
+  CHECK(t.admitted() == 0);
   CHECK(t.reserved() == 7);  // the session's history only
   auto b = request({20, 21}, 3);
   t.admit(*b, false, id);
@@ -89,6 +92,7 @@ TEST_CASE("sessions: a session keeps its history's rows; its follow-up starts wi
   t.admit(*c, false, id);
   CHECK(c->prompt == std::vector<std::int32_t>{40});
   t.finish(*c, nullptr, false);  // failed (or its client left): the session ends
+  CHECK(t.admitted() == 0);
   CHECK(t.size() == 0);
   CHECK(t.reserved() == 0);
   CHECK(t.take_ended() == std::vector<std::int32_t>{a->sequence});
