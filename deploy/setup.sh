@@ -38,6 +38,8 @@ TEST_PACKAGES=(
   python3-torch
   # the chat templates' oracle (tests/model/chat_templates/oracle.py)
   python3-jinja2
+  # the daemons' page, driven headless (tests/serve/test_page.py)
+  chromium
   # benchmarks: iperf3 baseline, peak RSS
   iperf3 time
   # deploy/ tests: systemd-analyze (systemd), a single-node Slurm cluster, the manifests'
