@@ -146,6 +146,39 @@ await section('streams', async () => {
   }
 });
 
+await section('responses', async () => {
+  // POST /v1/responses: the same reply as the chat it converts to (a llama2.c model's chat is
+  // its messages' text, one per line: instructions then input).
+  const r = await call(() => client.responses.create({ model, input: prompt, max_output_tokens: 60, temperature: 0 }));
+  check('responses: output_text is the chat\'s text (llama2.c\'s)', r.r && r.r.output_text === expected, r.r || errorOf(r));
+  check('responses: cut at max_output_tokens is incomplete, reason max_output_tokens, usage in tokens',
+    r.r && r.r.status === 'incomplete' && r.r.incomplete_details.reason === 'max_output_tokens' && r.r.usage.input_tokens === 5 &&
+    r.r.usage.output_tokens === 60 && r.r.usage.total_tokens === 65 && r.r.output[0].type === 'message' &&
+    r.r.output[0].content[0].type === 'output_text', r.r);
+  const instructions = 'Once upon a time';
+  const ri = await call(() => client.responses.create({ model, instructions, input: [{ role: 'user', content: [{ type: 'input_text', text: 'there was' }] }],
+    max_output_tokens: 20, temperature: 0 }));
+  const ci = await call(() => client.chat.completions.create({ model, messages: [{ role: 'system', content: instructions }, { role: 'user', content: 'there was' }],
+    max_tokens: 20, temperature: 0 }));
+  check('responses with instructions and input_text parts = the chat of a system and a user message', ri.r && ci.r &&
+    ri.r.output_text === ci.r.choices[0].message.content && ri.r.instructions === instructions, { r: ri.r || errorOf(ri), chat: ci.r || errorOf(ci) });
+  const s = await call(() => client.responses.create({ model, input: prompt, max_output_tokens: 60, temperature: 0, stream: true }));
+  const deltas = s.r ? s.r.filter((e) => e.type === 'response.output_text.delta').map((e) => e.delta).join('') : null;
+  check('responses stream: the deltas are the text', deltas === expected, s.r ? deltas : errorOf(s));
+  const types = s.r ? s.r.map((e) => e.type) : [];
+  check('responses stream: the events in order, numbered', s.r && types[0] === 'response.created' && types[1] === 'response.in_progress' &&
+    types[2] === 'response.output_item.added' && types[3] === 'response.content_part.added' &&
+    types.slice(-4).join() === 'response.output_text.done,response.content_part.done,response.output_item.done,response.incomplete' &&
+    s.r.every((e, i) => e.sequence_number === i) && s.r[s.r.length - 1].response.output_text === undefined &&
+    s.r[s.r.length - 1].response.output[0].content[0].text === expected, types);
+  const done = await call(() => client.responses.create({ model, input: prompt, max_output_tokens: 60, temperature: 0, stop: undefined }));
+  check('responses: the same again (a cached prefix) is the same text', done.r && done.r.output_text === expected &&
+    done.r.usage.input_tokens_details.cached_tokens === 4, done.r || errorOf(done));
+  const prev = await call(() => client.responses.create({ model, input: prompt, previous_response_id: 'resp_1' }));
+  check('responses: previous_response_id is 400 unsupported_parameter (nothing is stored)', prev.e instanceof OpenAI.BadRequestError &&
+    prev.e.code === 'unsupported_parameter' && prev.e.param === 'previous_response_id', errorOf(prev));
+});
+
 await section('stop', async () => {
   // [stop, the text before it]: "girl named" spans the tokens " girl" and " named"; "irl na"
   // begins and ends inside them; "Lily!" never matches, but "Lily" is held twice until the

@@ -1,0 +1,205 @@
+// ringattn serve — POST /v1/responses by conversion to a chat (openai_responses.hpp).
+#include "openai_responses.hpp"
+
+#include <cmath>
+#include <ctime>
+#include <utility>
+#include <vector>
+
+#include "../../infer/common/json.hpp"
+#include "openai_request.hpp"
+
+namespace ringattn::serve {
+
+namespace {
+
+using infer::Json;
+
+ApiError unsupported(const std::string& param, const std::string& what) {
+  return bad(param, what + " is not supported by this endpoint's /v1/responses", "unsupported_parameter");
+}
+
+// A message's content: a text, or parts of input_text / output_text joined.
+std::string content_text(const Json& c, std::size_t i) {
+  const std::string where = "input[" + std::to_string(i) + "].content";
+  if (c.is_string()) return c.get<std::string>();
+  if (!c.is_array()) throw bad("input", "\"" + where + "\" must be a string or an array of {\"type\": \"input_text\", \"text\"} parts");
+  std::string text;
+  for (const Json& part : c) {
+    const std::string* type = infer::json_string(part, "type");
+    const std::string* t = infer::json_string(part, "text");
+    if (type && (*type == "input_text" || *type == "output_text") && t) {
+      text += *t;
+      continue;
+    }
+    if (type && !type->empty() && type->size() < 64) throw unsupported("input", "a content part of type \"" + *type + "\" (" + where + ")");
+    throw bad("input", "every part of \"" + where + "\" needs a \"type\" (input_text) and a string \"text\"");
+  }
+  return text;
+}
+
+// The chat's messages: the instructions, then the input.
+Json messages_of(const Json& j, ResponsesRequest& r) {
+  Json msgs = Json::array();
+  if (const Json* ins = infer::json_field(j, "instructions"); given(ins)) {
+    if (!ins->is_string()) throw bad("instructions", "\"instructions\" must be a string");
+    r.instructions = ins->get<std::string>();
+    msgs.push_back(Json{{"role", "system"}, {"content", *r.instructions}});
+  }
+  const Json* input = infer::json_field(j, "input");
+  if (!given(input)) throw bad("input", "\"input\" is required: a text, or an array of messages {\"role\", \"content\"}");
+  if (input->is_string()) {
+    msgs.push_back(Json{{"role", "user"}, {"content", input->get<std::string>()}});
+    return msgs;
+  }
+  if (!input->is_array() || input->empty()) throw bad("input", "\"input\" must be a text or a non-empty array of messages");
+  for (std::size_t i = 0; i < input->size(); ++i) {
+    const Json& item = (*input)[i];
+    const std::string* type = infer::json_string(item, "type");
+    if (type && *type != "message") {
+      if (type->size() < 64) throw unsupported("input", "an input item of type \"" + *type + "\" (input[" + std::to_string(i) + "])");
+      throw bad("input", "input[" + std::to_string(i) + "] has an unknown type");
+    }
+    const std::string* role = infer::json_string(item, "role");
+    const Json* c = infer::json_field(item, "content");
+    if (!role || !c) throw bad("input", "input[" + std::to_string(i) + "] needs a \"role\" and a \"content\"");
+    if (*role != "user" && *role != "assistant" && *role != "system" && *role != "developer")
+      throw bad("input", "input[" + std::to_string(i) + "].role must be user, assistant, system or developer");
+    msgs.push_back(Json{{"role", *role == "developer" ? "system" : *role}, {"content", content_text(*c, i)}});
+  }
+  return msgs;
+}
+
+// The parameters that ask for what this endpoint does not do, unless at a value that asks
+// for nothing.
+void refuse_unsupported(const Json& j) {
+  auto is = [&](const char* key, const char* value) { const Json* v = infer::json_field(j, key); return !given(v) || *v == infer::parse_json(value); };
+  if (!is("previous_response_id", "null")) throw unsupported("previous_response_id", "\"previous_response_id\" (responses are not stored)");
+  if (!is("background", "false")) throw unsupported("background", "\"background\": true");
+  if (const Json* t = infer::json_field(j, "tools"); given(t) && !(t->is_array() && t->empty())) throw unsupported("tools", "\"tools\"");
+  if (const Json* t = infer::json_field(j, "tool_choice"); given(t) && !(*t == "auto" || *t == "none")) throw unsupported("tool_choice", "\"tool_choice\"");
+  if (const Json* t = infer::json_field(j, "text"); given(t)) {
+    const Json* f = t->is_object() ? infer::json_field(*t, "format") : nullptr;
+    if (!t->is_object() || (given(f) && !(f->is_object() && infer::json_string(*f, "type") && *infer::json_string(*f, "type") == "text")))
+      throw unsupported("text", "\"text\" other than {\"format\": {\"type\": \"text\"}}");
+  }
+  if (const Json* v = infer::json_field(j, "reasoning"); given(v) && !(v->is_object() && v->empty())) throw unsupported("reasoning", "\"reasoning\"");
+  if (const Json* v = infer::json_field(j, "include"); given(v) && !(v->is_array() && v->empty())) throw unsupported("include", "\"include\"");
+  if (!is("truncation", "\"disabled\"")) throw unsupported("truncation", "\"truncation\" other than \"disabled\"");
+  if (!is("top_logprobs", "0")) throw unsupported("top_logprobs", "\"top_logprobs\"");
+  if (const Json* v = infer::json_field(j, "service_tier"); given(v) && !(*v == "auto" || *v == "default")) throw unsupported("service_tier", "\"service_tier\"");
+}
+
+// A response's usage, in the Responses API's words.
+cli::JsonObject usage_object(const Usage& u) {
+  return cli::JsonObject()
+      .add("input_tokens", u.prompt)
+      .add("input_tokens_details", cli::JsonObject().add("cached_tokens", u.cached))
+      .add("output_tokens", u.completion)
+      .add("output_tokens_details", cli::JsonObject().add("reasoning_tokens", 0))
+      .add("total_tokens", u.prompt + u.completion);
+}
+
+class ResponsesReply : public ReplyFormat {
+ public:
+  ResponsesReply(ResponsesRequest r, std::uint64_t id, std::string model)
+      : r_(std::move(r)), id_("resp_" + std::to_string(id)), item_("msg_" + std::to_string(id)), model_(std::move(model)),
+        created_(std::time(nullptr)) {}
+
+  std::string whole(const std::string& text, const std::string& finish, const Usage& usage, const cli::JsonObject*) override {
+    const bool cut = finish == "length";
+    return response(cut ? "incomplete" : "completed", {message(text, cut ? "incomplete" : "completed")}, &usage, cut).str();
+  }
+  std::string opening() override {
+    std::string out = emit("response.created", ev("response.created").add("response", response("in_progress", {}, nullptr, false)));
+    out += emit("response.in_progress", ev("response.in_progress").add("response", response("in_progress", {}, nullptr, false)));
+    out += emit("response.output_item.added", ev("response.output_item.added").add("output_index", 0).add("item", message_head("in_progress", {})));
+    return out + emit("response.content_part.added", at_place(ev("response.content_part.added")).add("part", part("")));
+  }
+  std::string delta(const std::string& text, const cli::JsonObject*) override {
+    if (text.empty()) return {};
+    text_ += text;
+    return emit("response.output_text.delta",
+                at_place(ev("response.output_text.delta")).add("delta", text).add("logprobs", std::vector<cli::JsonObject>{}));
+  }
+  std::string closing(const std::string& finish, const Usage& usage) override {
+    const bool cut = finish == "length";
+    const char* status = cut ? "incomplete" : "completed";
+    const char* last = cut ? "response.incomplete" : "response.completed";
+    std::string out = emit("response.output_text.done",
+                           at_place(ev("response.output_text.done")).add("text", text_).add("logprobs", std::vector<cli::JsonObject>{}));
+    out += emit("response.content_part.done", at_place(ev("response.content_part.done")).add("part", part(text_)));
+    out += emit("response.output_item.done", ev("response.output_item.done").add("output_index", 0).add("item", message(text_, status)));
+    return out + emit(last, ev(last).add("response", response(status, {message(text_, status)}, &usage, cut)));
+  }
+
+ private:
+  static cli::JsonObject part(const std::string& text) {
+    return cli::JsonObject().add("type", "output_text").add("text", text).add("annotations", std::vector<cli::JsonObject>{});
+  }
+  cli::JsonObject message_head(const char* status, const std::vector<cli::JsonObject>& content) const {
+    return cli::JsonObject().add("type", "message").add("id", item_).add("status", status).add("role", "assistant").add("content", content);
+  }
+  cli::JsonObject message(const std::string& text, const char* status) const { return message_head(status, {part(text)}); }
+  cli::JsonObject& at_place(cli::JsonObject&& o) const { return o.add("item_id", item_).add("output_index", 0).add("content_index", 0); }
+  cli::JsonObject response(const char* status, const std::vector<cli::JsonObject>& output, const Usage* usage, bool cut) const {
+    cli::JsonObject o;
+    o.add("id", id_).add("object", "response").add("created_at", static_cast<std::int64_t>(created_)).add("status", status).add_null("error");
+    if (cut) o.add("incomplete_details", cli::JsonObject().add("reason", "max_output_tokens"));
+    else o.add_null("incomplete_details");
+    if (r_.instructions) o.add("instructions", *r_.instructions);
+    else o.add_null("instructions");
+    if (r_.max_output_tokens) o.add("max_output_tokens", *r_.max_output_tokens);
+    else o.add_null("max_output_tokens");
+    o.add("model", model_).add("output", output).add("parallel_tool_calls", true).add_null("previous_response_id");
+    o.add("reasoning", cli::JsonObject().add_null("effort").add_null("summary")).add("store", false);
+    o.add("temperature", r_.temperature).add("text", cli::JsonObject().add("format", cli::JsonObject().add("type", "text")));
+    o.add("tool_choice", "auto").add("tools", std::vector<cli::JsonObject>{}).add("top_p", r_.top_p).add("truncation", "disabled");
+    if (usage) o.add("usage", usage_object(*usage));
+    else o.add_null("usage");
+    return o.add_null("user").add("metadata", cli::JsonObject());
+  }
+  // An event's object, numbered in the order sent, and the event as server-sent.
+  cli::JsonObject ev(const char* type) { return cli::JsonObject().add("type", type).add("sequence_number", sequence_++); }
+  static std::string emit(const char* type, const cli::JsonObject& o) { return std::string("event: ") + type + "\n" + sse(o.str()); }
+
+  ResponsesRequest r_;
+  std::string id_, item_, model_;
+  std::time_t created_;
+  std::string text_;  // streamed so far
+  std::int64_t sequence_ = 0;
+};
+
+}  // namespace
+
+ResponsesRequest read_responses_request(const std::string& body) {
+  Json j;
+  try {
+    j = infer::parse_json(body);
+  } catch (const std::exception& e) {
+    throw bad("", std::string("the body is not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) throw bad("", "the body must be a JSON object");
+  refuse_unsupported(j);
+  ResponsesRequest r;
+  Json chat = Json::object();
+  chat["messages"] = messages_of(j, r);
+  for (const char* key : {"model", "temperature", "top_p", "stream", "seed", "user"})
+    if (const Json* v = infer::json_field(j, key); given(v)) chat[key] = *v;
+  if (const Json* v = infer::json_field(j, "max_output_tokens"); given(v)) {
+    if (!v->is_number() || !(v->get<double>() >= 1 && v->get<double>() <= (1 << 20)) || v->get<double>() != std::floor(v->get<double>()))
+      throw bad("max_output_tokens", "\"max_output_tokens\" must be an integer in [1, 1048576]");
+    r.max_output_tokens = static_cast<std::int64_t>(v->get<double>());
+    chat["max_tokens"] = *r.max_output_tokens;
+  }
+  if (const Json* v = infer::json_field(j, "temperature"); given(v) && v->is_number()) r.temperature = v->get<double>();
+  if (const Json* v = infer::json_field(j, "top_p"); given(v) && v->is_number()) r.top_p = v->get<double>();
+  r.chat_body = chat.dump();
+  return r;
+}
+
+std::shared_ptr<ReplyFormat> make_responses_reply(const ResponsesRequest& r, std::uint64_t id, const std::string& model) {
+  return std::make_shared<ResponsesReply>(r, id, model);
+}
+
+}  // namespace ringattn::serve
