@@ -23,6 +23,7 @@ void take(ModelChat& c, std::string source, const std::string& where) {
   Fnv1a h;
   h.bytes(source.data(), source.size());
   c.digest = h.h;
+  c.tools = tool_syntax_of(source);
   try {
     c.tmpl = ChatTemplate::parse(std::move(source), where);
   } catch (const ringattn::FileError& e) {

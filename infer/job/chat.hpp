@@ -16,6 +16,7 @@
 
 #include "../chat_templates/chat_template.hpp"
 #include "../common/json.hpp"
+#include "tool_calls.hpp"
 
 namespace infer {
 
@@ -27,6 +28,7 @@ struct ModelChat {
   std::string refused;      // without a template: why ("... has no chat template", the parse error)
   Json special_tokens = Json::object();  // bos_token, eos_token, unk_token, pad_token: their texts
   std::uint64_t digest = 0;               // of the template's source and the token texts
+  ToolSyntax tools = ToolSyntax::none;    // how the template teaches the model to call tools (tool_calls.hpp)
 
   // The prompt text for `messages` (an array of {role, content, ...} objects as a client sends
   // them) with the assistant's turn opened; `tools` as given (null: none). Throws

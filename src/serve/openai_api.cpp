@@ -9,6 +9,7 @@
 #include <ctime>
 #include <functional>
 #include <optional>
+#include <utility>
 
 #include "ringattn/error.hpp"
 #include "ringattn/launch.hpp"
@@ -145,12 +146,37 @@ struct ChatReply : ReplyFormat {
         .add("model", model);
     return o;
   }
-  // `logprobs`: the tokens' log probabilities (none: null).
-  cli::JsonObject with_choice(bool chunk, const std::string& text, const std::string& finish, const cli::JsonObject* logprobs) const {
+  infer::ToolSyntax syntax = infer::ToolSyntax::none;  // a chat offered tools: how its reply calls them
+  std::string held;      // a stream's text that may still be a tool call
+  bool passing = false;  // the stream's text is not a call: it goes out as it comes
+
+  // OpenAI's tool_calls of a parsed reply (ids unique in the reply).
+  std::vector<cli::JsonObject> tool_calls_json(const infer::ParsedReply& p, bool chunk) const {
+    std::vector<cli::JsonObject> calls;
+    for (std::size_t i = 0; i < p.calls.size(); ++i) {
+      cli::JsonObject c;
+      if (chunk) c.add("index", static_cast<std::int64_t>(i));
+      c.add("id", "call_" + id + "_" + std::to_string(i)).add("type", "function");
+      calls.push_back(c.add("function", cli::JsonObject().add("name", p.calls[i].name).add("arguments", p.calls[i].arguments)));
+    }
+    return calls;
+  }
+  // `logprobs`: the tokens' log probabilities (none: null); `calls`: the tool calls the reply made.
+  cli::JsonObject with_choice(bool chunk, const std::string& text, const std::string& finish, const cli::JsonObject* logprobs,
+                              const infer::ParsedReply* calls = nullptr) const {
     cli::JsonObject choice;
     choice.add("index", 0);
-    if (chat) choice.add(chunk ? "delta" : "message", cli::JsonObject().add("role", "assistant").add("content", text));
-    else choice.add("text", text);
+    if (chat && calls) {
+      cli::JsonObject m;
+      m.add("role", "assistant");
+      if (calls->content.empty()) m.add_null("content");
+      else m.add("content", calls->content);
+      choice.add(chunk ? "delta" : "message", m.add("tool_calls", tool_calls_json(*calls, chunk)));
+    } else if (chat) {
+      choice.add(chunk ? "delta" : "message", cli::JsonObject().add("role", "assistant").add("content", text));
+    } else {
+      choice.add("text", text);
+    }
     if (logprobs) choice.add("logprobs", *logprobs);
     else choice.add_null("logprobs");
     if (finish.empty()) choice.add_null("finish_reason");
@@ -160,19 +186,45 @@ struct ChatReply : ReplyFormat {
     if (!session.empty()) o.add("session", session);  // an extension: send it back to continue the conversation
     return o;
   }
-  std::string chunk(const std::string& text, const std::string& finish, const cli::JsonObject* logprobs) const {
-    cli::JsonObject o = with_choice(true, text, finish, logprobs);
+  std::string chunk(const std::string& text, const std::string& finish, const cli::JsonObject* logprobs,
+                    const infer::ParsedReply* calls = nullptr) const {
+    cli::JsonObject o = with_choice(true, text, finish, logprobs, calls);
     if (usage_chunk) o.add_null("usage");
     return sse(o.str());
+  }
+  // A reply that offered tools and ended on its own: its calls, if it made any.
+  std::optional<infer::ParsedReply> calls_in(const std::string& text, const std::string& finish) const {
+    if (syntax == infer::ToolSyntax::none || finish == "length") return std::nullopt;
+    infer::ParsedReply p = infer::parse_tool_calls(syntax, text);
+    if (p.calls.empty()) return std::nullopt;
+    return p;
   }
   static cli::JsonObject usage_of(const Usage& u) { return usage_json(static_cast<std::size_t>(u.prompt), u.cached, static_cast<int>(u.completion)); }
 
   std::string whole(const std::string& text, const std::string& finish, const Usage& usage, const cli::JsonObject* logprobs) override {
-    return with_choice(false, text, finish, logprobs).add("usage", usage_of(usage)).str();
+    const std::optional<infer::ParsedReply> calls = calls_in(text, finish);
+    return with_choice(false, text, calls ? "tool_calls" : finish, logprobs, calls ? &*calls : nullptr).add("usage", usage_of(usage)).str();
   }
-  std::string delta(const std::string& text, const cli::JsonObject* logprobs) override { return chunk(text, "", logprobs); }
+  // With tools offered, text that could still be a call is held till it cannot, or the end.
+  std::string delta(const std::string& text, const cli::JsonObject* logprobs) override {
+    if (syntax == infer::ToolSyntax::none || passing) return chunk(text, "", logprobs);
+    held += text;
+    if (infer::may_be_tool_call(syntax, held)) return {};
+    passing = true;
+    return chunk(std::exchange(held, {}), "", logprobs);
+  }
   std::string closing(const std::string& finish, const Usage& usage) override {
-    std::string out = chunk("", finish, nullptr);
+    std::string out;
+    std::string end = finish;
+    if (!held.empty()) {
+      if (const std::optional<infer::ParsedReply> calls = calls_in(held, finish)) {
+        out += chunk("", "", nullptr, &*calls);
+        end = "tool_calls";
+      } else {
+        out += chunk(held, "", nullptr);
+      }
+    }
+    out += chunk("", end, nullptr);
     if (usage_chunk) {
       cli::JsonObject o = head(true);
       o.add("choices", std::vector<cli::JsonObject>{});
@@ -359,6 +411,7 @@ void complete(RingService& service, Metrics& metrics, const HostedModel& model, 
     r->model = model.name;
     r->session = g.session;
     r->usage_chunk = a.include_usage;
+    r->syntax = a.tool_syntax;
     return r;
   });
 }

@@ -12,7 +12,7 @@ const std::vector<UnimplementedParameter>& unimplemented_parameters() {
       {"suffix", {"\"\""}},
       {"response_format", {"{\"type\": \"text\"}"}},
       {"tools", {"[]"}},  // completions only: a chat's go to its template
-      {"tool_choice", {"\"auto\"", "\"none\""}},
+      {"tool_choice", {"\"auto\"", "\"none\""}},  // completions only: a chat's is read with its tools
       {"parallel_tool_calls", {"true"}},
       {"functions", {"[]"}},
       {"function_call", {"\"auto\"", "\"none\""}},
@@ -43,7 +43,7 @@ std::string accepted_text(const UnimplementedParameter& p) {
 
 std::optional<UnsupportedParameter> unsupported_parameter(const infer::Json& request, bool chat) {
   for (const UnimplementedParameter& p : unimplemented_parameters()) {
-    if (chat && std::string_view(p.name) == "tools") continue;
+    if (chat && (std::string_view(p.name) == "tools" || std::string_view(p.name) == "tool_choice")) continue;
     const infer::Json* v = infer::json_field(request, p.name);
     if (!given(v)) continue;
     bool is_default = false;
@@ -54,13 +54,6 @@ std::optional<UnsupportedParameter> unsupported_parameter(const infer::Json& req
       return UnsupportedParameter{p.name, std::move(message)};
     }
   }
-  // A chat's tools go to its template, which offers them to the model: "auto" is what it
-  // does, "none" (no tool calls) is not.
-  const infer::Json* tools = infer::json_field(request, "tools");
-  const infer::Json* choice = infer::json_field(request, "tool_choice");
-  if (chat && given(tools) && !(tools->is_array() && tools->empty()) && given(choice) && *choice == "none")
-    return UnsupportedParameter{"tool_choice", "\"tool_choice\": \"none\" beside \"tools\" is not supported by this endpoint: the "
-                                               "chat template offers the tools to the model (\"auto\")"};
   return std::nullopt;
 }
 

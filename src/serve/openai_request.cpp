@@ -85,9 +85,52 @@ void read_prompt(const Json& j, const HostedModel& m, std::string& text, std::op
   }
 }
 
+// A chat's tools and tool_choice (OpenAI's shapes: [{"type": "function", "function": {"name",
+// "description", "parameters"}}]; "auto", "none", "required" or {"type": "function",
+// "function": {"name"}}).
+void read_tools(const Json& j, const HostedModel& m, Asked& a) {
+  const Json* tools = infer::json_field(j, "tools");
+  const Json* choice = infer::json_field(j, "tool_choice");
+  const bool offered = given(tools) && !(tools->is_array() && tools->empty());
+  if (offered) {
+    if (!tools->is_array() || tools->size() > 128) throw bad("tools", "\"tools\" must be an array of at most 128 {\"type\": \"function\", \"function\": {...}}");
+    for (const Json& t : *tools) {
+      const Json* f = infer::json_field(t, "function");
+      const std::string* type = infer::json_string(t, "type");
+      if (!type || *type != "function" || !f || !f->is_object() || !infer::json_string(*f, "name"))
+        throw bad("tools", "every tool must be {\"type\": \"function\", \"function\": {\"name\", \"parameters\"...}}");
+    }
+    a.tools = *tools;
+  }
+  if (given(choice)) {
+    if (choice->is_string() && (*choice == "auto" || *choice == "none" || *choice == "required")) {
+      a.tool_choice = choice->get<std::string>();
+    } else {
+      const Json* f = choice->is_object() ? infer::json_field(*choice, "function") : nullptr;
+      const std::string* name = f ? infer::json_string(*f, "name") : nullptr;
+      if (!name) throw bad("tool_choice", "\"tool_choice\" must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\"}}");
+      a.tool_choice = "function";
+      a.tool_name = *name;
+      bool known = false;
+      if (offered)
+        for (const Json& t : *tools) known = known || *infer::json_string(t.at("function"), "name") == *name;
+      if (!known) throw bad("tool_choice", "\"tool_choice\" names the function \"" + name->substr(0, 100) + "\", which \"tools\" does not offer");
+    }
+  }
+  if ((a.tool_choice == "required") && !offered) throw bad("tool_choice", "\"tool_choice\": \"required\" needs \"tools\"");
+  if (a.tool_choice == "required" || a.tool_choice == "function")  // needs the constrained sampler's grammar for the arguments
+    throw bad("tool_choice", "\"tool_choice\": \"" + (a.tool_choice == "function" ? a.tool_name.substr(0, 100) : a.tool_choice) +
+                                 "\" (forcing a call) is not implemented yet: \"auto\" and \"none\" are", "unsupported_parameter");
+  a.tools_offered = offered && a.tool_choice != "none";
+  a.tool_syntax = a.tools_offered ? m.job.chat.tools : infer::ToolSyntax::none;
+  if ((a.tool_choice == "required" || a.tool_choice == "function") && a.tool_syntax == infer::ToolSyntax::none)
+    throw bad("tool_choice", "this model's chat template teaches it no tool-call syntax this endpoint knows (Hermes/Qwen, Llama 3, Mistral): \"tool_choice\" cannot force a call");
+}
+
 // A chat request's messages as the prompt's text: rendered by the model's chat template
 // (templated: the template wrote the BOS), or a llama2.c model's messages one per line.
-void read_messages(const Json& j, const HostedModel& m, const Asked& a, std::string& text, bool& templated) {
+void read_messages(const Json& j, const HostedModel& m, Asked& a, std::string& text, bool& templated) {
+  read_tools(j, m, a);
   const Json* msgs = infer::json_field(j, "messages");
   if (!msgs || !msgs->is_array() || msgs->empty())
     throw bad("messages", "\"messages\" must be a non-empty array of {\"role\", \"content\"}");
@@ -100,9 +143,8 @@ void read_messages(const Json& j, const HostedModel& m, const Asked& a, std::str
   if (m.job.chat.tmpl) {  // the model's own chat template renders the whole conversation
     if (a.open_session || !a.session.empty())
       throw bad("session", "sessions with a chat template are not implemented: send the whole conversation in \"messages\"");
-    const Json* tools = infer::json_field(j, "tools");
     try {
-      text = m.job.chat.render(*msgs, given(tools) ? *tools : Json(nullptr), render_limits());
+      text = m.job.chat.render(*msgs, a.tools_offered ? a.tools : Json(nullptr), render_limits());
     } catch (const std::runtime_error& e) {
       throw bad("messages", std::string("the model's chat template refused these messages: ") + e.what());
     }

@@ -14,6 +14,7 @@
 #include "../cli/json_object.hpp"
 #include "../../infer/common/json.hpp"
 #include "../../infer/job/prompts.hpp"
+#include "../../infer/job/tool_calls.hpp"
 #include "http_server.hpp"
 #include "ringattn/ring.hpp"
 
@@ -64,6 +65,14 @@ struct Asked {
   bool open_session = false;   // "session": true
   std::string session;         // "session": "sess-<32 hex digits>"
   int logprobs = -1;           // -1: none; else each token's log probability and this many alternatives
+  // A chat's tools: offered through its template (tools_offered), how a reply calls them
+  // (the template's syntax), and tool_choice: "auto", "none" (the template is not given
+  // them), "required" or a function's name (both: the reply is a call, by the grammar).
+  bool tools_offered = false;
+  infer::ToolSyntax tool_syntax = infer::ToolSyntax::none;
+  std::string tool_choice = "auto";
+  std::string tool_name;  // tool_choice {"type": "function", "function": {"name"}}
+  infer::Json tools = nullptr;
   std::vector<std::pair<std::int32_t, float>> logit_bias;
   float presence_penalty = 0, frequency_penalty = 0;
 };
