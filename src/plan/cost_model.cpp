@@ -192,4 +192,8 @@ std::vector<ScheduleCost> schedule_costs(const PlanInput& in, std::int64_t block
   return out;
 }
 
+bool prefix_pays(std::int64_t shared, std::int64_t fresh, std::int64_t nodes) {
+  return shared > 0 && fresh >= 0 && nodes >= 1 && fresh * (nodes - 1) < shared;
+}
+
 }  // namespace ringattn::plan

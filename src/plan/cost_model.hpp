@@ -67,6 +67,17 @@ inline constexpr double kMarginalMargin = 1.0;
 Verdict classify_margin(double margin);
 std::string_view to_string(Verdict v);
 
+// --- a prompt on top of a cached prefix (the daemons' prefix cache) ----------------------
+
+// Whether computing `fresh` new tokens past `shared` cached rows on one node (pass-Q: the new
+// tokens' layers on the node that feeds them, their queries around the ring past the
+// stationary rows) costs less than prefilling the whole prompt afresh over `nodes` nodes.
+// Every layer's matmuls are per token, so pass-Q does fresh x w on one node against
+// (shared + fresh) x w / nodes spread; attention is spread over the nodes either way, and
+// pass-Q moves only the new tokens' queries (fresh x d per step) where a prefill moves
+// every K/V block. So: fresh x (nodes - 1) < shared.
+bool prefix_pays(std::int64_t shared, std::int64_t fresh, std::int64_t nodes);
+
 // --- a whole plan ------------------------------------------------------------------------
 
 struct PlanInput {
@@ -83,6 +94,8 @@ struct PlanInput {
   double group_bandwidth = 0;  // per node inside a mesh's group (Ulysses' all-to-alls); 0: bandwidth
   bool flops_assumed = false;
   bool bandwidth_assumed = false;
+  // A prompt on the daemons' prefix cache: its cached and new tokens (both, or neither).
+  std::optional<std::int64_t> cached, fresh;
 };
 
 struct StepCost {

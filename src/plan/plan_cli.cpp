@@ -73,6 +73,8 @@ int ringattn::cli::plan_main(const std::vector<std::string>& argv) {
       .option("bandwidth", "B", "link bytes/s between neighbours, e.g. 50e9 or 50G (default: assumed)")
       .option("group-bandwidth", "B", "bytes/s a node moves inside a mesh group (Ulysses' all-to-alls; default: --bandwidth)")
       .option("cores", "C", "cores per node for the assumed --flops", "1")
+      .option("cached", "S", "a prompt's tokens found in the daemons' prefix cache (with --new: which way its rest is computed)")
+      .option("new", "T", "that prompt's tokens not cached (with --cached)")
       .flag("json", "print one JSON object instead of text");
   if (!args.parse(argv)) return 0;
 
@@ -130,6 +132,11 @@ int ringattn::cli::plan_main(const std::vector<std::string>& argv) {
 
   if (args.has("group-bandwidth")) in.group_bandwidth = parse_rate(args.str("group-bandwidth"), "--group-bandwidth");
 
+  if (args.has("cached") != args.has("new")) throw InvalidArgument("plan: --cached and --new go together (a prompt's cached and new tokens)");
+  if (args.has("cached")) {
+    in.cached = cli::parse_count(args.str("cached"), "--cached");
+    in.fresh = cli::parse_count(args.str("new"), "--new");
+  }
   const Plan plan = make_plan(in);
   const std::string out = args.has("json") ? format_plan_json(plan) : format_plan_text(plan);
   std::fputs(out.c_str(), stdout);

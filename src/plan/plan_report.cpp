@@ -164,6 +164,14 @@ std::string format_plan_text(const Plan& p) {
      << in.nodes << " block pairs)\n";
   os << "  zigzag      utilisation " << pct(p.zigzag_utilisation) << "  (every node " << p.zigzag_units
      << " = 2P+1 half-chunk units)\n";
+  if (in.cached && in.fresh) {
+    const bool q = prefix_pays(*in.cached, *in.fresh, in.nodes);
+    os << "\nprefix cache: " << format_count(*in.cached) << " cached + " << format_count(*in.fresh) << " new tokens on " << in.nodes
+       << " nodes\n  new x (P-1) = " << format_count(*in.fresh * (in.nodes - 1)) << (q ? " < " : " >= ") << format_count(*in.cached)
+       << " cached  ->  " << (q ? "pass-Q: the new tokens' layers on one node, their queries around the ring past the cached rows"
+                                 : "prefill the whole prompt afresh over the ring (the cached rows are not worth their one node's work)")
+       << "\n";
+  }
   return os.str();
 }
 
@@ -245,8 +253,14 @@ std::string format_plan_json(const Plan& p) {
       .num("contiguous_utilisation", p.contiguous_utilisation)
       .num("zigzag_utilisation", p.zigzag_utilisation)
       .num("zigzag_units_per_node", p.zigzag_units)
-      .close()
       .close();
+  if (in.cached && in.fresh)
+    j.open("prefix_cache")
+        .num("cached", *in.cached)
+        .num("new", *in.fresh)
+        .str("choice", prefix_pays(*in.cached, *in.fresh, in.nodes) ? "pass_q" : "prefill")
+        .close();
+  j.close();
   return j.text() + "\n";
 }
 

@@ -1,6 +1,8 @@
 // ringattn serve — sessions and their cache rows (sessions.hpp).
 #include "sessions.hpp"
 
+#include "../plan/cost_model.hpp"
+
 #include <sys/random.h>
 
 #include <algorithm>
@@ -50,10 +52,6 @@ std::string SessionTable::new_session_id() {
   }
 }
 
-bool prefix_pays(std::int64_t shared, std::int64_t fresh, int ranks) {
-  return shared > 0 && fresh * (static_cast<std::int64_t>(ranks) - 1) < shared;
-}
-
 std::optional<SessionTable::Hit> SessionTable::look_up(const std::vector<std::int32_t>& prompt) const {
   std::optional<Hit> best;
   const auto most = static_cast<std::int64_t>(prompt.size()) - 1;  // the last token is computed: its logits choose
@@ -64,7 +62,7 @@ std::optional<SessionTable::Hit> SessionTable::look_up(const std::vector<std::in
     shared = std::min(shared, most);
     if (shared > 0 && (!best || shared > best->shared)) best = Hit{e, shared};
   }
-  if (best && !prefix_pays(best->shared, static_cast<std::int64_t>(prompt.size()) - best->shared, ranks_)) return std::nullopt;
+  if (best && !plan::prefix_pays(best->shared, static_cast<std::int64_t>(prompt.size()) - best->shared, ranks_)) return std::nullopt;
   return best;
 }
 

@@ -16,7 +16,7 @@
 // last chosen token not fed). A new prompt that starts with some of an entry's tokens takes
 // the entry — its rows past the shared part are cut on every rank (GENERATE's cuts) — and
 // only its new tokens are computed, their queries around the ring past the stationary
-// rows, as a session's follow-up (pass-Q). The cost model (prefix_pays) says when that
+// rows, as a session's follow-up (pass-Q). The cost model (plan::prefix_pays, src/plan/cost_model.hpp) says when that
 // beats prefilling the whole prompt afresh over the ring; at least the prompt's last token
 // is always computed (its logits choose the first token). Entries are evicted least
 // recently used first, before idle sessions (pinned: evicted last), and never keep a
@@ -68,12 +68,6 @@ struct KeptRows {
   std::int64_t rows() const;  // this rank's, per layer
 };
 
-// Whether computing `fresh` new tokens past `shared` cached rows on one rank (pass-Q: the
-// new tokens' layers on rank 0, their queries around the ring) costs less than prefilling
-// the whole prompt afresh over `ranks` ranks: the layers' work is per token, so pass-Q
-// does fresh x w on one rank against (shared + fresh) x w / ranks spread; attention is
-// spread over the ranks either way. So: fresh x (ranks - 1) < shared.
-bool prefix_pays(std::int64_t shared, std::int64_t fresh, int ranks);
 
 class SessionTable {
  public:

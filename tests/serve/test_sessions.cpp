@@ -15,6 +15,7 @@
 #include "ringattn/byte_order.hpp"
 #include "ringattn/error.hpp"
 #include "src/serve/generation.hpp"
+#include "src/plan/cost_model.hpp"
 #include "src/serve/sessions.hpp"
 
 namespace ringattn::serve {
@@ -196,10 +197,10 @@ TEST_CASE("sessions: closing a busy session waits for its reply; idle ones expir
 }
 
 TEST_CASE("prefix cache: a whole reply's rows become an entry; a prompt that starts the same takes it, cut past the shared part; the cost model decides; entries go before idle sessions") {
-  CHECK(prefix_pays(10, 4, 3));   // 4 new tokens on one rank beat 14 over 3 ranks
-  CHECK(!prefix_pays(10, 5, 3));
-  CHECK(prefix_pays(1, 100, 1));  // one rank: any cached row saves its work
-  CHECK(!prefix_pays(0, 1, 1));
+  CHECK(plan::prefix_pays(10, 4, 3));   // 4 new tokens on one rank beat 14 over 3 ranks
+  CHECK(!plan::prefix_pays(10, 5, 3));
+  CHECK(plan::prefix_pays(1, 100, 1));  // one rank: any cached row saves its work
+  CHECK(!plan::prefix_pays(0, 1, 1));
 
   SessionTable t(40, 600, 512, 3);
   auto a = request({1, 5, 6, 7}, 4);

@@ -149,6 +149,19 @@ TEST_SUITE("plan report") {
     CHECK(text.find("assumed") == std::string::npos);
   }
 
+  TEST_CASE("a prompt on the prefix cache: pass-Q when new x (P-1) < cached, else a prefill afresh; in text and JSON") {
+    PlanInput in = seed();  // 64 nodes
+    in.cached = 2000;
+    in.fresh = 31;  // 31 x 63 = 1953 < 2000
+    CHECK(format_plan_text(make_plan(in)).find("1,953 < 2,000 cached  ->  pass-Q") != std::string::npos);
+    CHECK(JsonLeaves(format_plan_json(make_plan(in))).leaves.at("prefix_cache.choice") == "pass_q");
+    in.fresh = 32;  // 2016 >= 2000
+    CHECK(format_plan_text(make_plan(in)).find("2,016 >= 2,000 cached  ->  prefill the whole prompt afresh") != std::string::npos);
+    CHECK(JsonLeaves(format_plan_json(make_plan(in))).leaves.at("prefix_cache.choice") == "prefill");
+    CHECK(prefix_pays(1, 1000, 1));  // one node: any cached row saves work
+    CHECK(!prefix_pays(0, 0, 1));
+  }
+
   TEST_CASE("parse_rate: exponents and SI suffixes") {
     CHECK(parse_rate("400e12", "--flops") == 400e12);
     CHECK(parse_rate("50G", "--bandwidth") == 50e9);
