@@ -2,6 +2,8 @@
 // per node its byte ranges, its closure and need().
 #include "grammar.hpp"
 
+#include "mask_memo.hpp"
+
 #include <algorithm>
 #include <functional>
 #include <queue>
@@ -17,8 +19,9 @@ struct Grammar::Data {
   std::vector<std::uint32_t> item_at;   // node n's closure: items[item_at[n], item_at[n + 1])
   std::vector<Item> items;
   std::vector<Push> pushes;
-  std::vector<std::uint8_t> pops;
+  std::vector<std::uint8_t> pops, plain;
   std::vector<std::uint32_t> need;
+  std::shared_ptr<MaskMemo> memo = std::make_shared<MaskMemo>();
 };
 
 std::uint32_t Grammar::start() const { return d_->start; }
@@ -32,8 +35,10 @@ std::span<const Grammar::Push> Grammar::pushes(const Item& item) const {
   return std::span<const Push>(d_->pushes).subspan(item.push_begin, item.push_end - item.push_begin);
 }
 bool Grammar::pops(std::uint32_t n) const { return d_->pops[n] != 0; }
+bool Grammar::plain(std::uint32_t n) const { return d_->plain[n] != 0; }
 std::uint32_t Grammar::need(std::uint32_t n) const { return d_->need[n]; }
 std::size_t Grammar::states() const { return d_->need.size(); }
+MaskMemo& Grammar::memo() const { return *d_->memo; }
 std::string Grammar::describe() const { return d_->name + " grammar (" + std::to_string(states()) + " states)"; }
 
 std::uint32_t GrammarBuilder::node() {
@@ -235,12 +240,14 @@ Grammar GrammarBuilder::finish(std::uint32_t start, std::string name) && {
 
   d->item_at.assign(n_nodes + 1, 0);
   d->pops.assign(n_nodes, 0);
+  d->plain.assign(n_nodes, 0);
   ClosureWalk walk(m, d->range_at, whats_);
   for (std::uint32_t n = 0; n < n_nodes; ++n) {
     d->item_at[n] = static_cast<std::uint32_t>(d->items.size());
     if (!entered[n]) continue;
     ClosureWalk::Result r = walk.of(n);
     d->pops[n] = r.pops ? 1 : 0;
+    d->plain[n] = !r.pops && r.items.size() == 1 && r.items[0].first == n && r.items[0].second.empty();
     if (d->items.size() + r.items.size() > limits_.closure_items)
       throw GrammarLimit{"the grammar's closures need more than " + std::to_string(limits_.closure_items) + " entries"};
     for (auto& [node, pushes] : r.items) {

@@ -31,6 +31,8 @@
 
 namespace infer::constrain {
 
+class MaskMemo;
+
 inline constexpr std::uint32_t kMaxNesting = 32;  // recursion levels: see the weights above
 inline constexpr std::uint32_t kNever = 0xFFFFFFFFu;  // need() of a node whose rule cannot end
 
@@ -57,9 +59,11 @@ class Grammar {
   std::span<const Item> closure(std::uint32_t node) const;  // of a node entered by a byte, a return, the start
   std::span<const Push> pushes(const Item& item) const;
   bool pops(std::uint32_t node) const;                // its closure reaches the end of its rule
+  bool plain(std::uint32_t node) const;               // its closure is itself alone (the common case)
   std::uint32_t need(std::uint32_t node) const;       // kNever: it cannot end within kMaxNesting
   std::size_t states() const;
   std::string describe() const;                       // "json_schema grammar (123 states)", for logs
+  MaskMemo& memo() const;  // the trie walks its matchers made, for the next ones (mask_memo.hpp)
 
  private:
   friend class GrammarBuilder;

@@ -43,6 +43,8 @@ class Matcher {
   void mask(std::span<float> logits) const;
   // The same as one bit per id of [0, size): bit i of word i / 64.
   void allowed(std::vector<std::uint64_t>& bits, std::size_t size) const;
+  // Whether `token` may come next, its bytes tried one by one (what mask() finds by the trie).
+  bool allows(std::int32_t token) const;
   // Throws ringattn::InvalidArgument, naming the token, if it was not allowed; the state is then
   // as before.
   void advance(std::int32_t token);

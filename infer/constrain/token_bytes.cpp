@@ -4,6 +4,7 @@
 #include <ringattn/error.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <numeric>
 #include <utility>
 
@@ -17,6 +18,7 @@ struct TokenBytes::Data {
   std::vector<std::uint8_t> is_text;
   std::size_t longest = 0;
   TokenTrie trie;
+  std::uint64_t serial = 0;
 };
 
 namespace {
@@ -40,6 +42,7 @@ TokenTrie build_trie(const std::string& bytes, const std::vector<std::uint32_t>&
   t.depth.push_back(0);
   t.end.push_back(0);
   t.id_at.push_back(0);
+  std::vector<std::uint32_t> parent{0};
   std::vector<std::uint32_t> path{0};  // the nodes of the last id's bytes, root first
   std::string_view prev;
   auto close_to = [&](std::size_t keep) {
@@ -54,6 +57,7 @@ TokenTrie build_trie(const std::string& bytes, const std::vector<std::uint32_t>&
     while (common < b.size() && common < prev.size() && b[common] == prev[common]) ++common;
     close_to(common + 1);
     for (std::size_t k = common; k < b.size(); ++k) {
+      parent.push_back(path.back());
       path.push_back(static_cast<std::uint32_t>(t.byte.size()));
       t.byte.push_back(static_cast<std::uint8_t>(b[k]));
       t.depth.push_back(static_cast<std::uint16_t>(k + 1));
@@ -65,10 +69,36 @@ TokenTrie build_trie(const std::string& bytes, const std::vector<std::uint32_t>&
   }
   close_to(0);
   t.id_at.push_back(static_cast<std::uint32_t>(t.ids.size()));
+  t.classes.assign(t.byte.size(), 0);
+  t.height.assign(t.byte.size(), 1);
+  for (std::size_t i = t.byte.size(); i-- > 1;) {
+    t.classes[i] |= TokenTrie::byte_class(t.byte[i]);
+    t.classes[parent[i]] |= t.classes[i];
+    t.height[parent[i]] = std::max<std::uint16_t>(t.height[parent[i]], static_cast<std::uint16_t>(t.height[i] + 1));
+  }
   return t;
 }
 
 }  // namespace
+
+std::uint16_t TokenTrie::byte_class(std::uint8_t b) {
+  int c;
+  if (b < 0x20) c = 0;
+  else if (b == ' ') c = 1;
+  else if (b == '"') c = 2;
+  else if (b == '\\') c = 3;
+  else if (b >= '0' && b <= '9') c = 4;
+  else if ((b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z')) c = 5;
+  else if (b < 0x30) c = 6;  // ! # $ % & ' ( ) * + , - . /
+  else if (b < 0x41) c = 7;  // : ; < = > ? @
+  else if (b < 0x61) c = 8;  // [ ] ^ _ `
+  else if (b < 0x80) c = 9;  // { | } ~ DEL
+  else if (b < 0xC0) c = 10;
+  else if (b < 0xE0) c = 11;
+  else if (b < 0xF0) c = 12;
+  else c = 13;
+  return static_cast<std::uint16_t>(1u << c);
+}
 
 TokenBytes::TokenBytes(std::vector<std::optional<std::string>> bytes) {
   auto d = std::make_shared<Data>();
@@ -85,6 +115,8 @@ TokenBytes::TokenBytes(std::vector<std::optional<std::string>> bytes) {
     d->at.push_back(static_cast<std::uint32_t>(d->bytes.size()));
   }
   d->trie = build_trie(d->bytes, d->at, d->is_text);
+  static std::atomic<std::uint64_t> serials{0};
+  d->serial = ++serials;
   d_ = std::move(d);
 }
 
@@ -97,6 +129,7 @@ std::string_view TokenBytes::bytes(std::int32_t id) const {
 }
 std::size_t TokenBytes::longest() const { return d_->longest; }
 const TokenTrie& TokenBytes::trie() const { return d_->trie; }
+std::uint64_t TokenBytes::serial() const { return d_->serial; }
 
 TokenBytes token_bytes(const TextTokenizer& tok) {
   std::vector<std::optional<std::string>> bytes(static_cast<std::size_t>(tok.vocab()));

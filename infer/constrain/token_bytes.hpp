@@ -34,7 +34,15 @@ struct TokenTrie {
   std::vector<std::uint32_t> end;     // one past node i's subtree
   std::vector<std::uint32_t> id_at;   // nodes + 1 entries
   std::vector<std::int32_t> ids;
+  // The classes (byte_class) of the bytes into node i and every node below it, and the height of
+  // its subtree: a walk whose state takes any byte of those classes the same way, that many
+  // times over, takes the whole subtree without walking it.
+  std::vector<std::uint16_t> classes;
+  std::vector<std::uint16_t> height;  // the bytes of the longest path down from node i, its own included
   std::size_t nodes() const { return byte.size(); }
+  // Fourteen classes of bytes, as JSON text tells them apart: controls, space, '"', '\', digits,
+  // letters, the other ASCII in four runs, UTF-8 continuation and lead bytes.
+  static std::uint16_t byte_class(std::uint8_t b);
 };
 
 // Immutable once made; copies share it (one per tokenizer, for every request).
@@ -48,6 +56,7 @@ class TokenBytes {
   std::string_view bytes(std::int32_t id) const;  // "" where text(id) is false
   std::size_t longest() const;  // the longest token's bytes
   const TokenTrie& trie() const;
+  std::uint64_t serial() const;  // this vocabulary's number, unique in the process (mask_memo.hpp)
 
  private:
   struct Data;

@@ -31,7 +31,8 @@ TokenBytes fragment_vocab(std::int32_t& end) {
                         "-1", ".", ".5", "e", "E+", "e-", "1,", "2]", "3}", "0.", "true", "false", "null", "tr", "ue", "nu", "ll", "fa", "lse",
                         "a", "ab", "abc", "name", "\"name", "\"name\":", "age", "kind", "leaf", "node", "children", "items", "v", "\\", "\\n",
                         "\\\"", "\\u", "00", "e9", "d83d", "\\ude00", "\xc3", "\xa9", "\xc3\xa9", "\xf0\x9f", "\x98\x80", "x y", "red", "green",
-                        "\"red\"", "\"green\"", "},", "],", "\"a\"", "\t", "\r\n", "A", "Z", "9"})
+                        "\"red\"", "\"green\"", "},", "],", "\"a\"", "\t", "\r\n", "A", "Z", "9", "abcdefghij", "hello world", "xyzxyzxyz", "abcd\"",
+                        "abcdef\",", "hello\"]", "\xc3\xa9t\xc3\xa9", "ok\\n"})
     v.emplace_back(t);
   v.emplace_back(std::nullopt);   // a special token
   v.emplace_back(std::string());  // an empty piece: never allowed either
@@ -73,6 +74,7 @@ std::vector<std::string> walks(const Grammar& g, int count, std::uint32_t seed) 
       m.allowed(bits, static_cast<std::size_t>(vocab.vocab()));
       const std::vector<std::uint64_t> want = brute_force(g, vocab, end, text);
       REQUIRE_MESSAGE(bits == want, "the mask differs from brute force after \"" << bytes << "\"");
+      for (std::int32_t id = 0; id < vocab.vocab(); ++id) CHECK(m.allows(id) == test::bit(want, static_cast<std::size_t>(id)));
       std::vector<std::int32_t> ok;
       for (std::int32_t id = 0; id < vocab.vocab(); ++id)
         if (test::bit(bits, static_cast<std::size_t>(id)) && id != end) ok.push_back(id);
@@ -103,6 +105,8 @@ TEST_CASE("constrain: the mask equals brute force over tokens that span pieces o
       R"({"$defs":{"n":{"type":"object","properties":{"kind":{"const":"node"},"children":{"type":"array","items":{"$ref":"#/$defs/n"}}},
           "required":["kind","children"]}},"$ref":"#/$defs/n"})",
       R"({"type":["string","null"],"minLength":1})",
+      R"({"type":"array","items":{"type":"string","minLength":2,"maxLength":7},"maxItems":3})",
+      R"({"type":"object","properties":{"s":{"type":"string"},"t":{"type":"string","maxLength":12}},"required":["s","t"]})",
   };
   std::uint32_t seed = 1;
   for (const char* s : schemas) {
