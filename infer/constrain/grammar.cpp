@@ -54,6 +54,7 @@ void GrammarBuilder::bytes(std::uint32_t from, std::uint8_t lo, std::uint8_t hi,
 void GrammarBuilder::eps(std::uint32_t from, std::uint32_t to) { edges_.push_back({from, to, 0, 0, 1}); }
 
 void GrammarBuilder::call(std::uint32_t from, std::uint32_t entry, std::uint32_t ret, std::uint32_t weight, std::string what) {
+  if (weight > 1) throw GrammarLimit{"a call's weight is 0 or 1"};
   std::uint32_t w = 0;
   if (!what.empty()) {
     w = static_cast<std::uint32_t>(whats_.size());

@@ -91,7 +91,7 @@ class GrammarBuilder {
   void bytes(std::uint32_t from, std::uint8_t lo, std::uint8_t hi, std::uint32_t to);
   void byte(std::uint32_t from, char c, std::uint32_t to) { bytes(from, static_cast<std::uint8_t>(c), static_cast<std::uint8_t>(c), to); }
   void eps(std::uint32_t from, std::uint32_t to);
-  // `what` names the call in a refusal (a $ref's path); empty for helper rules.
+  // `weight`: 0 or 1. `what` names the call in a refusal (a $ref's path); empty for helper rules.
   void call(std::uint32_t from, std::uint32_t entry, std::uint32_t ret, std::uint32_t weight, std::string what = {});
   void end(std::uint32_t node);
   std::size_t states() const { return nodes_; }

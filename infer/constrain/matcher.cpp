@@ -50,7 +50,6 @@ struct Matcher::Impl {
   std::unordered_map<std::uint64_t, std::uint32_t> frame_ids;
   std::unordered_map<std::uint64_t, std::shared_ptr<const MaskEntry>> entries;  // (serial, node, depth)
   std::unordered_map<std::uint64_t, std::vector<std::int32_t>> fit;            // (node, frame)
-  // Per node, lazily: the one plain node each byte leads to, kDead, or kSlow (step() decides).
   // A node's bytes, as the trie walks step through them (row_index).
   struct Row {
     std::array<std::uint32_t, 256> next;  // the one plain node a byte leads to (its need above bit 24), kDead, kSlow
