@@ -82,8 +82,8 @@ struct Moves {
 // ends (popping them again, or, with nothing pushed, ending the node's own rule).
 class ClosureWalk {
  public:
-  ClosureWalk(const Moves& m, const std::vector<std::uint32_t>& range_at, const std::vector<std::string>& whats)
-      : m_(m), range_at_(range_at), whats_(whats), on_path_(m.is_end.size(), 0), entered_(m.is_end.size(), 0) {}
+  ClosureWalk(const Moves& m, const std::vector<std::uint32_t>& range_at, const std::vector<std::string>& whats, std::size_t max_steps)
+      : m_(m), range_at_(range_at), whats_(whats), on_path_(m.is_end.size(), 0), entered_(m.is_end.size(), 0), steps_left_(max_steps), max_steps_(max_steps) {}
 
   struct Result {
     std::vector<std::pair<std::uint32_t, std::vector<Grammar::Push>>> items;
@@ -115,6 +115,9 @@ class ClosureWalk {
  private:
   void visit(std::uint32_t n, std::uint32_t weight) {
     if (weight > kMaxNesting) return;  // never live: a matcher would drop it
+    // Alternatives that branch again and again before a byte (anyOf over $refs over anyOf ...)
+    // make paths without end in number: the walk is bounded, all closures together.
+    if (steps_left_-- == 0) throw GrammarLimit{"its alternatives branch into more than " + std::to_string(max_steps_) + " paths before a byte"};
     // A node met again on the same path, nothing consumed in between: an empty loop. It can only
     // come from a rule that is entered again before it consumes a byte (calls are checked
     // below, naming the call), or from the compiler's own epsilons.
@@ -152,6 +155,8 @@ class ClosureWalk {
   std::vector<std::uint8_t> on_path_, entered_;
   std::vector<Grammar::Push> pushes_;
   Result out_;
+  std::size_t steps_left_;
+  const std::size_t max_steps_;
 };
 
 // need(n) for every node: a shortest-path fixpoint (Knuth's generalisation of Dijkstra: every
@@ -242,7 +247,7 @@ Grammar GrammarBuilder::finish(std::uint32_t start, std::string name) && {
   d->item_at.assign(n_nodes + 1, 0);
   d->pops.assign(n_nodes, 0);
   d->plain.assign(n_nodes, 0);
-  ClosureWalk walk(m, d->range_at, whats_);
+  ClosureWalk walk(m, d->range_at, whats_, 2 * limits_.closure_items);
   for (std::uint32_t n = 0; n < n_nodes; ++n) {
     d->item_at[n] = static_cast<std::uint32_t>(d->items.size());
     if (!entered[n]) continue;

@@ -17,12 +17,13 @@ namespace infer::constrain {
 
 inline constexpr std::size_t kMaxMemoBytes = std::size_t{256} << 20;
 
-// What the tokens do from (node, depth): allowed whatever the frames below (a bit per id), or
-// to be checked against them; the rest never.
+// What the tokens do from (node, depth): allowed whatever the frames below (a bit per id, or,
+// where they are few, their ids), or to be checked against them; the rest never.
 struct MaskEntry {
   std::vector<std::uint64_t> accepted;
+  std::vector<std::int32_t> accepted_ids;  // instead of `accepted` where that is smaller
   std::vector<std::int32_t> uncertain;
-  std::size_t bytes() const { return accepted.size() * 8 + uncertain.size() * 4 + sizeof(MaskEntry); }
+  std::size_t bytes() const { return accepted.size() * 8 + (accepted_ids.size() + uncertain.size()) * 4 + sizeof(MaskEntry); }
 };
 
 class MaskMemo {

@@ -307,6 +307,14 @@ struct Matcher::Impl {
       }
       i = t.end[i];
     }
+    std::size_t count = 0;
+    for (const std::uint64_t w : e.accepted) count += static_cast<std::size_t>(std::popcount(w));
+    if (count < e.accepted.size() * 2) {  // few (a place in the JSON's structure): as ids
+      for (std::size_t w = 0; w < e.accepted.size(); ++w)
+        for (std::uint64_t bits = e.accepted[w]; bits; bits &= bits - 1)
+          e.accepted_ids.push_back(static_cast<std::int32_t>(w * 64 + static_cast<std::size_t>(std::countr_zero(bits))));
+      e.accepted = {};
+    }
     return e;
   }
 
@@ -316,7 +324,8 @@ struct Matcher::Impl {
     std::vector<std::uint64_t> mine((static_cast<std::size_t>(tokens.vocab()) + 63) / 64, 0);
     for (const Config c : state) {
       const MaskEntry& e = entry(c.node, frames[c.frame].depth);
-      for (std::size_t w = 0; w < mine.size(); ++w) mine[w] |= e.accepted[w];
+      for (std::size_t w = 0; w < e.accepted.size(); ++w) mine[w] |= e.accepted[w];
+      for (const std::int32_t id : e.accepted_ids) set(mine, static_cast<std::size_t>(id));
       for (const std::int32_t id : fitting(c, e)) set(mine, static_cast<std::size_t>(id));
     }
     for (const std::int32_t id : ends)

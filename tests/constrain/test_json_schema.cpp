@@ -72,6 +72,14 @@ TEST_CASE("constrain: refused schemas name the keyword or bound and where") {
     for (int i = 0; i < 10001; ++i) many += std::string(i ? "," : "") + R"({"type":"null"})";
     CHECK(refusal(many + "]}") == "the schema has more than 10000 subschemas at #/anyOf/9999");
   }
+  {  // 2^40 paths of $refs before a byte: refused when it passes 2^22, not walked
+    std::string defs;
+    for (int i = 0; i < 40; ++i)
+      defs += "\"d" + std::to_string(i) + "\":{\"anyOf\":[{\"$ref\":\"#/$defs/d" + std::to_string(i + 1) + "\"},{\"$ref\":\"#/$defs/d" +
+              std::to_string(i + 1) + "\"}]},";
+    CHECK(refusal(R"({"$ref":"#/$defs/d0","$defs":{)" + defs + R"("d40":{"type":"null"}}})") ==
+          "schema at #: its alternatives branch into more than 4194304 paths before a byte");
+  }
   // Every refusal is an InvalidArgument (the server's 400).
   CHECK_THROWS_AS((void)schema(R"({"not":{}})"), ringattn::InvalidArgument);
 }
