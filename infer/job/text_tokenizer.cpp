@@ -30,6 +30,13 @@ class Llama2cText final : public TextTokenizer {
   std::unique_ptr<TextStream> stream(std::span<const int> prompt) const override {
     return std::make_unique<Stream>(t_, prompt.empty() ? Tokenizer::kBos : prompt.back());
   }
+  std::optional<std::string> text_bytes(int token) const override {
+    // <unk>, BOS and EOS are markers, not text; a piece the stream drops (a lone control byte) is none.
+    if (token <= Tokenizer::kEos || token >= t_.vocab()) return std::nullopt;
+    const std::string_view piece = t_.decode(Tokenizer::kEos, token);
+    if (!Tokenizer::printable(piece)) return std::nullopt;
+    return std::string(piece);
+  }
   std::int64_t vocab() const override { return t_.vocab(); }
   std::uint64_t digest() const override { return t_.digest(); }
   std::string describe() const override { return "tokenizer " + path_ + " (llama2.c)"; }
@@ -81,6 +88,7 @@ class JsonText final : public TextTokenizer {
     s->finish();
     return s;
   }
+  std::optional<std::string> text_bytes(int token) const override { return t_.text_bytes(token); }
   std::int64_t vocab() const override { return t_.vocab(); }
   std::uint64_t digest() const override { return t_.digest(); }
   std::string describe() const override { return what_; }

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -53,6 +54,13 @@ class TextTokenizer {
   // which must outlive it. An id the tokenizer does not have (a model may have more
   // embedding rows than tokens) is no text.
   virtual std::unique_ptr<TextStream> stream(std::span<const int> prompt) const = 0;
+  // The bytes `token` adds to the text stream() makes, in the middle of a generated text (after
+  // a token that is not BOS), or nullopt for an id that is never text there: a special or control
+  // token, an unprintable byte, an id the tokenizer does not have. For constrained decoding
+  // (infer/constrain/token_bytes.hpp). Joined, they are the stream's text when it is well-formed
+  // UTF-8, but for a leading space the stream may take from a text's first token and a
+  // tokenizer.json's clean-up of spaces before punctuation (TokenizerJson::text_bytes).
+  virtual std::optional<std::string> text_bytes(int token) const = 0;
   virtual std::int64_t vocab() const = 0;  // one more than its largest id
   virtual std::uint64_t digest() const = 0;
   virtual std::string describe() const = 0;  // "tokenizer FILE (llama2.c)", for errors and logs

@@ -366,6 +366,25 @@ bool TokenizerJson::added(int id) const { return has(id) && impl_->is_added[stat
 
 bool TokenizerJson::byte_level() const { return impl_->byte_level; }
 
+std::optional<std::string> TokenizerJson::text_bytes(int id) const {
+  const Impl& t = *impl_;
+  if (!has(id) || t.is_special[static_cast<std::size_t>(id)]) return std::nullopt;
+  // As raw_text makes each.
+  const std::string& p = t.pieces[static_cast<std::size_t>(id)];
+  const bool added = t.is_added[static_cast<std::size_t>(id)];
+  if (t.byte_level) {
+    if (added) return p;
+    std::string out;
+    for (const char32_t c : unicode::decode_utf8(p)) out += static_cast<char>(char_byte(c));
+    return out;
+  }
+  if (byte_fallback_piece(t, id)) return std::string(1, static_cast<char>(std::stoi(p.substr(3, 2), nullptr, 16)));
+  if (t.spm && added) return p;
+  std::string out = p;
+  replace_all(out, "\u2581", " ");
+  return out;
+}
+
 std::uint64_t TokenizerJson::digest() const { return impl_->digest; }
 
 }  // namespace infer

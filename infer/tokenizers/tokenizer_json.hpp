@@ -106,6 +106,13 @@ class TokenizerJson {
   bool special(int id) const;
   bool added(int id) const;  // one of added_tokens (found in the text before the model runs)
   bool byte_level() const;
+  // The bytes `id` adds to the text a Stream(true) makes, in the middle of a text: a byte-level
+  // piece's bytes, a <0xNN> piece's byte, a SentencePiece piece with U+2581 as a space, an added
+  // token's content; nullopt for a special token (the stream skips it) or an id that is no token.
+  // Joined, they are the stream's text when that text is well-formed UTF-8, except that the
+  // decoder's Strip or a GGUF vocabulary's space prefix takes the text's leading space and a
+  // clean-up of spaces (clean_up()) can take a space before punctuation.
+  std::optional<std::string> text_bytes(int id) const;
   // A 64-bit digest of everything encode and decode depend on, for ranks to prove they agree.
   std::uint64_t digest() const;
 

@@ -7,7 +7,7 @@
 and inside the model runtime, infer/, its rooms (infer/README.md):
 
     common/ -> formats/ -> tokenizers/;  common/ -> chat_templates/;  formats/ -> model/;
-    all of them -> job/
+    all of them -> job/ -> constrain/
 
 Programs include only the public headers (include/ringattn/) and their own files; the
 library never includes a program. Both include forms are read, "..." and <...>, and each is
@@ -44,6 +44,7 @@ ROOMS = {
     "chat_templates": {"common"},
     "model": {"common", "formats"},
     "job": {"common", "formats", "tokenizers", "chat_templates", "model"},
+    "constrain": {"common", "job"},
 }
 ROOM_RULE = "a room of the model runtime includes one it may not (infer/README.md: its floors)"
 LOOSE_RULE = "a source of the model runtime outside its rooms (infer/<room>/)"
