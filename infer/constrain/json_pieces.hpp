@@ -26,7 +26,7 @@
 
 namespace infer::constrain {
 
-inline constexpr int kMaxWhitespace = 8;
+inline constexpr int kMaxWhitespace = 1;
 inline constexpr int kMaxIntegerDigits = 16;
 inline constexpr int kMaxFractionDigits = 16;
 inline constexpr int kMaxExponentDigits = 2;

@@ -139,15 +139,33 @@ bool may_be_tool_call(ToolSyntax s, std::string_view text) {
   return false;
 }
 
-std::pair<std::string, std::string> tool_call_frame(ToolSyntax s, const std::string& name) {
-  const std::string quoted = Json(name).dump();
+ToolFrame tool_frame(ToolSyntax s) {
   switch (s) {
-    case ToolSyntax::hermes: return {"<tool_call>\n{\"name\": " + quoted + ", \"arguments\": ", "}\n</tool_call>"};
-    case ToolSyntax::llama3: return {"{\"name\": " + quoted + ", \"parameters\": ", "}"};
-    case ToolSyntax::mistral: return {"[TOOL_CALLS][{\"name\": " + quoted + ", \"arguments\": ", "}]"};
+    case ToolSyntax::hermes: return {"<tool_call>\n", "\n</tool_call>", "arguments", false};
+    case ToolSyntax::llama3: return {"", "", "parameters", false};
+    case ToolSyntax::mistral: return {"[TOOL_CALLS]", "", "arguments", true};
     case ToolSyntax::none: break;
   }
   return {};
+}
+
+Json tool_call_schema(ToolSyntax s, const Json& tools, const std::string& only) {
+  const ToolFrame f = tool_frame(s);
+  Json calls = Json::array();
+  for (const Json& t : tools) {
+    const Json& fn = t.at("function");
+    const std::string name = fn.at("name").get<std::string>();
+    if (!only.empty() && name != only) continue;
+    const Json* params = json_field(fn, "parameters");
+    Json call = {{"type", "object"},
+                 {"properties", {{"name", {{"const", name}}}, {f.arguments_key, params && !params->is_null() ? *params : Json{{"type", "object"}}}}},
+                 {"required", {"name", f.arguments_key}},
+                 {"additionalProperties", false}};
+    calls.push_back(std::move(call));
+  }
+  Json one = calls.size() == 1 ? calls[0] : Json{{"anyOf", calls}};
+  if (!f.array) return one;
+  return {{"type", "array"}, {"items", one}, {"minItems", 1}, {"maxItems", 1}};
 }
 
 }  // namespace infer

@@ -44,9 +44,19 @@ ParsedReply parse_tool_calls(ToolSyntax s, std::string_view text);
 // part of a call.
 bool may_be_tool_call(ToolSyntax s, std::string_view text_so_far);
 
-// The text the model writes to call `name` with arguments `arguments_json` (a JSON object's
-// text) in syntax `s`, split around the arguments: {before, after}. A required or named
-// tool_choice forces `before`, then a grammar for the arguments, then `after`.
-std::pair<std::string, std::string> tool_call_frame(ToolSyntax s, const std::string& name);
+// How a call is written in syntax `s` (not none): the text before its JSON, after it, the
+// key of the arguments, and whether the JSON is an array of calls (Mistral's).
+struct ToolFrame {
+  std::string open, close;
+  std::string arguments_key;
+  bool array = false;
+};
+ToolFrame tool_frame(ToolSyntax s);
+
+// The JSON schema of the JSON a forced call writes in syntax `s`: {"name": one of the tools'
+// names (or `only`), arguments: that tool's "parameters" schema} (Mistral: an array of one),
+// for the constrained sampler (infer/constrain). `tools`: OpenAI's [{"type": "function",
+// "function": {"name", "parameters"}}], checked by the caller.
+Json tool_call_schema(ToolSyntax s, const Json& tools, const std::string& only = {});
 
 }  // namespace infer

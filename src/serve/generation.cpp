@@ -27,14 +27,15 @@ std::optional<TokenEvent> TokenStream::next(std::chrono::milliseconds wait) {
 }
 
 bool shapes_logits(const Generation& g) {
-  return !g.logit_bias.empty() || g.presence_penalty != 0 || g.frequency_penalty != 0;
+  return !g.logit_bias.empty() || g.presence_penalty != 0 || g.frequency_penalty != 0 || g.constraint;
 }
 
 void shape_logits(const Generation& g, std::span<float> logits) {
   for (const auto& [id, bias] : g.logit_bias) logits[static_cast<std::size_t>(id)] += bias;
-  if (g.presence_penalty == 0 && g.frequency_penalty == 0) return;
-  for (const auto& [id, n] : g.counts)
-    logits[static_cast<std::size_t>(id)] -= static_cast<float>(n) * g.frequency_penalty + g.presence_penalty;
+  if (g.presence_penalty != 0 || g.frequency_penalty != 0)
+    for (const auto& [id, n] : g.counts)
+      logits[static_cast<std::size_t>(id)] -= static_cast<float>(n) * g.frequency_penalty + g.presence_penalty;
+  if (g.constraint) g.constraint->mask(logits);  // last: what it forbids stays forbidden
 }
 
 namespace {

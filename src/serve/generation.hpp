@@ -35,6 +35,7 @@
 #include "../../infer/job/logprobs.hpp"
 #include "../../infer/job/prompts.hpp"
 #include "../../infer/job/text_tokenizer.hpp"
+#include "constraint.hpp"
 
 namespace ringattn::serve {
 
@@ -93,6 +94,7 @@ struct Generation {
   // logit_bias (added), presence and frequency penalties (over the tokens it generated).
   std::vector<std::pair<std::int32_t, float>> logit_bias;
   float presence_penalty = 0, frequency_penalty = 0;
+  std::unique_ptr<Constraint> constraint;  // structured output or a forced tool call (constraint.hpp)
   std::chrono::steady_clock::time_point queued_at = std::chrono::steady_clock::now();
   TokenStream stream;
   // Its place in the KV caches (SessionTable::admit, sessions.hpp).

@@ -382,6 +382,12 @@ void generate(RingService& service, Metrics& metrics, const HostedModel& model, 
   g->logit_bias = a.logit_bias;
   g->presence_penalty = a.presence_penalty;
   g->frequency_penalty = a.frequency_penalty;
+  if (a.grammar) {  // structured output, or a forced tool call in its syntax's frame
+    const infer::ToolFrame frame = a.forced_frame.value_or(infer::ToolFrame{});
+    const infer::TextTokenizer& tok = *model.job.tokenizer;
+    g->constraint = std::make_unique<Constraint>(*a.grammar, *model.token_bytes, model.options.end_tokens,
+                                                 tok.encode(frame.open, false), frame.open, tok.encode(frame.close, false), frame.close);
+  }
   try {
     service.submit_generation(g, a.open_session, a.session);
   } catch (const Refusal& e) {

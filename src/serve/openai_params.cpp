@@ -10,7 +10,6 @@ const std::vector<UnimplementedParameter>& unimplemented_parameters() {
       {"echo", {"false"}},
       {"best_of", {"1"}},
       {"suffix", {"\"\""}},
-      {"response_format", {"{\"type\": \"text\"}"}},
       {"tools", {"[]"}},  // completions only: a chat's go to its template
       {"tool_choice", {"\"auto\"", "\"none\""}},  // completions only: a chat's is read with its tools
       {"parallel_tool_calls", {"true"}},

@@ -9,6 +9,7 @@
 
 #include "ringattn/error.hpp"
 #include "../cli/json_object.hpp"
+#include "../../infer/constrain/json_schema.hpp"
 #include "openai_params.hpp"
 #include "ring_service.hpp"
 #include "sessions.hpp"
@@ -118,13 +119,42 @@ void read_tools(const Json& j, const HostedModel& m, Asked& a) {
     }
   }
   if ((a.tool_choice == "required") && !offered) throw bad("tool_choice", "\"tool_choice\": \"required\" needs \"tools\"");
-  if (a.tool_choice == "required" || a.tool_choice == "function")  // needs the constrained sampler's grammar for the arguments
-    throw bad("tool_choice", "\"tool_choice\": \"" + (a.tool_choice == "function" ? a.tool_name.substr(0, 100) : a.tool_choice) +
-                                 "\" (forcing a call) is not implemented yet: \"auto\" and \"none\" are", "unsupported_parameter");
   a.tools_offered = offered && a.tool_choice != "none";
   a.tool_syntax = a.tools_offered ? m.job.chat.tools : infer::ToolSyntax::none;
-  if ((a.tool_choice == "required" || a.tool_choice == "function") && a.tool_syntax == infer::ToolSyntax::none)
+  if (a.tool_choice != "required" && a.tool_choice != "function") return;
+  if (a.tool_syntax == infer::ToolSyntax::none)
     throw bad("tool_choice", "this model's chat template teaches it no tool-call syntax this endpoint knows (Hermes/Qwen, Llama 3, Mistral): \"tool_choice\" cannot force a call");
+  // The reply is a call: the syntax's frame around JSON the grammar of the tools' parameters allows.
+  try {
+    a.grammar = infer::constrain::json_schema_grammar(infer::tool_call_schema(a.tool_syntax, a.tools, a.tool_name));
+  } catch (const infer::constrain::Unsupported& e) {
+    throw bad("tools", std::string("a tool's parameters cannot be enforced: ") + e.what());
+  }
+  a.forced_frame = infer::tool_frame(a.tool_syntax);
+}
+
+// response_format: {"type": "text"}, {"type": "json_object"} (any JSON object) or
+// {"type": "json_schema", "json_schema": {"name", "schema", "strict"}} (docs/structured_output.md).
+void read_response_format(const Json& j, Asked& a) {
+  const Json* f = infer::json_field(j, "response_format");
+  if (!given(f)) return;
+  const std::string* type = f->is_object() ? infer::json_string(*f, "type") : nullptr;
+  if (!type || (*type != "text" && *type != "json_object" && *type != "json_schema"))
+    throw bad("response_format", "\"response_format\" must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or {\"type\": \"json_schema\", \"json_schema\": {\"name\", \"schema\"}}");
+  if (*type == "text") return;
+  if (a.grammar) throw bad("response_format", "\"response_format\" cannot constrain a reply that a forced \"tool_choice\" constrains already", "invalid_parameter_combination");
+  if (*type == "json_object") {
+    a.grammar = infer::constrain::json_object_grammar();
+    return;
+  }
+  const Json* js = infer::json_field(*f, "json_schema");
+  const Json* schema = js && js->is_object() ? infer::json_field(*js, "schema") : nullptr;
+  if (!schema) throw bad("response_format", "\"response_format\" json_schema needs \"json_schema\": {\"name\", \"schema\": {...}}");
+  try {
+    a.grammar = infer::constrain::json_schema_grammar(*schema);
+  } catch (const infer::constrain::Unsupported& e) {
+    throw bad("response_format", std::string("the schema cannot be enforced: ") + e.what() + " (docs/structured_output.md lists what can)");
+  }
 }
 
 // A chat request's messages as the prompt's text: rendered by the model's chat template
@@ -358,6 +388,7 @@ Asked parse_request(const std::string& body, bool chat, const HostedModel& m, co
   else read_prompt(j, m, text, ids);
   read_generation(j, chat, a);
   read_shaping(j, m, a);
+  read_response_format(j, a);
   tokenize(m, limits, chat ? "messages" : "prompt", text, ids, templated, a);
   return a;
 }

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "../cli/json_object.hpp"
 #include "../../infer/common/json.hpp"
 #include "../../infer/job/prompts.hpp"
+#include "../../infer/constrain/grammar.hpp"
 #include "../../infer/job/tool_calls.hpp"
 #include "http_server.hpp"
 #include "ringattn/ring.hpp"
@@ -73,6 +75,10 @@ struct Asked {
   std::string tool_choice = "auto";
   std::string tool_name;  // tool_choice {"type": "function", "function": {"name"}}
   infer::Json tools = nullptr;
+  // A constrained reply: response_format's json_object or json_schema, or a forced tool
+  // call's schema (then framed by the syntax's opening and closing: forced_frame).
+  std::optional<infer::constrain::Grammar> grammar;
+  std::optional<infer::ToolFrame> forced_frame;
   std::vector<std::pair<std::int32_t, float>> logit_bias;
   float presence_penalty = 0, frequency_penalty = 0;
 };

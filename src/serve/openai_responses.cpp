@@ -80,8 +80,9 @@ void refuse_unsupported(const Json& j) {
   if (const Json* t = infer::json_field(j, "tool_choice"); given(t) && !(*t == "auto" || *t == "none")) throw unsupported("tool_choice", "\"tool_choice\"");
   if (const Json* t = infer::json_field(j, "text"); given(t)) {
     const Json* f = t->is_object() ? infer::json_field(*t, "format") : nullptr;
-    if (!t->is_object() || (given(f) && !(f->is_object() && infer::json_string(*f, "type") && *infer::json_string(*f, "type") == "text")))
-      throw unsupported("text", "\"text\" other than {\"format\": {\"type\": \"text\"}}");
+    const std::string* type = given(f) && f->is_object() ? infer::json_string(*f, "type") : nullptr;
+    if (!t->is_object() || (given(f) && !(type && (*type == "text" || *type == "json_object" || *type == "json_schema"))))
+      throw unsupported("text", "\"text\" other than {\"format\": {\"type\": \"text\" | \"json_object\" | \"json_schema\"}}");
   }
   if (const Json* v = infer::json_field(j, "reasoning"); given(v) && !(v->is_object() && v->empty())) throw unsupported("reasoning", "\"reasoning\"");
   if (const Json* v = infer::json_field(j, "include"); given(v) && !(v->is_array() && v->empty())) throw unsupported("include", "\"include\"");
@@ -153,7 +154,7 @@ class ResponsesReply : public ReplyFormat {
     else o.add_null("max_output_tokens");
     o.add("model", model_).add("output", output).add("parallel_tool_calls", true).add_null("previous_response_id");
     o.add("reasoning", cli::JsonObject().add_null("effort").add_null("summary")).add("store", false);
-    o.add("temperature", r_.temperature).add("text", cli::JsonObject().add("format", cli::JsonObject().add("type", "text")));
+    o.add("temperature", r_.temperature).add_json("text", "{\"format\": " + (r_.format.is_null() ? std::string("{\"type\": \"text\"}") : r_.format.dump()) + "}");
     o.add("tool_choice", "auto").add("tools", std::vector<cli::JsonObject>{}).add("top_p", r_.top_p).add("truncation", "disabled");
     if (usage) o.add("usage", usage_object(*usage));
     else o.add_null("usage");
@@ -194,6 +195,19 @@ ResponsesRequest read_responses_request(const std::string& body) {
   }
   if (const Json* v = infer::json_field(j, "temperature"); given(v) && v->is_number()) r.temperature = v->get<double>();
   if (const Json* v = infer::json_field(j, "top_p"); given(v) && v->is_number()) r.top_p = v->get<double>();
+  // text.format: the Responses API's flat {"type": "json_schema", "name", "schema", "strict"}
+  // is the chat's response_format {"type": "json_schema", "json_schema": {...}}.
+  if (const Json* t = infer::json_field(j, "text"); given(t))
+    if (const Json* f = infer::json_field(*t, "format"); given(f)) {
+      r.format = *f;
+      if (*infer::json_string(*f, "type") == "json_schema") {
+        Json inner = *f;
+        inner.erase("type");
+        chat["response_format"] = Json{{"type", "json_schema"}, {"json_schema", inner}};
+      } else {
+        chat["response_format"] = *f;
+      }
+    }
   r.chat_body = chat.dump();
   return r;
 }

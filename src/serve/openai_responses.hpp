@@ -2,7 +2,8 @@
 // completion (as llama.cpp's server does): `input` (a text, or messages whose content is a
 // text or input_text/output_text parts; "developer" is the system role) after
 // `instructions` (a system message) become the chat's messages, `max_output_tokens` its
-// max_tokens, `temperature`, `top_p` and `stream` pass; the reply is a response object
+// max_tokens, `text.format` (json_object, json_schema) its response_format, `temperature`,
+// `top_p` and `stream` pass; the reply is a response object
 // (output: one assistant message of output_text; usage in input/output tokens; status
 // "incomplete" with reason max_output_tokens when cut) or, streamed, the Responses API's
 // events (response.created, response.in_progress, response.output_item.added,
@@ -12,7 +13,7 @@
 //
 // Nothing is stored (`store` is accepted either way and nothing is kept: there is no GET
 // /v1/responses/ID); what asks for what is not here — previous_response_id, background,
-// tools, a text format other than text, reasoning, include, input items other than
+// tools, reasoning, include, input items other than
 // messages, parts other than text — is 400 naming it (code unsupported_parameter).
 #pragma once
 
@@ -21,6 +22,7 @@
 #include <optional>
 #include <string>
 
+#include "../../infer/common/json.hpp"
 #include "openai_reply.hpp"
 
 namespace ringattn::serve {
@@ -30,6 +32,7 @@ struct ResponsesRequest {
   std::optional<std::string> instructions;
   std::optional<std::int64_t> max_output_tokens;
   double temperature = 1, top_p = 1;
+  infer::Json format = nullptr;  // text.format as given (echoed); null: text
 };
 
 // Throws ApiError (openai_request.hpp) naming the field at fault.

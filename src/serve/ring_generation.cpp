@@ -160,6 +160,7 @@ bool RingService::on_chosen(Generation& g, const infer::ChosenToken& c) {
   if (g.ended) return false;
   g.chosen.push_back(c.token);
   ++g.counts[c.token];
+  if (g.constraint) g.constraint->advance(c.token);  // before the text: it writes the grammar's bytes
   if (g.stopped) {  // its text reached a stop sequence (openai_api.cpp): complete, not cancelled
     g.ended = g.complete = true;
     metrics_.add("ringattn_generations_total", {{"result", "ok"}});
@@ -238,7 +239,7 @@ void RingService::run_generation(std::vector<std::shared_ptr<Generation>>& round
   for (auto& s : sends) ring_->wait(s);
 
   for (auto& g : round)
-    if (!g->text) g->text = model_->job.tokenizer->stream(g->prompt);
+    if (!g->text) g->text = g->constraint ? g->constraint->text() : model_->job.tokenizer->stream(g->prompt);
   round_step_ = -1;
   pause_ = false;
   round_generated_ = 0;

@@ -21,6 +21,7 @@
 
 #include "ringattn/ring.hpp"
 #include "../cli/json_object.hpp"
+#include "../../infer/constrain/token_bytes.hpp"
 #include "../../infer/job/load.hpp"
 #include "generation.hpp"
 #include "job.hpp"
@@ -40,6 +41,8 @@ struct HostedModel {
   infer::JobOptions options;  // its configuration, threads and dtype for every batch
   std::string name;           // what the endpoint calls it (the file's stem)
   std::uint64_t digest = 0;   // job.digest(), once: what the ring compares when it forms
+  // Each token's bytes, for constrained replies (structured output, forced tool calls).
+  std::shared_ptr<const infer::constrain::TokenBytes> token_bytes;
 };
 std::string_view to_string(RingState s);
 

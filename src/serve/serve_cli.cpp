@@ -167,6 +167,7 @@ std::shared_ptr<HostedModel> host_model(const ServeConfig& c) {
   model->job = infer::load_model(model->options);
   if (!model->job.tokenizer) throw InvalidArgument("hosting " + c.model + " needs the model's tokenizer: " + model->job.tokenizer_missing);
   model->digest = model->job.digest();
+  model->token_bytes = std::make_shared<const infer::constrain::TokenBytes>(infer::constrain::token_bytes(*model->job.tokenizer));
   // The endpoint's name for it: a directory's name, a file's without its extension.
   std::filesystem::path named(c.model);
   if (!named.has_filename()) named = named.parent_path();

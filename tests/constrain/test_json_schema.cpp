@@ -92,11 +92,13 @@ TEST_CASE("constrain: an OpenAI strict schema takes its objects, in order, with 
     "required":["name","age","tags"],"additionalProperties":false})");
   CHECK(test::accepts(g, R"({"name":"Bob","age":42,"tags":["a","b"]})"));
   CHECK(test::accepts(g, R"({"name":"","age":-7,"tags":[]})"));
-  CHECK(test::accepts(g, "{\n  \"name\": \"Bob\",\n  \"age\": 0,\n  \"tags\": [\n    \"x\"\n  ]\n}"));
-  CHECK(test::accepts(g, R"(        {"name":"Bob","age":1,"tags":[]})"));   // 8 before the text
-  CHECK_FALSE(test::accepts(g, R"(         {"name":"Bob","age":1,"tags":[]})"));  // 9
-  CHECK(test::accepts(g, R"({"name"        :"Bob","age":1,"tags":[]})"));
-  CHECK_FALSE(test::accepts(g, R"({"name"         :"Bob","age":1,"tags":[]})"));
+  // At most kMaxWhitespace (1) byte of whitespace between tokens: one space or newline, no indentation.
+  CHECK(test::accepts(g, "{\"name\": \"Bob\", \"age\": 0,\n\"tags\": [\"x\"]}"));
+  CHECK_FALSE(test::accepts(g, "{\n  \"name\": \"Bob\",\n  \"age\": 0,\n  \"tags\": [\n    \"x\"\n  ]\n}"));
+  CHECK(test::accepts(g, R"( {"name":"Bob","age":1,"tags":[]})"));   // 1 before the text
+  CHECK_FALSE(test::accepts(g, R"(  {"name":"Bob","age":1,"tags":[]})"));  // 2
+  CHECK(test::accepts(g, R"({"name" :"Bob","age":1,"tags":[]})"));
+  CHECK_FALSE(test::accepts(g, R"({"name"  :"Bob","age":1,"tags":[]})"));
   CHECK_FALSE(test::accepts(g, R"({"name":"Bob","age":1,"tags":[]} )"));  // nothing after the text
   CHECK_FALSE(test::accepts(g, R"({"name":"Bob","age":1})"));             // a required one missing
   CHECK_FALSE(test::accepts(g, R"({"age":1,"name":"Bob","tags":[]})"));   // the schema's order

@@ -57,14 +57,25 @@ TEST_CASE("tool calls: a stream holds text while it could be a call, and only th
   CHECK(!may_be_tool_call(ToolSyntax::none, "<tool_call>"));
 }
 
-TEST_CASE("tool calls: a forced call's frame around its arguments parses back to that call") {
+TEST_CASE("tool calls: a forced call's frame around its JSON parses back to that call; the call's schema names the tool") {
+  const Json tools = parse_json(R"([{"type": "function", "function": {"name": "get \"weather\"", "parameters": {"type": "object",
+      "properties": {"city": {"type": "string"}}, "required": ["city"]}}}, {"type": "function", "function": {"name": "time"}}])");
   for (const ToolSyntax s : {ToolSyntax::hermes, ToolSyntax::llama3, ToolSyntax::mistral}) {
     CAPTURE(to_string(s));
-    const auto [before, after] = tool_call_frame(s, "get \"weather\"");
-    const ParsedReply r = parse_tool_calls(s, before + "{\"city\": \"Oslo\"}" + after);
+    const ToolFrame f = tool_frame(s);
+    Json call = {{"name", "get \"weather\""}, {f.arguments_key, {{"city", "Oslo"}}}};
+    if (f.array) call = Json::array({call});
+    const ParsedReply r = parse_tool_calls(s, f.open + call.dump() + f.close);
     REQUIRE(r.calls.size() == 1);
     CHECK(r.calls[0].name == "get \"weather\"");
     CHECK(parse_json(r.calls[0].arguments) == parse_json("{\"city\": \"Oslo\"}"));
+    const Json all = tool_call_schema(s, tools);
+    const Json& any = f.array ? all.at("items") : all;
+    CHECK(any.at("anyOf").size() == 2);
+    const Json named = tool_call_schema(s, tools, "time");
+    const Json& one = f.array ? named.at("items") : named;
+    CHECK(one.at("properties").at("name").at("const") == "time");
+    CHECK(one.at("properties").at(f.arguments_key) == parse_json(R"({"type": "object"})"));
   }
 }
 

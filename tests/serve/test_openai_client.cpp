@@ -72,7 +72,7 @@ TEST_CASE("unsupported OpenAI parameters: refused naming the parameter unless at
   // A value of every kind that asks for something, for each parameter.
   const std::map<std::string, std::string> asks = {
       {"echo", "true"}, {"best_of", "3"}, {"suffix", "\" end\""},
-      {"response_format", "{\"type\": \"json_object\"}"}, {"tools", "[{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]"},
+{"tools", "[{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]"},
       {"tool_choice", "\"required\""}, {"parallel_tool_calls", "false"}, {"functions", "[{\"name\": \"f\"}]"},
       {"function_call", "{\"name\": \"f\"}"}, {"store", "true"}, {"metadata", "{\"a\": \"b\"}"}, {"service_tier", "\"flex\""},
       {"modalities", "[\"text\", \"audio\"]"}, {"audio", "{\"voice\": \"alloy\"}"}, {"prediction", "{\"type\": \"content\"}"},

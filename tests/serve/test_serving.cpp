@@ -4,7 +4,9 @@
 // around the newcomers, is exactly the reply it gets alone (greedy and seeded sampling);
 // the prefix cache — a prompt that starts as an earlier one did computes only the rest,
 // with llama2.c's text, and says how many tokens it found cached; log probabilities equal to
-// a float64 model's (tests/serve/logprob_reference.py), whole and streamed.
+// a float64 model's (tests/serve/logprob_reference.py), whole and streamed; structured output
+// and forced tool calls that an independent validator (npm ajv) accepts, at P = 1, 2, 3 and
+// --tp 2, on a seeded model whose chat template teaches Hermes (Qwen) tool calls.
 #include <doctest/doctest.h>
 #include <signal.h>
 
@@ -13,6 +15,7 @@
 #include <sstream>
 #include <string>
 
+#include "tests/integration/hf_text_model.hpp"
 #include "tests/serve/model_ring.hpp"
 
 namespace ringattn::stest {
@@ -235,6 +238,159 @@ TEST_CASE("serve --model: logprobs (completions, 0-5) and logprobs + top_logprob
                                                        "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"top_logprobs\": 2}"));
   CHECK(alone.out.find("HTTP 400") != std::string::npos);
   CHECK(alone.out.find("invalid_parameter_combination") != std::string::npos);
+}
+
+// A Qwen-style (Hermes) chat template that offers tools and renders calls and their results,
+// over the seeded directory's byte-level tokenizer (the markers are plain text to it).
+const char* kHermesTemplate = R"({%- if tools %}<|im_start|>system
+# Tools
+<tools>
+{%- for t in tools %}
+{{ t | tojson }}
+{%- endfor %}
+</tools>
+For each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:
+<tool_call>
+{"name": <function-name>, "arguments": <args-json-object>}
+</tool_call><|im_end|>
+{% endif %}
+{%- for m in messages %}<|im_start|>{{ m.role }}
+{% if m.content %}{{ m.content }}{% endif %}
+{%- if m.tool_calls %}{% for c in m.tool_calls %}<tool_call>
+{"name": "{{ c.function.name }}", "arguments": {{ c.function.arguments }}}
+</tool_call>{% endfor %}{% endif %}<|im_end|>
+{% endfor %}<|im_start|>assistant
+)";
+
+struct HermesModel {
+  std::filesystem::path path = std::filesystem::temp_directory_path() / ("ringattn-hermes-" + std::to_string(::getpid()));
+  HermesModel() {
+    std::filesystem::create_directories(path);
+    ::test::hf_text::write_model(path, 7);
+    infer::Json config = infer::parse_json([&] {
+      std::ifstream f(path / "tokenizer_config.json");
+      return std::string(std::istreambuf_iterator<char>(f), {});
+    }());
+    config["chat_template"] = kHermesTemplate;
+    std::ofstream(path / "tokenizer_config.json") << config.dump(2);
+  }
+  ~HermesModel() { std::filesystem::remove_all(path); }
+};
+
+const char* kPerson = R"({"type": "object", "properties": {"name": {"type": "string", "maxLength": 12}, "age": {"type": "integer"},
+  "pets": {"type": "array", "items": {"enum": ["cat", "dog"]}, "maxItems": 2}}, "required": ["name", "age", "pets"], "additionalProperties": false})";
+const char* kTree = R"({"$defs": {"node": {"type": "object", "properties": {"v": {"anyOf": [{"type": "boolean"}, {"type": "null"}]},
+  "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 1}}, "required": ["v", "kids"], "additionalProperties": false}},
+  "$ref": "#/$defs/node"})";
+const char* kWeather = R"({"type": "object", "properties": {"city": {"type": "string", "maxLength": 10}, "unit": {"enum": ["C", "F"]}},
+  "required": ["city", "unit"], "additionalProperties": false})";
+
+// Every output of `cases` ([{"name", "schema", "outputs"}]) valid under its schema, by ajv.
+void ajv_accepts(const infer::Json& cases) {
+  const std::string kRun = RINGATTN_SOURCE_ROOT "/tests/constrain/ajv/run.sh";
+  const Outcome install = run("/bin/bash", {kRun, "install"}, 600);
+  if (install.exit_code == 77) {
+    ::test::skip("ajv: " + install.err);
+    return;
+  }
+  REQUIRE_MESSAGE(install.exit_code == 0, install.err);
+  const auto dir = std::filesystem::temp_directory_path() / ("ringattn-ajv-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "cases.json") << cases.dump();
+  const Outcome v = run("/bin/bash", {kRun, "validate", (dir / "cases.json").string(), (dir / "report.json").string()});
+  INFO("ajv: " << v.err);
+  REQUIRE(v.exit_code == 0);
+  const infer::Json report = infer::parse_json([&] {
+    std::ifstream f(dir / "report.json");
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  }());
+  std::filesystem::remove_all(dir);
+  INFO(report.dump());
+  std::size_t outputs = 0;
+  for (const auto& c : cases) outputs += c.at("outputs").size();
+  CHECK(report.at("checked").get<std::size_t>() == outputs);
+  CHECK(report.at("failures").empty());
+}
+
+// Structured output (two schemas, three seeds, whole and streamed) and forced tool calls
+// (required and named, whole and streamed), then a tool result's follow-up, on `m`.
+void constrained_replies_validate(ModelRing& m) {
+  infer::Json cases = infer::Json::array();
+  auto chat = [&](const std::string& extra) {
+    const Outcome o = run("/usr/bin/curl", curl_post(m, "/v1/chat/completions",
+                                                     R"({"messages": [{"role": "user", "content": "Who?"}], "max_tokens": 160, )" + extra + "}"));
+    INFO(o.out.substr(0, 2000));
+    REQUIRE(o.out.find("HTTP 200") != std::string::npos);
+    return o;
+  };
+  for (const char* schema : {kPerson, kTree}) {
+    infer::Json c = {{"name", schema == kPerson ? "person" : "tree"}, {"schema", infer::parse_json(schema)}, {"outputs", infer::Json::array()}};
+    for (int seed = 1; seed <= 3; ++seed) {
+      const std::string format = std::string(R"("response_format": {"type": "json_schema", "json_schema": {"name": "x", "strict": true, "schema": )") +
+                                 schema + "}}, \"temperature\": 1, \"seed\": " + std::to_string(seed);
+      const infer::Json j = response_json(chat(format));
+      CHECK(j.at("choices").at(0).at("finish_reason") == "stop");
+      c["outputs"].push_back(j.at("choices").at(0).at("message").at("content"));
+      const Outcome s = chat(format + R"(, "stream": true)");
+      CHECK(sse_text(s.out) == c["outputs"].back().get<std::string>());  // the same text, streamed
+    }
+    cases.push_back(c);
+  }
+  // Forced calls: required (either tool) and named; the arguments against the tool's parameters.
+  const std::string tools = std::string(R"("tools": [{"type": "function", "function": {"name": "weather", "parameters": )") + kWeather +
+                            R"(}}, {"type": "function", "function": {"name": "person", "parameters": )" + kPerson + "}}]";
+  infer::Json weather = {{"name", "weather"}, {"schema", infer::parse_json(kWeather)}, {"outputs", infer::Json::array()}};
+  infer::Json person = {{"name", "person"}, {"schema", infer::parse_json(kPerson)}, {"outputs", infer::Json::array()}};
+  std::string call_id, call_args;
+  for (int seed = 1; seed <= 3; ++seed) {
+    for (const std::string choice : {R"("required")", R"({"type": "function", "function": {"name": "weather"}})"}) {
+      const infer::Json j = response_json(chat(tools + R"(, "tool_choice": )" + choice + R"(, "temperature": 1, "seed": )" + std::to_string(seed)));
+      const infer::Json& choice0 = j.at("choices").at(0);
+      INFO("reply: " << j.dump());
+      CHECK(choice0.at("finish_reason") == "tool_calls");
+      REQUIRE(choice0.at("message").at("tool_calls").size() == 1);
+      const infer::Json& call = choice0.at("message").at("tool_calls").at(0);
+      const std::string name = call.at("function").at("name").get<std::string>();
+      if (choice.find("weather") != std::string::npos) CHECK(name == "weather");
+      (name == "weather" ? weather : person)["outputs"].push_back(call.at("function").at("arguments"));
+      call_id = call.at("id").get<std::string>();
+      call_args = call.at("function").at("arguments").get<std::string>();
+    }
+  }
+  // Streamed: one tool_calls delta once the call is whole.
+  const Outcome s = chat(tools + R"(, "tool_choice": "required", "temperature": 1, "seed": 9, "stream": true)");
+  CHECK(s.out.find("\"tool_calls\":[{\"index\":0,") != std::string::npos);
+  CHECK(s.out.find("\"finish_reason\":\"tool_calls\"") != std::string::npos);
+  cases.push_back(weather);
+  cases.push_back(person);
+  ajv_accepts(cases);
+  // The tool's result goes back in the next request, through the template.
+  const Outcome follow = run("/usr/bin/curl", curl_post(m, "/v1/chat/completions",
+      R"({"messages": [{"role": "user", "content": "Who?"}, {"role": "assistant", "content": null, "tool_calls": [{"id": )" +
+      cli::json_quote(call_id) + R"(, "type": "function", "function": {"name": "weather", "arguments": )" + cli::json_quote(call_args) +
+      R"(}}]}, {"role": "tool", "tool_call_id": )" + cli::json_quote(call_id) + R"(, "content": "12 C"}], "max_tokens": 8, )" + tools + "}"));
+  CHECK(follow.out.find("HTTP 200") != std::string::npos);
+  // What cannot be enforced is refused by name.
+  const Outcome pattern = run("/usr/bin/curl", curl_post(m, "/v1/chat/completions",
+      R"({"messages": [{"role": "user", "content": "a"}], "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string", "pattern": "a+"}}}})"));
+  CHECK(pattern.out.find("HTTP 400") != std::string::npos);
+  CHECK(pattern.out.find(R"(unsupported schema keyword \"pattern\" at #)") != std::string::npos);  // as the JSON body escapes it
+}
+
+TEST_CASE("serve --model DIR: structured output and forced tool calls validate with ajv at P = 1, 2, 3 and --tp 2") {
+  const HermesModel model;
+  for (const auto& [world, tp] : std::vector<std::pair<int, int>>{{1, 1}, {2, 1}, {3, 1}, {4, 2}}) {
+    CAPTURE(world);
+    CAPTURE(tp);
+    RingConfig c;
+    c.world = world;
+    std::vector<std::string> more;
+    if (tp > 1) more = {"--tp", std::to_string(tp)};
+    ModelRing m(model.path, more, 10, {"--model", model.path.string()}, c);
+    INFO(m.ring->logs());
+    REQUIRE(m.ring->wait_ready(60));
+    constrained_replies_validate(m);
+  }
 }
 
 }  // namespace
