@@ -179,6 +179,30 @@ await section('responses', async () => {
     prev.e.code === 'unsupported_parameter' && prev.e.param === 'previous_response_id', errorOf(prev));
 });
 
+await section('structured output and logprobs', async () => {
+  const schema = { type: 'object', properties: { name: { type: 'string', maxLength: 12 }, age: { type: 'integer' } },
+    required: ['name', 'age'], additionalProperties: false };
+  for (const seed of [1, 2]) {
+    const r = await call(() => client.chat.completions.create({ model, messages, max_tokens: 120, temperature: 1, seed,
+      response_format: { type: 'json_schema', json_schema: { name: 'person', strict: true, schema } } }));
+    let value = null;
+    try { value = r.r && JSON.parse(r.r.choices[0].message.content); } catch (e) { value = null; }
+    check(`response_format json_schema (seed ${seed}): JSON of the schema's shape`, value && typeof value.name === 'string' &&
+      value.name.length <= 12 && Number.isInteger(value.age) && Object.keys(value).join() === 'name,age' &&
+      r.r.choices[0].finish_reason === 'stop', r.r ? r.r.choices[0] : errorOf(r));
+  }
+  const o = await call(() => client.completions.create({ model, prompt, max_tokens: 40, temperature: 1, seed: 5, response_format: { type: 'json_object' } }));
+  check('response_format json_object: starts an object', o.r && /^\s?\{/.test(o.r.choices[0].text), o.r || errorOf(o));
+  const lp = await call(() => client.chat.completions.create({ model, messages, max_tokens: 5, temperature: 0, logprobs: true, top_logprobs: 2 }));
+  const content = lp.r && lp.r.choices[0].logprobs && lp.r.choices[0].logprobs.content;
+  check('chat logprobs: one entry a token, two alternatives, the first the chosen', content && content.length === 5 &&
+    content.every((e) => e.top_logprobs.length === 2 && e.top_logprobs[0].token === e.token && e.logprob <= 0), lp.r || errorOf(lp));
+  const bad = await call(() => client.chat.completions.create({ model, messages, max_tokens: 5,
+    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: 'a+' } } } }));
+  check('a schema keyword outside the subset: 400 naming it', bad.e instanceof OpenAI.BadRequestError && bad.e.param === 'response_format' &&
+    /"pattern"/.test(bad.e.message), errorOf(bad));
+});
+
 await section('stop', async () => {
   // [stop, the text before it]: "girl named" spans the tokens " girl" and " named"; "irl na"
   // begins and ends inside them; "Lily!" never matches, but "Lily" is held twice until the
