@@ -357,8 +357,7 @@ void authorize(const std::string& key, const httplib::Request& req) {
 
 bool given(const Json* v) { return v && !v->is_null(); }
 
-// The request's fields, each checked; throws ApiError naming the field.
-Asked parse_request(const std::string& body, bool chat, const HostedModel& m, const RingLimits& limits) {
+Json read_body(const std::string& body) {
   Json j;
   try {
     j = infer::parse_json(body);
@@ -366,6 +365,12 @@ Asked parse_request(const std::string& body, bool chat, const HostedModel& m, co
     throw bad("", std::string("the body is not valid JSON: ") + e.what());
   }
   if (!j.is_object()) throw bad("", "the body must be a JSON object");
+  return j;
+}
+
+// The request's fields, each checked; throws ApiError naming the field.
+Asked parse_request(const std::string& body, bool chat, const HostedModel& m, const RingLimits& limits) {
+  const Json j = read_body(body);
   if (const Json* v = infer::json_field(j, "model"); given(v)) {
     if (!v->is_string()) throw bad("model", "\"model\" must be a string: the hosted model's id, " + m.name);
     if (v->get<std::string>() != m.name)

@@ -84,6 +84,8 @@ struct Asked {
 };
 
 bool given(const infer::Json* v);  // present and not null
+// A request's body as a JSON object; throws ApiError (400) saying why it is not one.
+infer::Json read_body(const std::string& body);
 // The body of a completion (chat false) or a chat completion, read and checked; throws ApiError.
 Asked parse_request(const std::string& body, bool chat, const HostedModel& m, const RingLimits& limits);
 // OpenAI's usage; `cached`: the prompt's tokens whose rows the prefix cache held (not computed).

@@ -174,13 +174,7 @@ class ResponsesReply : public ReplyFormat {
 }  // namespace
 
 ResponsesRequest read_responses_request(const std::string& body) {
-  Json j;
-  try {
-    j = infer::parse_json(body);
-  } catch (const std::exception& e) {
-    throw bad("", std::string("the body is not valid JSON: ") + e.what());
-  }
-  if (!j.is_object()) throw bad("", "the body must be a JSON object");
+  const Json j = read_body(body);
   refuse_unsupported(j);
   ResponsesRequest r;
   Json chat = Json::object();

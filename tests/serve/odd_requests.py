@@ -22,20 +22,17 @@ import json
 import os
 import random
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
-import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-from ports import free_port  # noqa: E402  claimed for this process's life, below the ephemeral range
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from model_daemons import WORLD, Ring  # noqa: E402
 
 PROMPT = "Once upon a time"
 # llama2.c's 60 greedy tokens after the prompt (../shared/models/stories260K/README.md).
 COMPLETION_60 = (", there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, "
                  "red ball. She wanted to play with it, but it was too high.\nLily")
-WORLD = 3
 
 
 def skip(why):
@@ -44,67 +41,6 @@ def skip(why):
         print("FAILED: CI=true, so a missing prerequisite is a failure")
         sys.exit(1)
     sys.exit(77)
-
-
-class Ring:
-    """Three daemons hosting the model; every process group killed by close()."""
-
-    def __init__(self, exe, model_dir, work):
-        self.work = work
-        self.procs = []
-        self.token = os.urandom(16).hex()
-        token_file = os.path.join(work, "token")
-        with open(os.open(token_file, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
-            f.write(self.token)
-        master = free_port()
-        self.api = free_port()
-        self.metrics = [free_port() for _ in range(WORLD)]
-        for r in range(WORLD):
-            args = [exe, "serve", "--rank", str(r), "--world-size", str(WORLD), "--master", "127.0.0.1:%d" % master,
-                    "--listen", "127.0.0.1", "--control", "127.0.0.1:%d" % free_port(),
-                    "--metrics", "127.0.0.1:%d" % self.metrics[r], "--token-file", token_file, "--threads", "1",
-                    "--timeout", "10", "--model", os.path.join(model_dir, "stories260K.bin"),
-                    "--tokenizer", os.path.join(model_dir, "tok512.bin")]
-            if r == 0:
-                args += ["--api", "127.0.0.1:%d" % self.api]
-            log = open(os.path.join(work, "rank%d.log" % r), "ab")
-            self.procs.append(subprocess.Popen(args, stdout=log, stderr=log, start_new_session=True,
-                                               env=dict(os.environ, OMP_NUM_THREADS="1")))
-
-    def close(self):
-        for p in self.procs:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            p.wait()
-
-    def log(self, r):
-        with open(os.path.join(self.work, "rank%d.log" % r), errors="replace") as f:
-            return f.read()
-
-    def get(self, port, path):
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-            c.request("GET", path)
-            r = c.getresponse()
-            return r.status, r.read().decode("utf-8", "replace")
-        except OSError:
-            return 0, ""
-
-    def metric(self, r, series):
-        for line in self.get(self.metrics[r], "/metrics")[1].splitlines():
-            if line.startswith(series + " "):
-                return float(line.split()[-1])
-        return 0.0
-
-    def wait_ready(self, seconds):
-        until = time.time() + seconds
-        while time.time() < until:
-            if all(self.get(self.metrics[r], "/healthz")[0] == 200 for r in range(WORLD)):
-                return True
-            time.sleep(0.2)
-        return False
 
 
 def send(ring, method, path, body, headers=None, auth=True):
