@@ -44,7 +44,14 @@ BatchPlan plan_batch(const std::vector<Prompt>& prompts, const JobOptions& optio
   BatchPlan plan;
   std::vector<std::size_t>& fresh = plan.fresh;
   std::vector<std::size_t>& follow = plan.follow;
-  for (std::size_t i = 0; i < prompts.size(); ++i) (prompts[i].continues ? follow : fresh).push_back(i);
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    const std::int32_t c = prompts[i].copy_of;
+    if (c >= 0 && (static_cast<std::size_t>(c) >= i || prompts[static_cast<std::size_t>(c)].copy_of >= 0 || prompts[i].continues ||
+                   prompts[i].tokens != prompts[static_cast<std::size_t>(c)].tokens))
+      throw ringattn::InvalidArgument("prompt " + std::to_string(i) + " copies prompt " + std::to_string(c) +
+                                      ", which must come before it, copy none, and hold the same tokens");
+    (c >= 0 ? plan.copies : prompts[i].continues ? follow : fresh).push_back(i);
+  }
   if (!follow.empty() && (!kept || !options.decode_rank))
     throw ringattn::InvalidArgument("prompt " + std::to_string(follow[0]) +
                                     " continues a kept sequence, which needs kept caches and a decode rank");

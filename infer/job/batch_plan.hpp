@@ -19,6 +19,7 @@ namespace infer {
 struct BatchPlan {
   std::vector<std::size_t> fresh;          // prompts prefilled, in order
   std::vector<std::size_t> follow;         // prompts fed through Ring::decode, in order
+  std::vector<std::size_t> copies;         // samples of an earlier prompt (Prompt::copy_of), in order
   std::vector<Continuation> fed_from;      // per entry of `follow`: where its tokens start
   std::vector<std::int64_t> cu;            // the fresh prompts packed: cu_seqlens
   std::vector<std::int32_t> fresh_ids;     // their sequence ids (increasing)

@@ -86,6 +86,7 @@ class BatchRun {
   std::vector<SequenceResult> run() {
     t0_ = now();
     prefill();
+    copy_samples();
     take_last_rows();
     first_tokens();
     stats_.prefill_seconds = now() - t0_;
@@ -215,6 +216,23 @@ class BatchRun {
     }
   }
 
+  // Every rank: each sample's sequence gets a copy of its prompt's rows here (all layers).
+  void copy_samples() {
+    for (const std::size_t i : plan_.copies) {
+      const std::int32_t from = sequence_of(static_cast<std::size_t>(prompts_[i].copy_of)), to = sequence_of(i);
+      for (ringattn::KVCache& cache : caches_) {
+        const ringattn::KVCache::View v = cache.view(from);
+        if (v.positions.empty()) continue;
+        const std::vector<std::int64_t> positions(v.positions.begin(), v.positions.end());  // the view goes with the append
+        const auto* k = static_cast<const std::byte*>(v.k);
+        const auto* vv = static_cast<const std::byte*>(v.v);
+        const std::size_t bytes = positions.size() * static_cast<std::size_t>(cache.kv_heads() * cache.head_dim()) * ringattn::dtype_size(cache.dtype());
+        const std::vector<std::byte> kc(k, k + bytes), vc(vv, vv + bytes);
+        cache.append_raw(to, positions, kc.data(), vc.data());
+      }
+    }
+  }
+
   // The prompts whose last token is here are this rank's to generate (or, with a
   // decode_rank, that rank's: the last hidden rows go there); then the follow-ups.
   void take_last_rows() {
@@ -238,8 +256,8 @@ class BatchRun {
       // position there), so a single process cannot tell the two apart.
       s.next.rope_position = options_.rope == RopePositions::global ? cu[d + 1] - cu[d] : cu[d + 1];
     }
-    if (!feeds_) return;
-    for (std::size_t f = 0; f < plan_.follow.size(); ++f) {
+    if (feeds_)
+      for (std::size_t f = 0; f < plan_.follow.size(); ++f) {
       const std::size_t i = plan_.follow[f];
       SequenceResult s{static_cast<std::int32_t>(i), {}, {}, plan_.fed_from[f]};
       s.next.ring_position += static_cast<std::int64_t>(prompts_[i].tokens.size());
@@ -247,6 +265,15 @@ class BatchRun {
       owned_.push_back(std::move(s));
       const auto row = fed_.h.begin() + static_cast<std::ptrdiff_t>(fed_last_[f] * c_.dim);
       last_h_.insert(last_h_.end(), row, row + c_.dim);
+    }
+    // A sample goes where its prompt's last row is: the same row, the same next position.
+    for (const std::size_t i : plan_.copies) {
+      const auto src = std::find_if(owned_.begin(), owned_.end(), [&](const SequenceResult& s) { return s.prompt == prompts_[i].copy_of; });
+      if (src == owned_.end()) continue;
+      const std::size_t k = static_cast<std::size_t>(src - owned_.begin());
+      owned_.push_back({static_cast<std::int32_t>(i), {}, {}, src->next});
+      const std::vector<float> row(last_h_.begin() + static_cast<std::ptrdiff_t>(k * c_.dim), last_h_.begin() + static_cast<std::ptrdiff_t>((k + 1) * c_.dim));
+      last_h_.insert(last_h_.end(), row.begin(), row.end());
     }
   }
 

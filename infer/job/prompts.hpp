@@ -41,6 +41,11 @@ struct Prompt {
   std::int32_t sequence = -1;
   bool keep = false;
   std::optional<Continuation> continues;
+  // A second sample of an earlier prompt of the batch (its index; -1: none): not prefilled —
+  // after the prefill every rank copies that prompt's rows into this one's sequence, and its
+  // first token is chosen from the same last row by its own sampler (OpenAI's n > 1). Its
+  // tokens are that prompt's.
+  std::int32_t copy_of = -1;
 };
 
 // Throws ringattn::FileError. max_tokens bounds the whole batch (the packed sequence). A

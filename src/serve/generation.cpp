@@ -40,7 +40,7 @@ void shape_logits(const Generation& g, std::span<float> logits) {
 
 namespace {
 
-constexpr std::size_t kPromptHead = 4 + 4 + 4 + 1 + 1 + 4 + 4 + 8 + 8 + 8;  // a prompt's fields before its ids
+constexpr std::size_t kPromptHead = 4 + 4 + 4 + 1 + 1 + 4 + 4 + 8 + 8 + 8 + 4;  // a prompt's fields before its ids
 
 [[noreturn]] void bad(const std::string& what) {
   throw NetworkError("rank 0's GENERATE batch: " + what, FailureCause::protocol, 0);
@@ -56,6 +56,13 @@ GenerateBatch make_batch(const std::vector<std::shared_ptr<Generation>>& running
     infer::Prompt p;
     p.id = std::to_string(b.prompts.size());
     p.tokens = g->feed;
+    if (g->copy_of) {  // a sample of an earlier request of this round: its rows copied after the prefill
+      const auto src = std::find_if(running.begin(), running.end(), [&](const auto& x) { return x.get() == g->copy_of; });
+      if (src != running.end()) {
+        p.copy_of = static_cast<std::int32_t>(src - running.begin());
+        p.tokens = (*src)->feed;
+      }
+    }
     p.sampling = g->sampling;
     p.max_tokens = g->max_tokens - g->generated;
     p.sequence = g->sequence;
@@ -85,7 +92,15 @@ void check_batch(const GenerateBatch& b, std::int64_t vocab, std::int64_t contex
   if (b.prompts.empty() && b.end.empty()) bad("neither prompts nor sequences to end");
   std::int64_t total = 0;
   std::set<std::int32_t> seen;
-  for (const infer::Prompt& p : b.prompts) {
+  for (std::size_t i = 0; i < b.prompts.size(); ++i) {
+    const infer::Prompt& p = b.prompts[i];
+    if (p.copy_of >= 0) {  // a sample: of an earlier prompt (not itself a sample), with its tokens, continuing nothing
+      const auto c = static_cast<std::size_t>(p.copy_of);
+      if (c >= i || b.prompts[c].copy_of >= 0 || p.continues || p.tokens != b.prompts[c].tokens)
+        bad("prompt " + std::to_string(i) + " copies prompt " + std::to_string(p.copy_of) + ", which it may not");
+    } else if (p.copy_of != -1) {
+      bad("a prompt's copy_of " + std::to_string(p.copy_of) + " is neither -1 nor a prompt");
+    }
     if (p.tokens.empty()) bad("a prompt has no token");
     total += static_cast<std::int64_t>(p.tokens.size());
     if (total > max_rows) bad("it holds more than " + std::to_string(max_rows) + " tokens (the ring's max_rows)");
@@ -135,6 +150,7 @@ std::vector<std::byte> encode_generate(const GenerateBatch& b) {
     w.u64(s.seed);
     w.i64(p.continues ? p.continues->ring_position : 0);
     w.i64(p.continues ? p.continues->rope_position : 0);
+    w.i32(p.copy_of);
     for (const std::int32_t t : p.tokens) w.i32(t);
   }
   return std::move(w.out);
@@ -174,6 +190,7 @@ GenerateBatch decode_generate(std::span<const std::byte> payload, std::int64_t v
     p.sampling = s;
     const std::int64_t ring_position = r.i64(), rope_position = r.i64();
     if (continues) p.continues = infer::Continuation{ring_position, rope_position};
+    p.copy_of = r.i32();
     if (tokens > r.left() / 4) r.bad("counts " + std::to_string(tokens) + " tokens in " + std::to_string(r.left()) + " bytes");
     p.tokens.resize(tokens);
     for (std::int32_t& t : p.tokens) t = r.i32();

@@ -7,7 +7,7 @@
 //   ring position i64) | prompts u32 | per prompt:
 //   tokens u32 | sequence i32 | max_tokens u32 | keep u8 | continues u8 | temperature f32 |
 //   top_p f32 | seed u64 | ring position i64 | RoPE position i64 (0 and 0 unless continues) |
-//   tokens x id i32.
+//   copy_of i32 (-1, or an earlier prompt this one is a sample of) | tokens x id i32.
 // "ends": kept sequences every rank erases first (ended sessions); "cuts": kept sequences
 // every rank shortens first, erasing their rows at or past the ring position (a cached
 // prefix a new prompt shares only in part); "continues": a session's
@@ -43,6 +43,7 @@ namespace ringattn::serve {
 struct TokenEvent {
   enum class Kind { token, done, error } kind = Kind::token;
   std::int32_t token = 0;
+  int index = 0;              // the choice it belongs to (OpenAI's n > 1: the sample's)
   std::string piece;          // token: the text it completes; done: the text held back till the end
   std::optional<infer::TokenLogprobs> logprobs;  // token: when its request asked (Generation::top_logprobs)
   std::string finish_reason;  // done: "stop" (an end token) or "length" (max_tokens)
@@ -95,8 +96,13 @@ struct Generation {
   std::vector<std::pair<std::int32_t, float>> logit_bias;
   float presence_penalty = 0, frequency_penalty = 0;
   std::unique_ptr<Constraint> constraint;  // structured output or a forced tool call (constraint.hpp)
+  // OpenAI's n > 1: the other samples of this request (taken into its first round with it),
+  // and, in a sample, the request it copies (in that first round) and its choice index.
+  std::vector<std::shared_ptr<Generation>> samples;
+  const Generation* copy_of = nullptr;
+  int index = 0;
   std::chrono::steady_clock::time_point queued_at = std::chrono::steady_clock::now();
-  TokenStream stream;
+  std::shared_ptr<TokenStream> stream = std::make_shared<TokenStream>();  // a request's samples share one (events by index)
   // Its place in the KV caches (SessionTable::admit, sessions.hpp).
   std::string session;                           // the session it opens or continues; empty: none
   std::int32_t sequence = -1;                    // its KV-cache sequence id

@@ -147,8 +147,14 @@ struct ChatReply : ReplyFormat {
     return o;
   }
   infer::ToolSyntax syntax = infer::ToolSyntax::none;  // a chat offered tools: how its reply calls them
-  std::string held;      // a stream's text that may still be a tool call
-  bool passing = false;  // the stream's text is not a call: it goes out as it comes
+  // Per choice of a stream: its text that may still be a tool call, and whether it cannot be
+  // one (then its text goes out as it comes).
+  std::vector<std::string> held;
+  std::vector<char> passing;
+  void choices(std::size_t n) {
+    held.assign(n, {});
+    passing.assign(n, 0);
+  }
 
   // OpenAI's tool_calls of a parsed reply (ids unique in the reply).
   std::vector<cli::JsonObject> tool_calls_json(const infer::ParsedReply& p, bool chunk) const {
@@ -162,10 +168,10 @@ struct ChatReply : ReplyFormat {
     return calls;
   }
   // `logprobs`: the tokens' log probabilities (none: null); `calls`: the tool calls the reply made.
-  cli::JsonObject with_choice(bool chunk, const std::string& text, const std::string& finish, const cli::JsonObject* logprobs,
+  cli::JsonObject choice_json(int index, bool chunk, const std::string& text, const std::string& finish, const cli::JsonObject* logprobs,
                               const infer::ParsedReply* calls = nullptr) const {
     cli::JsonObject choice;
-    choice.add("index", 0);
+    choice.add("index", index);
     if (chat && calls) {
       cli::JsonObject m;
       m.add("role", "assistant");
@@ -181,14 +187,17 @@ struct ChatReply : ReplyFormat {
     else choice.add_null("logprobs");
     if (finish.empty()) choice.add_null("finish_reason");
     else choice.add("finish_reason", finish);
+    return choice;
+  }
+  cli::JsonObject with_choices(bool chunk, const std::vector<cli::JsonObject>& choices) const {
     cli::JsonObject o = head(chunk);
-    o.add("choices", std::vector<cli::JsonObject>{choice});
+    o.add("choices", choices);
     if (!session.empty()) o.add("session", session);  // an extension: send it back to continue the conversation
     return o;
   }
-  std::string chunk(const std::string& text, const std::string& finish, const cli::JsonObject* logprobs,
+  std::string chunk(int index, const std::string& text, const std::string& finish, const cli::JsonObject* logprobs,
                     const infer::ParsedReply* calls = nullptr) const {
-    cli::JsonObject o = with_choice(true, text, finish, logprobs, calls);
+    cli::JsonObject o = with_choices(true, {choice_json(index, true, text, finish, logprobs, calls)});
     if (usage_chunk) o.add_null("usage");
     return sse(o.str());
   }
@@ -201,30 +210,41 @@ struct ChatReply : ReplyFormat {
   }
   static cli::JsonObject usage_of(const Usage& u) { return usage_json(static_cast<std::size_t>(u.prompt), u.cached, static_cast<int>(u.completion)); }
 
-  std::string whole(const std::string& text, const std::string& finish, const Usage& usage, const cli::JsonObject* logprobs) override {
-    const std::optional<infer::ParsedReply> calls = calls_in(text, finish);
-    return with_choice(false, text, calls ? "tool_calls" : finish, logprobs, calls ? &*calls : nullptr).add("usage", usage_of(usage)).str();
+  std::string whole(const std::vector<Choice>& choices, const Usage& usage) override {
+    std::vector<cli::JsonObject> out;
+    for (std::size_t i = 0; i < choices.size(); ++i) {
+      const Choice& c = choices[i];
+      const std::optional<infer::ParsedReply> calls = calls_in(c.text, c.finish);
+      out.push_back(choice_json(static_cast<int>(i), false, c.text, calls ? "tool_calls" : c.finish, c.logprobs ? &*c.logprobs : nullptr,
+                                calls ? &*calls : nullptr));
+    }
+    return with_choices(false, out).add("usage", usage_of(usage)).str();
   }
   // With tools offered, text that could still be a call is held till it cannot, or the end.
-  std::string delta(const std::string& text, const cli::JsonObject* logprobs) override {
-    if (syntax == infer::ToolSyntax::none || passing) return chunk(text, "", logprobs);
-    held += text;
-    if (infer::may_be_tool_call(syntax, held)) return {};
-    passing = true;
-    return chunk(std::exchange(held, {}), "", logprobs);
+  std::string delta(int index, const std::string& text, const cli::JsonObject* logprobs) override {
+    const auto i = static_cast<std::size_t>(index);
+    if (syntax == infer::ToolSyntax::none || passing[i]) return chunk(index, text, "", logprobs);
+    held[i] += text;
+    if (infer::may_be_tool_call(syntax, held[i])) return {};
+    passing[i] = 1;
+    return chunk(index, std::exchange(held[i], {}), "", logprobs);
   }
-  std::string closing(const std::string& finish, const Usage& usage) override {
+  std::string choice_end(int index, const std::string& finish) override {
+    const auto i = static_cast<std::size_t>(index);
     std::string out;
     std::string end = finish;
-    if (!held.empty()) {
-      if (const std::optional<infer::ParsedReply> calls = calls_in(held, finish)) {
-        out += chunk("", "", nullptr, &*calls);
+    if (!held[i].empty()) {
+      if (const std::optional<infer::ParsedReply> calls = calls_in(held[i], finish)) {
+        out += chunk(index, "", "", nullptr, &*calls);
         end = "tool_calls";
       } else {
-        out += chunk(held, "", nullptr);
+        out += chunk(index, held[i], "", nullptr);
       }
     }
-    out += chunk("", end, nullptr);
+    return out + chunk(index, "", end, nullptr);
+  }
+  std::string closing(const Usage& usage) override {
+    std::string out;
     if (usage_chunk) {
       cli::JsonObject o = head(true);
       o.add("choices", std::vector<cli::JsonObject>{});
@@ -235,12 +255,68 @@ struct ChatReply : ReplyFormat {
   }
 };
 
-// A streamed reply's state between the calls of its content provider.
-struct Streamed {
-  StopMatcher stop;
-  std::optional<LogprobsJson> logged;  // when asked: the tokens' log probabilities not yet sent
-  int completion = 0;                  // tokens generated
-  bool opened = false;                 // the format's opening was sent
+// A request's replies (its choices: one, or n samples) as their events come: each choice's
+// stop sequences, text, log probabilities and count, and the generations to tell when the
+// client leaves or a stop sequence ends one.
+struct Replies {
+  struct One {
+    StopMatcher stop;
+    std::optional<LogprobsJson> logged;
+    std::string text;  // a whole reply's, gathered
+    std::string finish;
+    int completion = 0;
+    bool ended = false;
+  };
+  std::vector<std::shared_ptr<Generation>> gens;  // by choice index; gens[0]'s stream carries every event
+  std::vector<One> choices;
+  std::size_t ended = 0;
+  bool opened = false;  // a stream's opening was sent
+
+  Replies(std::vector<std::shared_ptr<Generation>> g, const Asked& a, bool chat, const infer::TextTokenizer* tok) : gens(std::move(g)) {
+    for (std::size_t i = 0; i < gens.size(); ++i) {
+      choices.push_back({StopMatcher(a.stop), std::nullopt, {}, {}, 0, false});
+      if (a.logprobs >= 0) choices.back().logged.emplace(chat, tok);
+    }
+  }
+  TokenStream& stream() { return *gens.front()->stream; }
+  void cancel() {
+    for (auto& g : gens) g->cancelled = true;
+  }
+  std::int64_t completion() const {
+    std::int64_t n = 0;
+    for (const One& c : choices) n += c.completion;
+    return n;
+  }
+  std::int64_t cached() const { return gens.front()->cached; }
+  bool done() const { return ended == choices.size(); }
+  // A token's text into choice e.index: the text now known to come before any stop sequence
+  // (a stop sequence ends the choice: its generation stops as a whole reply).
+  std::string take(const TokenEvent& e) {
+    One& c = choices[static_cast<std::size_t>(e.index)];
+    ++c.completion;
+    if (c.logged && e.logprobs) c.logged->add(e.token, *e.logprobs);
+    std::string text = c.stop.feed(e.piece);
+    if (c.stop.matched()) {
+      gens[static_cast<std::size_t>(e.index)]->stopped = true;
+      end(c, "stop");
+    }
+    return text;
+  }
+  // A choice's done event: its text held back till the end.
+  std::string take_done(const TokenEvent& e) {
+    One& c = choices[static_cast<std::size_t>(e.index)];
+    std::string held = c.stop.feed(e.piece);
+    const bool matched = c.stop.matched();
+    held += c.stop.flush();
+    end(c, matched ? "stop" : e.finish_reason);
+    return held;
+  }
+  void end(One& c, const std::string& finish) {
+    if (c.ended) return;
+    c.ended = true;
+    c.finish = finish;
+    ++ended;
+  }
 };
 
 using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
@@ -256,111 +332,84 @@ Handler guarded(Handler h) {
   };
 }
 
-// A whole (unstreamed) reply: the tokens gathered, the stop strings held back till they
-// match or end. Between tokens, each heartbeat: has the client closed its connection? Then
-// the request is cancelled before the ring spends more on a reply nobody reads.
-void answer_whole(Generation& g, const Asked& a, ReplyFormat& reply, std::optional<LogprobsJson> logged, std::size_t prompt_tokens,
-                  Metrics& metrics, httplib::Response& res) {
-  StopMatcher stop(a.stop);
-  std::string text, finish;
-  int completion = 0;
-  for (;;) {
+// A whole (unstreamed) reply: every choice's tokens gathered, the stop strings held back
+// till they match or end. Between tokens, each heartbeat: has the client closed its
+// connection? Then the request is cancelled before the ring spends more on a reply nobody reads.
+void answer_whole(Replies& r, ReplyFormat& reply, std::size_t prompt_tokens, Metrics& metrics, httplib::Response& res) {
+  while (!r.done()) {
     std::optional<TokenEvent> e;
     for (auto silent = std::chrono::milliseconds(0); !e && silent < kSilence; silent += kHeartbeat) {
-      if ((e = g.stream.next(kHeartbeat))) break;
+      if ((e = r.stream().next(kHeartbeat))) break;
       if (HttpServer::client_gone()) {
-        if (!g.cancelled.exchange(true)) metrics.add("ringattn_api_clients_gone_total");
+        if (!r.gens.front()->cancelled) metrics.add("ringattn_api_clients_gone_total");
+        r.cancel();
         throw server_error(499, "the client closed the connection");  // nobody reads it
       }
     }
     if (!e) {
-      g.cancelled = true;
+      r.cancel();
       throw server_error(504, "no token from the ring in 120 s");
     }
-    if (e->kind == TokenEvent::Kind::error) throw server_error(e->status, e->error);
-    if (e->kind == TokenEvent::Kind::done) {  // with the text held back till the end
-      text += stop.feed(e->piece);
-      finish = stop.matched() ? "stop" : e->finish_reason;
-      text += stop.flush();
-      break;
+    if (e->kind == TokenEvent::Kind::error) {
+      r.cancel();
+      throw server_error(e->status, e->error);
     }
-    ++completion;
-    if (logged && e->logprobs) logged->add(e->token, *e->logprobs);
-    text += stop.feed(e->piece);
-    if (stop.matched()) {
-      g.stopped = true;  // the ring ends it as a whole reply
-      finish = "stop";
-      break;
-    }
+    Replies::One& c = r.choices[static_cast<std::size_t>(e->index)];
+    if (c.ended) continue;  // after its stop sequence
+    c.text += e->kind == TokenEvent::Kind::done ? r.take_done(*e) : r.take(*e);
   }
-  const std::optional<cli::JsonObject> lp = logged ? std::optional(logged->take()) : std::nullopt;
-  const Usage usage{static_cast<std::int64_t>(prompt_tokens), g.cached, completion};
-  res.set_content(reply.whole(text, finish, usage, lp ? &*lp : nullptr), "application/json");
+  std::vector<Choice> choices;
+  for (Replies::One& c : r.choices) choices.push_back({c.text, c.finish, c.logged ? std::optional(c.logged->take()) : std::nullopt});
+  res.set_content(reply.whole(choices, Usage{static_cast<std::int64_t>(prompt_tokens), r.cached(), r.completion()}), "application/json");
 }
 
 // A streamed reply's content provider: each call sends what the next event gives (a
-// comment line each heartbeat while the ring is silent; the format's opening first), and
-// the format's closing at the end; a write that fails cancels the generation.
-httplib::ContentProviderWithoutLength stream_provider(std::shared_ptr<Generation> g, std::shared_ptr<ReplyFormat> reply,
-                                                      std::shared_ptr<Streamed> st, std::size_t prompt_tokens,
+// comment line each heartbeat while the ring is silent; the format's opening first), each
+// choice's end, and the format's closing once every choice ended; a write that fails
+// cancels the generations.
+httplib::ContentProviderWithoutLength stream_provider(std::shared_ptr<Replies> r, std::shared_ptr<ReplyFormat> reply, std::size_t prompt_tokens,
                                                       Metrics& metrics) {
-  return [g, reply, st, prompt_tokens, &metrics](std::size_t, httplib::DataSink& sink) {
+  return [r, reply, prompt_tokens, &metrics](std::size_t, httplib::DataSink& sink) {
     auto write = [&](const std::string& line) {
       if (line.empty() || sink.write(line.data(), line.size())) return true;
-      if (!g->cancelled.exchange(true)) metrics.add("ringattn_api_clients_gone_total");  // its tokens are dropped
+      if (!r->gens.front()->cancelled) metrics.add("ringattn_api_clients_gone_total");  // its tokens are dropped
+      r->cancel();
       return false;
     };
-    auto send = [&](const std::string& data) { return write(sse(data)); };
-    if (!st->opened) {
-      st->opened = true;
+    if (!r->opened) {
+      r->opened = true;
       if (!write(reply->opening())) return false;
     }
-    // A piece of text with the log probabilities of its tokens (those of tokens whose text
-    // was held back go with the next text sent).
-    auto text_chunk = [&](const std::string& text) {
-      if (!st->logged || st->logged->empty()) return write(reply->delta(text, nullptr));
-      const cli::JsonObject lp = st->logged->take();
-      return write(reply->delta(text, &lp));
+    // A piece of a choice's text with the log probabilities of its tokens (those of tokens
+    // whose text was held back go with the next text sent).
+    auto text_chunk = [&](int index, const std::string& text) {
+      Replies::One& c = r->choices[static_cast<std::size_t>(index)];
+      if (!c.logged || c.logged->empty()) return write(reply->delta(index, text, nullptr));
+      const cli::JsonObject lp = c.logged->take();
+      return write(reply->delta(index, text, &lp));
     };
-    // The text held back, then the format's end.
-    auto end = [&](const std::string& held, const std::string& finish) {
-      if ((!held.empty() || (st->logged && !st->logged->empty())) && !text_chunk(held)) return false;
-      if (!write(reply->closing(finish, Usage{static_cast<std::int64_t>(prompt_tokens), g->cached, st->completion}))) return false;
+    auto fail_with = [&](const ApiError& e) {
+      r->cancel();
+      write(sse(error_json(e)));
       sink.done();
       return true;
     };
     std::optional<TokenEvent> e;
     for (auto silent = std::chrono::milliseconds(0); !e && silent < kSilence; silent += kHeartbeat)
-      if (!(e = g->stream.next(kHeartbeat)) && !write(": waiting for the ring\n\n")) return false;
-    if (!e) {
-      g->cancelled = true;
-      send(error_json(server_error(504, "no token from the ring in 120 s")));
-      sink.done();
-      return true;
-    }
-    switch (e->kind) {
-      case TokenEvent::Kind::token: {
-        ++st->completion;
-        if (st->logged && e->logprobs) st->logged->add(e->token, *e->logprobs);
-        const std::string text = st->stop.feed(e->piece);
-        if (st->stop.matched()) {
-          g->stopped = true;  // the ring ends it as a whole reply
-          return end(text, "stop");
-        }
-        return text.empty() || text_chunk(text);  // all held back: nothing to send yet
-      }
-      case TokenEvent::Kind::done: {  // with the text held back till the end
-        std::string held = st->stop.feed(e->piece);
-        const bool matched = st->stop.matched();
-        held += st->stop.flush();
-        return end(held, matched ? "stop" : e->finish_reason);
-      }
-      case TokenEvent::Kind::error:
-        send(error_json(server_error(e->status, e->error)));
-        sink.done();
-        return true;
-    }
-    return false;
+      if (!(e = r->stream().next(kHeartbeat)) && !write(": waiting for the ring\n\n")) return false;
+    if (!e) return fail_with(server_error(504, "no token from the ring in 120 s"));
+    if (e->kind == TokenEvent::Kind::error) return fail_with(server_error(e->status, e->error));
+    Replies::One& c = r->choices[static_cast<std::size_t>(e->index)];
+    if (c.ended) return true;  // after its stop sequence
+    const std::string text = e->kind == TokenEvent::Kind::done ? r->take_done(*e) : r->take(*e);
+    if (!c.ended) return text.empty() || text_chunk(e->index, text);  // all held back: nothing to send yet
+    // The choice ended: the text held back, its end, and once all ended the format's.
+    if ((!text.empty() || (c.logged && !c.logged->empty())) && !text_chunk(e->index, text)) return false;
+    if (!write(reply->choice_end(e->index, c.finish))) return false;
+    if (!r->done()) return true;
+    if (!write(reply->closing(Usage{static_cast<std::int64_t>(prompt_tokens), r->cached(), r->completion()}))) return false;
+    sink.done();
+    return true;
   };
 }
 
@@ -373,20 +422,35 @@ void generate(RingService& service, Metrics& metrics, const HostedModel& model, 
               const MakeFormat& make) {
   if (const std::string h = service.health(); h != "ok") throw server_error(503, "the ring is " + h + "; try again once it is ready");
   const Asked a = parse_request(body, chat, model, service.limits());
-  auto g = std::make_shared<Generation>();
-  g->id = service.next_job_id();
-  g->prompt = a.prompt;
-  g->max_tokens = a.max_tokens;
-  g->sampling = a.sampling;
-  g->top_logprobs = a.logprobs;
-  g->logit_bias = a.logit_bias;
-  g->presence_penalty = a.presence_penalty;
-  g->frequency_penalty = a.frequency_penalty;
-  if (a.grammar) {  // structured output, or a forced tool call in its syntax's frame
-    const infer::ToolFrame frame = a.forced_frame.value_or(infer::ToolFrame{});
-    const infer::TextTokenizer& tok = *model.job.tokenizer;
-    g->constraint = std::make_unique<Constraint>(*a.grammar, *model.token_bytes, model.options.end_tokens,
-                                                 tok.encode(frame.open, false), frame.open, tok.encode(frame.close, false), frame.close);
+  const std::uint64_t id = service.next_job_id();
+  // Choice i: its own sampler (the seed + i), its own constraint; the samples copy g's rows.
+  auto make_generation = [&](int i) {
+    auto x = std::make_shared<Generation>();
+    x->id = id;
+    x->index = i;
+    x->prompt = a.prompt;
+    x->max_tokens = a.max_tokens;
+    x->sampling = a.sampling;
+    x->sampling.seed += static_cast<std::uint64_t>(i);
+    x->top_logprobs = a.logprobs;
+    x->logit_bias = a.logit_bias;
+    x->presence_penalty = a.presence_penalty;
+    x->frequency_penalty = a.frequency_penalty;
+    if (a.grammar) {  // structured output, or a forced tool call in its syntax's frame
+      const infer::ToolFrame frame = a.forced_frame.value_or(infer::ToolFrame{});
+      const infer::TextTokenizer& tok = *model.job.tokenizer;
+      x->constraint = std::make_unique<Constraint>(*a.grammar, *model.token_bytes, model.options.end_tokens, tok.encode(frame.open, false),
+                                                   frame.open, tok.encode(frame.close, false), frame.close);
+    }
+    return x;
+  };
+  auto g = make_generation(0);
+  std::vector<std::shared_ptr<Generation>> gens{g};
+  for (int i = 1; i < a.n; ++i) {
+    gens.push_back(make_generation(i));
+    gens.back()->stream = g->stream;  // one stream, events by choice
+    gens.back()->copy_of = g.get();
+    g->samples.push_back(gens.back());
   }
   try {
     service.submit_generation(g, a.open_session, a.session);
@@ -394,16 +458,13 @@ void generate(RingService& service, Metrics& metrics, const HostedModel& model, 
     throw refused(e, chat);
   }
   const std::shared_ptr<ReplyFormat> reply = make(*g, a);
-  std::optional<LogprobsJson> logged;
-  if (a.logprobs >= 0) logged.emplace(chat, model.job.tokenizer.get());
+  auto r = std::make_shared<Replies>(std::move(gens), a, chat, model.job.tokenizer.get());
   const std::size_t prompt_tokens = g->prompt.size();  // a follow-up's: with the last reply's unfed token
-  if (!a.stream) return answer_whole(*g, a, *reply, std::move(logged), prompt_tokens, metrics, res);
+  if (!a.stream) return answer_whole(*r, *reply, prompt_tokens, metrics, res);
   res.set_header("Cache-Control", "no-cache");
-  auto st = std::make_shared<Streamed>(Streamed{StopMatcher(a.stop), std::move(logged), 0, false});
-  res.set_chunked_content_provider("text/event-stream", stream_provider(g, reply, st, prompt_tokens, metrics),
-                                   [g](bool success) {
-                                     if (!success) g->cancelled = true;
-                                   });
+  res.set_chunked_content_provider("text/event-stream", stream_provider(r, reply, prompt_tokens, metrics), [r](bool success) {
+    if (!success) r->cancel();
+  });
 }
 
 // POST /v1/completions (chat false) and /v1/chat/completions.
@@ -418,6 +479,7 @@ void complete(RingService& service, Metrics& metrics, const HostedModel& model, 
     r->session = g.session;
     r->usage_chunk = a.include_usage;
     r->syntax = a.tool_syntax;
+    r->choices(static_cast<std::size_t>(a.n));
     return r;
   });
 }

@@ -6,7 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "../cli/json_object.hpp"
 
@@ -18,17 +20,23 @@ struct Usage {
 
 inline std::string sse(const std::string& data) { return "data: " + data + "\n\n"; }
 
+// One choice of a whole reply (OpenAI's n > 1: one a sample).
+struct Choice {
+  std::string text, finish;
+  std::optional<cli::JsonObject> logprobs;  // the tokens' log probabilities, when asked
+};
+
 class ReplyFormat {
  public:
   virtual ~ReplyFormat() = default;
-  // The whole reply: its text, why it ended ("stop", "length"), usage, and its tokens' log
-  // probabilities (none: null).
-  virtual std::string whole(const std::string& text, const std::string& finish, const Usage& usage, const cli::JsonObject* logprobs) = 0;
-  // A stream: what goes before the first text, each piece of text (with its tokens' log
-  // probabilities), and what ends it.
+  // The whole reply: every choice (its text, why it ended: "stop", "length"), and usage.
+  virtual std::string whole(const std::vector<Choice>& choices, const Usage& usage) = 0;
+  // A stream: what goes before the first text, each piece of a choice's text (with its
+  // tokens' log probabilities), a choice's end, and what ends the stream once all ended.
   virtual std::string opening() { return {}; }
-  virtual std::string delta(const std::string& text, const cli::JsonObject* logprobs) = 0;
-  virtual std::string closing(const std::string& finish, const Usage& usage) = 0;
+  virtual std::string delta(int index, const std::string& text, const cli::JsonObject* logprobs) = 0;
+  virtual std::string choice_end(int index, const std::string& finish) = 0;
+  virtual std::string closing(const Usage& usage) = 0;
 };
 
 }  // namespace ringattn::serve

@@ -30,6 +30,7 @@ infer::RenderLimits render_limits() {
   l.made_bytes = 64 << 20;
   return l;
 }
+constexpr int kMaxChoices = 16;  // n: samples of one prompt (each holds its own rows)
 constexpr std::size_t kMaxStops = 4;           // OpenAI's
 constexpr std::size_t kMaxStopBytes = 1024;    // each; held-back text is scanned per token
 
@@ -67,7 +68,7 @@ std::vector<std::string> stop_sequences(const Json* v) {
 void read_prompt(const Json& j, const HostedModel& m, std::string& text, std::optional<std::vector<std::int32_t>>& ids) {
   const std::string shapes =
       "\"prompt\" must be a string or a non-empty array of token ids (one prompt: an array of several prompts is not "
-      "supported, as n must be 1)";
+      "supported: one prompt a request; \"n\" asks for several samples of it)";
   const Json* p = infer::json_field(j, "prompt");
   // An array of one prompt, ["text"] or [[ids]], is that prompt.
   if (p && p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) p = &(*p)[0];
@@ -255,7 +256,9 @@ void read_generation(const Json& j, bool chat, Asked& a) {
   a.sampling.temperature = static_cast<float>(number("temperature", 0, 2, 1, false));
   a.sampling.top_p = static_cast<float>(number("top_p", 0, 1, 1, false));
   a.sampling.seed = static_cast<std::uint64_t>(number("seed", 0, 9007199254740991.0, 1, true));
-  if (number("n", 1, 1, 1, true) != 1) throw bad("n", "\"n\" must be 1");
+  a.n = static_cast<int>(number("n", 1, kMaxChoices, 1, true));
+  if (a.n > 1 && (a.open_session || !a.session.empty()))
+    throw bad("n", "\"n\" > 1 cannot be used with a session: which sample's rows would it keep?", "invalid_parameter_combination");
   read_logprobs(j, chat, a);
   a.stop = stop_sequences(field("stop"));
   if (!a.stop.empty() && (a.open_session || !a.session.empty()))

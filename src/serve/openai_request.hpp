@@ -67,6 +67,7 @@ struct Asked {
   bool open_session = false;   // "session": true
   std::string session;         // "session": "sess-<32 hex digits>"
   int logprobs = -1;           // -1: none; else each token's log probability and this many alternatives
+  int n = 1;                   // choices: samples of the prompt sharing its prefill (seeds seed, seed + 1, ...)
   // A chat's tools: offered through its template (tools_offered), how a reply calls them
   // (the template's syntax), and tool_choice: "auto", "none" (the template is not given
   // them), "required" or a function's name (both: the reply is a call, by the grammar).

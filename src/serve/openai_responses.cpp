@@ -107,9 +107,10 @@ class ResponsesReply : public ReplyFormat {
       : r_(std::move(r)), id_("resp_" + std::to_string(id)), item_("msg_" + std::to_string(id)), model_(std::move(model)),
         created_(std::time(nullptr)) {}
 
-  std::string whole(const std::string& text, const std::string& finish, const Usage& usage, const cli::JsonObject*) override {
-    const bool cut = finish == "length";
-    return response(cut ? "incomplete" : "completed", {message(text, cut ? "incomplete" : "completed")}, &usage, cut).str();
+  std::string whole(const std::vector<Choice>& choices, const Usage& usage) override {
+    const Choice& c = choices.front();  // a response has one
+    const bool cut = c.finish == "length";
+    return response(cut ? "incomplete" : "completed", {message(c.text, cut ? "incomplete" : "completed")}, &usage, cut).str();
   }
   std::string opening() override {
     std::string out = emit("response.created", ev("response.created").add("response", response("in_progress", {}, nullptr, false)));
@@ -117,14 +118,18 @@ class ResponsesReply : public ReplyFormat {
     out += emit("response.output_item.added", ev("response.output_item.added").add("output_index", 0).add("item", message_head("in_progress", {})));
     return out + emit("response.content_part.added", at_place(ev("response.content_part.added")).add("part", part("")));
   }
-  std::string delta(const std::string& text, const cli::JsonObject*) override {
+  std::string delta(int, const std::string& text, const cli::JsonObject*) override {
     if (text.empty()) return {};
     text_ += text;
     return emit("response.output_text.delta",
                 at_place(ev("response.output_text.delta")).add("delta", text).add("logprobs", std::vector<cli::JsonObject>{}));
   }
-  std::string closing(const std::string& finish, const Usage& usage) override {
-    const bool cut = finish == "length";
+  std::string choice_end(int, const std::string& finish) override {
+    finish_ = finish;
+    return {};
+  }
+  std::string closing(const Usage& usage) override {
+    const bool cut = finish_ == "length";
     const char* status = cut ? "incomplete" : "completed";
     const char* last = cut ? "response.incomplete" : "response.completed";
     std::string out = emit("response.output_text.done",
@@ -168,6 +173,7 @@ class ResponsesReply : public ReplyFormat {
   std::string id_, item_, model_;
   std::time_t created_;
   std::string text_;  // streamed so far
+  std::string finish_;  // why the stream's reply ended
   std::int64_t sequence_ = 0;
 };
 

@@ -20,6 +20,11 @@ namespace ringattn::serve {
 
 namespace {
 
+void push(Generation& g, TokenEvent e) {  // to its request's stream, as its choice's
+  e.index = g.index;
+  g.stream->push(std::move(e));
+}
+
 constexpr std::byte kGeneration[1] = {static_cast<std::byte>(peer::JobKind::generation)};
 
 // The options every rank runs a batch with: the model's, every prompt decoded on rank 0.
@@ -47,6 +52,15 @@ void RingService::submit_generation(std::shared_ptr<Generation> g, bool open_ses
     std::lock_guard lock(mu_);
     if (stopping_) throw Refusal(503, "rank 0 is shutting down and takes no more requests; send it again once it is back");
     sessions_->admit(*g, open_session, session);
+    for (std::size_t i = 0; i < g->samples.size(); ++i) {  // each sample its own rows (copied from g's)
+      try {
+        sessions_->admit(*g->samples[i], false, "", false);
+      } catch (const Refusal&) {
+        for (std::size_t j = 0; j < i; ++j) sessions_->finish(*g->samples[j], nullptr, false);
+        sessions_->finish(*g, nullptr, false);
+        throw;
+      }
+    }
     record_sessions();
     generations_.push_back(std::move(g));
     arrived_ = true;  // the running replies pause at their next step to let it join
@@ -114,7 +128,8 @@ std::vector<std::shared_ptr<Generation>> RingService::take_generations() {
   while (!generations_.empty()) {
     std::shared_ptr<Generation> g = generations_.front();
     const auto n = static_cast<std::int64_t>(g->feed.size());
-    if (count > 0 && (tokens + n > cap || count >= cap)) break;
+    const auto k = static_cast<std::int64_t>(g->samples.size());
+    if (count > 0 && (tokens + n + k > cap || count + k >= cap)) break;
     generations_.pop_front();
     if (g->cancelled) {  // its client left while it waited
       g->ended = true;
@@ -122,9 +137,11 @@ std::vector<std::shared_ptr<Generation>> RingService::take_generations() {
       settle(*g, nullptr);
       continue;
     }
-    tokens += n;
-    ++count;
+    tokens += n + static_cast<std::int64_t>(g->samples.size());  // a sample: one row a step, no prefill
+    count += 1 + static_cast<std::int64_t>(g->samples.size());
+    std::vector<std::shared_ptr<Generation>> samples = std::move(g->samples);
     joined.push_back(std::move(g));
+    for (auto& s : samples) joined.push_back(std::move(s));  // after their request: they copy its rows
   }
   metrics_.set("ringattn_generations_queued", {}, static_cast<double>(generations_.size()));
   return joined;
@@ -177,7 +194,7 @@ bool RingService::on_chosen(Generation& g, const infer::ChosenToken& c) {
   g.last_token_at = now;
   if (model_->options.ends_text(c.token)) {
     g.ended = g.complete = g.end_token = true;
-    g.stream.push(done_event("stop", g.text->finish()));
+    push(g, done_event("stop", g.text->finish()));
     metrics_.add("ringattn_generations_total", {{"result", "ok"}});
     return false;
   }
@@ -185,10 +202,10 @@ bool RingService::on_chosen(Generation& g, const infer::ChosenToken& c) {
   ++round_generated_;
   TokenEvent e = token_event(c.token, g.text->next(c.token));
   if (g.top_logprobs >= 0) e.logprobs = infer::logprobs_of(c.logits, c.token, g.top_logprobs);
-  g.stream.push(std::move(e));
+  push(g, std::move(e));
   if (g.generated >= g.max_tokens) {
     g.ended = g.complete = true;
-    g.stream.push(done_event("length", g.text->finish()));
+    push(g, done_event("length", g.text->finish()));
     metrics_.add("ringattn_generations_total", {{"result", "ok"}});
     return false;
   }
@@ -205,9 +222,10 @@ void RingService::after_round(std::vector<std::shared_ptr<Generation>>& round, c
     const infer::SequenceResult* r = by_prompt[i];
     g.ran = true;         // the round kept its rows on every rank
     g.cut_from.reset();   // a cached prefix is cut once, in its first round
+    g.copy_of = nullptr;  // a sample copies its request's rows once, in its first round
     if (!g.ended && (!r || r->tokens.empty())) {  // cannot happen (a round chooses a token of each); never leave one waiting
       g.ended = true;
-      g.stream.push(error_event("the ring ended this request before its last token", 500));
+      push(g, error_event("the ring ended this request before its last token", 500));
     }
     if (g.ended) {
       settle(g, r);

@@ -118,7 +118,9 @@ std::optional<RingService::Leave> RingService::coordinate_generations(std::uniqu
     for (auto& g : batch)
       if (!g->ended) {
         g->ended = true;
-        g->stream.push(error_event(std::string("the ring failed: ") + e.what(), n ? 503 : 500));
+        TokenEvent err = error_event(std::string("the ring failed: ") + e.what(), n ? 503 : 500);
+        err.index = g->index;
+        g->stream->push(std::move(err));
         ++failed;
       }
     std::lock_guard relock(mu_);

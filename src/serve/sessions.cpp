@@ -66,7 +66,7 @@ std::optional<SessionTable::Hit> SessionTable::look_up(const std::vector<std::in
   return best;
 }
 
-void SessionTable::admit(Generation& g, bool open, const std::string& session) {
+void SessionTable::admit(Generation& g, bool open, const std::string& session, bool look_up) {
   Session* s = nullptr;
   std::int64_t history = 0;
   if (!session.empty()) {
@@ -81,9 +81,9 @@ void SessionTable::admit(Generation& g, bool open, const std::string& session) {
     history = s->next.rope_position;
   }
   std::optional<Hit> hit;
-  if (!s) {
+  if (!s && look_up) {
     ++figures_.lookups;
-    hit = look_up(g.prompt);
+    hit = this->look_up(g.prompt);
     if (hit) history = hit->shared;
   }
   const std::int64_t fed = static_cast<std::int64_t>(g.prompt.size()) - (hit ? hit->shared : 0);

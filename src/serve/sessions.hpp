@@ -81,7 +81,8 @@ class SessionTable {
   // the cache) and reservation; throws Refusal (404 unknown
   // session, 409 one busy with another request, 400 past the model's context, 413 past
   // the capacity, 503 not now).
-  void admit(Generation& g, bool open, const std::string& session);
+  // `look_up` false: no prefix-cache lookup (a sample of n > 1, which copies its request's rows).
+  void admit(Generation& g, bool open, const std::string& session, bool look_up = true);
   // The request ended: ok (its reply complete, `r` its result) or not (failed, or its
   // client left: a session on it ends). True when the table keeps its rows (a session's,
   // or a new entry of the prefix cache); else the caller erases them if it has any.

@@ -2,6 +2,7 @@
 // absent): continuous batching — a request that arrives while others decode joins them at
 // the next step instead of waiting for them to end, and each reply, paused and resumed
 // around the newcomers, is exactly the reply it gets alone (greedy and seeded sampling);
+// n > 1 — samples of one prompt sharing its prefill, each the text its seed gives alone;
 // the prefix cache — a prompt that starts as an earlier one did computes only the rest,
 // with llama2.c's text, and says how many tokens it found cached; log probabilities equal to
 // a float64 model's (tests/serve/logprob_reference.py), whole and streamed; structured output
@@ -80,6 +81,49 @@ void shaped_as_reference(ModelRing& m) {
   CHECK(want.rfind(" there", 0) == 0);  // "," (432), the model's choice, was barred
 }
 
+// n = 3 samples of one prompt: each the text its seed gives alone (the seed + its index), whole
+// and streamed (chunks by choice index); the prompt prefilled once (`prefill_rows`: the ring's
+// prefill-token counter's growth, where the test can read it: at P = 3, one row a token).
+void samples_equal_alone(ModelRing& m, bool count_prefill) {
+  auto ring_prefill = [&] {
+    double n = 0;
+    for (int r = 0; r < 3; ++r) n += metric(*m.ring, r, "ringattn_generated_tokens_total{phase=\"prefill\"}");
+    return n;
+  };
+  const std::string prompt = "Lily and Ben went to the park with";  // not asked before: not in the prefix cache
+  auto body_of = [&](int seed, int n, bool stream) {
+    return "{\"prompt\": " + cli::json_quote(prompt) + ", \"max_tokens\": 24, \"temperature\": 1, \"seed\": " + std::to_string(seed) +
+           ", \"n\": " + std::to_string(n) + ", \"stream\": " + (stream ? "true" : "false") + "}";
+  };
+  const double before = ring_prefill();
+  const Outcome three = run("/usr/bin/curl", curl_post(m, "/v1/completions", body_of(11, 3, false)));
+  REQUIRE(three.out.find("HTTP 200") != std::string::npos);
+  const infer::Json j = response_json(three);
+  REQUIRE(j.at("choices").size() == 3);
+  CHECK(j.at("usage").at("completion_tokens").get<double>() == 72);
+  if (count_prefill)
+    CHECK(eventually([&] { return ring_prefill() - before == j.at("usage").at("prompt_tokens").get<double>(); }, 10));
+  for (int i = 0; i < 3; ++i) {
+    CHECK(j.at("choices").at(i).at("index") == i);
+    const Outcome alone = run("/usr/bin/curl", curl_post(m, "/v1/completions", body_of(11 + i, 1, false)));
+    CHECK(j.at("choices").at(i).at("text") == response_json(alone).at("choices").at(0).at("text"));
+  }
+  // Streamed: every chunk names its choice; each choice's chunks are its text, then its finish.
+  const Outcome s = run("/usr/bin/curl", curl_post(m, "/v1/completions", body_of(11, 3, true)));
+  std::vector<std::string> text(3);
+  int finished = 0;
+  std::istringstream in(s.out);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("data: {", 0) != 0) continue;
+    const infer::Json chunk = infer::parse_json(line.substr(6));
+    const infer::Json& c = chunk.at("choices").at(0);
+    text[c.at("index").get<std::size_t>()] += c.at("text").get<std::string>();
+    finished += c.at("finish_reason").is_null() ? 0 : 1;
+  }
+  CHECK(finished == 3);
+  for (int i = 0; i < 3; ++i) CHECK(text[static_cast<std::size_t>(i)] == j.at("choices").at(i).at("text").get<std::string>());
+}
+
 TEST_CASE("serve --model: a request that arrives while a long reply streams joins it at the next step; both texts exact") {
   const auto dir = ::test::model_dir();
   if (!dir) return;
@@ -88,6 +132,7 @@ TEST_CASE("serve --model: a request that arrives while a long reply streams join
   REQUIRE(m.ring->wait_ready(60));
   join_running(m, 1);
   shaped_as_reference(m);
+  samples_equal_alone(m, true);
   // Every ended reply's rows went with its round, but for what the prefix cache keeps.
   CHECK(eventually([&] {
     double rows = 0;
@@ -106,6 +151,7 @@ TEST_CASE("serve --model --tp 2 on 4 daemons: a newcomer joins a running reply o
   REQUIRE(m.ring->wait_ready(60));
   join_running(m, 3);
   shaped_as_reference(m);
+  samples_equal_alone(m, false);
 }
 
 TEST_CASE("serve --model: the prefix cache — a repeated prompt, one that extends a cached reply, one that shares part of it: llama2.c's text, their cached tokens; entries evicted for room") {

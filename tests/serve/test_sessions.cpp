@@ -339,7 +339,7 @@ TEST_CASE("GENERATE: sessions' fields round-trip in binary; ids this rank does n
   // Damaged payloads: every count is bounded by the bytes left; flags are 0 or 1; no byte after the last field.
   std::vector<std::byte> p = encode_generate(make_batch({a}, {}));
   for (std::size_t cut = 0; cut < p.size(); ++cut)  // cut inside a field, or short of what a count promised
-    refused(std::span(p).first(cut), {}, cut < 16 ? "ends at byte" : cut < 16 + 46 ? "counts 1 prompts in" : "counts 2 tokens in");
+    refused(std::span(p).first(cut), {}, cut < 16 ? "ends at byte" : cut < 16 + 50 ? "counts 1 prompts in" : "counts 2 tokens in");
   std::vector<std::byte> q = p;
   q.push_back(std::byte{0});
   refused(q, {}, "1 bytes after its last field");

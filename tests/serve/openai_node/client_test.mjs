@@ -255,7 +255,7 @@ await section('errors', async () => {
     /bearer/i.test(none.body.error.message), none);
   const bad = [
     ['temperature 5', { temperature: 5 }, 'temperature', null],
-    ['n 2', { n: 2 }, 'n', null],
+    ['n 17', { n: 17 }, 'n', null],
     ['stop of 5 sequences', { stop: ['a', 'b', 'c', 'd', 'e'] }, 'stop', null],
     ['stop [5]', { stop: [5] }, 'stop', null],
     ['prompt ["a", "b"]', { prompt: ['a', 'b'] }, 'prompt', null, /several prompts is not supported/],
