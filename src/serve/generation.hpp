@@ -117,6 +117,7 @@ struct Generation {
   // Continuous batching (ring thread only): a reply runs in rounds of the ring, pausing
   // at a step boundary whenever newcomers wait and going on in the next round with them.
   std::vector<std::int32_t> feed;           // what its next round feeds: the prompt, then the token chosen last
+  std::vector<std::int32_t> rest;           // a prompt fed in chunks (replies were streaming): what later rounds feed
   std::unique_ptr<infer::TextStream> text;  // its text so far (held-back bytes across rounds)
   std::chrono::steady_clock::time_point last_token_at;
   std::vector<std::int32_t> chosen;         // every token chosen for it (the last one is never fed)

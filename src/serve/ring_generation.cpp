@@ -115,20 +115,24 @@ std::vector<infer::SequenceResult> RingService::run_kept_batch(const GenerateBat
   return results;
 }
 
-std::vector<std::shared_ptr<Generation>> RingService::take_generations() {
+std::vector<std::shared_ptr<Generation>> RingService::take_generations(std::size_t running) {
   // Newcomers join the running replies. One rank may hold every row of a round (short
   // prompts go whole to one rank), and one decode call carries a token of each prompt: both
   // within max_rows. A newcomer that does not fit beside the running ones waits for rows to
   // free; with none running the first always goes (parse_request bounded it by max_rows).
   const std::int64_t cap = limits().max_rows;
-  auto count = static_cast<std::int64_t>(active_.size());
+  auto count = static_cast<std::int64_t>(running);
   std::int64_t tokens = count;  // a running reply feeds one token (its last)
   std::vector<std::shared_ptr<Generation>> joined;
   arrived_ = false;
   while (!generations_.empty()) {
     std::shared_ptr<Generation> g = generations_.front();
-    const auto n = static_cast<std::int64_t>(g->feed.size());
-    const auto k = static_cast<std::int64_t>(g->samples.size());
+    // While replies stream, a long prompt goes in chunks, one a round (a round pauses at
+    // every step while one is in): no step of theirs waits for more than one chunk.
+    const std::int64_t chunk = config_.prefill_chunk;
+    const bool chunked = count > 0 && chunk > 0 && static_cast<std::int64_t>(g->feed.size()) > chunk;
+    const auto n = chunked ? chunk : static_cast<std::int64_t>(g->feed.size());
+    const auto k = chunked ? 0 : static_cast<std::int64_t>(g->samples.size());
     if (count > 0 && (tokens + n + k > cap || count + k >= cap)) break;
     generations_.pop_front();
     if (g->cancelled) {  // its client left while it waited
@@ -137,8 +141,14 @@ std::vector<std::shared_ptr<Generation>> RingService::take_generations() {
       settle(*g, nullptr);
       continue;
     }
-    tokens += n + static_cast<std::int64_t>(g->samples.size());  // a sample: one row a step, no prefill
-    count += 1 + static_cast<std::int64_t>(g->samples.size());
+    tokens += n + k;  // a sample: one row a step, no prefill
+    count += 1 + k;
+    if (chunked) {  // its samples join the round of its last chunk (they copy its whole rows)
+      g->rest.assign(g->feed.begin() + chunk, g->feed.end());
+      g->feed.resize(static_cast<std::size_t>(chunk));
+      joined.push_back(std::move(g));
+      continue;
+    }
     std::vector<std::shared_ptr<Generation>> samples = std::move(g->samples);
     joined.push_back(std::move(g));
     for (auto& s : samples) joined.push_back(std::move(s));  // after their request: they copy its rows
@@ -170,11 +180,15 @@ void RingService::settle_paused() {
 }
 
 bool RingService::on_chosen(Generation& g, const infer::ChosenToken& c) {
-  if (c.step != round_step_) {  // the first token of a step: pause the round if newcomers wait
+  if (c.step != round_step_) {  // the first token of a step: pause the round if newcomers wait (or a chunk does)
     round_step_ = c.step;
-    pause_ = arrived_.load();
+    pause_ = arrived_.load() || chunking_;
   }
   if (g.ended) return false;
+  if (!g.rest.empty()) {  // a chunk of its prompt went in: its token is not one (the next chunk is)
+    pause_ = true;
+    return false;
+  }
   g.chosen.push_back(c.token);
   ++g.counts[c.token];
   if (g.constraint) g.constraint->advance(c.token);  // before the text: it writes the grammar's bytes
@@ -231,8 +245,15 @@ void RingService::after_round(std::vector<std::shared_ptr<Generation>>& round, c
       settle(g, r);
       continue;
     }
-    g.feed = {r->tokens.back()};  // chosen, not fed
     g.continues = r->next;
+    if (!g.rest.empty()) {  // its prompt's next chunk (the token chosen from this one is no reply's: its coin unspent)
+      const std::size_t take = std::min<std::size_t>(g.rest.size(), static_cast<std::size_t>(config_.prefill_chunk));
+      g.feed.assign(g.rest.begin(), g.rest.begin() + static_cast<std::ptrdiff_t>(take));
+      g.rest.erase(g.rest.begin(), g.rest.begin() + static_cast<std::ptrdiff_t>(take));
+      active_.push_back(round[i]);
+      continue;
+    }
+    g.feed = {r->tokens.back()};  // chosen, not fed
     g.sampling.seed = r->sampler_state;
     active_.push_back(round[i]);
   }
@@ -260,6 +281,7 @@ void RingService::run_generation(std::vector<std::shared_ptr<Generation>>& round
     if (!g->text) g->text = g->constraint ? g->constraint->text() : model_->job.tokenizer->stream(g->prompt);
   round_step_ = -1;
   pause_ = false;
+  chunking_ = std::any_of(round.begin(), round.end(), [](const auto& g) { return !g->rest.empty(); });
   round_generated_ = 0;
   infer::JobStats st;
   const auto t0 = Clock::now();

@@ -96,8 +96,15 @@ RingService::Leave RingService::coordinate() {
 // them, and the rows of ended sessions and replies erased first.
 std::optional<RingService::Leave> RingService::coordinate_generations(std::unique_lock<std::mutex>& lock) {
   settle_paused();
-  std::vector<std::shared_ptr<Generation>> batch = std::exchange(active_, {});
-  for (auto& g : take_generations()) batch.push_back(std::move(g));
+  std::vector<std::shared_ptr<Generation>> batch;
+  for (auto& g : std::exchange(active_, {})) {
+    const bool last_chunk = g->rest.empty() && !g->samples.empty();  // a chunked prompt's samples copy its whole rows now
+    batch.push_back(g);
+    if (!last_chunk) continue;
+    for (auto& s : g->samples) batch.push_back(std::move(s));
+    g->samples.clear();
+  }
+  for (auto& g : take_generations(batch.size())) batch.push_back(std::move(g));
   std::vector<std::int32_t> end = std::exchange(to_erase_, {});
   if (sessions_)
     for (const std::int32_t s : sessions_->take_ended()) end.push_back(s);

@@ -128,7 +128,8 @@ class RingService {
   void record_sessions();  // the sessions' gauges; mu_ held
   void run_worker_generation(std::uint64_t id);
   void agree_on_model();
-  std::vector<std::shared_ptr<Generation>> take_generations();  // mu_ held
+  // The queued requests that join `running` replies in the next round; mu_ held.
+  std::vector<std::shared_ptr<Generation>> take_generations(std::size_t running);
   ShardUpload upload_shards(Job& job, std::vector<ShardUpload>& sent, std::vector<MessageRequest>& sends);
   void gather_results(Job& job);
   void run_worker_job(std::uint64_t id, std::vector<std::byte>& buf);
@@ -167,6 +168,7 @@ class RingService {
   std::vector<std::int32_t> to_erase_;
   int round_step_ = -1;
   bool pause_ = false;
+  bool chunking_ = false;  // a prompt of the round goes in chunks: the round pauses at its first step
   std::int64_t round_generated_ = 0;
   std::unique_ptr<SessionTable> sessions_;               // rank 0 with a model
   KeptRows kept_;  // every rank with a model: the sessions' rows (ring thread only)

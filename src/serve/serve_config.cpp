@@ -99,6 +99,8 @@ const std::vector<Key>& keys() {
                                          "(a request that does not fit is refused; default 1024)", {"RINGATTN_CACHE_MIB"}},
       {"session_ttl", Kind::real, "S", "seconds an idle session keeps its rows on every daemon (default 600)",
        {"RINGATTN_SESSION_TTL"}},
+      {"prefill_chunk", Kind::integer, "T", "while replies stream, a newcomer's prompt goes in chunks of at most T tokens, one a "
+                                            "step (0: whole; default 256)", {"RINGATTN_PREFILL_CHUNK"}},
       {"log_level", Kind::text, "LEVEL", "trace, debug, info, warn, error (the common --log-level)", {"RINGATTN_LOG_LEVEL"}},
       {"log_format", Kind::text, "FORMAT", "text, or json (one object per line, with the rank)", {"RINGATTN_LOG_FORMAT"}},
   };
@@ -363,6 +365,7 @@ void hosted_model(const Given& g, const infer::JobOptions& job, ServeConfig& c) 
       throw InvalidArgument(x->source + " = '" + x->text + "': give the KV cache's MiB per daemon, 0.01 to 1e9");
   }
   if (const Value* x = g.get("session_ttl")) c.session_ttl = seconds(*x, 1);
+  if (const Value* x = g.get("prefill_chunk")) c.prefill_chunk = whole(*x, std::int64_t{0}, std::int64_t{1} << 30);
   if (c.model.empty() && !c.tokenizer.empty()) throw InvalidArgument("a tokenizer is given (" + c.sources["tokenizer"] + "), no model");
 }
 

@@ -33,6 +33,7 @@ struct ServeConfig {
   std::string api = "off";          // rank 0: the OpenAI-style endpoint's HOST:PORT
   double cache_mib = 1024;    // KV-cache memory per daemon for the hosted model's requests and sessions
   double session_ttl = 600;         // seconds an idle session keeps its rows
+  std::int64_t prefill_chunk = 256; // while replies stream, a newcomer's prompt goes in chunks this long (0: whole)
   std::string api_key_file;         // its bearer token; empty: the ring's token; "none": no token (loopback only)
   double grace = 30;                // seconds a running job may finish after SIGTERM
   LogFormat log_format = LogFormat::text;

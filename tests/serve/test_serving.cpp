@@ -141,6 +141,29 @@ TEST_CASE("serve --model: a request that arrives while a long reply streams join
   }, 10));
 }
 
+TEST_CASE("serve --model --prefill-chunk 32: beside a stream, a long prompt goes in chunks, one a step; llama2.c's text") {
+  const auto dir = ::test::model_dir();
+  if (!dir) return;
+  ModelRing m(*dir, {"--prefill-chunk", "32"}, 10);
+  INFO(m.ring->logs());
+  REQUIRE(m.ring->wait_ready(60));
+  itest::Spawned streaming(curl_post(m, "/v1/completions", sampled_body(300, true)), {}, "/usr/bin/curl");
+  REQUIRE(eventually([&] { streaming.pump(); return streaming.out().find("data: {") != std::string::npos; }, 60));
+  // llama2.c's 64 greedy ids after BOS (kRunText) as the prompt, in 3 chunks: its continuation
+  // is the greedy story's next words.
+  const std::vector<int>& ids = ::test::kRunIds;
+  const Outcome o = run("/usr/bin/curl", curl_post(m, "/v1/completions", ids_body(ids_json(ids.begin(), ids.end()), 40, "")));
+  streaming.wait(120);
+  REQUIRE(o.out.find("HTTP 200") != std::string::npos);
+  const std::string text = text_of(o);
+  INFO("text: " << text << "\nrank 0: " << m.ring->log(0));
+  CHECK(prompt_tokens(o) == 65);
+  CHECK(text.size() > 60);
+  CHECK(::test::kGreedy256Text.compare(::test::kRunText.size(), text.size(), text) == 0);
+  // Its chunks went in rounds beside the stream (32 prompt tokens and the stream's one).
+  CHECK(eventually([&] { return m.ring->log(0).find("2 requests (2 going on), 33 tokens fed") != std::string::npos; }, 30));
+}
+
 TEST_CASE("serve --model --tp 2 on 4 daemons: a newcomer joins a running reply on the whole mesh; both texts exact") {
   const auto dir = ::test::model_dir();
   if (!dir) return;
