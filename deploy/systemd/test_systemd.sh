@@ -178,7 +178,7 @@ cfg = tomllib.loads(text)
 # every key of the spec, set or shown commented out
 keys = """rank world_size peers master listen control metrics token_file tls threads isa wire_dtype
           timeout connect_timeout grace ring_id log_level log_format max_rows max_heads max_kv_heads
-          max_head_dim model tokenizer weights_dtype tp api api_key_file cache_mib session_ttl""".split()
+          max_head_dim model tokenizer weights_dtype tp api api_key_file cache_mib session_ttl prefill_chunk""".split()
 missing = [k for k in keys if not re.search(r"^#?\s*" + k + r"\s*=", text, re.M)]
 unknown = [k for k in cfg if k not in keys]
 # the commented examples must parse too: uncomment "# key = value" lines and parse again
