@@ -110,6 +110,7 @@ struct Generation {
   std::optional<infer::Continuation> continues;  // a follow-up: where its tokens go on
   std::optional<std::int64_t> cut_from;          // a cached prefix shared in part: its rows from here go first
   std::int64_t cached = 0;                       // prompt tokens whose rows it found cached (not computed)
+  bool missed = false;                           // its admission looked the prefix cache up and found nothing
   std::int64_t reserved = 0;                     // cache rows it holds ring-wide while it runs
   bool settled = false;                          // SessionTable::finish saw it
   std::atomic<bool> cancelled{false};  // the client went away: its tokens are dropped

@@ -127,6 +127,7 @@ std::vector<std::shared_ptr<Generation>> RingService::take_generations(std::size
   arrived_ = false;
   while (!generations_.empty()) {
     std::shared_ptr<Generation> g = generations_.front();
+    if (sessions_) sessions_->look_again(*g);  // an entry filed since it arrived (its round ended) may hold its prefix
     // While replies stream, a long prompt goes in chunks, one a round (a round pauses at
     // every step while one is in): no step of theirs waits for more than one chunk.
     const std::int64_t chunk = config_.prefill_chunk;

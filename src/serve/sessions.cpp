@@ -141,21 +141,12 @@ void SessionTable::admit(Generation& g, bool open, const std::string& session, b
     reserved_ += need - s->rows;
     s->rows = 0;  // counted in the request's reservation while it runs
   } else {
-    if (hit) {  // its rows past the shared part go; the prompt's rest goes on from there
+    if (hit) {
       const auto e = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& x) { return x.sequence == taken; });
-      const std::int64_t shared = hit->shared;
-      g.sequence = taken;
-      g.continues = infer::Continuation{e->base + shared, shared};
-      if (shared < taken_rows) g.cut_from = e->base + shared;
-      g.cached = shared;
-      g.ran = true;  // its sequence has rows on every rank
-      g.feed.erase(g.feed.begin(), g.feed.begin() + shared);
-      reserved_ -= taken_rows;
-      entries_.erase(e);
-      ++figures_.hits;
-      figures_.cached_tokens += static_cast<std::uint64_t>(shared);
+      take_entry(g, Hit{static_cast<std::size_t>(e - entries_.begin()), hit->shared});
     } else {
       g.sequence = new_sequence();
+      g.missed = look_up && !open;  // (a session opened on it keeps the sequence it names)
     }
     if (open) {
       g.session = new_session_id();
@@ -169,6 +160,32 @@ void SessionTable::admit(Generation& g, bool open, const std::string& session, b
   g.keep = !g.session.empty();
   g.reserved = need;
   ++admitted_;
+}
+
+void SessionTable::take_entry(Generation& g, const Hit& hit) {
+  // The entry's rows past the shared part go (cut on every rank in g's first round); the
+  // prompt's rest goes on from there.
+  const Entry& e = entries_[hit.entry];
+  const auto rows = static_cast<std::int64_t>(e.tokens.size());
+  g.sequence = e.sequence;
+  g.continues = infer::Continuation{e.base + hit.shared, hit.shared};
+  if (hit.shared < rows) g.cut_from = e.base + hit.shared;
+  g.cached = hit.shared;
+  g.ran = true;  // its sequence has rows on every rank
+  g.missed = false;
+  g.feed.erase(g.feed.begin(), g.feed.begin() + hit.shared);
+  reserved_ -= rows;  // now the request's, within its reservation
+  entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(hit.entry));
+  ++figures_.hits;
+  figures_.cached_tokens += static_cast<std::uint64_t>(hit.shared);
+}
+
+bool SessionTable::look_again(Generation& g) {
+  if (!g.missed || g.ran || !g.session.empty() || g.settled) return false;
+  const std::optional<Hit> hit = look_up(g.prompt);
+  if (!hit) return false;
+  take_entry(g, *hit);  // the sequence admit gave it never held a row
+  return true;
 }
 
 bool SessionTable::finish(Generation& g, const infer::SequenceResult* r, bool ok) {

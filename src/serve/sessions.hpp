@@ -83,6 +83,11 @@ class SessionTable {
   // the capacity, 503 not now).
   // `look_up` false: no prefix-cache lookup (a sample of n > 1, which copies its request's rows).
   void admit(Generation& g, bool open, const std::string& session, bool look_up = true);
+  // A request that missed at admission, taken into a round now (before it ran): the entries
+  // filed since (a reply that ended in the round it arrived during, its entry filed when that
+  // round ended) are looked up again, at every take until it runs. Its reservation holds
+  // either way (a hit's rows are the prompt's). True when it took an entry.
+  bool look_again(Generation& g);
   // The request ended: ok (its reply complete, `r` its result) or not (failed, or its
   // client left: a session on it ends). True when the table keeps its rows (a session's,
   // or a new entry of the prefix cache); else the caller erases them if it has any.
@@ -129,6 +134,7 @@ class SessionTable {
     std::int64_t shared = 0;  // its rows the prompt reuses
   };
   std::optional<Hit> look_up(const std::vector<std::int32_t>& prompt) const;
+  void take_entry(Generation& g, const Hit& hit);  // g continues the entry's rows past the shared part
   std::int32_t new_sequence();
   std::string new_session_id();
   void end(std::map<std::string, Session>::iterator it);

@@ -4,7 +4,8 @@
 // around the newcomers, is exactly the reply it gets alone (greedy and seeded sampling);
 // n > 1 — samples of one prompt sharing its prefill, each the text its seed gives alone;
 // the prefix cache — a prompt that starts as an earlier one did computes only the rest,
-// with llama2.c's text, and says how many tokens it found cached; log probabilities equal to
+// with llama2.c's text, and says how many tokens it found cached (also when it arrives
+// before the round that ended the earlier reply does); log probabilities equal to
 // a float64 model's (tests/serve/logprob_reference.py), whole and streamed; structured output
 // and forced tool calls that an independent validator (npm ajv) accepts, at P = 1, 2, 3 and
 // --tp 2, on a seeded model whose chat template teaches Hermes (Qwen) tool calls.
@@ -59,6 +60,34 @@ void join_running(ModelRing& m, int hold) {
   CHECK(done);
   // The round they shared (logged when it ends, after the long reply's last token).
   CHECK(eventually([&] { return m.ring->log(0).find("2 requests (1 going on)") != std::string::npos; }, 30));
+}
+
+// A prompt sent again the moment its first reply's [DONE] arrives, while another reply
+// streams on in the round that ended it: the first reply's rows become a prefix-cache entry
+// only when that round ends, after the repeat was admitted (and missed); taken into the next
+// round, the repeat looks again and finds them. `hold` is stopped meanwhile, so that the
+// repeat surely arrives inside the round. A prompt no earlier request used (no other entry
+// holds it).
+void repeat_at_done(ModelRing& m, int hold) {
+  const std::string prompt = "The sun was warm and the birds sang";
+  itest::Spawned streaming(curl_post(m, "/v1/completions", sampled_body(300, true)), {}, "/usr/bin/curl");
+  REQUIRE(eventually([&] { streaming.pump(); return streaming.out().find("data: {") != std::string::npos; }, 60));
+  itest::Spawned first(curl_post(m, "/v1/completions", body(40, true, prompt)), {}, "/usr/bin/curl");
+  REQUIRE(eventually([&] { first.pump(); return first.out().find("data: [DONE]") != std::string::npos; }, 120));
+  m.ring->signal(hold, SIGSTOP);
+  streaming.pump();
+  const bool streams_on = streaming.out().find("data: [DONE]") == std::string::npos;  // the round goes on
+  itest::Spawned again(curl_post(m, "/v1/completions", body(40, false, prompt)), {}, "/usr/bin/curl");
+  const bool queued = eventually([&] { return metric(*m.ring, 0, "ringattn_generations_queued") == 1; }, 60);
+  m.ring->signal(hold, SIGCONT);
+  REQUIRE(streams_on);
+  REQUIRE(queued);
+  const Outcome f = first.wait(120), a = again.wait(120);
+  streaming.wait(120);
+  INFO("first: " << f.out.substr(0, 600) << "\nagain: " << a.out << "\nrank 0: " << m.ring->log(0));
+  REQUIRE(a.out.find("HTTP 200") != std::string::npos);
+  CHECK(text_of(a) == sse_text(f.out));
+  CHECK(cached_tokens(a) == prompt_tokens(a) - 1);
 }
 
 // logit_bias and the presence and frequency penalties, greedy: the text a float64 model
@@ -131,6 +160,7 @@ TEST_CASE("serve --model: a request that arrives while a long reply streams join
   INFO(m.ring->logs());
   REQUIRE(m.ring->wait_ready(60));
   join_running(m, 1);
+  repeat_at_done(m, 2);
   shaped_as_reference(m);
   samples_equal_alone(m, true);
   // Every ended reply's rows went with its round, but for what the prefix cache keeps.

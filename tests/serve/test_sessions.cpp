@@ -276,6 +276,44 @@ TEST_CASE("prefix cache: a whole reply's rows become an entry; a prompt that sta
   CHECK(t.take_ended() == std::vector<std::int32_t>{d->sequence});
 }
 
+TEST_CASE("prefix cache: a request admitted before the entry it needs was filed (the round that ended that reply still ran) looks again when taken") {
+  SessionTable t(100, 600, 512, 3);
+  auto a = request({1, 5, 6, 7}, 4);
+  t.admit(*a, false, "");
+  auto again = request({1, 5, 6, 7}, 4);  // arrives while a's round runs: nothing to find yet
+  t.admit(*again, false, "");
+  CHECK(again->cached == 0);
+  CHECK(again->missed);
+  const std::int32_t fresh = again->sequence;
+  CHECK(t.reserved() == 16);
+  CHECK(!t.look_again(*again));  // still nothing
+  a->chosen = {8, 9, 10, 11};
+  a->complete = true;
+  const infer::SequenceResult ra = reply({8, 9, 10, 11}, 7);
+  CHECK(t.finish(*a, &ra, true));  // the round ended: a's rows are an entry
+  CHECK(t.reserved() == 8 + 7);
+  CHECK(t.look_again(*again));  // taken into the next round: it finds them
+  CHECK(again->sequence == a->sequence);
+  CHECK(again->sequence != fresh);
+  CHECK(again->cached == 3);
+  CHECK(again->feed == std::vector<std::int32_t>{7});
+  CHECK(again->cut_from == 1003);
+  CHECK(again->ran);
+  CHECK(t.reserved() == 8);  // its own reservation holds the entry's rows now
+  CHECK(t.cache_figures().entries == 0);
+  CHECK(t.cache_figures().lookups == 2);
+  CHECK(t.cache_figures().hits == 1);
+  CHECK(!t.look_again(*again));  // it holds rows now: never again
+  // A session's request, one that found its prefix at admission, and a sample never look again.
+  auto s = request({1, 5, 6, 7}, 2);
+  t.admit(*s, true, "");
+  CHECK(!s->missed);
+  auto sample = request({1, 5, 6, 7}, 2);
+  t.admit(*sample, false, "", false);
+  CHECK(!sample->missed);
+  CHECK(!t.look_again(*sample));
+}
+
 TEST_CASE("GENERATE: sessions' fields round-trip in binary; ids this rank does not keep, or keeps, are refused where they would be misused") {
   auto a = request({1, 403}, 4);
   a->sequence = 7;
