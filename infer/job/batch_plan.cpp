@@ -98,6 +98,17 @@ BatchPlan plan_batch(const std::vector<Prompt>& prompts, const JobOptions& optio
   if (follow_tokens > max_rows)
     throw ringattn::InvalidArgument("the batch's follow-up messages hold " + std::to_string(follow_tokens) +
                                     " tokens, above the ring's max_rows " + std::to_string(max_rows) + " for one decode call");
+  const int feeder = options.decode_rank.value_or(0);
+  for (const std::size_t i : follow) {
+    const auto n = static_cast<std::int64_t>(prompts[i].tokens.size());
+    if (world > 1 && n >= world) {
+      plan.follow_rows.emplace_back(n * rank / world, n * (rank + 1) / world);
+      plan.follow_last.push_back(world - 1);
+    } else {
+      plan.follow_rows.emplace_back(0, rank == feeder ? n : 0);
+      plan.follow_last.push_back(feeder);
+    }
+  }
   for (std::size_t i = 0; i < prompts.size(); ++i) plan.steps = std::max(plan.steps, limit_of(prompts, options, i));
   std::vector<ringattn::PackedShard>& shards = plan.shards;
   if (!fresh.empty()) shards = shard_batch(cu, world, options.layout);

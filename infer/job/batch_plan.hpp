@@ -2,8 +2,8 @@
 // (from the batch and the limits all share), so that all fail together rather than some
 // waiting on the others: which prompts are prefilled (packed end to end) and which are fed
 // through Ring::decode (follow-ups of kept sequences, and a batch too short to cut: fewer
-// prompt tokens than ranks), every rank's rows of the packed batch, this rank's tokens and
-// positions, and how many steps the decode takes. job.hpp has the schedule it serves.
+// prompt tokens than ranks) and by which ranks, every rank's rows of the packed batch, this
+// rank's tokens and positions, and how many steps the decode takes. job.hpp has the schedule it serves.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +21,14 @@ struct BatchPlan {
   std::vector<std::size_t> follow;         // prompts fed through Ring::decode, in order
   std::vector<std::size_t> copies;         // samples of an earlier prompt (Prompt::copy_of), in order
   std::vector<Continuation> fed_from;      // per entry of `follow`: where its tokens start
+  // Per entry of `follow`: the tokens this rank feeds ([first, end) of its tokens), and the
+  // rank that feeds its last one. A follow-up of at least as many tokens as ranks (a cached
+  // prefix's new tokens, a prompt's chunk, a session's next message) is dealt over the ranks
+  // in contiguous runs, the last on the last rank, so that its layers run in parallel (its
+  // queries then visit the stationary shards from every rank: pass-Q); a shorter one (a
+  // running reply's token) is the decode rank's alone.
+  std::vector<std::pair<std::int64_t, std::int64_t>> follow_rows;
+  std::vector<int> follow_last;
   std::vector<std::int64_t> cu;            // the fresh prompts packed: cu_seqlens
   std::vector<std::int32_t> fresh_ids;     // their sequence ids (increasing)
   std::vector<ringattn::PackedShard> shards;  // every rank's rows of the packed batch (none: no fresh prompt)

@@ -11,6 +11,7 @@ namespace infer {
 namespace {
 
 constexpr std::uint32_t kLastRows = 0x4C48;  // a holder's last hidden rows, to the decode rank
+constexpr std::uint32_t kFollowRows = 0x4C46;  // a follow-up's last hidden rows, to the decode rank
 
 }  // namespace
 
@@ -67,5 +68,40 @@ void move_last_rows(ringattn::Ring& ring, const Place& at, int to, const std::ve
   last_h = std::move(all);
 }
 
+
+std::vector<float> gather_follow_rows(ringattn::Ring& ring, const Place& at, int to, const std::vector<int>& last, std::int64_t dim,
+                                      const std::vector<float>& mine) {
+  const auto row = static_cast<std::size_t>(dim);
+  if (at.rank != to) {
+    if (!mine.empty()) {
+      ringattn::MessageRequest s = ring.send_message(at.ring_rank(to), kFollowRows, mine.size() / row, std::as_bytes(std::span(mine)));
+      ring.wait(s);
+    }
+    return {};
+  }
+  std::vector<float> all(last.size() * row);
+  std::vector<std::size_t> next(static_cast<std::size_t>(at.world), 0);  // each rank's next row in `got`
+  std::vector<std::vector<float>> got(static_cast<std::size_t>(at.world));
+  for (int r = 0; r < at.world; ++r) {
+    const auto held = static_cast<std::size_t>(std::count(last.begin(), last.end(), r));
+    if (held == 0) continue;
+    if (r == to) {
+      got[static_cast<std::size_t>(r)] = mine;
+      continue;
+    }
+    std::vector<float>& g = got[static_cast<std::size_t>(r)];
+    g.resize(held * row);
+    ringattn::MessageRequest q = ring.receive_message(at.ring_rank(r), kFollowRows, [&](const ringattn::MessageHeader& h) {
+      if (h.bytes != g.size() * sizeof(float) || h.job != held) return std::span<std::byte>();  // the ring fails
+      return std::as_writable_bytes(std::span(g));
+    });
+    ring.wait(q);
+  }
+  for (std::size_t f = 0; f < last.size(); ++f) {
+    const auto r = static_cast<std::size_t>(last[f]);
+    std::copy_n(got[r].begin() + static_cast<std::ptrdiff_t>(next[r]++ * row), row, all.begin() + static_cast<std::ptrdiff_t>(f * row));
+  }
+  return all;
+}
 
 }  // namespace infer

@@ -96,4 +96,10 @@ void move_last_rows(ringattn::Ring& ring, const Place& at, int to, const std::ve
                     const std::vector<std::int64_t>& cu, std::int64_t dim, std::vector<SequenceResult>& owned,
                     std::vector<float>& last_h);
 
+// After the prefill: the follow-ups' last hidden rows (follow-up f's on rank last[f]) to
+// rank `to`. `mine`: this rank's, in follow-up order. Returns, on `to`, every follow-up's
+// row in order; on the others nothing. Each holder sends its rows in one message.
+std::vector<float> gather_follow_rows(ringattn::Ring& ring, const Place& at, int to, const std::vector<int>& last, std::int64_t dim,
+                                      const std::vector<float>& mine);
+
 }  // namespace infer

@@ -145,24 +145,26 @@ class BatchRun {
     return st;
   }
 
-  // On the decode rank: the follow-ups' tokens (prompts continuing a kept sequence), in
-  // prompt order, embedded; fed_last_ their last rows.
+  // The follow-ups' tokens (prompts continuing a kept sequence) this rank feeds (the plan's
+  // follow_rows: a long one dealt over the ranks, a short one the decode rank's), in prompt
+  // order, embedded; fed_last_ the rows of the last tokens it holds, in follow-up order.
   void embed_follow_ups() {
-    const int feeder = options_.decode_rank.value_or(0);  // feeds the follow-ups (and a batch too short to cut)
+    const int feeder = options_.decode_rank.value_or(0);  // owns the follow-ups (and a batch too short to cut)
     feeds_ = !plan_.follow.empty() && at_.rank == feeder;
-    if (!feeds_) return;
     std::vector<std::int32_t> ids;
     for (std::size_t f = 0; f < plan_.follow.size(); ++f) {
       const std::size_t i = plan_.follow[f];
       const Continuation& from = plan_.fed_from[f];
-      for (std::size_t t = 0; t < prompts_[i].tokens.size(); ++t) {
-        ids.push_back(prompts_[i].tokens[t]);
+      const auto [first, end] = plan_.follow_rows[f];
+      for (std::int64_t t = first; t < end; ++t) {
+        ids.push_back(prompts_[i].tokens[static_cast<std::size_t>(t)]);
         fed_.sequences.push_back(sequence_of(i));
-        fed_.ring_pos.push_back(from.ring_position + static_cast<std::int64_t>(t));
-        fed_.rope_pos.push_back(from.rope_position + static_cast<std::int64_t>(t));
+        fed_.ring_pos.push_back(from.ring_position + t);
+        fed_.rope_pos.push_back(from.rope_position + t);
       }
-      fed_last_.push_back(ids.size() - 1);
+      if (plan_.follow_last[f] == at_.rank) fed_last_.push_back(ids.size() - 1);
     }
+    if (ids.empty()) return;
     fed_.h.resize(ids.size() * static_cast<std::size_t>(c_.dim));
     model_.embed(ids, fed_.h, group_);
     stats_.continued_tokens = static_cast<std::int64_t>(ids.size());
@@ -256,16 +258,24 @@ class BatchRun {
       // position there), so a single process cannot tell the two apart.
       s.next.rope_position = options_.rope == RopePositions::global ? cu[d + 1] - cu[d] : cu[d + 1];
     }
+    if (!plan_.follow.empty()) {  // the follow-ups' last rows, to the decode rank
+      std::vector<float> mine;
+      for (const std::size_t r : fed_last_) {
+        const auto row = fed_.h.begin() + static_cast<std::ptrdiff_t>(r * static_cast<std::size_t>(c_.dim));
+        mine.insert(mine.end(), row, row + c_.dim);
+      }
+      const std::vector<float> rows =
+          gather_follow_rows(ring_, at_, options_.decode_rank.value_or(0), plan_.follow_last, c_.dim, mine);
+      if (feeds_) last_h_.insert(last_h_.end(), rows.begin(), rows.end());
+    }
     if (feeds_)
       for (std::size_t f = 0; f < plan_.follow.size(); ++f) {
-      const std::size_t i = plan_.follow[f];
-      SequenceResult s{static_cast<std::int32_t>(i), {}, {}, plan_.fed_from[f]};
-      s.next.ring_position += static_cast<std::int64_t>(prompts_[i].tokens.size());
-      s.next.rope_position += static_cast<std::int64_t>(prompts_[i].tokens.size());
-      owned_.push_back(std::move(s));
-      const auto row = fed_.h.begin() + static_cast<std::ptrdiff_t>(fed_last_[f] * c_.dim);
-      last_h_.insert(last_h_.end(), row, row + c_.dim);
-    }
+        const std::size_t i = plan_.follow[f];
+        SequenceResult s{static_cast<std::int32_t>(i), {}, {}, plan_.fed_from[f]};
+        s.next.ring_position += static_cast<std::int64_t>(prompts_[i].tokens.size());
+        s.next.rope_position += static_cast<std::int64_t>(prompts_[i].tokens.size());
+        owned_.push_back(std::move(s));
+      }
     // A sample goes where its prompt's last row is: the same row, the same next position.
     for (const std::size_t i : plan_.copies) {
       const auto src = std::find_if(owned_.begin(), owned_.end(), [&](const SequenceResult& s) { return s.prompt == prompts_[i].copy_of; });
@@ -415,7 +425,7 @@ class BatchRun {
   std::vector<ringattn::KVCache>& caches_;
   bool feeds_ = false;
   DecodeRows fed_;                  // the follow-ups' tokens, in prompt order
-  std::vector<std::size_t> fed_last_;  // the row of each follow-up's last token in fed_
+  std::vector<std::size_t> fed_last_;  // the rows in fed_ of the follow-ups' last tokens this rank feeds, in follow-up order
   std::vector<float> h_;            // the prefill's hidden rows
   std::vector<SequenceResult> owned_;
   std::vector<float> last_h_, logits_, stops_;

@@ -193,7 +193,8 @@ std::vector<ScheduleCost> schedule_costs(const PlanInput& in, std::int64_t block
 }
 
 bool prefix_pays(std::int64_t shared, std::int64_t fresh, std::int64_t nodes) {
-  return shared > 0 && fresh >= 0 && nodes >= 1 && fresh * (nodes - 1) < shared;
+  if (shared <= 0 || fresh < 0 || nodes < 1) return false;
+  return fresh < nodes ? fresh * (nodes - 1) < shared : shared * nodes >= fresh;
 }
 
 }  // namespace ringattn::plan

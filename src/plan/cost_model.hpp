@@ -69,13 +69,17 @@ std::string_view to_string(Verdict v);
 
 // --- a prompt on top of a cached prefix (the daemons' prefix cache) ----------------------
 
-// Whether computing `fresh` new tokens past `shared` cached rows on one node (pass-Q: the new
-// tokens' layers on the node that feeds them, their queries around the ring past the
-// stationary rows) costs less than prefilling the whole prompt afresh over `nodes` nodes.
-// Every layer's matmuls are per token, so pass-Q does fresh x w on one node against
-// (shared + fresh) x w / nodes spread; attention is spread over the nodes either way, and
-// pass-Q moves only the new tokens' queries (fresh x d per step) where a prefill moves
-// every K/V block. So: fresh x (nodes - 1) < shared.
+// Whether computing `fresh` new tokens past `shared` cached rows (pass-Q: the new tokens'
+// layers, their queries around the ring past the stationary rows) costs less than
+// prefilling the whole prompt afresh over `nodes` nodes. Every layer's matmuls are per
+// token. Fewer new tokens than nodes go to one node: fresh x w there against
+// (shared + fresh) x w / nodes spread, so they pay when fresh x (nodes - 1) < shared. At
+// least as many are dealt over the nodes (infer's BatchPlan::follow_rows): ~fresh / nodes
+// a node against (shared + fresh) / nodes, always less; but taking an entry cuts its rows
+// past the shared part, so a share under 1 / nodes of the new tokens (a BOS, a short system
+// prompt before a long document) saves too little to spend the entry on: they pay when
+// shared x nodes >= fresh. Attention is spread over the nodes either way, and pass-Q moves
+// the new tokens' queries and partial outputs (a few KiB a token and layer), not the K/V.
 bool prefix_pays(std::int64_t shared, std::int64_t fresh, std::int64_t nodes);
 
 // --- a whole plan ------------------------------------------------------------------------

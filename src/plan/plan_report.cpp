@@ -167,10 +167,21 @@ std::string format_plan_text(const Plan& p) {
   if (in.cached && in.fresh) {
     const bool q = prefix_pays(*in.cached, *in.fresh, in.nodes);
     os << "\nprefix cache: " << format_count(*in.cached) << " cached + " << format_count(*in.fresh) << " new tokens on " << in.nodes
-       << " nodes\n  new x (P-1) = " << format_count(*in.fresh * (in.nodes - 1)) << (q ? " < " : " >= ") << format_count(*in.cached)
-       << " cached  ->  " << (q ? "pass-Q: the new tokens' layers on one node, their queries around the ring past the cached rows"
-                                 : "prefill the whole prompt afresh over the ring (the cached rows are not worth their one node's work)")
-       << "\n";
+       << " nodes\n";
+    if (*in.fresh >= in.nodes && q)
+      os << "  new >= P: pass-Q, the new tokens dealt over the nodes (~" << format_count((*in.fresh + in.nodes - 1) / in.nodes)
+         << " a node against " << format_count((*in.cached + *in.fresh + in.nodes - 1) / in.nodes)
+         << " for a prefill afresh), their queries around the ring past the cached rows\n";
+    else if (*in.fresh >= in.nodes)
+      os << "  new >= P, but cached x P = " << format_count(*in.cached * in.nodes) << " < " << format_count(*in.fresh)
+         << " new  ->  prefill the whole prompt afresh over the ring (a share under 1/P of the new tokens saves too little to cut "
+            "the cached entry for)\n";
+    else
+      os << "  new < P: on one node; new x (P-1) = " << format_count(*in.fresh * (in.nodes - 1)) << (q ? " < " : " >= ")
+         << format_count(*in.cached) << " cached  ->  "
+         << (q ? "pass-Q: the new tokens' layers on one node, their queries around the ring past the cached rows"
+               : "prefill the whole prompt afresh over the ring (the cached rows are not worth their one node's work)")
+         << "\n";
   }
   return os.str();
 }

@@ -351,8 +351,10 @@ void RingService::run_worker_generation(std::uint64_t id) {
   peer::receive(*ring_, 0, peer::Msg::done, id, buf);
   for (const std::int32_t s : decode_erasures(buf, kept_.ids)) kept_.erase(s);
   metrics_.set("ringattn_generation_cache_rows", {}, static_cast<double>(kept_.rows()));
-  metrics_.add("ringattn_generated_tokens_total", {{"phase", "prefill"}}, static_cast<double>(st.rows));
-  record_job(id, JobResult::ok, since(t0), std::to_string(b.prompts.size()) + " generations, " + std::to_string(st.rows) + " rows here", "",
+  // Its prefill rows and its share of the follow-ups' tokens (dealt over the ranks).
+  metrics_.add("ringattn_generated_tokens_total", {{"phase", "prefill"}}, static_cast<double>(st.rows + st.continued_tokens));
+  record_job(id, JobResult::ok, since(t0),
+             std::to_string(b.prompts.size()) + " generations, " + std::to_string(st.rows + st.continued_tokens) + " rows here", "",
              FailureCause::unknown);
   {
     std::lock_guard lock(mu_);

@@ -207,7 +207,7 @@ TEST_CASE("serve --model --tp 2 on 4 daemons: a newcomer joins a running reply o
   samples_equal_alone(m, false);
 }
 
-TEST_CASE("serve --model: the prefix cache — a repeated prompt, one that extends a cached reply, one that shares part of it: llama2.c's text, their cached tokens; entries evicted for room") {
+TEST_CASE("serve --model: the prefix cache — a repeated prompt, one that extends a cached reply, one that shares part of it, one whose many new tokens are dealt over the ranks: llama2.c's text, their cached tokens; entries evicted for room") {
   const auto dir = ::test::model_dir();
   if (!dir) return;
   ModelRing m(*dir, {"--cache-mib", "0.5"}, 10);  // 306 rows ring-wide (stories260K: 5 KiB a token)
@@ -253,6 +253,26 @@ TEST_CASE("serve --model: the prefix cache — a repeated prompt, one that exten
     double rows = 0;
     for (int r = 0; r < 3; ++r) rows += metric(*m.ring, r, "ringattn_generation_cache_rows");
     return rows == entry;
+  }, 10));
+  // A prompt that goes on far past the entry (the greedy text to some 380 bytes): its new
+  // tokens, more than the ranks, are dealt over them — every rank feeds some.
+  const std::string longer = greedy.substr(0, greedy.rfind(' ', 380));
+  std::vector<double> fed_before;
+  for (int r = 0; r < 3; ++r) fed_before.push_back(metric(*m.ring, r, "ringattn_generated_tokens_total{phase=\"prefill\"}"));
+  const Outcome g = ask(longer, 45);
+  continues_greedy(longer, text_of(g));
+  const double fresh = prompt_tokens(g) - cached_tokens(g);
+  CHECK(cached_tokens(g) >= 40);
+  CHECK(fresh >= 30);
+  CHECK(eventually([&] {
+    double fed = 0;
+    bool everyone = true;
+    for (int r = 0; r < 3; ++r) {
+      const double mine = metric(*m.ring, r, "ringattn_generated_tokens_total{phase=\"prefill\"}") - fed_before[static_cast<std::size_t>(r)];
+      everyone = everyone && mine >= std::floor(fresh / 3);
+      fed += mine;
+    }
+    return everyone && fed == fresh;
   }, 10));
   // A prompt sharing only BOS (not worth the cache) that needs more than is free: the entry
   // is evicted for it, never keeping it out.

@@ -197,9 +197,12 @@ TEST_CASE("sessions: closing a busy session waits for its reply; idle ones expir
 }
 
 TEST_CASE("prefix cache: a whole reply's rows become an entry; a prompt that starts the same takes it, cut past the shared part; the cost model decides; entries go before idle sessions") {
-  CHECK(plan::prefix_pays(10, 4, 3));   // 4 new tokens on one rank beat 14 over 3 ranks
-  CHECK(!plan::prefix_pays(10, 5, 3));
-  CHECK(plan::prefix_pays(1, 100, 1));  // one rank: any cached row saves its work
+  CHECK(plan::prefix_pays(10, 2, 3));   // 2 new tokens on one rank beat 12 over 3 ranks
+  CHECK(!plan::prefix_pays(3, 2, 3));   // not 5 over 3
+  CHECK(plan::prefix_pays(1, 3, 3));    // 3 new tokens dealt over 3 ranks: one a rank
+  CHECK(!plan::prefix_pays(1, 4, 3));   // BOS alone is not worth cutting an entry for 4 new tokens
+  CHECK(plan::prefix_pays(100, 100, 1));  // one rank: half the work saved
+  CHECK(!plan::prefix_pays(1, 100, 1));   // BOS saves too little to cut an entry for
   CHECK(!plan::prefix_pays(0, 1, 1));
 
   SessionTable t(40, 600, 512, 3);
@@ -234,14 +237,14 @@ TEST_CASE("prefix cache: a whole reply's rows become an entry; a prompt that sta
   CHECK(t.finish(*b, &rb, true));
   CHECK(t.cache_figures().rows == 10);  // BOS 5 6 7 8 9 10 12 13 14
 
-  // Too little shared for the cost model (BOS of 9 tokens over 3 ranks): computed afresh,
-  // and kept as a second entry.
-  auto d = request({1, 20, 21, 22, 23, 24, 25, 26, 27}, 1);
+  // Too little shared for the cost model (BOS, then 2 new tokens: fewer than the ranks, so on
+  // one rank, against 3 tokens over 3): computed afresh, and kept as a second entry.
+  auto d = request({1, 20, 21}, 2);
   t.admit(*d, false, "");
   CHECK(d->cached == 0);
-  d->chosen = {30};
+  d->chosen = {30, 31};
   d->complete = true;
-  const infer::SequenceResult rd = reply({30}, 9);
+  const infer::SequenceResult rd = reply({30, 31}, 4);
   CHECK(t.finish(*d, &rd, true));
   CHECK(t.cache_figures().entries == 2);
 
@@ -252,7 +255,7 @@ TEST_CASE("prefix cache: a whole reply's rows become an entry; a prompt that sta
   CHECK(c->feed == std::vector<std::int32_t>{7});
   CHECK(c->cut_from == 1003);
   CHECK(!t.finish(*c, nullptr, false));  // failed: not kept (the caller erases its rows)
-  CHECK(t.reserved() == 9);  // the other entry's rows
+  CHECK(t.reserved() == 4);  // the other entry's rows
   CHECK(t.cache_figures().entries == 1);
 
   const auto f = t.cache_figures();
@@ -260,14 +263,14 @@ TEST_CASE("prefix cache: a whole reply's rows become an entry; a prompt that sta
   CHECK(f.hits == 2);
   CHECK(f.cached_tokens == 10);
 
-  // An idle session (12 rows) and the entry (9): a request of 25 needs 6 more than is free;
+  // An idle session (12 rows) and the entry (4): a request of 25 needs 1 more than is free;
   // the entry goes first, the session stays.
   auto s = request({1, 40, 41}, 10);
   t.admit(*s, true, "");
   s->complete = true;
   const infer::SequenceResult rs = reply({50}, 12);
   t.finish(*s, &rs, true);
-  CHECK(t.reserved() == 21);
+  CHECK(t.reserved() == 16);
   auto big = request({1, 60}, 23);
   t.admit(*big, false, "");
   CHECK(t.cache_figures().entries == 0);

@@ -149,16 +149,27 @@ TEST_SUITE("plan report") {
     CHECK(text.find("assumed") == std::string::npos);
   }
 
-  TEST_CASE("a prompt on the prefix cache: pass-Q when new x (P-1) < cached, else a prefill afresh; in text and JSON") {
+  TEST_CASE("a prompt on the prefix cache: pass-Q dealt over the nodes when new >= P and cached x P >= new; on one node when new x (P-1) < cached; else a prefill afresh; in text and JSON") {
     PlanInput in = seed();  // 64 nodes
     in.cached = 2000;
     in.fresh = 31;  // 31 x 63 = 1953 < 2000
     CHECK(format_plan_text(make_plan(in)).find("1,953 < 2,000 cached  ->  pass-Q") != std::string::npos);
     CHECK(JsonLeaves(format_plan_json(make_plan(in))).leaves.at("prefix_cache.choice") == "pass_q");
-    in.fresh = 32;  // 2016 >= 2000
-    CHECK(format_plan_text(make_plan(in)).find("2,016 >= 2,000 cached  ->  prefill the whole prompt afresh") != std::string::npos);
+    in.cached = 1900;
+    in.fresh = 31;  // 1953 >= 1900
+    CHECK(format_plan_text(make_plan(in)).find("1,953 >= 1,900 cached  ->  prefill the whole prompt afresh") != std::string::npos);
     CHECK(JsonLeaves(format_plan_json(make_plan(in))).leaves.at("prefix_cache.choice") == "prefill");
-    CHECK(prefix_pays(1, 1000, 1));  // one node: any cached row saves work
+    in.fresh = 6400;  // 100 a node against 130 for the prefill
+    CHECK(format_plan_text(make_plan(in)).find("new >= P: pass-Q, the new tokens dealt over the nodes (~100 a node against 130 for a prefill afresh)") !=
+          std::string::npos);
+    CHECK(JsonLeaves(format_plan_json(make_plan(in))).leaves.at("prefix_cache.choice") == "pass_q");
+    in.cached = 50;  // 3200 > 6400 / 64 ... but 50 x 64 = 3200 < 6400: not worth cutting the entry
+    CHECK(format_plan_text(make_plan(in)).find("cached x P = 3,200 < 6,400 new  ->  prefill the whole prompt afresh") != std::string::npos);
+    CHECK(JsonLeaves(format_plan_json(make_plan(in))).leaves.at("prefix_cache.choice") == "prefill");
+    CHECK(prefix_pays(1000, 1000, 1));  // one node: half the work saved
+    CHECK(!prefix_pays(1, 1000, 1));    // one node: BOS is not worth cutting an entry for
+    CHECK(prefix_pays(1, 64, 64));   // dealt over the nodes, a share of 1/P
+    CHECK(!prefix_pays(1, 65, 64));
     CHECK(!prefix_pays(0, 0, 1));
   }
 
