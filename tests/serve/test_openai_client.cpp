@@ -17,6 +17,18 @@
 // in ringattn_api_requests_total and every generation ended ok (stops too). Skipped without
 // the model files or the package (no registry), failed for that under CI=true
 // (tests/skip.hpp).
+//
+// The same client's tool calls (openai_node/tools_test.mjs) against 2 daemons hosting the
+// seeded model whose chat template teaches Hermes (Qwen) calls (hermes_model.hpp; no model
+// file needed): two strict functions offered, tool_choice "required" and each one named, seeds
+// 1-3 — finish_reason tool_calls and one well-formed call, the same call streamed in one delta
+// and accumulated by the client's stream helper (finalChatCompletion, parsed_arguments, its
+// arguments.done event); "none" beside tools gives text; the assistant's call and a role "tool"
+// result sent back are answered; runTools with a named choice calls the user's function once
+// with the parsed arguments (one request; streamed too) and its conversation is answered; a
+// choice naming an unknown function or "required" without tools is a BadRequestError naming
+// tool_choice. Every call's arguments the client got are valid under its function's parameters
+// by npm ajv. Skipped without the packages, failed for that under CI=true.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -27,12 +39,15 @@
 #include <random>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "infer/common/json.hpp"
 #include "src/serve/openai_api.hpp"
 #include "src/serve/openai_params.hpp"
 #include "tests/model/model_files.hpp"
 #include "tests/serve/daemon_ring.hpp"
+#include "tests/serve/hermes_model.hpp"
+#include "tests/serve/model_ring.hpp"
 
 namespace ringattn::stest {
 namespace {
@@ -179,21 +194,39 @@ namespace {
 
 const std::string kRunSh = RINGATTN_SOURCE_ROOT "/tests/serve/openai_node/run.sh";
 
+// The package, before any daemon starts (npm, once per machine), so that a skip leaves none
+// behind; false once skipped.
+bool client_installed() {
+  itest::Spawned install({kRunSh, "install"}, {}, "/bin/bash");
+  const Outcome o = install.wait(600);
+  if (o.exit_code == 77) {
+    ::test::skip("the openai npm package: " + o.err);
+    return false;
+  }
+  REQUIRE_MESSAGE(o.exit_code == 0, "run.sh install: " << o.err);
+  return true;
+}
+
+// The report a client script printed (openai_node/report.mjs): every check passed, and at
+// least `at_least` of them ran (a section that stopped early would leave some out).
+infer::Json checked_report(const Outcome& o, std::size_t at_least) {
+  REQUIRE(o.exit_code == 0);
+  infer::Json report = infer::parse_json(o.out);
+  const infer::Json& checks = report.at("checks");
+  CHECK(checks.size() >= at_least);
+  for (const infer::Json& k : checks) {
+    INFO(k.at("name").get<std::string>() << ": " << k.at("detail").get<std::string>());
+    CHECK(k.at("ok").get<bool>());
+  }
+  return report;
+}
+
 }  // namespace
 
 TEST_CASE("the official openai Node client against 2 daemons hosting stories260K: text, streams, stop, usage, errors, every answer counted") {
   const auto dir = ::test::model_dir();
   if (!dir) return;
-  // The package first (npm, once per machine): a skip leaves no daemon behind.
-  {
-    itest::Spawned install({kRunSh, "install"}, {}, "/bin/bash");
-    const Outcome o = install.wait(600);
-    if (o.exit_code == 77) {
-      ::test::skip("the openai npm package: " + o.err);
-      return;
-    }
-    REQUIRE_MESSAGE(o.exit_code == 0, "run.sh install: " << o.err);
-  }
+  if (!client_installed()) return;
   const std::string api = "127.0.0.1:" + std::to_string(itest::free_port());
   RingConfig c;
   c.world = 2;
@@ -215,14 +248,7 @@ TEST_CASE("the official openai Node client against 2 daemons hosting stories260K
     ::test::skip("the openai npm package: " + o.err);
     return;
   }
-  REQUIRE(o.exit_code == 0);
-  const infer::Json report = infer::parse_json(o.out);
-  const infer::Json& checks = report.at("checks");
-  CHECK(checks.size() >= 50);  // every section ran
-  for (const infer::Json& k : checks) {
-    INFO(k.at("name").get<std::string>() << ": " << k.at("detail").get<std::string>());
-    CHECK(k.at("ok").get<bool>());
-  }
+  const infer::Json report = checked_report(o, 50);
 
   // Every answer the client got is counted under its status, and nothing else is
   // (the script is the endpoint's only client): 400, 401, 404 and 413 among them.
@@ -244,6 +270,53 @@ TEST_CASE("the official openai Node client against 2 daemons hosting stories260K
   CHECK(eventually([&] { return metric(ring, 0, "ringattn_generations_total{result=\"ok\"}") == generations; },
                    10));
   CHECK(metric(ring, 0, "ringattn_generations_total{result=\"cancelled\"}") == 0);
+}
+
+namespace {
+
+// What the client offers: two functions whose parameters are hermes_model.hpp's schemas,
+// strict (so that the client's helpers parse the arguments too).
+infer::Json offered_tools() {
+  infer::Json tools = infer::Json::array();
+  for (const auto& [name, schema] : {std::pair{"weather", kWeather}, std::pair{"person", kPerson}}) {
+    infer::Json tool = {{"type", "function"}, {"function", {{"name", name}, {"parameters", infer::parse_json(schema)}, {"strict", true}}}};
+    tools.push_back(tool);
+  }
+  return tools;
+}
+
+}  // namespace
+
+TEST_CASE("the official openai Node client: tool calls against 2 daemons hosting a seeded Hermes-template model; arguments valid by ajv") {
+  if (!client_installed()) return;
+  const HermesModel model;
+  RingConfig c;
+  c.world = 2;
+  ModelRing m(model.path, {}, 10, {"--model", model.path.string()}, c);
+  INFO(m.ring->logs());
+  REQUIRE(m.ring->wait_ready(60));
+  const infer::Json tools = offered_tools();
+  // The hosted model's id is its directory's name.
+  itest::Spawned client({kRunSh, "tools", m.url(""), m.token, model.path.filename().string(), tools.dump()}, {}, "/bin/bash");
+  const Outcome o = client.wait(300);
+  INFO("client stderr: " << o.err);
+  if (o.exit_code == 77) {
+    ::test::skip("the openai npm package: " + o.err);
+    return;
+  }
+  const infer::Json report = checked_report(o, 69);
+  // Every call's arguments the client got, whole, streamed and through its helpers, valid
+  // under the parameters of the function it calls; each function named in 9 of them at least.
+  infer::Json cases = infer::Json::array();
+  for (const infer::Json& t : tools) {
+    const std::string name = t.at("function").at("name").get<std::string>();
+    const infer::Json outputs = report.at("arguments").at(name);
+    CAPTURE(name);
+    CHECK(outputs.size() >= 9);
+    infer::Json one = {{"name", name}, {"schema", t.at("function").at("parameters")}, {"outputs", outputs}};
+    cases.push_back(one);
+  }
+  ajv_accepts(cases);
 }
 
 }  // namespace ringattn::stest

@@ -8,7 +8,8 @@
 // before the round that ended the earlier reply does); log probabilities equal to
 // a float64 model's (tests/serve/logprob_reference.py), whole and streamed; structured output
 // and forced tool calls that an independent validator (npm ajv) accepts, at P = 1, 2, 3 and
-// --tp 2, on a seeded model whose chat template teaches Hermes (Qwen) tool calls.
+// --tp 2, with curl, on a seeded model whose chat template teaches Hermes (Qwen) tool calls
+// (hermes_model.hpp; test_openai_client.cpp makes the same calls through OpenAI's Node client).
 #include <doctest/doctest.h>
 #include <signal.h>
 
@@ -17,7 +18,7 @@
 #include <sstream>
 #include <string>
 
-#include "tests/integration/hf_text_model.hpp"
+#include "tests/serve/hermes_model.hpp"
 #include "tests/serve/model_ring.hpp"
 
 namespace ringattn::stest {
@@ -359,77 +360,10 @@ TEST_CASE("serve --model: logprobs (completions, 0-5) and logprobs + top_logprob
   CHECK(alone.out.find("invalid_parameter_combination") != std::string::npos);
 }
 
-// A Qwen-style (Hermes) chat template that offers tools and renders calls and their results,
-// over the seeded directory's byte-level tokenizer (the markers are plain text to it).
-const char* kHermesTemplate = R"({%- if tools %}<|im_start|>system
-# Tools
-<tools>
-{%- for t in tools %}
-{{ t | tojson }}
-{%- endfor %}
-</tools>
-For each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:
-<tool_call>
-{"name": <function-name>, "arguments": <args-json-object>}
-</tool_call><|im_end|>
-{% endif %}
-{%- for m in messages %}<|im_start|>{{ m.role }}
-{% if m.content %}{{ m.content }}{% endif %}
-{%- if m.tool_calls %}{% for c in m.tool_calls %}<tool_call>
-{"name": "{{ c.function.name }}", "arguments": {{ c.function.arguments }}}
-</tool_call>{% endfor %}{% endif %}<|im_end|>
-{% endfor %}<|im_start|>assistant
-)";
-
-struct HermesModel {
-  std::filesystem::path path = std::filesystem::temp_directory_path() / ("ringattn-hermes-" + std::to_string(::getpid()));
-  HermesModel() {
-    std::filesystem::create_directories(path);
-    ::test::hf_text::write_model(path, 7);
-    infer::Json config = infer::parse_json([&] {
-      std::ifstream f(path / "tokenizer_config.json");
-      return std::string(std::istreambuf_iterator<char>(f), {});
-    }());
-    config["chat_template"] = kHermesTemplate;
-    std::ofstream(path / "tokenizer_config.json") << config.dump(2);
-  }
-  ~HermesModel() { std::filesystem::remove_all(path); }
-};
-
-const char* kPerson = R"({"type": "object", "properties": {"name": {"type": "string", "maxLength": 12}, "age": {"type": "integer"},
-  "pets": {"type": "array", "items": {"enum": ["cat", "dog"]}, "maxItems": 2}}, "required": ["name", "age", "pets"], "additionalProperties": false})";
+// A schema of recursion and unions for structured output (the tools' are hermes_model.hpp's).
 const char* kTree = R"({"$defs": {"node": {"type": "object", "properties": {"v": {"anyOf": [{"type": "boolean"}, {"type": "null"}]},
   "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 1}}, "required": ["v", "kids"], "additionalProperties": false}},
   "$ref": "#/$defs/node"})";
-const char* kWeather = R"({"type": "object", "properties": {"city": {"type": "string", "maxLength": 10}, "unit": {"enum": ["C", "F"]}},
-  "required": ["city", "unit"], "additionalProperties": false})";
-
-// Every output of `cases` ([{"name", "schema", "outputs"}]) valid under its schema, by ajv.
-void ajv_accepts(const infer::Json& cases) {
-  const std::string kRun = RINGATTN_SOURCE_ROOT "/tests/constrain/ajv/run.sh";
-  const Outcome install = run("/bin/bash", {kRun, "install"}, 600);
-  if (install.exit_code == 77) {
-    ::test::skip("ajv: " + install.err);
-    return;
-  }
-  REQUIRE_MESSAGE(install.exit_code == 0, install.err);
-  const auto dir = std::filesystem::temp_directory_path() / ("ringattn-ajv-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir / "cases.json") << cases.dump();
-  const Outcome v = run("/bin/bash", {kRun, "validate", (dir / "cases.json").string(), (dir / "report.json").string()});
-  INFO("ajv: " << v.err);
-  REQUIRE(v.exit_code == 0);
-  const infer::Json report = infer::parse_json([&] {
-    std::ifstream f(dir / "report.json");
-    return std::string(std::istreambuf_iterator<char>(f), {});
-  }());
-  std::filesystem::remove_all(dir);
-  INFO(report.dump());
-  std::size_t outputs = 0;
-  for (const auto& c : cases) outputs += c.at("outputs").size();
-  CHECK(report.at("checked").get<std::size_t>() == outputs);
-  CHECK(report.at("failures").empty());
-}
 
 // Structured output (two schemas, three seeds, whole and streamed) and forced tool calls
 // (required and named, whole and streamed), then a tool result's follow-up, on `m`.

@@ -10,6 +10,8 @@
 import http from 'node:http';
 import { createRequire } from 'node:module';
 
+import { check, checks, errorOf, section } from './report.mjs';
+
 const [cache, base, key, model, metricsUrl, expected] = process.argv.slice(2);
 const OpenAI = createRequire(cache + '/package.json')('openai');
 
@@ -20,15 +22,11 @@ const options = { baseURL: base + '/v1', maxRetries: 0, timeout: 120000, httpAge
 const client = new OpenAI({ apiKey: key, ...options });
 const wrongKey = new OpenAI({ apiKey: 'not-the-daemon-key', ...options });
 
-const checks = [];
 const statuses = {};
 let generations = 0;
 const prompt = 'Once upon a time';
 const messages = [{ role: 'user', content: prompt }];
 
-function check(name, ok, detail) {
-  checks.push({ name, ok: Boolean(ok), detail: ok ? '' : JSON.stringify(detail ?? null).slice(0, 2000) });
-}
 function counted(status) {
   statuses[status] = (statuses[status] || 0) + 1;
 }
@@ -76,15 +74,6 @@ async function until(pred, ms) {
 const textOf = (chunks) => chunks.map((c) => c.choices[0]?.text ?? c.choices[0]?.delta?.content ?? '').join('');
 const finishOf = (chunks) => chunks.map((c) => c.choices[0]?.finish_reason).filter(Boolean);
 const upToFirst = (s) => expected.slice(0, expected.indexOf(s));
-const errorOf = ({ e }) => e && { status: e.status, code: e.code, param: e.param, type: e.type, message: e.message, cls: e.constructor.name };
-
-async function section(name, fn) {
-  try {
-    await fn();
-  } catch (e) {
-    check(name + ': threw', false, String(e && e.stack ? e.stack : e));
-  }
-}
 
 await section('models', async () => {
   const { r } = await call(() => client.models.list(), false);  // a page: read to its end, its models

@@ -5,6 +5,8 @@
 #   run.sh install                          puts openai@VERSION in the cache unless it is there
 #   run.sh test BASE_URL KEY MODEL METRICS_URL EXPECTED
 #                                           runs client_test.mjs; prints its JSON report
+#   run.sh tools BASE_URL KEY MODEL TOOLS   runs tools_test.mjs (tool calls; TOOLS the JSON of the
+#                                           requests' "tools"); prints its JSON report
 #
 # The package never enters the repository: it is installed into $RINGATTN_NODE_CACHE, by
 # default /var/cache/ringattn-test/openai-node (~/.cache/ringattn-test/openai-node where
@@ -35,8 +37,13 @@ case "${1:-}" in
     installed || { echo "run.sh: openai@$version is not in $cache: run.sh install first" >&2; exit 77; }
     exec node "$here/client_test.mjs" "$cache" "$@"
     ;;
+  tools)
+    shift
+    installed || { echo "run.sh: openai@$version is not in $cache: run.sh install first" >&2; exit 77; }
+    exec node "$here/tools_test.mjs" "$cache" "$@"
+    ;;
   *)
-    echo "usage: run.sh install | run.sh test BASE_URL KEY MODEL METRICS_URL EXPECTED" >&2
+    echo "usage: run.sh install | run.sh test BASE_URL KEY MODEL METRICS_URL EXPECTED | run.sh tools BASE_URL KEY MODEL TOOLS" >&2
     exit 2
     ;;
 esac
