@@ -488,7 +488,7 @@ void complete(RingService& service, Metrics& metrics, const HostedModel& model, 
 void respond(RingService& service, Metrics& metrics, const HostedModel& model, const httplib::Request& req, httplib::Response& res) {
   const ResponsesRequest r = read_responses_request(req.body);
   generate(service, metrics, model, r.chat_body, res, true,
-           [&](const Generation& g, const Asked&) { return make_responses_reply(r, g.id, model.name); });
+           [&](const Generation& g, const Asked& a) { return make_responses_reply(r, g.id, model.name, a.tool_syntax); });
 }
 
 // GET /v1/models and /v1/models/ID: the one model hosted.

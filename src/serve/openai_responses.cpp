@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <ctime>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -55,19 +56,76 @@ Json messages_of(const Json& j, ResponsesRequest& r) {
   if (!input->is_array() || input->empty()) throw bad("input", "\"input\" must be a text or a non-empty array of messages");
   for (std::size_t i = 0; i < input->size(); ++i) {
     const Json& item = (*input)[i];
+    const std::string at = "input[" + std::to_string(i) + "]";
     const std::string* type = infer::json_string(item, "type");
+    if (type && *type == "function_call") {  // a call the model made: the assistant's tool_calls (consecutive ones: one message)
+      const std::string* id = infer::json_string(item, "call_id");
+      const std::string* name = infer::json_string(item, "name");
+      const std::string* args = infer::json_string(item, "arguments");
+      if (!id || !name || !args) throw bad("input", at + " (a function_call) needs string \"call_id\", \"name\" and \"arguments\"");
+      Json call = {{"id", *id}, {"type", "function"}, {"function", {{"name", *name}, {"arguments", *args}}}};
+      if (!msgs.empty() && msgs.back()["role"] == "assistant" && msgs.back().contains("tool_calls")) {
+        msgs.back()["tool_calls"].push_back(std::move(call));
+      } else {
+        msgs.push_back(Json{{"role", "assistant"}, {"content", nullptr}, {"tool_calls", Json::array({std::move(call)})}});
+      }
+      continue;
+    }
+    if (type && *type == "function_call_output") {  // its result: a tool message
+      const std::string* id = infer::json_string(item, "call_id");
+      const Json* out = infer::json_field(item, "output");
+      if (!id || !given(out)) throw bad("input", at + " (a function_call_output) needs a string \"call_id\" and an \"output\"");
+      msgs.push_back(Json{{"role", "tool"}, {"tool_call_id", *id}, {"content", content_text(*out, i)}});
+      continue;
+    }
     if (type && *type != "message") {
-      if (type->size() < 64) throw unsupported("input", "an input item of type \"" + *type + "\" (input[" + std::to_string(i) + "])");
-      throw bad("input", "input[" + std::to_string(i) + "] has an unknown type");
+      if (type->size() < 64) throw unsupported("input", "an input item of type \"" + *type + "\" (" + at + ")");
+      throw bad("input", at + " has an unknown type");
     }
     const std::string* role = infer::json_string(item, "role");
     const Json* c = infer::json_field(item, "content");
-    if (!role || !c) throw bad("input", "input[" + std::to_string(i) + "] needs a \"role\" and a \"content\"");
+    if (!role || !c) throw bad("input", at + " needs a \"role\" and a \"content\"");
     if (*role != "user" && *role != "assistant" && *role != "system" && *role != "developer")
-      throw bad("input", "input[" + std::to_string(i) + "].role must be user, assistant, system or developer");
+      throw bad("input", at + ".role must be user, assistant, system or developer");
     msgs.push_back(Json{{"role", *role == "developer" ? "system" : *role}, {"content", content_text(*c, i)}});
   }
   return msgs;
+}
+
+// `tools` (function tools, the Responses API's flat shape) and `tool_choice` as the chat's.
+void tools_of(const Json& j, ResponsesRequest& r, Json& chat) {
+  if (const Json* t = infer::json_field(j, "tools"); given(t)) {
+    if (!t->is_array()) throw bad("tools", "\"tools\" must be an array of {\"type\": \"function\", \"name\", \"parameters\"}");
+    Json tools = Json::array();
+    for (std::size_t i = 0; i < t->size(); ++i) {
+      const Json& tool = (*t)[i];
+      const std::string* type = infer::json_string(tool, "type");
+      if (type && *type != "function" && type->size() < 64)
+        throw unsupported("tools", "a tool of type \"" + *type + "\" (tools[" + std::to_string(i) + "]; function tools are)");
+      const std::string* name = infer::json_string(tool, "name");
+      if (!type || !name) throw bad("tools", "tools[" + std::to_string(i) + "] needs \"type\": \"function\" and a string \"name\"");
+      Json fn = {{"name", *name}};
+      for (const char* key : {"description", "parameters", "strict"})
+        if (const Json* v = infer::json_field(tool, key); given(v)) fn[key] = *v;
+      tools.push_back(Json{{"type", "function"}, {"function", std::move(fn)}});
+    }
+    r.tools = *t;
+    if (!tools.empty()) chat["tools"] = std::move(tools);
+  }
+  if (const Json* c = infer::json_field(j, "tool_choice"); given(c)) {
+    r.tool_choice = *c;
+    if (c->is_string()) {
+      chat["tool_choice"] = *c;  // auto, none, required (the chat checks)
+    } else {
+      const std::string* type = c->is_object() ? infer::json_string(*c, "type") : nullptr;
+      const std::string* name = c->is_object() ? infer::json_string(*c, "name") : nullptr;
+      if (type && *type != "function" && type->size() < 64) throw unsupported("tool_choice", "a tool_choice of type \"" + *type + "\"");
+      if (!type || !name)
+        throw bad("tool_choice", "\"tool_choice\" must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"name\"}");
+      chat["tool_choice"] = Json{{"type", "function"}, {"function", {{"name", *name}}}};
+    }
+  }
+  if (const Json* p = infer::json_field(j, "parallel_tool_calls"); given(p)) chat["parallel_tool_calls"] = *p;
 }
 
 // The parameters that ask for what this endpoint does not do, unless at a value that asks
@@ -76,8 +134,6 @@ void refuse_unsupported(const Json& j) {
   auto is = [&](const char* key, const char* value) { const Json* v = infer::json_field(j, key); return !given(v) || *v == infer::parse_json(value); };
   if (!is("previous_response_id", "null")) throw unsupported("previous_response_id", "\"previous_response_id\" (responses are not stored)");
   if (!is("background", "false")) throw unsupported("background", "\"background\": true");
-  if (const Json* t = infer::json_field(j, "tools"); given(t) && !(t->is_array() && t->empty())) throw unsupported("tools", "\"tools\"");
-  if (const Json* t = infer::json_field(j, "tool_choice"); given(t) && !(*t == "auto" || *t == "none")) throw unsupported("tool_choice", "\"tool_choice\"");
   if (const Json* t = infer::json_field(j, "text"); given(t)) {
     const Json* f = t->is_object() ? infer::json_field(*t, "format") : nullptr;
     const std::string* type = given(f) && f->is_object() ? infer::json_string(*f, "type") : nullptr;
@@ -103,26 +159,37 @@ cli::JsonObject usage_object(const Usage& u) {
 
 class ResponsesReply : public ReplyFormat {
  public:
-  ResponsesReply(ResponsesRequest r, std::uint64_t id, std::string model)
+  ResponsesReply(ResponsesRequest r, std::uint64_t id, std::string model, infer::ToolSyntax syntax)
       : r_(std::move(r)), id_("resp_" + std::to_string(id)), item_("msg_" + std::to_string(id)), model_(std::move(model)),
-        created_(std::time(nullptr)) {}
+        created_(std::time(nullptr)), syntax_(syntax) {}
 
   std::string whole(const std::vector<Choice>& choices, const Usage& usage) override {
     const Choice& c = choices.front();  // a response has one
     const bool cut = c.finish == "length";
-    return response(cut ? "incomplete" : "completed", {message(c.text, cut ? "incomplete" : "completed")}, &usage, cut).str();
+    const char* status = cut ? "incomplete" : "completed";
+    std::vector<cli::JsonObject> output;
+    if (const std::optional<infer::ParsedReply> calls = calls_in(c.text, c.finish)) {
+      if (!calls->content.empty()) output.push_back(message(calls->content, status));
+      for (std::size_t k = 0; k < calls->calls.size(); ++k) output.push_back(function_call(k, calls->calls[k], "completed", true));
+    } else {
+      output.push_back(message(c.text, status));
+    }
+    return response(status, output, &usage, cut).str();
   }
   std::string opening() override {
     std::string out = emit("response.created", ev("response.created").add("response", response("in_progress", {}, nullptr, false)));
     out += emit("response.in_progress", ev("response.in_progress").add("response", response("in_progress", {}, nullptr, false)));
-    out += emit("response.output_item.added", ev("response.output_item.added").add("output_index", 0).add("item", message_head("in_progress", {})));
-    return out + emit("response.content_part.added", at_place(ev("response.content_part.added")).add("part", part("")));
+    if (syntax_ == infer::ToolSyntax::none) out += open_message();  // else once the text cannot be a call
+    return out;
   }
+  // With tools offered, text that could still be a call is held till it cannot, or the end.
   std::string delta(int, const std::string& text, const cli::JsonObject*) override {
     if (text.empty()) return {};
-    text_ += text;
-    return emit("response.output_text.delta",
-                at_place(ev("response.output_text.delta")).add("delta", text).add("logprobs", std::vector<cli::JsonObject>{}));
+    if (syntax_ == infer::ToolSyntax::none || passing_) return text_delta(text);
+    held_ += text;
+    if (infer::may_be_tool_call(syntax_, held_)) return {};
+    passing_ = true;
+    return open_message() + text_delta(std::exchange(held_, {}));
   }
   std::string choice_end(int, const std::string& finish) override {
     finish_ = finish;
@@ -132,14 +199,56 @@ class ResponsesReply : public ReplyFormat {
     const bool cut = finish_ == "length";
     const char* status = cut ? "incomplete" : "completed";
     const char* last = cut ? "response.incomplete" : "response.completed";
-    std::string out = emit("response.output_text.done",
-                           at_place(ev("response.output_text.done")).add("text", text_).add("logprobs", std::vector<cli::JsonObject>{}));
-    out += emit("response.content_part.done", at_place(ev("response.content_part.done")).add("part", part(text_)));
-    out += emit("response.output_item.done", ev("response.output_item.done").add("output_index", 0).add("item", message(text_, status)));
-    return out + emit(last, ev(last).add("response", response(status, {message(text_, status)}, &usage, cut)));
+    std::string out;
+    const std::optional<infer::ParsedReply> calls = held_.empty() ? std::nullopt : calls_in(held_, finish_);
+    const std::string text = calls ? calls->content : std::exchange(held_, {});
+    if (!text.empty() || (!calls && !message_open_)) out += open_message() + text_delta(text);
+    std::vector<cli::JsonObject> output;
+    if (message_open_) {
+      out += emit("response.output_text.done",
+                  at_place(ev("response.output_text.done")).add("text", text_).add("logprobs", std::vector<cli::JsonObject>{}));
+      out += emit("response.content_part.done", at_place(ev("response.content_part.done")).add("part", part(text_)));
+      out += emit("response.output_item.done", ev("response.output_item.done").add("output_index", 0).add("item", message(text_, status)));
+      output.push_back(message(text_, status));
+    }
+    if (calls)
+      for (std::size_t k = 0; k < calls->calls.size(); ++k) {  // each call an item: added, its arguments, done
+        const auto index = static_cast<std::int64_t>(output.size());
+        const infer::ToolCall& call = calls->calls[k];
+        out += emit("response.output_item.added",
+                    ev("response.output_item.added").add("output_index", index).add("item", function_call(k, call, "in_progress", false)));
+        out += emit("response.function_call_arguments.delta", ev("response.function_call_arguments.delta")
+                                                                  .add("item_id", call_item(k)).add("output_index", index).add("delta", call.arguments));
+        out += emit("response.function_call_arguments.done", ev("response.function_call_arguments.done")
+                                                                 .add("item_id", call_item(k)).add("output_index", index)
+                                                                 .add("name", call.name).add("arguments", call.arguments));
+        out += emit("response.output_item.done",
+                    ev("response.output_item.done").add("output_index", index).add("item", function_call(k, call, "completed", true)));
+        output.push_back(function_call(k, call, "completed", true));
+      }
+    return out + emit(last, ev(last).add("response", response(status, output, &usage, cut)));
   }
 
  private:
+  // A reply that offered tools and ended on its own: its calls, if it made any.
+  std::optional<infer::ParsedReply> calls_in(const std::string& text, const std::string& finish) const {
+    if (syntax_ == infer::ToolSyntax::none || finish == "length") return std::nullopt;
+    infer::ParsedReply p = infer::parse_tool_calls(syntax_, text);
+    if (p.calls.empty()) return std::nullopt;
+    return p;
+  }
+  std::string open_message() {
+    if (message_open_) return {};
+    message_open_ = true;
+    std::string out = emit("response.output_item.added", ev("response.output_item.added").add("output_index", 0).add("item", message_head("in_progress", {})));
+    return out + emit("response.content_part.added", at_place(ev("response.content_part.added")).add("part", part("")));
+  }
+  std::string text_delta(const std::string& text) {
+    if (text.empty()) return {};
+    text_ += text;
+    return emit("response.output_text.delta",
+                at_place(ev("response.output_text.delta")).add("delta", text).add("logprobs", std::vector<cli::JsonObject>{}));
+  }
   static cli::JsonObject part(const std::string& text) {
     return cli::JsonObject().add("type", "output_text").add("text", text).add("annotations", std::vector<cli::JsonObject>{});
   }
@@ -147,6 +256,16 @@ class ResponsesReply : public ReplyFormat {
     return cli::JsonObject().add("type", "message").add("id", item_).add("status", status).add("role", "assistant").add("content", content);
   }
   cli::JsonObject message(const std::string& text, const char* status) const { return message_head(status, {part(text)}); }
+  std::string call_item(std::size_t k) const { return "fc_" + id_.substr(5) + "_" + std::to_string(k); }
+  cli::JsonObject function_call(std::size_t k, const infer::ToolCall& call, const char* status, bool with_arguments) const {
+    return cli::JsonObject()
+        .add("type", "function_call")
+        .add("id", call_item(k))
+        .add("call_id", "call_" + id_.substr(5) + "_" + std::to_string(k))
+        .add("name", call.name)
+        .add("arguments", with_arguments ? call.arguments : std::string())
+        .add("status", status);
+  }
   cli::JsonObject& at_place(cli::JsonObject&& o) const { return o.add("item_id", item_).add("output_index", 0).add("content_index", 0); }
   cli::JsonObject response(const char* status, const std::vector<cli::JsonObject>& output, const Usage* usage, bool cut) const {
     cli::JsonObject o;
@@ -160,7 +279,7 @@ class ResponsesReply : public ReplyFormat {
     o.add("model", model_).add("output", output).add("parallel_tool_calls", true).add_null("previous_response_id");
     o.add("reasoning", cli::JsonObject().add_null("effort").add_null("summary")).add("store", false);
     o.add("temperature", r_.temperature).add_json("text", "{\"format\": " + (r_.format.is_null() ? std::string("{\"type\": \"text\"}") : r_.format.dump()) + "}");
-    o.add("tool_choice", "auto").add("tools", std::vector<cli::JsonObject>{}).add("top_p", r_.top_p).add("truncation", "disabled");
+    o.add_json("tool_choice", r_.tool_choice.dump()).add_json("tools", r_.tools.dump()).add("top_p", r_.top_p).add("truncation", "disabled");
     if (usage) o.add("usage", usage_object(*usage));
     else o.add_null("usage");
     return o.add_null("user").add("metadata", cli::JsonObject());
@@ -172,7 +291,11 @@ class ResponsesReply : public ReplyFormat {
   ResponsesRequest r_;
   std::string id_, item_, model_;
   std::time_t created_;
-  std::string text_;  // streamed so far
+  infer::ToolSyntax syntax_;
+  std::string text_;     // the message's text streamed so far
+  std::string held_;     // with tools: text that may still be a call
+  bool passing_ = false;  // with tools: the text is no call (it goes out as it comes)
+  bool message_open_ = false;
   std::string finish_;  // why the stream's reply ended
   std::int64_t sequence_ = 0;
 };
@@ -185,6 +308,7 @@ ResponsesRequest read_responses_request(const std::string& body) {
   ResponsesRequest r;
   Json chat = Json::object();
   chat["messages"] = messages_of(j, r);
+  tools_of(j, r, chat);
   for (const char* key : {"model", "temperature", "top_p", "stream", "seed", "user"})
     if (const Json* v = infer::json_field(j, key); given(v)) chat[key] = *v;
   if (const Json* v = infer::json_field(j, "max_output_tokens"); given(v)) {
@@ -212,8 +336,9 @@ ResponsesRequest read_responses_request(const std::string& body) {
   return r;
 }
 
-std::shared_ptr<ReplyFormat> make_responses_reply(const ResponsesRequest& r, std::uint64_t id, const std::string& model) {
-  return std::make_shared<ResponsesReply>(r, id, model);
+std::shared_ptr<ReplyFormat> make_responses_reply(const ResponsesRequest& r, std::uint64_t id, const std::string& model,
+                                                  infer::ToolSyntax syntax) {
+  return std::make_shared<ResponsesReply>(r, id, model, syntax);
 }
 
 }  // namespace ringattn::serve

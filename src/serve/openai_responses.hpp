@@ -11,10 +11,20 @@
 // response.content_part.done, response.output_item.done, response.completed or
 // response.incomplete), each `event: TYPE` with its JSON and a sequence_number.
 //
+// Tools: `tools` of type "function" (the Responses API's flat {"type", "name", "description",
+// "parameters", "strict"}) and `tool_choice` (auto, none, required, {"type": "function",
+// "name"}) become the chat's; input items "function_call" (a call the model made: call_id,
+// name, arguments) and "function_call_output" (its result: call_id, output) become the
+// chat's assistant tool_calls and tool messages. A reply that calls a tool answers
+// "function_call" output items (id, call_id, name, arguments), streamed as
+// response.output_item.added, response.function_call_arguments.delta and .done,
+// response.output_item.done once the held-back text is a call.
+//
 // Nothing is stored (`store` is accepted either way and nothing is kept: there is no GET
 // /v1/responses/ID); what asks for what is not here — previous_response_id, background,
-// tools, reasoning, include, input items other than
-// messages, parts other than text — is 400 naming it (code unsupported_parameter).
+// tools of other types (web_search, file_search, computer use, MCP...), reasoning, include,
+// input items of other types, parts other than text — is 400 naming it (code
+// unsupported_parameter).
 #pragma once
 
 #include <cstdint>
@@ -23,6 +33,7 @@
 #include <string>
 
 #include "../../infer/common/json.hpp"
+#include "../../infer/job/tool_calls.hpp"
 #include "openai_reply.hpp"
 
 namespace ringattn::serve {
@@ -33,10 +44,14 @@ struct ResponsesRequest {
   std::optional<std::int64_t> max_output_tokens;
   double temperature = 1, top_p = 1;
   infer::Json format = nullptr;  // text.format as given (echoed); null: text
+  infer::Json tools = infer::Json::array();  // as given (echoed)
+  infer::Json tool_choice = "auto";          // as given (echoed)
 };
 
 // Throws ApiError (openai_request.hpp) naming the field at fault.
 ResponsesRequest read_responses_request(const std::string& body);
-std::shared_ptr<ReplyFormat> make_responses_reply(const ResponsesRequest& r, std::uint64_t id, const std::string& model);
+// `syntax`: how the model's reply calls the tools offered (Asked::tool_syntax; none: no tools).
+std::shared_ptr<ReplyFormat> make_responses_reply(const ResponsesRequest& r, std::uint64_t id, const std::string& model,
+                                                  infer::ToolSyntax syntax);
 
 }  // namespace ringattn::serve

@@ -1,6 +1,7 @@
 // Tool calls through the official OpenAI Node client (npm `openai`), as a user's program makes
 // them, against daemons hosting a model whose chat template teaches Hermes (Qwen) tool calls;
-// tests/serve/test_openai_client.cpp runs it through run.sh:
+// tests/serve/test_openai_client.cpp runs it through run.sh (chat completions, its helpers,
+// and /v1/responses with the same tools):
 //
 //   node tools_test.mjs CACHE BASE_URL KEY MODEL TOOLS
 //
@@ -177,6 +178,60 @@ await section('runTools', async () => {
     const next = await attempt(() => client.chat.completions.create({ ...ask, messages: runner.messages, max_tokens: 8, seed: 1 }));
     check(`${what}: its messages in the next request: 200, an assistant message`, next.r?.choices[0].message.role === 'assistant', next.r || errorOf(next));
   }
+});
+
+// POST /v1/responses with tools in the Responses API's flat shape: converted to the chat, so the
+// same seed gives the chat's call, as a function_call output item (whole) or its events
+// (streamed); the call and its result go back as input items.
+await section('responses with tools', async () => {
+  const flat = tools.map((t) => ({ type: 'function', ...t.function }));
+  const rask = { model, input: 'Who?', tools: flat, max_output_tokens: 300, temperature: 1, seed: 1 };
+  const firstCall = {};
+  for (const [label, tool_choice] of [['required', 'required'], [`named ${names[0]}`, { type: 'function', name: names[0] }]]) {
+    const chat = whole[`${label} (seed 1)`]?.call;
+    const w = await attempt(() => client.responses.create({ ...rask, tool_choice }));
+    const items = w.r?.output ?? [];
+    const call = items.find((i) => i.type === 'function_call');
+    check(`responses ${label}: completed, one function_call item (id, call_id, status completed), no text`, w.r?.status === 'completed' &&
+      items.length === 1 && call && typeof call.id === 'string' && typeof call.call_id === 'string' && call.status === 'completed' &&
+      w.r.output_text === '', w.r || errorOf(w));
+    check(`responses ${label}: the chat's call with the same seed (name, arguments)`, call && chat && call.name === chat.function.name &&
+      call.arguments === chat.function.arguments && parsed(call.arguments) !== undefined, { call, chat });
+    if (call && names.includes(call.name)) got[call.name].push(call.arguments);
+    firstCall[label] = call;
+
+    const s = await attempt(async () => {
+      const events = [];
+      for await (const e of await client.responses.create({ ...rask, tool_choice, stream: true })) events.push(e);
+      return events;
+    });
+    const ev = s.r ?? [];
+    const types = ev.map((e) => e.type);
+    const added = ev.find((e) => e.type === 'response.output_item.added');
+    const argsDone = ev.find((e) => e.type === 'response.function_call_arguments.done');
+    const itemDone = ev.find((e) => e.type === 'response.output_item.done');
+    const deltas = ev.filter((e) => e.type === 'response.function_call_arguments.delta').map((e) => e.delta).join('');
+    const last = ev[ev.length - 1];
+    check(`responses ${label} streamed: created, in_progress, the call's item added, its arguments, done, completed; no text events`,
+      types[0] === 'response.created' && types[1] === 'response.in_progress' && added?.item.type === 'function_call' &&
+      added.item.status === 'in_progress' && !types.some((t) => t.startsWith('response.output_text')) &&
+      last?.type === 'response.completed' && ev.every((e, i) => e.sequence_number === i), types);
+    check(`responses ${label} streamed: the arguments (deltas, done, the item done, the final output) are the whole reply's`, call &&
+      deltas === call.arguments && argsDone?.arguments === call.arguments && argsDone.name === call.name &&
+      itemDone?.item.arguments === call.arguments && itemDone.item.status === 'completed' &&
+      last?.response.output.length === 1 && last.response.output[0].arguments === call.arguments, { call, deltas, argsDone, itemDone });
+  }
+  // The call and its output as input items: 200, a response.
+  const c = firstCall.required;
+  const follow = await attempt(() => client.responses.create({ ...rask, tool_choice: 'auto', max_output_tokens: 8, input: [
+    { role: 'user', content: 'Who?' },
+    { type: 'function_call', call_id: c?.call_id, name: c?.name, arguments: c?.arguments },
+    { type: 'function_call_output', call_id: c?.call_id, output: '12 C' }] }));
+  check('responses: a function_call and its function_call_output as input items: 200, a response', follow.r &&
+    ['completed', 'incomplete'].includes(follow.r.status) && follow.r.output.length >= 1, follow.r || errorOf(follow));
+  const web = await attempt(() => client.responses.create({ ...rask, tools: [{ type: 'web_search_preview' }] }));
+  check('responses: a tool other than a function is BadRequestError unsupported_parameter naming its type', web.e instanceof OpenAI.BadRequestError &&
+    web.e.param === 'tools' && web.e.code === 'unsupported_parameter' && /web_search_preview/.test(web.e.message), web.r || errorOf(web));
 });
 
 await section('refusals', async () => {
