@@ -485,10 +485,32 @@ void complete(RingService& service, Metrics& metrics, const HostedModel& model, 
 }
 
 // POST /v1/responses: converted to a chat (openai_responses.hpp) and answered in its shape.
-void respond(RingService& service, Metrics& metrics, const HostedModel& model, const httplib::Request& req, httplib::Response& res) {
-  const ResponsesRequest r = read_responses_request(req.body);
-  generate(service, metrics, model, r.chat_body, res, true,
-           [&](const Generation& g, const Asked& a) { return make_responses_reply(r, g.id, model.name, a.tool_syntax); });
+void respond(RingService& service, Metrics& metrics, const HostedModel& model, ResponseStore& store, const httplib::Request& req,
+             httplib::Response& res) {
+  const ResponsesRequest r = read_responses_request(req.body, store);
+  generate(service, metrics, model, r.chat_body, res, true, [&](const Generation& g, const Asked& a) {
+    return make_responses_reply(r, g.id, model.name, a.tool_syntax, r.store ? &store : nullptr);
+  });
+}
+
+// GET and DELETE /v1/responses/ID: a stored response.
+void add_stored_response_routes(httplib::Server& s, ResponseStore& store) {
+  const char* path = R"(/v1/responses/(resp_[0-9]{1,20}))";
+  auto not_found = [](const std::string& id) {
+    return ApiError{404, "No response with id '" + id + "' is stored (stored with \"store\": false, deleted, evicted or lost with a restart)",
+                    "", "not_found"};
+  };
+  s.Get(path, guarded([&store, not_found](const httplib::Request& req, httplib::Response& res) {
+          const std::string id = req.matches[1];
+          const std::optional<std::string> r = store.response(id);
+          if (!r) throw not_found(id);
+          res.set_content(*r, "application/json");
+        }));
+  s.Delete(path, guarded([&store, not_found](const httplib::Request& req, httplib::Response& res) {
+             const std::string id = req.matches[1];
+             if (!store.erase(id)) throw not_found(id);
+             res.set_content(cli::JsonObject().add("id", id).add("object", "response").add("deleted", true).str(), "application/json");
+           }));
 }
 
 // GET /v1/models and /v1/models/ID: the one model hosted.
@@ -522,7 +544,7 @@ void explain_refusal(const httplib::Request& req, httplib::Response& res) {
 }  // namespace
 
 OpenAiEndpoint::OpenAiEndpoint(const std::string& listen, std::string api_key, RingService& service, Metrics& metrics)
-    : server_(std::make_unique<HttpServer>(listen, "--api", api_limits())) {
+    : responses_(std::make_unique<ResponseStore>()), server_(std::make_unique<HttpServer>(listen, "--api", api_limits())) {
   httplib::Server& s = server_->routes();
   // The key is checked before anything else: a client without it costs the reading of one
   // bounded request (1 MiB within 10 s, by the server's gate, on no worker) and nothing of
@@ -559,9 +581,10 @@ OpenAiEndpoint::OpenAiEndpoint(const std::string& listen, std::string api_key, R
            guarded([&service, &metrics, model, chat](const httplib::Request& req, httplib::Response& res) {
              complete(service, metrics, *model, req, res, chat);
            }));
-  s.Post("/v1/responses", guarded([&service, &metrics, model](const httplib::Request& req, httplib::Response& res) {
-           respond(service, metrics, *model, req, res);
+  s.Post("/v1/responses", guarded([&service, &metrics, model, store = responses_.get()](const httplib::Request& req, httplib::Response& res) {
+           respond(service, metrics, *model, *store, req, res);
          }));
+  add_stored_response_routes(s, *responses_);
   add_page_routes(s, service, metrics);  // GET / and /v1/ring
   s.set_error_handler(explain_refusal);
   server_->start();

@@ -9,6 +9,9 @@
 //                               prompt is the messages' contents in order, joined by "\n" (a
 //                               base model such as stories260K has no chat format of its own)
 //   GET  /v1/models, /v1/models/ID   the hosted model
+//   POST /v1/responses         OpenAI's Responses API, by conversion to a chat
+//                               (openai_responses.hpp); GET and DELETE /v1/responses/ID: a
+//                               stored one (response_store.hpp)
 //   GET  /, /v1/ring           a page for people (without the key: it holds no data) and the
 //                               ring's live state it draws (web_page.hpp, ring_view.hpp)
 //
@@ -41,6 +44,7 @@ namespace ringattn::serve {
 
 class RingService;
 class HttpServer;
+class ResponseStore;
 
 class OpenAiEndpoint {
  public:
@@ -52,6 +56,7 @@ class OpenAiEndpoint {
   OpenAiEndpoint& operator=(const OpenAiEndpoint&) = delete;
 
  private:
+  std::unique_ptr<ResponseStore> responses_;  // before server_: its handlers use it till it stops
   std::unique_ptr<HttpServer> server_;
 };
 

@@ -39,13 +39,21 @@ std::string content_text(const Json& c, std::size_t i) {
   return text;
 }
 
-// The chat's messages: the instructions, then the input.
-Json messages_of(const Json& j, ResponsesRequest& r) {
+// The chat's messages but the instructions: a previous response's conversation, then the input.
+Json conversation_of(const Json& j, ResponsesRequest& r, ResponseStore& stored) {
   Json msgs = Json::array();
-  if (const Json* ins = infer::json_field(j, "instructions"); given(ins)) {
-    if (!ins->is_string()) throw bad("instructions", "\"instructions\" must be a string");
-    r.instructions = ins->get<std::string>();
-    msgs.push_back(Json{{"role", "system"}, {"content", *r.instructions}});
+  if (const Json* prev = infer::json_field(j, "previous_response_id"); given(prev)) {
+    if (!prev->is_string() || prev->get<std::string>().empty() || prev->get<std::string>().size() > 64)
+      throw bad("previous_response_id", "\"previous_response_id\" must be a response's id (resp_...)");
+    r.previous = prev->get<std::string>();
+    std::optional<Json> before = stored.conversation(*r.previous);
+    if (!before)
+      throw bad("previous_response_id",
+                "Previous response with id '" + *r.previous + "' not found: it was stored with \"store\": false, deleted, evicted (the store keeps the " +
+                    std::to_string(ResponseStore::kMaxEntries) + " most recently used, within " + std::to_string(ResponseStore::kMaxBytes >> 20) +
+                    " MiB) or lost when the daemon restarted; send the whole conversation as input",
+                "previous_response_not_found");
+    msgs = std::move(*before);
   }
   const Json* input = infer::json_field(j, "input");
   if (!given(input)) throw bad("input", "\"input\" is required: a text, or an array of messages {\"role\", \"content\"}");
@@ -132,7 +140,6 @@ void tools_of(const Json& j, ResponsesRequest& r, Json& chat) {
 // for nothing.
 void refuse_unsupported(const Json& j) {
   auto is = [&](const char* key, const char* value) { const Json* v = infer::json_field(j, key); return !given(v) || *v == infer::parse_json(value); };
-  if (!is("previous_response_id", "null")) throw unsupported("previous_response_id", "\"previous_response_id\" (responses are not stored)");
   if (!is("background", "false")) throw unsupported("background", "\"background\": true");
   if (const Json* t = infer::json_field(j, "text"); given(t)) {
     const Json* f = t->is_object() ? infer::json_field(*t, "format") : nullptr;
@@ -159,22 +166,25 @@ cli::JsonObject usage_object(const Usage& u) {
 
 class ResponsesReply : public ReplyFormat {
  public:
-  ResponsesReply(ResponsesRequest r, std::uint64_t id, std::string model, infer::ToolSyntax syntax)
-      : r_(std::move(r)), id_("resp_" + std::to_string(id)), item_("msg_" + std::to_string(id)), model_(std::move(model)),
-        created_(std::time(nullptr)), syntax_(syntax) {}
+  ResponsesReply(ResponsesRequest r, std::uint64_t id, std::string model, infer::ToolSyntax syntax, ResponseStore* store)
+      : r_(std::move(r)), id_(response_id(id)), item_("msg_" + std::to_string(id)), model_(std::move(model)),
+        created_(std::time(nullptr)), syntax_(syntax), store_(store) {}
 
   std::string whole(const std::vector<Choice>& choices, const Usage& usage) override {
     const Choice& c = choices.front();  // a response has one
     const bool cut = c.finish == "length";
     const char* status = cut ? "incomplete" : "completed";
     std::vector<cli::JsonObject> output;
-    if (const std::optional<infer::ParsedReply> calls = calls_in(c.text, c.finish)) {
+    const std::optional<infer::ParsedReply> calls = calls_in(c.text, c.finish);
+    if (calls) {
       if (!calls->content.empty()) output.push_back(message(calls->content, status));
       for (std::size_t k = 0; k < calls->calls.size(); ++k) output.push_back(function_call(k, calls->calls[k], "completed", true));
     } else {
       output.push_back(message(c.text, status));
     }
-    return response(status, output, &usage, cut).str();
+    std::string out = response(status, output, &usage, cut).str();
+    keep(calls ? calls->content : c.text, calls ? &*calls : nullptr, out);
+    return out;
   }
   std::string opening() override {
     std::string out = emit("response.created", ev("response.created").add("response", response("in_progress", {}, nullptr, false)));
@@ -226,7 +236,9 @@ class ResponsesReply : public ReplyFormat {
                     ev("response.output_item.done").add("output_index", index).add("item", function_call(k, call, "completed", true)));
         output.push_back(function_call(k, call, "completed", true));
       }
-    return out + emit(last, ev(last).add("response", response(status, output, &usage, cut)));
+    const cli::JsonObject whole = response(status, output, &usage, cut);
+    keep(text_, calls ? &*calls : nullptr, whole.str());
+    return out + emit(last, ev(last).add("response", whole));
   }
 
  private:
@@ -236,6 +248,23 @@ class ResponsesReply : public ReplyFormat {
     infer::ParsedReply p = infer::parse_tool_calls(syntax_, text);
     if (p.calls.empty()) return std::nullopt;
     return p;
+  }
+  // A stored response: its conversation (the request's, then its output as the chat's
+  // assistant message) and the response object.
+  void keep(const std::string& text, const infer::ParsedReply* calls, std::string response_json) const {
+    if (!store_) return;
+    infer::Json reply = {{"role", "assistant"}, {"content", text}};
+    if (calls) {
+      if (text.empty()) reply["content"] = nullptr;
+      infer::Json list = infer::Json::array();
+      for (std::size_t k = 0; k < calls->calls.size(); ++k)
+        list.push_back(infer::Json{{"id", call_id(k)}, {"type", "function"},
+                                   {"function", {{"name", calls->calls[k].name}, {"arguments", calls->calls[k].arguments}}}});
+      reply["tool_calls"] = std::move(list);
+    }
+    infer::Json conversation = r_.conversation;
+    conversation.push_back(std::move(reply));
+    store_->put(id_, conversation, std::move(response_json));
   }
   std::string open_message() {
     if (message_open_) return {};
@@ -257,11 +286,12 @@ class ResponsesReply : public ReplyFormat {
   }
   cli::JsonObject message(const std::string& text, const char* status) const { return message_head(status, {part(text)}); }
   std::string call_item(std::size_t k) const { return "fc_" + id_.substr(5) + "_" + std::to_string(k); }
+  std::string call_id(std::size_t k) const { return "call_" + id_.substr(5) + "_" + std::to_string(k); }
   cli::JsonObject function_call(std::size_t k, const infer::ToolCall& call, const char* status, bool with_arguments) const {
     return cli::JsonObject()
         .add("type", "function_call")
         .add("id", call_item(k))
-        .add("call_id", "call_" + id_.substr(5) + "_" + std::to_string(k))
+        .add("call_id", call_id(k))
         .add("name", call.name)
         .add("arguments", with_arguments ? call.arguments : std::string())
         .add("status", status);
@@ -276,8 +306,10 @@ class ResponsesReply : public ReplyFormat {
     else o.add_null("instructions");
     if (r_.max_output_tokens) o.add("max_output_tokens", *r_.max_output_tokens);
     else o.add_null("max_output_tokens");
-    o.add("model", model_).add("output", output).add("parallel_tool_calls", true).add_null("previous_response_id");
-    o.add("reasoning", cli::JsonObject().add_null("effort").add_null("summary")).add("store", false);
+    o.add("model", model_).add("output", output).add("parallel_tool_calls", true);
+    if (r_.previous) o.add("previous_response_id", *r_.previous);
+    else o.add_null("previous_response_id");
+    o.add("reasoning", cli::JsonObject().add_null("effort").add_null("summary")).add("store", r_.store);
     o.add("temperature", r_.temperature).add_json("text", "{\"format\": " + (r_.format.is_null() ? std::string("{\"type\": \"text\"}") : r_.format.dump()) + "}");
     o.add_json("tool_choice", r_.tool_choice.dump()).add_json("tools", r_.tools.dump()).add("top_p", r_.top_p).add("truncation", "disabled");
     if (usage) o.add("usage", usage_object(*usage));
@@ -292,6 +324,7 @@ class ResponsesReply : public ReplyFormat {
   std::string id_, item_, model_;
   std::time_t created_;
   infer::ToolSyntax syntax_;
+  ResponseStore* store_;  // null: not stored
   std::string text_;     // the message's text streamed so far
   std::string held_;     // with tools: text that may still be a call
   bool passing_ = false;  // with tools: the text is no call (it goes out as it comes)
@@ -302,12 +335,24 @@ class ResponsesReply : public ReplyFormat {
 
 }  // namespace
 
-ResponsesRequest read_responses_request(const std::string& body) {
+ResponsesRequest read_responses_request(const std::string& body, ResponseStore& stored) {
   const Json j = read_body(body);
   refuse_unsupported(j);
   ResponsesRequest r;
   Json chat = Json::object();
-  chat["messages"] = messages_of(j, r);
+  if (const Json* v = infer::json_field(j, "store"); given(v)) {
+    if (!v->is_boolean()) throw bad("store", "\"store\" must be true or false");
+    r.store = v->get<bool>();
+  }
+  r.conversation = conversation_of(j, r, stored);
+  Json messages = Json::array();
+  if (const Json* ins = infer::json_field(j, "instructions"); given(ins)) {
+    if (!ins->is_string()) throw bad("instructions", "\"instructions\" must be a string");
+    r.instructions = ins->get<std::string>();
+    messages.push_back(Json{{"role", "system"}, {"content", *r.instructions}});
+  }
+  for (const Json& m : r.conversation) messages.push_back(m);
+  chat["messages"] = std::move(messages);
   tools_of(j, r, chat);
   for (const char* key : {"model", "temperature", "top_p", "stream", "seed", "user"})
     if (const Json* v = infer::json_field(j, key); given(v)) chat[key] = *v;
@@ -337,8 +382,10 @@ ResponsesRequest read_responses_request(const std::string& body) {
 }
 
 std::shared_ptr<ReplyFormat> make_responses_reply(const ResponsesRequest& r, std::uint64_t id, const std::string& model,
-                                                  infer::ToolSyntax syntax) {
-  return std::make_shared<ResponsesReply>(r, id, model, syntax);
+                                                  infer::ToolSyntax syntax, ResponseStore* store) {
+  return std::make_shared<ResponsesReply>(r, id, model, syntax, store);
 }
+
+std::string response_id(std::uint64_t id) { return "resp_" + std::to_string(id); }
 
 }  // namespace ringattn::serve

@@ -20,11 +20,13 @@
 // response.output_item.added, response.function_call_arguments.delta and .done,
 // response.output_item.done once the held-back text is a call.
 //
-// Nothing is stored (`store` is accepted either way and nothing is kept: there is no GET
-// /v1/responses/ID); what asks for what is not here — previous_response_id, background,
-// tools of other types (web_search, file_search, computer use, MCP...), reasoning, include,
-// input items of other types, parts other than text — is 400 naming it (code
-// unsupported_parameter).
+// `store` (true by default, as OpenAI's): the response is kept (response_store.hpp), and a
+// later request's `previous_response_id` goes on from its conversation (its instructions are
+// not carried over, as OpenAI's are not; an id not stored is 400 previous_response_not_found);
+// GET and DELETE /v1/responses/ID read and remove one. What asks for what is not here —
+// background, tools of other types (web_search, file_search, computer use, MCP...),
+// reasoning, include, input items of other types, parts other than text — is 400 naming it
+// (code unsupported_parameter).
 #pragma once
 
 #include <cstdint>
@@ -35,6 +37,7 @@
 #include "../../infer/common/json.hpp"
 #include "../../infer/job/tool_calls.hpp"
 #include "openai_reply.hpp"
+#include "response_store.hpp"
 
 namespace ringattn::serve {
 
@@ -46,12 +49,19 @@ struct ResponsesRequest {
   infer::Json format = nullptr;  // text.format as given (echoed); null: text
   infer::Json tools = infer::Json::array();  // as given (echoed)
   infer::Json tool_choice = "auto";          // as given (echoed)
+  bool store = true;
+  std::optional<std::string> previous;              // previous_response_id
+  infer::Json conversation = infer::Json::array();  // its chat messages but the instructions: what a stored response keeps
 };
 
-// Throws ApiError (openai_request.hpp) naming the field at fault.
-ResponsesRequest read_responses_request(const std::string& body);
-// `syntax`: how the model's reply calls the tools offered (Asked::tool_syntax; none: no tools).
+// Throws ApiError (openai_request.hpp) naming the field at fault. `stored`: where a
+// previous_response_id is looked up.
+ResponsesRequest read_responses_request(const std::string& body, ResponseStore& stored);
+// `syntax`: how the model's reply calls the tools offered (Asked::tool_syntax; none: no
+// tools). `store`: where the response goes once whole (null: r.store is false).
 std::shared_ptr<ReplyFormat> make_responses_reply(const ResponsesRequest& r, std::uint64_t id, const std::string& model,
-                                                  infer::ToolSyntax syntax);
+                                                  infer::ToolSyntax syntax, ResponseStore* store);
+// The id a response of generation `id` answers with.
+std::string response_id(std::uint64_t id);
 
 }  // namespace ringattn::serve

@@ -163,9 +163,30 @@ await section('responses', async () => {
   const done = await call(() => client.responses.create({ model, input: prompt, max_output_tokens: 60, temperature: 0, stop: undefined }));
   check('responses: the same again (a cached prefix) is the same text', done.r && done.r.output_text === expected &&
     done.r.usage.input_tokens_details.cached_tokens === 4, done.r || errorOf(done));
-  const prev = await call(() => client.responses.create({ model, input: prompt, previous_response_id: 'resp_1' }));
-  check('responses: previous_response_id is 400 unsupported_parameter (nothing is stored)', prev.e instanceof OpenAI.BadRequestError &&
-    prev.e.code === 'unsupported_parameter' && prev.e.param === 'previous_response_id', errorOf(prev));
+  // store (true by default): a response goes on from an earlier one's conversation, without
+  // its instructions (as OpenAI's does): the chat of the whole conversation.
+  const first = await call(() => client.responses.create({ model, instructions: 'A story.', input: prompt, max_output_tokens: 12, temperature: 0 }));
+  const next = await call(() => client.responses.create({ model, previous_response_id: first.r?.id, input: 'She was', max_output_tokens: 12,
+    temperature: 0 }));
+  const thread = await call(() => client.chat.completions.create({ model, messages: [{ role: 'user', content: prompt },
+    { role: 'assistant', content: first.r?.output_text }, { role: 'user', content: 'She was' }], max_tokens: 12, temperature: 0 }));
+  check('responses: previous_response_id goes on from its conversation (not its instructions) = the chat of the whole conversation',
+    first.r && next.r && thread.r && first.r.store === true && next.r.previous_response_id === first.r.id &&
+    next.r.output_text === thread.r.choices[0].message.content && next.r.output_text.length > 0,
+    { first: first.r || errorOf(first), next: next.r || errorOf(next), chat: thread.r || errorOf(thread) });
+  const got = await call(() => client.responses.retrieve(first.r?.id), false);
+  check('responses.retrieve: the stored response as answered', got.r && first.r && got.r.id === first.r.id &&
+    got.r.output[0].content[0].text === first.r.output_text && got.r.instructions === 'A story.', got.r || errorOf(got));
+  const del = await call(() => client.responses.del(first.r?.id), false);
+  const gone = await call(() => client.responses.retrieve(first.r?.id), false);
+  check('responses.del, then retrieve is NotFoundError', !del.e && gone.e instanceof OpenAI.NotFoundError, { del: errorOf(del), gone: gone.r || errorOf(gone) });
+  const after = await call(() => client.responses.create({ model, input: prompt, previous_response_id: first.r?.id }));
+  check('responses: a previous_response_id not stored is 400 previous_response_not_found', after.e instanceof OpenAI.BadRequestError &&
+    after.e.code === 'previous_response_not_found' && after.e.param === 'previous_response_id', after.r || errorOf(after));
+  const unstored = await call(() => client.responses.create({ model, input: prompt, max_output_tokens: 4, temperature: 0, store: false }));
+  const none = await call(() => client.responses.retrieve(unstored.r?.id), false);
+  check('responses with store false: answered, not kept', unstored.r?.store === false && none.e instanceof OpenAI.NotFoundError,
+    { unstored: unstored.r || errorOf(unstored), none: none.r || errorOf(none) });
 });
 
 await section('structured output and logprobs', async () => {
