@@ -114,6 +114,11 @@ struct TransportStats {
   std::uint64_t frames_received = 0;
   double io_cpu_seconds = 0;         // CPU time of the I/O thread (CLOCK_THREAD_CPUTIME_ID),
                                      // including CRC32C: the CPU cost of moving the bytes
+  struct Link {
+    int peer = 0;
+    std::uint64_t bytes_sent = 0, bytes_received = 0;
+  };
+  std::vector<Link> links;  // the bytes above by peer rank, ascending: those with any
 };
 
 // A send's payload: one span, or up to three laid end to end on the wire (a block's

@@ -94,7 +94,9 @@ void Ring::on_step(std::function<void(int step)> observer) { impl_->observer = s
 
 RingTraffic Ring::traffic() const {
   const net::TransportStats s = impl_->transport->stats();
-  return {s.bytes_sent, s.bytes_received, s.frames_sent, s.frames_received, s.io_cpu_seconds};
+  RingTraffic t{s.bytes_sent, s.bytes_received, s.frames_sent, s.frames_received, s.io_cpu_seconds, {}};
+  for (const auto& l : s.links) t.links.push_back({l.peer, l.bytes_sent, l.bytes_received});
+  return t;
 }
 
 std::uint64_t Ring::progress() const { return impl_->transport->liveness().progress(); }

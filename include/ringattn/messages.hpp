@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 #include <memory>
 
 namespace ringattn {
@@ -45,6 +46,11 @@ struct RingTraffic {
   std::uint64_t bytes_sent = 0, bytes_received = 0;
   std::uint64_t frames_sent = 0, frames_received = 0;
   double io_cpu_seconds = 0;  // CPU time of the ring's I/O thread (CRC32C included)
+  struct Link {
+    int peer = 0;  // the rank at its other end
+    std::uint64_t bytes_sent = 0, bytes_received = 0;
+  };
+  std::vector<Link> links;  // the bytes above by peer, ascending (those that carried any)
 };
 
 }  // namespace ringattn

@@ -139,7 +139,7 @@ asio::awaitable<bool> Link::write_frame(const FrameHeader& h, const Payload& pay
     frame_written_ += n;
     last_write_ = Clock::now();
   }
-  env_.counters->bytes_sent += frame_total_;
+  count(&Counters::bytes_sent, frame_total_);
   env_.counters->frames_sent += 1;
   co_return true;
 }
@@ -184,7 +184,7 @@ asio::awaitable<bool> Link::read_small(std::span<std::byte> into, const FrameHea
     report("in the middle of a " + std::string(to_string(h.kind)) + " frame", ec);
     co_return false;
   }
-  env_.counters->bytes_received += into.size();
+  count(&Counters::bytes_received, into.size());
   env_.counters->frames_received += 1;
   if (crc32c(into) != h.payload_crc) {
     fail(FailureCause::protocol, "payload CRC32C mismatch on a " + std::string(to_string(h.kind)) + " frame from " + peer());
@@ -241,7 +241,7 @@ asio::awaitable<std::optional<FrameHeader>> Link::read_header() {
     co_return std::nullopt;
   }
   peer_live_.heard();
-  env_.counters->bytes_received += kHeaderBytes;
+  count(&Counters::bytes_received, kHeaderBytes);
   FrameHeader h;
   if (std::string err = try_decode_header(hb, env_.limits, h); !err.empty()) {
     fail(FailureCause::protocol, "bad frame header from " + peer() + ": " + err);
@@ -352,7 +352,7 @@ asio::awaitable<bool> Link::hold(const FrameHeader& h) {
   }
   Held f{h, std::vector<std::byte>(static_cast<std::size_t>(h.payload_bytes))};
   if (!co_await read_payload(h, f.payload)) co_return false;
-  env_.counters->bytes_received += h.payload_bytes;
+  count(&Counters::bytes_received, h.payload_bytes);
   env_.counters->frames_received += 1;
   held_bytes_ += h.payload_bytes;
   held_.push_back(std::move(f));
@@ -390,7 +390,7 @@ asio::awaitable<bool> Link::on_data(const FrameHeader& h) {
     co_return false;
   }
   if (!co_await read_payload(h, op->buffer)) co_return false;  // the op stays queued: a failure completes it
-  env_.counters->bytes_received += h.payload_bytes;
+  count(&Counters::bytes_received, h.payload_bytes);
   env_.counters->frames_received += 1;
   op->header = h;
   ops_.erase(std::find(ops_.begin(), ops_.end(), op));
@@ -431,7 +431,7 @@ asio::awaitable<void> Link::linger_close(std::optional<ErrorInfo> error) {
   stream_.socket().non_blocking(true, drain_ec);  // from here on every read only takes what is there
   std::vector<std::byte> scratch(64 * 1024);
   if (!ec) {
-    env_.counters->bytes_sent += kHeaderBytes + payload.size();
+    count(&Counters::bytes_sent, kHeaderBytes + payload.size());
     env_.counters->frames_sent += 1;
     stream_.shutdown_send();
     co_await flush_sent(scratch);

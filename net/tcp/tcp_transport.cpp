@@ -76,6 +76,8 @@ TcpTransport::TcpTransport(const TransportConfig& config)
   env_.keepalive = config_.keepalive;
   env_.fail = [this](FailureCause cause, int origin, const std::string& message) { fail(cause, origin, message); };
   env_.counters = &counters_;
+  peer_counters_ = std::make_unique<Counters[]>(static_cast<std::size_t>(config_.world));
+  env_.peer_counters = peer_counters_.get();
   env_.liveness = &liveness_;
   leaving_.assign(static_cast<std::size_t>(config_.world), false);
   env_.peer_leaving = [this](int peer) {
@@ -354,10 +356,16 @@ bool TcpTransport::test(const Request& request) const { return request_done(requ
 
 TransportStats TcpTransport::stats() const {
   TransportStats s;
-  s.bytes_sent = counters_.bytes_sent;
-  s.bytes_received = counters_.bytes_received;
   s.frames_sent = counters_.frames_sent;
   s.frames_received = counters_.frames_received;
+  for (int p = 0; p < config_.world; ++p) {  // the byte totals are the links' sums, read once
+    const Counters& c = peer_counters_[static_cast<std::size_t>(p)];
+    const std::uint64_t sent = c.bytes_sent, received = c.bytes_received;
+    if (sent == 0 && received == 0) continue;
+    s.links.push_back({p, sent, received});
+    s.bytes_sent += sent;
+    s.bytes_received += received;
+  }
   double cpu = -1;
   if (io_running_) {
     clockid_t clock{};

@@ -121,6 +121,7 @@ class TcpTransport final : public Transport {
   Acceptor acceptor_;
   std::uint16_t port_ = 0;
   Counters counters_;
+  std::unique_ptr<Counters[]> peer_counters_;  // [world]: the links' bytes by peer rank
   Liveness liveness_;
   LinkEnv env_;
 

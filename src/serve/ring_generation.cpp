@@ -115,7 +115,7 @@ std::vector<infer::SequenceResult> RingService::run_kept_batch(const GenerateBat
   return results;
 }
 
-std::vector<std::shared_ptr<Generation>> RingService::take_generations(std::size_t running) {
+std::vector<std::shared_ptr<Generation>> RingService::take_generations(std::size_t running, std::int64_t prefilling) {
   // Newcomers join the running replies. One rank may hold every row of a round (short
   // prompts go whole to one rank), and one decode call carries a token of each prompt: both
   // within max_rows. A newcomer that does not fit beside the running ones waits for rows to
@@ -123,16 +123,24 @@ std::vector<std::shared_ptr<Generation>> RingService::take_generations(std::size
   const std::int64_t cap = limits().max_rows;
   auto count = static_cast<std::int64_t>(running);
   std::int64_t tokens = count;  // a running reply feeds one token (its last)
+  // While replies stream, the round's prompt tokens — a chunked prompt's next chunk first,
+  // then the newcomers in arrival order — are at most prefill_chunk (a long prompt goes in
+  // chunks, one a round; a round pauses at every step while one is in): no step of theirs
+  // waits for more than one chunk's prefill, however many arrive at once.
+  const std::int64_t chunk = config_.prefill_chunk;
+  std::int64_t budget = chunk - prefilling;
   std::vector<std::shared_ptr<Generation>> joined;
   arrived_ = false;
   while (!generations_.empty()) {
     std::shared_ptr<Generation> g = generations_.front();
     if (sessions_) sessions_->look_again(*g);  // an entry filed since it arrived (its round ended) may hold its prefix
-    // While replies stream, a long prompt goes in chunks, one a round (a round pauses at
-    // every step while one is in): no step of theirs waits for more than one chunk.
-    const std::int64_t chunk = config_.prefill_chunk;
-    const bool chunked = count > 0 && chunk > 0 && static_cast<std::int64_t>(g->feed.size()) > chunk;
-    const auto n = chunked ? chunk : static_cast<std::int64_t>(g->feed.size());
+    const bool limited = count > 0 && chunk > 0;
+    if (limited && budget <= 0) {  // the round's chunk is spent: the next round takes it (each round pauses for it)
+      arrived_ = true;
+      break;
+    }
+    const bool chunked = limited && static_cast<std::int64_t>(g->feed.size()) > budget;
+    const auto n = chunked ? budget : static_cast<std::int64_t>(g->feed.size());
     const auto k = chunked ? 0 : static_cast<std::int64_t>(g->samples.size());
     if (count > 0 && (tokens + n + k > cap || count + k >= cap)) break;
     generations_.pop_front();
@@ -143,10 +151,11 @@ std::vector<std::shared_ptr<Generation>> RingService::take_generations(std::size
       continue;
     }
     tokens += n + k;  // a sample: one row a step, no prefill
+    if (limited) budget -= n;
     count += 1 + k;
     if (chunked) {  // its samples join the round of its last chunk (they copy its whole rows)
-      g->rest.assign(g->feed.begin() + chunk, g->feed.end());
-      g->feed.resize(static_cast<std::size_t>(chunk));
+      g->rest.assign(g->feed.begin() + n, g->feed.end());
+      g->feed.resize(static_cast<std::size_t>(n));
       joined.push_back(std::move(g));
       continue;
     }
@@ -232,6 +241,9 @@ void RingService::after_round(std::vector<std::shared_ptr<Generation>>& round, c
   for (const auto& r : results) by_prompt[static_cast<std::size_t>(r.prompt)] = &r;
   std::lock_guard lock(mu_);
   active_.clear();
+  // The prompts still in chunks share the next round's chunk (take_generations' bound).
+  const auto chunking = std::count_if(round.begin(), round.end(), [](const auto& g) { return !g->ended && !g->rest.empty(); });
+  const std::size_t share = chunking == 0 ? 0 : std::max<std::size_t>(1, static_cast<std::size_t>(config_.prefill_chunk) / static_cast<std::size_t>(chunking));
   for (std::size_t i = 0; i < round.size(); ++i) {
     Generation& g = *round[i];
     const infer::SequenceResult* r = by_prompt[i];
@@ -248,7 +260,7 @@ void RingService::after_round(std::vector<std::shared_ptr<Generation>>& round, c
     }
     g.continues = r->next;
     if (!g.rest.empty()) {  // its prompt's next chunk (the token chosen from this one is no reply's: its coin unspent)
-      const std::size_t take = std::min<std::size_t>(g.rest.size(), static_cast<std::size_t>(config_.prefill_chunk));
+      const std::size_t take = std::min(g.rest.size(), share);
       g.feed.assign(g.rest.begin(), g.rest.begin() + static_cast<std::ptrdiff_t>(take));
       g.rest.erase(g.rest.begin(), g.rest.begin() + static_cast<std::ptrdiff_t>(take));
       active_.push_back(round[i]);

@@ -104,7 +104,10 @@ std::optional<RingService::Leave> RingService::coordinate_generations(std::uniqu
     for (auto& s : g->samples) batch.push_back(std::move(s));
     g->samples.clear();
   }
-  for (auto& g : take_generations(batch.size())) batch.push_back(std::move(g));
+  std::int64_t prefilling = 0;  // a chunked prompt's next chunk: prompt tokens this round already feeds
+  for (const auto& g : batch)
+    if (g->feed.size() > 1) prefilling += static_cast<std::int64_t>(g->feed.size());
+  for (auto& g : take_generations(batch.size(), prefilling)) batch.push_back(std::move(g));
   std::vector<std::int32_t> end = std::exchange(to_erase_, {});
   if (sessions_)
     for (const std::int32_t s : sessions_->take_ended()) end.push_back(s);

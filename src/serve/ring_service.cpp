@@ -184,6 +184,12 @@ std::string RingService::status_json() const {
   auto figure = [&](const char* name) { return static_cast<std::int64_t>(metrics_.value(name).value_or(0)); };
   o.add("cache_rows", figure("ringattn_generation_cache_rows"));
   o.add("bytes_sent", figure("ringattn_bytes_sent_total")).add("bytes_received", figure("ringattn_bytes_received_total"));
+  std::vector<cli::JsonObject> links;  // what it sent on each link that carried any, as its /metrics says
+  for (int p = 0; p < world(); ++p) {
+    const double sent = metrics_.value("ringattn_link_bytes_sent_total", {{"peer", std::to_string(p)}}).value_or(0);
+    if (p != rank() && sent > 0) links.push_back(cli::JsonObject().add("peer", p).add("bytes_sent", static_cast<std::int64_t>(sent)));
+  }
+  o.add("links", links);
   o.add("nodes", nodes_locked());
   if (last_job_) o.add("last_job", *last_job_);
   else o.add_null("last_job");
@@ -205,6 +211,7 @@ bool RingService::form() {
         std::lock_guard lock(mu_);
         ring_ = std::move(ring);
         seen_sent_ = seen_received_ = 0;
+        seen_links_.clear();
         // The kept rows were the last ring's: every session ends with it.
         kept_.clear();
         if (sessions_) {
@@ -309,6 +316,14 @@ void RingService::record_transport() {
   metrics_.add("ringattn_bytes_received_total", {}, static_cast<double>(s.bytes_received - seen_received_));
   seen_sent_ = s.bytes_sent;
   seen_received_ = s.bytes_received;
+  for (const RingTraffic::Link& l : s.links) {  // each link's, by the rank at its other end
+    auto& [sent, received] = seen_links_[l.peer];
+    const Labels peer = {{"peer", std::to_string(l.peer)}};
+    metrics_.add("ringattn_link_bytes_sent_total", peer, static_cast<double>(l.bytes_sent - sent));
+    metrics_.add("ringattn_link_bytes_received_total", peer, static_cast<double>(l.bytes_received - received));
+    sent = l.bytes_sent;
+    received = l.bytes_received;
+  }
 }
 
 }  // namespace ringattn::serve

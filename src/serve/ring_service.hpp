@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -128,8 +129,9 @@ class RingService {
   void record_sessions();  // the sessions' gauges; mu_ held
   void run_worker_generation(std::uint64_t id);
   void agree_on_model();
-  // The queued requests that join `running` replies in the next round; mu_ held.
-  std::vector<std::shared_ptr<Generation>> take_generations(std::size_t running);
+  // The queued requests that join `running` replies in the next round, `prefilling` of whose
+  // tokens are prompt chunks (a chunked prompt's next); mu_ held.
+  std::vector<std::shared_ptr<Generation>> take_generations(std::size_t running, std::int64_t prefilling);
   ShardUpload upload_shards(Job& job, std::vector<ShardUpload>& sent, std::vector<MessageRequest>& sends);
   void gather_results(Job& job);
   void run_worker_job(std::uint64_t id, std::vector<std::byte>& buf);
@@ -185,6 +187,7 @@ class RingService {
   std::uint64_t jobs_ok_ = 0, jobs_failed_ = 0, jobs_aborted_ = 0;
   std::string last_ring_error_;
   std::uint64_t seen_sent_ = 0, seen_received_ = 0;  // transport counters already recorded
+  std::map<int, std::pair<std::uint64_t, std::uint64_t>> seen_links_;  // per peer: sent, received recorded
 };
 
 }  // namespace ringattn::serve

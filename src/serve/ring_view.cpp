@@ -21,6 +21,7 @@ constexpr Millis kAskTimeout{2000};  // a worker's whole answer: connect, token,
 constexpr auto kFresh = std::chrono::milliseconds(500);
 constexpr std::int64_t kMaxFigure = std::int64_t{1} << 53;  // exact in a double, and so in JavaScript
 constexpr std::size_t kMaxText = 255;
+constexpr std::int64_t kMaxLinks = 4096;  // peers a rank's status may list
 
 struct Answer {
   std::string json, error;
@@ -119,6 +120,25 @@ RankStatus read_rank_status(std::string_view json, int rank) {
   s.cache_rows = whole("cache_rows", kMaxFigure);
   s.bytes_sent = whole("bytes_sent", kMaxFigure);
   s.bytes_received = whole("bytes_received", kMaxFigure);
+  if (const infer::Json* links = infer::json_field(v, "links")) {  // [{"peer", "bytes_sent"}], peers ascending
+    if (!links->is_array() || links->size() > kMaxLinks)
+      throw Error(who + ": \"links\" must be an array of at most " + std::to_string(kMaxLinks) + " links");
+    for (const infer::Json& l : *links) {
+      const infer::Json* p = infer::json_field(l, "peer");
+      const infer::Json* b = infer::json_field(l, "bytes_sent");
+      if (!p || !b) throw Error(who + ": every link needs a \"peer\" and \"bytes_sent\"");
+      std::int64_t peer = 0, sent = 0;
+      try {
+        peer = infer::json_int(*p, "peer", 0, kMaxLinks - 1);
+        sent = infer::json_int(*b, "bytes_sent", 0, kMaxFigure);
+      } catch (const std::exception& e) {
+        throw Error(who + ": a link: " + e.what());
+      }
+      if (peer == rank || (!s.links.empty() && peer <= s.links.back().first))
+        throw Error(who + ": its links' peers must be other ranks, ascending");
+      s.links.emplace_back(static_cast<int>(peer), sent);
+    }
+  }
   return s;
 }
 
@@ -153,9 +173,13 @@ std::string RingView::survey() const {
     try {
       const RankStatus s = r == 0 ? read_rank_status(service_.status_json(), 0) : read_answer(answers[i], r);
       o.add("host", s.host).add("state", s.state).add("cache_rows", s.cache_rows).add("cache_rows_capacity", per_rank);
-      o.add("bytes_sent", s.bytes_sent).add("bytes_received", s.bytes_received).add_null("error");
+      o.add("bytes_sent", s.bytes_sent).add("bytes_received", s.bytes_received);
+      std::vector<cli::JsonObject> links;
+      for (const auto& [peer, sent] : s.links)
+        if (peer < world) links.push_back(cli::JsonObject().add("peer", peer).add("bytes_sent", sent));
+      o.add("links", links).add_null("error");
     } catch (const std::exception& e) {
-      for (const char* k : {"host", "state", "cache_rows", "cache_rows_capacity", "bytes_sent", "bytes_received"}) o.add_null(k);
+      for (const char* k : {"host", "state", "cache_rows", "cache_rows_capacity", "bytes_sent", "bytes_received", "links"}) o.add_null(k);
       o.add("error", e.what());
     }
     ranks.push_back(std::move(o));

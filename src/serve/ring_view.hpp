@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 #include <string_view>
 
 namespace ringattn::serve {
@@ -30,6 +32,7 @@ struct RankStatus {
   int rank = 0;
   std::string host, state;
   std::int64_t cache_rows = 0, bytes_sent = 0, bytes_received = 0;
+  std::vector<std::pair<int, std::int64_t>> links;  // the bytes it sent to each peer rank, ascending
 };
 RankStatus read_rank_status(std::string_view json, int rank);
 

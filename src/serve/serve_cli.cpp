@@ -70,6 +70,8 @@ void describe_metrics(Metrics& m) {
   m.describe("ringattn_jobs_queued", T::gauge, "jobs waiting for the ring (rank 0)");
   m.describe("ringattn_bytes_sent_total", T::counter, "bytes this rank sent on the ring's links");
   m.describe("ringattn_bytes_received_total", T::counter, "bytes this rank received on the ring's links");
+  m.describe("ringattn_link_bytes_sent_total", T::counter, "bytes this rank sent on its link to rank `peer`");
+  m.describe("ringattn_link_bytes_received_total", T::counter, "bytes this rank received on its link from rank `peer`");
   m.describe("ringattn_compute_seconds_total", T::counter, "seconds in the attention kernel");
   m.describe("ringattn_exposed_wait_seconds_total", T::counter,
              "seconds the kernel waited on the network after its fold (transfer not hidden by compute)");

@@ -99,8 +99,8 @@ const std::vector<Key>& keys() {
                                          "(a request that does not fit is refused; default 1024)", {"RINGATTN_CACHE_MIB"}},
       {"session_ttl", Kind::real, "S", "seconds an idle session keeps its rows on every daemon (default 600)",
        {"RINGATTN_SESSION_TTL"}},
-      {"prefill_chunk", Kind::integer, "T", "while replies stream, a newcomer's prompt goes in chunks of at most T tokens, one a "
-                                            "step (0: whole; default 256)", {"RINGATTN_PREFILL_CHUNK"}},
+      {"prefill_chunk", Kind::integer, "T", "while replies stream, a step feeds at most T prompt tokens: longer prompts go in "
+                                            "chunks, later arrivals wait a step (0: no bound; default 256)", {"RINGATTN_PREFILL_CHUNK"}},
       {"log_level", Kind::text, "LEVEL", "trace, debug, info, warn, error (the common --log-level)", {"RINGATTN_LOG_LEVEL"}},
       {"log_format", Kind::text, "FORMAT", "text, or json (one object per line, with the rank)", {"RINGATTN_LOG_FORMAT"}},
   };

@@ -59,6 +59,7 @@ th { color: var(--dim); font-weight: 500; }
 .bar { height: 6px; background: #e8ebf0; border-radius: 3px; margin-top: 3px; min-width: 60px; }
 .bar > div { height: 100%; background: var(--accent); border-radius: 3px; }
 td.err { color: var(--bad); }
+td.links span.link { display: block; white-space: nowrap; }
 </style>
 </head>
 <body data-refreshes="0">
@@ -93,7 +94,7 @@ td.err { color: var(--bad); }
       <dt>prefix-cache hits</dt><dd id="prefix-hits" data-value="">—</dd>
     </dl>
     <table>
-      <thead><tr><th>rank</th><th>host</th><th>state</th><th>KV rows / capacity</th><th>sent</th><th>received</th></tr></thead>
+      <thead><tr><th>rank</th><th>host</th><th>state</th><th>KV rows / capacity</th><th>sent</th><th>received</th><th>sent on each link</th></tr></thead>
       <tbody id="ranks"></tbody>
     </table>
   </section>
@@ -258,7 +259,7 @@ function draw(v) {
     if (r.error !== null) {
       cell(tr, r.control || "\u2014");
       const td = cell(tr, r.error, undefined, "err");
-      td.colSpan = 4;
+      td.colSpan = 5;
       rows.push(tr);
       continue;
     }
@@ -273,6 +274,15 @@ function draw(v) {
     use.appendChild(bar);
     cell(tr, bytes(r.bytes_sent), r.bytes_sent, "sent");
     cell(tr, bytes(r.bytes_received), r.bytes_received, "received");
+    const links = cell(tr, "", undefined, "links");
+    for (const l of r.links) {  // to each peer rank: the bytes this rank sent it
+      const span = document.createElement("span");
+      span.className = "link";
+      span.dataset.peer = l.peer;
+      span.dataset.value = l.bytes_sent;
+      span.textContent = "\u2192 " + l.peer + ": " + bytes(l.bytes_sent);
+      links.appendChild(span);
+    }
     rows.push(tr);
   }
   $("ranks").replaceChildren(...rows);

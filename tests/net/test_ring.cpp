@@ -69,7 +69,7 @@ TEST_CASE("ring: world size 1 needs no sockets") {
   t->close();  // idempotent
 }
 
-TEST_CASE("ring: 2, 3 and 4 ranks pass blocks around for several laps") {
+TEST_CASE("ring: 2, 3 and 4 ranks pass blocks around for several laps; the bytes counted by link") {
   for (int world : {2, 3, 4}) {
     CAPTURE(world);
     Ring ring = make_ring(world);
@@ -81,6 +81,23 @@ TEST_CASE("ring: 2, 3 and 4 ranks pass blocks around for several laps") {
       CHECK(st.frames_received == static_cast<std::uint64_t>(3 * world));
       CHECK(st.bytes_sent > 3u * world * kHeaderBytes);
       CHECK(st.io_cpu_seconds >= 0.0);
+      // By link: the blocks went to the successor and came from the predecessor; the totals
+      // are the links' sums (a PING may have crossed another link).
+      std::uint64_t sent = 0, received = 0;
+      bool to_successor = false, from_predecessor = false;
+      for (std::size_t i = 0; i < st.links.size(); ++i) {
+        const auto& l = st.links[i];
+        CHECK(l.peer != t->rank());
+        if (i > 0) CHECK(l.peer > st.links[i - 1].peer);
+        sent += l.bytes_sent;
+        received += l.bytes_received;
+        to_successor = to_successor || (l.peer == t->successor() && l.bytes_sent > 3u * world * kHeaderBytes);
+        from_predecessor = from_predecessor || (l.peer == t->predecessor() && l.bytes_received > 3u * world * kHeaderBytes);
+      }
+      CHECK(sent == st.bytes_sent);
+      CHECK(received == st.bytes_received);
+      CHECK(to_successor);
+      CHECK(from_predecessor);
     }
     close_all(ring);
   }

@@ -16,7 +16,7 @@ no port, no websocket; stdlib only), each in its own process group, killed on ev
   4. once the ring is idle, checks every number the page shows against /metrics of each
      daemon, read before and after the page's next two redraws (and unchanged between):
      per rank the KV rows kept (the session's: some on every rank), the capacity, bytes sent
-     and received; the ring's rows reserved and capacity, sessions, decode tokens, prefill and
+     and received, bytes sent on each link (summing to those sent); the ring's rows reserved and capacity, sessions, decode tokens, prefill and
      decode tokens/s, requests running and queued, prefix-cache hits of lookups (or "—" without
      the metrics);
   5. saves a screenshot (--screenshot, 1280x640).
@@ -188,7 +188,8 @@ READ_PAGE = """(() => {
   for (const tr of document.querySelectorAll('#ranks tr')) {
     const use = tr.querySelector('td.cache-rows');
     ranks[tr.dataset.rank] = use ? {rows: use.dataset.value, capacity: use.dataset.capacity, text: use.firstChild.nodeValue,
-      sent: tr.querySelector('td.sent').dataset.value, received: tr.querySelector('td.received').dataset.value}
+      sent: tr.querySelector('td.sent').dataset.value, received: tr.querySelector('td.received').dataset.value,
+      links: Object.fromEntries([...tr.querySelectorAll('td.links span.link')].map((s) => [s.dataset.peer, s.dataset.value]))}
       : {error: tr.textContent};
   }
   return {running: v('requests-running'), queued: v('requests-queued'), sessions: v('sessions'),
@@ -240,6 +241,15 @@ def compare(page, scrapes, failures):
         same("rank %d capacity" % r, shown["capacity"], capacity // WORLD)
         same("rank %d bytes sent" % r, shown["sent"], m["ringattn_bytes_sent_total"])
         same("rank %d bytes received" % r, shown["received"], m["ringattn_bytes_received_total"])
+        # Each link the rank's /metrics counts, the page shows: the bytes it sent to that peer
+        # (its successor on the ring at least), and they add up to all it sent.
+        links = {k[len('ringattn_link_bytes_sent_total{peer="'):-2]: v for k, v in m.items()
+                 if k.startswith('ringattn_link_bytes_sent_total{peer="')}
+        if sorted(shown["links"]) != sorted(links) or str((r + 1) % WORLD) not in links:
+            failures.append("rank %d: the page's links %r, /metrics's %r" % (r, shown["links"], links))
+        for peer, sent in links.items():
+            same("rank %d bytes sent to rank %s" % (r, peer), shown["links"].get(peer), sent)
+        same("rank %d bytes sent on its links, summed" % r, sum(links.values()), m["ringattn_bytes_sent_total"])
         if shown["text"] != "%d / %d" % (rows, capacity // WORLD):
             failures.append("rank %d: the cache's use reads %r" % (r, shown["text"]))
     if kept <= 0:
@@ -303,7 +313,7 @@ def run(ring, browser, screenshot, failures):
         failures.append("/metrics moved while the ring was idle")
     compare(page, after, failures)
     print("page: %d numbers shown equal /metrics (rows kept per rank %s of %s)" %
-          (10 + 4 * WORLD, [page["ranks"][str(r)].get("rows") for r in range(WORLD)], page["ranks"]["0"].get("capacity")),
+          (10 + sum(4 + len(page["ranks"][str(r)].get("links", {})) for r in range(WORLD)), [page["ranks"][str(r)].get("rows") for r in range(WORLD)], page["ranks"]["0"].get("capacity")),
           flush=True)
 
     # 5. What a person sees.

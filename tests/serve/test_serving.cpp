@@ -195,6 +195,51 @@ TEST_CASE("serve --model --prefill-chunk 32: beside a stream, a long prompt goes
   CHECK(eventually([&] { return m.ring->log(0).find("2 requests (2 going on), 33 tokens fed") != std::string::npos; }, 30));
 }
 
+TEST_CASE("serve --model --prefill-chunk 32: two long prompts arriving at once beside a stream share the rounds' chunk; no round feeds more; llama2.c's texts") {
+  const auto dir = ::test::model_dir();
+  if (!dir) return;
+  ModelRing m(*dir, {"--prefill-chunk", "32"}, 10);
+  INFO(m.ring->logs());
+  REQUIRE(m.ring->wait_ready(60));
+  itest::Spawned streaming(curl_post(m, "/v1/completions", sampled_body(300, true)), {}, "/usr/bin/curl");
+  REQUIRE(eventually([&] { streaming.pump(); return streaming.out().find("data: {") != std::string::npos; }, 60));
+  // Two beginnings of llama2.c's greedy story (cut at words; ~60 and ~80 tokens): each goes on
+  // as the story does. Queued together while a rank is held.
+  const std::string& greedy = ::test::kGreedy256Text;
+  const std::string one = greedy.substr(0, greedy.rfind(' ', 250)), two = greedy.substr(0, greedy.rfind(' ', 330));
+  m.ring->signal(1, SIGSTOP);
+  itest::Spawned a(curl_post(m, "/v1/completions", body(40, false, one)), {}, "/usr/bin/curl");
+  itest::Spawned b(curl_post(m, "/v1/completions", body(40, false, two)), {}, "/usr/bin/curl");
+  const bool queued = eventually([&] { return metric(*m.ring, 0, "ringattn_generations_queued") == 2; }, 60);
+  m.ring->signal(1, SIGCONT);
+  REQUIRE(queued);
+  const Outcome oa = a.wait(120), ob = b.wait(120);
+  streaming.wait(120);
+  const std::string log = m.ring->log(0);
+  INFO("rank 0: " << log);
+  for (const auto& [prompt, o] : {std::pair{one, oa}, std::pair{two, ob}}) {
+    REQUIRE(o.out.find("HTTP 200") != std::string::npos);
+    const std::string text = text_of(o);
+    INFO("prompt: " << prompt << "\ntext: " << text);
+    CHECK(prompt_tokens(o) > 50);
+    CHECK(text.size() > 60);
+    CHECK(greedy.compare(prompt.size(), text.size(), text) == 0);
+  }
+  // Every round fed at most the chunk, the stream's token and a token more for each prompt in
+  // chunks beside the first; the prompts went in several rounds.
+  std::istringstream in(log);
+  int rounds = 0, most = 0;
+  for (std::string line; std::getline(in, line);) {
+    const auto at = line.find(" tokens fed");
+    if (line.find("generation round") == std::string::npos || at == std::string::npos) continue;
+    const auto from = line.rfind(", ", at) + 2;
+    most = std::max(most, std::stoi(line.substr(from, at - from)));
+    ++rounds;
+  }
+  CHECK(most <= 32 + 3);
+  CHECK(rounds >= 5);
+}
+
 TEST_CASE("serve --model --tp 2 on 4 daemons: a newcomer joins a running reply on the whole mesh; both texts exact") {
   const auto dir = ::test::model_dir();
   if (!dir) return;
