@@ -112,8 +112,9 @@ void shaped_as_reference(ModelRing& m) {
 }
 
 // n = 3 samples of one prompt: each the text its seed gives alone (the seed + its index), whole
-// and streamed (chunks by choice index); the prompt prefilled once (`prefill_rows`: the ring's
-// prefill-token counter's growth, where the test can read it: at P = 3, one row a token).
+// and streamed (chunks by choice index); the prompt prefilled once (`count_prefill`: the ring's
+// prefill-token counter's growth, where the test can read it: at P = 3, one row a token; on a
+// ring that ran nothing before, as a round's counts are recorded after its last token is out).
 void samples_equal_alone(ModelRing& m, bool count_prefill) {
   auto ring_prefill = [&] {
     double n = 0;
@@ -160,10 +161,10 @@ TEST_CASE("serve --model: a request that arrives while a long reply streams join
   ModelRing m(*dir, {}, 10);
   INFO(m.ring->logs());
   REQUIRE(m.ring->wait_ready(60));
+  samples_equal_alone(m, true);  // first: no earlier round can still be recording its counts
   join_running(m, 1);
   repeat_at_done(m, 2);
   shaped_as_reference(m);
-  samples_equal_alone(m, true);
   // Every ended reply's rows went with its round, but for what the prefix cache keeps.
   CHECK(eventually([&] {
     double rows = 0;
