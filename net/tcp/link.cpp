@@ -139,8 +139,8 @@ asio::awaitable<bool> Link::write_frame(const FrameHeader& h, const Payload& pay
     frame_written_ += n;
     last_write_ = Clock::now();
   }
-  count(&Counters::bytes_sent, frame_total_);
-  env_.counters->frames_sent += 1;
+  counts().bytes_sent += frame_total_;
+  counts().frames_sent += 1;
   co_return true;
 }
 
@@ -184,8 +184,8 @@ asio::awaitable<bool> Link::read_small(std::span<std::byte> into, const FrameHea
     report("in the middle of a " + std::string(to_string(h.kind)) + " frame", ec);
     co_return false;
   }
-  count(&Counters::bytes_received, into.size());
-  env_.counters->frames_received += 1;
+  counts().bytes_received += into.size();
+  counts().frames_received += 1;
   if (crc32c(into) != h.payload_crc) {
     fail(FailureCause::protocol, "payload CRC32C mismatch on a " + std::string(to_string(h.kind)) + " frame from " + peer());
     co_return false;
@@ -241,7 +241,7 @@ asio::awaitable<std::optional<FrameHeader>> Link::read_header() {
     co_return std::nullopt;
   }
   peer_live_.heard();
-  count(&Counters::bytes_received, kHeaderBytes);
+  counts().bytes_received += kHeaderBytes;
   FrameHeader h;
   if (std::string err = try_decode_header(hb, env_.limits, h); !err.empty()) {
     fail(FailureCause::protocol, "bad frame header from " + peer() + ": " + err);
@@ -267,7 +267,7 @@ asio::awaitable<bool> Link::on_frame(const FrameHeader& h) {
     }
     case FrameKind::bye:
       bye_received_ = true;
-      env_.counters->frames_received += 1;
+      counts().frames_received += 1;
       if (!ops_.empty()) {
         fail(FailureCause::peer_closed, peer() + " closed the ring (BYE) with " + std::to_string(ops_.size()) + " " +
                                             (dir_ == Dir::in ? "receive(s)" : "send(s)") + " pending");
@@ -352,8 +352,8 @@ asio::awaitable<bool> Link::hold(const FrameHeader& h) {
   }
   Held f{h, std::vector<std::byte>(static_cast<std::size_t>(h.payload_bytes))};
   if (!co_await read_payload(h, f.payload)) co_return false;
-  count(&Counters::bytes_received, h.payload_bytes);
-  env_.counters->frames_received += 1;
+  counts().bytes_received += h.payload_bytes;
+  counts().frames_received += 1;
   held_bytes_ += h.payload_bytes;
   held_.push_back(std::move(f));
   co_return true;
@@ -390,8 +390,8 @@ asio::awaitable<bool> Link::on_data(const FrameHeader& h) {
     co_return false;
   }
   if (!co_await read_payload(h, op->buffer)) co_return false;  // the op stays queued: a failure completes it
-  count(&Counters::bytes_received, h.payload_bytes);
-  env_.counters->frames_received += 1;
+  counts().bytes_received += h.payload_bytes;
+  counts().frames_received += 1;
   op->header = h;
   ops_.erase(std::find(ops_.begin(), ops_.end(), op));
   env_.liveness->tick();
@@ -431,8 +431,8 @@ asio::awaitable<void> Link::linger_close(std::optional<ErrorInfo> error) {
   stream_.socket().non_blocking(true, drain_ec);  // from here on every read only takes what is there
   std::vector<std::byte> scratch(64 * 1024);
   if (!ec) {
-    count(&Counters::bytes_sent, kHeaderBytes + payload.size());
-    env_.counters->frames_sent += 1;
+    counts().bytes_sent += kHeaderBytes + payload.size();
+    counts().frames_sent += 1;
     stream_.shutdown_send();
     co_await flush_sent(scratch);
   }

@@ -52,8 +52,7 @@ struct LinkEnv {
   // The first fatal error of any link: abort everything. `origin` is the rank the
   // failure is attributed to.
   std::function<void(FailureCause cause, int origin, const std::string& message)> fail;
-  Counters* counters = nullptr;
-  Counters* peer_counters = nullptr;  // [world]: each peer rank's link(s): bytes (frames go to `counters`)
+  Counters* counters = nullptr;  // [world]: what the links to each peer rank moved (the transport sums them)
   Liveness* liveness = nullptr;  // this rank's: sent in PINGs, ticked per frame moved
   // A peer's PING asked to leave (I/O thread).
   std::function<void(int peer)> peer_leaving;
@@ -98,8 +97,7 @@ class Link {
  private:
   enum class State : std::uint8_t { open, closing };
 
-  // Bytes moved, counted by peer (the transport's totals are their sums).
-  void count(std::atomic<std::uint64_t> Counters::*counter, std::uint64_t bytes) { (env_.peer_counters[peer_rank_].*counter) += bytes; }
+  Counters& counts() { return env_.counters[peer_rank_]; }  // this peer's
 
   asio::awaitable<void> writer();
   asio::awaitable<bool> write_frame(const FrameHeader& h, const Payload& payload);

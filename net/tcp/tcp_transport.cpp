@@ -75,9 +75,8 @@ TcpTransport::TcpTransport(const TransportConfig& config)
   env_.flush = std::max(env_.linger, config_.io_timeout);
   env_.keepalive = config_.keepalive;
   env_.fail = [this](FailureCause cause, int origin, const std::string& message) { fail(cause, origin, message); };
-  env_.counters = &counters_;
-  peer_counters_ = std::make_unique<Counters[]>(static_cast<std::size_t>(config_.world));
-  env_.peer_counters = peer_counters_.get();
+  counters_ = std::make_unique<Counters[]>(static_cast<std::size_t>(config_.world));
+  env_.counters = counters_.get();
   env_.liveness = &liveness_;
   leaving_.assign(static_cast<std::size_t>(config_.world), false);
   env_.peer_leaving = [this](int peer) {
@@ -356,11 +355,11 @@ bool TcpTransport::test(const Request& request) const { return request_done(requ
 
 TransportStats TcpTransport::stats() const {
   TransportStats s;
-  s.frames_sent = counters_.frames_sent;
-  s.frames_received = counters_.frames_received;
-  for (int p = 0; p < config_.world; ++p) {  // the byte totals are the links' sums, read once
-    const Counters& c = peer_counters_[static_cast<std::size_t>(p)];
+  for (int p = 0; p < config_.world; ++p) {  // the totals are the links' sums, each counter read once
+    const Counters& c = counters_[static_cast<std::size_t>(p)];
     const std::uint64_t sent = c.bytes_sent, received = c.bytes_received;
+    s.frames_sent += c.frames_sent;
+    s.frames_received += c.frames_received;
     if (sent == 0 && received == 0) continue;
     s.links.push_back({p, sent, received});
     s.bytes_sent += sent;

@@ -120,8 +120,7 @@ class TcpTransport final : public Transport {
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   Acceptor acceptor_;
   std::uint16_t port_ = 0;
-  Counters counters_;
-  std::unique_ptr<Counters[]> peer_counters_;  // [world]: the links' bytes by peer rank
+  std::unique_ptr<Counters[]> counters_;  // [world]: what the links moved, by peer rank
   Liveness liveness_;
   LinkEnv env_;
 

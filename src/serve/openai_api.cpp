@@ -147,14 +147,8 @@ struct ChatReply : ReplyFormat {
     return o;
   }
   infer::ToolSyntax syntax = infer::ToolSyntax::none;  // a chat offered tools: how its reply calls them
-  // Per choice of a stream: its text that may still be a tool call, and whether it cannot be
-  // one (then its text goes out as it comes).
-  std::vector<std::string> held;
-  std::vector<char> passing;
-  void choices(std::size_t n) {
-    held.assign(n, {});
-    passing.assign(n, 0);
-  }
+  std::vector<HeldText> held;                          // per choice of a stream
+  void choices(std::size_t n) { held.assign(n, {}); }
 
   // OpenAI's tool_calls of a parsed reply (ids unique in the reply).
   std::vector<cli::JsonObject> tool_calls_json(const infer::ParsedReply& p, bool chunk) const {
@@ -201,44 +195,34 @@ struct ChatReply : ReplyFormat {
     if (usage_chunk) o.add_null("usage");
     return sse(o.str());
   }
-  // A reply that offered tools and ended on its own: its calls, if it made any.
-  std::optional<infer::ParsedReply> calls_in(const std::string& text, const std::string& finish) const {
-    if (syntax == infer::ToolSyntax::none || finish == "length") return std::nullopt;
-    infer::ParsedReply p = infer::parse_tool_calls(syntax, text);
-    if (p.calls.empty()) return std::nullopt;
-    return p;
-  }
   static cli::JsonObject usage_of(const Usage& u) { return usage_json(static_cast<std::size_t>(u.prompt), u.cached, static_cast<int>(u.completion)); }
 
   std::string whole(const std::vector<Choice>& choices, const Usage& usage) override {
     std::vector<cli::JsonObject> out;
     for (std::size_t i = 0; i < choices.size(); ++i) {
       const Choice& c = choices[i];
-      const std::optional<infer::ParsedReply> calls = calls_in(c.text, c.finish);
+      const std::optional<infer::ParsedReply> calls = calls_in(syntax, c.text, c.finish);
       out.push_back(choice_json(static_cast<int>(i), false, c.text, calls ? "tool_calls" : c.finish, c.logprobs ? &*c.logprobs : nullptr,
                                 calls ? &*calls : nullptr));
     }
     return with_choices(false, out).add("usage", usage_of(usage)).str();
   }
-  // With tools offered, text that could still be a call is held till it cannot, or the end.
   std::string delta(int index, const std::string& text, const cli::JsonObject* logprobs) override {
-    const auto i = static_cast<std::size_t>(index);
-    if (syntax == infer::ToolSyntax::none || passing[i]) return chunk(index, text, "", logprobs);
-    held[i] += text;
-    if (infer::may_be_tool_call(syntax, held[i])) return {};
-    passing[i] = 1;
-    return chunk(index, std::exchange(held[i], {}), "", logprobs);
+    HeldText& h = held[static_cast<std::size_t>(index)];
+    if (syntax == infer::ToolSyntax::none || h.passing) return chunk(index, text, "", logprobs);
+    const std::string out = h.pass(syntax, text);
+    return h.passing ? chunk(index, out, "", logprobs) : std::string();
   }
   std::string choice_end(int index, const std::string& finish) override {
-    const auto i = static_cast<std::size_t>(index);
+    const std::string& rest = held[static_cast<std::size_t>(index)].held;
     std::string out;
     std::string end = finish;
-    if (!held[i].empty()) {
-      if (const std::optional<infer::ParsedReply> calls = calls_in(held[i], finish)) {
+    if (!rest.empty()) {
+      if (const std::optional<infer::ParsedReply> calls = calls_in(syntax, rest, finish)) {
         out += chunk(index, "", "", nullptr, &*calls);
         end = "tool_calls";
       } else {
-        out += chunk(index, held[i], "", nullptr);
+        out += chunk(index, rest, "", nullptr);
       }
     }
     return out + chunk(index, "", end, nullptr);

@@ -8,9 +8,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../cli/json_object.hpp"
+#include "../../infer/job/tool_calls.hpp"
 
 namespace ringattn::serve {
 
@@ -24,6 +26,30 @@ inline std::string sse(const std::string& data) { return "data: " + data + "\n\n
 struct Choice {
   std::string text, finish;
   std::optional<cli::JsonObject> logprobs;  // the tokens' log probabilities, when asked
+};
+
+// A reply that offered tools (`syntax` not none) and ended on its own (not at the length
+// limit): the tool calls its text makes, if any.
+inline std::optional<infer::ParsedReply> calls_in(infer::ToolSyntax syntax, const std::string& text, const std::string& finish) {
+  if (syntax == infer::ToolSyntax::none || finish == "length") return std::nullopt;
+  infer::ParsedReply p = infer::parse_tool_calls(syntax, text);
+  if (p.calls.empty()) return std::nullopt;
+  return p;
+}
+
+// A streamed reply's text with tools offered: held while it could still be a call, then
+// passed on as it comes once it cannot (what a client sees as content is never a call's).
+struct HeldText {
+  std::string held;
+  bool passing = false;
+  // What goes out now of `text` (empty while held).
+  std::string pass(infer::ToolSyntax syntax, const std::string& text) {
+    if (syntax == infer::ToolSyntax::none || passing) return text;
+    held += text;
+    if (infer::may_be_tool_call(syntax, held)) return {};
+    passing = true;
+    return std::exchange(held, {});
+  }
 };
 
 class ReplyFormat {

@@ -175,7 +175,7 @@ class ResponsesReply : public ReplyFormat {
     const bool cut = c.finish == "length";
     const char* status = cut ? "incomplete" : "completed";
     std::vector<cli::JsonObject> output;
-    const std::optional<infer::ParsedReply> calls = calls_in(c.text, c.finish);
+    const std::optional<infer::ParsedReply> calls = calls_in(syntax_, c.text, c.finish);
     if (calls) {
       if (!calls->content.empty()) output.push_back(message(calls->content, status));
       for (std::size_t k = 0; k < calls->calls.size(); ++k) output.push_back(function_call(k, calls->calls[k], "completed", true));
@@ -192,14 +192,11 @@ class ResponsesReply : public ReplyFormat {
     if (syntax_ == infer::ToolSyntax::none) out += open_message();  // else once the text cannot be a call
     return out;
   }
-  // With tools offered, text that could still be a call is held till it cannot, or the end.
   std::string delta(int, const std::string& text, const cli::JsonObject*) override {
     if (text.empty()) return {};
-    if (syntax_ == infer::ToolSyntax::none || passing_) return text_delta(text);
-    held_ += text;
-    if (infer::may_be_tool_call(syntax_, held_)) return {};
-    passing_ = true;
-    return open_message() + text_delta(std::exchange(held_, {}));
+    if (syntax_ == infer::ToolSyntax::none || held_.passing) return text_delta(text);
+    const std::string out = held_.pass(syntax_, text);
+    return held_.passing ? open_message() + text_delta(out) : std::string();
   }
   std::string choice_end(int, const std::string& finish) override {
     finish_ = finish;
@@ -210,8 +207,8 @@ class ResponsesReply : public ReplyFormat {
     const char* status = cut ? "incomplete" : "completed";
     const char* last = cut ? "response.incomplete" : "response.completed";
     std::string out;
-    const std::optional<infer::ParsedReply> calls = held_.empty() ? std::nullopt : calls_in(held_, finish_);
-    const std::string text = calls ? calls->content : std::exchange(held_, {});
+    const std::optional<infer::ParsedReply> calls = held_.held.empty() ? std::nullopt : calls_in(syntax_, held_.held, finish_);
+    const std::string text = calls ? calls->content : std::exchange(held_.held, {});
     if (!text.empty() || (!calls && !message_open_)) out += open_message() + text_delta(text);
     std::vector<cli::JsonObject> output;
     if (message_open_) {
@@ -242,13 +239,6 @@ class ResponsesReply : public ReplyFormat {
   }
 
  private:
-  // A reply that offered tools and ended on its own: its calls, if it made any.
-  std::optional<infer::ParsedReply> calls_in(const std::string& text, const std::string& finish) const {
-    if (syntax_ == infer::ToolSyntax::none || finish == "length") return std::nullopt;
-    infer::ParsedReply p = infer::parse_tool_calls(syntax_, text);
-    if (p.calls.empty()) return std::nullopt;
-    return p;
-  }
   // A stored response: its conversation (the request's, then its output as the chat's
   // assistant message) and the response object.
   void keep(const std::string& text, const infer::ParsedReply* calls, std::string response_json) const {
@@ -326,8 +316,7 @@ class ResponsesReply : public ReplyFormat {
   infer::ToolSyntax syntax_;
   ResponseStore* store_;  // null: not stored
   std::string text_;     // the message's text streamed so far
-  std::string held_;     // with tools: text that may still be a call
-  bool passing_ = false;  // with tools: the text is no call (it goes out as it comes)
+  HeldText held_;        // with tools: text that may still be a call
   bool message_open_ = false;
   std::string finish_;  // why the stream's reply ended
   std::int64_t sequence_ = 0;

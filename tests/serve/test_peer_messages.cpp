@@ -160,4 +160,23 @@ TEST_CASE("a rank's status for GET /v1/ring: its figures are read; a hostile ans
     CHECK(refused(R"("cache_rows":36)", std::string(R"("cache_rows":)") + bad).find("rank 2's status: cache_rows") == 0);
   CHECK(refused(R"("bytes_received":0,)", "").find("rank 2's status has no \"bytes_received\"") == 0);
   CHECK(refused(R"({"rank":2,)", R"({"rank":2,"rank":2,)").find("not JSON") != std::string::npos);  // a repeated key
+  // Its links: the bytes it sent to each peer, peers ascending, other ranks, at most 4096 of them.
+  const std::string links = R"("extra":[1])";
+  {
+    std::string with = good;
+    with.replace(with.find(links), links.size(), R"("links":[{"peer":0,"bytes_sent":7},{"peer":3,"bytes_sent":9007199254740992}])");
+    const RankStatus l = read_rank_status(with, 2);
+    CHECK(l.links == std::vector<std::pair<int, std::int64_t>>{{0, 7}, {3, 9007199254740992}});
+  }
+  CHECK(read_rank_status(good, 2).links.empty());  // none listed
+  CHECK(refused(links, R"("links":{})").find("\"links\" must be an array of at most 4096 links") != std::string::npos);
+  CHECK(refused(links, R"("links":[{"peer":2,"bytes_sent":1}])").find("other ranks, ascending") != std::string::npos);
+  CHECK(refused(links, R"("links":[{"peer":1,"bytes_sent":1},{"peer":0,"bytes_sent":1}])").find("other ranks, ascending") != std::string::npos);
+  CHECK(refused(links, R"("links":[{"peer":1,"bytes_sent":1},{"peer":1,"bytes_sent":1}])").find("other ranks, ascending") != std::string::npos);
+  CHECK(refused(links, R"("links":[{"peer":4096,"bytes_sent":1}])").find("a link: peer") != std::string::npos);
+  CHECK(refused(links, R"("links":[{"peer":1,"bytes_sent":-1}])").find("a link: bytes_sent") != std::string::npos);
+  CHECK(refused(links, R"("links":[{"peer":1}])").find("needs a \"peer\" and \"bytes_sent\"") != std::string::npos);
+  std::string many = R"("links":[)";
+  for (int p = 0; p <= 4096; ++p) many += std::string(p ? "," : "") + R"({"peer":)" + std::to_string(p) + R"(,"bytes_sent":1})";
+  CHECK(refused(links, many + "]").find("at most 4096 links") != std::string::npos);
 }
