@@ -22,6 +22,7 @@ bool has_avx512() {
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
 }
 bool has_avx512_bf16() { return has_avx512() && __builtin_cpu_supports("avx512bf16"); }  // Zen 4+, Sapphire Rapids+
+bool has_avx512_vnni() { return has_avx512() && __builtin_cpu_supports("avx512vnni"); }  // Cascade Lake+, Zen 4+
 #endif
 #if RINGATTN_HAVE_AVX2
 bool has_avx2() {
@@ -37,21 +38,25 @@ struct IsaPath {
   // A faster weight-matmul table where the CPU has more than the path needs (tried first).
   const LinearOps* linear_plus = nullptr;
   bool (*plus_has)() = nullptr;
+  const IntOps* ints = nullptr;       // the block formats' integer arithmetic (int_ops.hpp)
+  const IntOps* ints_plus = nullptr;  // a faster one where the CPU has more (tried first)
+  bool (*ints_plus_has)() = nullptr;
 };
 
 const IsaPath kPaths[] = {
 #if RINGATTN_HAVE_AVX512
     {.isa = Isa::avx512, .cpu_has = has_avx512, .attention = &kOpsAvx512, .linear = &kLinearAvx512,
-     .linear_plus = &kLinearAvx512Bf16, .plus_has = has_avx512_bf16},
+     .linear_plus = &kLinearAvx512Bf16, .plus_has = has_avx512_bf16, .ints = &kIntAvx512,
+     .ints_plus = &kIntAvx512Vnni, .ints_plus_has = has_avx512_vnni},
 #endif
 #if RINGATTN_HAVE_AVX2
-    {.isa = Isa::avx2, .cpu_has = has_avx2, .attention = &kOpsAvx2, .linear = &kLinearAvx2},
+    {.isa = Isa::avx2, .cpu_has = has_avx2, .attention = &kOpsAvx2, .linear = &kLinearAvx2, .ints = &kIntAvx2},
 #endif
 #if RINGATTN_HAVE_NEON
     // The weight matmul's generic loops, which aarch64's baseline vectorises.
-    {.isa = Isa::neon, .cpu_has = always, .attention = &kOpsNeon, .linear = &kLinearGeneric},
+    {.isa = Isa::neon, .cpu_has = always, .attention = &kOpsNeon, .linear = &kLinearGeneric, .ints = &kIntNeon},
 #endif
-    {.isa = Isa::generic, .cpu_has = always, .attention = &kOpsGeneric, .linear = &kLinearGeneric},
+    {.isa = Isa::generic, .cpu_has = always, .attention = &kOpsGeneric, .linear = &kLinearGeneric, .ints = &kIntGeneric},
 };
 
 // The entry of `isa`; throws InvalidArgument if this build or this CPU lacks it.
@@ -78,6 +83,14 @@ const LinearOps& linear_ops_for(Isa isa) {
   const IsaPath& p = path(isa);
   return p.linear_plus && p.plus_has() ? *p.linear_plus : *p.linear;
 }
+
+std::vector<const IntOps*> int_ops_variants(Isa isa) {
+  const IsaPath& p = path(isa);
+  if (p.ints_plus && p.ints_plus_has()) return {p.ints_plus, p.ints};
+  return {p.ints};
+}
+
+const IntOps& int_ops_for(Isa isa) { return *int_ops_variants(isa).front(); }
 
 Isa resolve_isa(const std::optional<Isa>& forced) {
   if (forced) return *forced;

@@ -14,6 +14,7 @@
 
 #include "kernels/aligned_buffer.hpp"
 #include "kernels/dispatch.hpp"
+#include "kernels/int_ops.hpp"
 #include "kernels/quant_blocks.hpp"
 #include "kernels/tensor_table.hpp"
 #include "ringattn/error.hpp"
@@ -38,6 +39,7 @@ struct Linear::Impl {
   std::int64_t out = 0, in = 0;
   Isa isa = Isa::generic;
   const kernels::LinearOps* ops = nullptr;
+  const kernels::IntOps* ints = nullptr;  // the block formats' integer tiles
   std::vector<LinearPart> parts;
   kernels::AlignedBuffer<std::uint32_t> words;
 };
@@ -197,6 +199,7 @@ void Linear::pack(std::optional<DType> dtype, std::int64_t in, std::optional<Isa
   impl->in = in;
   impl->isa = kernels::resolve_isa(isa);
   impl->ops = &kernels::linear_ops_for(impl->isa);
+  impl->ints = &kernels::int_ops_for(impl->isa);
   // The parts: every block in `dtype`, or each run of blocks of one dtype in it. Every
   // check before a byte is allocated.
   std::vector<std::pair<std::size_t, std::size_t>> runs;  // [first block, end)
@@ -268,7 +271,23 @@ std::int64_t Linear::in() const { return impl_ ? impl_->in : 0; }
 DType Linear::dtype() const { return impl_ ? impl_->parts.front().dtype : DType::f32; }
 bool Linear::mixed() const { return impl_ && impl_->parts.size() > 1; }
 Isa Linear::isa() const { return impl_ ? impl_->isa : Isa::generic; }
-const char* Linear::kernel() const { return impl_ ? impl_->ops->name : "none"; }
+const char* Linear::kernel() const {
+  if (!impl_) return "none";
+  if (activations_ == Activations::int8)
+    for (const LinearPart& p : impl_->parts)
+      if (p.path == LinearPath::blocks) return impl_->ints->name;
+  return impl_->ops->name;
+}
+
+std::string_view to_string(Activations a) { return a == Activations::int8 ? "int8" : "fp32"; }
+
+Activations parse_activations(std::string_view s) {
+  if (s == "int8") return Activations::int8;
+  if (s == "fp32") return Activations::fp32;
+  throw InvalidArgument("activations: '" + std::string(s) +
+                        "' is not one of int8 (block formats multiply 8-bit activations in integers) or fp32 "
+                        "(activations as they are: the dequantized weights' results)");
+}
 
 void Linear::row(std::int64_t o, std::span<float> w_row) const {
   if (!impl_) throw InvalidArgument("linear: row of an empty Linear (no weights)");
@@ -434,6 +453,75 @@ void apply_part(const kernels::LinearOps& ops, const std::uint32_t* words, const
   }
 }
 
+// One block-format part's rows of y in integers (kernels/int_ops.hpp): every row of x
+// quantized once, then apply_part's walk — row blocks, runs of k, panels split between
+// threads — with each panel's run unpacked once into IntBlocks for the block's row tiles.
+// The fp32 sums carry between runs as apply_part's do (runs end on block boundaries), so
+// the split changes no bit.
+void apply_part_int(const kernels::IntOps& ops, const std::uint32_t* words, const LinearPart& part, std::int64_t in,
+                    const float* x, std::int64_t rows, std::int64_t ldx, float* y, std::int64_t ldy, bool add,
+                    int threads) {
+  const kernels::IntFormat& f = *kernels::int_format(part.dtype);
+  const std::int64_t blocks = in / f.block;
+  // The quantized rows: int8 [rows][in], dx [rows][blocks], extra [rows][blocks * f.extra].
+  const std::int64_t ldq = in, ldd = blocks, lde = blocks * f.extra;
+  thread_local kernels::AlignedBuffer<std::uint32_t> qbuf;
+  qbuf.resize(static_cast<std::size_t>(rows * (ldq / 4 + ldd + lde)));
+  auto* const qx = reinterpret_cast<std::int8_t*>(qbuf.data);
+  auto* const dx = reinterpret_cast<float*>(qbuf.data + rows * ldq / 4);
+  auto* const ex = reinterpret_cast<std::int32_t*>(qbuf.data + rows * (ldq / 4 + ldd));
+  constexpr std::int64_t kFewRows = 16, kBlockRows = 384;
+  const int mr = ops.rows;
+  const std::int64_t steps = rows <= kFewRows ? in : 2048, runs = (in + steps - 1) / steps;
+  int team = threads > 0 ? threads : omp_get_max_threads();
+  if (omp_in_parallel()) team = 1;
+  const std::int64_t tiles = (rows + mr - 1) / mr;
+  team = static_cast<int>(std::clamp<std::int64_t>(part.panels * tiles, 1, team));
+  const int panel_groups = static_cast<int>(std::min<std::int64_t>(team, part.panels));
+  const int row_groups = team / panel_groups;
+  const std::int64_t out = part.out;
+#pragma omp parallel num_threads(team)
+  {
+#pragma omp for schedule(static)
+    for (std::int64_t r = 0; r < rows; ++r)
+      ops.quantize(f, x + r * ldx, ldx, 1, in, {qx + r * ldq, dx + r * ldd, ex + r * lde, ldq, ldd, lde});
+    const int t = omp_get_thread_num();
+    if (t < panel_groups * row_groups) {
+      const int pg = t % panel_groups, rg = t / panel_groups;
+      const std::int64_t p0 = part.panels * pg / panel_groups, p1 = part.panels * (pg + 1) / panel_groups;
+      const std::int64_t r0 = tiles * rg / row_groups * mr, r1 = std::min(rows, tiles * (rg + 1) / row_groups * mr);
+      const std::int64_t ldc = (p1 - p0) * P;
+      thread_local kernels::AlignedBuffer<float> carry;
+      if (runs > 1) carry.resize(static_cast<std::size_t>(std::min(kBlockRows, r1 - r0) * ldc));
+      thread_local kernels::AlignedBuffer<std::uint32_t> unpacked;
+      unpacked.resize(static_cast<std::size_t>(steps / f.block * f.block_words));
+      for (std::int64_t b = r0; b < r1; b += kBlockRows) {
+        const std::int64_t b1 = std::min(r1, b + kBlockRows);
+        for (std::int64_t run = 0; run < runs; ++run) {
+          const std::int64_t k0 = run * steps, kb = std::min(steps, in - k0) / f.block, kb0 = k0 / f.block;
+          const bool last = run + 1 == runs;
+          for (std::int64_t p = p0; p < p1; ++p) {
+            const std::uint32_t* base = words + p * part.panel_words + kb0 * part.quant->panel_words;
+            for (std::int64_t i = 0; i < kb; ++i)
+              ops.unpack(f, base + i * part.quant->panel_words, unpacked.data + i * f.block_words);
+            const int cols = static_cast<int>(std::min<std::int64_t>(P, out - p * P));
+            for (std::int64_t r = b; r < b1; r += mr) {
+              const int m = static_cast<int>(std::min<std::int64_t>(mr, b1 - r));
+              float* c = runs > 1 ? carry.data + (r - b) * ldc + (p - p0) * P : nullptr;
+              const float* from = run == 0 ? nullptr : c;
+              float* to = last ? y + r * ldy + p * P : c;
+              const std::int64_t ld_to = last ? ldy : ldc;
+              const kernels::IntRowsView xv{qx + r * ldq + k0, dx + r * ldd + kb0, ex + r * lde + kb0 * f.extra, ldq, ldd,
+                                            lde};
+              ops.tile(f, xv, m, unpacked.data, kb, from, ldc, to, ld_to, last ? cols : P, last && add);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void Linear::apply(const float* x, std::int64_t rows, std::int64_t ldx, float* y, std::int64_t ldy, bool add,
@@ -454,8 +542,12 @@ void Linear::apply(const float* x, std::int64_t rows, std::int64_t ldx, float* y
     throw InvalidArgument("linear: apply with rows " + std::to_string(rows) + ", ldx " + std::to_string(ldx) +
                           ", ldy " + std::to_string(ldy) + " spans more floats than an address space holds");
   if (rows == 0) return;
-  for (const LinearPart& part : L.parts)
-    apply_part(*L.ops, L.words.data + part.offset, part, L.in, x, rows, ldx, y + part.row0, ldy, add, threads);
+  for (const LinearPart& part : L.parts) {
+    if (part.path == LinearPath::blocks && activations_ == Activations::int8)
+      apply_part_int(*L.ints, L.words.data + part.offset, part, L.in, x, rows, ldx, y + part.row0, ldy, add, threads);
+    else
+      apply_part(*L.ops, L.words.data + part.offset, part, L.in, x, rows, ldx, y + part.row0, ldy, add, threads);
+  }
 }
 
 }  // namespace ringattn

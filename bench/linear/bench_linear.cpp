@@ -41,6 +41,31 @@ namespace {
 using namespace ringattn;
 using dnnl::memory;
 
+bool quantized(DType d) { return d == DType::q8_0 || d == DType::q4_k || d == DType::q6_k; }
+
+// Random GGUF blocks of q4_k or q6_k for [out, in] (small fp16 scales, every other byte
+// random): what a file holds, for timing.
+std::vector<std::uint8_t> random_blocks(DType d, std::int64_t out, std::int64_t in) {
+  const std::size_t per = d == DType::q4_k ? 144 : 210, n = static_cast<std::size_t>(out * in / 256);
+  std::vector<std::uint8_t> b(n * per);
+  std::uint64_t r = 88172645463325252ull;
+  for (auto& v : b) {
+    r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+    v = static_cast<std::uint8_t>(r);
+  }
+  const std::uint16_t small = to_f16(1e-3f);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint8_t* blk = b.data() + i * per;
+    if (d == DType::q4_k) {
+      std::memcpy(blk, &small, 2);
+      std::memcpy(blk + 2, &small, 2);
+    } else {
+      std::memcpy(blk + 208, &small, 2);
+    }
+  }
+  return b;
+}
+
 struct Shape {
   std::string name;
   std::int64_t out, in;
@@ -52,8 +77,12 @@ class OnednnWeights {
   OnednnWeights(std::int64_t rows, const Shape& s, const std::vector<float>& w_out_in, DType dt, int threads) {
     const int saved = omp_get_max_threads();  // oneDNN reads the OpenMP thread count at creation
     omp_set_num_threads(threads);
-    const auto t = dt == DType::bf16 ? memory::data_type::bf16 : memory::data_type::f32;
-    const memory::desc a({rows, s.in}, t, memory::format_tag::ab), b({s.in, s.out}, t, memory::format_tag::any),
+    // Block formats: oneDNN's int8 matmul (u8 activations, s8 weights, fp32 out): the
+    // integer roof the integer block tiles are held against.
+    const bool int8 = quantized(dt);
+    const auto t = dt == DType::bf16 ? memory::data_type::bf16 : int8 ? memory::data_type::s8 : memory::data_type::f32;
+    const memory::desc a({rows, s.in}, int8 ? memory::data_type::u8 : t, memory::format_tag::ab),
+        b({s.in, s.out}, t, memory::format_tag::any),
         c({rows, s.out}, memory::data_type::f32, memory::format_tag::ab);
     try {
       pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), engine_);
@@ -114,7 +143,7 @@ std::uint64_t stream(std::span<const std::byte> bytes, int threads) {
   return acc;
 }
 
-void run_case(const Shape& s, std::int64_t rows, DType dt, int threads, std::optional<Isa> isa,
+void run_case(const Shape& s, std::int64_t rows, DType dt, Activations acts, int threads, std::optional<Isa> isa,
               const std::string& command) {
   std::vector<float> w = oracle::random_normal(static_cast<std::size_t>(s.out * s.in), 7);
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.in));
@@ -126,12 +155,17 @@ void run_case(const Shape& s, std::int64_t rows, DType dt, int threads, std::opt
       bits.push_back(to_f16(v));
       v = from_f16(bits.back());
     }
-  const Linear lin(dt, s.out, s.in, dt != DType::f32 ? static_cast<const void*>(bits.data()) : w.data(), isa);
+  std::vector<std::uint8_t> blocks;
+  if (dt == DType::q4_k || dt == DType::q6_k) blocks = random_blocks(dt, s.out, s.in);
+  Linear lin = dt == DType::q8_0 ? Linear(DType::q8_0, s.in, {std::span<const float>(w)}, isa)
+               : !blocks.empty() ? Linear(dt, s.out, s.in, blocks.data(), isa)
+                                 : Linear(dt, s.out, s.in, dt != DType::f32 ? static_cast<const void*>(bits.data()) : w.data(), isa);
+  lin.set_activations(acts);
   const std::vector<float> x = oracle::random_normal(static_cast<std::size_t>(rows * s.in), 8);
   std::vector<float> y(static_cast<std::size_t>(rows * s.out));
   const double t_linear = cli::median_seconds([&] { lin.apply(x.data(), rows, s.in, y.data(), s.out, false, threads); });
 
-  const DType roof_dt = dt == DType::bf16 ? bf16_matmul_dtype() : DType::f32;
+  const DType roof_dt = dt == DType::bf16 ? bf16_matmul_dtype() : quantized(dt) ? dt : DType::f32;
   OnednnWeights roof(rows, s, w, roof_dt, threads);
   roof.set_x(x);
   omp_set_num_threads(threads);
@@ -146,8 +180,9 @@ void run_case(const Shape& s, std::int64_t rows, DType dt, int threads, std::opt
   bench::add_machine(o, dt, lin.isa());
   o.add("kernel", lin.kernel()).add("shape", s.name).add("out", s.out).add("in", s.in).add("rows", rows);
   o.add("dtype", to_string(dt));
+  if (quantized(dt)) o.add("activations", to_string(acts));
   o.add("threads", threads).add("seconds", t_linear).add("gflops", flops / t_linear / 1e9);
-  o.add("roof_impl", roof.impl()).add("roof_dtype", to_string(roof_dt)).add("roof_seconds", t_roof);
+  o.add("roof_impl", roof.impl()).add("roof_dtype", quantized(dt) ? "int8" : to_string(roof_dt)).add("roof_seconds", t_roof);
   o.add("roof_gflops", flops / t_roof / 1e9).add("of_roof", t_roof / t_linear);
   o.add("weight_bytes", bytes).add("gbytes_per_s", bytes / t_linear / 1e9);
   o.add("stream_seconds", t_stream).add("stream_gbytes_per_s", bytes / t_stream / 1e9).add("of_stream", t_stream / t_linear);
@@ -180,13 +215,17 @@ int ringattn::cli::bench_linear_main(const std::vector<std::string>& argv) {
   a.option("shapes", "LIST", "NAME:OUT:IN,... (default: one dim-2048 Llama layer and a 512-token classifier)",
            "qkv:3072:2048,o:2048:2048,gate_up:16384:2048,down:2048:8192,head:512:2048")
       .option("rows", "LIST", "rows per call: 1 and a few are decode, hundreds prefill", "1,4,512")
-      .option("dtype", "LIST", "the weights' dtypes: fp32, bf16, fp16 (its roof: oneDNN's fp32 matmul)", "fp32,bf16")
+      .option("dtype", "LIST", "the weights' dtypes: fp32, bf16, fp16 (its roof: oneDNN's fp32 matmul), q8_0, q4_k, q6_k", "fp32,bf16")
+      .option("activations", "LIST", "block formats (q8_0, q4_k, q6_k; roof: oneDNN's int8 matmul): int8, fp32",
+              "int8")
       .option("threads", "LIST", "OpenMP threads (0: all cores)", "0")
       .option("isa", "NAME", "force an ISA path (" + isa_names() + ")");
   if (!a.parse(argv)) return 0;
   const std::vector<Shape> shapes = parse_shapes(a.str("shapes"));
   std::vector<DType> dtypes;
-  for (const auto& d : split_commas(a.str("dtype"))) dtypes.push_back(parse_weights_dtype(d));
+  for (const auto& d : split_commas(a.str("dtype"))) dtypes.push_back(d == "q4_k" ? DType::q4_k : d == "q6_k" ? DType::q6_k : parse_weights_dtype(d));
+  std::vector<Activations> acts;
+  for (const auto& v : split_commas(a.str("activations"))) acts.push_back(parse_activations(v));
   const auto rows = cli::parse_int_list(a.str("rows"), "--rows");
   for (auto r : rows)
     if (r < 1 || r > (1 << 20)) throw InvalidArgument("bench linear: --rows values must be in [1, 2^20], got " + std::to_string(r));
@@ -198,15 +237,18 @@ int ringattn::cli::bench_linear_main(const std::vector<std::string>& argv) {
   std::optional<Isa> isa;
   if (auto s = a.maybe("isa")) isa = parse_isa(*s);
   const std::string command = bench::shell_command("bench linear", argv);
-  const std::size_t total = shapes.size() * rows.size() * dtypes.size() * threads.size();
-  std::size_t done = 0;
+  std::size_t total = 0, done = 0;
+  for (auto dt : dtypes) total += quantized(dt) ? acts.size() : 1;
+  total *= shapes.size() * rows.size() * threads.size();
   for (auto t : threads)
     for (auto dt : dtypes)
-      for (auto r : rows)
-        for (const auto& s : shapes) {
-          cli::logger("bench")->info("[{}/{}] {} [{}, {}] rows={} {} threads={}", ++done, total, s.name, s.out, s.in, r,
-                                     to_string(dt), t);
-          run_case(s, r, dt, static_cast<int>(t), isa, command);
-        }
+      for (std::size_t ai = 0; ai < (quantized(dt) ? acts.size() : 1); ++ai)
+        for (auto r : rows)
+          for (const auto& s : shapes) {
+            const Activations act = quantized(dt) ? acts[ai] : Activations::int8;
+            cli::logger("bench")->info("[{}/{}] {} [{}, {}] rows={} {} {} threads={}", ++done, total, s.name, s.out,
+                                       s.in, r, to_string(dt), quantized(dt) ? to_string(act) : "", t);
+            run_case(s, r, dt, act, static_cast<int>(t), isa, command);
+          }
   return 0;
 }

@@ -16,8 +16,16 @@
 // fp32, and the pairs fold in the AVX512-BF16 dot instruction's order on every path (the
 // instruction where the CPU has it, two FMAs elsewhere), so every path gives the same bits.
 // fp16 weights widen in registers (exact) and multiply x as it is: the result is that of
-// fp32 weights holding the same values. So do the block formats, unpacked a panel's run of
-// steps at a time into fp32 (llama.cpp's dequantized values to the bit), never whole.
+// fp32 weights holding the same values.
+//
+// The block formats (q8_0, q4_k, q6_k) multiply in integers by default (Activations::int8,
+// kernels/int_ops.hpp): each row of x is quantized to 8 bits on the format's block grid
+// (one fp32 step per 32 or 256 values, as llama.cpp's Q8_0 / Q8_K), the products summed
+// exactly in int32, the scales applied in fp32 once a block in a fixed order — the same
+// bits on every path, batch and thread count, within about 1e-2 relative of the fp32
+// result. Activations::fp32 keeps x as it is: the blocks unpacked a panel's run of steps at
+// a time into fp32 (llama.cpp's dequantized values to the bit) and the f32 loops, so the
+// result is the bits of fp32 weights holding the dequantized values.
 //
 // Paths: AVX-512, AVX2, generic (which aarch64's NEON baseline vectorises), chosen as
 // the attention kernels' (RINGATTN_ISA, or the best this CPU has). The packed bytes are
@@ -31,10 +39,17 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string_view>
 
 #include "ringattn/types.hpp"
 
 namespace ringattn {
+
+// How a block-format Linear (q8_0, q4_k, q6_k) multiplies x: int8 (quantized per block,
+// integer dot products: the fast path) or fp32 (x as it is: the dequantized weights' bits).
+enum class Activations : std::uint8_t { int8 = 0, fp32 = 1 };
+std::string_view to_string(Activations a);
+Activations parse_activations(std::string_view s);  // "int8" or "fp32"; throws InvalidArgument naming it
 
 class Linear {
  public:
@@ -88,8 +103,13 @@ class Linear {
   DType dtype() const;  // the held dtype (of the first rows, where runs keep their own)
   bool mixed() const;   // runs of rows held in more than one dtype
   Isa isa() const;
-  // The panel loop's name: the ISA path, "avx512-bf16" where AVX-512 has the bf16 dot.
+  // The panel loop's name: the ISA path, "avx512-bf16" where AVX-512 has the bf16 dot;
+  // for block formats multiplied in integers, the integer tile's ("avx512-vnni").
   const char* kernel() const;
+  // How block formats multiply x (int8 by default); no effect on fp32, bf16 and fp16 rows.
+  // Copies made before keep theirs.
+  void set_activations(Activations a) { activations_ = a; }
+  Activations activations() const { return activations_; }
   // The packed weights (padding zero): what the layer holds in memory, and what a digest
   // of the model reads. The same bytes on every CPU.
   std::span<const std::byte> packed() const;
@@ -98,6 +118,7 @@ class Linear {
   struct Impl;
   void pack(std::optional<DType> dtype, std::int64_t in, std::optional<Isa> isa, std::span<const Block> blocks);
   std::shared_ptr<const Impl> impl_;
+  Activations activations_ = Activations::int8;
 };
 
 }  // namespace ringattn

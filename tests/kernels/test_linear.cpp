@@ -265,7 +265,7 @@ TEST_CASE("linear: blocks in any dtype, held in any dtype, pack as the values co
   CHECK_THROWS_AS(Linear(DType::f32, in, std::span<const Linear::Block>()), InvalidArgument);
 }
 
-TEST_CASE("linear: q8_0 weights give the bits of fp32 weights holding the dequantized values; GGUF blocks pack as quantized floats") {
+TEST_CASE("linear: q8_0 weights with fp32 activations give the bits of fp32 weights holding the dequantized values; GGUF blocks pack as quantized floats") {
   for (Isa isa : available_isas())
     for (auto [out, in, rows] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{33, 32, 1},
                                  {70, 96, 3}, {40, 4160, 2}, {65, 64, 13}, {97, 256, 40}}) {
@@ -273,7 +273,8 @@ TEST_CASE("linear: q8_0 weights give the bits of fp32 weights holding the dequan
       CAPTURE(out);
       CAPTURE(in);
       const std::vector<float> w = randn(std::size_t(out * in), unsigned(out + in));
-      const Linear q(DType::q8_0, in, {std::span<const float>(w)}, isa);
+      Linear q(DType::q8_0, in, {std::span<const float>(w)}, isa);
+      q.set_activations(Activations::fp32);  // x as it is (test_int_blocks.cpp: the int8 default)
       CHECK(q.dtype() == DType::q8_0);
       CHECK(q.packed().size() == std::size_t((out + 31) / 32 * (in / 32) * 288 * 4));  // 9 bits a weight
       std::vector<float> values(w.size());
