@@ -472,7 +472,9 @@ void apply_part_int(const kernels::IntOps& ops, const std::uint32_t* words, cons
   auto* const ex = reinterpret_cast<std::int32_t*>(qbuf.data + rows * (ldq / 4 + ldd));
   constexpr std::int64_t kFewRows = 16, kBlockRows = 384;
   const int mr = ops.rows;
-  const std::int64_t steps = rows <= kFewRows ? in : 2048, runs = (in + steps - 1) / steps;
+  // Few rows (decode) read each weight once: runs of 256 steps, so a panel's unpacked run
+  // (10-11 KiB for the k-quants, 9 KiB for q8_0) is written and read back in L1, not L2.
+  const std::int64_t steps = rows <= kFewRows ? 256 : 2048, runs = (in + steps - 1) / steps;
   int team = threads > 0 ? threads : omp_get_max_threads();
   if (omp_in_parallel()) team = 1;
   const std::int64_t tiles = (rows + mr - 1) / mr;

@@ -110,6 +110,7 @@ std::uint64_t model_fingerprint(const JobOptions& opt, ModelFiles& files, const 
   h.value(c.tied);
   h.value(c.rope_theta);
   h.value(static_cast<int>(opt.weights_dtype ? static_cast<int>(*opt.weights_dtype) : -1));
+  if (opt.activations != ringattn::Activations::int8) h.value(static_cast<int>(opt.activations));  // ranks must agree
   return h.h;
 }
 

@@ -130,6 +130,13 @@ constexpr JobOption kOptions[] = {
             as("weights-dtype", nullptr, "default: as the checkpoint holds them, fp32 for llama2.c and seed:S"),
             as("weights-dtype", nullptr, "default: as the checkpoint holds them; needs the model")},
      .store = [](JobOptions& o, const OptionValue& v) { o.weights_dtype = ringattn::parse_weights_dtype(v.text); }},
+    {.name = "activations", .value = "A",
+     .help = "how block-format matrices (GGUF Q8_0, Q4_K, Q6_K) multiply: int8 quantizes each row's activations per "
+             "block and sums in integers (fast, within ~1e-2 relative); fp32 keeps them, for results equal to the "
+             "dequantized weights'",
+     .kind = P::word, .choices = "int8 or fp32", .env = "RINGATTN_ACTIVATIONS",
+     .in = {as("activations", "int8"), as("activations", "int8"), as("activations", "int8", "needs the model")},
+     .store = [](JobOptions& o, const OptionValue& v) { o.activations = ringattn::parse_activations(v.text); }},
     {.name = "layout", .value = "L",
      .help = "how the batch is cut over the ranks (balanced: whole prompts, long ones cut zigzag; the others cut "
              "the packed batch as one sequence)",

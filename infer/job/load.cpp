@@ -68,6 +68,9 @@ LoadedJob load_model(JobOptions& opt) {
   LoadedJob job{read_model(opt, files), nullptr, {}, {}, {}, {}};
   job.description = describe(opt, job.model);
   job.model.set_threads(opt.threads);  // the attention kernel's budget, for the matmuls around it
+  job.model.set_activations(opt.activations);
+  if (opt.activations != ringattn::Activations::int8 && job.model.quantized())
+    job.description += " (" + std::string(ringattn::to_string(opt.activations)) + " activations)";
   opt.model = job.model.config();
   if (opt.tp.size > 1) job.fingerprint = model_fingerprint(opt, files, opt.model);
   opt.end_tokens = end_tokens(opt, files);

@@ -9,6 +9,7 @@
 
 #include "../model/model.hpp"
 #include <ringattn/layout.hpp>
+#include <ringattn/linear.hpp>
 #include <ringattn/types.hpp>
 
 namespace infer {
@@ -49,6 +50,9 @@ struct JobOptions {
   // the memory and half the bytes a decode step reads; sums stay fp32). Unset: as the
   // checkpoint holds them (a Hugging Face directory's dtype; fp32 for the others).
   std::optional<ringattn::DType> weights_dtype;
+  // How block-format matrices (a GGUF file's Q8_0, Q4_K, Q6_K) multiply: int8 activations
+  // in integers (fast; within quantization noise) or fp32 (the dequantized weights' results).
+  ringattn::Activations activations = ringattn::Activations::int8;
   // How the packed batch is cut over the ranks: none (the default) balances the prompts'
   // causal work (ringattn::shard_documents); a layout cuts the packed sequence as it cuts
   // one sequence (contiguous, zigzag or striped, ringattn/layout.hpp), prompts and all.

@@ -186,6 +186,25 @@ void Model::embed(std::span<const std::int32_t> tokens, std::span<float> x, TpGr
   }
 }
 
+void Model::set_activations(ringattn::Activations a) {
+  embedding_.set_activations(a);
+  head_.set_activations(a);
+  for (LayerWeights& l : layers_)
+    for (auto* w : {&l.qkv, &l.wo, &l.gate_up, &l.down}) w->set_activations(a);
+}
+
+bool Model::quantized() const {
+  auto blocks = [](const ringattn::Linear& w) {
+    return w.mixed() || w.dtype() == ringattn::DType::q8_0 || w.dtype() == ringattn::DType::q4_k ||
+           w.dtype() == ringattn::DType::q6_k;
+  };
+  if (blocks(embedding_) || blocks(head_)) return true;
+  for (const LayerWeights& l : layers_)
+    for (const auto* w : {&l.qkv, &l.wo, &l.gate_up, &l.down})
+      if (blocks(*w)) return true;
+  return false;
+}
+
 std::size_t Model::weight_bytes() const {
   std::size_t n = (final_norm_.size() + 2 * layers_.size() * static_cast<std::size_t>(c_.dim)) * sizeof(float);
   n += embedding_.packed().size() + (c_.tied ? 0 : head_.packed().size());
@@ -337,6 +356,9 @@ std::uint64_t Model::digest() const {
     f.value(w.in());
     f.value(static_cast<int>(w.dtype()));
     f.bytes(w.packed().data(), w.packed().size());
+    // fp32 activations on block formats give other results: ranks must agree (int8, the
+    // default, leaves the digest as before).
+    if (w.activations() != ringattn::Activations::int8) f.value(static_cast<int>(w.activations()));
   };
   matrix(embedding_);
   for (const auto& l : layers_) {

@@ -155,6 +155,12 @@ class Model {
   // says otherwise). The result does not depend on it.
   void set_threads(int threads) { threads_ = threads; }
   int threads() const { return threads_; }
+  // How every block-format matrix (q8_0, q4_k, q6_k) multiplies its rows: int8 (the
+  // default: 8-bit activations, integer dot products) or fp32 (the dequantized weights'
+  // results). Other dtypes are untouched.
+  void set_activations(ringattn::Activations a);
+  // Whether any matrix is held in a block format (q8_0, q4_k, q6_k).
+  bool quantized() const;
   // A 64-bit digest of the configuration and every weight (FNV-1a over their bytes, in
   // one fixed order): two ranks whose digests agree hold the same model, whatever file
   // format or path it came from (a part of a model: the same part, its place mixed in).

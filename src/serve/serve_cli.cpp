@@ -165,6 +165,7 @@ std::shared_ptr<HostedModel> host_model(const ServeConfig& c) {
   model->options.threads = c.ring.threads;
   model->options.dtype = c.wire_dtype;
   model->options.weights_dtype = c.weights_dtype;
+  model->options.activations = c.activations;
   infer::place_in_ring(model->options, c.ring);  // this daemon's part of every layer (ring.group_size = tp)
   model->job = infer::load_model(model->options);
   if (!model->job.tokenizer) throw InvalidArgument("hosting " + c.model + " needs the model's tokenizer: " + model->job.tokenizer_missing);

@@ -90,6 +90,7 @@ const std::vector<Key>& keys() {
       job_key("model"),
       job_key("tokenizer"),
       job_key("weights_dtype"),
+      job_key("activations"),
       job_key("tp"),
       {"api", Kind::text, "HOST:PORT", "rank 0 with a model: the OpenAI-style HTTP endpoint (/v1/completions, "
                                        "/v1/chat/completions; 'off': none)", {"RINGATTN_API"}},
@@ -348,6 +349,10 @@ void hosted_model(const Given& g, const infer::JobOptions& job, ServeConfig& c) 
   if (const Value* x = g.get("weights_dtype")) {
     c.weights_dtype = job.weights_dtype;
     if (c.model.empty()) throw InvalidArgument(x->source + " sets a hosted model's dtype: give the model too");
+  }
+  if (const Value* x = g.get("activations")) {
+    c.activations = job.activations;
+    if (c.model.empty()) throw InvalidArgument(x->source + " sets how a hosted model multiplies: give the model too");
   }
   if (const Value* x = g.get("tp")) {
     c.tp = job.tp.size;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ringattn/linear.hpp"
 #include "ringattn/ring.hpp"
 #include "../cli/args.hpp"
 
@@ -29,6 +30,7 @@ struct ServeConfig {
   // a GGUF file) and its tokenizer (empty: the model's own); empty model: none.
   std::string model, tokenizer;
   std::optional<DType> weights_dtype;  // the hosted model's matrices (unset: as the checkpoint holds them)
+  Activations activations = Activations::int8;  // how its block-format matrices multiply
   int tp = 1;  // tensor parallelism: groups of tp consecutive daemons each hold one tp-th of the model (ring.group_size)
   std::string api = "off";          // rank 0: the OpenAI-style endpoint's HOST:PORT
   double cache_mib = 1024;    // KV-cache memory per daemon for the hosted model's requests and sessions

@@ -49,6 +49,7 @@ std::string field(const JobOption& opt, const JobOptions& o) {
   else if (n == "tp") s << o.tp.size;
   else if (n == "dtype") s << ringattn::to_string(o.dtype);
   else if (n == "weights_dtype") s << (o.weights_dtype ? std::string(ringattn::to_string(*o.weights_dtype)) : "stored");
+  else if (n == "activations") s << ringattn::to_string(o.activations);
   else if (n == "layout") s << (o.layout ? std::string(ringattn::to_string(*o.layout)) : "balanced");
   else if (n == "rope_positions") s << (o.rope == infer::RopePositions::global ? "global" : "local");
   else if (n == "vocab") s << o.model.vocab;
@@ -137,6 +138,7 @@ JobOptions job_of(const ringattn::serve::ServeConfig& c) {
   o.tp.size = c.tp;
   o.dtype = c.wire_dtype;
   o.weights_dtype = c.weights_dtype;
+  o.activations = c.activations;
   o.tokenizer = c.tokenizer;
   if (!c.model.empty()) infer::set_model_path(o, c.model, "model");
   return o;
