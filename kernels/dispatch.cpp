@@ -23,6 +23,7 @@ bool has_avx512() {
 }
 bool has_avx512_bf16() { return has_avx512() && __builtin_cpu_supports("avx512bf16"); }  // Zen 4+, Sapphire Rapids+
 bool has_avx512_vnni() { return has_avx512() && __builtin_cpu_supports("avx512vnni"); }  // Cascade Lake+, Zen 4+
+bool has_avx512_vnni_vbmi() { return has_avx512_vnni() && __builtin_cpu_supports("avx512vbmi"); }  // Ice Lake+, Zen 4+
 #endif
 #if RINGATTN_HAVE_AVX2
 bool has_avx2() {
@@ -41,13 +42,16 @@ struct IsaPath {
   const IntOps* ints = nullptr;       // the block formats' integer arithmetic (int_ops.hpp)
   const IntOps* ints_plus = nullptr;  // a faster one where the CPU has more (tried first)
   bool (*ints_plus_has)() = nullptr;
+  const IntOps* ints_best = nullptr;  // faster still (tried before ints_plus)
+  bool (*ints_best_has)() = nullptr;
 };
 
 const IsaPath kPaths[] = {
 #if RINGATTN_HAVE_AVX512
     {.isa = Isa::avx512, .cpu_has = has_avx512, .attention = &kOpsAvx512, .linear = &kLinearAvx512,
      .linear_plus = &kLinearAvx512Bf16, .plus_has = has_avx512_bf16, .ints = &kIntAvx512,
-     .ints_plus = &kIntAvx512Vnni, .ints_plus_has = has_avx512_vnni},
+     .ints_plus = &kIntAvx512Vnni, .ints_plus_has = has_avx512_vnni, .ints_best = &kIntAvx512VnniVbmi,
+     .ints_best_has = has_avx512_vnni_vbmi},
 #endif
 #if RINGATTN_HAVE_AVX2
     {.isa = Isa::avx2, .cpu_has = has_avx2, .attention = &kOpsAvx2, .linear = &kLinearAvx2, .ints = &kIntAvx2},
@@ -86,8 +90,11 @@ const LinearOps& linear_ops_for(Isa isa) {
 
 std::vector<const IntOps*> int_ops_variants(Isa isa) {
   const IsaPath& p = path(isa);
-  if (p.ints_plus && p.ints_plus_has()) return {p.ints_plus, p.ints};
-  return {p.ints};
+  std::vector<const IntOps*> out;
+  if (p.ints_best && p.ints_best_has()) out.push_back(p.ints_best);
+  if (p.ints_plus && p.ints_plus_has()) out.push_back(p.ints_plus);
+  out.push_back(p.ints);
+  return out;
 }
 
 const IntOps& int_ops_for(Isa isa) { return *int_ops_variants(isa).front(); }

@@ -78,18 +78,26 @@ using IntTileFn = void (*)(const IntFormat& f, const IntRowsView& x, int m, cons
                            std::int64_t blocks, const float* a, std::int64_t lda, float* y, std::int64_t ldy,
                            int cols, bool add);
 
+// The tile straight from packed panel blocks (kernels/quant_blocks.hpp), `stride` words
+// apart (the format's panel words): no IntBlock written. The same bits as unpack then tile.
+using IntPackedTileFn = void (*)(const IntFormat& f, const IntRowsView& x, int m, const std::uint32_t* w,
+                                 std::int64_t stride, std::int64_t blocks, const float* a, std::int64_t lda, float* y,
+                                 std::int64_t ldy, int cols, bool add);
+
 struct IntOps {
   const char* name;
   int rows;  // m per tile call
   IntQuantizeFn quantize;
   IntUnpackFn unpack;
   IntTileFn tile;
+  IntPackedTileFn packed = nullptr;  // where the path reads packed blocks in registers
 };
 
 extern const IntOps kIntGeneric;
 extern const IntOps kIntAvx2;
 extern const IntOps kIntAvx512;      // the portable loops, vectorised for AVX-512
 extern const IntOps kIntAvx512Vnni;  // vpdpbusd / vpdpwssd tiles
+extern const IntOps kIntAvx512VnniVbmi;  // the same, reading packed blocks with byte permutes
 extern const IntOps kIntNeon;        // the portable loops, vectorised for NEON
 
 }  // namespace ringattn::kernels

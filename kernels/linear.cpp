@@ -472,9 +472,12 @@ void apply_part_int(const kernels::IntOps& ops, const std::uint32_t* words, cons
   auto* const ex = reinterpret_cast<std::int32_t*>(qbuf.data + rows * (ldq / 4 + ldd));
   constexpr std::int64_t kFewRows = 16, kBlockRows = 384;
   const int mr = ops.rows;
-  // Few rows (decode) read each weight once: runs of 256 steps, so a panel's unpacked run
-  // (10-11 KiB for the k-quants, 9 KiB for q8_0) is written and read back in L1, not L2.
-  const std::int64_t steps = rows <= kFewRows ? 256 : 2048, runs = (in + steps - 1) / steps;
+  // A path that reads packed blocks in registers (ops.packed) takes the few rows of a decode
+  // step straight from them: each weight read once, nothing written; else (and for many
+  // rows, whose tiles share each unpacked run) runs of 256 steps for few rows, so a panel's
+  // unpacked run (9-11 KiB) is written and read back in L1, and of 2048 for many.
+  const bool packed = ops.packed && rows <= kFewRows;
+  const std::int64_t steps = packed ? in : rows <= kFewRows ? 256 : 2048, runs = (in + steps - 1) / steps;
   int team = threads > 0 ? threads : omp_get_max_threads();
   if (omp_in_parallel()) team = 1;
   const std::int64_t tiles = (rows + mr - 1) / mr;
@@ -496,7 +499,7 @@ void apply_part_int(const kernels::IntOps& ops, const std::uint32_t* words, cons
       thread_local kernels::AlignedBuffer<float> carry;
       if (runs > 1) carry.resize(static_cast<std::size_t>(std::min(kBlockRows, r1 - r0) * ldc));
       thread_local kernels::AlignedBuffer<std::uint32_t> unpacked;
-      unpacked.resize(static_cast<std::size_t>(steps / f.block * f.block_words));
+      if (!packed) unpacked.resize(static_cast<std::size_t>(steps / f.block * f.block_words));
       for (std::int64_t b = r0; b < r1; b += kBlockRows) {
         const std::int64_t b1 = std::min(r1, b + kBlockRows);
         for (std::int64_t run = 0; run < runs; ++run) {
@@ -504,7 +507,7 @@ void apply_part_int(const kernels::IntOps& ops, const std::uint32_t* words, cons
           const bool last = run + 1 == runs;
           for (std::int64_t p = p0; p < p1; ++p) {
             const std::uint32_t* base = words + p * part.panel_words + kb0 * part.quant->panel_words;
-            for (std::int64_t i = 0; i < kb; ++i)
+            for (std::int64_t i = 0; i < kb && !packed; ++i)
               ops.unpack(f, base + i * part.quant->panel_words, unpacked.data + i * f.block_words);
             const int cols = static_cast<int>(std::min<std::int64_t>(P, out - p * P));
             for (std::int64_t r = b; r < b1; r += mr) {
@@ -515,7 +518,10 @@ void apply_part_int(const kernels::IntOps& ops, const std::uint32_t* words, cons
               const std::int64_t ld_to = last ? ldy : ldc;
               const kernels::IntRowsView xv{qx + r * ldq + k0, dx + r * ldd + kb0, ex + r * lde + kb0 * f.extra, ldq, ldd,
                                             lde};
-              ops.tile(f, xv, m, unpacked.data, kb, from, ldc, to, ld_to, last ? cols : P, last && add);
+              if (packed)
+                ops.packed(f, xv, m, base, part.quant->panel_words, kb, from, ldc, to, ld_to, last ? cols : P, last && add);
+              else
+                ops.tile(f, xv, m, unpacked.data, kb, from, ldc, to, ld_to, last ? cols : P, last && add);
             }
           }
         }

@@ -1,10 +1,10 @@
-// The integer block arithmetic's portable loops (kernels/int_blocks.hpp), vectorised by the
-// compiler for AVX-512 (no VNNI).
-#include "kernels/int_blocks.hpp"
-#include "kernels/x86/int_codes_x86.hpp"
+// The integer block arithmetic on AVX-512 without VNNI (Skylake-X): the AVX2 tiles
+// (kernels/x86/int_tile_avx2.hpp), vpmaddubsw having no wider form that helps here.
+#include "kernels/x86/int_tile_avx2.hpp"
 
 namespace ringattn::kernels {
 
-const IntOps kIntAvx512 = {.name = "avx512", .rows = 4, .quantize = quantize_rows, .unpack = unpack_int_x86, .tile = tile_portable};
+const IntOps kIntAvx512 = {.name = "avx512", .rows = 4, .quantize = quantize_rows, .unpack = unpack_int_x86,
+                           .tile = tile_avx2};
 
 }  // namespace ringattn::kernels
