@@ -34,6 +34,12 @@ inline __m512i load(const Permute& p) { return _mm512_load_si512(p.at); }
 // A packed panel block's numbers (q8_0: d | int8 [32][32]; q4_k: d | dmin | scale u8 [8][32]
 // | min u8 [8][32] | nibbles [256][16]; q6_k: d | scale int8 [16][32] | nibbles [256][16] |
 // high bits [256][8]).
+// Bytes ahead of a group's codes fetched into L1 while it is multiplied: one thread's decode
+// reads one stream, which the hardware prefetchers alone keep at a fraction of memory's rate
+// (measured, Zen 4, one thread, a [16384, 2048] Q4_K matrix: 1.88 ms without, 1.07 at 2 KiB
+// ahead, 0.61 at 4 KiB, 0.53 at 8 KiB; Q8_0 1.42 -> 1.25 ms).
+constexpr int kAhead = 8192;
+
 struct PackedSrc {
   const IntFormat& f;
   const std::uint32_t* blk;
@@ -42,12 +48,15 @@ struct PackedSrc {
   void codes(int g, __m512i& w0, __m512i& w1) const {
     if (f.dtype == DType::q8_0) {
       const std::uint8_t* q = bytes(32) + g * 128;
+      _mm_prefetch(reinterpret_cast<const char*>(q + kAhead), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(q + kAhead + 64), _MM_HINT_T0);
       const __m512i a = _mm512_loadu_si512(q), b = _mm512_loadu_si512(q + 64);
       const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
       w0 = _mm512_xor_si512(_mm512_permutex2var_epi8(a, load(kQ8Lo), b), flip);
       w1 = _mm512_xor_si512(_mm512_permutex2var_epi8(a, load(kQ8Hi), b), flip);
       return;
     }
+    _mm_prefetch(reinterpret_cast<const char*>(bytes(f.dtype == DType::q4_k ? 192 : 160) + g * 64 + kAhead), _MM_HINT_T0);
     const __m512i t = _mm512_permutexvar_epi8(load(kNibbles),
                                               _mm512_loadu_si512(bytes(f.dtype == DType::q4_k ? 192 : 160) + g * 64));
     const __m512i m = _mm512_set1_epi8(0x0F);
