@@ -9,7 +9,7 @@
 # each --repeat times, interleaved; the greedy tokens must be the same everywhere (ringattn's
 # up to where it stops at BOS/EOS). Prints a table of medians and writes OUT/runs.jsonl (every
 # run) and OUT/summary.json (OUT: bench/results/llamacpp/DTYPE unless --out says).
-#   bench/llamacpp/run.sh [--build DIR] [--out DIR] [--repeat N] [--prompt N] [--tokens N] [--dtype f32|bf16|q8_0|q4_k_m]
+#   bench/llamacpp/run.sh [--build DIR] [--out DIR] [--repeat N] [--prompt N] [--tokens N] [--dtype f32|bf16|q8_0|q4_k|q6_k|q4_k_m]
 #                         [--dim N --layers N --heads N --kv-heads N --head-dim N --ffn N --vocab N --seed S]
 # Defaults: issue 32's shape (dim 2048, 4 layers, 32/8 heads of 64, MLP 8192, vocab 512), a
 # 2048-token prompt, 32 tokens, 3 repeats, fp32 matrices. bf16: a BF16 GGUF for llama.cpp and
@@ -29,8 +29,8 @@ while (($#)); do
   shift 2
 done
 out=${out:-$root/bench/results/llamacpp/$dtype}
-[[ $dtype == f32 || $dtype == bf16 || $dtype == q8_0 || $dtype == q4_k_m ]] ||
-  { echo "run.sh: --dtype takes f32, bf16, q8_0 or q4_k_m, got '$dtype'" >&2; exit 2; }
+[[ $dtype == f32 || $dtype == bf16 || $dtype == q8_0 || $dtype == q4_k || $dtype == q6_k || $dtype == q4_k_m ]] ||
+  { echo "run.sh: --dtype takes f32, bf16, q8_0, q4_k, q6_k or q4_k_m, got '$dtype'" >&2; exit 2; }
 for n in repeat prompt tokens dim layers heads kv_heads head_dim ffn vocab seed; do
   [[ ${!n} =~ ^[0-9]+$ ]] || { echo "run.sh: --${n//_/-} must be a non-negative integer, got '${!n}'" >&2; exit 2; }
 done
@@ -55,8 +55,8 @@ mkdir -p "$cache/models" "$out"
 shape="--vocab $vocab --dim $dim --layers $layers --heads $heads --kv-heads $kv_heads --head-dim $head_dim --ffn $ffn"
 gguf=$cache/models/seed$seed-v$vocab-d$dim-l$layers-h$heads-kv$kv_heads-hd$head_dim-f$ffn-c$((prompt + tokens + 256))-$dtype.gguf
 # f32 and bf16: ringattn draws the seed's weights itself (--weights-dtype rounds them as the
-# GGUF writer does); q8_0 and q4_k_m: ringattn reads the very GGUF file llama.cpp reads.
-if [[ $dtype == q8_0 || $dtype == q4_k_m ]]; then model_args=(--model "$gguf"); else model_args=(--model "seed:$seed" $shape --weights-dtype "${dtype/f32/fp32}"); fi
+# GGUF writer does); the block formats: ringattn reads the very GGUF file llama.cpp reads.
+if [[ $dtype == q* ]]; then model_args=(--model "$gguf"); else model_args=(--model "seed:$seed" $shape --weights-dtype "${dtype/f32/fp32}"); fi
 if [[ ! -f $gguf ]]; then
   echo "run.sh: writing $gguf" >&2
   $py "$here/write_gguf.py" --seed "$seed" $shape --context $((prompt + tokens + 256)) --dtype "$dtype" --out "$gguf"

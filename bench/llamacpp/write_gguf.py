@@ -11,7 +11,7 @@ here and nowhere else:
   - a tied classifier is no tensor at all (llama.cpp then reads token_embd for it).
 Matrices are F32, F16 or BF16 (rounded to nearest even), Q8_0 (llama.cpp's quantize_row_q8_0_ref:
 per block of 32, d = max|x| / 127 stored as fp16, q = round(x / d) half away from zero), Q4_K,
-or llama.cpp's Q4_K_M mix of Q4_K and Q6_K (q4_k_m_kind); the norms stay F32, as the converter
+Q6_K, or llama.cpp's Q4_K_M mix of Q4_K and Q6_K (q4_k_m_kind); the norms stay F32, as the converter
 keeps them. The vocabulary is llama.cpp's minimal SentencePiece one: <unk>, <s>, </s>, byte
 tokens, then fillers; ids pass through unchanged (the bench feeds ids, never text). With
 --tokenizer DIR it is instead that directory's tokenizer.json, and --vocab is its size: a
@@ -19,7 +19,7 @@ byte-level BPE one as GGUF's "gpt2" kind (--pre llama-bpe or qwen2), the way lla
 writes it; a SentencePiece-style one (byte fallback: Llama 2, Mistral) as the "llama" kind, each
 token scored by its merge's rank (-rank; 0 for tokens no merge makes: characters, bytes, specials).
   write_gguf.py --seed 1 --vocab 512 --dim 2048 --layers 4 --heads 32 --kv-heads 8 \\
-      --head-dim 64 --ffn 8192 [--untied] [--dtype f16|bf16|q8_0|q4_k|q4_k_m] [--dequantized DIR] --out model.gguf
+      --head-dim 64 --ffn 8192 [--untied] [--dtype f16|bf16|q8_0|q4_k|q6_k|q4_k_m] [--dequantized DIR] --out model.gguf
 GGUF v3: "GGUF", version, tensor count, metadata count, the metadata (key, type, value), the
 tensor infos (name, dims, type, offset), padding to 32 bytes, then the data, each tensor
 32-byte aligned.
@@ -296,7 +296,7 @@ def main():
                           ("kv-heads", 8), ("head-dim", 64), ("ffn", 8192), ("context", 8192)):
         p.add_argument("--" + name, type=int, default=default)
     p.add_argument("--untied", action="store_true")
-    p.add_argument("--dtype", choices=["f32", "f16", "bf16", "q8_0", "q4_k", "q4_k_m"], default="f32")
+    p.add_argument("--dtype", choices=["f32", "f16", "bf16", "q8_0", "q4_k", "q6_k", "q4_k_m"], default="f32")
     p.add_argument("--tokenizer", help="a directory with a tokenizer.json (and tokenizer_config.json): its vocabulary, "
                    "as GGUF's gpt2 kind (byte-level BPE) or llama kind (SentencePiece), replaces the minimal one, "
                    "and --vocab is its size")
@@ -316,7 +316,7 @@ def main():
                     ("tokenizer.ggml.eos_token_id", U32, 2), ("tokenizer.ggml.add_bos_token", BOOL, False),
                     ("tokenizer.ggml.add_eos_token", BOOL, False)]
     kv = [("general.architecture", STR, "llama"), ("general.name", STR, f"ringattn seed {c.seed}"),
-          ("general.file_type", U32, {"f32": 0, "f16": 1, "bf16": 32, "q8_0": 7, "q4_k": 14, "q4_k_m": 15}[c.dtype]), ("general.alignment", U32, ALIGN),
+          ("general.file_type", U32, {"f32": 0, "f16": 1, "bf16": 32, "q8_0": 7, "q4_k": 14, "q6_k": 18, "q4_k_m": 15}[c.dtype]), ("general.alignment", U32, ALIGN),
           ("llama.vocab_size", U32, c.vocab), ("llama.context_length", U32, c.context),
           ("llama.embedding_length", U32, c.dim), ("llama.block_count", U32, c.layers),
           ("llama.feed_forward_length", U32, c.ffn), ("llama.attention.head_count", U32, c.heads),
@@ -326,7 +326,8 @@ def main():
     tensors, offset = [], 0  # (index in specs, name, shape, type, offset, bytes)
     for index, (hf, shape) in enumerate(specs(c)):
         kind = (GGML_F32 if len(shape) == 1 or c.dtype == "f32" else GGML_BF16 if c.dtype == "bf16" else GGML_F16 if c.dtype == "f16" else
-                GGML_Q8_0 if c.dtype == "q8_0" else GGML_Q4_K if c.dtype == "q4_k" else q4_k_m_kind(hf, c.layers, c.untied))
+                GGML_Q8_0 if c.dtype == "q8_0" else GGML_Q4_K if c.dtype == "q4_k" else GGML_Q6_K if c.dtype == "q6_k" else
+                q4_k_m_kind(hf, c.layers, c.untied))
         n = int(np.prod(shape))
         if kind in BLOCK and shape[1] % BLOCK[kind][0]:
             sys.exit(f"write_gguf: {hf} has rows of {shape[1]}, not whole blocks of {BLOCK[kind][0]}")
