@@ -335,6 +335,31 @@ void Linear::apply(std::span<const float> x, std::span<float> y, bool add, int t
 
 namespace {
 
+// How a part's work is split between threads: its panels between groups of threads, and
+// (fewer panels than threads) its row tiles of mr rows as well. Thread t's share: panels
+// [p0, p1) and rows [r0, r1) (none if !has(t)).
+struct Split {
+  int team, panel_groups, row_groups;
+  std::int64_t panels, rows, tiles, mr;
+  Split(std::int64_t panels_, std::int64_t rows_, int mr_, int threads)
+      : panels(panels_), rows(rows_), tiles((rows_ + mr_ - 1) / mr_), mr(mr_) {
+    team = threads > 0 ? threads : omp_get_max_threads();
+    if (omp_in_parallel()) team = 1;
+    team = static_cast<int>(std::clamp<std::int64_t>(panels * tiles, 1, team));
+    panel_groups = static_cast<int>(std::min<std::int64_t>(team, panels));
+    row_groups = team / panel_groups;
+  }
+  bool has(int t) const { return t < panel_groups * row_groups; }
+  struct Share {
+    std::int64_t p0, p1, r0, r1;
+  };
+  Share share(int t) const {
+    const int pg = t % panel_groups, rg = t / panel_groups;
+    return {panels * pg / panel_groups, panels * (pg + 1) / panel_groups, tiles * rg / row_groups * mr,
+            std::min(rows, tiles * (rg + 1) / row_groups * mr)};
+  }
+};
+
 // One part's rows of y (y points at the part's first column): the blocked, threaded walk
 // over row blocks, runs of k and panels around the path's panel loop. One function on
 // purpose (112 lines): the loop nest shares one OpenMP region, its per-thread scratch and
@@ -365,13 +390,7 @@ void apply_part(const kernels::LinearOps& ops, const std::uint32_t* words, const
   // block format's 32 or 256 steps.
   constexpr std::int64_t kBlockRows = 384;  // 384: a multiple of every path's tile rows
   const std::int64_t steps = rows <= kFewRows ? in : 2048, runs = (in + steps - 1) / steps;
-  int team = threads > 0 ? threads : omp_get_max_threads();
-  if (omp_in_parallel()) team = 1;
-  // Work: panels split between threads, or (fewer panels than threads) rows as well.
-  const std::int64_t tiles = (rows + mr - 1) / mr;
-  team = static_cast<int>(std::clamp<std::int64_t>(part.panels * tiles, 1, team));
-  const int panel_groups = static_cast<int>(std::min<std::int64_t>(team, part.panels));
-  const int row_groups = team / panel_groups;
+  const Split split(part.panels, rows, mr, threads);
   // bf16 weights multiply x rounded to bf16 pairs (kernels/linear_ops.hpp), rounded once
   // here for every panel. The buffer is the calling thread's, kept between calls.
   const std::int64_t ldp = (in + 1) / 2;
@@ -379,17 +398,14 @@ void apply_part(const kernels::LinearOps& ops, const std::uint32_t* words, const
   if (bf16) pairs.resize(static_cast<std::size_t>(rows * ldp));
   std::uint32_t* const xp = pairs.data;
   const std::int64_t out = part.out;
-#pragma omp parallel num_threads(team)
+#pragma omp parallel num_threads(split.team)
   {
     if (bf16) {
 #pragma omp for schedule(static)
       for (std::int64_t r = 0; r < rows; ++r) round_pairs(x + r * ldx, in, xp + r * ldp);
     }
-    const int t = omp_get_thread_num();
-    if (t < panel_groups * row_groups) {
-      const int pg = t % panel_groups, rg = t / panel_groups;
-      const std::int64_t p0 = part.panels * pg / panel_groups, p1 = part.panels * (pg + 1) / panel_groups;
-      const std::int64_t r0 = tiles * rg / row_groups * mr, r1 = std::min(rows, tiles * (rg + 1) / row_groups * mr);
+    if (const int t = omp_get_thread_num(); split.has(t)) {
+      const auto [p0, p1, r0, r1] = split.share(t);
       const std::int64_t ldc = (p1 - p0) * P;
       thread_local kernels::AlignedBuffer<float> carry;
       if (runs > 1) carry.resize(static_cast<std::size_t>(std::min(kBlockRows, r1 - r0) * ldc));
@@ -478,23 +494,15 @@ void apply_part_int(const kernels::IntOps& ops, const std::uint32_t* words, cons
   // unpacked run (9-11 KiB) is written and read back in L1, and of 2048 for many.
   const bool packed = ops.packed && rows <= kFewRows;
   const std::int64_t steps = packed ? in : rows <= kFewRows ? 256 : 2048, runs = (in + steps - 1) / steps;
-  int team = threads > 0 ? threads : omp_get_max_threads();
-  if (omp_in_parallel()) team = 1;
-  const std::int64_t tiles = (rows + mr - 1) / mr;
-  team = static_cast<int>(std::clamp<std::int64_t>(part.panels * tiles, 1, team));
-  const int panel_groups = static_cast<int>(std::min<std::int64_t>(team, part.panels));
-  const int row_groups = team / panel_groups;
+  const Split split(part.panels, rows, mr, threads);
   const std::int64_t out = part.out;
-#pragma omp parallel num_threads(team)
+#pragma omp parallel num_threads(split.team)
   {
 #pragma omp for schedule(static)
     for (std::int64_t r = 0; r < rows; ++r)
       ops.quantize(f, x + r * ldx, ldx, 1, in, {qx + r * ldq, dx + r * ldd, ex + r * lde, ldq, ldd, lde});
-    const int t = omp_get_thread_num();
-    if (t < panel_groups * row_groups) {
-      const int pg = t % panel_groups, rg = t / panel_groups;
-      const std::int64_t p0 = part.panels * pg / panel_groups, p1 = part.panels * (pg + 1) / panel_groups;
-      const std::int64_t r0 = tiles * rg / row_groups * mr, r1 = std::min(rows, tiles * (rg + 1) / row_groups * mr);
+    if (const int t = omp_get_thread_num(); split.has(t)) {
+      const auto [p0, p1, r0, r1] = split.share(t);
       const std::int64_t ldc = (p1 - p0) * P;
       thread_local kernels::AlignedBuffer<float> carry;
       if (runs > 1) carry.resize(static_cast<std::size_t>(std::min(kBlockRows, r1 - r0) * ldc));

@@ -104,7 +104,7 @@ void tile_vnni_m(const IntFormat& f, const IntRowsView& x, const std::uint32_t* 
       }
     }
     const __m512 d0 = src.d(0), d1 = src.d(1);
-    if constexpr (Kind == 2) {  // S += sum_p coef pairs . side-sum pairs
+    auto side_sums = [&] {  // s += sum_p coefficient pairs . side-sum pairs
       for (int p = 0; p < kExtra; ++p) {
         __m512i c0, c1;
         src.coef(p, c0, c1);
@@ -114,7 +114,8 @@ void tile_vnni_m(const IntFormat& f, const IntRowsView& x, const std::uint32_t* 
           s[i][1] = _mm512_dpwssd_epi32(s[i][1], c1, eb);
         }
       }
-    }
+    };
+    if constexpr (Kind == 2) side_sums();
     __m512 t[M][2];
     for (int i = 0; i < M; ++i) {
       t[i][0] = _mm512_mul_ps(_mm512_cvtepi32_ps(s[i][0]), d0);
@@ -122,15 +123,7 @@ void tile_vnni_m(const IntFormat& f, const IntRowsView& x, const std::uint32_t* 
     }
     if constexpr (Kind == 1) {  // T -= float(S2) * dmin, S2 = sum_p min pairs . side-sum pairs
       for (int i = 0; i < M; ++i) s[i][0] = s[i][1] = _mm512_setzero_si512();
-      for (int p = 0; p < kExtra; ++p) {
-        __m512i c0, c1;
-        src.coef(p, c0, c1);
-        for (int i = 0; i < M; ++i) {
-          const __m512i eb = _mm512_set1_epi32(e[i][p]);
-          s[i][0] = _mm512_dpwssd_epi32(s[i][0], c0, eb);
-          s[i][1] = _mm512_dpwssd_epi32(s[i][1], c1, eb);
-        }
-      }
+      side_sums();
       const __m512 m0 = src.dmin(0), m1 = src.dmin(1);
       for (int i = 0; i < M; ++i) {
         t[i][0] = _mm512_sub_ps(t[i][0], _mm512_mul_ps(_mm512_cvtepi32_ps(s[i][0]), m0));
