@@ -6,7 +6,7 @@
 //
 // Activations (quantize): row r of x, block b of the format's grid (q8_0: 32 values; q4_k,
 // q6_k: 256) of values v:
-//   amax = max |v|;  dx = amax / 127;  q = round_to_nearest_even(v * (127 / amax))  (|q| <= 127)
+//   amax = max |v|;  dx = amax / 127;  q = round_to_nearest_even(v / dx), at most 127 in size
 //   (amax 0: dx = 0, q = 0; a NaN or infinite v: dx = NaN, q = 0, so the row's outputs are NaN)
 // and the block's integer side sums (extra words): q8_0: -128 * sum(q) (one int32);
 // q4_k: the eight 32-value sums in pairs, (sum_2p & 0xFFFF) | sum_2p+1 << 16 (4 words);

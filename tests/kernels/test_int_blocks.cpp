@@ -1,7 +1,7 @@
 // ringattn::Linear's integer arithmetic for GGUF's block formats (kernels/int_ops.hpp, the
 // default Activations::int8): against a float64 reference under the same rounding of the
 // activations (each row's block of 32 or 256 values: dx = amax / 127, q = nearest even of
-// v * 127 / amax), on every path; the same bits alone or in any batch, on any thread count,
+// v / dx), on every path; the same bits alone or in any batch, on any thread count,
 // on every path; within quantization noise of the fp32-activation result; a non-finite
 // activation reaches the row's outputs as NaN; Activations::fp32 keeps the dequantized bits.
 #include <doctest/doctest.h>
@@ -55,8 +55,8 @@ void reference(DType d, const std::vector<float>& x, std::int64_t rows, std::int
       const float* v = x.data() + r * in + b * n;
       float amax = 0;
       for (int i = 0; i < n; ++i) amax = std::max(amax, std::fabs(v[i]));
-      const float dx = amax / 127.0f, id = amax == 0 ? 0.0f : 127.0f / amax;
-      for (int i = 0; i < n; ++i) xq[std::size_t(b * n + i)] = double(dx) * std::nearbyint(v[i] * id);
+      const float dx = amax / 127.0f;
+      for (int i = 0; i < n; ++i) xq[std::size_t(b * n + i)] = amax == 0 ? 0.0 : double(dx) * std::nearbyint(v[i] / dx);
     }
     for (std::int64_t o = 0; o < out; ++o) {
       double s = 0, a = 0;

@@ -177,11 +177,18 @@ TEST_CASE("int ops: quantization: dx = amax / 127, nearest even, zero blocks zer
   const Quantized q = quantize(ops, f, x, 1, 96);
   CHECK(q.dx[0] == 8.0f / 127.0f);
   CHECK(q.q[0] == -127);
-  CHECK(q.q[1] == static_cast<std::int8_t>(std::nearbyint(-7.5f * (127.0f / 8.0f))));
+  CHECK(q.q[1] == static_cast<std::int8_t>(std::nearbyint(-7.5f / (8.0f / 127.0f))));
   CHECK(q.q[16] == 0);
   std::int32_t sum = 0;
   for (int i = 0; i < 32; ++i) sum += q.q[static_cast<std::size_t>(i)];
   CHECK(q.extra[0] == -128 * sum);
   CHECK(std::isnan(q.dx[1]));
   CHECK(q.dx[2] == 0.0f);
+  // A block of denormals quantizes as any other (its reciprocal scale would overflow).
+  std::vector<float> tiny(32);
+  for (int i = 0; i < 32; ++i) tiny[static_cast<std::size_t>(i)] = static_cast<float>(i - 16) * 1e-40f;
+  const Quantized t = quantize(ops, f, tiny, 1, 32);
+  CHECK(t.dx[0] == std::fabs(tiny[0]) / 127.0f);  // amax: element 0, -16e-40 as a denormal holds it
+  CHECK(t.q[0] == -127);
+  CHECK(t.q[31] == static_cast<std::int8_t>(std::nearbyint(15e-40f / t.dx[0])));
 }
