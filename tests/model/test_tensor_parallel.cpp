@@ -151,11 +151,15 @@ std::vector<float> columns(const std::vector<float>& t, std::size_t width, std::
 
 TEST_CASE("tensor parallelism: T parts of a model give the whole model's q, k, v to the bit and its logits within 1e-5") {
   const std::vector<std::int32_t> tokens = {1, 17, 300, 42, 150, 151, 0, 299, 7, 88, 120};
-  for (DType d : {DType::f32, DType::bf16})
+  for (DType d : {DType::f32, DType::bf16, DType::q8_0})  // q8_0: the integer arithmetic (int8 activations)
     for (bool tied : {false, true})
       for (int T : {1, 2, 4}) {  // 4: fewer K/V heads (2) than ranks, each read by two parts
         ModelConfig c = small();
         c.tied = tied;
+        if (d == DType::q8_0) {  // every part's columns whole blocks of 32 at T = 4
+          c.head_dim = 32;
+          c.ffn = 256;
+        }
         CAPTURE(ringattn::to_string(d));
         CAPTURE(tied);
         CAPTURE(T);
